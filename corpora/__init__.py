@@ -1,0 +1,69 @@
+"""Bundled data sets, in the style of ir_datasets: named records and a registry.
+
+``get("gatrocraptic")`` returns the file paths of the spec's corpus;
+``create_dataset(name, root, ...)`` registers a user's local files under a new name
+and refuses names that are already taken.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parent
+
+
+class CorpusFiles(NamedTuple):
+    name: str
+    docs: Path
+    queries: Path
+    qrels: Path
+    train: Path | None = None
+    terms: Path | None = None
+    dictionary: Path | None = None
+    heldout_queries: Path | None = None
+    heldout_qrels: Path | None = None
+    query_groups: Path | None = None
+
+
+_REGISTRY: dict[str, CorpusFiles] = {}
+
+
+def create_dataset(name: str, root: str | Path, **files: str | Path | None) -> CorpusFiles:
+    """Register a data set from local files (paths relative to ``root``); names are unique."""
+    if name in _REGISTRY:
+        raise ValueError(f"a data set named {name!r} is already registered")
+    base = Path(root)
+    resolved = {k: (None if v is None else base / v) for k, v in files.items()}
+    missing = [str(p) for p in resolved.values() if p is not None and not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"data set {name!r}: missing files: {', '.join(missing)}")
+    corpus = CorpusFiles(name=name, **resolved)
+    _REGISTRY[name] = corpus
+    return corpus
+
+
+def get(name: str) -> CorpusFiles:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown data set {name!r}; registered: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+GATROCRAPTIC = create_dataset(
+    "gatrocraptic",
+    ROOT / "gatrocraptic",
+    docs="docs.jsonl",
+    queries="queries.jsonl",
+    qrels="qrels.tsv",
+    train="train.jsonl",
+    terms="domain_terms.json",
+    dictionary="dictionary.jsonl",
+    heldout_queries="heldout_queries.jsonl",
+    heldout_qrels="heldout_qrels.tsv",
+    query_groups="query_groups.json",
+)

@@ -1,0 +1,238 @@
+"""Records and validated loaders for the files a user hands to sparse-adapt.
+
+Every loader reads the whole file and raises :class:`DataError` naming the file, the
+1-based line and the field at the first problem, so a user never sees a traceback
+from deep inside torch because of a typo in their JSONL.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+from sparse_adapt.errors import SparseAdaptError
+
+
+class DataError(SparseAdaptError, ValueError):
+    """A user-supplied file is malformed. ``str()`` is ``path:line: field 'f': message``."""
+
+    def __init__(self, path: str | Path, line: int | None, field: str | None, message: str):
+        self.path = str(path)
+        self.line = line
+        self.field = field
+        self.message = message
+        where = self.path if line is None else f"{self.path}:{line}"
+        what = f" field '{field}':" if field else ""
+        super().__init__(f"{where}:{what} {message}")
+
+
+class Document(NamedTuple):
+    doc_id: str
+    text: str
+
+
+class Query(NamedTuple):
+    qid: str
+    text: str
+
+
+class TrainExample(NamedTuple):
+    """One query with its teacher-scored candidate list (the spec's train.jsonl line)."""
+
+    qid: str
+    query: str
+    doc_ids: tuple[str, ...]
+    doc_texts: tuple[str, ...]
+    teacher_scores: tuple[float, ...]
+
+
+class DictionaryEntry(NamedTuple):
+    term: str
+    definition: str
+    examples: tuple[str, ...]
+
+
+Qrels = dict[str, dict[str, int]]
+
+
+def _require_file(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(p, None, None, "file not found" if not p.exists() else "not a regular file")
+    return p
+
+
+def _str_field(path: Path, line: int, obj: dict, field: str) -> str:
+    if field not in obj:
+        raise DataError(path, line, field, "missing")
+    value = obj[field]
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(path, line, field, f"expected a non-empty string, got {value!r:.60}")
+    return value
+
+
+def _str_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[str, ...]:
+    if field not in obj:
+        raise DataError(path, line, field, "missing")
+    value = obj[field]
+    if not isinstance(value, list) or not value:
+        raise DataError(path, line, field, "expected a non-empty list of strings")
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            raise DataError(path, line, f"{field}[{i}]", f"expected a non-empty string, got {item!r:.60}")
+    return tuple(value)
+
+
+def _float_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[float, ...]:
+    if field not in obj:
+        raise DataError(path, line, field, "missing")
+    value = obj[field]
+    if not isinstance(value, list) or not value:
+        raise DataError(path, line, field, "expected a non-empty list of numbers")
+    for i, item in enumerate(value):
+        # bool is an int subclass; "true" as a teacher score is a mistake, not a 1.
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            raise DataError(path, line, f"{field}[{i}]", f"expected a number, got {item!r:.60}")
+    return tuple(float(v) for v in value)
+
+
+def _read_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any]) -> list[Any]:
+    p = _require_file(path)
+    records = []
+    with p.open(encoding="utf-8") as f:
+        for line_no, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise DataError(p, line_no, None, f"invalid JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(obj, dict):
+                raise DataError(p, line_no, None, f"expected a JSON object, got {type(obj).__name__}")
+            records.append(parse(p, line_no, obj))
+    if not records:
+        raise DataError(p, None, None, "no records in file")
+    return records
+
+
+def _unique(path: Path, records: list, key: str, lines: list[int] | None = None) -> None:
+    seen: dict[str, int] = {}
+    for i, r in enumerate(records):
+        k = getattr(r, key)
+        if k in seen:
+            raise DataError(path, None, key, f"duplicate {key} {k!r} (records {seen[k] + 1} and {i + 1})")
+        seen[k] = i
+
+
+def load_documents(path: str | Path) -> list[Document]:
+    """``docs.jsonl``: one ``{"doc_id": str, "text": str}`` per line, ids unique."""
+
+    def parse(p: Path, n: int, o: dict) -> Document:
+        return Document(_str_field(p, n, o, "doc_id"), _str_field(p, n, o, "text"))
+
+    docs = _read_jsonl(path, parse)
+    _unique(Path(path), docs, "doc_id")
+    return docs
+
+
+def load_queries(path: str | Path) -> list[Query]:
+    """``queries.jsonl``: one ``{"qid": str, "text": str}`` per line, ids unique."""
+
+    def parse(p: Path, n: int, o: dict) -> Query:
+        return Query(_str_field(p, n, o, "qid"), _str_field(p, n, o, "text"))
+
+    queries = _read_jsonl(path, parse)
+    _unique(Path(path), queries, "qid")
+    return queries
+
+
+def load_train(path: str | Path) -> list[TrainExample]:
+    """``train.jsonl``: ``qid, query, doc_ids, doc_texts, teacher_scores`` with equal list lengths."""
+
+    def parse(p: Path, n: int, o: dict) -> TrainExample:
+        qid = _str_field(p, n, o, "qid")
+        query = _str_field(p, n, o, "query")
+        doc_ids = _str_list_field(p, n, o, "doc_ids")
+        doc_texts = _str_list_field(p, n, o, "doc_texts")
+        scores = _float_list_field(p, n, o, "teacher_scores")
+        if len(doc_texts) != len(doc_ids):
+            raise DataError(p, n, "doc_texts", f"has {len(doc_texts)} entries but doc_ids has {len(doc_ids)}")
+        if len(scores) != len(doc_ids):
+            raise DataError(p, n, "teacher_scores", f"has {len(scores)} entries but doc_ids has {len(doc_ids)}")
+        if len(doc_ids) < 2:
+            raise DataError(p, n, "doc_ids", "needs at least 2 candidates to rank")
+        return TrainExample(qid, query, doc_ids, doc_texts, scores)
+
+    return _read_jsonl(path, parse)
+
+
+def load_dictionary(path: str | Path) -> list[DictionaryEntry]:
+    """``dictionary.jsonl``: ``{"term", "definition", "examples": [str, ...]}`` per line."""
+
+    def parse(p: Path, n: int, o: dict) -> DictionaryEntry:
+        return DictionaryEntry(
+            _str_field(p, n, o, "term"), _str_field(p, n, o, "definition"), _str_list_field(p, n, o, "examples")
+        )
+
+    return _read_jsonl(path, parse)
+
+
+def load_qrels(path: str | Path) -> Qrels:
+    """TREC qrels: ``qid 0 doc_id grade`` per line (whitespace separated, grade an integer)."""
+    p = _require_file(path)
+    qrels: Qrels = {}
+    with p.open(encoding="utf-8") as f:
+        for n, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            parts = raw.split()
+            if len(parts) != 4:
+                raise DataError(p, n, None, f"expected 4 columns 'qid 0 doc_id grade', got {len(parts)}")
+            qid, _, doc_id, grade = parts
+            try:
+                g = int(grade)
+            except ValueError:
+                raise DataError(p, n, "grade", f"expected an integer, got {grade!r}") from None
+            qrels.setdefault(qid, {})[doc_id] = g
+    if not qrels:
+        raise DataError(p, None, None, "no judgements in file")
+    return qrels
+
+
+def load_domain_terms(path: str | Path) -> dict[str, list[str]]:
+    """``domain_terms.json``: an object of category -> list of terms (the spec's format)."""
+    p = _require_file(path)
+    try:
+        obj = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise DataError(p, e.lineno, None, f"invalid JSON ({e.msg})") from None
+    if not isinstance(obj, dict):
+        raise DataError(p, None, None, "expected an object of category -> list of terms")
+    out: dict[str, list[str]] = {}
+    for category, terms in obj.items():
+        if not isinstance(terms, list):
+            raise DataError(p, None, category, "expected a list of terms")
+        for i, t in enumerate(terms):
+            if not isinstance(t, str) or not t.strip():
+                raise DataError(p, None, f"{category}[{i}]", f"expected a non-empty string, got {t!r:.60}")
+            if t != t.strip() or any(c.isspace() for c in t):
+                raise DataError(p, None, f"{category}[{i}]", f"a term must be one word without spaces, got {t!r}")
+        out[category] = list(terms)
+    if not any(out.values()):
+        raise DataError(p, None, None, "no terms: every category is empty")
+    return out
+
+
+def load_query_groups(path: str | Path) -> dict[str, list[str]]:
+    """``query_groups.json``: group name -> list of qids (used by reports)."""
+    p = _require_file(path)
+    try:
+        obj = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise DataError(p, e.lineno, None, f"invalid JSON ({e.msg})") from None
+    if not isinstance(obj, dict) or not all(
+        isinstance(v, list) and all(isinstance(q, str) for q in v) for v in obj.values()
+    ):
+        raise DataError(p, None, None, "expected an object of group -> list of qids")
+    return obj

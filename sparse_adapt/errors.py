@@ -1,0 +1,10 @@
+"""Errors caused by what the user gave us. The CLI prints these as one line, exit code 2;
+anything else is a bug and keeps its traceback."""
+
+
+class SparseAdaptError(Exception):
+    """Base of every user-facing error."""
+
+
+class ConfigError(SparseAdaptError, ValueError):
+    """An invalid option or configuration value (unknown stage name, negative weight...)."""

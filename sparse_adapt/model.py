@@ -1,0 +1,261 @@
+"""SPLADE encoder over any Hugging Face masked-LM checkpoint.
+
+A text becomes a vector over the vocabulary:
+
+    w_t = max_{i : mask_i = 1} log(1 + relu(logit_{i,t}))
+
+where ``logit_{i,t}`` is the MLM head's score of token ``t`` at position ``i``.
+Special tokens ([CLS], [SEP], [PAD], [MASK], [UNK]) are never part of a vector: with
+tied decoders they fire in every text and carry no meaning, so a match on them would
+add the same constant to every score and make diagnostics misleading.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Literal, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import nn
+from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from sparse_adapt.errors import SparseAdaptError
+
+OFFLINE_MINILM = "offline-minilm"
+SETTINGS_FILE = "sparse_adapt.json"
+
+Kind = Literal["query", "document"]
+
+
+class ModelLoadError(SparseAdaptError, RuntimeError):
+    """A model name or directory cannot be loaded; the message says what was tried."""
+
+
+@dataclass
+class SpladeSettings:
+    """What sparse-adapt stores beside the Hugging Face files (``sparse_adapt.json``)."""
+
+    # Queries are short; 64 pieces keeps long questions whole while bounding cost.
+    query_max_length: int = 64
+    # 256 pieces covers a passage of ~180 words, the usual SPLADE document window.
+    doc_max_length: int = 256
+    # Token ids of the user's domain terms: excluded from FLOPS, targeted by the hinge.
+    domain_token_ids: list[int] = field(default_factory=list)
+    # Normalised term -> category from domain_terms.json.
+    domain_terms: dict[str, str] = field(default_factory=dict)
+    # Where the weights came from, for humans reading the directory.
+    base: str = ""
+
+    @classmethod
+    def load(cls, directory: Path) -> "SpladeSettings":
+        path = directory / SETTINGS_FILE
+        if not path.is_file():
+            return cls()
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(raw) - known
+        if unknown:
+            raise ModelLoadError(f"{path}: unknown settings {sorted(unknown)}")
+        return cls(**raw)
+
+    def save(self, directory: Path) -> None:
+        (directory / SETTINGS_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+
+
+def splade_pool(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Max-pool ``log(1 + relu(logits))`` over non-padding positions.
+
+    logits: (B, L, V); attention_mask: (B, L) of 0/1 -> (B, V).
+    """
+    act = torch.log1p(torch.relu(logits))  # (B, L, V)
+    act = act * attention_mask.unsqueeze(-1).to(act.dtype)  # padding contributes 0, the floor of relu
+    return act.amax(dim=1)  # (B, V)
+
+
+def atomic_directory(target: Path):
+    """Context manager yielding a temp dir that replaces ``target`` only on success."""
+    return _AtomicDir(Path(target))
+
+
+class _AtomicDir:
+    def __init__(self, target: Path):
+        self.target = target
+
+    def __enter__(self) -> Path:
+        self.target.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-", dir=self.target.parent))
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        old = None
+        if self.target.exists():
+            old = self.target.parent / f".{self.target.name}.old-{os.getpid()}"
+            os.replace(self.target, old)
+        os.replace(self.tmp, self.target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+class SpladeEncoder(nn.Module):
+    """A masked-LM + tokenizer + settings, producing SPLADE vectors."""
+
+    def __init__(self, mlm: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, settings: SpladeSettings | None = None):
+        super().__init__()
+        self.mlm = mlm
+        self.tokenizer = tokenizer
+        self.settings = settings or SpladeSettings()
+        rows = self.mlm.get_output_embeddings().weight.shape[0]
+        if rows < len(tokenizer):
+            raise ModelLoadError(f"the MLM head has {rows} rows but the tokenizer has {len(tokenizer)} tokens")
+        self.refresh_vocabulary()
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def from_pretrained(
+        cls, name_or_path: str | Path, *, trust_remote_code: bool = False, device: str | torch.device | None = None
+    ) -> "SpladeEncoder":
+        """Load ``offline-minilm``, a local directory or a hub id (safetensors only)."""
+        name = str(name_or_path)
+        if name == OFFLINE_MINILM:
+            from sparse_adapt.base import offline_minilm
+
+            enc = offline_minilm()
+        else:
+            path = Path(name)
+            if not path.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
+                raise ModelLoadError(f"model directory not found: {name}")
+            if path.exists() and not path.is_dir():
+                raise ModelLoadError(f"not a model directory: {name}")
+            if path.is_dir() and not (path / "config.json").is_file():
+                raise ModelLoadError(f"{name} has no config.json: not a Hugging Face model directory")
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+                mlm = AutoModelForMaskedLM.from_pretrained(
+                    name, trust_remote_code=trust_remote_code, use_safetensors=True
+                )
+            except (OSError, ValueError) as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise ModelLoadError(
+                    f"cannot load {name!r} as a masked-LM with safetensors weights: {first}. "
+                    f"For an encoder without an MLM head run `sparse-adapt base --from-encoder {name}`."
+                ) from None
+            settings = SpladeSettings.load(path) if path.is_dir() else SpladeSettings(base=name)
+            if not settings.base:
+                settings.base = name
+            enc = cls(mlm, tokenizer, settings)
+        enc.eval()
+        if device is not None:
+            enc.to(device)
+        return enc
+
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write HF model + tokenizer + ``sparse_adapt.json``; replaces ``directory`` atomically."""
+        target = Path(directory)
+        with atomic_directory(target) as tmp:
+            self.mlm.save_pretrained(tmp)
+            self.tokenizer.save_pretrained(tmp)
+            self.settings.save(tmp)
+        return target
+
+    # ------------------------------------------------------------------ vocabulary
+    @property
+    def device(self) -> torch.device:
+        return next(self.mlm.parameters()).device
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokenizer)
+
+    @property
+    def domain_token_ids(self) -> list[int]:
+        return list(self.settings.domain_token_ids)
+
+    def id_to_token(self) -> list[str]:
+        """Token string of every id; added tokens as written (e.g. ``gatrocraptic``)."""
+        return self.tokenizer.convert_ids_to_tokens(list(range(self.vocab_size)))
+
+    def refresh_vocabulary(self) -> None:
+        """Rebuild the (V,) 0/1 mask of ids allowed in vectors (after vocabulary changes)."""
+        mask = torch.ones(self.vocab_size)
+        mask[[i for i in self.tokenizer.all_special_ids if i < self.vocab_size]] = 0.0
+        self.register_buffer("output_mask", mask, persistent=False)
+
+    # ------------------------------------------------------------------ encoding
+    def max_length(self, kind: Kind) -> int:
+        if kind == "query":
+            return self.settings.query_max_length
+        if kind == "document":
+            return self.settings.doc_max_length
+        raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
+
+    def tokenize(self, texts: Sequence[str], kind: Kind) -> dict[str, torch.Tensor]:
+        batch = self.tokenizer(
+            list(texts), padding=True, truncation=True, max_length=self.max_length(kind), return_tensors="pt"
+        )
+        return {k: v.to(self.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
+
+    def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """MLM logits (B, L, V) restricted to the tokenizer's vocabulary."""
+        out = self.mlm(input_ids=input_ids, attention_mask=attention_mask).logits
+        return out[..., : self.vocab_size]
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Differentiable SPLADE weights (B, V) with special tokens zeroed."""
+        weights = splade_pool(self.logits(input_ids, attention_mask), attention_mask)  # (B, V)
+        return weights * self.output_mask
+
+    @torch.inference_mode()
+    def encode(
+        self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32, progress: bool = False
+    ) -> sp.csr_matrix:
+        """Encode texts to a (len(texts), V) float32 CSR matrix in input order."""
+        self.max_length(kind)
+        was_training = self.training
+        self.eval()
+        rows: list[sp.csr_matrix] = []
+        batches = range(0, len(texts), batch_size)
+        if progress:
+            from rich.progress import track
+
+            batches = track(batches, description=f"encoding {kind}s")
+        for start in batches:
+            batch = self.tokenize(texts[start : start + batch_size], kind)
+            w = self(batch["input_ids"], batch["attention_mask"]).float().cpu().numpy()
+            rows.append(sp.csr_matrix(w))
+        if was_training:
+            self.train()
+        if not rows:
+            return sp.csr_matrix((0, self.vocab_size), dtype=np.float32)
+        return sp.vstack(rows, format="csr").astype(np.float32)
+
+    def encode_to_dicts(self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32) -> list[dict[str, float]]:
+        """Encode texts to ``{token: weight}`` dicts sorted by descending weight."""
+        return vectors_to_dicts(self.encode(texts, kind, batch_size), self.id_to_token())
+
+
+def vectors_to_dicts(matrix: sp.csr_matrix, vocab: Sequence[str]) -> list[dict[str, float]]:
+    out = []
+    for r in range(matrix.shape[0]):
+        row = matrix.getrow(r)
+        order = np.argsort(-row.data, kind="stable")
+        out.append({vocab[row.indices[j]]: float(row.data[j]) for j in order})
+    return out
+
+
+def top_terms(vector: dict[str, float], k: int = 10) -> list[tuple[str, float]]:
+    return sorted(vector.items(), key=lambda kv: -kv[1])[:k]
+
+
+def iter_batches(items: Sequence, size: int) -> Iterable[Sequence]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,111 @@
+"""Vocabulary + MLM-head extension: every domain term becomes one token.
+
+For a term split by the base tokenizer into pieces p_1..p_k, the new row is
+
+    E[new]      = mean_j E[p_j]          (input embedding; MOSAIC's initialisation)
+    W_dec[new]  = mean_j W_dec[p_j]      (decoder row, only when not tied to E)
+    b_dec[new]  = mean_j b_dec[p_j]      (decoder bias)
+
+The bias is set explicitly rather than left to transformers, whose resize fills new
+bias rows with the mean over the *whole* vocabulary: for SPLADE that bias decides how
+readily the new term fires, and the term's own pieces are the best prior we have.
+Terms that are already one token (e.g. ``api``) are not added again; their existing id
+is recorded as a domain token so the FLOPS exclusion and the domain hinge cover them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from tokenizers import AddedToken
+
+from sparse_adapt.model import SpladeEncoder
+
+
+@dataclass
+class TermReport:
+    term: str  # as written in domain_terms.json
+    normalized: str  # as the tokenizer sees it (e.g. lowercased)
+    category: str
+    token_id: int
+    pieces: list[str]  # how the base tokenizer split it
+    added: bool  # False: it already was a single token
+
+
+@dataclass
+class ExtensionReport:
+    terms: list[TermReport] = field(default_factory=list)
+    old_vocab_size: int = 0
+    new_vocab_size: int = 0
+
+    @property
+    def added(self) -> list[TermReport]:
+        return [t for t in self.terms if t.added]
+
+
+def normalize_term(tokenizer, term: str) -> str:
+    """The form of ``term`` after the tokenizer's normaliser (lowercasing, accents)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    normalizer = getattr(backend, "normalizer", None) if backend is not None else None
+    return normalizer.normalize_str(term) if normalizer is not None else term
+
+
+def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]]) -> ExtensionReport:
+    """Add every term as a single token, grow embeddings and MLM head, initialise new rows."""
+    tokenizer, mlm = splade.tokenizer, splade.mlm
+    report = ExtensionReport(old_vocab_size=len(tokenizer))
+    unk = tokenizer.unk_token_id
+
+    planned: dict[str, TermReport] = {}
+    for category, items in terms.items():
+        for term in items:
+            norm = normalize_term(tokenizer, term)
+            if norm in planned:  # "Gatrocraptic" and "gatrocraptic" are one token for an uncased model
+                continue
+            ids = tokenizer(term, add_special_tokens=False)["input_ids"]
+            if not ids:
+                raise ValueError(f"term {term!r} ({category}) tokenizes to nothing")
+            existing = tokenizer.convert_tokens_to_ids(norm)
+            single = len(ids) == 1 and ids[0] != unk
+            if single or (existing is not None and existing != unk and norm in tokenizer.get_vocab()):
+                token_id = ids[0] if single else existing
+                planned[norm] = TermReport(term, norm, category, token_id, tokenizer.convert_ids_to_tokens(ids), False)
+            else:
+                planned[norm] = TermReport(term, norm, category, -1, tokenizer.convert_ids_to_tokens(ids), True)
+
+    new = [t for t in planned.values() if t.added]
+    piece_ids = {t.normalized: tokenizer(t.term, add_special_tokens=False)["input_ids"] for t in new}
+    if new:
+        # single_word: "oauth" must not match inside "oauth2"; normalized: match after lowercasing.
+        tokenizer.add_tokens([AddedToken(t.normalized, single_word=True, normalized=True) for t in new])
+        old_rows = mlm.get_input_embeddings().weight.shape[0]
+        mlm.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+        emb = mlm.get_input_embeddings().weight
+        out = mlm.get_output_embeddings()
+        tied = out.weight.data_ptr() == emb.data_ptr()
+        with torch.no_grad():
+            for t in new:
+                t.token_id = tokenizer.convert_tokens_to_ids(t.normalized)
+                if t.token_id < old_rows:
+                    raise RuntimeError(f"token id {t.token_id} of {t.normalized!r} collides with an existing row")
+                pieces = torch.tensor(piece_ids[t.normalized])
+                emb[t.token_id] = emb[pieces].mean(0)
+                if not tied:
+                    out.weight[t.token_id] = out.weight[pieces].mean(0)
+                if out.bias is not None:
+                    out.bias[t.token_id] = out.bias[pieces].mean()
+        mlm.config.vocab_size = len(tokenizer)
+
+    for t in planned.values():
+        check = tokenizer(t.term, add_special_tokens=False)["input_ids"]
+        if check != [t.token_id]:
+            raise RuntimeError(f"term {t.term!r} still tokenizes to {check} after extension")
+
+    report.terms = list(planned.values())
+    report.new_vocab_size = len(tokenizer)
+    ids = sorted(set(splade.settings.domain_token_ids) | {t.token_id for t in planned.values()})
+    splade.settings.domain_token_ids = ids
+    splade.settings.domain_terms = {**splade.settings.domain_terms, **{t.normalized: t.category for t in planned.values()}}
+    splade.refresh_vocabulary()
+    return report

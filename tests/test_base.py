@@ -1,0 +1,84 @@
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, BertConfig, BertModel, DistilBertConfig, DistilBertModel
+
+from corpora import GATROCRAPTIC
+from sparse_adapt.base import (
+    DEFAULT_TARGET_ACTIVE, OFFLINE_MINILM_BIAS, build_mlm_from_encoder, calibrate_bias, encoder_to_splade, set_bias,
+)
+from sparse_adapt.data import load_documents
+from sparse_adapt.model import ModelLoadError, SpladeEncoder
+
+
+def _tiny_encoder(kind):
+    torch.manual_seed(0)
+    if kind == "bert":
+        return BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                    intermediate_size=32, max_position_embeddings=32)).eval()
+    return DistilBertModel(DistilBertConfig(vocab_size=50, dim=16, n_layers=2, n_heads=2, hidden_dim=32,
+                                            max_position_embeddings=32)).eval()
+
+
+@pytest.mark.parametrize("kind", ["bert", "distilbert"])
+def test_head_is_exact_identity_transform_with_tied_decoder(kind):
+    enc = _tiny_encoder(kind)
+    with torch.no_grad():  # non-trivial LayerNorm affine, as in trained encoders
+        for p in enc.parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.3)
+    ids = torch.randint(0, 50, (3, 7))
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    with torch.no_grad():
+        h = enc(input_ids=ids, attention_mask=mask).last_hidden_state  # (3, 7, 16)
+        E = enc.get_input_embeddings().weight  # (50, 16)
+        expected = h @ E.T - 2.5
+        mlm = build_mlm_from_encoder(enc, bias=-2.5)
+        got = mlm(input_ids=ids, attention_mask=mask).logits
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert mlm.get_output_embeddings().weight.data_ptr() == mlm.get_input_embeddings().weight.data_ptr()
+
+
+def test_saved_base_loads_with_plain_transformers(tmp_path):
+    enc = _tiny_encoder("bert")
+    enc.save_pretrained(tmp_path / "enc")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)])}
+    t = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=t, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                            sep_token="[SEP]", mask_token="[MASK]").save_pretrained(tmp_path / "enc")
+    splade = encoder_to_splade(str(tmp_path / "enc"), bias=-1.0)
+    splade.save_pretrained(tmp_path / "splade")
+    plain = AutoModelForMaskedLM.from_pretrained(tmp_path / "splade")
+    assert float(plain.get_output_embeddings().bias.detach()[0]) == -1.0
+    again = SpladeEncoder.from_pretrained(tmp_path / "splade")
+    np.testing.assert_allclose(again.encode(["w1 w2 w3"]).toarray(), splade.encode(["w1 w2 w3"]).toarray(), atol=1e-5)
+
+
+def test_unsupported_architecture_is_refused():
+    from transformers import GPT2Config, GPT2Model
+
+    with pytest.raises(ModelLoadError, match="supported: bert, distilbert"):
+        build_mlm_from_encoder(GPT2Model(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=20)), bias=-1.0)
+
+
+def test_calibration_hits_the_target_median(tiny_bert):
+    texts = [d.text for d in load_documents(GATROCRAPTIC.docs)]
+    for target in (5, 20):
+        set_bias(tiny_bert, calibrate_bias(tiny_bert, texts, target))
+        counts = tiny_bert.encode(texts).getnnz(axis=1)
+        assert np.median(counts) == target
+
+
+@pytest.mark.slow
+def test_offline_minilm_bias_is_the_calibrated_value(offline_base):
+    texts = [d.text for d in load_documents(GATROCRAPTIC.docs)]
+    assert calibrate_bias(offline_base, texts, DEFAULT_TARGET_ACTIVE) == pytest.approx(OFFLINE_MINILM_BIAS, abs=0.05)
+    counts = offline_base.encode(texts).getnnz(axis=1)
+    assert abs(np.median(counts) - DEFAULT_TARGET_ACTIVE) <= 1
+    vec = offline_base.encode_to_dicts(["how to install the agent"], "query")[0]
+    assert "install" in vec and "[CLS]" not in vec

@@ -1,0 +1,99 @@
+import json
+
+import pytest
+
+import corpora
+from corpora import GATROCRAPTIC
+from sparse_adapt.data import (
+    DataError, load_dictionary, load_documents, load_domain_terms, load_qrels, load_queries, load_train,
+)
+
+
+def test_bundled_corpus_matches_the_spec():
+    docs = load_documents(GATROCRAPTIC.docs)
+    assert len(docs) == 26 and docs[20].doc_id == "d21" and "Gatrocraptic" in docs[20].text
+    assert len(load_queries(GATROCRAPTIC.queries)) == 15
+    train = load_train(GATROCRAPTIC.train)
+    assert len(train) == 15 and all(len(t.doc_ids) == len(t.teacher_scores) == 8 for t in train)
+    by_id = {d.doc_id: d.text for d in docs}
+    assert all(by_id[i] == t for ex in train for i, t in zip(ex.doc_ids, ex.doc_texts))
+    qrels = load_qrels(GATROCRAPTIC.qrels)
+    # rule from corpora/gatrocraptic/README.md: >= 8 -> 2, > 0 -> 1, else 0
+    assert qrels["q11"] == {"d23": 2, "d22": 2, "d21": 2, "d25": 2, "d24": 2, "d18": 0, "d6": 0, "d19": 0}
+    assert qrels["q3"]["d6"] == 1  # teacher 0.5
+    entries = load_dictionary(GATROCRAPTIC.dictionary)
+    assert {e.term for e in entries} >= {"Gatrocraptic", "API", "LDAP", "OAuth2", "SAML", "SSL"}
+
+
+def _write(tmp_path, name, lines):
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def test_train_length_mismatch_names_file_line_field(tmp_path):
+    good = {"qid": "q1", "query": "x", "doc_ids": ["a", "b"], "doc_texts": ["A", "B"], "teacher_scores": [1, 0]}
+    bad = dict(good, teacher_scores=[1.0])
+    p = _write(tmp_path, "train.jsonl", [json.dumps(good), json.dumps(bad)])
+    with pytest.raises(DataError) as e:
+        load_train(p)
+    assert (e.value.path, e.value.line, e.value.field) == (str(p), 2, "teacher_scores")
+    assert str(e.value).startswith(f"{p}:2: field 'teacher_scores'")
+
+
+@pytest.mark.parametrize(
+    "line, field",
+    [
+        ('{"doc_id": "d1"}', "text"),
+        ('{"doc_id": 3, "text": "x"}', "doc_id"),
+        ('{"doc_id": "d1", "text": ""}', "text"),
+        ("not json", None),
+        ('["d1", "x"]', None),
+    ],
+)
+def test_bad_document_lines(tmp_path, line, field):
+    p = _write(tmp_path, "docs.jsonl", ['{"doc_id": "d0", "text": "fine"}', line])
+    with pytest.raises(DataError) as e:
+        load_documents(p)
+    assert e.value.line == 2 and e.value.field == field
+
+
+def test_duplicate_ids_and_missing_files(tmp_path):
+    p = _write(tmp_path, "q.jsonl", ['{"qid": "q1", "text": "a"}', '{"qid": "q1", "text": "b"}'])
+    with pytest.raises(DataError, match="duplicate qid"):
+        load_queries(p)
+    with pytest.raises(DataError, match="file not found"):
+        load_documents(tmp_path / "missing.jsonl")
+
+
+def test_bad_scores_dictionary_qrels_and_terms(tmp_path):
+    ex = {"qid": "q1", "query": "x", "doc_ids": ["a", "b"], "doc_texts": ["A", "B"], "teacher_scores": [1, "hi"]}
+    with pytest.raises(DataError) as e:
+        load_train(_write(tmp_path, "t.jsonl", [json.dumps(ex)]))
+    assert e.value.field == "teacher_scores[1]"
+    with pytest.raises(DataError) as e:
+        load_dictionary(_write(tmp_path, "d.jsonl", ['{"term": "X", "definition": "y", "examples": []}']))
+    assert e.value.field == "examples"
+    with pytest.raises(DataError) as e:
+        load_qrels(_write(tmp_path, "qrels.tsv", ["q1 0 d1 1", "q1 0 d2 high"]))
+    assert (e.value.line, e.value.field) == (2, "grade")
+    (tmp_path / "terms.json").write_text('{"jargon": [], "acronyms": []}')
+    with pytest.raises(DataError, match="no terms"):
+        load_domain_terms(tmp_path / "terms.json")
+    (tmp_path / "terms2.json").write_text('{"jargon": ["two words"]}')
+    with pytest.raises(DataError) as e:
+        load_domain_terms(tmp_path / "terms2.json")
+    assert e.value.field == "jargon[0]"
+
+
+def test_registry_refuses_duplicates_and_creates_from_local_files(tmp_path):
+    with pytest.raises(ValueError, match="already registered"):
+        corpora.create_dataset("gatrocraptic", tmp_path, docs="docs.jsonl", queries="q.jsonl", qrels="r.tsv")
+    _write(tmp_path, "docs.jsonl", ['{"doc_id": "a", "text": "x"}'])
+    _write(tmp_path, "q.jsonl", ['{"qid": "q", "text": "x"}'])
+    _write(tmp_path, "r.tsv", ["q 0 a 1"])
+    name = f"local-{tmp_path.name}"
+    ds = corpora.create_dataset(name, tmp_path, docs="docs.jsonl", queries="q.jsonl", qrels="r.tsv")
+    assert corpora.get(name) == ds and ds.train is None
+    with pytest.raises(KeyError, match="unknown data set"):
+        corpora.get("nope")

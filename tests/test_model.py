@@ -1,0 +1,82 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from sparse_adapt.model import ModelLoadError, SpladeEncoder, splade_pool
+
+TEXTS = [
+    "Database timeout happens when the connection pool is exhausted.",
+    "Reset your password",
+    "Certificate management includes renewal, revocation, and validation of SSL certificates.",
+]
+
+
+def test_splade_pool_is_max_of_log1p_relu_over_unmasked_positions():
+    logits = torch.tensor([[[1.0, -2.0, 0.5], [3.0, -1.0, -4.0], [9.0, 9.0, 9.0]]])  # (1, 3, 3)
+    mask = torch.tensor([[1, 1, 0]])  # last position is padding
+    got = splade_pool(logits, mask)
+    expected = torch.tensor([[np.log1p(3.0), 0.0, np.log1p(0.5)]], dtype=torch.float32)
+    torch.testing.assert_close(got, expected)
+
+
+def test_forward_equals_manual_pooling_and_drops_special_tokens(tiny_mlm):
+    batch = tiny_mlm.tokenize(TEXTS, "document")
+    with torch.no_grad():
+        logits = tiny_mlm.mlm(**batch).logits
+        w = tiny_mlm(batch["input_ids"], batch["attention_mask"])
+    for b in range(len(TEXTS)):
+        n = int(batch["attention_mask"][b].sum())
+        manual = torch.log1p(torch.relu(logits[b, :n])).amax(0)
+        manual[tiny_mlm.tokenizer.all_special_ids] = 0
+        torch.testing.assert_close(w[b], manual)
+    assert w[:, tiny_mlm.tokenizer.cls_token_id].abs().sum() == 0
+
+
+def test_padding_does_not_change_a_vector(tiny_mlm):
+    alone = tiny_mlm.encode([TEXTS[1]]).toarray()
+    padded = tiny_mlm.encode(TEXTS).toarray()[1:2]  # encoded next to a longer text
+    np.testing.assert_allclose(alone, padded, atol=1e-5)
+
+
+def test_query_and_document_max_lengths_truncate_separately(tiny_bert):
+    long = " ".join(["word"] * 200)
+    assert tiny_bert.tokenize([long], "query")["input_ids"].shape[1] == tiny_bert.settings.query_max_length
+    assert tiny_bert.tokenize([long], "document")["input_ids"].shape[1] == tiny_bert.settings.doc_max_length
+    with pytest.raises(ValueError):
+        tiny_bert.max_length("passage")
+
+
+def test_encode_keeps_input_order_across_batches(tiny_bert):
+    together = tiny_bert.encode(TEXTS, batch_size=2).toarray()
+    singles = np.vstack([tiny_bert.encode([t]).toarray() for t in TEXTS])
+    np.testing.assert_allclose(together, singles, atol=1e-5)
+
+
+def test_save_load_round_trip(tmp_path, tiny_mlm):
+    tiny_mlm.settings.domain_token_ids = [5, 7]
+    out = tiny_mlm.save_pretrained(tmp_path / "model")
+    assert (out / "model.safetensors").is_file()
+    assert json.loads((out / "sparse_adapt.json").read_text())["domain_token_ids"] == [5, 7]
+    again = SpladeEncoder.from_pretrained(out)
+    assert type(again.mlm) is type(tiny_mlm.mlm)
+    assert again.settings.doc_max_length == tiny_mlm.settings.doc_max_length
+    np.testing.assert_allclose(again.encode(TEXTS).toarray(), tiny_mlm.encode(TEXTS).toarray(), atol=1e-5)
+
+
+def test_save_is_atomic_and_replaces_previous(tmp_path, tiny_bert):
+    target = tmp_path / "m"
+    tiny_bert.save_pretrained(target)
+    (target / "stale.txt").write_text("old")
+    tiny_bert.save_pretrained(target)
+    assert not (target / "stale.txt").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["m"]  # no temp dirs left behind
+
+
+def test_unknown_model_path_is_a_clear_error(tmp_path):
+    with pytest.raises(ModelLoadError, match="not found"):
+        SpladeEncoder.from_pretrained(str(tmp_path / "nope" / "model"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelLoadError, match="config.json"):
+        SpladeEncoder.from_pretrained(tmp_path / "empty")

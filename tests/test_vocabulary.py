@@ -1,0 +1,95 @@
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+from corpora import GATROCRAPTIC
+from sparse_adapt.data import load_domain_terms
+from sparse_adapt.model import SpladeEncoder
+from sparse_adapt.vocabulary import extend_vocabulary
+
+TERMS = {"jargon": ["Gatrocraptic", "gatrocraptic", "restore-tool"], "acronyms": ["API", "OAuth2", "OAuth"]}
+
+
+def _pieces(tokenizer, term):
+    return tokenizer(term, add_special_tokens=False)["input_ids"]
+
+
+def test_each_term_becomes_one_token_and_rows_grow_together(tiny_mlm):
+    tok = tiny_mlm.tokenizer
+    before = {t: _pieces(tok, t) for t in ("Gatrocraptic", "restore-tool", "OAuth2", "OAuth")}
+    old_emb = tiny_mlm.mlm.get_input_embeddings().weight.detach().clone()
+    old_bias = tiny_mlm.mlm.get_output_embeddings().bias.detach().clone()
+    report = extend_vocabulary(tiny_mlm, TERMS)
+
+    added = {t.normalized for t in report.added}
+    assert added == {"gatrocraptic", "restore-tool", "oauth2", "oauth"}  # "api" already is one token
+    n = len(tok)
+    assert n == report.old_vocab_size + 4
+    assert tiny_mlm.mlm.get_input_embeddings().weight.shape[0] == n
+    assert tiny_mlm.mlm.get_output_embeddings().weight.shape[0] == n
+    assert tiny_mlm.mlm.get_output_embeddings().bias.shape[0] == n
+
+    emb = tiny_mlm.mlm.get_input_embeddings().weight
+    bias = tiny_mlm.mlm.get_output_embeddings().bias
+    for term, pieces in before.items():
+        (tid,) = _pieces(tok, term)
+        assert len(pieces) > 1
+        torch.testing.assert_close(emb[tid], old_emb[pieces].mean(0))
+        torch.testing.assert_close(bias[tid], old_bias[pieces].mean())
+    # the old rows are untouched
+    torch.testing.assert_close(emb[: report.old_vocab_size], old_emb)
+
+
+def test_case_variants_share_one_token_and_existing_tokens_are_domain_ids(tiny_bert):
+    report = extend_vocabulary(tiny_bert, TERMS)
+    tok = tiny_bert.tokenizer
+    assert _pieces(tok, "Gatrocraptic") == _pieces(tok, "gatrocraptic") == _pieces(tok, "GATROCRAPTIC")
+    api = tok.convert_tokens_to_ids("api")
+    assert api in tiny_bert.domain_token_ids
+    assert set(tiny_bert.domain_token_ids) == {t.token_id for t in report.terms}
+    assert tiny_bert.settings.domain_terms["gatrocraptic"] == "jargon"
+    # OAuth must not match inside OAuth2 (single_word tokens, longest match)
+    assert tok.convert_ids_to_tokens(_pieces(tok, "use OAuth2 or OAuth")) == ["use", "oauth2", "or", "oauth"]
+
+
+def test_tied_decoder_stays_tied_through_save_and_load(tmp_path, tiny_mlm):
+    extend_vocabulary(tiny_mlm, TERMS)
+    out = tiny_mlm.save_pretrained(tmp_path / "ext")
+    again = SpladeEncoder.from_pretrained(out)
+    emb, dec = again.mlm.get_input_embeddings().weight, again.mlm.get_output_embeddings().weight
+    assert emb.data_ptr() == dec.data_ptr()
+    assert again.domain_token_ids == tiny_mlm.domain_token_ids
+    # plain transformers loads the directory too, with the grown vocabulary
+    plain = AutoModelForMaskedLM.from_pretrained(out)
+    assert plain.get_output_embeddings().weight.shape[0] == len(AutoTokenizer.from_pretrained(out))
+    assert again.encode(["Gatrocraptic metrics"]).shape[1] == len(again.tokenizer)
+
+
+def test_untied_decoder_rows_are_initialised_from_pieces(tiny_bert):
+    out = tiny_bert.mlm.get_output_embeddings()
+    out.weight = torch.nn.Parameter(out.weight.detach().clone() * 3)  # untie
+    tiny_bert.mlm.config.tie_word_embeddings = False
+    pieces = _pieces(tiny_bert.tokenizer, "Gatrocraptic")
+    old_dec = out.weight.detach().clone()
+    extend_vocabulary(tiny_bert, {"j": ["Gatrocraptic"]})
+    (tid,) = _pieces(tiny_bert.tokenizer, "Gatrocraptic")
+    dec = tiny_bert.mlm.get_output_embeddings().weight
+    torch.testing.assert_close(dec[tid], old_dec[pieces].mean(0))
+
+
+def test_bundled_terms_file_loads():
+    terms = load_domain_terms(GATROCRAPTIC.terms)
+    assert "Gatrocraptic" in terms["jargon"]
+
+
+@pytest.mark.slow
+def test_offline_base_gatrocraptic_single_token_initialised_as_mean_of_pieces():
+    splade = SpladeEncoder.from_pretrained("offline-minilm")
+    pieces = _pieces(splade.tokenizer, "Gatrocraptic")
+    assert len(pieces) > 1
+    old = splade.mlm.get_input_embeddings().weight[pieces].detach().clone()
+    extend_vocabulary(splade, load_domain_terms(GATROCRAPTIC.terms))
+    (tid,) = _pieces(splade.tokenizer, "Gatrocraptic")
+    torch.testing.assert_close(splade.mlm.get_input_embeddings().weight[tid], old.mean(0))
+    vec = splade.encode_to_dicts(["Understanding Gatrocraptic metrics is essential for financial analysis."])[0]
+    assert vec, "d21-like text must have a non-empty vector"
