@@ -126,9 +126,9 @@ def encode(
 
 
 def _register_commands() -> None:
-    from sparse_adapt.commands import diagnose, lucene, report, training
+    from sparse_adapt.commands import diagnose, evaluate, lucene, report, training
 
-    for module in (training, diagnose, lucene, report):
+    for module in (training, evaluate, diagnose, lucene, report):
         module.register(app)
 
 
