@@ -25,6 +25,18 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+@app.callback()
+def _global_options(
+    threads: Optional[int] = typer.Option(
+        None, "--threads", min=1, help="CPU threads for torch (default: torch's choice, one per physical core)."
+    ),
+) -> None:
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
 @app.command()
 def doctor() -> None:
     """Check the installation: torch, the offline base package, and a Java for Pyserini."""
