@@ -1,0 +1,178 @@
+"""Streaming export of SPLADE document vectors to Pyserini's ``JsonVectorCollection``.
+
+Each line of ``VECTORS_DIR/vectors.jsonl`` is ``{"id", "contents", "vector": {token: int}}``
+with ``int = round(weight * scale)``; terms that round to 0 are dropped (Lucene cannot
+store a zero impact). A query is quantised the same way (:func:`quantise`), so the
+Lucene score is ``sum_t round(s*q_t) * round(s*d_t)``, i.e. ``s^2`` times the exact
+score up to rounding.
+
+Tokens are the tokenizer's own strings (``##ing`` pieces and added domain tokens such as
+``gatrocraptic`` or ``max_connections`` as they are), so a query encoded by the same
+model names exactly the same Lucene terms. Lucene's pretokenized analyzer splits on
+whitespace, so whitespace inside a token (possible only in unusual added tokens) is
+replaced by U+2581 on both sides (:func:`lucene_token`).
+
+Documents are read, encoded and written one batch at a time: memory does not grow with
+the corpus. The directory appears only when the export is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparse_adapt.data import DataError, Document
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.model import SpladeEncoder, atomic_directory
+
+VECTORS_FILE = "vectors.jsonl"
+EXPORT_META = "sparse_adapt_export.json"
+
+
+@dataclass
+class ExportConfig:
+    # 100 keeps two decimals of SPLADE weights (typically 0-3): impacts up to ~300, and
+    # rounding moves a score by at most (|q|_1 + |d|_1) / 200 on the exact scale.
+    scale: int = 100
+    # Documents encoded per forward pass; also the write granularity.
+    batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        if isinstance(self.scale, bool) or not isinstance(self.scale, int) or self.scale < 1:
+            raise ConfigError(f"scale must be a positive integer, got {self.scale!r}")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size!r}")
+
+
+@dataclass
+class ExportStats:
+    documents: int
+    postings: int  # non-zero (token, doc) impacts written
+    seconds: float
+    scale: int
+    model: str
+
+    @property
+    def docs_per_second(self) -> float:
+        return self.documents / self.seconds if self.seconds > 0 else float("inf")
+
+
+def lucene_token(token: str) -> str:
+    """The Lucene term for a tokenizer token: unchanged unless it contains whitespace."""
+    return "\u2581".join(token.split()) if any(c.isspace() for c in token) else token
+
+
+def lucene_vocabulary(splade: SpladeEncoder) -> list[str]:
+    """Lucene term of every token id (index = id)."""
+    return [lucene_token(t) for t in splade.id_to_token()]
+
+
+def quantise(matrix: sp.csr_matrix, vocab: Sequence[str], scale: int) -> list[dict[str, int]]:
+    """Rows of a (n, V) weight matrix as ``{term: round(w * scale)}`` without zeros, largest first."""
+    out = []
+    for r in range(matrix.shape[0]):
+        lo, hi = matrix.indptr[r], matrix.indptr[r + 1]
+        impacts = np.rint(matrix.data[lo:hi].astype(np.float64) * scale).astype(np.int64)  # (nnz_r,)
+        ids = matrix.indices[lo:hi]
+        order = np.argsort(-impacts, kind="stable")
+        out.append({vocab[ids[j]]: int(impacts[j]) for j in order if impacts[j] > 0})
+    return out
+
+
+def count_lines(path: Path) -> int:
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(p, None, None, "file not found" if not p.exists() else "not a regular file")
+    with p.open("rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def iter_documents(path: str | Path) -> Iterator[Document]:
+    """``docs.jsonl`` records one at a time, validated like :func:`sparse_adapt.data.load_documents`
+    (except the duplicate-id check, which would need memory proportional to the corpus)."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(p, None, None, "file not found" if not p.exists() else "not a regular file")
+    seen_any = False
+    with p.open(encoding="utf-8") as f:
+        for n, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise DataError(p, n, None, f"invalid JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(obj, dict):
+                raise DataError(p, n, None, f"expected a JSON object, got {type(obj).__name__}")
+            for field in ("doc_id", "text"):
+                value = obj.get(field)
+                if field not in obj:
+                    raise DataError(p, n, field, "missing")
+                if not isinstance(value, str) or not value.strip():
+                    raise DataError(p, n, field, f"expected a non-empty string, got {value!r:.60}")
+            seen_any = True
+            yield Document(obj["doc_id"], obj["text"])
+    if not seen_any:
+        raise DataError(p, None, None, "no records in file")
+
+
+def _batches(docs: Iterator[Document], size: int) -> Iterator[list[Document]]:
+    batch: list[Document] = []
+    for d in docs:
+        batch.append(d)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def export_vectors(
+    splade: SpladeEncoder,
+    docs: str | Path,
+    out: str | Path,
+    config: ExportConfig | None = None,
+    model_name: str = "",
+    progress: bool = True,
+) -> ExportStats:
+    """Encode ``docs`` (a docs.jsonl path) into ``out/vectors.jsonl`` (+ ``sparse_adapt_export.json``)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    config = config or ExportConfig()
+    vocab = lucene_vocabulary(splade)
+    total = count_lines(Path(docs)) if progress else None
+    n_docs = postings = 0
+    start = time.perf_counter()
+    columns = (
+        TextColumn("exporting"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]} docs/s"), TimeRemainingColumn(),
+    )
+    with atomic_directory(Path(out)) as tmp, Progress(*columns, disable=not progress, transient=False) as bar:
+        task = bar.add_task("export", total=total, rate="-")
+        with (tmp / VECTORS_FILE).open("w", encoding="utf-8") as f:
+            for batch in _batches(iter_documents(docs), config.batch_size):
+                matrix = splade.encode([d.text for d in batch], "document", config.batch_size)  # (B, V)
+                for doc, vector in zip(batch, quantise(matrix, vocab, config.scale)):
+                    f.write(json.dumps({"id": doc.doc_id, "contents": doc.text, "vector": vector}, ensure_ascii=False))
+                    f.write("\n")
+                    postings += len(vector)
+                n_docs += len(batch)
+                rate = n_docs / max(time.perf_counter() - start, 1e-9)
+                bar.update(task, advance=len(batch), rate=f"{rate:.1f}")
+        stats = ExportStats(n_docs, postings, time.perf_counter() - start, config.scale, model_name or splade.settings.base)
+        meta = {**asdict(stats), "docs_per_second": stats.docs_per_second, "docs": str(docs)}
+        (tmp / EXPORT_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return stats
+
+
+def read_export_meta(vectors_dir: str | Path) -> dict:
+    path = Path(vectors_dir) / EXPORT_META
+    if not path.is_file():
+        raise ConfigError(f"{vectors_dir}: no {EXPORT_META}; create the directory with `sparse-adapt export`")
+    return json.loads(path.read_text(encoding="utf-8"))

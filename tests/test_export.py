@@ -1,0 +1,143 @@
+"""Export to Pyserini's JsonVectorCollection (sparse_adapt.export), with tiny models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from corpora import GATROCRAPTIC
+from sparse_adapt.data import DataError, load_documents, load_domain_terms
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.export import (
+    EXPORT_META, VECTORS_FILE, ExportConfig, export_vectors, iter_documents, lucene_token, quantise,
+)
+from sparse_adapt.retrieval import QuantisedQueryEncoder
+from sparse_adapt.vocabulary import extend_vocabulary
+
+
+@pytest.fixture
+def tiny_bert(tiny_bert):
+    """The shared tiny model made sparse: a random MLM head fires ~28k of 30k terms per text, which
+    makes export slow and meaningless; a decoder bias of -0.3 leaves a few dozen (still random)."""
+    with torch.no_grad():
+        tiny_bert.mlm.get_output_embeddings().bias -= 0.3
+    return tiny_bert
+
+
+def read_lines(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / VECTORS_FILE).read_text(encoding="utf-8").splitlines()]
+
+
+def test_quantise_rounds_scales_and_drops_zeros():
+    # row 0: weights 1.234, 0.004 (rounds to 0), 2.5051 ; row 1: empty
+    m = sp.csr_matrix(np.array([[1.234, 0.0, 0.004, 2.5051], [0, 0, 0, 0]], dtype=np.float32))
+    vocab = ["a", "##b", "c", "gatrocraptic"]
+    got = quantise(m, vocab, 100)
+    assert got == [{"gatrocraptic": 251, "a": 123}, {}]
+    assert list(got[0]) == ["gatrocraptic", "a"]  # largest impact first
+    assert quantise(m, vocab, 1000)[0] == {"gatrocraptic": 2505, "a": 1234, "c": 4}
+
+
+def test_lucene_token_only_touches_whitespace():
+    assert lucene_token("##ing") == "##ing"
+    assert lucene_token("max_connections") == "max_connections"
+    assert lucene_token("agent-package") == "agent-package"
+    assert lucene_token("new york") == "new\u2581york"
+
+
+@pytest.mark.parametrize("scale", [0, -3, 2.5, True])
+def test_bad_scale_is_a_config_error(scale):
+    with pytest.raises(ConfigError, match="scale"):
+        ExportConfig(scale=scale)
+
+
+def test_export_matches_independent_quantisation(tiny_bert, tmp_path):
+    out = tmp_path / "vectors"
+    stats = export_vectors(tiny_bert, GATROCRAPTIC.docs, out, ExportConfig(scale=100, batch_size=4), progress=False)
+    docs = load_documents(GATROCRAPTIC.docs)
+    lines = read_lines(out)
+    assert [l["id"] for l in lines] == [d.doc_id for d in docs]
+    assert [l["contents"] for l in lines] == [d.text for d in docs]
+    expected = tiny_bert.encode_to_dicts([d.text for d in docs], "document")
+    for line, weights in zip(lines, expected):
+        want = {t: int(round(w * 100)) for t, w in weights.items() if round(w * 100) > 0}
+        assert line["vector"] == want
+        assert all(isinstance(v, int) and v > 0 for v in line["vector"].values())
+    meta = json.loads((out / EXPORT_META).read_text())
+    assert meta["scale"] == 100 and meta["documents"] == len(docs) == stats.documents
+    assert stats.postings == sum(len(l["vector"]) for l in lines)
+
+
+def test_domain_tokens_and_pieces_match_between_documents_and_queries(tiny_bert, tmp_path):
+    extend_vocabulary(tiny_bert, load_domain_terms(GATROCRAPTIC.terms))
+    tok = tiny_bert.tokenizer
+    forced = ["gatrocraptic", "max_connections", "agent-package"]
+    with torch.no_grad():  # make the added tokens fire in every text, whatever the random weights say
+        for term in forced:
+            tiny_bert.mlm.get_output_embeddings().bias[tok.convert_tokens_to_ids(term)] = 20.0
+    out = tmp_path / "v"
+    export_vectors(tiny_bert, GATROCRAPTIC.docs, out, progress=False)
+    lines = read_lines(out)
+    query = QuantisedQueryEncoder(tiny_bert, scale=100).encode("what is gatrocraptic")
+    for term in forced:
+        assert term in lines[0]["vector"] and term in query
+    keys = {k for l in lines for k in l["vector"]} | set(query)
+    assert any(k.startswith("##") for k in keys)
+    # every term is a whole vocabulary entry: tokenizer strings, not decoded text
+    assert all(tok.convert_tokens_to_ids(k) != tok.unk_token_id for k in keys)
+    assert not any(c.isspace() for k in keys for c in k)
+
+
+def test_export_streams_in_batches(tiny_bert, tmp_path, monkeypatch):
+    sizes: list[int] = []
+    original = tiny_bert.encode
+
+    def spy(texts, kind="document", batch_size=32, progress=False):
+        sizes.append(len(texts))
+        return original(texts, kind, batch_size)
+
+    monkeypatch.setattr(tiny_bert, "encode", spy)
+    # a generator input: iter_documents reads lazily, so a bad line is found only when reached
+    export_vectors(tiny_bert, GATROCRAPTIC.docs, tmp_path / "v", ExportConfig(batch_size=5), progress=False)
+    assert sizes == [5, 5, 5, 5, 5, 1]
+
+
+def test_iter_documents_is_lazy_and_names_the_bad_line(tmp_path):
+    p = tmp_path / "docs.jsonl"
+    p.write_text('{"doc_id": "a", "text": "x"}\n\n{"doc_id": "b", "text": "y"}\n{"doc_id": "c"}\n')
+    it = iter_documents(p)
+    assert next(it).doc_id == "a" and next(it).doc_id == "b"
+    with pytest.raises(DataError) as e:
+        next(it)
+    assert (e.value.line, e.value.field) == (4, "text")
+
+
+def test_failed_export_leaves_previous_output_untouched(tiny_bert, tmp_path):
+    bad = tmp_path / "docs.jsonl"
+    good_lines = GATROCRAPTIC.docs.read_text().splitlines()[:3]
+    bad.write_text("\n".join(good_lines + ["not json"]) + "\n")
+    out = tmp_path / "v"
+    out.mkdir()
+    (out / "keep.txt").write_text("user file")
+    with pytest.raises(DataError) as e:
+        export_vectors(tiny_bert, bad, out, ExportConfig(batch_size=2), progress=False)
+    assert e.value.line == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl", "v"]  # no temp dir left behind
+    assert (out / "keep.txt").read_text() == "user file"
+
+
+def test_export_cli(tiny_bert, tmp_path, capsys):
+    from sparse_adapt.cli import main
+
+    model = tiny_bert.save_pretrained(tmp_path / "model")
+    out = tmp_path / "vectors"
+    assert main(["export", "--model", str(model), "--docs", str(GATROCRAPTIC.docs), "--out", str(out), "--scale", "50"]) == 0
+    assert len(read_lines(out)) == 26
+    assert json.loads((out / EXPORT_META).read_text())["scale"] == 50
+    assert main(["export", "--model", str(model), "--docs", str(tmp_path / "missing.jsonl"), "--out", str(out)]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err
