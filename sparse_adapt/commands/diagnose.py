@@ -1,7 +1,149 @@
-"""CLI commands for diagnose (filled in by its issue)."""
+"""CLI commands of the diagnostics package: ``diagnose``, ``explain``, ``inspect``.
+
+Defaults make every command work on a fresh install: the offline base and the bundled
+Gatrocraptic corpus. Queries and the terms file default to the bundled ones only when
+the documents are the bundled ones, so a user's corpus is never checked against
+Gatrocraptic queries by accident.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Optional
 
 import typer
+from rich.console import Console
+
+from sparse_adapt.errors import ConfigError
+
+MODEL_HELP = "Model directory, hub id or offline-minilm."
+DOCS_HELP = "docs.jsonl (default: the bundled Gatrocraptic corpus)."
+QUERIES_HELP = "queries.jsonl (default: the bundled queries when --docs is the bundled corpus)."
+JSON_HELP = "Print one JSON object (schema in the README) instead of tables."
+
+
+def _bundled():
+    from corpora import GATROCRAPTIC
+
+    return GATROCRAPTIC
+
+
+def _docs_path(docs: Optional[Path]) -> Path:
+    return docs if docs is not None else _bundled().docs
+
+
+def _companion(docs: Path, given: Optional[Path], field: str) -> Optional[Path]:
+    """``given``, else the bundled file ``field`` when ``docs`` is the bundled corpus."""
+    if given is not None:
+        return given
+    bundled = _bundled()
+    return getattr(bundled, field) if Path(docs).resolve() == bundled.docs.resolve() else None
+
+
+def _load_model(model: str, json_out: bool):
+    from sparse_adapt.model import SpladeEncoder
+
+    with Console(stderr=True).status(f"loading {model}") if not json_out else nullcontext():
+        return SpladeEncoder.from_pretrained(model)
+
+
+def _emit_json(obj: dict) -> None:
+    typer.echo(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def diagnose(
+    term: str = typer.Argument(..., help="The domain term, as users write it (e.g. Gatrocraptic)."),
+    model: str = typer.Option("offline-minilm", "--model", help=MODEL_HELP),
+    docs: Optional[Path] = typer.Option(None, "--docs", help=DOCS_HELP),
+    doc: Optional[str] = typer.Option(None, "--doc", help="Analyse this doc_id (default: first document containing the term)."),
+    terms: Optional[Path] = typer.Option(None, "--terms", help="domain_terms.json (default: the bundled terms file)."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help=QUERIES_HELP + " Checked for expansion to the term."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Why does the model give TERM (no) weight? Vocabulary, logits, weight, rank, fixes."""
+    from diagnostics import Sources, diagnose_term
+    from diagnostics.render import render_term
+    from sparse_adapt.data import load_documents, load_domain_terms, load_queries
+
+    if not term.strip():
+        raise ConfigError("the term is empty")
+    docs_path = _docs_path(docs)
+    terms_path = terms if terms is not None else _bundled().terms
+    queries_path = _companion(docs_path, queries, "queries")
+    documents = load_documents(docs_path)
+    term_lists = load_domain_terms(terms_path)
+    query_list = load_queries(queries_path) if queries_path is not None else None
+    splade = _load_model(model, json_out)
+    sources = Sources(
+        model=model, docs=str(docs_path), terms=str(terms_path),
+        dictionary=_str(_companion(docs_path, None, "dictionary")), train=_str(_companion(docs_path, None, "train")),
+    )
+    result = diagnose_term(splade, term, documents, doc_id=doc, terms=term_lists, queries=query_list, sources=sources)
+    if json_out:
+        _emit_json(result.to_dict())
+    else:
+        render_term(result, Console())
+
+
+def explain(
+    query: str = typer.Argument(..., help="The query text."),
+    model: str = typer.Option("offline-minilm", "--model", help=MODEL_HELP),
+    docs: Optional[Path] = typer.Option(None, "--docs", help=DOCS_HELP),
+    k: int = typer.Option(3, "--k", help="How many top documents to explain."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Explain a query: its vector, its expansions, and each top document's score as Σ q × d."""
+    from diagnostics import explain_query
+    from diagnostics.render import render_explanation
+    from sparse_adapt.data import load_documents
+
+    if not query.strip():
+        raise ConfigError("the query is empty")
+    documents = load_documents(_docs_path(docs))
+    splade = _load_model(model, json_out)
+    result = explain_query(splade, query, documents, k, model=model)
+    if json_out:
+        _emit_json(result.to_dict())
+    else:
+        render_explanation(result, Console())
+
+
+def inspect(
+    model: str = typer.Option("offline-minilm", "--model", help=MODEL_HELP),
+    docs: Optional[Path] = typer.Option(None, "--docs", help=DOCS_HELP),
+    queries: Optional[Path] = typer.Option(None, "--queries", help=QUERIES_HELP),
+    terms: Optional[Path] = typer.Option(
+        None, "--terms", help="domain_terms.json whose single-token terms count as domain tokens too "
+        "(default: the bundled terms when --docs is the bundled corpus)."
+    ),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Corpus-level sparsity: non-zeros per text, estimated FLOPS, domain-token weights."""
+    from diagnostics import inspect_corpus
+    from diagnostics.render import render_corpus
+    from sparse_adapt.data import load_documents, load_domain_terms, load_queries
+
+    docs_path = _docs_path(docs)
+    documents = load_documents(docs_path)
+    queries_path = _companion(docs_path, queries, "queries")
+    terms_path = _companion(docs_path, terms, "terms")
+    query_list = load_queries(queries_path) if queries_path is not None else None
+    term_lists = load_domain_terms(terms_path) if terms_path is not None else None
+    splade = _load_model(model, json_out)
+    result = inspect_corpus(splade, documents, query_list, term_lists, model=model)
+    if json_out:
+        _emit_json(result.to_dict())
+    else:
+        render_corpus(result, Console())
+
+
+def _str(p: Optional[Path]) -> Optional[str]:
+    return None if p is None else str(p)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("diagnose")(diagnose)
+    app.command("explain")(explain)
+    app.command("inspect")(inspect)

@@ -1,0 +1,147 @@
+"""Query explanation: why documents score what they score for one query.
+
+The SPLADE score is a sparse dot product, ``s(q, d) = sum_t w_q^t * w_d^t``, so it splits
+exactly into per-token contributions ``w_q^t * w_d^t`` over the tokens both vectors share;
+they are listed with both factors and sum to the score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from diagnostics.schema import EXPLAIN_SCHEMA
+from diagnostics.tokens import eval_mode, in_text_ids, ranked_row
+from sparse_adapt.data import Document
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.model import SpladeEncoder
+
+# Expanded tokens listed per matching document, as in the spec.
+DOC_TOP_TOKENS = 10
+
+
+@dataclass
+class WeightedToken:
+    token: str
+    token_id: int
+    weight: float
+    in_text: bool  # occurs in the text itself (else an expansion)
+
+
+@dataclass
+class QueryStats:
+    text: str
+    nonzero: int
+    max_weight: float
+    sparsity: float  # percent of the vocabulary with weight 0
+    vocab_size: int
+    expansion_count: int  # active tokens that do not occur in the query text
+    tokens: list[WeightedToken]  # every active token, by descending weight
+
+
+@dataclass
+class SharedToken:
+    token: str
+    token_id: int
+    query_weight: float
+    doc_weight: float
+    contribution: float  # query_weight * doc_weight
+
+
+@dataclass
+class DocumentMatch:
+    rank: int
+    doc_id: str
+    text: str
+    score: float  # the sparse dot product as retrieval computes it (float32)
+    contributions_sum: float  # sum of shared[].contribution (float64); equals score up to rounding
+    nonzero: int
+    shared: list[SharedToken]  # every shared token, by descending contribution
+    top_tokens: list[WeightedToken]  # the document's highest-weighted tokens
+
+
+@dataclass
+class QueryExplanation:
+    schema: str
+    model: str
+    documents_scored: int
+    k: int
+    query: QueryStats
+    results: list[DocumentMatch]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _weighted(ids: np.ndarray, weights: np.ndarray, vocab: list[str], text_ids: set[int]) -> list[WeightedToken]:
+    return [WeightedToken(vocab[int(i)], int(i), float(w), int(i) in text_ids) for i, w in zip(ids, weights)]
+
+
+def explain_query(
+    splade: SpladeEncoder, query: str, documents: Sequence[Document], k: int = 3, *, model: str | None = None
+) -> QueryExplanation:
+    """Score every document for ``query`` and explain the top ``k``."""
+    if not query.strip():
+        raise ConfigError("the query is empty")
+    if k < 1:
+        raise ConfigError(f"--k must be >= 1, got {k}")
+    if not documents:
+        raise ConfigError("no documents to score")
+    with eval_mode(splade):
+        return _explain(splade, query, documents, k, model)
+
+
+def _explain(splade: SpladeEncoder, query: str, documents: Sequence[Document], k: int, model: str | None):
+    vocab = splade.id_to_token()
+    V = splade.vocab_size
+    q_vec = splade.encode([query], "query")  # (1, V)
+    D = splade.encode([d.text for d in documents], "document", progress=len(documents) > 256)  # (n, V)
+    scores = (D @ q_vec.T).toarray().ravel()  # (n,) float32, as retrieval scores them
+
+    q_ids, q_w = ranked_row(q_vec, 0)
+    q_text = in_text_ids(splade, [query], "query")[0]
+    q_tokens = _weighted(q_ids, q_w, vocab, q_text)
+    stats = QueryStats(
+        text=query,
+        nonzero=len(q_ids),
+        max_weight=float(q_w[0]) if len(q_w) else 0.0,
+        sparsity=100.0 * (1.0 - len(q_ids) / V),
+        vocab_size=V,
+        expansion_count=sum(1 for t in q_tokens if not t.in_text),
+        tokens=q_tokens,
+    )
+    warnings = []
+    if not len(q_ids):
+        warnings.append("the query activates no token: every document scores 0")
+
+    q_weight = dict(zip(q_ids.tolist(), q_w.tolist()))
+    order = sorted(range(len(documents)), key=lambda i: (-float(scores[i]), documents[i].doc_id))[:k]
+    top_docs = [documents[i] for i in order]
+    doc_text = in_text_ids(splade, [d.text for d in top_docs], "document")
+    results = []
+    for rank, (i, text_ids) in enumerate(zip(order, doc_text), start=1):
+        d_ids, d_w = ranked_row(D, i)
+        shared = [
+            SharedToken(vocab[t], t, q_weight[t], w, q_weight[t] * w)
+            for t, w in zip(d_ids.tolist(), d_w.tolist())
+            if t in q_weight
+        ]
+        shared.sort(key=lambda s: (-s.contribution, s.token_id))
+        results.append(
+            DocumentMatch(
+                rank=rank,
+                doc_id=documents[i].doc_id,
+                text=documents[i].text,
+                score=float(scores[i]),
+                contributions_sum=float(sum(s.contribution for s in shared)),
+                nonzero=len(d_ids),
+                shared=shared,
+                top_tokens=_weighted(d_ids[:DOC_TOP_TOKENS], d_w[:DOC_TOP_TOKENS], vocab, text_ids),
+            )
+        )
+    return QueryExplanation(
+        EXPLAIN_SCHEMA, model or splade.settings.base, len(documents), k, stats, results, warnings
+    )

@@ -1,0 +1,161 @@
+"""Recommendations: each failed check of a term diagnosis mapped to the sparse-adapt
+command that addresses it (the spec's staged pipeline: extend -> warmup -> dictionary ->
+distill, each stage fixing one capability gap)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+
+@dataclass
+class Sources:
+    """Where the diagnosed model and data came from, to fill in the suggested commands."""
+
+    model: str
+    docs: str | None = None
+    terms: str | None = None
+    dictionary: str | None = None
+    train: str | None = None
+    # True when the term already is one domain token of this model (extend stage done).
+    extended: bool = False
+
+    def path(self, value: str | None, placeholder: str) -> str:
+        if value is None:
+            return placeholder
+        rel = os.path.relpath(value)
+        return shlex.quote(rel if len(rel) < len(value) and not rel.startswith("../..") else value)
+
+    def train_command(self, stages: str) -> str:
+        return (
+            f"sparse-adapt train --base {shlex.quote(self.model)} --corpus {self.path(self.docs, 'DOCS.jsonl')} "
+            f"--terms {self.path(self.terms, 'TERMS.json')} --dictionary {self.path(self.dictionary, 'DICT.jsonl')} "
+            f"--train {self.path(self.train, 'TRAIN.jsonl')} --out OUT_DIR --stages {stages}"
+        )
+
+    def stages(self, *later: str) -> str:
+        return ",".join((() if self.extended else ("extend",)) + later)
+
+
+@dataclass
+class Recommendation:
+    id: str  # stable key (see ORDER)
+    finding: str  # what is wrong, in words
+    action: str  # what to do about it
+    commands: list[str] = field(default_factory=list)
+
+
+def _details(checks: Sequence, fmt: Callable[[Any], str]) -> str:
+    return "; ".join(f"{c.target}: {fmt(c)}" if c.target else fmt(c) for c in checks)
+
+
+def _add_to_terms(term: str, s: Sources, checks: Sequence) -> Recommendation:
+    return Recommendation(
+        "add_to_terms",
+        f"'{term}' is not in the terms file",
+        f"add '{term}' to a category of {s.path(s.terms, 'TERMS.json')} so extend-vocab, the domain hinge "
+        "and the FLOPS exclusion cover it",
+    )
+
+
+def _extend(term: str, s: Sources, checks: Sequence) -> Recommendation:
+    if any(c.name == "single_token" for c in checks):
+        finding = f"'{term}' is not one token: the model splits it ({checks[0].actual})"
+    else:
+        finding = f"'{term}' is one token but not a registered domain token (hinge and FLOPS exclusion ignore it)"
+    return Recommendation(
+        "extend",
+        finding,
+        "add it to the vocabulary as one domain token, then teach the new token (vocabulary alone gives it no weight)",
+        [
+            f"sparse-adapt extend-vocab --base {shlex.quote(s.model)} --terms {s.path(s.terms, 'TERMS.json')} "
+            "--out EXTENDED_DIR",
+            s.train_command("extend,warmup,dictionary,distill"),
+        ],
+    )
+
+
+def _warmup(term: str, s: Sources, checks: Sequence) -> Recommendation:
+    return Recommendation(
+        "warmup",
+        f"the MLM head does not predict '{term}' where it occurs ("
+        + _details(checks, lambda c: f"logits {c.actual}" if c.name == "positive_logits" else f"weight {c.actual}")
+        + ")",
+        "run MLM warmup on the domain corpus, then dictionary pre-training, before distillation",
+        [s.train_command(s.stages("warmup", "dictionary", "distill"))],
+    )
+
+
+def _dictionary(term: str, s: Sources, checks: Sequence) -> Recommendation:
+    return Recommendation(
+        "dictionary",
+        f"'{term}' is active but weak next to its document's generic tokens ("
+        + _details(checks, lambda c: f"rank {c.actual}" if c.name == "top_rank" else f"weight {c.actual}")
+        + ")",
+        "run the dictionary stage (definitions give the term emphasis) and keep the domain hinge on in "
+        "distillation (raise the domain hinge weight or its minimum weight in the distill config)",
+        [s.train_command(s.stages("dictionary", "distill")) + " --config DISTILL_CONFIG"],
+    )
+
+
+def _query_expansion(term: str, s: Sources, checks: Sequence) -> Recommendation:
+    return Recommendation(
+        "query_expansion",
+        f"queries without '{term}' in their text do not expand to it ("
+        + _details(checks, lambda c: f"{c.actual} queries")
+        + ")",
+        "raise the query-expansion loss weight in the distill config and re-run distillation",
+        [s.train_command(s.stages("distill")) + " --config DISTILL_CONFIG"],
+    )
+
+
+def _pooling(term: str, s: Sources, checks: Sequence) -> Recommendation:
+    return Recommendation(
+        "pooling_mismatch",
+        "the model's encoding disagrees with max-pooled log(1 + relu(logit)) ("
+        + _details(checks, lambda c: c.actual)
+        + ")",
+        "the model does not pool like SPLADE (custom code, changed output mask or a broken checkpoint); "
+        "re-save it with sparse-adapt or report a bug with this output",
+    )
+
+
+def _documents(term: str, s: Sources, checks: Sequence) -> Recommendation:
+    return Recommendation(
+        "documents",
+        f"no document of {s.path(s.docs, 'the corpus')} contains '{term}' (sections 2-4 used the term alone)",
+        "pass --docs with documents that use the term; warmup and dictionary training need them too",
+    )
+
+
+# check name -> recommendation for a failed (or warned) check; several checks may share one.
+RECOMMENDERS: dict[str, Callable[[str, Sources, Sequence], Recommendation]] = {
+    "in_terms_file": _add_to_terms,
+    "single_token": _extend,
+    "domain_token": _extend,
+    "in_documents": _documents,
+    "positive_logits": _warmup,
+    "nonzero_weight": _warmup,
+    "weight_matches_encoding": _pooling,
+    "high_weight": _dictionary,
+    "top_rank": _dictionary,
+    "query_expansion": _query_expansion,
+}
+
+# Pipeline order: fix the vocabulary first, then logits, emphasis, queries.
+ORDER = ["pooling_mismatch", "add_to_terms", "extend", "documents", "warmup", "dictionary", "query_expansion"]
+
+
+def recommend(term: str, failed_checks: Sequence, sources: Sources) -> list[Recommendation]:
+    """One recommendation per distinct remedy, in pipeline order.
+
+    ``failed_checks`` are the term diagnosis' checks with status warn/fail (objects with
+    ``name``, ``target`` and ``actual``); checks sharing a remedy are reported together.
+    """
+    groups: dict[Callable, list] = {}
+    for check in failed_checks:
+        groups.setdefault(RECOMMENDERS[check.name], []).append(check)
+    recs = [build(term, sources, checks) for build, checks in groups.items()]
+    return sorted(recs, key=lambda r: ORDER.index(r.id))

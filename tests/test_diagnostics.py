@@ -1,0 +1,341 @@
+"""Diagnostics: every number is recomputed here independently (MLM logits straight from
+``splade.mlm``, pooling by hand, dot products from ``encode``) and compared."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from diagnostics import diagnose_term, explain_query, inspect_corpus
+from diagnostics.recommend import Sources
+from diagnostics.schema import SchemaError, validate
+from diagnostics.term import HIGH_WEIGHT
+from sparse_adapt.base import calibrate_bias, set_bias
+from sparse_adapt.data import Document, Query
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.vocabulary import extend_vocabulary
+
+TERMS = {"acronyms": ["API", "OAuth2"], "jargon": ["Gatrocraptic"]}
+DOCS = [
+    Document("d1", "Configure the API gateway timeout and retry settings."),
+    Document("d2", "Understanding Gatrocraptic metrics is essential. Gatrocraptic expenditure impacts budgets."),
+    Document("d3", "Gatrocraptic analysis tools help identify spending patterns."),
+    Document("d4", "Reset your password from the account settings page."),
+]
+QUERIES = [
+    Query("q1", "tools for monitoring corporate expenses"),
+    Query("q2", "Gatrocraptic analysis tools"),
+    Query("q3", "reset my password"),
+]
+# The spec: "before vocabulary extension, the same term was split into 5 subwords".
+GATRO_PIECES = ["ga", "##tro", "##cr", "##ap", "##tic"]
+
+
+@pytest.fixture
+def sparse(tiny_bert):
+    """The tiny model with its decoder bias calibrated to ~30 active tokens per text, like a
+    real SPLADE model (a random head activates half the vocabulary)."""
+    set_bias(tiny_bert, calibrate_bias(tiny_bert, [d.text for d in DOCS], target_active=30))
+    return tiny_bert
+
+
+@pytest.fixture
+def extended(sparse):
+    extend_vocabulary(sparse, TERMS)
+    return sparse
+
+
+def _ids(splade, text, kind="document"):
+    enc = splade.tokenizer(text, truncation=True, max_length=splade.max_length(kind), return_tensors="pt")
+    return enc["input_ids"], enc["attention_mask"]
+
+
+@torch.no_grad()
+def _mlm_logits(splade, text):
+    """(L, V) logits straight from the Hugging Face masked-LM."""
+    ids, mask = _ids(splade, text)
+    splade.mlm.eval()  # encode() restores the wrapper's mode, which may be train (dropout)
+    return splade.mlm(input_ids=ids, attention_mask=mask).logits[0, :, : splade.vocab_size].numpy()
+
+
+def _roundtrip(obj) -> dict:
+    return json.loads(json.dumps(obj.to_dict()))
+
+
+def _boost(splade, token_id, delta):
+    with torch.no_grad():
+        splade.mlm.get_output_embeddings().bias[token_id] += delta
+
+
+# ---------------------------------------------------------------------------- [1] vocabulary
+def test_vocabulary_unextended_term_is_split_and_analysed_per_piece(tiny_bert):
+    r = diagnose_term(tiny_bert, "Gatrocraptic", DOCS, terms=TERMS)
+    v = r.vocabulary
+    assert v.pieces == GATRO_PIECES
+    assert v.token_ids == tiny_bert.tokenizer.convert_tokens_to_ids(GATRO_PIECES)
+    assert v.base_pieces == GATRO_PIECES
+    assert not v.single_token and not v.in_vocabulary and not v.added_token and not v.domain_token
+    assert v.in_terms_file and v.categories == ["jargon"] and v.normalized == "gatrocraptic"
+    assert [t.token for t in r.targets] == GATRO_PIECES
+    single = next(c for c in r.checks if c.name == "single_token")
+    assert single.status == "fail"
+    assert r.recommendations[0].id == "extend"
+    assert any("sparse-adapt extend-vocab" in c for c in r.recommendations[0].commands)
+    # each piece is marked at its own position inside both occurrences in d2
+    assert r.document.doc_id == "d2" and r.document.docs_containing == ["d2", "d3"]
+    ids = _ids(tiny_bert, DOCS[1].text)[0][0].tolist()
+    for t in r.targets:
+        assert t.logits.occurrences == [
+            i for s, e in r.document.term_spans for i in range(s, e) if ids[i] == t.token_id
+        ]
+        assert len(t.logits.occurrences) == 2
+
+
+def test_vocabulary_extended_term_is_one_domain_token_with_base_split(extended):
+    r = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS)
+    v = r.vocabulary
+    tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
+    assert v.token_ids == [tid] and v.single_token and v.in_vocabulary
+    assert v.added_token and v.domain_token and v.model_category == "jargon"
+    assert v.base_pieces == GATRO_PIECES  # what the base tokenizer would do
+    assert [t.token_id for t in r.targets] == [tid]
+    assert not any(rec.id == "extend" for rec in r.recommendations)
+
+
+def test_vocabulary_not_in_terms_file(extended):
+    r = diagnose_term(extended, "password", DOCS, terms=TERMS, sources=Sources("m", terms="terms.json"))
+    assert not r.vocabulary.in_terms_file and r.vocabulary.categories == []
+    assert {c.name: c.status for c in r.checks}["in_terms_file"] == "fail"
+    assert {c.name: c.status for c in r.checks}["domain_token"] == "fail"
+    assert r.recommendations[0].id == "add_to_terms"
+
+
+# ---------------------------------------------------------------------------- [2]-[4] numbers
+def test_logits_weight_and_rank_match_independent_computation(extended):
+    tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
+    _boost(extended, tid, 3.0)  # make the term active so rank and weight are non-trivial
+    r = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS)
+    t = r.targets[0]
+    logits = _mlm_logits(extended, DOCS[1].text)[:, tid]  # (L,)
+    ids = _ids(extended, DOCS[1].text)[0][0].tolist()
+
+    # [2] every position, occurrences, statistics
+    np.testing.assert_allclose([p.logit for p in t.logits.positions], logits, atol=1e-5)
+    occ = [i for i, x in enumerate(ids) if x == tid]
+    assert t.logits.occurrences == occ == [p.position for p in t.logits.positions if p.occurrence]
+    assert t.logits.occurrence_mean == pytest.approx(logits[occ].mean(), abs=1e-5)
+    assert t.logits.occurrence_min == pytest.approx(logits[occ].min(), abs=1e-5)
+    assert t.logits.max_logit == pytest.approx(logits.max(), abs=1e-5)
+
+    # [3] max over positions ([CLS]/[SEP] included) -> relu -> log1p, and the model's answer
+    expected = math.log1p(max(float(logits.max()), 0.0))
+    actual = float(extended.encode([DOCS[1].text])[0, tid])
+    assert t.weight.expected == pytest.approx(expected, abs=1e-5)
+    assert t.weight.actual == pytest.approx(actual, abs=1e-7)
+    assert t.weight.matches and abs(expected - actual) < 1e-4
+
+    # [4] rank among non-zero tokens of the encoded document, top tokens in order
+    row = extended.encode([DOCS[1].text]).toarray()[0]
+    nz = np.nonzero(row > 0)[0]
+    order = nz[np.lexsort((nz, -row[nz]))]
+    assert t.ranking.nonzero == len(nz)
+    assert t.ranking.rank == int(np.where(order == tid)[0][0]) + 1
+    assert [x.token_id for x in t.ranking.top] == order[:10].tolist()
+    np.testing.assert_allclose([x.weight for x in t.ranking.top], row[order[:10]], rtol=1e-6)
+    assert [x.in_text for x in t.ranking.top] == [int(i) in set(ids) for i in order[:10]]
+
+
+def test_weight_check_reports_a_mismatch(extended, monkeypatch):
+    tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
+    real = extended.encode
+
+    def skewed(texts, kind="document", *a, **k):  # a model whose encoding is not SPLADE pooling
+        m = real(texts, kind, *a, **k).tolil()
+        m[:, tid] = m[:, tid].toarray() + 0.5
+        return sp.csr_matrix(m)
+
+    monkeypatch.setattr(extended, "encode", skewed)
+    r = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS)
+    w = r.targets[0].weight
+    assert not w.matches and w.abs_diff == pytest.approx(0.5, abs=1e-5)
+    assert {c.name: c.status for c in r.checks}["weight_matches_encoding"] == "fail"
+    assert r.recommendations[0].id == "pooling_mismatch"
+
+
+def test_special_token_is_zeroed_in_the_manual_weight_too(tiny_bert):
+    _boost(tiny_bert, tiny_bert.tokenizer.sep_token_id, 5.0)  # [SEP] logits all positive
+    r = diagnose_term(tiny_bert, "[SEP]", DOCS)
+    w = r.targets[0].weight
+    assert w.special_token and w.after_log1p > 0
+    assert w.expected == 0.0 == w.actual and w.matches
+
+
+def test_healthy_term_passes_and_needs_no_recommendation(extended):
+    tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
+    _boost(extended, tid, 15.0)  # logit >> every random logit: weight log1p(~12) > 2, rank 1, in every query
+    r = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS, queries=QUERIES)
+    status = {c.name: c.status for c in r.checks}
+    assert r.targets[0].ranking.rank == 1 and r.targets[0].ranking.weight > HIGH_WEIGHT
+    for name in ("single_token", "domain_token", "positive_logits", "weight_matches_encoding", "nonzero_weight",
+                 "high_weight", "top_rank", "query_expansion"):
+        assert status[name] == "pass", name
+    assert r.recommendations == []
+
+
+def test_dead_term_gets_warmup_and_query_expansion_recommendations(extended):
+    tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
+    _boost(extended, tid, -50.0)  # never fires
+    r = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS, queries=QUERIES)
+    t = r.targets[0]
+    assert t.logits.verdict == "negative" and t.ranking.rank is None and t.ranking.weight == 0.0
+    status = {c.name: c.status for c in r.checks}
+    assert status["positive_logits"] == status["nonzero_weight"] == status["query_expansion"] == "fail"
+    ids = [rec.id for rec in r.recommendations]
+    assert ids == ["warmup", "query_expansion"]
+    warm = r.recommendations[0]
+    assert "--stages warmup,dictionary,distill" in warm.commands[0]  # already extended: no extend stage
+    assert "query-expansion loss weight" in r.recommendations[1].action
+
+
+def test_query_expansion_counts_match_encoded_queries(extended):
+    tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
+    _boost(extended, tid, 1.0)
+    r = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS, queries=QUERIES)
+    qe = r.targets[0].query_expansion
+    Q = extended.encode([q.text for q in QUERIES], "query").toarray()[:, tid]
+    has = [tid in _ids(extended, q.text, "query")[0][0].tolist() for q in QUERIES]
+    assert has == [False, True, False]
+    assert qe.without_term == 2 and qe.with_term == 1
+    assert [e.qid for e in qe.expanding] == sorted(
+        [q.qid for q, h, w in zip(QUERIES, has, Q) if not h and w > 0], key=lambda qid: -Q[int(qid[1]) - 1]
+    )
+    assert qe.with_term_active == int(Q[1] > 0)
+
+
+def test_term_absent_from_every_document_uses_a_probe(extended):
+    r = diagnose_term(extended, "OAuth2", DOCS, terms=TERMS, sources=Sources("m", docs="docs.jsonl"))
+    assert r.document.source == "probe" and r.document.doc_id is None and r.document.docs_containing == []
+    assert any("no document" in w for w in r.warnings)
+    assert {c.name: c.status for c in r.checks}["in_documents"] == "warn"
+    assert "documents" in [rec.id for rec in r.recommendations]
+    # sections 3 still computed on the probe text
+    tid = r.targets[0].token_id
+    expected = math.log1p(max(float(_mlm_logits(extended, "OAuth2")[:, tid].max()), 0.0))
+    assert r.targets[0].weight.expected == pytest.approx(expected, abs=1e-5)
+
+
+def test_doc_option(extended):
+    r = diagnose_term(extended, "Gatrocraptic", DOCS, doc_id="d3")
+    assert r.document.source == "doc" and r.document.doc_id == "d3" and r.document.term_spans == [[1, 2]]
+    r = diagnose_term(extended, "Gatrocraptic", DOCS, doc_id="d4")
+    assert r.document.term_spans == [] and r.targets[0].logits.verdict == "absent"
+    with pytest.raises(ConfigError, match="--doc 'nope'"):
+        diagnose_term(extended, "Gatrocraptic", DOCS, doc_id="nope")
+    with pytest.raises(ConfigError, match="empty"):
+        diagnose_term(extended, "  ", DOCS)
+
+
+# ---------------------------------------------------------------------------- explain
+def test_explain_contributions_sum_to_independent_scores(sparse):
+    tiny_bert = sparse
+    query = "tools for monitoring corporate expenses"
+    e = explain_query(tiny_bert, query, DOCS, k=3)
+    q = tiny_bert.encode([query], "query").toarray()[0]
+    D = tiny_bert.encode([d.text for d in DOCS]).toarray()
+    scores = D @ q
+    order = sorted(range(len(DOCS)), key=lambda i: (-scores[i], DOCS[i].doc_id))[:3]
+    assert [m.doc_id for m in e.results] == [DOCS[i].doc_id for i in order]
+    for m, i in zip(e.results, order):
+        assert m.score == pytest.approx(scores[i], rel=1e-5)
+        assert sum(s.contribution for s in m.shared) == pytest.approx(m.score, rel=1e-5)
+        assert m.contributions_sum == pytest.approx(m.score, rel=1e-5)
+        shared = set(np.nonzero(q > 0)[0]) & set(np.nonzero(D[i] > 0)[0])
+        assert {s.token_id for s in m.shared} == shared
+        for s in m.shared:
+            assert s.query_weight == pytest.approx(q[s.token_id]) and s.doc_weight == pytest.approx(D[i, s.token_id])
+            assert s.contribution == pytest.approx(s.query_weight * s.doc_weight)
+        assert [s.contribution for s in m.shared] == sorted((s.contribution for s in m.shared), reverse=True)
+    st = e.query
+    assert st.nonzero == int((q > 0).sum()) and st.max_weight == pytest.approx(q.max())
+    assert st.sparsity == pytest.approx(100 * (1 - (q > 0).sum() / len(q)))
+    text_ids = set(_ids(tiny_bert, query, "query")[0][0].tolist())
+    assert st.expansion_count == sum(1 for t in np.nonzero(q > 0)[0] if t not in text_ids)
+    assert [t.weight for t in st.tokens] == sorted((t.weight for t in st.tokens), reverse=True)
+
+
+def test_explain_rejects_empty_query_and_bad_k(tiny_bert):
+    with pytest.raises(ConfigError, match="query is empty"):
+        explain_query(tiny_bert, "   ", DOCS)
+    with pytest.raises(ConfigError, match="--k"):
+        explain_query(tiny_bert, "reset", DOCS, k=0)
+
+
+def test_explain_query_that_activates_nothing(tiny_bert):
+    with torch.no_grad():
+        tiny_bert.mlm.get_output_embeddings().bias.fill_(-100.0)
+    e = explain_query(tiny_bert, "reset my password", DOCS, k=2)
+    assert e.query.nonzero == 0 and any("activates no token" in w for w in e.warnings)
+    assert all(m.score == 0 and m.shared == [] for m in e.results)
+
+
+# ---------------------------------------------------------------------------- inspect
+def test_inspect_matches_independent_statistics(extended):
+    tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
+    c = inspect_corpus(extended, DOCS, QUERIES)
+    D = extended.encode([d.text for d in DOCS]).toarray()
+    Q = extended.encode([q.text for q in QUERIES], "query").toarray()
+    nnz_d = (D > 0).sum(1)
+    assert c.documents.nonzero.mean == pytest.approx(nnz_d.mean())
+    assert c.documents.nonzero.median == pytest.approx(np.median(nnz_d))
+    assert c.documents.nonzero.max == nnz_d.max() and c.queries.nonzero.min == (Q > 0).sum(1).min()
+    p_d, p_q = (D > 0).mean(0), (Q > 0).mean(0)
+    assert c.flops.value == pytest.approx(float(p_q @ p_d), rel=1e-6)
+    domain = extended.settings.domain_token_ids
+    keep = np.ones(D.shape[1], bool)
+    keep[domain] = False
+    assert c.flops.value_excluding_domain == pytest.approx(float(p_q[keep] @ p_d[keep]), rel=1e-6)
+    assert c.flops.regularizer == pytest.approx(float(Q.mean(0)[keep] @ D.mean(0)[keep]), rel=1e-5)
+    tok = next(t for t in c.domain.tokens if t.token_id == tid)
+    with_term = [i for i, d in enumerate(DOCS) if "Gatrocraptic" in d.text]
+    without = [i for i in range(len(DOCS)) if i not in with_term]
+    assert tok.docs_occurring == 2
+    assert tok.mean_weight_occurring == pytest.approx(D[with_term, tid].mean(), abs=1e-6)
+    assert tok.mean_weight_not_occurring == pytest.approx(D[without, tid].mean(), abs=1e-6)
+    assert tok.activated_without_occurrence == int((D[without, tid] > 0).sum())
+    assert {t.token_id for t in c.domain.tokens} == set(domain) and c.domain.source == "model"
+
+
+def test_inspect_without_queries_or_domain_tokens(sparse):
+    tiny_bert = sparse
+    c = inspect_corpus(tiny_bert, DOCS)
+    assert c.queries is None and c.flops is None and c.domain.count == 0
+    assert any("no queries" in w for w in c.warnings) and any("no domain tokens" in w for w in c.warnings)
+    # single-token terms of a terms file count as domain tokens for an unextended model
+    c = inspect_corpus(tiny_bert, DOCS, terms=TERMS)
+    assert [t.token for t in c.domain.tokens] == ["api"] and c.domain.source == "terms"
+
+
+# ---------------------------------------------------------------------------- JSON schemas
+def test_json_outputs_follow_the_documented_schemas(extended):
+    outputs = [
+        diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS, queries=QUERIES),
+        diagnose_term(extended, "OAuth2", DOCS),  # probe, no queries, no terms file
+        explain_query(extended, "gatrocraptic tools", DOCS, k=2),
+        inspect_corpus(extended, DOCS, QUERIES),
+        inspect_corpus(extended, DOCS),
+    ]
+    for out in outputs:
+        validate(_roundtrip(out))
+    broken = _roundtrip(outputs[0])
+    del broken["targets"][0]["weight"]["matches"]
+    with pytest.raises(SchemaError, match=r"\$\.targets\[0\]\.weight: keys differ"):
+        validate(broken)
+    broken = _roundtrip(outputs[2])
+    broken["results"][0]["score"] = True
+    with pytest.raises(SchemaError, match="score"):
+        validate(broken)

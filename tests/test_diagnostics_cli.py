@@ -1,0 +1,116 @@
+"""`sparse-adapt diagnose / explain / inspect` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import make_tiny_bert
+from diagnostics.schema import DIAGNOSE_SCHEMA, EXPLAIN_SCHEMA, INSPECT_SCHEMA, validate
+from sparse_adapt.base import calibrate_bias, set_bias
+from sparse_adapt.cli import main
+from sparse_adapt.vocabulary import extend_vocabulary
+
+DOCS = [
+    {"doc_id": "d1", "text": "Configure the API gateway timeout."},
+    {"doc_id": "d2", "text": "Gatrocraptic analysis tools help identify spending patterns."},
+    {"doc_id": "d3", "text": "Reset your password from the account page."},
+]
+QUERIES = [{"qid": "q1", "text": "tools for monitoring expenses"}, {"qid": "q2", "text": "Gatrocraptic tools"}]
+TERMS = {"jargon": ["Gatrocraptic"], "acronyms": ["API"]}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("diag")
+    splade = make_tiny_bert()
+    extend_vocabulary(splade, TERMS)
+    # A sparse model (~30 active tokens per text, like the real base) keeps outputs small.
+    set_bias(splade, calibrate_bias(splade, [d["text"] for d in DOCS], target_active=30))
+    splade.save_pretrained(root / "model")
+    (root / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUERIES))
+    (root / "terms.json").write_text(json.dumps(TERMS))
+    return root
+
+
+def _args(files, *extra):
+    return [*extra, "--model", str(files / "model"), "--docs", str(files / "docs.jsonl")]
+
+
+def test_diagnose_json(files, capsys):
+    rc = main(["diagnose", "Gatrocraptic", *_args(files),
+               "--terms", str(files / "terms.json"), "--queries", str(files / "queries.jsonl"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    validate(out)
+    assert out["schema"] == DIAGNOSE_SCHEMA and out["model"] == str(files / "model")
+    assert out["vocabulary"]["single_token"] and out["vocabulary"]["categories"] == ["jargon"]
+    assert out["document"]["doc_id"] == "d2"
+    assert out["targets"][0]["query_expansion"]["queries"] == 2
+
+
+def test_diagnose_tables(files, capsys):
+    rc = main(["diagnose", "Gatrocraptic", *_args(files), "--terms", str(files / "terms.json"), "--doc", "d2"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    for section in ("Token diagnostic: 'Gatrocraptic'", "[1] Vocabulary check", "[2] MLM logit analysis",
+                    "[3] SPLADE weight", "[4] Ranking", "[5] Checks and recommendations", "◀ term"):
+        assert section in out
+
+
+def test_diagnose_term_absent_everywhere_still_reports(files, capsys):
+    rc = main(["diagnose", "OAuth2", *_args(files), "--terms", str(files / "terms.json")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "no document of 3 contains 'OAuth2'" in " ".join(out.split())
+    assert "[3] SPLADE weight" in out
+
+
+def test_diagnose_errors_are_one_line(files, capsys):
+    rc = main(["diagnose", "Gatrocraptic", "--model", str(files / "missing"), "--docs", str(files / "docs.jsonl")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "model directory not found" in err and len(err.strip().splitlines()) == 1
+    rc = main(["diagnose", "Gatrocraptic", *_args(files), "--doc", "d9"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--doc 'd9'" in err and len(err.strip().splitlines()) == 1
+    (files / "bad.jsonl").write_text('{"doc_id": "x"}\n')
+    rc = main(["diagnose", "Gatrocraptic", "--model", str(files / "model"), "--docs", str(files / "bad.jsonl")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "bad.jsonl:1: field 'text': missing" in err
+    rc = main(["diagnose", " ", *_args(files)])
+    assert rc == 2 and "term is empty" in capsys.readouterr().err
+
+
+def test_explain_json_and_tables(files, capsys):
+    rc = main(["explain", "gatrocraptic spending tools", *_args(files), "--k", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    validate(out)
+    assert out["schema"] == EXPLAIN_SCHEMA and len(out["results"]) == 2
+    for m in out["results"]:
+        assert sum(s["contribution"] for s in m["shared"]) == pytest.approx(m["score"], rel=1e-5)
+    rc = main(["explain", "gatrocraptic spending tools", *_args(files)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "contribution = q × d" in out and "#3" in out
+
+
+def test_explain_empty_query_is_an_error(files, capsys):
+    rc = main(["explain", "", *_args(files)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "the query is empty" in err
+    rc = main(["explain", "x", *_args(files), "--k", "0"])
+    assert rc == 2
+
+
+def test_inspect_json_and_tables(files, capsys):
+    rc = main(["inspect", *_args(files), "--queries", str(files / "queries.jsonl"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    validate(out)
+    assert out["schema"] == INSPECT_SCHEMA and out["documents"]["count"] == 3 and out["queries"]["count"] == 2
+    assert {t["token"] for t in out["domain"]["tokens"]} == {"gatrocraptic", "api"}
+    rc = main(["inspect", *_args(files)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "non-zero tokens per text" in out and "no queries" in out
