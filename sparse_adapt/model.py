@@ -26,12 +26,17 @@ import torch
 from torch import nn
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from sparse_adapt import encoding
 from sparse_adapt.errors import SparseAdaptError
 
 OFFLINE_MINILM = "offline-minilm"
 SETTINGS_FILE = "sparse_adapt.json"
 
 Kind = Literal["query", "document"]
+
+# Texts are sorted by length within windows of this many batches: long enough that batches
+# are nearly padding-free, short enough that a huge corpus is never tokenised all at once.
+SORT_WINDOW_BATCHES = 64
 
 
 class ModelLoadError(SparseAdaptError, RuntimeError):
@@ -72,11 +77,12 @@ class SpladeSettings:
 def splade_pool(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Max-pool ``log(1 + relu(logits))`` over non-padding positions.
 
-    logits: (B, L, V); attention_mask: (B, L) of 0/1 -> (B, V).
+    logits: (B, L, V); attention_mask: (B, L) of 0/1 -> (B, V). ``log1p`` and ``relu`` are
+    monotone, so they run once on the (B, V) max instead of on every position.
     """
-    act = torch.log1p(torch.relu(logits))  # (B, L, V)
-    act = act * attention_mask.unsqueeze(-1).to(act.dtype)  # padding contributes 0, the floor of relu
-    return act.amax(dim=1)  # (B, V)
+    padding = attention_mask.unsqueeze(-1) == 0  # (B, L, 1)
+    best = logits.masked_fill(padding, float("-inf")).amax(dim=1)  # (B, V); a text of padding only -> -inf -> 0
+    return torch.log1p(torch.relu(best))
 
 
 def atomic_directory(target: Path):
@@ -210,33 +216,81 @@ class SpladeEncoder(nn.Module):
         return out[..., : self.vocab_size]
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Differentiable SPLADE weights (B, V) with special tokens zeroed."""
-        weights = splade_pool(self.logits(input_ids, attention_mask), attention_mask)  # (B, V)
+        """Differentiable SPLADE weights (B, V) with special tokens zeroed.
+
+        BERT and DistilBERT heads run chunked (``sparse_adapt.encoding``): the (B, L, V) logits
+        never exist, in training either. Other families use the full logits, with a
+        ``FullLogitsWarning`` naming the reason.
+        """
+        support = encoding.head_support(self.mlm)
+        if support.parts is None:
+            encoding.warn_full_logits(support.reason)
+            weights = splade_pool(self.logits(input_ids, attention_mask), attention_mask)  # (B, V)
+        else:
+            weights = encoding.splade_weights(support.parts, input_ids, attention_mask, self.vocab_size)  # (B, V)
         return weights * self.output_mask
 
     @torch.inference_mode()
     def encode(
         self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32, progress: bool = False
     ) -> sp.csr_matrix:
-        """Encode texts to a (len(texts), V) float32 CSR matrix in input order."""
-        self.max_length(kind)
-        was_training = self.training
+        """Encode texts to a (len(texts), V) float32 CSR matrix in input order.
+
+        Texts are batched by token length (longest first, within windows of
+        ``SORT_WINDOW_BATCHES`` batches), so a batch pads to about its own length.
+        """
+        max_length = self.max_length(kind)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        # Restore each module's own mode afterwards: self.train() would also switch on dropout
+        # in a backbone that was deliberately in eval mode.
+        modes = [(module, module.training) for module in self.modules()]
         self.eval()
-        rows: list[sp.csr_matrix] = []
-        batches = range(0, len(texts), batch_size)
+        n = len(texts)
+        window = batch_size * SORT_WINDOW_BATCHES
+        batches = (
+            batch
+            for w0 in range(0, n, window)
+            for batch in self._length_sorted_batches(texts[w0 : w0 + window], w0, max_length, batch_size)
+        )
         if progress:
             from rich.progress import track
 
-            batches = track(batches, description=f"encoding {kind}s")
-        for start in batches:
-            batch = self.tokenize(texts[start : start + batch_size], kind)
-            w = self(batch["input_ids"], batch["attention_mask"]).float().cpu().numpy()
-            rows.append(sp.csr_matrix(w))
-        if was_training:
-            self.train()
+            n_batches = sum(-(-min(window, n - w0) // batch_size) for w0 in range(0, n, window))
+            batches = track(batches, total=n_batches, description=f"encoding {kind}s")
+        rows: list[sp.csr_matrix] = []
+        order: list[int] = []  # input index of each encoded row, in encoding order
+        try:
+            for positions, input_ids, attention_mask in batches:
+                w = self(input_ids, attention_mask).float().cpu().numpy()  # (B, V)
+                rows.append(sp.csr_matrix(w))
+                order.extend(positions)
+        finally:
+            for module, mode in modes:
+                module.training = mode
         if not rows:
             return sp.csr_matrix((0, self.vocab_size), dtype=np.float32)
-        return sp.vstack(rows, format="csr").astype(np.float32)
+        inverse = np.empty(n, dtype=np.int64)
+        inverse[np.asarray(order)] = np.arange(n)  # input index -> encoded row
+        return sp.vstack(rows, format="csr").astype(np.float32)[inverse]
+
+    def _length_sorted_batches(self, texts: Sequence[str], first: int, max_length: int, batch_size: int):
+        """Yield (input positions, input_ids (B, L), attention_mask (B, L)), longest texts first."""
+        ids = self.tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # stable: ties keep input order
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        left = self.tokenizer.padding_side == "left"
+        for b0 in range(0, len(order), batch_size):
+            chosen = order[b0 : b0 + batch_size]
+            width = len(ids[chosen[0]])  # the longest in the batch, by the sort
+            input_ids = torch.full((len(chosen), width), pad, dtype=torch.long)  # (B, L)
+            attention_mask = torch.zeros((len(chosen), width), dtype=torch.long)  # (B, L)
+            for row, i in enumerate(chosen):
+                piece = ids[i]
+                span = slice(width - len(piece), width) if left else slice(0, len(piece))
+                input_ids[row, span] = torch.tensor(piece, dtype=torch.long)
+                attention_mask[row, span] = 1
+            yield [first + i for i in chosen], input_ids.to(self.device), attention_mask.to(self.device)
 
     def encode_to_dicts(self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32) -> list[dict[str, float]]:
         """Encode texts to ``{token: weight}`` dicts sorted by descending weight."""

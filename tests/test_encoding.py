@@ -1,0 +1,149 @@
+"""The chunked SPLADE head (sparse_adapt.encoding) against the straightforward computation.
+
+The reference is written out here from the definition: full MLM logits, log(1 + relu),
+padding masked, max over positions, special tokens zeroed.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from transformers import RobertaConfig, RobertaForMaskedLM
+
+from sparse_adapt import encoding
+from sparse_adapt.model import SpladeEncoder, SpladeSettings
+from tests.conftest import _tokenizer
+
+TEXTS = [
+    "Database timeout happens when the connection pool is exhausted or the query takes too long to execute.",
+    "Reset your password",
+    "Gatrocraptic analysis tools help identify spending patterns. Configure Gatrocraptic settings.",
+    "ssl",
+    "Memory leaks can be diagnosed using profiling tools like valgrind or heaptrack.",
+]
+
+
+def reference(splade: SpladeEncoder, input_ids, attention_mask) -> torch.Tensor:
+    logits = splade.mlm(input_ids=input_ids, attention_mask=attention_mask).logits[..., : splade.vocab_size]
+    act = torch.log1p(torch.relu(logits)) * attention_mask.unsqueeze(-1)  # (B, L, V)
+    weights = act.amax(dim=1)  # (B, V)
+    special = torch.tensor(splade.tokenizer.all_special_ids)
+    return weights.index_fill(1, special, 0.0)
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """7-row chunks, so texts straddle chunk boundaries and one text spans several chunks."""
+    monkeypatch.setattr(encoding, "CHUNK_BYTES", 7 * 4 * 30522)
+    assert encoding.rows_per_chunk(30522) == 7
+
+
+def test_chunked_forward_equals_full_logits_with_padding(tiny_mlm, small_chunks):
+    batch = tiny_mlm.tokenize(TEXTS, "document")
+    assert (batch["attention_mask"] == 0).any()  # the batch really is padded
+    with torch.no_grad():
+        got = tiny_mlm(batch["input_ids"], batch["attention_mask"])
+        want = reference(tiny_mlm, batch["input_ids"], batch["attention_mask"])
+    assert (want > 0).sum() > 50  # a non-trivial comparison: many active terms
+    torch.testing.assert_close(got, want)
+
+
+def test_chunked_gradients_equal_full_logits_in_training_mode(tiny_mlm, small_chunks):
+    tiny_mlm.train()  # dropout on: both passes draw the same masks from the same seed
+    batch = tiny_mlm.tokenize(TEXTS, "document")
+    coeff = torch.randn(len(TEXTS), tiny_mlm.vocab_size, generator=torch.Generator().manual_seed(3))
+
+    def grads(fn):
+        tiny_mlm.zero_grad()
+        torch.manual_seed(11)
+        w = fn(tiny_mlm, batch["input_ids"], batch["attention_mask"])
+        ((w * coeff).sum() + w.sum()).backward()  # FLOPS-like + arbitrary per-term weighting
+        return w.detach(), {n: p.grad.clone() for n, p in tiny_mlm.named_parameters() if p.grad is not None}
+
+    w_got, g_got = grads(lambda m, i, a: m(i, a))
+    w_want, g_want = grads(reference)
+    torch.testing.assert_close(w_got, w_want)
+    assert g_got.keys() == g_want.keys()
+    decoder = [n for n in g_want if "word_embeddings" in n]  # tied with the decoder: gets both gradients
+    assert decoder and g_want[decoder[0]].abs().sum() > 0
+    for name, want in g_want.items():
+        # Sums of thousands of float32 terms in another order: tolerance relative to the tensor's scale.
+        scale = float(want.abs().max())
+        torch.testing.assert_close(g_got[name], want, rtol=1e-4, atol=1e-5 * scale + 1e-6, msg=name)
+
+
+def test_max_dot_matches_dense_max_and_handles_a_text_without_rows():
+    torch.manual_seed(0)
+    rows, weight = torch.randn(9, 4), torch.randn(6, 4)
+    offsets = [0, 4, 4, 9]  # text 1 has no rows
+    best, where = encoding.max_dot(rows, weight, offsets, chunk=3, with_argmax=True)
+    dense = rows @ weight.T  # (9, 6)
+    torch.testing.assert_close(best[0], dense[:4].amax(0))
+    torch.testing.assert_close(best[2], dense[4:].amax(0))
+    assert torch.isinf(best[1]).all() and (where[1] == -1).all()
+    assert torch.equal(where[2], dense[4:].argmax(0) + 4)
+
+
+def test_encode_sorts_by_length_and_returns_input_order(tiny_bert, monkeypatch):
+    widths = []
+    forward = SpladeEncoder.forward
+
+    def spy(self, input_ids, attention_mask):
+        widths.append(input_ids.shape[1])
+        return forward(self, input_ids, attention_mask)
+
+    monkeypatch.setattr(SpladeEncoder, "forward", spy)
+    got = tiny_bert.encode(TEXTS, batch_size=2).toarray()
+    lengths = sorted((len(tiny_bert.tokenizer(t)["input_ids"]) for t in TEXTS), reverse=True)
+    assert widths == [lengths[0], lengths[2], lengths[4]]  # each batch pads to its own longest text
+    for i, text in enumerate(TEXTS):
+        batch = tiny_bert.tokenize([text], "document")
+        with torch.no_grad():
+            want = reference(tiny_bert, batch["input_ids"], batch["attention_mask"])[0].numpy()
+        np.testing.assert_allclose(got[i], want, atol=1e-6)
+    assert tiny_bert.encode([]).shape == (0, tiny_bert.vocab_size)
+
+
+def test_encode_sorts_within_windows(tiny_bert, monkeypatch):
+    from sparse_adapt import model
+
+    monkeypatch.setattr(model, "SORT_WINDOW_BATCHES", 1)  # windows of 2 texts
+    got = tiny_bert.encode(TEXTS, batch_size=2).toarray()
+    want = np.vstack([tiny_bert.encode([t]).toarray() for t in TEXTS])
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_unknown_family_uses_full_logits_with_a_warning():
+    torch.manual_seed(0)
+    tok = _tokenizer()
+    cfg = RobertaConfig(
+        vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=80, pad_token_id=tok.pad_token_id,
+    )
+    splade = SpladeEncoder(RobertaForMaskedLM(cfg).eval(), tok, SpladeSettings(doc_max_length=48))
+    support = encoding.head_support(splade.mlm)
+    assert support.parts is None and "RobertaForMaskedLM" in support.reason
+    batch = splade.tokenize(TEXTS, "document")
+    with pytest.warns(encoding.FullLogitsWarning, match="full"), torch.no_grad():
+        got = splade(batch["input_ids"], batch["attention_mask"])
+    with torch.no_grad():
+        want = reference(splade, batch["input_ids"], batch["attention_mask"])
+    torch.testing.assert_close(got, want)
+
+
+def test_supported_families_do_not_warn(tiny_mlm):
+    batch = tiny_mlm.tokenize(TEXTS[:2], "query")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", encoding.FullLogitsWarning)
+        tiny_mlm(batch["input_ids"], batch["attention_mask"])
+
+
+@pytest.mark.slow
+def test_offline_base_chunked_equals_full_logits(offline_base):
+    batch = offline_base.tokenize(TEXTS, "document")
+    with torch.inference_mode():
+        got = offline_base(batch["input_ids"], batch["attention_mask"])
+        want = reference(offline_base, batch["input_ids"], batch["attention_mask"])
+    torch.testing.assert_close(got, want)
+    assert torch.equal(got.topk(10).indices, want.topk(10).indices)
