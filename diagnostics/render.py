@@ -98,18 +98,20 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
     }[doc.source]
     console.print(Text.assemble(("Document ", "bold"), (doc.doc_id or "(probe)", "bold magenta"), f"  {where}"))
     console.print(Text(_short(doc.text, 240), style="italic"))
-    console.print(f"Term occurs at token spans: {', '.join(f'{s}-{e - 1}' for s, e in doc.term_spans) or 'none'}")
+    spans = ", ".join(str(s) if e - s == 1 else f"{s}-{e - 1}" for s, e in doc.term_spans)
+    console.print(f"Term at token position(s): {spans or 'none'}   ({doc.num_tokens} tokens with [CLS]/[SEP])")
     targets = d.targets
     shown = set(range(min(SHOWN_POSITIONS, doc.num_tokens)))
     for t in targets:
         shown.update(t.logits.occurrences)
         shown.add(t.logits.max_position)
-    table = Table(box=box.SIMPLE_HEAD, title=f"logit of the term's token at each of {doc.num_tokens} positions",
-                  caption="underlined: the maximum over positions (what SPLADE pools)")
+    table = Table(box=box.SIMPLE_HEAD, caption="underlined = max over positions (what SPLADE pools)",
+                  caption_justify="left")
     table.add_column("pos", justify="right")
     table.add_column("token", no_wrap=True)
     for t in targets:
-        table.add_column(escape(t.token) if len(targets) > 1 else "logit", justify="right", no_wrap=True)
+        table.add_column(escape(t.token) if len(targets) > 1 else f"logit '{escape(t.token)}'", justify="right",
+                         no_wrap=True)
     table.add_column("", no_wrap=True)
     in_span = {p for s, e in doc.term_spans for p in range(s, e)}
     prev = -1
