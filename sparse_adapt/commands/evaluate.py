@@ -1,7 +1,170 @@
-"""CLI command `evaluate` (filled in by its issue)."""
+"""CLI command ``evaluate``: nDCG@10, MRR@10 and Recall@5 of a model (ranx metrics).
+
+Scoring is exact and in memory by default (every document for every query); ``--index``
+ranks through Lucene instead. Data come from ``--docs/--queries/--qrels`` files or from
+``--dataset`` (an ir_datasets id or a local BEIR folder, read by ir_datasets).
+``--compare`` evaluates a second system (a run file or a model, scored in memory) and
+prints ranx's comparison table with a paired significance test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Optional
 
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from sparse_adapt.data import Document, Qrels, Query
+from sparse_adapt.errors import ConfigError
+
+console = Console()
+
+# ranx's paired tests; "student" (paired t-test) is ranx's default and needs no sampling.
+STAT_TESTS = ("student", "fisher", "tukey")
+# ranx infers these run-file kinds from the extension; anything else is read as TREC.
+_RANX_KINDS = {".json", ".trec", ".txt", ".gz", ".lz4"}
+
+
+@dataclass
+class EvalData:
+    documents: Callable[[], Iterable[Document]]  # called only when something scores in memory
+    queries: list[Query]
+    qrels: Qrels
+    name: str
+
+
+def _load_data(docs: Optional[Path], queries: Optional[Path], qrels: Optional[Path], dataset: Optional[str]) -> EvalData:
+    from sparse_adapt.data import load_documents, load_qrels, load_queries
+
+    if dataset is not None:
+        given = [f"--{n}" for n, v in (("docs", docs), ("queries", queries), ("qrels", qrels)) if v is not None]
+        if given:
+            raise ConfigError(f"--dataset reads documents, queries and qrels itself; drop {', '.join(given)}")
+        from sparse_adapt.datasets import DatasetError, load_dataset
+
+        ds = load_dataset(dataset)
+        try:
+            return EvalData(ds.documents, ds.queries(), ds.qrels(), dataset)
+        except OSError as e:  # ir_datasets downloads lazily: no network surfaces here
+            raise DatasetError(f"cannot read ir_datasets {dataset!r}: {str(e).splitlines()[0][:200]}") from None
+    missing = [f"--{n}" for n, v in (("queries", queries), ("qrels", qrels)) if v is None]
+    if missing:
+        raise ConfigError(f"missing {' and '.join(missing)} (or pass --dataset)")
+    documents = (lambda: load_documents(docs)) if docs is not None else None
+    return EvalData(documents, load_queries(queries), load_qrels(qrels), str(docs or qrels))
+
+
+def _in_memory(model: str, data: EvalData) -> dict[str, dict[str, float]]:
+    from sparse_adapt.evaluation import score_in_memory
+    from sparse_adapt.model import SpladeEncoder
+
+    if data.documents is None:
+        raise ConfigError("in-memory scoring needs --docs (or --dataset); or pass --index to rank through Lucene")
+    return score_in_memory(SpladeEncoder.from_pretrained(model), list(data.documents()), data.queries)
+
+
+def _through_lucene(model: str, index: Path, data: EvalData, depth: int) -> dict[str, dict[str, float]]:
+    from sparse_adapt.model import SpladeEncoder
+    from sparse_adapt.retrieval import LuceneRetriever
+
+    return LuceneRetriever(index, SpladeEncoder.from_pretrained(model)).run(data.queries, k=depth)
+
+
+def _read_run(path: Path, name: str):
+    from ranx import Run
+
+    kind = None if path.suffix in _RANX_KINDS else "trec"
+    try:
+        return Run.from_file(str(path), kind=kind, name=name)
+    except (ValueError, KeyError, json.JSONDecodeError) as e:
+        raise ConfigError(f"--compare {path}: not a TREC or ranx JSON run file ({e})") from None
+
+
+def _save_run(run: dict[str, dict[str, float]], path: Path, name: str) -> None:
+    from ranx import Run
+
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    Run(run, name=name).save(str(tmp), kind="trec")
+    os.replace(tmp, path)
+
+
+def _print_metrics(title: str, metrics: dict[str, float]) -> None:
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for m, v in metrics.items():
+        table.add_row(m, f"{v:.4f}")
+    console.print(table)
+
+
+def evaluate(
+    model: str = typer.Option(..., "--model", help="Model directory, hub id or offline-minilm."),
+    docs: Optional[Path] = typer.Option(None, "--docs", help="docs.jsonl (not needed with --index)."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="queries.jsonl."),
+    qrels: Optional[Path] = typer.Option(None, "--qrels", help="TREC qrels (qid 0 doc_id grade)."),
+    dataset: Optional[str] = typer.Option(
+        None, "--dataset", help="ir_datasets id (e.g. beir/scifact/test) or a local BEIR folder (corpus.jsonl, "
+        "queries.jsonl, qrels/test.tsv); replaces --docs/--queries/--qrels."
+    ),
+    index: Optional[Path] = typer.Option(None, "--index", help="Rank through this Lucene index instead of in memory."),
+    depth: int = typer.Option(100, "--depth", min=10, help="With --index: hits retrieved per query."),
+    compare: Optional[str] = typer.Option(
+        None, "--compare", help="Second system: a run file (TREC or ranx JSON) or a model, scored in memory."
+    ),
+    stat_test: str = typer.Option("student", "--stat-test", help=f"ranx significance test: {', '.join(STAT_TESTS)}."),
+    max_p: float = typer.Option(0.05, "--max-p", min=0.0, max=1.0, help="p-value threshold for the comparison."),
+    save_run: Optional[Path] = typer.Option(None, "--save-run", help="Write this system's run (TREC format)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (see README)."),
+) -> None:
+    """Rank every document for every query and report nDCG@10, MRR@10 and Recall@5 (ranx)."""
+    from sparse_adapt.evaluation import DEFAULT_METRICS, evaluate_run
+
+    if stat_test not in STAT_TESTS:
+        raise ConfigError(f"--stat-test must be one of {', '.join(STAT_TESTS)}, got {stat_test!r}")
+    data = _load_data(docs, queries, qrels, dataset)
+    run = _through_lucene(model, index, data, depth) if index is not None else _in_memory(model, data)
+    metrics = evaluate_run(data.qrels, run)
+    if save_run is not None:
+        _save_run(run, save_run, model)
+    how = f"Lucene index {index}" if index is not None else "in memory"
+    if compare is None:
+        if as_json:
+            print(json.dumps(metrics))
+        else:
+            _print_metrics(f"{model} on {data.name} ({how})", metrics)
+        return
+
+    from ranx import Qrels as RanxQrels
+    from ranx import Run
+    from ranx import compare as ranx_compare
+
+    name_a = model if index is None else f"{model} (lucene)"
+    if Path(compare).is_file():
+        other = _read_run(Path(compare), compare)
+    else:
+        other = Run(_in_memory(compare, data), name=compare)
+    if other.name == name_a:
+        other.name = f"{compare} (compare)"
+    judged = [q.qid for q in data.queries if q.qid in data.qrels]
+    missing = [q for q in judged if q not in other.run]
+    if len(missing) == len(judged):
+        raise ConfigError(f"--compare {compare}: the run has none of the evaluated queries")
+    ranx_qrels = RanxQrels({q: data.qrels[q] for q in judged})
+    this = Run({q: run[q] for q in judged if q in run}, name=name_a)
+    report = ranx_compare(
+        ranx_qrels, [this, other], list(DEFAULT_METRICS), stat_test=stat_test, max_p=max_p, make_comparable=True,
+    )
+    if as_json:
+        print(json.dumps({"metrics": metrics, "comparison": report.to_dict()}))
+        return
+    console.print(f"{len(judged)} queries, {stat_test} paired test, p < {max_p} marked by superscripts ({how})")
+    console.print(str(report), highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("evaluate")(evaluate)

@@ -1,0 +1,93 @@
+"""Bridge from ``ir_datasets`` to our records: documents, queries and qrels of any
+ir_datasets id (``beir/scifact/test``, downloaded by ir_datasets where the network allows)
+or of a local BEIR-format folder.
+
+A local folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``, as BEIR's
+zips unpack) is read by ir_datasets' own components: ``JsonlDocs``/``JsonlQueries`` with
+BEIR's field names and ``BeirQrels`` (which checks BEIR's header line), assembled into
+an ``ir_datasets`` ``Dataset``; nothing here parses those files by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from sparse_adapt.data import Document, Qrels, Query
+from sparse_adapt.errors import SparseAdaptError
+
+
+class DatasetError(SparseAdaptError, ValueError):
+    """An ir_datasets id or local folder cannot be loaded."""
+
+
+def _text(record) -> str:
+    text = record.default_text() if hasattr(record, "default_text") else record.text
+    return " ".join(text.split())  # BEIR's "title text" leaves a leading space when the title is empty
+
+
+@dataclass
+class IRDataset:
+    """An ir_datasets dataset seen as our records; documents are streamed on demand."""
+
+    name: str
+    dataset: object  # ir_datasets Dataset
+
+    def documents(self) -> Iterator[Document]:
+        for d in self.dataset.docs_iter():
+            yield Document(d.doc_id, _text(d))
+
+    def qrels(self) -> Qrels:
+        out: Qrels = {}
+        for r in self.dataset.qrels_iter():
+            out.setdefault(r.query_id, {})[r.doc_id] = int(r.relevance)
+        if not out:
+            raise DatasetError(f"{self.name}: no relevance judgements")
+        return out
+
+    def queries(self, judged_only: bool = True) -> list[Query]:
+        """Queries (only those with judgements by default: BEIR's queries.jsonl holds every split)."""
+        judged = set(self.qrels()) if judged_only else None
+        out = [Query(q.query_id, _text(q)) for q in self.dataset.queries_iter() if judged is None or q.query_id in judged]
+        if not out:
+            raise DatasetError(f"{self.name}: no queries" + (" with judgements" if judged_only else ""))
+        return out
+
+
+def local_beir(folder: str | Path, split: str = "test") -> IRDataset:
+    """A BEIR-format folder as an ir_datasets Dataset (no copy, no download)."""
+    import ir_datasets
+    from ir_datasets.datasets.base import Dataset
+    from ir_datasets.datasets.beir import BeirQrels, BeirTitleDoc
+    from ir_datasets.formats import GenericQuery, JsonlDocs, JsonlQueries
+
+    root = Path(folder)
+    files = {"corpus": root / "corpus.jsonl", "queries": root / "queries.jsonl", "qrels": root / "qrels" / f"{split}.tsv"}
+    missing = [str(p) for p in files.values() if not p.is_file()]
+    if missing:
+        raise DatasetError(f"{root} is not a BEIR folder: missing {', '.join(missing)}")
+    download = ir_datasets.util.LocalDownload
+    docs = JsonlDocs(
+        download(files["corpus"]), BeirTitleDoc, mapping={"doc_id": "_id", "text": "text", "title": "title"},
+        namespace=f"local-beir:{root}",
+    )
+    queries = JsonlQueries(download(files["queries"]), GenericQuery, mapping={"query_id": "_id", "text": "text"})
+    qrels = BeirQrels(download(files["qrels"]), qrels_defs={})
+    return IRDataset(str(root), Dataset(docs, queries, qrels))
+
+
+def load_dataset(id_or_folder: str) -> IRDataset:
+    """A local BEIR folder when ``id_or_folder`` is a directory, else an ir_datasets id."""
+    if Path(id_or_folder).is_dir():
+        return local_beir(id_or_folder)
+    import ir_datasets
+
+    try:
+        dataset = ir_datasets.load(id_or_folder)
+    except KeyError:
+        raise DatasetError(f"{id_or_folder!r} is neither a directory nor an ir_datasets id") from None
+    for part in ("docs", "queries", "qrels"):
+        if not getattr(dataset, f"has_{part}")():
+            raise DatasetError(f"ir_datasets {id_or_folder!r} has no {part}; evaluation needs all three")
+    return IRDataset(id_or_folder, dataset)

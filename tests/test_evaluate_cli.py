@@ -1,0 +1,150 @@
+"""`sparse-adapt evaluate`: in-memory metrics, ir_datasets (a local BEIR folder), --compare."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ranx import Qrels, Run, evaluate
+
+from corpora import GATROCRAPTIC
+from sparse_adapt.cli import main
+from sparse_adapt.data import load_documents, load_qrels, load_queries
+from tests.conftest import make_tiny_bert
+
+FILES = ["--docs", str(GATROCRAPTIC.docs), "--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels)]
+METRICS = ["ndcg@10", "mrr@10", "recall@5"]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """Two tiny random models, made sparse (a random head fires ~28k terms per text; a decoder
+    bias of -0.3 leaves a few dozen) so that the independent dict-based scoring stays fast."""
+    import torch
+
+    root = tmp_path_factory.mktemp("models")
+    out = {}
+    for seed in (0, 1):
+        splade = make_tiny_bert(seed=seed)
+        with torch.no_grad():
+            splade.mlm.get_output_embeddings().bias -= 0.3
+        out[seed] = str(splade.save_pretrained(root / f"tiny{seed}"))
+    return out
+
+
+def run_json(capsys, argv) -> dict:
+    capsys.readouterr()
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def independent_metrics(model_dir: str) -> dict[str, float]:
+    """Dot products of {token: weight} dicts, ranked and scored by ranx directly."""
+    from sparse_adapt.model import SpladeEncoder
+
+    splade = SpladeEncoder.from_pretrained(model_dir)
+    docs, queries = load_documents(GATROCRAPTIC.docs), load_queries(GATROCRAPTIC.queries)
+    dv = splade.encode_to_dicts([d.text for d in docs], "document")
+    qv = splade.encode_to_dicts([q.text for q in queries], "query")
+    run = {
+        q.qid: {d.doc_id: sum(w * v.get(t, 0.0) for t, w in qw.items()) for d, v in zip(docs, dv)}
+        for q, qw in zip(queries, qv)
+    }
+    return evaluate(Qrels(load_qrels(GATROCRAPTIC.qrels)), Run(run), METRICS, make_comparable=True)
+
+
+def test_in_memory_json_has_exactly_the_three_metrics(models, capsys):
+    got = run_json(capsys, ["evaluate", "--model", models[0], *FILES, "--json"])
+    assert list(got) == METRICS
+    want = independent_metrics(models[0])
+    for m in METRICS:
+        assert got[m] == pytest.approx(want[m], abs=1e-5)
+
+
+def write_beir(folder: Path, titles: dict[str, str] | None = None) -> Path:
+    """The Gatrocraptic files in BEIR's layout (plus an unjudged query, as BEIR's queries.jsonl has)."""
+    titles = titles or {}
+    (folder / "qrels").mkdir(parents=True)
+    with (folder / "corpus.jsonl").open("w") as f:
+        for d in load_documents(GATROCRAPTIC.docs):
+            f.write(json.dumps({"_id": d.doc_id, "title": titles.get(d.doc_id, ""), "text": d.text}) + "\n")
+    with (folder / "queries.jsonl").open("w") as f:
+        for q in load_queries(GATROCRAPTIC.queries):
+            f.write(json.dumps({"_id": q.qid, "text": q.text, "metadata": {}}) + "\n")
+        f.write(json.dumps({"_id": "train-only", "text": "a query of another split"}) + "\n")
+    with (folder / "qrels" / "test.tsv").open("w") as f:
+        f.write("query-id\tcorpus-id\tscore\n")
+        for qid, judged in load_qrels(GATROCRAPTIC.qrels).items():
+            for doc_id, grade in judged.items():
+                f.write(f"{qid}\t{doc_id}\t{grade}\n")
+    return folder
+
+
+def test_local_beir_folder_loads_through_ir_datasets(tmp_path):
+    from ir_datasets.datasets.base import Dataset
+
+    from sparse_adapt.datasets import load_dataset
+
+    ds = load_dataset(str(write_beir(tmp_path / "beir", titles={"d2": "Timeouts"})))
+    assert isinstance(ds.dataset, Dataset)
+    docs = {d.doc_id: d.text for d in load_documents(GATROCRAPTIC.docs)}
+    got = {d.doc_id: d.text for d in ds.documents()}
+    assert got["d2"] == "Timeouts " + docs["d2"]  # BEIR's title is part of the text
+    del got["d2"], docs["d2"]
+    assert got == docs
+    assert [q.qid for q in ds.queries()] == [q.qid for q in load_queries(GATROCRAPTIC.queries)]  # unjudged dropped
+    assert ds.qrels() == load_qrels(GATROCRAPTIC.qrels)
+
+
+def test_dataset_option_equals_the_same_files(models, tmp_path, capsys):
+    beir = write_beir(tmp_path / "beir")
+    via_dataset = run_json(capsys, ["evaluate", "--model", models[0], "--dataset", str(beir), "--json"])
+    via_files = run_json(capsys, ["evaluate", "--model", models[0], *FILES, "--json"])
+    assert via_dataset == via_files
+
+
+def test_beir_folder_without_qrels_is_a_clear_error(models, tmp_path, capsys):
+    beir = write_beir(tmp_path / "beir")
+    (beir / "qrels" / "test.tsv").unlink()
+    assert main(["evaluate", "--model", models[0], "--dataset", str(beir)]) == 2
+    assert "qrels/test.tsv" in "".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--dataset", "x", "--docs", "d.jsonl"], "drop --docs"),
+        (["--docs", str(GATROCRAPTIC.docs)], "missing --queries and --qrels"),
+        (["--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels)], "needs --docs"),
+        ([*FILES, "--stat-test", "magic"], "--stat-test"),
+    ],
+)
+def test_bad_option_combinations(models, capsys, argv, message):
+    assert main(["evaluate", "--model", models[0], *argv]) == 2
+    assert message in " ".join(capsys.readouterr().err.split())
+
+
+def test_compare_two_models(models, capsys):
+    got = run_json(capsys, ["evaluate", "--model", models[0], *FILES, "--compare", models[1], "--json"])
+    report = got["comparison"]
+    assert report["model_names"] == [models[0], models[1]]
+    for seed in (0, 1):
+        want = independent_metrics(models[seed])
+        for m in METRICS:
+            assert report[models[seed]]["scores"][m] == pytest.approx(want[m], abs=1e-3)
+    p = report[models[0]]["comparisons"][models[1]]["ndcg@10"]
+    assert 0.0 <= p <= 1.0
+    assert got["metrics"] == run_json(capsys, ["evaluate", "--model", models[0], *FILES, "--json"])
+
+
+def test_compare_with_a_saved_run_prints_ranx_table(models, tmp_path, capsys):
+    run_file = tmp_path / "other.trec"
+    b = run_json(capsys, ["evaluate", "--model", models[1], *FILES, "--json", "--save-run", str(run_file)])
+    assert run_file.read_text().splitlines()[0].split()[1] == "Q0"  # TREC run format
+    got = run_json(capsys, ["evaluate", "--model", models[0], *FILES, "--compare", str(run_file), "--json"])
+    assert got["comparison"][str(run_file)]["scores"] == pytest.approx(b, abs=1e-3)
+    capsys.readouterr()
+    assert main(["evaluate", "--model", models[0], *FILES, "--compare", str(run_file)]) == 0
+    out = capsys.readouterr().out
+    assert "NDCG@10" in out and str(run_file) in out and "student" in out
