@@ -63,12 +63,12 @@ def diagnose(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Why does the model give TERM (no) weight? Vocabulary, logits, weight, rank, fixes."""
+    if not term.strip():  # before the heavy imports: a typo should fail at once
+        raise ConfigError("the term is empty")
     from diagnostics import Sources, diagnose_term
     from diagnostics.render import render_term
     from sparse_adapt.data import load_documents, load_domain_terms, load_queries
 
-    if not term.strip():
-        raise ConfigError("the term is empty")
     docs_path = _docs_path(docs)
     terms_path = terms if terms is not None else _bundled().terms
     queries_path = _companion(docs_path, queries, "queries")
@@ -95,12 +95,14 @@ def explain(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Explain a query: its vector, its expansions, and each top document's score as Σ q × d."""
+    if not query.strip():
+        raise ConfigError("the query is empty")
+    if k < 1:
+        raise ConfigError(f"--k must be >= 1, got {k}")
     from diagnostics import explain_query
     from diagnostics.render import render_explanation
     from sparse_adapt.data import load_documents
 
-    if not query.strip():
-        raise ConfigError("the query is empty")
     documents = load_documents(_docs_path(docs))
     splade = _load_model(model, json_out)
     result = explain_query(splade, query, documents, k, model=model)
