@@ -392,7 +392,15 @@ def diagnose_term(
         return _diagnose(splade, term, documents, doc_id, terms, queries, sources)
 
 
-def _diagnose(splade, term, documents, doc_id, terms, queries, sources) -> TermDiagnosis:
+def _diagnose(
+    splade: SpladeEncoder,
+    term: str,
+    documents: Sequence[Document],
+    doc_id: str | None,
+    terms: dict[str, list[str]] | None,
+    queries: Sequence[Query] | None,
+    sources: Sources | None,
+) -> TermDiagnosis:
     sources = sources or Sources(model=splade.settings.base or "MODEL")
     vocab = vocabulary_check(splade, term, terms, sources.terms)
     sources = replace(sources, extended=vocab.domain_token)
@@ -433,8 +441,10 @@ def _diagnose(splade, term, documents, doc_id, terms, queries, sources) -> TermD
         )
     elif not doc.term_spans:
         warnings.append(f"document {doc.doc_id} does not contain '{term}': no occurrences to mark")
-    if doc.num_tokens >= splade.settings.doc_max_length:
-        warnings.append(f"the document was truncated to {splade.settings.doc_max_length} tokens")
+    full_length = len(splade.tokenizer(doc.text)["input_ids"])
+    if full_length > doc.num_tokens:
+        warnings.append(f"the document has {full_length} tokens; the model sees (and this analyses) the first "
+                        f"{doc.num_tokens}")
     checks = _checks(vocab, doc, targets)
     recs = recommend(term, [c for c in checks if c.status in (WARN, FAIL)], sources)
     return TermDiagnosis(DIAGNOSE_SCHEMA, term, sources.model, vocab, doc, targets, checks, recs, warnings)

@@ -339,3 +339,11 @@ def test_json_outputs_follow_the_documented_schemas(extended):
     broken["results"][0]["score"] = True
     with pytest.raises(SchemaError, match="score"):
         validate(broken)
+
+
+def test_long_document_is_analysed_as_the_model_truncates_it(extended):
+    long_doc = Document("long", "Gatrocraptic " + "budget allocation " * 40)  # > 48 tokens (tiny doc window)
+    r = diagnose_term(extended, "Gatrocraptic", [long_doc])
+    assert r.document.num_tokens == extended.settings.doc_max_length == len(r.targets[0].logits.positions)
+    assert any("the model sees (and this analyses) the first 48" in w for w in r.warnings)
+    assert r.targets[0].weight.matches
