@@ -2,7 +2,7 @@
 
 Each output carries its schema id in ``"schema"``. A shape is a dict of key -> shape
 (exactly these keys), ``[shape]`` for a list of items, a type (or tuple of types) for a
-leaf, and ``Optional(shape)`` for a value that may be ``null``. ``validate`` checks an
+leaf, and ``Nullable(shape)`` for a value that may be ``null``. ``validate`` checks an
 object against a shape; the tests run it on real outputs, so changing a dataclass
 without changing (and versioning) the shape here fails the suite. The README documents
 the same trees.
@@ -19,7 +19,7 @@ INSPECT_SCHEMA = "sparse-adapt.inspect/1"
 NUM = (int, float)
 
 
-class Optional(NamedTuple):
+class Nullable(NamedTuple):
     shape: Any
 
 
@@ -37,17 +37,17 @@ DIAGNOSE = {
         "decoded": [str],
         "single_token": bool,
         "in_vocabulary": bool,
-        "base_pieces": Optional([str]),
+        "base_pieces": Nullable([str]),
         "added_token": bool,
         "domain_token": bool,
-        "terms_file": Optional(str),
+        "terms_file": Nullable(str),
         "in_terms_file": bool,
         "categories": [str],
-        "model_category": Optional(str),
+        "model_category": Nullable(str),
     },
     "document": {
         "source": str,
-        "doc_id": Optional(str),
+        "doc_id": Nullable(str),
         "text": str,
         "num_tokens": int,
         "term_spans": [[int]],
@@ -64,9 +64,9 @@ DIAGNOSE = {
                 "min_logit": NUM,
                 "max_logit": NUM,
                 "max_position": int,
-                "occurrence_min": Optional(NUM),
-                "occurrence_max": Optional(NUM),
-                "occurrence_mean": Optional(NUM),
+                "occurrence_min": Nullable(NUM),
+                "occurrence_max": Nullable(NUM),
+                "occurrence_mean": Nullable(NUM),
                 "verdict": str,
             },
             "weight": {
@@ -83,13 +83,13 @@ DIAGNOSE = {
             },
             "ranking": {
                 "weight": NUM,
-                "rank": Optional(int),
+                "rank": Nullable(int),
                 "nonzero": int,
                 "top": [
                     {"rank": int, "token": str, "token_id": int, "weight": NUM, "in_text": bool, "target": bool}
                 ],
             },
-            "query_expansion": Optional(
+            "query_expansion": Nullable(
                 {
                     "queries": int,
                     "without_term": int,
@@ -100,7 +100,7 @@ DIAGNOSE = {
             ),
         }
     ],
-    "checks": [{"name": str, "status": str, "expected": str, "actual": str, "target": Optional(str)}],
+    "checks": [{"name": str, "status": str, "expected": str, "actual": str, "target": Nullable(str)}],
     "recommendations": [_RECOMMENDATION],
     "warnings": [str],
 }
@@ -149,21 +149,21 @@ INSPECT = {
     "model": str,
     "vocab_size": int,
     "documents": _TEXT_STATS,
-    "queries": Optional(_TEXT_STATS),
-    "flops": Optional({"definition": str, "value": NUM, "value_excluding_domain": NUM, "regularizer": NUM}),
+    "queries": Nullable(_TEXT_STATS),
+    "flops": Nullable({"definition": str, "value": NUM, "value_excluding_domain": NUM, "regularizer": NUM}),
     "domain": {
         "count": int,
         "source": str,
-        "mean_weight_occurring": Optional(NUM),
-        "mean_weight_not_occurring": Optional(NUM),
+        "mean_weight_occurring": Nullable(NUM),
+        "mean_weight_not_occurring": Nullable(NUM),
         "tokens": [
             {
                 "token": str,
                 "token_id": int,
                 "docs_occurring": int,
-                "mean_weight_occurring": Optional(NUM),
+                "mean_weight_occurring": Nullable(NUM),
                 "docs_not_occurring": int,
-                "mean_weight_not_occurring": Optional(NUM),
+                "mean_weight_not_occurring": Nullable(NUM),
                 "activated_without_occurrence": int,
             }
         ],
@@ -185,7 +185,7 @@ def validate(obj: Any, shape: Any = None, path: str = "$") -> None:
     """
     if shape is None:
         shape = SHAPES[obj["schema"]]
-    if isinstance(shape, Optional):
+    if isinstance(shape, Nullable):
         if obj is not None:
             validate(obj, shape.shape, path)
         return
