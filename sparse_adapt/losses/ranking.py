@@ -1,0 +1,40 @@
+"""Listwise ranking: the teacher's top document should win the softmax over candidates."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RankingLoss(nn.Module):
+    """Softmax cross-entropy over each query's candidate list, target = teacher's top document.
+
+    .. math::
+
+        \\mathcal{L}_{ret} = -\\log \\frac{\\exp(s_{student}^{(1)} / \\tau)}{\\sum_{j=1}^{N} \\exp(s_{student}^{(j)} / \\tau)}
+
+    where ``s^(1)`` is the student's score of the document the teacher scores highest
+    (first one on ties) and ``tau`` the temperature; averaged over the queries of the batch.
+
+    Args:
+        temperature: ``tau`` > 0. Student dot products span ~0-30, so tau > 1 keeps the
+            softmax from saturating after the first few steps.
+
+    Args (forward):
+        student: (B, N) student scores; teacher: (B, N); mask: optional (B, N) bool.
+    """
+
+    def __init__(self, temperature: float = 1.0):
+        super().__init__()
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.temperature = temperature
+
+    def forward(self, student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        logits = student / self.temperature  # (B, N)
+        t = teacher
+        if mask is not None:
+            logits = logits.masked_fill(~mask, float("-inf"))
+            t = teacher.masked_fill(~mask, float("-inf"))
+        target = t.argmax(dim=1)  # (B,) index of the teacher's top document
+        return nn.functional.cross_entropy(logits, target)

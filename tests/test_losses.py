@@ -1,0 +1,118 @@
+"""Each loss on small hand-made tensors; expected values are the formulas worked by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from sparse_adapt.losses import (
+    ContrastiveLoss, DistillationLoss, DomainHingeLoss, FlopsLoss, KDLoss, QueryExpansionLoss, RankingLoss,
+    sparsity_ramp,
+)
+
+
+def test_kd_is_mean_squared_error():
+    student = torch.tensor([[1.0, 2.0], [0.0, 4.0]])
+    teacher = torch.tensor([[3.0, 2.0], [-1.0, 1.0]])
+    # (2^2 + 0 + 1^2 + 3^2) / 4
+    assert KDLoss()(student, teacher).item() == pytest.approx((4 + 0 + 1 + 9) / 4)
+
+
+def test_kd_ignores_padded_candidates_and_rejects_shape_mismatch():
+    student = torch.tensor([[1.0, 100.0]])
+    teacher = torch.tensor([[3.0, 0.0]])
+    mask = torch.tensor([[True, False]])
+    assert KDLoss()(student, teacher, mask).item() == pytest.approx(4.0)
+    with pytest.raises(ValueError, match="differ"):
+        KDLoss()(torch.zeros(1, 3), torch.zeros(1, 2))
+
+
+def test_ranking_targets_teachers_top_document_with_temperature():
+    student = torch.tensor([[2.0, 4.0, 0.0]])
+    teacher = torch.tensor([[1.0, 9.0, -8.0]])  # top = index 1
+    tau = 2.0
+    z = [s / tau for s in (2.0, 4.0, 0.0)]
+    expected = -(z[1] - math.log(sum(math.exp(v) for v in z)))
+    assert RankingLoss(tau)(student, teacher).item() == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(ValueError):
+        RankingLoss(0.0)
+
+
+def test_flops_is_product_of_means_and_ignores_domain_ids():
+    q = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 4.0]])  # means: 2, 1, 2
+    d = torch.tensor([[2.0, 2.0, 2.0], [0.0, 4.0, 6.0]])  # means: 1, 3, 4
+    assert FlopsLoss()(q, d, []).item() == pytest.approx(2 * 1 + 1 * 3 + 2 * 4)
+    # token 2 is a domain token: its 2 * 4 drops out, however large it is
+    assert FlopsLoss()(q, d, [2]).item() == pytest.approx(2 * 1 + 1 * 3)
+    q2 = q.clone()
+    q2[:, 2] = 100.0
+    assert FlopsLoss()(q2, d, [2]).item() == pytest.approx(2 * 1 + 1 * 3)
+
+
+def test_domain_hinge_only_on_present_tokens_and_zero_above_tau_min():
+    # vocabulary of 5, D = {3, 4}
+    weights = torch.tensor([[0.0, 0.0, 0.0, 0.5, 0.0], [0.0, 0.0, 0.0, 2.5, 1.0]])
+    input_ids = torch.tensor([[1, 3, 0], [3, 4, 2]])  # text 0 holds 3; text 1 holds 3 and 4
+    loss = DomainHingeLoss(tau_min=2.0)(weights, input_ids, [3, 4])
+    # text 0: (2 - 0.5) / 2 ; text 1: (max(0, 2 - 2.5) + (2 - 1)) / 2 ; mean over the 2 texts
+    assert loss.item() == pytest.approx(((1.5) / 2 + (0 + 1.0) / 2) / 2)
+    above = torch.tensor([[0.0, 0.0, 0.0, 2.1, 3.0]])
+    assert DomainHingeLoss(2.0)(above, torch.tensor([[3, 4]]), [3, 4]).item() == 0.0
+    absent = torch.zeros(1, 5)  # token 4 absent from the text: no penalty even at weight 0
+    assert DomainHingeLoss(2.0)(absent, torch.tensor([[1, 2]]), [3, 4]).item() == 0.0
+    assert DomainHingeLoss(2.0)(absent, torch.tensor([[1, 2]]), []).item() == 0.0
+
+
+def test_contrastive_pairs_positives_against_non_positive_teacher_scores():
+    student = torch.tensor([[6.0, 3.0, 2.0, 0.0]])
+    teacher = torch.tensor([[10.0, 0.5, 0.0, -8.0]])  # P = {0, 1}, N = {2, 3} (0.0 counts as negative)
+    m = 5.0
+    pairs = [max(0.0, m - (si - sj)) for si in (6.0, 3.0) for sj in (2.0, 0.0)]
+    assert ContrastiveLoss(m)(student, teacher).item() == pytest.approx(sum(pairs) / 4)
+    all_pos = torch.tensor([[1.0, 2.0]])
+    assert ContrastiveLoss(m)(torch.tensor([[0.0, 9.0]]), all_pos).item() == 0.0
+
+
+def test_query_expansion_is_negative_log_sigmoid_over_targets():
+    w = torch.tensor([[0.0, 1.0, 2.0], [0.0, 0.0, 5.0]])
+    targets = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]])  # columns = domain ids [0, 1, 2]
+    ls = lambda x: -math.log(1 / (1 + math.exp(-x)))  # noqa: E731
+    # query 0: mean over {0, 2}; query 1 has no target and is left out of the mean
+    assert QueryExpansionLoss()(w, targets, [0, 1, 2]).item() == pytest.approx((ls(0.0) + ls(2.0)) / 2)
+    assert QueryExpansionLoss()(w, torch.zeros(2, 3), [0, 1, 2]).item() == 0.0
+
+
+def test_sparsity_ramp_is_quadratic_then_flat():
+    assert sparsity_ramp(5, 10) == pytest.approx(0.25)
+    assert sparsity_ramp(10, 10) == 1.0 and sparsity_ramp(50, 10) == 1.0
+    assert sparsity_ramp(1, 0) == 1.0
+
+
+def test_distillation_combines_the_six_terms_with_their_weights():
+    # V = 4, D = {3}; one query, 2 unique documents, candidates [doc1, doc0]
+    q = torch.tensor([[1.0, 0.0, 2.0, 0.0]], requires_grad=True)
+    d = torch.tensor([[1.0, 1.0, 0.0, 1.0], [0.0, 2.0, 1.0, 0.5]], requires_grad=True)
+    q_ids = torch.tensor([[1, 2]])
+    d_ids = torch.tensor([[3, 0], [1, 3]])  # both documents contain token 3
+    index = torch.tensor([[1, 0]])
+    teacher = torch.tensor([[10.0, -8.0]])
+    mask = torch.tensor([[True, True]])
+    w = dict(kd=0.5, ret=2.0, sp=3.0, dom=4.0, ctr=5.0, qexp=6.0)
+    fn = DistillationLoss(**w, temperature=1.0, tau_min=2.0, margin=1.0, sp_warmup_steps=4)
+    out = fn(query_weights=q, query_input_ids=q_ids, doc_weights=d, doc_input_ids=d_ids, doc_index=index,
+             teacher=teacher, mask=mask, domain_ids=[3], step=2)
+    s = torch.tensor([[2.0, 1.0]])  # q . doc1 = 0 + 0 + 2 = 2 ; q . doc0 = 1
+    assert out["kd"].item() == pytest.approx(((10 - 2) ** 2 + (-8 - 1) ** 2) / 2)
+    assert out["ret"].item() == pytest.approx(-(2.0 - math.log(math.exp(2.0) + math.exp(1.0))))
+    assert out["sp"].item() == pytest.approx(1.0 * 0.5 + 0.0 * 1.5 + 2.0 * 0.5)  # token 3 excluded
+    # hinge: query lacks token 3; doc0 weight 1 -> 1, doc1 weight 0.5 -> 1.5; mean over 3 texts
+    assert out["dom"].item() == pytest.approx((0 + 1.0 + 1.5) / 3)
+    assert out["ctr"].item() == pytest.approx(max(0.0, 1.0 - (2.0 - 1.0)))
+    assert out["qexp"].item() == pytest.approx(math.log(2.0))  # w_q^3 = 0, in the positive doc1
+    ramp = (2 / 4) ** 2
+    expected = sum(w[k] * out[k].item() * (ramp if k == "sp" else 1.0) for k in w)
+    assert out["total"].item() == pytest.approx(expected)
+    out["total"].backward()
+    assert s.shape == (1, 2) and q.grad is not None and d.grad is not None
