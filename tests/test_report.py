@@ -1,0 +1,272 @@
+"""``sparse-adapt report``: the four experiments end to end on a tiny model, and the
+report's numbers against what ``evaluate``, ``diagnose`` and ``inspect`` print for the
+same checkpoints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from corpora import GATROCRAPTIC as G
+from sparse_adapt.cli import main
+from sparse_adapt.data import Query, load_qrels, load_query_groups
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.report import (
+    FAIL, NA, PASS, REFERENCE, ReportData, ReportInputs, TermSummary, choose_primary_term, criteria, derive_groups,
+    load_report_data, train_experiment,
+)
+
+# One epoch per stage: the test checks plumbing and agreement, not learning.
+TINY_CONFIG = {"warmup": {"epochs": 1}, "dictionary": {"epochs": 1}, "distill": {"epochs": 1}}
+STAGES = [REFERENCE, "H1", "H2", "H3", "H4"]
+
+
+def tiny_base(directory: Path) -> Path:
+    """The tiny random BERT, calibrated to ~20 active terms per document like the real base
+    (uncalibrated, every text activates ~30k tokens and diagnostics crawl)."""
+    from conftest import make_tiny_bert
+    from sparse_adapt.base import calibrate_bias, set_bias
+    from sparse_adapt.data import load_documents
+
+    splade = make_tiny_bert()
+    set_bias(splade, calibrate_bias(splade, [d.text for d in load_documents(G.docs)], 20))
+    return splade.save_pretrained(directory)
+
+
+def two_terms(directory: Path) -> Path:
+    """Two of the bundled terms (the domain term and an acronym): diagnostics of each term per
+    stage are the slow part, two are enough to check 'every term'."""
+    path = directory / "terms.json"
+    path.write_text(json.dumps({"acronyms": ["API"], "jargon": ["gatrocraptic", "Gatrocraptic"]}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    base = tiny_base(root / "tiny")
+    config = root / "tiny.json"
+    config.write_text(json.dumps(TINY_CONFIG))
+    terms = two_terms(root)
+    out = root / "case"
+    rc = main(["report", "--base", str(base), "--out", str(out), "--config", str(config), "--terms", str(terms)])
+    assert rc == 0
+    return {"out": out, "base": base, "terms": terms, "config": config,
+            "json": json.loads((out / "report.json").read_text(encoding="utf-8"))}
+
+
+def stage(report: dict, name: str) -> dict:
+    return next(s for s in report["stages"] if s["name"] == name)
+
+
+# ---------------------------------------------------------------------------- end to end
+def test_report_files_sections_and_plots(report_dir):
+    out, rep = report_dir["out"], report_dir["json"]
+    md = (out / "report.md").read_text(encoding="utf-8")
+    for heading in ("# Domain adaptation report: Gatrocraptic", "## Summary", "## Criteria per stage",
+                    "## Retrieval quality", "## Domain terms", "## Sparsity", "## Per-query ndcg@10",
+                    "## Reproduce these numbers", *[f"### {s}:" for s in STAGES]):
+        assert heading in md, heading
+    images = [line.split("](")[1].rstrip(")") for line in md.splitlines() if line.startswith("![")]
+    assert sorted(images) == sorted(["criteria.png", "ndcg_by_group.png", "term_weight_rank.png", "sparsity.png"])
+    for name in images:
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert [s["name"] for s in rep["stages"]] == STAGES
+    assert [s["stages"] for s in rep["stages"]] == [
+        [], ["distill"], ["extend", "distill"], ["extend", "warmup", "distill"],
+        ["extend", "warmup", "dictionary", "distill"]]
+    # The criteria table of every stage is in the markdown, one row per criterion.
+    for s in rep["stages"]:
+        for c in s["criteria"]:
+            assert f"| {c['name']} | {c['expected']} | {c['actual']} |" in md
+    # Bundled groups, held-out groups included; primary term from q11's relevant documents.
+    assert rep["groups"] == load_query_groups(G.query_groups)
+    assert rep["primary_term"] == "Gatrocraptic"
+    assert set(stage(rep, "H4")["groups"]) == set(rep["groups"])
+
+
+def test_numbers_match_evaluate_cli(report_dir, capsys):
+    rep = report_dir["json"]
+    for name in ("H1", "H4"):
+        model = str(report_dir["out"] / "runs" / name / "final")
+        assert stage(rep, name)["model"] == model
+        capsys.readouterr()
+        assert main(["evaluate", "--model", model, "--docs", str(G.docs), "--queries", str(G.queries),
+                     "--qrels", str(G.qrels), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out) == stage(rep, name)["metrics"]
+        assert main(["evaluate", "--model", model, "--docs", str(G.docs), "--queries", str(G.heldout_queries),
+                     "--qrels", str(G.heldout_qrels), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out) == stage(rep, name)["heldout_metrics"]
+
+
+def test_group_ndcg_is_the_mean_over_the_groups_queries(report_dir):
+    rep = report_dir["json"]
+    qrels = {**load_qrels(G.qrels), **load_qrels(G.heldout_qrels)}
+    for s in rep["stages"]:
+        for group, qids in rep["groups"].items():
+            judged = [q for q in qids if q in qrels]
+            expected = np.mean([s["per_query"][q] for q in judged])
+            assert s["groups"][group]["queries"] == len(judged)
+            assert s["groups"][group]["ndcg@10"] == pytest.approx(expected, abs=1e-6), (s["name"], group)
+
+
+def test_term_numbers_match_diagnose_cli(report_dir, capsys):
+    rep = report_dir["json"]
+    for name in ("H1", "H4"):
+        model = str(report_dir["out"] / "runs" / name / "final")
+        capsys.readouterr()
+        assert main(["diagnose", "Gatrocraptic", "--model", model, "--docs", str(G.docs),
+                     "--terms", str(report_dir["terms"]), "--queries", str(G.queries), "--json"]) == 0
+        cli = json.loads(capsys.readouterr().out)
+        term = stage(rep, name)["terms"]["Gatrocraptic"]
+        assert term["single_token"] == cli["vocabulary"]["single_token"]
+        assert term["pieces"] == cli["vocabulary"]["pieces"]
+        assert term["doc_id"] == cli["document"]["doc_id"] == "d21"
+        if term["single_token"]:
+            target = cli["targets"][0]
+            assert term["weight"] == target["ranking"]["weight"]
+            assert term["rank"] == target["ranking"]["rank"]
+            assert term["occurrence_logits"] == [p["logit"] for p in target["logits"]["positions"] if p["occurrence"]]
+            assert term["expanding"] == {e["qid"]: e["weight"] for e in target["query_expansion"]["expanding"]}
+        # The full diagnosis is kept beside the report, equal to the CLI's but for the model label.
+        kept = json.loads((report_dir["out"] / "diagnostics" / name / "diagnose-Gatrocraptic.json").read_text())
+        assert {k: v for k, v in kept.items() if k not in ("model", "recommendations")} == \
+            {k: v for k, v in cli.items() if k not in ("model", "recommendations")}
+    # Every (distinct) domain term is diagnosed in every stage.
+    for s in rep["stages"]:
+        assert sorted(s["terms"]) == ["API", "Gatrocraptic"]
+
+
+def test_sparsity_matches_inspect_cli(report_dir, capsys):
+    rep = report_dir["json"]
+    model = str(report_dir["out"] / "runs" / "H3" / "final")
+    capsys.readouterr()
+    assert main(["inspect", "--model", model, "--docs", str(G.docs), "--queries", str(G.queries),
+                 "--terms", str(report_dir["terms"]), "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    got = stage(rep, "H3")["sparsity"]
+    assert got["doc_nonzero_mean"] == cli["documents"]["nonzero"]["mean"]
+    assert got["query_nonzero_median"] == cli["queries"]["nonzero"]["median"]
+    assert got["flops"] == cli["flops"]["value"]
+
+
+def test_criteria_follow_the_stage_pipeline(report_dir):
+    rep = report_dir["json"]
+    status = {s["name"]: {c["id"]: c["status"] for c in s["criteria"]} for s in rep["stages"]}
+    # Only the extend stage makes the term one token: base and H1 fail, H2-H4 pass.
+    assert [status[s]["single_token"] for s in STAGES] == [FAIL, FAIL, PASS, PASS, PASS]
+    for s in rep["stages"]:
+        t = s["terms"]["Gatrocraptic"]
+        c = status[s["name"]]
+        if t["single_token"]:
+            assert c["high_weight"] == (PASS if t["weight"] > 2.0 else FAIL)
+            assert c["top_rank"] == (PASS if t["rank"] == 1 else FAIL)
+            assert c["query_expansion"] == (PASS if "q11" in t["expanding"] else FAIL)
+        relevant = {"d21", "d22", "d23", "d24", "d25"}
+        assert c["correct_retrieval"] == (PASS if set(s["top"]["q11"][:5]) == relevant else FAIL)
+
+
+def test_rerun_reuses_finished_experiments(report_dir):
+    inputs = ReportInputs(out=report_dir["out"], base=str(report_dir["base"]), config=report_dir["config"],
+                          terms=report_dir["terms"])
+    log = report_dir["out"] / "runs" / "H4" / "train_log.jsonl"
+    before = log.read_text()
+    final = train_experiment(inputs, "H4")
+    assert final == report_dir["out"] / "runs" / "H4" / "final"
+    assert log.read_text() == before  # no stage ran again
+
+
+# ---------------------------------------------------------------------------- units
+def _data(groups, qrels=None, queries=(), docs=()):
+    from sparse_adapt.data import Document
+
+    return ReportData([Document(*d) for d in docs], [Query(*q) for q in queries], qrels or {}, [], {},
+                      {"jargon": ["Gatrocraptic"], "acronyms": ["API"]}, groups, "file")
+
+
+def _term(**kw) -> TermSummary:
+    base = dict(term="Gatrocraptic", single_token=True, pieces=["gatrocraptic"], doc_id="d21",
+                occurrence_logits=[6.98, 9.30], logit_verdict="positive", weight=2.33, rank=1, nonzero=14,
+                expanding={"q11": 1.44}, with_term=4, with_term_active=4)
+    return TermSummary(**{**base, **kw})
+
+
+def test_criteria_h4_values_of_the_spec_all_pass():
+    data = _data({"domain-semantic": ["q11"]}, {"q11": {"d21": 2, "d22": 2, "d6": 0}},
+                 [("q11", "tools for monitoring corporate expenses")])
+    got = {c.id: c for c in criteria(_term(), data, {"q11": ["d22", "d21", "d6"]})}
+    assert {k: c.status for k, c in got.items()} == {k: PASS for k in got}
+    assert got["positive_logits"].actual == "6.98, 9.30"
+    assert got["correct_retrieval"].expected == "top-2 = d21 d22"
+
+
+def test_criteria_h3_values_of_the_spec():
+    # Spec H3: logits 0.36, weight 0.31, rank 26 of 29, no expansion, d26 ahead of a relevant document.
+    data = _data({"domain-semantic": ["q11"]}, {"q11": {"d21": 2, "d23": 2}},
+                 [("q11", "tools for monitoring corporate expenses")])
+    term = _term(occurrence_logits=[0.36, 0.36], weight=0.3083, rank=26, nonzero=29, expanding={})
+    got = {c.id: c.status for c in criteria(term, data, {"q11": ["d26", "d23", "d21"]})}
+    assert got == {"single_token": PASS, "positive_logits": PASS, "nonzero_weight": PASS, "high_weight": FAIL,
+                   "top_rank": FAIL, "query_expansion": FAIL, "explicit_queries": PASS, "correct_retrieval": FAIL}
+
+
+def test_criteria_unextended_term_and_missing_groups():
+    data = _data({"control": ["q1"]}, {"q1": {"d1": 1}}, [("q1", "install")])
+    term = _term(single_token=False, pieces=["ga", "##tro"], occurrence_logits=[], logit_verdict=None, weight=None,
+                 rank=None, expanding={}, with_term=0, with_term_active=0)
+    got = {c.id: c for c in criteria(term, data, {"q1": ["d1"]})}
+    assert got["single_token"].actual == "not one token (ga ##tro)"
+    assert [got[k].status for k in ("single_token", "positive_logits", "high_weight", "top_rank")] == [FAIL] * 4
+    assert got["query_expansion"].status == NA and got["correct_retrieval"].status == NA
+
+
+def test_derive_groups_by_term_mention():
+    queries = [Query("a", "Gatrocraptic analysis"), Query("b", "reset my password"), Query("c", "the api docs")]
+    groups = derive_groups(queries, [Query("h", "gatrocraptic review")], {"x": ["Gatrocraptic", "API"]})
+    assert groups == {"domain-explicit": ["a", "c"], "control": ["b"], "heldout-domain-explicit": ["h"]}
+
+
+def test_primary_term_from_relevant_documents_and_override():
+    docs = [("d1", "Use the API key"), ("d2", "Gatrocraptic review"), ("d3", "Gatrocraptic and API")]
+    data = _data({"domain-semantic": ["q"]}, {"q": {"d2": 2, "d3": 1, "d1": 0}}, [("q", "budget review")], docs)
+    assert choose_primary_term(["API", "Gatrocraptic"], data) == (
+        "Gatrocraptic", "in 2 of the 2 relevant documents of the domain-semantic queries")
+    assert choose_primary_term(["API", "Gatrocraptic"], data, "API") == ("API", "given with --term")
+
+
+def test_own_corpus_needs_queries_and_derives_groups(tmp_path):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"doc_id": "x1", "text": "Gatrocraptic budget"}\n{"doc_id": "x2", "text": "password"}\n')
+    with pytest.raises(ConfigError, match="--queries and --qrels required"):
+        ReportInputs(out=tmp_path / "o", corpus=docs).resolved()
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"qid": "a", "text": "gatrocraptic"}\n{"qid": "b", "text": "password reset"}\n')
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("a 0 x1 1\nb 0 x2 1\n")
+    data = load_report_data(ReportInputs(out=tmp_path / "o", corpus=docs, queries=queries, qrels=qrels))
+    assert data.groups_source == "derived" and data.groups == {"domain-explicit": ["a"], "control": ["b"]}
+    assert data.heldout_queries == [] and "derived" in data.notes[0]
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps({"control": ["q1", "q99"]}))
+    assert main(["report", "--out", str(tmp_path / "o"), "--groups", str(groups)]) == 2
+    assert "q99" in capsys.readouterr().err
+    assert main(["report", "--out", str(tmp_path / "o"), "--experiments", "H1,H5"]) == 2
+    assert "H5" in capsys.readouterr().err
+    assert main(["report", "--out", str(tmp_path / "o"), "--heldout-queries", str(G.heldout_queries)]) == 2
+    assert "go together" in capsys.readouterr().err
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    assert main(["report", "--out", str(foreign), "--config", str(tmp_path / "none.json")]) == 2
+    capsys.readouterr()
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps(TINY_CONFIG))
+    assert main(["report", "--out", str(foreign), "--config", str(cfg)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert (foreign / "notes.txt").read_text() == "keep me"
