@@ -1,7 +1,35 @@
-"""CLI commands for training (filled in by its issue)."""
+"""``sparse-adapt train``: the staged adaptation pipeline in one command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    @app.command()
+    def train(
+        base: str = typer.Option("offline-minilm", "--base", help="Model directory, hub id or offline-minilm."),
+        corpus: Path = typer.Option(..., "--corpus", help="docs.jsonl of the domain corpus (warmup MLM)."),
+        terms: Path = typer.Option(..., "--terms", help="domain_terms.json: category -> list of terms."),
+        dictionary: Path = typer.Option(..., "--dictionary", help="dictionary.jsonl: term, definition, examples."),
+        train_file: Path = typer.Option(..., "--train", help="train.jsonl: queries with teacher-scored candidates."),
+        out: Path = typer.Option(..., "--out", help="Run directory: OUT/<stage>/ checkpoints, OUT/final, train_log.jsonl."),
+        stages: str = typer.Option(
+            "extend,warmup,dictionary,distill", "--stages",
+            help="Comma-separated subsequence of extend,warmup,dictionary,distill (H1: distill; H4: all four).",
+        ),
+        config: Optional[Path] = typer.Option(None, "--config", help="JSON or TOML overrides, by stage section."),
+        seed: int = typer.Option(0, "--seed", help="Seeds python, numpy and torch; a rerun reproduces the run."),
+    ) -> None:
+        """Run the stages on BASE; rerunning the same command resumes after the last completed stage."""
+        from sparse_adapt.cli import console
+        from sparse_adapt.stages import run_pipeline
+
+        final = run_pipeline(
+            base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train_file, out=out,
+            stages=stages, config=config, seed=seed, console=console,
+        )
+        console.print(f"model: {final}")

@@ -1,0 +1,226 @@
+"""The staged pipeline on a tiny random model: every stage, resume, refusal, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from rich.console import Console
+
+from sparse_adapt import stages as stages_mod
+from sparse_adapt.config import ConfigError, TrainConfig, config_from_dict, load_config
+from sparse_adapt.data import DataError
+from sparse_adapt.losses import TERMS
+from sparse_adapt.masking import IGNORE, mask_tokens, occurrences, span_occurrences
+from sparse_adapt.model import SpladeEncoder
+from sparse_adapt.stages import EXPERIMENTS, RunMismatchError, domain_ids_for, parse_stages, run_pipeline
+from tests.conftest import make_tiny_bert
+
+DOCS = [
+    {"doc_id": "d1", "text": "Zorblatt metrics track spending across departments."},
+    {"doc_id": "d2", "text": "Install the agent with apt-get and check the API."},
+    {"doc_id": "d3", "text": "Zorblatt review of budgets each fiscal quarter."},
+]
+TRAIN = [
+    {"qid": "q1", "query": "monitoring company spending", "doc_ids": ["d1", "d3", "d2"],
+     "doc_texts": [DOCS[0]["text"], DOCS[2]["text"], DOCS[1]["text"]], "teacher_scores": [10.0, 8.0, -8.0]},
+    {"qid": "q2", "query": "install the agent", "doc_ids": ["d2", "d1"],
+     "doc_texts": [DOCS[1]["text"], DOCS[0]["text"]], "teacher_scores": [10.0, -8.0]},
+]
+DICTIONARY = [
+    {"term": "Zorblatt", "definition": "the tracking of corporate spending", "examples": ["Zorblatt metrics", "a Zorblatt review"]},
+    {"term": "API", "definition": "an application programming interface", "examples": ["the API docs"]},
+]
+TERMS_JSON = {"acronyms": ["API"], "jargon": ["Zorblatt"]}
+SMALL = {
+    "warmup": {"epochs": 2, "batch_size": 2, "lr": 1e-3},
+    "dictionary": {"epochs": 2, "batch_size": 2, "lr": 1e-3},
+    "distill": {"epochs": 2, "batch_size": 2, "lr": 1e-3, "log_every": 1, "sp_warmup_steps": 2},
+}
+
+
+def _jsonl(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("tiny") / "model"
+    make_tiny_bert().save_pretrained(d)
+    return d
+
+
+@pytest.fixture
+def inputs(tmp_path) -> dict:
+    (tmp_path / "terms.json").write_text(json.dumps(TERMS_JSON), encoding="utf-8")
+    return {
+        "corpus": _jsonl(tmp_path / "docs.jsonl", DOCS),
+        "terms": tmp_path / "terms.json",
+        "dictionary": _jsonl(tmp_path / "dict.jsonl", DICTIONARY),
+        "train": _jsonl(tmp_path / "train.jsonl", TRAIN),
+    }
+
+
+def _run(tiny_dir, inputs, out, stages=EXPERIMENTS["H4"], config=None, console=None):
+    return run_pipeline(
+        base=str(tiny_dir), out=out, stages=stages, config=config_from_dict(config or SMALL), seed=3,
+        console=console or Console(file=open("/dev/null", "w")), **inputs,
+    )
+
+
+def _params(path: Path) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in SpladeEncoder.from_pretrained(path).mlm.state_dict().items()}
+
+
+def test_every_stage_runs_and_saves_a_loadable_checkpoint(tiny_dir, inputs, tmp_path):
+    out = tmp_path / "run"
+    buf = Console(record=True, width=200)
+    final = _run(tiny_dir, inputs, out, console=buf)
+    assert final == out / "final"
+    for name in ("extend", "warmup", "dictionary", "distill", "final"):
+        assert (out / name / "sparse_adapt.json").is_file(), name
+    model = SpladeEncoder.from_pretrained(final)
+    zid = model.tokenizer.convert_tokens_to_ids("zorblatt")
+    assert model.tokenizer("Zorblatt", add_special_tokens=False)["input_ids"] == [zid]
+    assert zid in model.settings.domain_token_ids
+    # each training stage changed the weights it was given
+    for before, after in (("extend", "warmup"), ("warmup", "dictionary"), ("dictionary", "distill")):
+        a, b = _params(out / before), _params(out / after)
+        assert any(not torch.equal(a[k], b[k]) for k in a), f"{after} changed nothing"
+    records = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    distill = [r for r in records if r.get("stage") == "distill" and "step" in r]
+    assert len(distill) == 2 * 1  # 2 epochs x ceil(2 examples / batch 2)
+    assert all(set(TERMS) | {"loss"} <= set(r) for r in distill)
+    assert {r["stage"] for r in records if r.get("event") == "stage_end"} == {"extend", "warmup", "dictionary", "distill"}
+    text = buf.export_text()
+    assert "Step 1 | Loss" in text and "| QExp " in text
+
+
+def test_interrupted_stage_resumes_and_matches_an_uninterrupted_run(tiny_dir, inputs, tmp_path, monkeypatch):
+    reference = _params(_run(tiny_dir, inputs, tmp_path / "ref"))
+
+    class Crash(Exception):
+        pass
+
+    def crash(self, splade, ctx):
+        raise Crash("power cut inside the dictionary stage")
+
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        m.setattr(stages_mod.DictionaryStage, "run", crash)
+        with pytest.raises(Crash):
+            _run(tiny_dir, inputs, out)
+    assert (out / "warmup" / "sparse_adapt.json").is_file()
+    assert not (out / "dictionary").exists() and not (out / "final").exists()
+    assert not [p for p in out.iterdir() if p.name.startswith(".dictionary")], "temp dir left behind"
+
+    buf = Console(record=True, width=200)
+    _run(tiny_dir, inputs, out, console=buf)
+    assert "resuming: extend, warmup already complete" in buf.export_text()
+    resumed = _params(out / "final")
+    for k in reference:
+        torch.testing.assert_close(resumed[k], reference[k], msg=k)
+
+
+def test_rerun_with_other_settings_is_refused(tiny_dir, inputs, tmp_path):
+    out = tmp_path / "run"
+    _run(tiny_dir, inputs, out, stages="distill")
+    changed = json.loads(json.dumps(SMALL))
+    changed["distill"]["lr"] = 5e-4
+    with pytest.raises(RunMismatchError, match="config differ"):
+        _run(tiny_dir, inputs, out, stages="distill", config=changed)
+    with pytest.raises(RunMismatchError, match="stages differ"):
+        _run(tiny_dir, inputs, out, stages="extend,distill")
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(RunMismatchError, match="not empty"):
+        _run(tiny_dir, inputs, foreign, stages="distill")
+    assert (foreign / "notes.txt").read_text() == "keep me"
+
+
+def test_teacher_score_length_mismatch_fails_before_training(tiny_dir, inputs, tmp_path):
+    bad = dict(TRAIN[0], teacher_scores=[10.0, 8.0])
+    inputs["train"] = _jsonl(tmp_path / "bad.jsonl", [TRAIN[1], bad])
+    with pytest.raises(DataError, match=r"bad\.jsonl:2: field 'teacher_scores': has 2 entries but doc_ids has 3"):
+        _run(tiny_dir, inputs, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_terms_file_without_terms_fails(tiny_dir, inputs, tmp_path):
+    inputs["terms"].write_text(json.dumps({"acronyms": [], "jargon": []}))
+    with pytest.raises(DataError, match="no terms"):
+        _run(tiny_dir, inputs, tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [("extend,pretrain", "unknown stage 'pretrain'; valid stages: extend, warmup, dictionary, distill"),
+     ("distill,extend", "must follow the pipeline order"), ("", "empty"), ("warmup,warmup", "twice")],
+)
+def test_bad_stage_selections(value, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_stages(value)
+
+
+def test_experiments_are_stage_selections():
+    assert {k: parse_stages(",".join(v)) for k, v in EXPERIMENTS.items()} == {
+        "H1": ["distill"], "H2": ["extend", "distill"], "H3": ["extend", "warmup", "distill"],
+        "H4": ["extend", "warmup", "dictionary", "distill"],
+    }
+
+
+def test_config_files_json_and_toml(tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_text('[distill]\nepochs = 3\ntau_min = 1.5\n[warmup]\ndomain_focused = false\n')
+    cfg = load_config(toml)
+    assert (cfg.distill.epochs, cfg.distill.tau_min, cfg.warmup.domain_focused) == (3, 1.5, False)
+    assert cfg.dictionary == TrainConfig().dictionary
+    bad = tmp_path / "c.json"
+    bad.write_text(json.dumps({"distill": {"temprature": 2.0}}))
+    with pytest.raises(ConfigError, match=r"c\.json: unknown key distill\.temprature"):
+        load_config(bad)
+    bad.write_text(json.dumps({"distill": {"epochs": "ten"}}))
+    with pytest.raises(ConfigError, match=r"c\.json: distill\.epochs: expected int"):
+        load_config(bad)
+    bad.write_text(json.dumps({"warmup": {"mask_rate": 1.5}}))
+    with pytest.raises(ConfigError, match=r"c\.json: warmup\.mask_rate must be in \[0, 1\)"):
+        load_config(bad)
+    bad.write_text(json.dumps({"finetune": {}}))
+    with pytest.raises(ConfigError, match="unknown section 'finetune'"):
+        load_config(bad)
+
+
+def test_domain_focused_masking_always_masks_domain_tokens():
+    ids = torch.tensor([[101, 7, 9, 7, 5, 102]])
+    maskable = torch.tensor([[False, True, True, True, True, False]])
+    always = occurrences(ids, [7])
+    inputs, labels = mask_tokens(ids, maskable, rate=0.0, mask_token_id=103, vocab_size=50,
+                                 generator=torch.Generator().manual_seed(0), always=always)
+    assert inputs.tolist() == [[101, 103, 9, 103, 5, 102]]
+    assert labels.tolist() == [[IGNORE, 7, IGNORE, 7, IGNORE, IGNORE]]
+    # without forcing, rate 0 masks nothing
+    inputs, labels = mask_tokens(ids, maskable, rate=0.0, mask_token_id=103, vocab_size=50,
+                                 generator=torch.Generator().manual_seed(0))
+    assert torch.equal(inputs, ids) and (labels == IGNORE).all()
+    assert span_occurrences(torch.tensor([[1, 4, 5, 2, 4, 5]]), [4, 5]).tolist() == [[False, True, True, False, True, True]]
+
+
+def test_random_masking_rate_and_never_special_tokens():
+    ids = torch.randint(1000, 2000, (64, 100))
+    maskable = torch.ones_like(ids, dtype=torch.bool)
+    maskable[:, 0] = False
+    _, labels = mask_tokens(ids, maskable, rate=0.15, mask_token_id=103, vocab_size=3000,
+                            generator=torch.Generator().manual_seed(1))
+    picked = labels != IGNORE
+    assert not picked[:, 0].any()
+    assert 0.13 < picked.float().mean().item() < 0.17
+
+
+def test_domain_ids_without_extension_are_existing_single_tokens(tiny_bert):
+    ids = domain_ids_for(tiny_bert, {"acronyms": ["API", "data"], "jargon": ["Zorblatt"]})
+    tok = tiny_bert.tokenizer
+    assert ids == sorted(tok.convert_tokens_to_ids(["api", "data"]))

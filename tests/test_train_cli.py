@@ -1,0 +1,57 @@
+"""``sparse-adapt train`` through ``cli.main``: exact flags, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+from sparse_adapt.cli import main
+from sparse_adapt.model import SpladeEncoder
+from tests.test_stages import DICTIONARY, DOCS, TERMS_JSON, TRAIN, _jsonl  # noqa: F401  (shared tiny data)
+from tests.conftest import make_tiny_bert
+
+
+def _files(tmp_path):
+    (tmp_path / "terms.json").write_text(json.dumps(TERMS_JSON))
+    model = tmp_path / "tiny"
+    make_tiny_bert().save_pretrained(model)
+    config = tmp_path / "small.json"
+    config.write_text(json.dumps({"distill": {"epochs": 1, "batch_size": 2, "log_every": 1}}))
+    return [
+        "train", "--base", str(model), "--corpus", str(_jsonl(tmp_path / "docs.jsonl", DOCS)),
+        "--terms", str(tmp_path / "terms.json"), "--dictionary", str(_jsonl(tmp_path / "dict.jsonl", DICTIONARY)),
+        "--train", str(_jsonl(tmp_path / "train.jsonl", TRAIN)), "--config", str(config), "--seed", "7",
+    ]
+
+
+def test_train_extend_distill_writes_final_and_log(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = _files(tmp_path) + ["--out", str(out), "--stages", "extend,distill"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "Step 1 | Loss" in text and "stage distill done" in text
+    model = SpladeEncoder.from_pretrained(out / "final")
+    assert model.tokenizer.convert_tokens_to_ids("zorblatt") in model.settings.domain_token_ids
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["stages"] == ["extend", "distill"] and manifest["seed"] == 7
+    assert manifest["config"]["distill"]["epochs"] == 1
+    # the same command again: nothing to redo
+    assert main(argv) == 0
+    assert "resuming: extend, distill already complete" in capsys.readouterr().out
+
+
+def test_unknown_stage_is_one_red_line_exit_2(tmp_path, capsys):
+    argv = _files(tmp_path) + ["--out", str(tmp_path / "run"), "--stages", "extend,finetune"]
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())  # rich wraps long lines
+    assert "unknown stage 'finetune'; valid stages: extend, warmup, dictionary, distill" in err
+    assert "Traceback" not in err
+
+
+def test_bad_config_key_names_file_and_key(tmp_path, capsys):
+    argv = _files(tmp_path)
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("[distill]\nmargn = 3.0\n")
+    argv[argv.index("--config") + 1] = str(cfg)
+    assert main(argv + ["--out", str(tmp_path / "run")]) == 2
+    err = "".join(capsys.readouterr().err.split())  # rich may wrap inside the path
+    assert f"{cfg}:unknownkeydistill.margn" in err
