@@ -102,6 +102,15 @@ def _drop_vector_module_if_missing(java: JavaInfo) -> None:
     jnius_config.add_options = add_options
 
 
+def _quiet_unsafe_warning(java: JavaInfo) -> None:
+    """Lucene's MMapDirectory calls sun.misc.Unsafe::invokeCleaner, which Java 24+ reports with five
+    WARNING lines on every start; allowing it explicitly (JEP 471's switch) keeps CLI output clean."""
+    import jnius_config
+
+    if java.major >= 24:
+        jnius_config.add_options("--sun-misc-unsafe-memory-access=allow")
+
+
 _JAVA: JavaInfo | None = None
 
 
@@ -116,6 +125,7 @@ def _prepare(module: str) -> ModuleType:
     if not jnius_config.vm_running:
         _JAVA = find_java()
         _drop_vector_module_if_missing(_JAVA)
+        _quiet_unsafe_warning(_JAVA)
     with _temporary_env(_import_env(_JAVA) if _JAVA else {}):
         try:
             return importlib.import_module(module)
@@ -140,7 +150,7 @@ def impact_searcher(index_dir: Path, query_encoder) -> object:
     term in every document has idf 0, which the default 0 would silently drop.
     """
     index_dir = Path(index_dir)
-    if not (index_dir / "segments_1").exists() and not any(index_dir.glob("segments_*")):
+    if not any(index_dir.glob("segments_*")):
         raise LuceneError(f"{index_dir}: not a Lucene index (no segments file); build one with `sparse-adapt index`")
     module = searcher_module()
     return module.LuceneImpactSearcher(str(index_dir), query_encoder, min_idf=-1)

@@ -16,7 +16,7 @@ from typing import Sequence
 from sparse_adapt.data import Query
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.export import lucene_vocabulary, quantise
-from sparse_adapt.lucene import IndexMeta, impact_searcher
+from sparse_adapt.lucene import IndexMeta, LuceneError, impact_searcher
 from sparse_adapt.model import SpladeEncoder
 
 
@@ -57,6 +57,8 @@ class LuceneRetriever:
 
     def __init__(self, index_dir: str | Path, splade: SpladeEncoder, scale: int | None = None):
         self.index_dir = Path(index_dir)
+        if not self.index_dir.is_dir():
+            raise LuceneError(f"{index_dir}: no such index directory; build one with `sparse-adapt index`")
         meta = IndexMeta.load(self.index_dir)
         if scale is None:
             if meta is None:

