@@ -72,7 +72,12 @@ def _through_lucene(model: str, index: Path, data: EvalData, depth: int) -> dict
     from sparse_adapt.model import SpladeEncoder
     from sparse_adapt.retrieval import LuceneRetriever
 
-    return LuceneRetriever(index, SpladeEncoder.from_pretrained(model)).run(data.queries, k=depth)
+    retriever = LuceneRetriever(index, SpladeEncoder.from_pretrained(model))
+    if retriever.meta is not None and retriever.meta.model != model:
+        Console(stderr=True).print(
+            f"[yellow]warning:[/yellow] {index} was exported with {retriever.meta.model!r}, queries use {model!r}"
+        )
+    return retriever.run(data.queries, k=depth)
 
 
 def _read_run(path: Path, name: str):
