@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -145,21 +144,19 @@ _register_commands()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; user errors become one red line and exit code 2."""
+    """Run the CLI and return its exit code; user errors become one red line and code 2.
+
+    Click's own usage errors (unknown option, missing argument) are handled by typer in
+    standalone mode, which prints usage and exits 2; we turn that exit into a return value.
+    """
     try:
-        rv = app(args=argv, prog_name="sparse-adapt", standalone_mode=False)
-    except click.exceptions.Exit as e:
-        return e.exit_code
-    except click.ClickException as e:
-        e.show()
-        return e.exit_code
-    except click.exceptions.Abort:
-        err_console.print("aborted")
-        return 1
+        app(args=argv, prog_name="sparse-adapt", standalone_mode=True)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except SparseAdaptError as e:
-        err_console.print(f"[bold red]error:[/bold red] {e}", highlight=False)
+        err_console.print(f"[bold red]error:[/bold red] {e}", highlight=False, soft_wrap=True)
         return 2
-    return rv if isinstance(rv, int) else 0
+    return 0
 
 
 def entry() -> None:

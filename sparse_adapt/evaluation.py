@@ -21,12 +21,19 @@ DEFAULT_METRICS = ("ndcg@10", "mrr@10", "recall@5")
 def score_in_memory(
     splade: SpladeEncoder, documents: Sequence[Document], queries: Sequence[Query], batch_size: int = 32
 ) -> dict[str, dict[str, float]]:
-    """Score every document for every query: ``{qid: {doc_id: score}}`` (zeros included)."""
+    """Score every document for every query: ``{qid: {doc_id: score}}``.
+
+    Documents sharing no active term with the query (score 0) are left out, exactly as an
+    inverted index never returns them; keeping them would let the metric library order
+    those ties by doc id and credit whichever relevant document sorts first.
+    """
     D = splade.encode([d.text for d in documents], "document", batch_size)  # (n_docs, V)
     Q = splade.encode([q.text for q in queries], "query", batch_size)  # (n_queries, V)
     S = (Q @ D.T).toarray()  # (n_queries, n_docs)
     doc_ids = [d.doc_id for d in documents]
-    return {q.qid: dict(zip(doc_ids, S[i].astype(float).tolist())) for i, q in enumerate(queries)}
+    return {
+        q.qid: {d: float(v) for d, v in zip(doc_ids, S[i].tolist()) if v > 0.0} for i, q in enumerate(queries)
+    }
 
 
 def top_k(run: dict[str, dict[str, float]], k: int = 10) -> dict[str, list[str]]:
