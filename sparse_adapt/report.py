@@ -827,7 +827,7 @@ def figures(report: Report) -> dict[str, bytes]:
     # Domain-term weight and rank per stage; the primary term drawn bold.
     from diagnostics.term import HIGH_WEIGHT
 
-    fig = Figure(figsize=(11, 4.2))
+    fig = Figure(figsize=(12.5, 4.4))
     ax_w, ax_r = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     ranked = False
     for t in (stages[0].terms if stages else {}):
@@ -841,21 +841,27 @@ def figures(report: Report) -> dict[str, bytes]:
             ranked = True
             ax_r.plot([i for i, _ in ranks], [r for _, r in ranks], **style)
     if ranked:
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
         ax_r.set_yscale("log")  # ranks run from 1 to the thousands
+        ax_r.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax_r.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax_r.yaxis.set_minor_formatter(NullFormatter())
     else:
         ax_r.text(0.5, 0.5, "no domain term is active in any stage", ha="center", va="center",
                   transform=ax_r.transAxes, color="grey")
     ax_w.axhline(HIGH_WEIGHT, color="grey", ls="--", lw=1)
-    ax_w.set_title("SPLADE weight in the first document using the term")
-    ax_w.set_ylabel("weight (0 = inactive or not one token)")
-    ax_r.set_title("rank among the document's active tokens (1 = top; none = weight 0)")
-    ax_r.set_ylabel("rank")
+    ax_w.set_title("weight in the first document using the term")
+    ax_w.set_ylabel("SPLADE weight (0 = inactive or not one token)")
+    ax_r.set_title("rank among that document's active tokens")
+    ax_r.set_ylabel("rank (1 = top; no point = weight 0)")
     ax_r.invert_yaxis()
     for ax in (ax_w, ax_r):
         ax.set_xticks(x, names)
         ax.grid(alpha=0.3)
-    ax_w.legend(fontsize=7)
-    fig.tight_layout()
+    handles, labels = ax_w.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center right", fontsize=8)
+    fig.tight_layout(rect=(0, 0, 0.85, 1))
     out["term"] = _png(fig)
 
     # Sparsity: mean active tokens per document and per query.
