@@ -33,7 +33,7 @@ from sparse_adapt.losses import TERMS, DistillationLoss
 from sparse_adapt.masking import mask_tokens, occurrences, span_occurrences
 from sparse_adapt.model import SpladeEncoder
 from sparse_adapt.training_utils import mlm_loss
-from sparse_adapt.vocabulary import extend_vocabulary, normalize_term
+from sparse_adapt.vocabulary import extend_vocabulary
 
 RUN_FILE = "run.json"
 LOG_FILE = "train_log.jsonl"
@@ -290,7 +290,7 @@ class DistillStage(Stage):
                          **{k: last[k] for k in TERMS}, "lr": sched.get_last_lr()[0]})
                 ctx.progress.update(task, advance=1, description=f"distill epoch {epoch + 1}/{cfg.epochs} loss {last['total']:.3f}")
                 if step % cfg.log_every == 0:
-                    ctx.console.print(format_step(step, last))
+                    ctx.console.print(format_step(step, last), soft_wrap=True)
             ctx.console.print(f"distill: epoch {epoch + 1}/{cfg.epochs} done. Avg loss: {sums['total'] / n_batches:.4f}")
         splade.eval()
         ctx.info = {"epochs": cfg.epochs, "steps": step, "last": last, "domain_ids": domain}
@@ -435,7 +435,6 @@ def run_pipeline(
     if not (out / RUN_FILE).is_file():
         _write_json_atomic(out / RUN_FILE, manifest)
 
-    done = [n for n in names if _complete(out / n)]
     # Resume only from a prefix: a later stage's directory without its predecessors is not ours.
     start = 0
     while start < len(names) and _complete(out / names[start]):
@@ -445,7 +444,6 @@ def run_pipeline(
         splade = SpladeEncoder.from_pretrained(out / names[start - 1])
     else:
         splade = SpladeEncoder.from_pretrained(base)
-    del done
 
     log_path = out / LOG_FILE
 
