@@ -383,10 +383,13 @@ def criteria(term: TermSummary, data: ReportData, top: dict[str, list[str]]) -> 
         relevant = sorted((d for d, g in data.qrels.get(q, {}).items() if g > 0), key=_natural)
         if not relevant:
             continue
-        got = top[q][: len(relevant)]
+        got = top.get(q, [])[: len(relevant)]  # shorter when fewer documents score above 0
         intruders = [d for d in got if d not in relevant]
-        oks.append(not intruders)
-        rows.append(f"{q}: {' '.join(got)}" + (f" (not relevant: {' '.join(intruders)})" if intruders else ""))
+        missing = [d for d in relevant if d not in got]
+        oks.append(not missing)
+        rows.append(f"{q}: {' '.join(got) or 'nothing scores > 0'}"
+                    + (f" (not relevant: {' '.join(intruders)})" if intruders else "")
+                    + (f" (missing: {' '.join(missing)})" if missing and len(got) < len(relevant) else ""))
     expected = "; ".join(
         f"top-{len(r)} = {' '.join(r)}" for r in (
             sorted((d for d, g in data.qrels.get(q, {}).items() if g > 0), key=_natural) for q in semantic

@@ -223,6 +223,14 @@ def test_criteria_unextended_term_and_missing_groups():
     assert got["query_expansion"].status == NA and got["correct_retrieval"].status == NA
 
 
+def test_correct_retrieval_fails_when_relevant_documents_score_zero():
+    # In-memory runs leave out zero-score documents: a top list shorter than the relevant set must fail.
+    data = _data({"domain-semantic": ["q11"]}, {"q11": {"d21": 2, "d22": 2}}, [("q11", "corporate expenses")])
+    got = {c.id: c for c in criteria(_term(), data, {"q11": ["d21"]})}
+    assert got["correct_retrieval"].status == FAIL
+    assert got["correct_retrieval"].actual == "q11: d21 (missing: d22)"
+
+
 def test_derive_groups_by_term_mention():
     queries = [Query("a", "Gatrocraptic analysis"), Query("b", "reset my password"), Query("c", "the api docs")]
     groups = derive_groups(queries, [Query("h", "gatrocraptic review")], {"x": ["Gatrocraptic", "API"]})
