@@ -3,7 +3,7 @@
     python -m bench.encode [--quick] [--threads N] [--docs 600] [--models minilm,bert-base]
 
 Each (model, system) run is its own subprocess, so the peak resident memory it reports
-(``ru_maxrss``: imports + weights + encoding, the whole process) belongs to that system
+(``VmHWM``: imports + weights + encoding, the whole process) belongs to that system
 alone. Runs are interleaved (model by model, systems in rotating order, ``--repeats``
 rounds) so load from other work on a shared machine spreads over all systems; results are
 reported as ratios to the straightforward loop. Every system's vectors are saved and
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from bench.workload import MODELS, model_dir, synthetic_corpus
+from bench.workload import MODELS, model_dir, peak_rss_mb, synthetic_corpus
 
 SYSTEMS = ("hf-loop", "sentence-transformers", "sparse-adapt")
 BASELINE = "hf-loop"
@@ -106,7 +105,8 @@ class Run:
     model: str
     system: str
     docs: int
-    seconds: float  # encoding only
+    seconds: float  # encoding only, wall clock
+    cpu_seconds: float  # encoding only, CPU time of all threads: steadier than wall on a shared machine
     load_seconds: float  # imports and weights, reported apart
     peak_rss_mb: float  # whole process: interpreter, imports, weights, encoding
 
@@ -122,12 +122,12 @@ def worker(system: str, model: str, directory: Path, corpus: Path, out: Path, ba
     texts = json.loads(corpus.read_text(encoding="utf-8"))
     start = time.perf_counter()
     encode = LOADERS[system](directory, batch_size, max_length)
-    loaded = time.perf_counter()
+    loaded, cpu = time.perf_counter(), time.process_time()
     matrix = encode(texts)
-    seconds = time.perf_counter() - loaded
+    seconds, cpu = time.perf_counter() - loaded, time.process_time() - cpu
     sp.save_npz(out, matrix.tocsr().astype(np.float32))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB -> MiB
-    return Run(model, system, len(texts), seconds, loaded - start, peak)
+    peak = peak_rss_mb()
+    return Run(model, system, len(texts), seconds, cpu, loaded - start, peak)
 
 
 def run_subprocess(system: str, model: str, directory: Path, corpus: Path, out: Path, args) -> Run:
@@ -168,17 +168,21 @@ def summarise(runs: list[Run], agreement: dict) -> dict:
     for model in dict.fromkeys(r.model for r in runs):
         mine = [r for r in runs if r.model == model]
         base_s = median(r.seconds for r in mine if r.system == BASELINE)
+        base_cpu = median(r.cpu_seconds for r in mine if r.system == BASELINE)
         base_rss = median(r.peak_rss_mb for r in mine if r.system == BASELINE)
         out[model] = {}
-        for system in dict.fromkeys(r.system for r in mine):
+        for system in [s for s in SYSTEMS if any(r.system == s for r in mine)]:
             rs = [r for r in mine if r.system == system]
             s, rss = median(r.seconds for r in rs), median(r.peak_rss_mb for r in rs)
+            cpu = median(r.cpu_seconds for r in rs)
             out[model][system] = {
                 "docs": rs[0].docs,
                 "seconds": round(s, 2),
                 "docs_per_s": round(rs[0].docs / s, 2),
                 "peak_rss_mb": round(rss),
+                "cpu_seconds": round(cpu, 2),
                 "time_ratio": round(s / base_s, 3),  # < 1: faster than the HF loop
+                "cpu_ratio": round(cpu / base_cpu, 3),
                 "rss_ratio": round(rss / base_rss, 3),  # < 1: leaner than the HF loop
                 **agreement.get((model, system), {}),
             }
@@ -190,13 +194,13 @@ def print_table(summary: dict, settings: dict) -> None:
     from rich.table import Table
 
     table = Table(title=f"SPLADE encoding ({settings})")
-    for col in ("model", "system", "docs/s", "seconds", "peak RSS MB", "time / hf-loop", "RSS / hf-loop", "top-10 same", "max |diff|"):
+    for col in ("model", "system", "docs/s", "seconds", "CPU s", "peak RSS MB", "time / hf-loop", "CPU / hf-loop", "RSS / hf-loop", "top-10 same", "max |diff|"):
         table.add_column(col, justify="right" if col not in ("model", "system") else "left")
     for model, systems in summary.items():
         for system, row in systems.items():
             table.add_row(
-                model, system, f"{row['docs_per_s']:.2f}", f"{row['seconds']:.1f}", f"{row['peak_rss_mb']}",
-                f"{row['time_ratio']:.2f}", f"{row['rss_ratio']:.2f}",
+                model, system, f"{row['docs_per_s']:.2f}", f"{row['seconds']:.1f}", f"{row['cpu_seconds']:.1f}",
+                f"{row['peak_rss_mb']}", f"{row['time_ratio']:.2f}", f"{row['cpu_ratio']:.2f}", f"{row['rss_ratio']:.2f}",
                 f"{row.get('top10_identical', '-')}/{row['docs']}", f"{row.get('max_abs_diff', 0):.1e}",
             )
     Console(width=150).print(table)
@@ -261,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             for system in systems[shift:] + systems[:shift]:
                 out = args.workdir / f"vectors-{model}-{system}.npz"
                 run = run_subprocess(system, model, dirs[model], corpus_files[model], out, args)
-                print(f"  {model:10s} {system:22s} {run.seconds:8.1f} s  {run.peak_rss_mb:7.0f} MB", file=sys.stderr)
+                print(f"  {model:10s} {system:22s} {run.seconds:8.1f} s  {run.cpu_seconds:8.1f} CPU s  {run.peak_rss_mb:7.0f} MB", file=sys.stderr)
                 runs.append(run)
                 outputs[(model, system)] = out
 

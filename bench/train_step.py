@@ -5,7 +5,7 @@
 A step is: encode the batch's queries and unique candidate documents with gradients, the
 loss, backward, AdamW. Tokenisation happens once, outside the step. Times come from one
 process per head that alternates KD-only and six-term steps, so load from other work on a
-shared machine hits both alike. Peak RSS (``ru_maxrss``, whole process) comes from one
+shared machine hits both alike. Peak RSS (``VmHWM``, whole process) comes from one
 short process per (head, loss). ``--heads full`` adds the straightforward head (full (B, L, V) logits) for
 comparison with sparse-adapt's chunked head. ``--long-docs`` replaces the short training
 documents by synthetic ones of 1-10 sentences, where the head's memory matters.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from statistics import median
 
-from bench.workload import MODELS, model_dir, synthetic_corpus
+from bench.workload import MODELS, model_dir, peak_rss_mb, synthetic_corpus
 
 LOSSES = ("kd", "six")
 HEADS = ("chunked", "full")
@@ -36,7 +35,8 @@ class StepRun:
     losses: list[str]  # the losses this process alternated
     head: str
     steps: int  # measured steps per loss
-    seconds_per_step: dict[str, float]  # loss -> median over its measured steps (warm-up excluded)
+    seconds_per_step: dict[str, float]  # loss -> median wall time over its measured steps (warm-up excluded)
+    cpu_seconds_per_step: dict[str, float]  # the same in CPU time: steadier on a shared machine
     peak_rss_mb: float
 
 
@@ -95,9 +95,10 @@ def worker(model: str, directory: Path, losses: list[str], head: str, n_queries:
     six, kd = DistillationLoss(), KDLoss()
     optimizer = torch.optim.AdamW(splade.parameters(), lr=2e-5)
     times: dict[str, list[float]] = {loss: [] for loss in losses}
+    cpu_times: dict[str, list[float]] = {loss: [] for loss in losses}
     for step in range(1, (steps + 1) * len(losses) + 1):
         loss = losses[(step - 1) % len(losses)]
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         qw = splade(batch["queries"]["input_ids"], batch["queries"]["attention_mask"])  # (B, V)
         dw = splade(batch["docs"]["input_ids"], batch["docs"]["attention_mask"])  # (U, V)
         if loss == "six":
@@ -114,8 +115,11 @@ def worker(model: str, directory: Path, losses: list[str], head: str, n_queries:
         optimizer.step()
         if step > len(losses):  # each loss's first step pays one-off allocations
             times[loss].append(time.perf_counter() - start)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return StepRun(model, losses, head, steps, {loss: median(t) for loss, t in times.items()}, peak)
+            cpu_times[loss].append(time.process_time() - cpu)
+    peak = peak_rss_mb()
+    return StepRun(
+        model, losses, head, steps, {k: median(t) for k, t in times.items()}, {k: median(t) for k, t in cpu_times.items()}, peak
+    )
 
 
 def _spawn(args, directory: Path, losses: list[str], head: str, steps: int) -> StepRun:
@@ -169,19 +173,27 @@ def main(argv: list[str] | None = None) -> int:
             summary.setdefault(head, {})[loss] = {
                 "seconds_per_step": round(timing.seconds_per_step[loss], 3),
                 "time_ratio_to_kd": round(timing.seconds_per_step[loss] / timing.seconds_per_step["kd"], 3),
+                "cpu_seconds_per_step": round(timing.cpu_seconds_per_step[loss], 3),
+                "cpu_ratio_to_kd": round(timing.cpu_seconds_per_step[loss] / timing.cpu_seconds_per_step["kd"], 3),
                 "peak_rss_mb": round(memory.peak_rss_mb),
             }
-            print(f"  {head:8s} {loss:4s} {timing.seconds_per_step[loss]:7.2f} s/step  {memory.peak_rss_mb:7.0f} MB", file=sys.stderr)
+            print(
+                f"  {head:8s} {loss:4s} {timing.seconds_per_step[loss]:7.2f} s/step  "
+                f"{timing.cpu_seconds_per_step[loss]:7.2f} CPU s/step  {memory.peak_rss_mb:7.0f} MB", file=sys.stderr,
+            )
 
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"distillation step ({args.model}, {args.queries} queries x 8 candidates, threads {args.threads})")
-    for col in ("head", "loss", "s/step", "time / KD-only", "peak RSS MB"):
+    for col in ("head", "loss", "s/step", "time / KD-only", "CPU s/step", "CPU / KD-only", "peak RSS MB"):
         table.add_column(col)
     for head, per in summary.items():
         for loss, row in per.items():
-            table.add_row(head, loss, f"{row['seconds_per_step']:.2f}", f"{row['time_ratio_to_kd']:.2f}", str(row["peak_rss_mb"]))
+            table.add_row(
+                head, loss, f"{row['seconds_per_step']:.2f}", f"{row['time_ratio_to_kd']:.2f}",
+                f"{row['cpu_seconds_per_step']:.2f}", f"{row['cpu_ratio_to_kd']:.2f}", str(row["peak_rss_mb"]),
+            )
     Console(width=120).print(table)
     if args.json:
         settings = {"model": args.model, "queries": args.queries, "steps": args.steps, "threads": args.threads,

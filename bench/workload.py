@@ -18,6 +18,23 @@ from corpora import GATROCRAPTIC
 MODELS = ("minilm", "bert-base", "tiny")
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MiB.
+
+    ``VmHWM`` from /proc, not ``ru_maxrss``: Linux carries ``ru_maxrss`` over ``exec`` from
+    the process that spawned us (measured: every worker inherited the parent's 1.9 GB peak),
+    while ``VmHWM`` belongs to the current address space alone.
+    """
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB -> MiB
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux units (KiB); elsewhere approximate
+
+
 def spec_sentences() -> list[str]:
     texts = [json.loads(line)["text"] for line in GATROCRAPTIC.docs.read_text(encoding="utf-8").splitlines() if line.strip()]
     return [s for t in texts for s in re.split(r"(?<=[.!?])\s+", t.strip()) if s]
