@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 from sparse_adapt.data import DataError, Document
 from sparse_adapt.errors import ConfigError
-from sparse_adapt.model import SpladeEncoder, atomic_directory
+from sparse_adapt.model import SORT_WINDOW_BATCHES, SpladeEncoder, atomic_directory
 
 VECTORS_FILE = "vectors.jsonl"
 EXPORT_META = "sparse_adapt_export.json"
@@ -40,7 +40,7 @@ class ExportConfig:
     # 100 keeps two decimals of SPLADE weights (typically 0-3): impacts up to ~300, and
     # rounding moves a score by at most (|q|_1 + |d|_1) / 200 on the exact scale.
     scale: int = 100
-    # Documents encoded per forward pass; also the write granularity.
+    # Documents encoded per forward pass.
     batch_size: int = 32
 
     def __post_init__(self) -> None:
@@ -156,7 +156,9 @@ def export_vectors(
     with atomic_directory(Path(out)) as tmp, Progress(*columns, disable=not progress, transient=False) as bar:
         task = bar.add_task("export", total=total, rate="-")
         with (tmp / VECTORS_FILE).open("w", encoding="utf-8") as f:
-            for batch in _batches(iter_documents(docs), config.batch_size):
+            # Windows of many batches: encode() sorts a window by length so batches barely pad;
+            # memory stays bounded by the window, not the corpus.
+            for batch in _batches(iter_documents(docs), config.batch_size * SORT_WINDOW_BATCHES):
                 matrix = splade.encode([d.text for d in batch], "document", config.batch_size)  # (B, V)
                 for doc, vector in zip(batch, quantise(matrix, vocab, config.scale)):
                     f.write(json.dumps({"id": doc.doc_id, "contents": doc.text, "vector": vector}, ensure_ascii=False))
