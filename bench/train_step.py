@@ -41,27 +41,14 @@ class StepRun:
 
 
 def _batch(splade, n_queries: int, long_docs: bool):
-    import torch
-
     from corpora import GATROCRAPTIC
     from sparse_adapt.data import load_train
+    from sparse_adapt.stages import collate_candidates
 
     examples = load_train(GATROCRAPTIC.train)[:n_queries]
-    doc_rows: dict[str, int] = {}
-    texts: list[str] = []
-    for ex in examples:
-        for doc_id, text in zip(ex.doc_ids, ex.doc_texts):
-            if doc_id not in doc_rows:
-                doc_rows[doc_id] = len(texts)
-                texts.append(text)
+    texts, doc_index, teacher = collate_candidates(examples)  # doc_index, teacher: (B, N)
     if long_docs:
         texts = synthetic_corpus(len(texts), seed=2)
-    width = max(len(ex.doc_ids) for ex in examples)
-    doc_index = torch.full((len(examples), width), -1, dtype=torch.long)  # (B, N)
-    teacher = torch.zeros((len(examples), width))  # (B, N)
-    for b, ex in enumerate(examples):
-        doc_index[b, : len(ex.doc_ids)] = torch.tensor([doc_rows[d] for d in ex.doc_ids])
-        teacher[b, : len(ex.teacher_scores)] = torch.tensor(ex.teacher_scores)
     return {
         "queries": splade.tokenize([ex.query for ex in examples], "query"),
         "docs": splade.tokenize(texts, "document"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 from sparse_adapt.errors import SparseAdaptError
 
@@ -97,9 +97,10 @@ def _float_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[flo
     return tuple(float(v) for v in value)
 
 
-def _read_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any]) -> list[Any]:
+def iter_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any]) -> Iterator[Any]:
+    """Parse a JSONL file lazily, one record per non-blank line; errors name file and line."""
     p = _require_file(path)
-    records = []
+    seen_any = False
     with p.open(encoding="utf-8") as f:
         for line_no, raw in enumerate(f, start=1):
             if not raw.strip():
@@ -110,10 +111,14 @@ def _read_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any]) -> li
                 raise DataError(p, line_no, None, f"invalid JSON ({e.msg} at column {e.colno})") from None
             if not isinstance(obj, dict):
                 raise DataError(p, line_no, None, f"expected a JSON object, got {type(obj).__name__}")
-            records.append(parse(p, line_no, obj))
-    if not records:
+            seen_any = True
+            yield parse(p, line_no, obj)
+    if not seen_any:
         raise DataError(p, None, None, "no records in file")
-    return records
+
+
+def _read_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any]) -> list[Any]:
+    return list(iter_jsonl(path, parse))
 
 
 def _unique(path: Path, records: list, key: str, lines: list[int] | None = None) -> None:
@@ -125,13 +130,19 @@ def _unique(path: Path, records: list, key: str, lines: list[int] | None = None)
         seen[k] = i
 
 
+def _parse_document(p: Path, n: int, o: dict) -> Document:
+    return Document(_str_field(p, n, o, "doc_id"), _str_field(p, n, o, "text"))
+
+
+def iter_documents(path: str | Path) -> Iterator[Document]:
+    """``docs.jsonl`` records one at a time (for corpora larger than memory); validated like
+    :func:`load_documents` except for duplicate ids, which would need memory per document."""
+    return iter_jsonl(path, _parse_document)
+
+
 def load_documents(path: str | Path) -> list[Document]:
     """``docs.jsonl``: one ``{"doc_id": str, "text": str}`` per line, ids unique."""
-
-    def parse(p: Path, n: int, o: dict) -> Document:
-        return Document(_str_field(p, n, o, "doc_id"), _str_field(p, n, o, "text"))
-
-    docs = _read_jsonl(path, parse)
+    docs = _read_jsonl(path, _parse_document)
     _unique(Path(path), docs, "doc_id")
     return docs
 

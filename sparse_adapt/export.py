@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from sparse_adapt.data import DataError, Document
+from sparse_adapt.data import DataError, Document, iter_documents
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.model import SORT_WINDOW_BATCHES, SpladeEncoder, atomic_directory
 
@@ -91,35 +91,6 @@ def count_lines(path: Path) -> int:
         raise DataError(p, None, None, "file not found" if not p.exists() else "not a regular file")
     with p.open("rb") as f:
         return sum(1 for line in f if line.strip())
-
-
-def iter_documents(path: str | Path) -> Iterator[Document]:
-    """``docs.jsonl`` records one at a time, validated like :func:`sparse_adapt.data.load_documents`
-    (except the duplicate-id check, which would need memory proportional to the corpus)."""
-    p = Path(path)
-    if not p.is_file():
-        raise DataError(p, None, None, "file not found" if not p.exists() else "not a regular file")
-    seen_any = False
-    with p.open(encoding="utf-8") as f:
-        for n, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise DataError(p, n, None, f"invalid JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(obj, dict):
-                raise DataError(p, n, None, f"expected a JSON object, got {type(obj).__name__}")
-            for field in ("doc_id", "text"):
-                value = obj.get(field)
-                if field not in obj:
-                    raise DataError(p, n, field, "missing")
-                if not isinstance(value, str) or not value.strip():
-                    raise DataError(p, n, field, f"expected a non-empty string, got {value!r:.60}")
-            seen_any = True
-            yield Document(obj["doc_id"], obj["text"])
-    if not seen_any:
-        raise DataError(p, None, None, "no records in file")
 
 
 def _batches(docs: Iterator[Document], size: int) -> Iterator[list[Document]]:

@@ -297,19 +297,7 @@ class DistillStage(Stage):
 
     @staticmethod
     def _step(splade: SpladeEncoder, batch: Sequence[TrainExample], loss_fn: DistillationLoss, domain, step: int):
-        doc_rows: dict[str, int] = {}
-        doc_texts: list[str] = []
-        for ex in batch:
-            for did, text in zip(ex.doc_ids, ex.doc_texts):
-                if did not in doc_rows:
-                    doc_rows[did] = len(doc_texts)
-                    doc_texts.append(text)
-        width = max(len(ex.doc_ids) for ex in batch)
-        index = torch.full((len(batch), width), -1, dtype=torch.long)  # (B, N)
-        teacher = torch.zeros((len(batch), width))  # (B, N)
-        for r, ex in enumerate(batch):
-            index[r, : len(ex.doc_ids)] = torch.tensor([doc_rows[d] for d in ex.doc_ids])
-            teacher[r, : len(ex.doc_ids)] = torch.tensor(ex.teacher_scores)
+        doc_texts, index, teacher = collate_candidates(batch)
         mask = index >= 0
         q = splade.tokenize([ex.query for ex in batch], "query")
         d = splade.tokenize(doc_texts, "document")
@@ -320,6 +308,25 @@ class DistillStage(Stage):
             query_weights=q_w, query_input_ids=q["input_ids"], doc_weights=d_w, doc_input_ids=d["input_ids"],
             doc_index=index.to(dev), teacher=teacher.to(dev), mask=mask.to(dev), domain_ids=domain, step=step,
         )
+
+
+def collate_candidates(batch: Sequence[TrainExample]) -> tuple[list[str], torch.Tensor, torch.Tensor]:
+    """Unique candidate texts of a batch (each encoded once), the (B, N) index of every
+    query's candidates into them (-1 pads shorter lists) and the (B, N) teacher scores."""
+    doc_rows: dict[str, int] = {}
+    doc_texts: list[str] = []
+    for ex in batch:
+        for did, text in zip(ex.doc_ids, ex.doc_texts):
+            if did not in doc_rows:
+                doc_rows[did] = len(doc_texts)
+                doc_texts.append(text)
+    width = max(len(ex.doc_ids) for ex in batch)
+    index = torch.full((len(batch), width), -1, dtype=torch.long)  # (B, N)
+    teacher = torch.zeros((len(batch), width))  # (B, N)
+    for r, ex in enumerate(batch):
+        index[r, : len(ex.doc_ids)] = torch.tensor([doc_rows[d] for d in ex.doc_ids])
+        teacher[r, : len(ex.doc_ids)] = torch.tensor(ex.teacher_scores)
+    return doc_texts, index, teacher
 
 
 def format_step(step: int, terms: dict[str, float]) -> str:
