@@ -28,7 +28,7 @@ import scipy.sparse as sp
 
 from bench.workload import MODELS, model_dir, peak_rss_mb, synthetic_corpus
 
-SYSTEMS = ("hf-loop", "sentence-transformers", "sparse-adapt")
+SYSTEMS = ("hf-loop", "sentence-transformers", "sparse-adapt", "sparse-adapt-export")
 BASELINE = "hf-loop"
 
 
@@ -90,10 +90,40 @@ def load_sparse_adapt(directory: Path, batch_size: int, max_length: int) -> Enco
     return lambda texts: splade.encode(texts, "document", batch_size=batch_size)
 
 
+def load_sparse_adapt_export(directory: Path, batch_size: int, max_length: int) -> Encode:
+    """What `sparse-adapt export` does: stream docs.jsonl -> Pyserini JsonVectorCollection
+    (integer impacts, scale 100). Read back as weights / scale for the agreement check, so
+    top-10 agreement is up to quantisation ties."""
+    import tempfile
+
+    from sparse_adapt.export import VECTORS_FILE, ExportConfig, export_vectors, lucene_vocabulary
+    from sparse_adapt.model import SpladeEncoder
+
+    splade = SpladeEncoder.from_pretrained(directory)
+    splade.settings.doc_max_length = max_length
+    config = ExportConfig(scale=EXPORT_SCALE, batch_size=batch_size)
+
+    def encode(texts: list[str]) -> sp.csr_matrix:
+        with tempfile.TemporaryDirectory() as tmp:
+            docs = Path(tmp) / "docs.jsonl"
+            docs.write_text("".join(json.dumps({"doc_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+            export_vectors(splade, docs, Path(tmp) / "vectors", config, progress=False)
+            column = {tok: i for i, tok in enumerate(lucene_vocabulary(splade))}
+            rows, cols, vals = [], [], []
+            with (Path(tmp) / "vectors" / VECTORS_FILE).open(encoding="utf-8") as f:
+                for r, line in enumerate(f):
+                    for tok, impact in json.loads(line)["vector"].items():
+                        rows.append(r), cols.append(column[tok]), vals.append(impact / config.scale)
+        return sp.csr_matrix((vals, (rows, cols)), shape=(len(texts), len(column)), dtype=np.float32)
+
+    return encode
+
+
 LOADERS: dict[str, Callable[[Path, int, int], Encode]] = {
     "hf-loop": load_hf_loop,
     "sentence-transformers": load_sentence_transformers,
     "sparse-adapt": load_sparse_adapt,
+    "sparse-adapt-export": load_sparse_adapt_export,
 }
 
 
@@ -143,6 +173,16 @@ def run_subprocess(system: str, model: str, directory: Path, corpus: Path, out: 
 
 
 # --------------------------------------------------------------------------- agreement
+
+
+EXPORT_SCALE = 100  # `sparse-adapt export`'s default --scale
+
+
+def _quantised(m: sp.csr_matrix, scale: int) -> sp.csr_matrix:
+    q = m.tocsr(copy=True)
+    q.data = np.round(q.data * scale) / scale
+    q.eliminate_zeros()
+    return q
 
 
 def top_k_agreement(a: sp.csr_matrix, b: sp.csr_matrix, excluded: list[int], k: int = 10) -> tuple[int, float]:
@@ -276,7 +316,10 @@ def main(argv: list[str] | None = None) -> int:
         special = AutoTokenizer.from_pretrained(dirs[model]).all_special_ids
         reference = sp.load_npz(outputs[(model, BASELINE)])
         for system in systems:
-            same, diff = top_k_agreement(sp.load_npz(outputs[(model, system)]), reference, special)
+            # The export writes integer impacts: compare it with the reference quantised the same
+            # way (round(w * 100) / 100), so agreement means "exactly the impacts it should write".
+            ref = reference if system != "sparse-adapt-export" else _quantised(reference, EXPORT_SCALE)
+            same, diff = top_k_agreement(sp.load_npz(outputs[(model, system)]), ref, special)
             agreement[(model, system)] = {"top10_identical": same, "max_abs_diff": diff}
 
     settings = {"docs": n_docs, "batch_size": args.batch_size, "max_length": args.max_length, "threads": args.threads, "repeats": args.repeats}
