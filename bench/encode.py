@@ -178,7 +178,7 @@ def run_subprocess(system: str, model: str, directory: Path, corpus: Path, out: 
 EXPORT_SCALE = 100  # `sparse-adapt export`'s default --scale
 
 
-def _quantised(m: sp.csr_matrix, scale: int) -> sp.csr_matrix:
+def quantised_like_export(m: sp.csr_matrix, scale: int) -> sp.csr_matrix:
     q = m.tocsr(copy=True)
     q.data = np.round(q.data * scale) / scale
     q.eliminate_zeros()
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         for system in systems:
             # The export writes integer impacts: compare it with the reference quantised the same
             # way (round(w * 100) / 100), so agreement means "exactly the impacts it should write".
-            ref = reference if system != "sparse-adapt-export" else _quantised(reference, EXPORT_SCALE)
+            ref = reference if system != "sparse-adapt-export" else quantised_like_export(reference, EXPORT_SCALE)
             same, diff = top_k_agreement(sp.load_npz(outputs[(model, system)]), ref, special)
             agreement[(model, system)] = {"top10_identical": same, "max_abs_diff": diff}
 
