@@ -211,13 +211,17 @@ def load_qrels(path: str | Path) -> Qrels:
     return qrels
 
 
-def load_domain_terms(path: str | Path) -> dict[str, list[str]]:
-    """``domain_terms.json``: an object of category -> list of terms (the spec's format)."""
+def _read_json(path: str | Path) -> tuple[Path, Any]:
     p = _require_file(path)
     try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
+        return p, json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise DataError(p, e.lineno, None, f"invalid JSON ({e.msg})") from None
+
+
+def load_domain_terms(path: str | Path) -> dict[str, list[str]]:
+    """``domain_terms.json``: an object of category -> list of terms (the spec's format)."""
+    p, obj = _read_json(path)
     if not isinstance(obj, dict):
         raise DataError(p, None, None, "expected an object of category -> list of terms")
     out: dict[str, list[str]] = {}
@@ -237,11 +241,7 @@ def load_domain_terms(path: str | Path) -> dict[str, list[str]]:
 
 def load_query_groups(path: str | Path) -> dict[str, list[str]]:
     """``query_groups.json``: group name -> list of qids (used by reports)."""
-    p = _require_file(path)
-    try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise DataError(p, e.lineno, None, f"invalid JSON ({e.msg})") from None
+    p, obj = _read_json(path)
     if not isinstance(obj, dict) or not all(
         isinstance(v, list) and all(isinstance(q, str) for q in v) for v in obj.values()
     ):
