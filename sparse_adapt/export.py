@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from sparse_adapt.data import DataError, Document, iter_documents
+from sparse_adapt.data import Document, iter_documents, require_file
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.model import SORT_WINDOW_BATCHES, SpladeEncoder, atomic_directory
 
@@ -86,10 +86,7 @@ def quantise(matrix: sp.csr_matrix, vocab: Sequence[str], scale: int) -> list[di
 
 
 def count_lines(path: Path) -> int:
-    p = Path(path)
-    if not p.is_file():
-        raise DataError(p, None, None, "file not found" if not p.exists() else "not a regular file")
-    with p.open("rb") as f:
+    with require_file(path).open("rb") as f:
         return sum(1 for line in f if line.strip())
 
 

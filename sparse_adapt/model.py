@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Literal, Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -304,12 +304,3 @@ def vectors_to_dicts(matrix: sp.csr_matrix, vocab: Sequence[str]) -> list[dict[s
         order = np.argsort(-row.data, kind="stable")
         out.append({vocab[row.indices[j]]: float(row.data[j]) for j in order})
     return out
-
-
-def top_terms(vector: dict[str, float], k: int = 10) -> list[tuple[str, float]]:
-    return sorted(vector.items(), key=lambda kv: -kv[1])[:k]
-
-
-def iter_batches(items: Sequence, size: int) -> Iterable[Sequence]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
