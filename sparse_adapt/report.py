@@ -418,14 +418,15 @@ def evaluate_stage(
     from sparse_adapt.evaluation import DEFAULT_METRICS, evaluate_per_query, evaluate_run, score_in_memory, top_k
 
     splade = splade or SpladeEncoder.from_pretrained(model)
-    run = score_in_memory(splade, data.documents, data.queries)
+    heldout_queries = list(data.heldout_queries or [])
+    # One call, so the documents are encoded once for the main and the held-out queries.
+    full_run = score_in_memory(splade, data.documents, [*data.queries, *heldout_queries])
+    run = {q.qid: full_run[q.qid] for q in data.queries}
     metrics = evaluate_run(data.qrels, run)
     heldout_metrics = None
-    full_run = dict(run)
-    if data.heldout_queries:
-        held = score_in_memory(splade, data.documents, data.heldout_queries)
+    if heldout_queries:
+        held = {q.qid: full_run[q.qid] for q in heldout_queries}
         heldout_metrics = evaluate_run(data.heldout_qrels, held) if any(q in data.heldout_qrels for q in held) else None
-        full_run.update(held)
     all_qrels = data.all_qrels
     groups = {}
     for g, qids in data.groups.items():
