@@ -83,7 +83,7 @@ def load_sentence_transformers(directory: Path, batch_size: int, max_length: int
 
 
 def load_sparse_adapt(directory: Path, batch_size: int, max_length: int) -> Encode:
-    from sparse_adapt.model import SpladeEncoder
+    from sparse_adapt.modeling.encoder import SpladeEncoder
 
     splade = SpladeEncoder.from_pretrained(directory)
     splade.settings.doc_max_length = max_length
@@ -96,8 +96,8 @@ def load_sparse_adapt_export(directory: Path, batch_size: int, max_length: int) 
     top-10 agreement is up to quantisation ties."""
     import tempfile
 
-    from sparse_adapt.export import VECTORS_FILE, ExportConfig, export_vectors, lucene_vocabulary
-    from sparse_adapt.model import SpladeEncoder
+    from sparse_adapt.retrieval.export import VECTORS_FILE, ExportConfig, export_vectors, lucene_vocabulary
+    from sparse_adapt.modeling.encoder import SpladeEncoder
 
     splade = SpladeEncoder.from_pretrained(directory)
     splade.settings.doc_max_length = max_length
@@ -107,7 +107,7 @@ def load_sparse_adapt_export(directory: Path, batch_size: int, max_length: int) 
         with tempfile.TemporaryDirectory() as tmp:
             docs = Path(tmp) / "docs.jsonl"
             docs.write_text("".join(json.dumps({"doc_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
-            export_vectors(splade, docs, Path(tmp) / "vectors", config, progress=False)
+            export_vectors(splade, docs, Path(tmp) / "vectors", config)
             column = {tok: i for i, tok in enumerate(lucene_vocabulary(splade))}
             rows, cols, vals = [], [], []
             with (Path(tmp) / "vectors" / VECTORS_FILE).open(encoding="utf-8") as f:

@@ -50,7 +50,7 @@ def synthetic_docs(path: Path, n: int, min_words: int, max_words: int, seed: int
 
 def exported_matrix(vectors_dir: Path, vocab: list[str], scale: int) -> tuple[list[str], sp.csr_matrix]:
     """The exported documents back as a (N, V) float CSR (impact / scale)."""
-    from sparse_adapt.export import VECTORS_FILE
+    from sparse_adapt.retrieval.export import VECTORS_FILE
 
     ids = {t: i for i, t in enumerate(vocab)}
     doc_ids, indptr, indices, data = [], [0], [], []
@@ -79,14 +79,14 @@ def per_query_ms(fn, items, repeats: int) -> float:
 
 
 def bench_corpus(name, docs_path, splade, queries, workdir: Path, repeats: int, batch_size: int) -> dict:
-    from sparse_adapt.export import ExportConfig, export_vectors, lucene_vocabulary
-    from sparse_adapt.lucene import build_index
-    from sparse_adapt.retrieval import LuceneRetriever
+    from sparse_adapt.retrieval.export import ExportConfig, export_vectors, lucene_vocabulary
+    from sparse_adapt.retrieval.lucene import build_index
+    from sparse_adapt.retrieval.searcher import LuceneRetriever
 
     vectors, index = workdir / f"{name}-vectors", workdir / f"{name}-index"
     stats = export_vectors(splade, docs_path, vectors, ExportConfig(batch_size=batch_size), model_name="offline-minilm")
     index_s = build_index(vectors, index)
-    from sparse_adapt.lucene import IndexMeta
+    from sparse_adapt.retrieval.lucene import IndexMeta
 
     IndexMeta(stats.scale, "offline-minilm", stats.documents, index_s).save(index)
     start = time.perf_counter()
@@ -118,7 +118,7 @@ def bench_corpus(name, docs_path, splade, queries, workdir: Path, repeats: int, 
 
 def agreement(retriever, splade) -> dict:
     from sparse_adapt.data import load_documents, load_qrels, load_queries
-    from sparse_adapt.evaluation import evaluate_run, score_in_memory, top_k
+    from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory, top_k
 
     docs, queries, qrels = load_documents(GATROCRAPTIC.docs), load_queries(GATROCRAPTIC.queries), load_qrels(GATROCRAPTIC.qrels)
     exact = score_in_memory(splade, docs, queries)
@@ -140,7 +140,7 @@ def main() -> None:
     from rich.table import Table
 
     from sparse_adapt.data import load_queries
-    from sparse_adapt.model import SpladeEncoder
+    from sparse_adapt.modeling.encoder import SpladeEncoder
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=20000, help="synthetic corpus size")

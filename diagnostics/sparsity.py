@@ -27,7 +27,9 @@ from diagnostics.schema import INSPECT_SCHEMA
 from diagnostics.tokens import in_text_ids
 from sparse_adapt.data import Document, Query
 from sparse_adapt.errors import ConfigError
-from sparse_adapt.model import SpladeEncoder
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.vocabulary import single_token_ids
+from sparse_adapt.progress import Hooks
 
 FLOPS_DEFINITION = "sum_t p_q(t) * p_d(t), p = fraction of queries/documents with w^t > 0"
 
@@ -102,17 +104,12 @@ def _text_stats(M: sp.csr_matrix) -> TextStats:
 
 
 def _domain_ids(splade: SpladeEncoder, terms: dict[str, list[str]] | None) -> tuple[dict[int, str], str]:
-    """Domain token id -> display string, and where the ids came from."""
+    """Domain token id -> display string, and where the ids came from (model, terms file)."""
     vocab = splade.id_to_token()
-    ids = {i: vocab[i] for i in splade.settings.domain_token_ids}
-    from_terms = {}
-    for items in (terms or {}).values():
-        for t in items:
-            pieces = splade.tokenizer(t, add_special_tokens=False)["input_ids"]
-            if len(pieces) == 1 and pieces[0] != splade.tokenizer.unk_token_id:
-                from_terms[pieces[0]] = vocab[pieces[0]]
-    source = "+".join(n for n, s in (("model", ids), ("terms", set(from_terms) - set(ids))) if s) or "none"
-    return {**ids, **from_terms}, source
+    model_ids = set(splade.settings.domain_token_ids)
+    term_ids = set(single_token_ids(splade.tokenizer, terms))
+    source = "+".join(n for n, s in (("model", model_ids), ("terms", term_ids - model_ids)) if s) or "none"
+    return {i: vocab[i] for i in model_ids | term_ids}, source
 
 
 def _mean(x: np.ndarray) -> float | None:
@@ -127,6 +124,7 @@ def inspect_corpus(
     *,
     model: str | None = None,
     batch_size: int = 32,
+    progress: Hooks | None = None,
 ) -> CorpusStats:
     """Encode every document (and query) and summarise sparsity, FLOPS and domain tokens.
 
@@ -135,7 +133,6 @@ def inspect_corpus(
     """
     if not documents:
         raise ConfigError("no documents to inspect")
-    progress = len(documents) > 256
     D = splade.encode([d.text for d in documents], "document", batch_size, progress=progress)  # (n_d, V)
     Q = splade.encode([q.text for q in queries], "query", batch_size) if queries else None  # (n_q, V)
     domain, source = _domain_ids(splade, terms)

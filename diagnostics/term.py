@@ -27,11 +27,12 @@ import torch
 
 from diagnostics.recommend import Recommendation, Sources, recommend
 from diagnostics.schema import DIAGNOSE_SCHEMA
-from diagnostics.tokens import base_pieces, eval_mode, find_spans, in_text_ids, input_ids, ranked_row, term_ids
+from diagnostics.tokens import base_pieces, eval_mode, find_spans, input_ids, term_ids
 from sparse_adapt.data import Document, Query
 from sparse_adapt.errors import ConfigError
-from sparse_adapt.model import SpladeEncoder
-from sparse_adapt.vocabulary import normalize_term
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.vectors import ranked_row
+from sparse_adapt.modeling.vocabulary import normalize_term
 
 # The spec's H4 success criterion "High SPLADE weight: > 2.0".
 HIGH_WEIGHT = 2.0

@@ -9,11 +9,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Sequence
 
-import numpy as np
-import scipy.sparse as sp
-
 from sparse_adapt.errors import ConfigError
-from sparse_adapt.model import Kind, SpladeEncoder
+from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
 
 
 @contextmanager
@@ -80,13 +77,3 @@ def in_text_ids(splade: SpladeEncoder, texts: Sequence[str], kind: Kind) -> list
         for ids, mask in zip(batch["input_ids"].tolist(), batch["attention_mask"].tolist()):
             out.append({i for i, m in zip(ids, mask) if m})
     return out
-
-
-def ranked_row(matrix: sp.csr_matrix, row: int) -> tuple[np.ndarray, np.ndarray]:
-    """(token ids, weights) of one CSR row's non-zeros, by descending weight, ties by id."""
-    r = matrix.getrow(row)
-    ids, weights = r.indices.astype(np.int64), r.data.astype(np.float64)
-    keep = weights > 0
-    ids, weights = ids[keep], weights[keep]
-    order = np.lexsort((ids, -weights))
-    return ids[order], weights[order]

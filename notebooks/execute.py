@@ -19,7 +19,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 NOTEBOOK = HERE / "01_gatrocraptic_case_study.ipynb"
-# The full run: the training defaults of sparse_adapt.config, the README's main job.
+# The full run: the training defaults of sparse_adapt.training.config, the README's main job.
 FULL = {"OUT": "../runs/case-study", "BASE": "offline-minilm", "CONFIG": None, "SEED": 0, "TERMS": None}
 # Enough to show every stage's effect direction in minutes on 2 CPU cores, not to pass the criteria.
 REDUCED = {

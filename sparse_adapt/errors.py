@@ -8,3 +8,7 @@ class SparseAdaptError(Exception):
 
 class ConfigError(SparseAdaptError, ValueError):
     """An invalid option or configuration value (unknown stage name, negative weight...)."""
+
+
+class ModelLoadError(SparseAdaptError, RuntimeError):
+    """A model name or directory cannot be loaded; the message says what was tried."""

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM
 
-from sparse_adapt.model import SpladeEncoder, SpladeSettings
+from sparse_adapt.modeling.encoder import SpladeEncoder, SpladeSettings
 
 
 def _tokenizer():

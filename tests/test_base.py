@@ -4,11 +4,10 @@ import torch
 from transformers import AutoModelForMaskedLM, BertConfig, BertModel, DistilBertConfig, DistilBertModel
 
 from corpora import GATROCRAPTIC
-from sparse_adapt.base import (
-    DEFAULT_TARGET_ACTIVE, OFFLINE_MINILM_BIAS, build_mlm_from_encoder, calibrate_bias, encoder_to_splade, set_bias,
-)
+from sparse_adapt.modeling.base import DEFAULT_TARGET_ACTIVE, OFFLINE_MINILM_BIAS, build_mlm_from_encoder, set_bias
+from sparse_adapt.modeling.calibration import calibrate_bias, encoder_to_splade
 from sparse_adapt.data import load_documents
-from sparse_adapt.model import ModelLoadError, SpladeEncoder
+from sparse_adapt.modeling.encoder import ModelLoadError, SpladeEncoder
 
 
 def _tiny_encoder(kind):
@@ -69,7 +68,7 @@ def test_unsupported_architecture_is_refused():
 def test_calibration_hits_the_target_median(tiny_bert):
     texts = [d.text for d in load_documents(GATROCRAPTIC.docs)]
     for target in (5, 20):
-        set_bias(tiny_bert, calibrate_bias(tiny_bert, texts, target))
+        set_bias(tiny_bert.mlm, calibrate_bias(tiny_bert, texts, target))
         counts = tiny_bert.encode(texts).getnnz(axis=1)
         assert np.median(counts) == target
 

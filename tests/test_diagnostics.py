@@ -15,10 +15,11 @@ from diagnostics import diagnose_term, explain_query, inspect_corpus
 from diagnostics.recommend import Sources
 from diagnostics.schema import SchemaError, validate
 from diagnostics.term import HIGH_WEIGHT
-from sparse_adapt.base import calibrate_bias, set_bias
+from sparse_adapt.modeling.base import set_bias
+from sparse_adapt.modeling.calibration import calibrate_bias
 from sparse_adapt.data import Document, Query
 from sparse_adapt.errors import ConfigError
-from sparse_adapt.vocabulary import extend_vocabulary
+from sparse_adapt.modeling.vocabulary import extend_vocabulary
 
 TERMS = {"acronyms": ["API", "OAuth2"], "jargon": ["Gatrocraptic"]}
 DOCS = [
@@ -40,7 +41,7 @@ GATRO_PIECES = ["ga", "##tro", "##cr", "##ap", "##tic"]
 def sparse(tiny_bert):
     """The tiny model with its decoder bias calibrated to ~30 active tokens per text, like a
     real SPLADE model (a random head activates half the vocabulary)."""
-    set_bias(tiny_bert, calibrate_bias(tiny_bert, [d.text for d in DOCS], target_active=30))
+    set_bias(tiny_bert.mlm, calibrate_bias(tiny_bert, [d.text for d in DOCS], target_active=30))
     return tiny_bert
 
 

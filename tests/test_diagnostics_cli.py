@@ -8,9 +8,10 @@ import pytest
 
 from conftest import make_tiny_bert
 from diagnostics.schema import DIAGNOSE_SCHEMA, EXPLAIN_SCHEMA, INSPECT_SCHEMA, validate
-from sparse_adapt.base import calibrate_bias, set_bias
+from sparse_adapt.modeling.base import set_bias
+from sparse_adapt.modeling.calibration import calibrate_bias
 from sparse_adapt.cli import main
-from sparse_adapt.vocabulary import extend_vocabulary
+from sparse_adapt.modeling.vocabulary import extend_vocabulary
 
 DOCS = [
     {"doc_id": "d1", "text": "Configure the API gateway timeout."},
@@ -27,7 +28,7 @@ def files(tmp_path_factory):
     splade = make_tiny_bert()
     extend_vocabulary(splade, TERMS)
     # A sparse model (~30 active tokens per text, like the real base) keeps outputs small.
-    set_bias(splade, calibrate_bias(splade, [d["text"] for d in DOCS], target_active=30))
+    set_bias(splade.mlm, calibrate_bias(splade, [d["text"] for d in DOCS], target_active=30))
     splade.save_pretrained(root / "model")
     (root / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in DOCS))
     (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in QUERIES))

@@ -9,7 +9,7 @@ import pytest
 from corpora import GATROCRAPTIC
 from diagnostics import Sources, diagnose_term
 from sparse_adapt.data import load_documents, load_domain_terms, load_queries
-from sparse_adapt.vocabulary import extend_vocabulary
+from sparse_adapt.modeling.vocabulary import extend_vocabulary
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""The chunked SPLADE head (sparse_adapt.encoding) against the straightforward computation.
+"""The chunked SPLADE head (sparse_adapt.modeling.pooling) against the straightforward computation.
 
 The reference is written out here from the definition: full MLM logits, log(1 + relu),
 padding masked, max over positions, special tokens zeroed.
@@ -11,8 +11,9 @@ import pytest
 import torch
 from transformers import RobertaConfig, RobertaForMaskedLM
 
-from sparse_adapt import encoding
-from sparse_adapt.model import SpladeEncoder, SpladeSettings
+from sparse_adapt.modeling import pooling as encoding
+from sparse_adapt.modeling.heads import head_support
+from sparse_adapt.modeling.encoder import SpladeEncoder, SpladeSettings
 from tests.conftest import _tokenizer
 
 TEXTS = [
@@ -106,7 +107,7 @@ def test_encode_sorts_by_length_and_returns_input_order(tiny_bert, monkeypatch):
 
 
 def test_encode_sorts_within_windows(tiny_bert, monkeypatch):
-    from sparse_adapt import model
+    from sparse_adapt.modeling import encoder as model
 
     monkeypatch.setattr(model, "SORT_WINDOW_BATCHES", 1)  # windows of 2 texts
     got = tiny_bert.encode(TEXTS, batch_size=2).toarray()
@@ -122,7 +123,7 @@ def test_unknown_family_uses_full_logits_with_a_warning():
         max_position_embeddings=80, pad_token_id=tok.pad_token_id,
     )
     splade = SpladeEncoder(RobertaForMaskedLM(cfg).eval(), tok, SpladeSettings(doc_max_length=48))
-    support = encoding.head_support(splade.mlm)
+    support = head_support(splade.mlm)
     assert support.parts is None and "RobertaForMaskedLM" in support.reason
     batch = splade.tokenize(TEXTS, "document")
     with pytest.warns(encoding.FullLogitsWarning, match="full"), torch.no_grad():

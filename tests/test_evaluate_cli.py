@@ -41,7 +41,7 @@ def run_json(capsys, argv) -> dict:
 
 def independent_metrics(model_dir: str) -> dict[str, float]:
     """Dot products of {token: weight} dicts, ranked and scored by ranx directly."""
-    from sparse_adapt.model import SpladeEncoder
+    from sparse_adapt.modeling.encoder import SpladeEncoder
 
     splade = SpladeEncoder.from_pretrained(model_dir)
     docs, queries = load_documents(GATROCRAPTIC.docs), load_queries(GATROCRAPTIC.queries)
@@ -84,7 +84,7 @@ def write_beir(folder: Path, titles: dict[str, str] | None = None) -> Path:
 def test_local_beir_folder_loads_through_ir_datasets(tmp_path):
     from ir_datasets.datasets.base import Dataset
 
-    from sparse_adapt.datasets import load_dataset
+    from sparse_adapt.retrieval.datasets import load_dataset
 
     ds = load_dataset(str(write_beir(tmp_path / "beir", titles={"d2": "Timeouts"})))
     assert isinstance(ds.dataset, Dataset)

@@ -1,4 +1,4 @@
-"""Export to Pyserini's JsonVectorCollection (sparse_adapt.export), with tiny models."""
+"""Export to Pyserini's JsonVectorCollection (sparse_adapt.retrieval.export), with tiny models."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import torch
 from corpora import GATROCRAPTIC
 from sparse_adapt.data import DataError, load_documents, load_domain_terms
 from sparse_adapt.errors import ConfigError
-from sparse_adapt.export import (
+from sparse_adapt.retrieval.export import (
     EXPORT_META, VECTORS_FILE, ExportConfig, export_vectors, iter_documents, lucene_token, quantise,
 )
-from sparse_adapt.retrieval import QuantisedQueryEncoder
-from sparse_adapt.vocabulary import extend_vocabulary
+from sparse_adapt.retrieval.searcher import QuantisedQueryEncoder
+from sparse_adapt.modeling.vocabulary import extend_vocabulary
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_bad_scale_is_a_config_error(scale):
 
 def test_export_matches_independent_quantisation(tiny_bert, tmp_path):
     out = tmp_path / "vectors"
-    stats = export_vectors(tiny_bert, GATROCRAPTIC.docs, out, ExportConfig(scale=100, batch_size=4), progress=False)
+    stats = export_vectors(tiny_bert, GATROCRAPTIC.docs, out, ExportConfig(scale=100, batch_size=4))
     docs = load_documents(GATROCRAPTIC.docs)
     lines = read_lines(out)
     assert [l["id"] for l in lines] == [d.doc_id for d in docs]
@@ -81,7 +81,7 @@ def test_domain_tokens_and_pieces_match_between_documents_and_queries(tiny_bert,
         for term in forced:
             tiny_bert.mlm.get_output_embeddings().bias[tok.convert_tokens_to_ids(term)] = 20.0
     out = tmp_path / "v"
-    export_vectors(tiny_bert, GATROCRAPTIC.docs, out, progress=False)
+    export_vectors(tiny_bert, GATROCRAPTIC.docs, out)
     lines = read_lines(out)
     query = QuantisedQueryEncoder(tiny_bert, scale=100).encode("what is gatrocraptic")
     for term in forced:
@@ -97,14 +97,14 @@ def test_export_streams_in_batches(tiny_bert, tmp_path, monkeypatch):
     sizes: list[int] = []
     original = tiny_bert.encode
 
-    def spy(texts, kind="document", batch_size=32, progress=False):
+    def spy(texts, kind="document", batch_size=32):
         sizes.append(len(texts))
         return original(texts, kind, batch_size)
 
     monkeypatch.setattr(tiny_bert, "encode", spy)
     # a generator input: iter_documents reads lazily, so a bad line is found only when reached
-    monkeypatch.setattr("sparse_adapt.export.SORT_WINDOW_BATCHES", 2)
-    export_vectors(tiny_bert, GATROCRAPTIC.docs, tmp_path / "v", ExportConfig(batch_size=5), progress=False)
+    monkeypatch.setattr("sparse_adapt.retrieval.export.SORT_WINDOW_BATCHES", 2)
+    export_vectors(tiny_bert, GATROCRAPTIC.docs, tmp_path / "v", ExportConfig(batch_size=5))
     # windows of 2 batches (encode sorts each window by length), never the whole corpus at once
     assert sizes == [10, 10, 6]
 
@@ -127,7 +127,7 @@ def test_failed_export_leaves_previous_output_untouched(tiny_bert, tmp_path):
     out.mkdir()
     (out / "keep.txt").write_text("user file")
     with pytest.raises(DataError) as e:
-        export_vectors(tiny_bert, bad, out, ExportConfig(batch_size=2), progress=False)
+        export_vectors(tiny_bert, bad, out, ExportConfig(batch_size=2))
     assert e.value.line == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl", "v"]  # no temp dir left behind
     assert (out / "keep.txt").read_text() == "user file"

@@ -1,4 +1,4 @@
-"""Finding a Java 21+ (sparse_adapt.java) and the import-time guards of sparse_adapt.lucene."""
+"""Finding a Java 21+ (sparse_adapt.retrieval.java) and the import-time guards of sparse_adapt.lucene."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sparse_adapt.errors import SparseAdaptError
-from sparse_adapt.java import JavaInfo, JavaNotFoundError, find_java, java_major
+from sparse_adapt.retrieval.java import JavaInfo, JavaNotFoundError, find_java, java_major
 
 
 def fake_jdk(root: Path, name: str, version: str, modules: str | None = None) -> Path:
@@ -80,7 +80,7 @@ def test_modules_come_from_the_release_file(tmp_path):
 def test_vector_module_option_dropped_only_for_runtimes_without_it(tmp_path, monkeypatch):
     import jnius_config
 
-    from sparse_adapt import lucene
+    from sparse_adapt.retrieval import lucene
 
     seen: list[tuple[str, ...]] = []
     monkeypatch.setattr(jnius_config, "add_options", lambda *opts: seen.append(opts))
@@ -97,7 +97,7 @@ def test_vector_module_option_dropped_only_for_runtimes_without_it(tmp_path, mon
 
 
 def test_import_environment_is_temporary(monkeypatch):
-    from sparse_adapt import lucene
+    from sparse_adapt.retrieval import lucene
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("JAVA_HOME", "/somewhere/else")
@@ -113,7 +113,7 @@ def test_import_environment_is_temporary(monkeypatch):
 
 
 def test_doctor_reports_the_java_found(capsys, monkeypatch):
-    from sparse_adapt import cli
+    from sparse_adapt.cli import output as cli
     from sparse_adapt.cli import main
 
     monkeypatch.setattr(cli.console, "width", 400)  # one table row per line

@@ -15,8 +15,8 @@ import pytest
 from corpora import GATROCRAPTIC
 from sparse_adapt.cli import main
 from sparse_adapt.data import load_documents, load_qrels, load_queries
-from sparse_adapt.evaluation import evaluate_run, score_in_memory
-from sparse_adapt.export import VECTORS_FILE
+from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+from sparse_adapt.retrieval.export import VECTORS_FILE
 
 pytestmark = pytest.mark.slow
 SCALE = 100
@@ -35,7 +35,7 @@ def built(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def retriever(built, offline_base):
-    from sparse_adapt.retrieval import LuceneRetriever
+    from sparse_adapt.retrieval.searcher import LuceneRetriever
 
     return LuceneRetriever(built["index"], offline_base)
 
@@ -132,7 +132,7 @@ def test_index_refuses_a_directory_without_export_metadata(tmp_path, capsys):
 CHILD = r"""
 import json, os, sys
 from pathlib import Path
-from sparse_adapt.lucene import impact_searcher, jvm_java
+from sparse_adapt.retrieval.lucene import impact_searcher, jvm_java
 class Fixed:
     def encode(self, text):
         return json.loads(text)

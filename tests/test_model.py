@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from sparse_adapt.model import ModelLoadError, SpladeEncoder, splade_pool
+from sparse_adapt.modeling.encoder import ModelLoadError, SpladeEncoder
+from sparse_adapt.modeling.pooling import pool_logits as splade_pool
 
 TEXTS = [
     "Database timeout happens when the connection pool is exhausted.",

@@ -28,11 +28,12 @@ def tiny_base(directory: Path) -> Path:
     """The tiny random BERT, calibrated to ~20 active terms per document like the real base
     (uncalibrated, every text activates ~30k tokens and diagnostics crawl)."""
     from conftest import make_tiny_bert
-    from sparse_adapt.base import calibrate_bias, set_bias
+    from sparse_adapt.modeling.base import set_bias
+    from sparse_adapt.modeling.calibration import calibrate_bias
     from sparse_adapt.data import load_documents
 
     splade = make_tiny_bert()
-    set_bias(splade, calibrate_bias(splade, [d.text for d in load_documents(G.docs)], 20))
+    set_bias(splade.mlm, calibrate_bias(splade, [d.text for d in load_documents(G.docs)], 20))
     return splade.save_pretrained(directory)
 
 

@@ -7,15 +7,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from rich.console import Console
 
-from sparse_adapt import stages as stages_mod
-from sparse_adapt.config import ConfigError, TrainConfig, config_from_dict, load_config
+from sparse_adapt.training import stages as stages_mod
+from sparse_adapt.training.config import ConfigError, TrainConfig, config_from_dict, load_config
 from sparse_adapt.data import DataError
 from sparse_adapt.losses import TERMS
-from sparse_adapt.masking import IGNORE, mask_tokens, occurrences, span_occurrences
-from sparse_adapt.model import SpladeEncoder
-from sparse_adapt.stages import EXPERIMENTS, RunMismatchError, domain_ids_for, parse_stages, run_pipeline
+from sparse_adapt.training.masking import IGNORE, mask_tokens, occurrences, span_occurrences
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.vocabulary import domain_token_ids as domain_ids_for
+from sparse_adapt.progress import Hooks
+from sparse_adapt.training.pipeline import RunMismatchError, run_pipeline
+from sparse_adapt.training.stages import EXPERIMENTS, parse_stages
 from tests.conftest import make_tiny_bert
 
 DOCS = [
@@ -64,10 +66,20 @@ def inputs(tmp_path) -> dict:
     }
 
 
-def _run(tiny_dir, inputs, out, stages=EXPERIMENTS["H4"], config=None, console=None):
+class Messages(list):
+    """Hooks that record the messages of a run."""
+
+    def hooks(self) -> Hooks:
+        return Hooks(message=self.append)
+
+    def text(self) -> str:
+        return "\n".join(self)
+
+
+def _run(tiny_dir, inputs, out, stages=EXPERIMENTS["H4"], config=None, messages=None):
     return run_pipeline(
         base=str(tiny_dir), out=out, stages=stages, config=config_from_dict(config or SMALL), seed=3,
-        console=console or Console(file=open("/dev/null", "w")), **inputs,
+        hooks=messages.hooks() if messages is not None else Hooks(), **inputs,
     )
 
 
@@ -77,8 +89,8 @@ def _params(path: Path) -> dict[str, torch.Tensor]:
 
 def test_every_stage_runs_and_saves_a_loadable_checkpoint(tiny_dir, inputs, tmp_path):
     out = tmp_path / "run"
-    buf = Console(record=True, width=200)
-    final = _run(tiny_dir, inputs, out, console=buf)
+    buf = Messages()
+    final = _run(tiny_dir, inputs, out, messages=buf)
     assert final == out / "final"
     for name in ("extend", "warmup", "dictionary", "distill", "final"):
         assert (out / name / "sparse_adapt.json").is_file(), name
@@ -95,7 +107,7 @@ def test_every_stage_runs_and_saves_a_loadable_checkpoint(tiny_dir, inputs, tmp_
     assert len(distill) == 2 * 1  # 2 epochs x ceil(2 examples / batch 2)
     assert all(set(TERMS) | {"loss"} <= set(r) for r in distill)
     assert {r["stage"] for r in records if r.get("event") == "stage_end"} == {"extend", "warmup", "dictionary", "distill"}
-    text = buf.export_text()
+    text = buf.text()
     assert "Step 1 | Loss" in text and "| QExp " in text
 
 
@@ -117,9 +129,9 @@ def test_interrupted_stage_resumes_and_matches_an_uninterrupted_run(tiny_dir, in
     assert not (out / "dictionary").exists() and not (out / "final").exists()
     assert not [p for p in out.iterdir() if p.name.startswith(".dictionary")], "temp dir left behind"
 
-    buf = Console(record=True, width=200)
-    _run(tiny_dir, inputs, out, console=buf)
-    assert "resuming: extend, warmup already complete" in buf.export_text()
+    buf = Messages()
+    _run(tiny_dir, inputs, out, messages=buf)
+    assert "resuming: extend, warmup already complete" in buf.text()
     resumed = _params(out / "final")
     for k in reference:
         torch.testing.assert_close(resumed[k], reference[k], msg=k)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from sparse_adapt.cli import main
-from sparse_adapt.model import SpladeEncoder
+from sparse_adapt.modeling.encoder import SpladeEncoder
 from tests.test_stages import DICTIONARY, DOCS, TERMS_JSON, TRAIN, _jsonl  # noqa: F401  (shared tiny data)
 from tests.conftest import make_tiny_bert
 

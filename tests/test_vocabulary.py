@@ -4,8 +4,8 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 from corpora import GATROCRAPTIC
 from sparse_adapt.data import load_domain_terms
-from sparse_adapt.model import SpladeEncoder
-from sparse_adapt.vocabulary import extend_vocabulary
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.vocabulary import extend_vocabulary
 
 TERMS = {"jargon": ["Gatrocraptic", "gatrocraptic", "restore-tool"], "acronyms": ["API", "OAuth2", "OAuth"]}
 

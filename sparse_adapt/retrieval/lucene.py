@@ -13,7 +13,7 @@ Three things must be right before ``import pyserini``; this module does all of t
   such runtimes and Lucene uses its scalar code instead.
 
 The JVM starts once per process (about 8 s); building an index runs in a child process
-(``python -m sparse_adapt.lucene index ...``) so its Java logging can be captured and
+(``python -m sparse_adapt.retrieval.lucene index ...``) so its Java logging can be captured and
 the parent's JVM, if any, is not involved.
 """
 
@@ -30,8 +30,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterator
 
+from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.errors import SparseAdaptError
-from sparse_adapt.java import JavaInfo, find_java
+from sparse_adapt.retrieval.java import JavaInfo, find_java
 
 VECTOR_MODULE = "jdk.incubator.vector"
 # Placeholder for pyserini's import-time OpenAI client; never sent anywhere.
@@ -163,8 +164,6 @@ def build_index(vectors_dir: Path, index_dir: Path, threads: int = 1) -> float:
     in a child process with ``--impact --pretokenized``; Anserini's log is shown only when
     it fails. ``index_dir`` is written to a temporary sibling and renamed on success.
     """
-    from sparse_adapt.model import atomic_directory
-
     java = find_java()
     args = [
         "-collection", "JsonVectorCollection", "-input", str(vectors_dir), "-generator", "DefaultLuceneDocumentGenerator",
@@ -175,7 +174,7 @@ def build_index(vectors_dir: Path, index_dir: Path, threads: int = 1) -> float:
     start = time.perf_counter()
     with atomic_directory(Path(index_dir)) as tmp:
         proc = subprocess.run(
-            [sys.executable, "-m", "sparse_adapt.lucene", "index", *args, "-index", str(tmp)],
+            [sys.executable, "-m", "sparse_adapt.retrieval.lucene", "index", *args, "-index", str(tmp)],
             env=env, capture_output=True, text=True,
         )
         if proc.returncode != 0 or not any(tmp.glob("segments_*")):
@@ -191,5 +190,5 @@ def _index_main(args: list[str]) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] != "index":
-        sys.exit("usage: python -m sparse_adapt.lucene index <Anserini IndexCollection arguments>")
+        sys.exit("usage: python -m sparse_adapt.retrieval.lucene index <Anserini IndexCollection arguments>")
     _index_main(sys.argv[2:])

@@ -43,7 +43,7 @@ def _companion(docs: Path, given: Optional[Path], field: str) -> Optional[Path]:
 
 
 def _load_model(model: str, json_out: bool):
-    from sparse_adapt.model import SpladeEncoder
+    from sparse_adapt.modeling.encoder import SpladeEncoder
 
     with Console(stderr=True).status(f"loading {model}") if not json_out else nullcontext():
         return SpladeEncoder.from_pretrained(model)

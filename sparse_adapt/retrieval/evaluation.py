@@ -6,13 +6,15 @@ with every document; metrics come from ranx (never re-implemented here).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 from ranx import Qrels, Run, evaluate
 
+from sparse_adapt.atomic import atomic_file
 from sparse_adapt.data import Document, Query
-from sparse_adapt.model import SpladeEncoder
+from sparse_adapt.modeling.encoder import SpladeEncoder
 
 # The metrics `sparse-adapt evaluate` reports, in ranx's names; keys of its --json output.
 DEFAULT_METRICS = ("ndcg@10", "mrr@10", "recall@5")
@@ -64,3 +66,9 @@ def evaluate_per_query(
     r = Run({q: run[q] for q in keep})
     evaluate(Qrels({q: qrels[q] for q in keep}), r, metric, make_comparable=True)
     return {q: float(v) for q, v in r.scores[metric].items()}
+
+
+def save_run_file(run: dict[str, dict[str, float]], path: str | Path, name: str) -> None:
+    """Write ``run`` as a TREC run file (ranx ``Run.save``), atomically."""
+    with atomic_file(path) as tmp:
+        Run(run, name=name).save(str(tmp), kind="trec")

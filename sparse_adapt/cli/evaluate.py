@@ -10,7 +10,6 @@ prints ranx's comparison table with a paired significance test.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional
@@ -19,10 +18,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sparse_adapt.cli.output import console
 from sparse_adapt.data import Document, Qrels, Query
 from sparse_adapt.errors import ConfigError
 
-console = Console()
 
 # ranx's paired tests; "student" (paired t-test) is ranx's default and needs no sampling.
 STAT_TESTS = ("student", "fisher", "tukey")
@@ -45,7 +44,7 @@ def _load_data(docs: Optional[Path], queries: Optional[Path], qrels: Optional[Pa
         given = [f"--{n}" for n, v in (("docs", docs), ("queries", queries), ("qrels", qrels)) if v is not None]
         if given:
             raise ConfigError(f"--dataset reads documents, queries and qrels itself; drop {', '.join(given)}")
-        from sparse_adapt.datasets import DatasetError, load_dataset
+        from sparse_adapt.retrieval.datasets import DatasetError, load_dataset
 
         ds = load_dataset(dataset)
         try:
@@ -60,8 +59,8 @@ def _load_data(docs: Optional[Path], queries: Optional[Path], qrels: Optional[Pa
 
 
 def _in_memory(model: str, data: EvalData) -> dict[str, dict[str, float]]:
-    from sparse_adapt.evaluation import score_in_memory
-    from sparse_adapt.model import SpladeEncoder
+    from sparse_adapt.retrieval.evaluation import score_in_memory
+    from sparse_adapt.modeling.encoder import SpladeEncoder
 
     if data.documents is None:
         raise ConfigError("in-memory scoring needs --docs (or --dataset); or pass --index to rank through Lucene")
@@ -69,8 +68,8 @@ def _in_memory(model: str, data: EvalData) -> dict[str, dict[str, float]]:
 
 
 def _through_lucene(model: str, index: Path, data: EvalData, depth: int) -> dict[str, dict[str, float]]:
-    from sparse_adapt.model import SpladeEncoder
-    from sparse_adapt.retrieval import LuceneRetriever
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+    from sparse_adapt.retrieval.searcher import LuceneRetriever
 
     retriever = LuceneRetriever(index, SpladeEncoder.from_pretrained(model))
     if retriever.meta is not None and retriever.meta.model != model:
@@ -88,14 +87,6 @@ def _read_run(path: Path, name: str):
         return Run.from_file(str(path), kind=kind, name=name)
     except (ValueError, KeyError, json.JSONDecodeError) as e:
         raise ConfigError(f"--compare {path}: not a TREC or ranx JSON run file ({e})") from None
-
-
-def _save_run(run: dict[str, dict[str, float]], path: Path, name: str) -> None:
-    from ranx import Run
-
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    Run(run, name=name).save(str(tmp), kind="trec")
-    os.replace(tmp, path)
 
 
 def _print_metrics(title: str, metrics: dict[str, float]) -> None:
@@ -127,7 +118,7 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (see README)."),
 ) -> None:
     """Rank every document for every query and report nDCG@10, MRR@10 and Recall@5 (ranx)."""
-    from sparse_adapt.evaluation import DEFAULT_METRICS, evaluate_run
+    from sparse_adapt.retrieval.evaluation import DEFAULT_METRICS, evaluate_run, save_run_file
 
     if stat_test not in STAT_TESTS:
         raise ConfigError(f"--stat-test must be one of {', '.join(STAT_TESTS)}, got {stat_test!r}")
@@ -135,7 +126,7 @@ def evaluate(
     run = _through_lucene(model, index, data, depth) if index is not None else _in_memory(model, data)
     metrics = evaluate_run(data.qrels, run)
     if save_run is not None:
-        _save_run(run, save_run, model)
+        save_run_file(run, save_run, model)
     how = f"Lucene index {index}" if index is not None else "in memory"
     if compare is None:
         if as_json:

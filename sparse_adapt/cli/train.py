@@ -25,11 +25,12 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Seeds python, numpy and torch; a rerun reproduces the run."),
     ) -> None:
         """Run the stages on BASE; rerunning the same command resumes after the last completed stage."""
-        from sparse_adapt.cli import console
-        from sparse_adapt.stages import run_pipeline
+        from sparse_adapt.cli.output import console, rich_hooks
+        from sparse_adapt.training.pipeline import run_pipeline
 
-        final = run_pipeline(
-            base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train_file, out=out,
-            stages=stages, config=config, seed=seed, console=console,
-        )
+        with rich_hooks() as hooks:
+            final = run_pipeline(
+                base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train_file, out=out,
+                stages=stages, config=config, seed=seed, hooks=hooks,
+            )
         console.print(f"model: {final}")

@@ -1,4 +1,4 @@
-"""Memory-bounded SPLADE pooling: the (batch, length, vocabulary) logits never exist.
+"""SPLADE pooling, memory-bounded: the (batch, length, vocabulary) logits never exist.
 
 A SPLADE weight is
 
@@ -20,19 +20,18 @@ reaches only the arg-max position, and ``relu`` zeroes it for every inactive ter
 head's gradient is a sparse scatter over the few (text, term) pairs that fire -- saved as
 one (B, V) index tensor -- instead of a dense (B, L, V) matrix product.
 
-Supported head families are registered in ``HEADS``; any other masked-LM is encoded with
-the full logits (``HeadSupport.reason`` says why) and a ``FullLogitsWarning`` is raised once.
+Head families are split by the registry in ``heads.py``; any other masked-LM is pooled
+from its full logits (:func:`pool_logits`; ``HeadSupport.reason`` says why) with a
+``FullLogitsWarning``.
 """
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from typing import Callable
 
 import torch
-from torch import nn
-from transformers import BertForMaskedLM, DistilBertForMaskedLM, PreTrainedModel
+
+from sparse_adapt.modeling.heads import HeadParts
 
 # Bytes of one (rows, V) logits block. 64 MiB is 549 rows at V = 30,522: the GEMM is at its
 # plateau from ~256 rows (measured on 2 CPU cores, H = 384: 64 rows 20 GFLOP/s, 256-512 rows
@@ -45,61 +44,31 @@ BACKWARD_CHUNK_BYTES = 32 * 2**20
 
 
 class FullLogitsWarning(UserWarning):
-    """A masked-LM family without a registered chunked head: encoding materialises (B, L, V)."""
-
-
-@dataclass(frozen=True)
-class HeadParts:
-    """The pieces of an MLM between the encoder and the vocabulary projection."""
-
-    backbone: nn.Module  # (input_ids, attention_mask) -> last hidden states (B, L, H)
-    transform: Callable[[torch.Tensor], torch.Tensor]  # (..., H) -> (..., H), the head before the decoder
-    decoder: nn.Linear  # weight (V_rows, H), bias (V_rows,) or None
-
-
-def _bert_parts(mlm: BertForMaskedLM) -> HeadParts:
-    return HeadParts(mlm.bert, mlm.cls.predictions.transform, mlm.get_output_embeddings())
-
-
-def _distilbert_parts(mlm: DistilBertForMaskedLM) -> HeadParts:
-    def transform(h: torch.Tensor) -> torch.Tensor:
-        # The order of DistilBertForMaskedLM.forward.
-        return mlm.vocab_layer_norm(mlm.activation(mlm.vocab_transform(h)))
-
-    return HeadParts(mlm.distilbert, transform, mlm.get_output_embeddings())
-
-
-# Masked-LM class -> how to split it. Subclasses of a registered class use its entry.
-HEADS: dict[type[PreTrainedModel], Callable[[PreTrainedModel], HeadParts]] = {
-    BertForMaskedLM: _bert_parts,
-    DistilBertForMaskedLM: _distilbert_parts,
-}
-
-
-@dataclass(frozen=True)
-class HeadSupport:
-    parts: HeadParts | None
-    reason: str  # why the full logits are used; "" when chunked
-
-
-def head_support(mlm: PreTrainedModel) -> HeadSupport:
-    """The chunkable parts of ``mlm``, or why it has to go through the full forward."""
-    for cls in type(mlm).__mro__:
-        if cls in HEADS:
-            parts = HEADS[cls](mlm)
-            if not isinstance(parts.decoder, nn.Linear):
-                return HeadSupport(None, f"{type(mlm).__name__}'s output embeddings are not an nn.Linear")
-            return HeadSupport(parts, "")
-    known = ", ".join(c.__name__ for c in HEADS)
-    return HeadSupport(
-        None,
-        f"{type(mlm).__name__} has no chunked SPLADE head in sparse_adapt.encoding.HEADS (known: {known}); "
-        "it is encoded with the full (batch x length x vocabulary) logits, which costs more memory and time",
-    )
+    """A masked-LM family without a registered head split: pooling materialises (B, L, V)."""
 
 
 def warn_full_logits(reason: str) -> None:
     warnings.warn(reason, FullLogitsWarning, stacklevel=3)
+
+
+def pool_logits(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Reference SPLADE pooling from full logits: (B, L, V) and (B, L) 0/1 -> (B, V).
+
+    ``log1p`` and ``relu`` are monotone, so they run once on the (B, V) max instead of on
+    every position. Used for families without a head split and as the reference in tests.
+    """
+    return activate(masked_max(logits, attention_mask))
+
+
+def masked_max(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B, L, V) logits -> (B, V) max over non-padding positions (-inf for padding only)."""
+    padding = attention_mask.unsqueeze(-1) == 0  # (B, L, 1)
+    return logits.masked_fill(padding, float("-inf")).amax(dim=1)  # (B, V)
+
+
+def activate(max_logits: torch.Tensor) -> torch.Tensor:
+    """SPLADE's saturation ``log(1 + relu(x))`` of pooled max logits; -inf -> 0."""
+    return torch.log1p(torch.relu(max_logits))
 
 
 def rows_per_chunk(vocab: int, itemsize: int = 4) -> int:
@@ -183,8 +152,11 @@ def pooled_max_logits(rows: torch.Tensor, weight: torch.Tensor, offsets: list[in
     return max_dot(rows, weight, offsets, chunk)[0]
 
 
-def splade_weights(parts: HeadParts, input_ids: torch.Tensor, attention_mask: torch.Tensor, vocab: int) -> torch.Tensor:
-    """SPLADE weights (B, V) for the first ``vocab`` decoder rows, special tokens not yet zeroed."""
+def chunked_max_logits(parts: HeadParts, input_ids: torch.Tensor, attention_mask: torch.Tensor, vocab: int) -> torch.Tensor:
+    """(B, V) max over non-padding positions of the logits of the first ``vocab`` decoder rows.
+
+    Equal to ``masked_max`` of the full logits, without the (B, L, V) tensor ever existing.
+    """
     hidden = parts.backbone(input_ids=input_ids, attention_mask=attention_mask)[0]  # (B, L, H)
     keep = attention_mask.bool()  # (B, L)
     rows = parts.transform(hidden[keep])  # (N, H): the head runs on real positions only, texts in order
@@ -196,4 +168,9 @@ def splade_weights(parts: HeadParts, input_ids: torch.Tensor, attention_mask: to
     best = pooled_max_logits(rows, weight, offsets, rows_per_chunk(vocab, rows.element_size()))  # (B, V)
     if parts.decoder.bias is not None:
         best = best + parts.decoder.bias[:vocab]
-    return torch.log1p(torch.relu(best))  # (B, V); -inf (no rows) -> 0
+    return best  # (B, V); -inf for a text without rows
+
+
+def splade_weights(parts: HeadParts, input_ids: torch.Tensor, attention_mask: torch.Tensor, vocab: int) -> torch.Tensor:
+    """SPLADE weights (B, V) for the first ``vocab`` decoder rows, special tokens not yet zeroed."""
+    return activate(chunked_max_logits(parts, input_ids, attention_mask, vocab))

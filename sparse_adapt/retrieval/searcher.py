@@ -15,9 +15,9 @@ from typing import Sequence
 
 from sparse_adapt.data import Query
 from sparse_adapt.errors import ConfigError
-from sparse_adapt.export import lucene_vocabulary, quantise
-from sparse_adapt.lucene import IndexMeta, LuceneError, impact_searcher
-from sparse_adapt.model import SpladeEncoder
+from sparse_adapt.retrieval.export import lucene_vocabulary, quantise
+from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError, impact_searcher
+from sparse_adapt.modeling.encoder import SpladeEncoder
 
 
 class QuantisedQueryEncoder:
@@ -80,7 +80,7 @@ class LuceneRetriever:
 
     def search_encoded(self, vector: dict[str, int], k: int = 10) -> list[Hit]:
         """Search with an already quantised query (for timing Lucene alone)."""
-        from sparse_adapt.lucene import searcher_module
+        from sparse_adapt.retrieval.lucene import searcher_module
 
         pyclass = searcher_module().autoclass
         jmap = pyclass("java.util.HashMap")()

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
+from sparse_adapt.cli.output import console
 
 
 def export(
@@ -20,12 +20,15 @@ def export(
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Documents per forward pass."),
 ) -> None:
     """Encode documents into Pyserini's JsonVectorCollection ({id, contents, vector: {token: int}})."""
-    from sparse_adapt.export import ExportConfig, export_vectors
-    from sparse_adapt.model import SpladeEncoder
+    from sparse_adapt.retrieval.export import ExportConfig, export_vectors
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+
+    from sparse_adapt.cli.output import rich_hooks
 
     config = ExportConfig(scale=scale, batch_size=batch_size)
     splade = SpladeEncoder.from_pretrained(model)
-    stats = export_vectors(splade, docs, out, config, model_name=model)
+    with rich_hooks() as hooks:
+        stats = export_vectors(splade, docs, out, config, model_name=model, progress=hooks)
     console.print(
         f"[green]wrote[/green] {out} ({stats.documents} documents, {stats.postings} postings, "
         f"{stats.docs_per_second:.1f} docs/s, scale {stats.scale})"
@@ -38,8 +41,8 @@ def index(
     threads: int = typer.Option(1, "--threads-index", min=1, help="Anserini indexing threads."),
 ) -> None:
     """Build a Lucene impact index (Pyserini --impact --pretokenized) with a Java 21+ found by itself."""
-    from sparse_adapt.export import read_export_meta
-    from sparse_adapt.lucene import IndexMeta, build_index
+    from sparse_adapt.retrieval.export import read_export_meta
+    from sparse_adapt.retrieval.lucene import IndexMeta, build_index
 
     meta = read_export_meta(vectors)
     seconds = build_index(vectors, index_dir, threads)
@@ -57,8 +60,8 @@ def search(
     as_json: bool = typer.Option(False, "--json", help='Print [{"doc_id", "score"}, ...].'),
 ) -> None:
     """Encode QUERY with the model (same quantisation) and search the index through Lucene."""
-    from sparse_adapt.model import SpladeEncoder
-    from sparse_adapt.retrieval import LuceneRetriever
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+    from sparse_adapt.retrieval.searcher import LuceneRetriever
 
     splade = SpladeEncoder.from_pretrained(model)
     retriever = LuceneRetriever(index_dir, splade)

@@ -13,9 +13,6 @@ add the same constant to every score and make diagnostics misleading.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal, Sequence
@@ -26,10 +23,16 @@ import torch
 from torch import nn
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from sparse_adapt import encoding
-from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.atomic import atomic_directory
+from sparse_adapt.errors import ModelLoadError
+from sparse_adapt.modeling import base, pooling
+from sparse_adapt.modeling.base import OFFLINE_MINILM
+from sparse_adapt.modeling.heads import head_support
+from sparse_adapt.modeling.vectors import rows_to_dicts
+from sparse_adapt.progress import Hooks
 
-OFFLINE_MINILM = "offline-minilm"
+__all__ = ["OFFLINE_MINILM", "ModelLoadError", "SpladeEncoder", "SpladeSettings", "Kind"]
+
 SETTINGS_FILE = "sparse_adapt.json"
 
 Kind = Literal["query", "document"]
@@ -37,10 +40,6 @@ Kind = Literal["query", "document"]
 # Texts are sorted by length within windows of this many batches: long enough that batches
 # are nearly padding-free, short enough that a huge corpus is never tokenised all at once.
 SORT_WINDOW_BATCHES = 64
-
-
-class ModelLoadError(SparseAdaptError, RuntimeError):
-    """A model name or directory cannot be loaded; the message says what was tried."""
 
 
 @dataclass
@@ -74,44 +73,6 @@ class SpladeSettings:
         (directory / SETTINGS_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
 
 
-def splade_pool(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Max-pool ``log(1 + relu(logits))`` over non-padding positions.
-
-    logits: (B, L, V); attention_mask: (B, L) of 0/1 -> (B, V). ``log1p`` and ``relu`` are
-    monotone, so they run once on the (B, V) max instead of on every position.
-    """
-    padding = attention_mask.unsqueeze(-1) == 0  # (B, L, 1)
-    best = logits.masked_fill(padding, float("-inf")).amax(dim=1)  # (B, V); a text of padding only -> -inf -> 0
-    return torch.log1p(torch.relu(best))
-
-
-def atomic_directory(target: Path):
-    """Context manager yielding a temp dir that replaces ``target`` only on success."""
-    return _AtomicDir(Path(target))
-
-
-class _AtomicDir:
-    def __init__(self, target: Path):
-        self.target = target
-
-    def __enter__(self) -> Path:
-        self.target.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-", dir=self.target.parent))
-        return self.tmp
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            return
-        old = None
-        if self.target.exists():
-            old = self.target.parent / f".{self.target.name}.old-{os.getpid()}"
-            os.replace(self.target, old)
-        os.replace(self.tmp, self.target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-
-
 class SpladeEncoder(nn.Module):
     """A masked-LM + tokenizer + settings, producing SPLADE vectors."""
 
@@ -133,9 +94,8 @@ class SpladeEncoder(nn.Module):
         """Load ``offline-minilm``, a local directory or a hub id (safetensors only)."""
         name = str(name_or_path)
         if name == OFFLINE_MINILM:
-            from sparse_adapt.base import offline_minilm
-
-            enc = offline_minilm()
+            mlm, tokenizer = base.offline_minilm()
+            enc = cls(mlm, tokenizer, SpladeSettings(base=OFFLINE_MINILM))
         else:
             path = Path(name)
             if not path.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
@@ -215,24 +175,26 @@ class SpladeEncoder(nn.Module):
         out = self.mlm(input_ids=input_ids, attention_mask=attention_mask).logits
         return out[..., : self.vocab_size]
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Differentiable SPLADE weights (B, V) with special tokens zeroed.
+    def max_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(B, V) max over non-padding positions of each token's MLM logit (special tokens included).
 
-        BERT and DistilBERT heads run chunked (``sparse_adapt.encoding``): the (B, L, V) logits
-        never exist, in training either. Other families use the full logits, with a
-        ``FullLogitsWarning`` naming the reason.
+        Families in the head registry (``heads.py``) run chunked (``pooling.py``): the
+        (B, L, V) logits never exist, in training either. Other families use the full
+        logits, with a ``FullLogitsWarning`` naming the reason.
         """
-        support = encoding.head_support(self.mlm)
+        support = head_support(self.mlm)
         if support.parts is None:
-            encoding.warn_full_logits(support.reason)
-            weights = splade_pool(self.logits(input_ids, attention_mask), attention_mask)  # (B, V)
-        else:
-            weights = encoding.splade_weights(support.parts, input_ids, attention_mask, self.vocab_size)  # (B, V)
-        return weights * self.output_mask
+            pooling.warn_full_logits(support.reason)
+            return pooling.masked_max(self.logits(input_ids, attention_mask), attention_mask)  # (B, V)
+        return pooling.chunked_max_logits(support.parts, input_ids, attention_mask, self.vocab_size)  # (B, V)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Differentiable SPLADE weights (B, V) with special tokens zeroed."""
+        return pooling.activate(self.max_logits(input_ids, attention_mask)) * self.output_mask
 
     @torch.inference_mode()
     def encode(
-        self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32, progress: bool = False
+        self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32, progress: Hooks | None = None
     ) -> sp.csr_matrix:
         """Encode texts to a (len(texts), V) float32 CSR matrix in input order.
 
@@ -253,11 +215,10 @@ class SpladeEncoder(nn.Module):
             for w0 in range(0, n, window)
             for batch in self._length_sorted_batches(texts[w0 : w0 + window], w0, max_length, batch_size)
         )
-        if progress:
-            from rich.progress import track
-
+        task = None
+        if progress is not None:
             n_batches = sum(-(-min(window, n - w0) // batch_size) for w0 in range(0, n, window))
-            batches = track(batches, total=n_batches, description=f"encoding {kind}s")
+            task = progress.task(f"encoding {kind}s", n_batches)
         rows: list[sp.csr_matrix] = []
         order: list[int] = []  # input index of each encoded row, in encoding order
         try:
@@ -265,6 +226,8 @@ class SpladeEncoder(nn.Module):
                 w = self(input_ids, attention_mask).float().cpu().numpy()  # (B, V)
                 rows.append(sp.csr_matrix(w))
                 order.extend(positions)
+                if task is not None:
+                    task.advance()
         finally:
             for module, mode in modes:
                 module.training = mode
@@ -292,15 +255,24 @@ class SpladeEncoder(nn.Module):
                 attention_mask[row, span] = 1
             yield [first + i for i in chosen], input_ids.to(self.device), attention_mask.to(self.device)
 
+    def encode_query(self, texts: Sequence[str], batch_size: int = 32) -> sp.csr_matrix:
+        """Queries -> (n, V) CSR weights (query maximum length)."""
+        return self.encode(texts, "query", batch_size)
+
+    def encode_document(self, texts: Sequence[str], batch_size: int = 32) -> sp.csr_matrix:
+        """Documents -> (n, V) CSR weights (document maximum length)."""
+        return self.encode(texts, "document", batch_size)
+
+    def decode(self, vectors: sp.csr_matrix | torch.Tensor, top_k: int | None = None) -> list[list[tuple[str, float]]]:
+        """Each row of ``vectors`` as ``[(token, weight), ...]``, largest first (ties by token id).
+
+        ``vectors``: a (n, V) CSR matrix or dense tensor, or one (V,) tensor (one row).
+        """
+        if isinstance(vectors, torch.Tensor):
+            dense = vectors.detach().float().cpu().numpy()
+            vectors = sp.csr_matrix(dense.reshape(1, -1) if dense.ndim == 1 else dense)
+        return [list(d.items()) for d in rows_to_dicts(sp.csr_matrix(vectors), self.id_to_token(), top_k)]
+
     def encode_to_dicts(self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32) -> list[dict[str, float]]:
         """Encode texts to ``{token: weight}`` dicts sorted by descending weight."""
-        return vectors_to_dicts(self.encode(texts, kind, batch_size), self.id_to_token())
-
-
-def vectors_to_dicts(matrix: sp.csr_matrix, vocab: Sequence[str]) -> list[dict[str, float]]:
-    out = []
-    for r in range(matrix.shape[0]):
-        row = matrix.getrow(r)
-        order = np.argsort(-row.data, kind="stable")
-        out.append({vocab[row.indices[j]]: float(row.data[j]) for j in order})
-    return out
+        return rows_to_dicts(self.encode(texts, kind, batch_size), self.id_to_token())

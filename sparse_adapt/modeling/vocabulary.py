@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 from tokenizers import AddedToken
 
-from sparse_adapt.model import SpladeEncoder
+from sparse_adapt.modeling.encoder import SpladeEncoder
 
 
 @dataclass
@@ -51,6 +51,37 @@ def normalize_term(tokenizer, term: str) -> str:
     return normalizer.normalize_str(term) if normalizer is not None else term
 
 
+def single_token_id(tokenizer, term: str) -> int | None:
+    """The id of ``term`` when the tokenizer already keeps it whole (``api``), else None."""
+    ids = tokenizer(term, add_special_tokens=False)["input_ids"]
+    return ids[0] if len(ids) == 1 and ids[0] != tokenizer.unk_token_id else None
+
+
+def single_token_ids(tokenizer, terms: dict[str, list[str]] | None) -> dict[int, str]:
+    """Token id -> term, for every term of a terms file that is already one token."""
+    out: dict[int, str] = {}
+    for items in (terms or {}).values():
+        for term in items:
+            token_id = single_token_id(tokenizer, term)
+            if token_id is not None:
+                out.setdefault(token_id, term)
+    return out
+
+
+def domain_token_ids(splade: SpladeEncoder, terms: dict[str, list[str]] | None) -> list[int]:
+    """``D``, the domain token ids of the domain losses, domain-focused masking and reports.
+
+    The model's recorded domain ids when it has any (after ``extend``). Otherwise (e.g. H1,
+    ``--stages distill`` on a plain base) the terms that already are single tokens of the
+    base vocabulary (``api``, ``ssl``...): the same ids ``extend`` would record for them,
+    without changing the model. Multi-piece terms (``gatrocraptic``) then have no token
+    and no domain loss can target them; that is the point of the H1 baseline.
+    """
+    if splade.settings.domain_token_ids:
+        return list(splade.settings.domain_token_ids)
+    return sorted(single_token_ids(splade.tokenizer, terms))
+
+
 def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]]) -> ExtensionReport:
     """Add every term as a single token, grow embeddings and MLM head, initialise new rows."""
     tokenizer, mlm = splade.tokenizer, splade.mlm
@@ -67,9 +98,9 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]]) -> Ext
             if not ids:
                 raise ValueError(f"term {term!r} ({category}) tokenizes to nothing")
             existing = tokenizer.convert_tokens_to_ids(norm)
-            single = len(ids) == 1 and ids[0] != unk
-            if single or (existing is not None and existing != unk and norm in tokenizer.get_vocab()):
-                token_id = ids[0] if single else existing
+            single = single_token_id(tokenizer, term)
+            if single is not None or (existing is not None and existing != unk and norm in tokenizer.get_vocab()):
+                token_id = single if single is not None else existing
                 planned[norm] = TermReport(term, norm, category, token_id, tokenizer.convert_ids_to_tokens(ids), False)
             else:
                 planned[norm] = TermReport(term, norm, category, -1, tokenizer.convert_ids_to_tokens(ids), True)

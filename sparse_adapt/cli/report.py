@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 BUNDLED = "(default: the bundled Gatrocraptic file)"
@@ -49,15 +48,16 @@ def report(
     experiments: str = typer.Option("H1,H2,H3,H4", "--experiments", help="Which experiments to run, e.g. H1,H4."),
 ) -> None:
     """Run H1-H4 (reusing finished runs), evaluate each against the base, write report.md + plots."""
+    from sparse_adapt.cli.output import console, rich_hooks
     from sparse_adapt.report import FAIL, PASS, ReportInputs, build_report
 
-    console = Console()
     inputs = ReportInputs(
         out=out, base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train, queries=queries,
         qrels=qrels, heldout_queries=heldout_queries, heldout_qrels=heldout_qrels, groups=groups, config=config,
         seed=seed, term=term, experiments=tuple(e.strip() for e in experiments.split(",") if e.strip()),
     )
-    result = build_report(inputs, console)
+    with rich_hooks() as hooks:
+        result = build_report(inputs, hooks)
     table = Table(title=f'criteria for "{result.primary_term}"')
     table.add_column("stage")
     for c in result.stages[0].criteria:

@@ -30,7 +30,7 @@ class MLMConfig:
     # BERT's 15%: enough signal per text without destroying the context the prediction needs.
     mask_rate: float = 0.15
     # MOSAIC-style: additionally mask every occurrence of a domain token, so each step asks
-    # the model to predict the new terms from context (see sparse_adapt.masking).
+    # the model to predict the new terms from context (see sparse_adapt.training.masking).
     domain_focused: bool = True
     weight_decay: float = 0.01
     # Clip the global gradient norm: new rows start far from equilibrium and spike early.

@@ -29,7 +29,10 @@ import scipy.sparse as sp
 
 from sparse_adapt.data import Document, iter_documents, require_file
 from sparse_adapt.errors import ConfigError
-from sparse_adapt.model import SORT_WINDOW_BATCHES, SpladeEncoder, atomic_directory
+from sparse_adapt.atomic import atomic_directory
+from sparse_adapt.modeling.encoder import SORT_WINDOW_BATCHES, SpladeEncoder
+from sparse_adapt.modeling.vectors import rank
+from sparse_adapt.progress import Hooks
 
 VECTORS_FILE = "vectors.jsonl"
 EXPORT_META = "sparse_adapt_export.json"
@@ -79,9 +82,8 @@ def quantise(matrix: sp.csr_matrix, vocab: Sequence[str], scale: int) -> list[di
     for r in range(matrix.shape[0]):
         lo, hi = matrix.indptr[r], matrix.indptr[r + 1]
         impacts = np.rint(matrix.data[lo:hi].astype(np.float64) * scale).astype(np.int64)  # (nnz_r,)
-        ids = matrix.indices[lo:hi]
-        order = np.argsort(-impacts, kind="stable")
-        out.append({vocab[ids[j]]: int(impacts[j]) for j in order if impacts[j] > 0})
+        ids, impacts = rank(matrix.indices[lo:hi], impacts)
+        out.append({vocab[i]: int(v) for i, v in zip(ids, impacts)})
     return out
 
 
@@ -107,22 +109,15 @@ def export_vectors(
     out: str | Path,
     config: ExportConfig | None = None,
     model_name: str = "",
-    progress: bool = True,
+    progress: Hooks | None = None,
 ) -> ExportStats:
     """Encode ``docs`` (a docs.jsonl path) into ``out/vectors.jsonl`` (+ ``sparse_adapt_export.json``)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     config = config or ExportConfig()
     vocab = lucene_vocabulary(splade)
-    total = count_lines(Path(docs)) if progress else None
+    task = progress.task("exporting", count_lines(Path(docs))) if progress is not None else None
     n_docs = postings = 0
     start = time.perf_counter()
-    columns = (
-        TextColumn("exporting"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]} docs/s"), TimeRemainingColumn(),
-    )
-    with atomic_directory(Path(out)) as tmp, Progress(*columns, disable=not progress, transient=False) as bar:
-        task = bar.add_task("export", total=total, rate="-")
+    with atomic_directory(Path(out)) as tmp:
         with (tmp / VECTORS_FILE).open("w", encoding="utf-8") as f:
             # Windows of many batches: encode() sorts a window by length so batches barely pad;
             # memory stays bounded by the window, not the corpus.
@@ -133,8 +128,9 @@ def export_vectors(
                     f.write("\n")
                     postings += len(vector)
                 n_docs += len(batch)
-                rate = n_docs / max(time.perf_counter() - start, 1e-9)
-                bar.update(task, advance=len(batch), rate=f"{rate:.1f}")
+                if task is not None:
+                    rate = n_docs / max(time.perf_counter() - start, 1e-9)
+                    task.advance(len(batch), description=f"exporting ({rate:.1f} docs/s)")
         stats = ExportStats(n_docs, postings, time.perf_counter() - start, config.scale, model_name or splade.settings.base)
         meta = {**asdict(stats), "docs_per_second": stats.docs_per_second, "docs": str(docs)}
         (tmp / EXPORT_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,71 @@
+"""The ``sparse-adapt`` command line: the app, global options and error handling. Each
+group of commands lives in its own module here (``model.py``, ``train.py``, ``evaluate.py``,
+``diagnose.py``, ``lucene.py``, ``report.py``) and is registered below.
+
+The CLI sits above the core (``sparse_adapt`` without ``cli``/``report``) and the
+``diagnostics`` package: it imports both, neither imports it.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from sparse_adapt.cli.output import err_console
+from sparse_adapt.errors import SparseAdaptError
+
+app = typer.Typer(
+    name="sparse-adapt",
+    help="Teach SPLADE models the vocabulary of your domain.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _global_options(
+    threads: Optional[int] = typer.Option(
+        None, "--threads", min=1, help="CPU threads for torch (default: torch's choice, one per physical core)."
+    ),
+) -> None:
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _register_commands() -> None:
+    from sparse_adapt.cli import diagnose, evaluate, lucene, model, report, train
+
+    for module in (model, train, evaluate, diagnose, lucene, report):
+        module.register(app)
+
+
+_register_commands()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code; user errors become one red line and code 2.
+
+    Click's own usage errors (unknown option, missing argument) are handled by typer in
+    standalone mode, which prints usage and exits 2; we turn that exit into a return value.
+    """
+    # Weight-loading progress bars from transformers would bury the CLI's own output.
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        app(args=argv, prog_name="sparse-adapt", standalone_mode=True)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except SparseAdaptError as e:
+        err_console.print(f"[bold red]error:[/bold red] {e}", highlight=False, soft_wrap=True)
+        return 2
+    return 0
+
+
+def entry() -> None:
+    sys.exit(main())

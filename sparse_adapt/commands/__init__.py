@@ -1,1 +1,0 @@
-"""CLI commands, one module per concept; each exposes ``register(app)``."""

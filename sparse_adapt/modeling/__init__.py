@@ -1,0 +1,10 @@
+"""The model: a masked-LM read as a SPLADE encoder.
+
+- ``heads.py``: the registry of masked-LM head families (how each splits into backbone,
+  head transform and decoder; how an encoder gets a head).
+- ``pooling.py``: SPLADE pooling ``w_t = max_i log(1 + relu(logit_{i,t}))``, chunked.
+- ``encoder.py``: :class:`SpladeEncoder` (load, save, encode_query/encode_document, decode).
+- ``vectors.py``: sparse rows as ranked tokens (one tie-break for every caller).
+- ``base.py``: a SPLADE base from an encoder without MLM head (``offline-minilm``).
+- ``vocabulary.py``: vocabulary + MLM-head extension, and the domain token ids.
+"""

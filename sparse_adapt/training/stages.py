@@ -1,0 +1,254 @@
+"""The pipeline stages, in order: extend -> warmup -> dictionary -> distill.
+
+Each stage is a class in :data:`STAGES` taking the model from the previous stage and
+changing it in place; the MLM stages and distillation differ only in how one batch
+becomes losses, the loop itself is ``loop.py``. ``pipeline.py`` runs a selection of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+
+from sparse_adapt.data import DictionaryEntry, Document, TrainExample
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.losses import TERMS, DistillationLoss
+from sparse_adapt.losses.mlm import mlm_loss
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.vocabulary import domain_token_ids, extend_vocabulary
+from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.training.config import DictionaryConfig, MLMConfig, TrainConfig
+from sparse_adapt.training.loop import LoopConfig, run_loop, seed_everything
+from sparse_adapt.training.masking import mask_tokens, occurrences, span_occurrences
+
+
+@dataclass
+class TrainData:
+    """The validated user inputs (loaded once, before any training starts)."""
+
+    documents: list[Document]
+    terms: dict[str, list[str]]
+    dictionary: list[DictionaryEntry]
+    train: list[TrainExample]
+
+
+@dataclass
+class StageContext:
+    data: TrainData
+    config: TrainConfig
+    seed: int
+    log: Callable[[dict], None]
+    hooks: Hooks = SILENT
+    info: dict = field(default_factory=dict)  # what the stage wants recorded in its stage_end log line
+
+
+class Stage:
+    """One pipeline stage; ``run`` changes ``splade`` in place."""
+
+    name: str = ""
+
+    def run(self, splade: SpladeEncoder, ctx: StageContext) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class ExtendStage(Stage):
+    """Add each domain term as a single token (``sparse_adapt.vocabulary.extend_vocabulary``)."""
+
+    name = "extend"
+
+    def run(self, splade: SpladeEncoder, ctx: StageContext) -> None:
+        task = ctx.hooks.task("extend", 1)
+        report = extend_vocabulary(splade, ctx.data.terms)
+        task.advance()
+        ctx.info = {"added": [t.normalized for t in report.added], "vocab_size": report.new_vocab_size}
+        ctx.hooks.message(
+            f"extend: {len(report.added)} new tokens ({', '.join(t.normalized for t in report.added)}), "
+            f"vocabulary {report.old_vocab_size} -> {report.new_vocab_size}"
+        )
+
+
+class _MLMStage(Stage):
+    """Masked-LM training on a list of texts; subclasses choose texts and forced positions."""
+
+    def section(self, ctx: StageContext) -> MLMConfig:
+        return getattr(ctx.config, self.name)
+
+    def texts(self, splade: SpladeEncoder, ctx: StageContext) -> list[str]:
+        raise NotImplementedError
+
+    def forced(self, splade: SpladeEncoder, ctx: StageContext, input_ids: torch.Tensor, index: Sequence[int]) -> torch.Tensor | None:
+        """(B, L) bool positions always masked, or None."""
+        return None
+
+    def run(self, splade: SpladeEncoder, ctx: StageContext) -> None:
+        cfg = self.section(ctx)
+        gen = seed_everything(ctx.seed)
+        texts = self.texts(splade, ctx)
+        tok = splade.tokenizer
+        if tok.mask_token_id is None:
+            raise ConfigError(f"{self.name}: the tokenizer of this model has no [MASK] token; MLM stages need one")
+        enc = tok(texts, padding=True, truncation=True, max_length=cfg.max_length, return_tensors="pt")
+        all_ids, all_att = enc["input_ids"], enc["attention_mask"]  # (T, L)
+        special = torch.tensor(tok.all_special_ids)
+        maskable_all = (all_att == 1) & ~torch.isin(all_ids, special)  # (T, L)
+
+        def step(idx: Sequence[int], step_number: int) -> dict[str, torch.Tensor] | None:
+            att = all_att[idx]
+            width = int(att.sum(1).max())  # trim the batch to its longest text
+            ids, att, maskable = all_ids[idx, :width], att[:, :width], maskable_all[idx, :width]
+            inputs, labels = mask_tokens(
+                ids, maskable, rate=cfg.mask_rate, mask_token_id=tok.mask_token_id,
+                vocab_size=len(tok), generator=gen, always=self.forced(splade, ctx, ids, idx),
+            )
+            if not (labels != -100).any():  # nothing picked (tiny texts, low rate): skip, no NaN
+                return None
+            dev = splade.device
+            return {"loss": mlm_loss(splade.mlm, inputs.to(dev), att.to(dev), labels.to(dev))}
+
+        loop = LoopConfig(self.name, cfg.epochs, cfg.batch_size, cfg.lr, cfg.weight_decay, cfg.max_grad_norm)
+        result = run_loop(splade, len(texts), loop, step, gen, ctx.log, ctx.hooks)
+        final = result.epoch_means[-1]["loss"] if result.epoch_means else None
+        ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "final_epoch_loss": final}
+
+
+class WarmupStage(_MLMStage):
+    """MLM on the domain corpus; with ``domain_focused`` every domain token is also masked."""
+
+    name = "warmup"
+
+    def texts(self, splade: SpladeEncoder, ctx: StageContext) -> list[str]:
+        self._domain = domain_token_ids(splade, ctx.data.terms)
+        return [d.text for d in ctx.data.documents]
+
+    def forced(self, splade, ctx, input_ids, index):
+        if not ctx.config.warmup.domain_focused:
+            return None
+        return occurrences(input_ids, self._domain)
+
+
+def render_entry(entry: DictionaryEntry, template: str) -> str:
+    """The spec's "TERM is defined as DEFINITION. TERM is used in contexts such as EXAMPLES." """
+    return template.format(term=entry.term, definition=entry.definition, examples="; ".join(entry.examples))
+
+
+class DictionaryStage(_MLMStage):
+    """MLM on rendered dictionary entries with every occurrence of the entry's term masked."""
+
+    name = "dictionary"
+
+    def texts(self, splade: SpladeEncoder, ctx: StageContext) -> list[str]:
+        cfg: DictionaryConfig = ctx.config.dictionary
+        tok = splade.tokenizer
+        self._spans = [tok(e.term, add_special_tokens=False)["input_ids"] for e in ctx.data.dictionary]
+        self._domain = domain_token_ids(splade, ctx.data.terms)
+        return [render_entry(e, cfg.template) for e in ctx.data.dictionary]
+
+    def forced(self, splade, ctx, input_ids, index):
+        out = torch.zeros_like(input_ids, dtype=torch.bool)
+        for row, i in enumerate(index):
+            out[row] = span_occurrences(input_ids[row : row + 1], self._spans[i])[0]
+        if ctx.config.dictionary.domain_focused:
+            out |= occurrences(input_ids, self._domain)
+        return out
+
+
+class DistillStage(Stage):
+    """Six-term distillation from the teacher's scored candidate lists (``train.jsonl``)."""
+
+    name = "distill"
+
+    def run(self, splade: SpladeEncoder, ctx: StageContext) -> None:
+        cfg = ctx.config.distill
+        gen = seed_everything(ctx.seed)
+        examples = ctx.data.train
+        domain = domain_token_ids(splade, ctx.data.terms)
+        ctx.hooks.message(f"distill: {len(domain)} domain token ids in D: {' '.join(splade.tokenizer.convert_ids_to_tokens(domain))}")
+        loss_fn = DistillationLoss(
+            kd=cfg.kd, ret=cfg.ret, sp=cfg.sp, dom=cfg.dom, ctr=cfg.ctr, qexp=cfg.qexp, temperature=cfg.temperature,
+            tau_min=cfg.tau_min, margin=cfg.margin, sp_warmup_steps=cfg.sp_warmup_steps,
+        )
+
+        def step(idx: Sequence[int], step_number: int) -> dict[str, torch.Tensor]:
+            terms = self._step(splade, [examples[i] for i in idx], loss_fn, domain, step_number)
+            return {"loss": terms["total"], **{k: terms[k] for k in TERMS}}
+
+        loop = LoopConfig(self.name, cfg.epochs, cfg.batch_size, cfg.lr, cfg.weight_decay, cfg.max_grad_norm, cfg.log_every)
+        result = run_loop(splade, len(examples), loop, step, gen, ctx.log, ctx.hooks, step_line=format_step)
+        last = {("total" if k == "loss" else k): v for k, v in result.last.items()}
+        ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "last": last, "domain_ids": domain}
+
+    @staticmethod
+    def _step(splade: SpladeEncoder, batch: Sequence[TrainExample], loss_fn: DistillationLoss, domain, step: int):
+        doc_texts, index, teacher = collate_candidates(batch)
+        mask = index >= 0
+        q = splade.tokenize([ex.query for ex in batch], "query")
+        d = splade.tokenize(doc_texts, "document")
+        q_w = splade(q["input_ids"], q["attention_mask"])  # (B, V)
+        d_w = splade(d["input_ids"], d["attention_mask"])  # (U, V)
+        dev = q_w.device
+        return loss_fn(
+            query_weights=q_w, query_input_ids=q["input_ids"], doc_weights=d_w, doc_input_ids=d["input_ids"],
+            doc_index=index.to(dev), teacher=teacher.to(dev), mask=mask.to(dev), domain_ids=domain, step=step,
+        )
+
+
+def collate_candidates(batch: Sequence[TrainExample]) -> tuple[list[str], torch.Tensor, torch.Tensor]:
+    """Unique candidate texts of a batch (each encoded once), the (B, N) index of every
+    query's candidates into them (-1 pads shorter lists) and the (B, N) teacher scores."""
+    doc_rows: dict[str, int] = {}
+    doc_texts: list[str] = []
+    for ex in batch:
+        for did, text in zip(ex.doc_ids, ex.doc_texts):
+            if did not in doc_rows:
+                doc_rows[did] = len(doc_texts)
+                doc_texts.append(text)
+    width = max(len(ex.doc_ids) for ex in batch)
+    index = torch.full((len(batch), width), -1, dtype=torch.long)  # (B, N)
+    teacher = torch.zeros((len(batch), width))  # (B, N)
+    for r, ex in enumerate(batch):
+        index[r, : len(ex.doc_ids)] = torch.tensor([doc_rows[d] for d in ex.doc_ids])
+        teacher[r, : len(ex.doc_ids)] = torch.tensor(ex.teacher_scores)
+    return doc_texts, index, teacher
+
+
+def format_step(step: int, terms: dict[str, float]) -> str:
+    """The spec's console line: ``Step 50 | Loss ... | KD ... | Ret ... | Sp ... | Dom ... | Ctr ... | QExp ...``."""
+    names = {"kd": "KD", "ret": "Ret", "sp": "Sp", "dom": "Dom", "ctr": "Ctr", "qexp": "QExp"}
+    return f"Step {step} | Loss {terms['loss']:.4f} | " + " | ".join(f"{names[k]} {terms[k]:.4f}" for k in TERMS)
+
+
+STAGES: dict[str, type[Stage]] = {
+    "extend": ExtendStage,
+    "warmup": WarmupStage,
+    "dictionary": DictionaryStage,
+    "distill": DistillStage,
+}
+ORDER = tuple(STAGES)
+
+# The spec's four experiments as stage selections (``--stages``).
+EXPERIMENTS: dict[str, tuple[str, ...]] = {
+    "H1": ("distill",),
+    "H2": ("extend", "distill"),
+    "H3": ("extend", "warmup", "distill"),
+    "H4": ("extend", "warmup", "dictionary", "distill"),
+}
+
+
+def parse_stages(stages: str | Sequence[str]) -> list[str]:
+    """``"extend,warmup"`` or a list -> validated names, in pipeline order, without repeats."""
+    names = [s.strip() for s in stages.split(",")] if isinstance(stages, str) else [str(s).strip() for s in stages]
+    names = [n for n in names if n]
+    if not names:
+        raise ConfigError(f"--stages is empty; valid stages: {', '.join(ORDER)}")
+    for n in names:
+        if n not in STAGES:
+            raise ConfigError(f"unknown stage {n!r}; valid stages: {', '.join(ORDER)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--stages lists a stage twice: {','.join(names)}")
+    if names != sorted(names, key=ORDER.index):
+        raise ConfigError(f"--stages must follow the pipeline order {','.join(ORDER)}; got {','.join(names)}")
+    return names
+
+
