@@ -1,8 +1,16 @@
-"""sparse-adapt: teach SPLADE learned-sparse retrieval models the vocabulary of a domain."""
+"""sparse-adapt: teach SPLADE learned-sparse retrieval models the vocabulary of a domain.
 
-from transformers.utils import logging as _hf_logging
-
-# Weight-loading progress bars from transformers would bury our own output.
-_hf_logging.disable_progress_bar()
+Importing the package changes no global state (logging, progress bars, threads); the
+CLI configures those for itself. ``from sparse_adapt import SpladeEncoder`` loads the
+model code on first use.
+"""
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name in ("SpladeEncoder", "SpladeSettings"):
+        from sparse_adapt.modeling import encoder
+
+        return getattr(encoder, name)
+    raise AttributeError(f"module 'sparse_adapt' has no attribute {name!r}")

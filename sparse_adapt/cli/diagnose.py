@@ -1,9 +1,8 @@
 """CLI commands of the diagnostics package: ``diagnose``, ``explain``, ``inspect``.
 
 Defaults make every command work on a fresh install: the offline base and the bundled
-Gatrocraptic corpus. Queries and the terms file default to the bundled ones only when
-the documents are the bundled ones, so a user's corpus is never checked against
-Gatrocraptic queries by accident.
+Gatrocraptic corpus, by the rule of ``sparse_adapt/defaults.py`` (companion files default
+to the bundled ones only when the documents are the bundled ones).
 """
 
 from __future__ import annotations
@@ -16,30 +15,13 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from sparse_adapt.defaults import bundled, companion, docs_or_bundled
 from sparse_adapt.errors import ConfigError
 
 MODEL_HELP = "Model directory, hub id or offline-minilm."
 DOCS_HELP = "docs.jsonl (default: the bundled Gatrocraptic corpus)."
 QUERIES_HELP = "queries.jsonl (default: the bundled queries when --docs is the bundled corpus)."
 JSON_HELP = "Print one JSON object (schema in the README) instead of tables."
-
-
-def _bundled():
-    from corpora import GATROCRAPTIC
-
-    return GATROCRAPTIC
-
-
-def _docs_path(docs: Optional[Path]) -> Path:
-    return docs if docs is not None else _bundled().docs
-
-
-def _companion(docs: Path, given: Optional[Path], field: str) -> Optional[Path]:
-    """``given``, else the bundled file ``field`` when ``docs`` is the bundled corpus."""
-    if given is not None:
-        return given
-    bundled = _bundled()
-    return getattr(bundled, field) if Path(docs).resolve() == bundled.docs.resolve() else None
 
 
 def _load_model(model: str, json_out: bool):
@@ -69,16 +51,16 @@ def diagnose(
     from diagnostics.render import render_term
     from sparse_adapt.data import load_documents, load_domain_terms, load_queries
 
-    docs_path = _docs_path(docs)
-    terms_path = terms if terms is not None else _bundled().terms
-    queries_path = _companion(docs_path, queries, "queries")
+    docs_path = docs_or_bundled(docs)
+    terms_path = bundled(terms, "terms")
+    queries_path = companion(docs_path, queries, "queries")
     documents = load_documents(docs_path)
     term_lists = load_domain_terms(terms_path)
     query_list = load_queries(queries_path) if queries_path is not None else None
     splade = _load_model(model, json_out)
     sources = Sources(
         model=model, docs=str(docs_path), terms=str(terms_path),
-        dictionary=_str(_companion(docs_path, None, "dictionary")), train=_str(_companion(docs_path, None, "train")),
+        dictionary=_str(companion(docs_path, None, "dictionary")), train=_str(companion(docs_path, None, "train")),
     )
     result = diagnose_term(splade, term, documents, doc_id=doc, terms=term_lists, queries=query_list, sources=sources)
     if json_out:
@@ -103,7 +85,7 @@ def explain(
     from diagnostics.render import render_explanation
     from sparse_adapt.data import load_documents
 
-    documents = load_documents(_docs_path(docs))
+    documents = load_documents(docs_or_bundled(docs))
     splade = _load_model(model, json_out)
     result = explain_query(splade, query, documents, k, model=model)
     if json_out:
@@ -127,10 +109,10 @@ def inspect(
     from diagnostics.render import render_corpus
     from sparse_adapt.data import load_documents, load_domain_terms, load_queries
 
-    docs_path = _docs_path(docs)
+    docs_path = docs_or_bundled(docs)
     documents = load_documents(docs_path)
-    queries_path = _companion(docs_path, queries, "queries")
-    terms_path = _companion(docs_path, terms, "terms")
+    queries_path = companion(docs_path, queries, "queries")
+    terms_path = companion(docs_path, terms, "terms")
     query_list = load_queries(queries_path) if queries_path is not None else None
     term_lists = load_domain_terms(terms_path) if terms_path is not None else None
     splade = _load_model(model, json_out)

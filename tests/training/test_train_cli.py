@@ -6,7 +6,7 @@ import json
 
 from sparse_adapt.cli import main
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from tests.test_stages import DICTIONARY, DOCS, TERMS_JSON, TRAIN, _jsonl  # noqa: F401  (shared tiny data)
+from tests.training.test_stages import DICTIONARY, DOCS, TERMS_JSON, TRAIN, _jsonl  # noqa: F401  (shared tiny data)
 from tests.conftest import make_tiny_bert
 
 

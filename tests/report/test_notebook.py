@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "01_gatrocraptic_case_study.ipynb"
 sys.path.insert(0, str(ROOT / "notebooks"))
 

@@ -1,0 +1,63 @@
+"""Section 5, checks: pass / warn / fail verdicts derived from sections 1-4."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnostics.sections.document import DocumentChoice
+from diagnostics.sections.target import TargetDiagnosis
+from diagnostics.sections.vocabulary import VocabularyCheck
+
+# The spec's H4 success criterion "High SPLADE weight: > 2.0".
+HIGH_WEIGHT = 2.0
+# The spec's H3 criterion "High relative ranking: Top 10"; rank 1 is the H4 target.
+TOP_RANK = 10
+
+PASS, WARN, FAIL, NA = "pass", "warn", "fail", "n/a"
+
+@dataclass
+class Check:
+    name: str
+    status: str  # pass | warn | fail | n/a
+    expected: str
+    actual: str
+    target: str | None = None  # the piece a per-token check is about
+
+
+def checks(vocab: VocabularyCheck, doc: DocumentChoice, targets: list[TargetDiagnosis]) -> list[Check]:
+    out = [
+        Check("single_token", PASS if vocab.single_token else FAIL, "one token",
+              f"id {vocab.token_ids[0]}" if vocab.single_token else f"{len(vocab.token_ids)} pieces: {' '.join(vocab.pieces)}"),
+        Check("in_terms_file", NA if vocab.terms_file is None else PASS if vocab.in_terms_file else FAIL,
+              "listed", ", ".join(vocab.categories) or ("no terms file" if vocab.terms_file is None else "absent")),
+    ]
+    if vocab.single_token:
+        out.append(Check("domain_token", PASS if vocab.domain_token else FAIL, "registered domain token",
+                            "yes" if vocab.domain_token else "no (model not extended with this term)"))
+    out.append(Check("in_documents", PASS if doc.docs_containing else WARN, ">= 1 document",
+                        f"{len(doc.docs_containing)} of {doc.docs_searched}"))
+    many = len(targets) > 1
+    for t in targets:
+        name = t.token if many else None
+        lg, w, r, qe = t.logits, t.weight, t.ranking, t.query_expansion
+        if lg.verdict == "absent":
+            out.append(Check("positive_logits", NA, "> 0 where it occurs", "term not in this text", name))
+        else:
+            out.append(Check("positive_logits", PASS if lg.verdict == "positive" else FAIL, "> 0 where it occurs",
+                                ", ".join(f"{p.logit:.2f}" for p in lg.positions if p.occurrence), name))
+        out.append(Check("weight_matches_encoding", PASS if w.matches else FAIL,
+                            f"manual = encode() ± {w.tolerance:g}", f"{w.expected:.4f} vs {w.actual:.4f}", name))
+        out.append(Check("nonzero_weight", PASS if r.weight > 0 else FAIL, "> 0", f"{r.weight:.4f}", name))
+        if r.weight > 0:
+            out.append(Check("high_weight", PASS if r.weight > HIGH_WEIGHT else WARN, f"> {HIGH_WEIGHT:g}",
+                                f"{r.weight:.4f}", name))
+            status = PASS if r.rank == 1 else WARN if r.rank <= TOP_RANK else FAIL
+            out.append(Check("top_rank", status, f"1 (<= {TOP_RANK}: warn)", f"{r.rank} of {r.nonzero}", name))
+        if qe is not None:
+            if qe.without_term == 0:
+                out.append(Check("query_expansion", NA, ">= 1 query w/o term", "every query has it", name))
+            else:
+                out.append(Check("query_expansion", PASS if qe.expanding else FAIL,
+                                    ">= 1 query w/o term",
+                                    f"{len(qe.expanding)} of {qe.without_term}", name))
+    return out
