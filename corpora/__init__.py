@@ -67,3 +67,39 @@ GATROCRAPTIC = create_dataset(
     heldout_qrels="heldout_qrels.tsv",
     query_groups="query_groups.json",
 )
+
+
+# The benchmark suite (corpora/README.md): fabricated domains of different kinds, each with
+# the same files as the bundled corpus plus doc_kinds.json (domain vs distractor documents).
+def _suite_domain(name: str) -> CorpusFiles:
+    return create_dataset(
+        name,
+        ROOT / name,
+        docs="docs.jsonl",
+        queries="queries.jsonl",
+        qrels="qrels.tsv",
+        train="train.jsonl",
+        terms="domain_terms.json",
+        dictionary="dictionary.jsonl",
+        heldout_queries="heldout_queries.jsonl",
+        heldout_qrels="heldout_qrels.tsv",
+        query_groups="query_groups.json",
+    )
+
+
+PHARMA = _suite_domain("pharma")
+HARDWARE = _suite_domain("hardware")
+LEGAL = _suite_domain("legal")
+ECOLOGY = _suite_domain("ecology")
+
+# Defaults and methods are chosen on dev domains only; test domains are only measured.
+# The bundled gatrocraptic corpus belongs to neither split.
+SPLITS: dict[str, list[str]] = {"dev": ["pharma", "hardware"], "test": ["legal", "ecology"]}
+
+
+def split(name: str) -> str:
+    """``"dev"`` or ``"test"`` for a suite domain; KeyError for any other data set."""
+    for which, members in SPLITS.items():
+        if name in members:
+            return which
+    raise KeyError(f"{name!r} is in no split; dev: {', '.join(SPLITS['dev'])}; test: {', '.join(SPLITS['test'])}")
