@@ -54,24 +54,9 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-GATROCRAPTIC = create_dataset(
-    "gatrocraptic",
-    ROOT / "gatrocraptic",
-    docs="docs.jsonl",
-    queries="queries.jsonl",
-    qrels="qrels.tsv",
-    train="train.jsonl",
-    terms="domain_terms.json",
-    dictionary="dictionary.jsonl",
-    heldout_queries="heldout_queries.jsonl",
-    heldout_qrels="heldout_qrels.tsv",
-    query_groups="query_groups.json",
-)
-
-
-# The benchmark suite (corpora/README.md): fabricated domains of different kinds, each with
-# the same files as the bundled corpus plus doc_kinds.json (domain vs distractor documents).
-def _suite_domain(name: str) -> CorpusFiles:
+def _standard(name: str) -> CorpusFiles:
+    """A bundled data set in the standard layout: ``corpora/<name>/`` with the usual file names
+    (the suite domains also carry ``doc_kinds.json``: domain vs distractor documents)."""
     return create_dataset(
         name,
         ROOT / name,
@@ -87,10 +72,13 @@ def _suite_domain(name: str) -> CorpusFiles:
     )
 
 
-PHARMA = _suite_domain("pharma")
-HARDWARE = _suite_domain("hardware")
-LEGAL = _suite_domain("legal")
-ECOLOGY = _suite_domain("ecology")
+GATROCRAPTIC = _standard("gatrocraptic")
+
+# The benchmark suite (corpora/README.md): fabricated domains of different kinds.
+PHARMA = _standard("pharma")
+HARDWARE = _standard("hardware")
+LEGAL = _standard("legal")
+ECOLOGY = _standard("ecology")
 
 # Defaults and methods are chosen on dev domains only; test domains are only measured.
 # The bundled gatrocraptic corpus belongs to neither split.

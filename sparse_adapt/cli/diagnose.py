@@ -31,8 +31,12 @@ def _load_model(model: str, json_out: bool):
         return SpladeEncoder.from_pretrained(model)
 
 
-def _emit_json(obj: dict) -> None:
-    typer.echo(json.dumps(obj, indent=2, ensure_ascii=False))
+def _show(result, json_out: bool, render) -> None:
+    """``--json``: the result's dict on stdout and nothing else; otherwise rich tables."""
+    if json_out:
+        typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        render(result, Console())
 
 
 def diagnose(
@@ -63,10 +67,7 @@ def diagnose(
         dictionary=_str(companion(docs_path, None, "dictionary")), train=_str(companion(docs_path, None, "train")),
     )
     result = diagnose_term(splade, term, documents, doc_id=doc, terms=term_lists, queries=query_list, sources=sources)
-    if json_out:
-        _emit_json(result.to_dict())
-    else:
-        render_term(result, Console())
+    _show(result, json_out, render_term)
 
 
 def explain(
@@ -88,10 +89,7 @@ def explain(
     documents = load_documents(docs_or_bundled(docs))
     splade = _load_model(model, json_out)
     result = explain_query(splade, query, documents, k, model=model)
-    if json_out:
-        _emit_json(result.to_dict())
-    else:
-        render_explanation(result, Console())
+    _show(result, json_out, render_explanation)
 
 
 def inspect(
@@ -117,10 +115,7 @@ def inspect(
     term_lists = load_domain_terms(terms_path) if terms_path is not None else None
     splade = _load_model(model, json_out)
     result = inspect_corpus(splade, documents, query_list, term_lists, model=model)
-    if json_out:
-        _emit_json(result.to_dict())
-    else:
-        render_corpus(result, Console())
+    _show(result, json_out, render_corpus)
 
 
 def _str(p: Optional[Path]) -> Optional[str]:
