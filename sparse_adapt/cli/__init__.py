@@ -30,7 +30,13 @@ def _global_options(
     threads: Optional[int] = typer.Option(
         None, "--threads", min=1, help="CPU threads for torch (default: torch's choice, one per physical core)."
     ),
+    device: str = typer.Option(
+        "auto", "--device", help="Where models run: auto (CUDA when present, else CPU), cpu, cuda or mps."
+    ),
 ) -> None:
+    from sparse_adapt.device import set_default_device
+
+    set_default_device(device)
     if threads is not None:
         import torch
 

@@ -23,6 +23,9 @@ def register(app: typer.Typer) -> None:
         ),
         config: Optional[Path] = typer.Option(None, "--config", help="JSON or TOML overrides, by stage section."),
         seed: int = typer.Option(0, "--seed", help="Seeds python, numpy and torch; a rerun reproduces the run."),
+        device: Optional[str] = typer.Option(
+            None, "--device", help="auto, cpu, cuda or mps (default: the global --device, auto)."
+        ),
     ) -> None:
         """Run the stages on BASE; rerunning the same command resumes after the last completed stage."""
         from sparse_adapt.cli.output import console, rich_hooks
@@ -31,6 +34,6 @@ def register(app: typer.Typer) -> None:
         with rich_hooks() as hooks:
             final = run_pipeline(
                 base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train_file, out=out,
-                stages=stages, config=config, seed=seed, hooks=hooks,
+                stages=stages, config=config, seed=seed, hooks=hooks, device=device,
             )
         console.print(f"model: {final}")

@@ -24,6 +24,7 @@ from torch import nn
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from sparse_adapt.atomic import atomic_directory
+from sparse_adapt.device import resolve_device
 from sparse_adapt.errors import ModelLoadError
 from sparse_adapt.modeling import base, pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM
@@ -91,7 +92,10 @@ class SpladeEncoder(nn.Module):
     def from_pretrained(
         cls, name_or_path: str | Path, *, trust_remote_code: bool = False, device: str | torch.device | None = None
     ) -> "SpladeEncoder":
-        """Load ``offline-minilm``, a local directory or a hub id (safetensors only)."""
+        """Load ``offline-minilm``, a local directory or a hub id (safetensors only).
+
+        ``device`` None: the process default (``sparse_adapt.device``; CUDA when present).
+        """
         name = str(name_or_path)
         if name == OFFLINE_MINILM:
             mlm, tokenizer = base.offline_minilm()
@@ -120,9 +124,21 @@ class SpladeEncoder(nn.Module):
                 settings.base = name
             enc = cls(mlm, tokenizer, settings)
         enc.eval()
-        if device is not None:
-            enc.to(device)
+        enc.to(resolve_device(device))
+        enc._own_storage()
         return enc
+
+    def _own_storage(self) -> None:
+        """Give every parameter storage of its own, allocated by torch.
+
+        Weights read from safetensors may live in buffers of the loader's alignment; CPU
+        GEMM kernels pick code paths by alignment, so the same weights could give gradients
+        differing in the last bit from a run whose weights torch allocated, and a resumed
+        run would then drift from an uninterrupted one.
+        """
+        with torch.no_grad():
+            for p in self.mlm.parameters():
+                p.data = p.data.clone()
 
     def save_pretrained(self, directory: str | Path) -> Path:
         """Write HF model + tokenizer + ``sparse_adapt.json``; replaces ``directory`` atomically."""

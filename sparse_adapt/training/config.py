@@ -37,9 +37,25 @@ class MLMConfig:
     max_grad_norm: float = 1.0
     # Pieces per text; the bundled documents and dictionary entries are < 80 pieces.
     max_length: int = 128
+    # Padded tokens per batch (longest text x texts) with length bucketing; 0: batch_size texts
+    # per batch. A budget evens out the work of steps on corpora of mixed lengths.
+    batch_tokens: int = 0
+    # Texts sorted by length together when batch_tokens > 0: large enough that batches of
+    # similar lengths form, small enough that each epoch's order stays well mixed.
+    bucket_window: int = 4096
+    grad_accum: int = 1  # micro-batches per optimiser step (a larger batch in the same memory)
+    max_steps: int = 0  # optimiser steps of the stage; 0: epochs decide
+    # Optimiser steps between mid-stage checkpoints (model, optimiser, RNG, data position).
+    # 200 keeps small runs (the bundled corpus needs < 100 steps per stage) free of the
+    # checkpoint's disk time, while an hours-long warmup loses at most 200 steps to a crash.
+    checkpoint_every: int = 200
 
     def validate(self, section: str) -> None:
         _positive(section, "epochs", self.epochs, allow_zero=True)
+        _positive(section, "grad_accum", self.grad_accum)
+        _positive(section, "bucket_window", self.bucket_window)
+        for key in ("batch_tokens", "max_steps", "checkpoint_every"):
+            _positive(section, key, getattr(self, key), allow_zero=True)
         _positive(section, "lr", self.lr)
         _positive(section, "batch_size", self.batch_size)
         _positive(section, "max_grad_norm", self.max_grad_norm)
@@ -117,9 +133,15 @@ class DistillConfig:
     sp_warmup_steps: int = 12
     # Print a console line every N steps (every step always goes to the JSONL log).
     log_every: int = 3
+    grad_accum: int = 1  # batches per optimiser step
+    max_steps: int = 0  # optimiser steps of the stage; 0: epochs decide
+    checkpoint_every: int = 200  # optimiser steps between mid-stage checkpoints; 0: none (see MLMConfig)
 
     def validate(self, section: str) -> None:
         _positive(section, "epochs", self.epochs, allow_zero=True)
+        _positive(section, "grad_accum", self.grad_accum)
+        _positive(section, "max_steps", self.max_steps, allow_zero=True)
+        _positive(section, "checkpoint_every", self.checkpoint_every, allow_zero=True)
         for key in ("lr", "batch_size", "max_grad_norm", "temperature", "log_every"):
             _positive(section, key, getattr(self, key))
         for key in ("weight_decay", "kd", "ret", "sp", "dom", "ctr", "qexp", "tau_min", "margin", "sp_warmup_steps"):

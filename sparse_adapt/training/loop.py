@@ -1,25 +1,42 @@
 """The training loop: the one loop every stage runs (optimiser, schedule, data order,
-clipping, logging, progress). A stage supplies only how one batch becomes losses.
+gradient accumulation, clipping, autocast, logging, progress, mid-stage checkpoints).
+A stage supplies only its batches (``plan``) and how one batch becomes losses (``step``).
 
-Per epoch the items are visited in a fresh random order (from the stage's seeded
-generator); each batch goes through ``step(indices, step_number)``, which returns the
-named loss tensors of the batch (the objective under ``"loss"``), or ``None`` to skip a
-batch that has nothing to learn from (e.g. no position was masked).
+Each epoch asks ``plan(generator)`` for its batches (lists of item indices) and feeds each
+to ``step(indices, step_number)``, which returns a :class:`StepResult` (the named losses,
+the objective under ``"loss"``, and the tokens processed) or ``None`` to skip a batch with
+nothing to learn from (e.g. no position was masked). ``grad_accum`` micro-batches make one
+optimiser step. ``max_steps`` > 0 ends the stage after that many optimiser steps whatever
+the epochs.
+
+Every ``checkpoint_every`` optimiser steps the loop hands ``checkpoint`` a state dict:
+optimiser, scheduler, every RNG state, the epoch's batch plan and the position in it. Fed
+back as ``resume``, the run continues exactly where it stopped: on CPU the result equals an
+uninterrupted run bit for bit.
 """
 
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
+from sparse_adapt.device import autocast
 from sparse_adapt.progress import SILENT, Hooks
 
-StepFn = Callable[[Sequence[int], int], "dict[str, torch.Tensor] | None"]
+
+class StepResult(NamedTuple):
+    losses: dict[str, torch.Tensor]  # "loss" is backpropagated; every entry is logged
+    tokens: int  # non-padding tokens the step processed (throughput)
+
+
+StepFn = Callable[[Sequence[int], int], "StepResult | None"]
+PlanFn = Callable[[torch.Generator], "list[list[int]]"]
 
 
 def seed_everything(seed: int) -> torch.Generator:
@@ -28,6 +45,16 @@ def seed_everything(seed: int) -> torch.Generator:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
+
+
+def shuffled_batches(n_items: int, batch_size: int) -> PlanFn:
+    """A fresh random order each epoch, cut into consecutive batches of ``batch_size``."""
+
+    def plan(generator: torch.Generator) -> list[list[int]]:
+        order = torch.randperm(n_items, generator=generator).tolist()
+        return [order[b : b + batch_size] for b in range(0, n_items, batch_size)]
+
+    return plan
 
 
 def make_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.Optimizer:
@@ -61,7 +88,10 @@ class LoopConfig:
     lr: float
     weight_decay: float
     max_grad_norm: float
-    log_every: int = 0  # print a console line every N steps (0: never); every step is logged
+    log_every: int = 0  # print a console line every N optimiser steps (0: never); every step is logged
+    grad_accum: int = 1  # micro-batches per optimiser step
+    max_steps: int = 0  # optimiser steps of the stage; 0: the epochs decide
+    checkpoint_every: int = 0  # optimiser steps between mid-stage checkpoints; 0: none
 
 
 @dataclass
@@ -69,51 +99,124 @@ class LoopResult:
     steps: int = 0
     epoch_means: list[dict[str, float]] = field(default_factory=list)  # mean of each loss per epoch
     last: dict[str, float] = field(default_factory=dict)  # the losses of the last step
+    tokens: int = 0  # non-padding tokens processed
+
+
+def rng_state(generator: torch.Generator) -> dict:
+    # Plain Python/tensor values only, so the checkpoint loads with torch.load(weights_only=True).
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    return {
+        "generator": generator.get_state(), "torch": torch.get_rng_state(), "python": random.getstate(),
+        "numpy": [kind, torch.from_numpy(keys.copy()), pos, has_gauss, cached],
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_state(state: dict, generator: torch.Generator) -> None:
+    generator.set_state(state["generator"])
+    torch.set_rng_state(state["torch"])
+    random.setstate(tuple(tuple(x) if isinstance(x, list) else x for x in state["python"]))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy(), pos, has_gauss, cached))
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _total_steps(cfg: LoopConfig, batches_per_epoch: int) -> int:
+    if cfg.max_steps > 0:
+        return cfg.max_steps
+    return cfg.epochs * -(-batches_per_epoch // cfg.grad_accum)
 
 
 def run_loop(
     model: nn.Module,
-    n_items: int,
+    plan: PlanFn,
     cfg: LoopConfig,
     step: StepFn,
     generator: torch.Generator,
     log: Callable[[dict], None],
     hooks: Hooks = SILENT,
     step_line: Callable[[int, dict[str, float]], str] | None = None,
+    *,
+    resume: dict | None = None,
+    checkpoint: Callable[[dict], None] | None = None,
 ) -> LoopResult:
-    """Train ``model`` (in place) for ``cfg.epochs`` over ``n_items`` items."""
-    n_batches = (n_items + cfg.batch_size - 1) // cfg.batch_size
-    total = cfg.epochs * n_batches
+    """Train ``model`` in place; see the module docstring."""
+    device = next(model.parameters()).device
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
-    sched = linear_schedule(opt, max(1, total))
-    task = hooks.task(cfg.name, total)
     result = LoopResult()
-    model.train()
-    for epoch in range(cfg.epochs):
-        order = torch.randperm(n_items, generator=generator).tolist()
+    if resume is None:
+        epoch, position = 0, 0
+        batches = plan(generator)
         sums: dict[str, float] = {}
         counted = 0
-        for b in range(n_batches):
-            losses = step(order[b * cfg.batch_size : (b + 1) * cfg.batch_size], result.steps + 1)
-            if losses is None:
-                task.advance()
+    else:
+        epoch, position, batches = resume["epoch"], resume["position"], resume["plan"]
+        sums, counted = resume["sums"], resume["counted"]
+        result = LoopResult(resume["steps"], resume["epoch_means"], resume["last"], resume["tokens"])
+    total = _total_steps(cfg, len(batches))
+    sched = linear_schedule(opt, max(1, total))
+    if resume is not None:
+        opt.load_state_dict(resume["optimizer"])
+        sched.load_state_dict(resume["scheduler"])
+        set_rng_state(resume["rng"], generator)
+    task = hooks.task(cfg.name, total)
+    if result.steps:
+        task.advance(result.steps)
+    epochs = cfg.epochs if cfg.max_steps <= 0 else None  # None: until max_steps
+    model.train()
+    pending: list[dict[str, float]] = []  # losses of the micro-batches of the current optimiser step
+    pending_tokens, started = 0, time.perf_counter()
+
+    def finished() -> bool:
+        return cfg.max_steps > 0 and result.steps >= cfg.max_steps
+
+    while (epochs is None or epoch < epochs) and not finished() and batches:
+        while position < len(batches) and not finished():
+            with autocast(device):
+                out = step(batches[position], result.steps + 1)
+            position += 1
+            if out is not None:
+                (out.losses["loss"] / cfg.grad_accum).backward()
+                pending.append({k: float(v.detach()) for k, v in out.losses.items()})
+                pending_tokens += out.tokens
+            if len(pending) < cfg.grad_accum and position < len(batches):
                 continue
-            opt.zero_grad(set_to_none=True)
-            losses["loss"].backward()
+            if not pending:
+                continue
             nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             opt.step()
             sched.step()
+            opt.zero_grad(set_to_none=True)
             result.steps += 1
             counted += 1
-            result.last = {k: float(v.detach()) for k, v in losses.items()}
+            result.last = {k: sum(p[k] for p in pending) / len(pending) for k in pending[0]}
+            result.tokens += pending_tokens
+            seconds = time.perf_counter() - started
             for k, v in result.last.items():
                 sums[k] = sums.get(k, 0.0) + v
-            log({"stage": cfg.name, "epoch": epoch + 1, "step": result.steps, **result.last, "lr": sched.get_last_lr()[0]})
-            task.advance(description=f"{cfg.name} epoch {epoch + 1}/{cfg.epochs} loss {result.last['loss']:.3f}")
+            rate = pending_tokens / max(seconds, 1e-9)
+            log({"stage": cfg.name, "epoch": epoch + 1, "step": result.steps, **result.last,
+                 "lr": sched.get_last_lr()[0], "tokens": pending_tokens, "tokens_per_s": round(rate, 1)})
+            task.advance(description=f"{cfg.name} epoch {epoch + 1} loss {result.last['loss']:.3f} {rate:,.0f} tok/s")
             if step_line is not None and cfg.log_every and result.steps % cfg.log_every == 0:
                 hooks.message(step_line(result.steps, result.last))
-        if counted:
-            result.epoch_means.append({k: v / counted for k, v in sums.items()})
-            hooks.message(f"{cfg.name}: epoch {epoch + 1}/{cfg.epochs} done. Avg loss: {result.epoch_means[-1]['loss']:.4f}")
+            pending, pending_tokens, started = [], 0, time.perf_counter()
+            if checkpoint is not None and cfg.checkpoint_every and result.steps % cfg.checkpoint_every == 0 \
+                    and not finished():
+                checkpoint({
+                    "epoch": epoch, "position": position, "plan": batches, "sums": sums, "counted": counted,
+                    "steps": result.steps, "epoch_means": result.epoch_means, "last": result.last,
+                    "tokens": result.tokens, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                    "rng": rng_state(generator),
+                })
+        if position >= len(batches):
+            if counted:
+                result.epoch_means.append({k: v / counted for k, v in sums.items()})
+                of = f"/{epochs}" if epochs is not None else ""
+                hooks.message(f"{cfg.name}: epoch {epoch + 1}{of} done. Avg loss: {result.epoch_means[-1]['loss']:.4f}")
+            epoch, position, sums, counted = epoch + 1, 0, {}, 0
+            if (epochs is None or epoch < epochs) and not finished():
+                batches = plan(generator)
     model.eval()
     return result

@@ -12,7 +12,9 @@ from typing import Callable, Sequence
 
 import torch
 
-from sparse_adapt.data import DictionaryEntry, Document, TrainExample
+from pathlib import Path
+
+from sparse_adapt.data import DictionaryEntry, TrainExample
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses import TERMS, DistillationLoss
 from sparse_adapt.losses.mlm import mlm_loss
@@ -20,15 +22,16 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import domain_token_ids, extend_vocabulary
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.config import DictionaryConfig, MLMConfig, TrainConfig
-from sparse_adapt.training.loop import LoopConfig, run_loop, seed_everything
+from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything, shuffled_batches
 from sparse_adapt.training.masking import mask_tokens, occurrences, span_occurrences
+from sparse_adapt.training.mlm_data import JsonlTexts, ListTexts, TextSource, plan_epoch, token_lengths
 
 
 @dataclass
 class TrainData:
     """The validated user inputs (loaded once, before any training starts)."""
 
-    documents: list[Document]
+    corpus: Path  # docs.jsonl, validated; streamed by the warmup stage, never held in memory
     terms: dict[str, list[str]]
     dictionary: list[DictionaryEntry]
     train: list[TrainExample]
@@ -42,6 +45,14 @@ class StageContext:
     log: Callable[[dict], None]
     hooks: Hooks = SILENT
     info: dict = field(default_factory=dict)  # what the stage wants recorded in its stage_end log line
+    resume: dict | None = None  # the loop state of an interrupted attempt of this stage
+    checkpoint: Callable[[dict], None] | None = None  # saves a mid-stage checkpoint (model + loop state)
+
+    def loop_config(self, name: str, section, log_every: int = 0) -> LoopConfig:
+        return LoopConfig(
+            name, section.epochs, section.batch_size, section.lr, section.weight_decay, section.max_grad_norm,
+            log_every, section.grad_accum, section.max_steps, section.checkpoint_every,
+        )
 
 
 class Stage:
@@ -75,7 +86,7 @@ class _MLMStage(Stage):
     def section(self, ctx: StageContext) -> MLMConfig:
         return getattr(ctx.config, self.name)
 
-    def texts(self, splade: SpladeEncoder, ctx: StageContext) -> list[str]:
+    def texts(self, splade: SpladeEncoder, ctx: StageContext) -> TextSource:
         raise NotImplementedError
 
     def forced(self, splade: SpladeEncoder, ctx: StageContext, input_ids: torch.Tensor, index: Sequence[int]) -> torch.Tensor | None:
@@ -85,19 +96,18 @@ class _MLMStage(Stage):
     def run(self, splade: SpladeEncoder, ctx: StageContext) -> None:
         cfg = self.section(ctx)
         gen = seed_everything(ctx.seed)
-        texts = self.texts(splade, ctx)
+        source = self.texts(splade, ctx)
         tok = splade.tokenizer
         if tok.mask_token_id is None:
             raise ConfigError(f"{self.name}: the tokenizer of this model has no [MASK] token; MLM stages need one")
-        enc = tok(texts, padding=True, truncation=True, max_length=cfg.max_length, return_tensors="pt")
-        all_ids, all_att = enc["input_ids"], enc["attention_mask"]  # (T, L)
+        lengths = token_lengths(tok, source, cfg.max_length)  # (T,): the only per-text memory
         special = torch.tensor(tok.all_special_ids)
-        maskable_all = (all_att == 1) & ~torch.isin(all_ids, special)  # (T, L)
 
-        def step(idx: Sequence[int], step_number: int) -> dict[str, torch.Tensor] | None:
-            att = all_att[idx]
-            width = int(att.sum(1).max())  # trim the batch to its longest text
-            ids, att, maskable = all_ids[idx, :width], att[:, :width], maskable_all[idx, :width]
+        def step(idx: Sequence[int], step_number: int) -> StepResult | None:
+            enc = tok([source.text(i) for i in idx], padding=True, truncation=True, max_length=cfg.max_length,
+                      return_tensors="pt")
+            ids, att = enc["input_ids"], enc["attention_mask"]  # (B, L), L = the batch's longest text
+            maskable = (att == 1) & ~torch.isin(ids, special)  # (B, L)
             inputs, labels = mask_tokens(
                 ids, maskable, rate=cfg.mask_rate, mask_token_id=tok.mask_token_id,
                 vocab_size=len(tok), generator=gen, always=self.forced(splade, ctx, ids, idx),
@@ -105,12 +115,15 @@ class _MLMStage(Stage):
             if not (labels != -100).any():  # nothing picked (tiny texts, low rate): skip, no NaN
                 return None
             dev = splade.device
-            return {"loss": mlm_loss(splade.mlm, inputs.to(dev), att.to(dev), labels.to(dev))}
+            return StepResult({"loss": mlm_loss(splade.mlm, inputs.to(dev), att.to(dev), labels.to(dev))}, int(att.sum()))
 
-        loop = LoopConfig(self.name, cfg.epochs, cfg.batch_size, cfg.lr, cfg.weight_decay, cfg.max_grad_norm)
-        result = run_loop(splade, len(texts), loop, step, gen, ctx.log, ctx.hooks)
+        def plan(generator: torch.Generator) -> list[list[int]]:
+            return plan_epoch(lengths, cfg.batch_size, cfg.batch_tokens, cfg.bucket_window, generator)
+
+        result = run_loop(splade, plan, ctx.loop_config(self.name, cfg), step, gen, ctx.log, ctx.hooks,
+                          resume=ctx.resume, checkpoint=ctx.checkpoint)
         final = result.epoch_means[-1]["loss"] if result.epoch_means else None
-        ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "final_epoch_loss": final}
+        ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "final_epoch_loss": final, "tokens": result.tokens}
 
 
 class WarmupStage(_MLMStage):
@@ -118,9 +131,9 @@ class WarmupStage(_MLMStage):
 
     name = "warmup"
 
-    def texts(self, splade: SpladeEncoder, ctx: StageContext) -> list[str]:
+    def texts(self, splade: SpladeEncoder, ctx: StageContext) -> TextSource:
         self._domain = domain_token_ids(splade, ctx.data.terms)
-        return [d.text for d in ctx.data.documents]
+        return JsonlTexts(ctx.data.corpus, validate=False)  # validated when the inputs were loaded
 
     def forced(self, splade, ctx, input_ids, index):
         if not ctx.config.warmup.domain_focused:
@@ -138,12 +151,12 @@ class DictionaryStage(_MLMStage):
 
     name = "dictionary"
 
-    def texts(self, splade: SpladeEncoder, ctx: StageContext) -> list[str]:
+    def texts(self, splade: SpladeEncoder, ctx: StageContext) -> TextSource:
         cfg: DictionaryConfig = ctx.config.dictionary
         tok = splade.tokenizer
         self._spans = [tok(e.term, add_special_tokens=False)["input_ids"] for e in ctx.data.dictionary]
         self._domain = domain_token_ids(splade, ctx.data.terms)
-        return [render_entry(e, cfg.template) for e in ctx.data.dictionary]
+        return ListTexts([render_entry(e, cfg.template) for e in ctx.data.dictionary])
 
     def forced(self, splade, ctx, input_ids, index):
         out = torch.zeros_like(input_ids, dtype=torch.bool)
@@ -170,12 +183,14 @@ class DistillStage(Stage):
             tau_min=cfg.tau_min, margin=cfg.margin, sp_warmup_steps=cfg.sp_warmup_steps,
         )
 
-        def step(idx: Sequence[int], step_number: int) -> dict[str, torch.Tensor]:
-            terms = self._step(splade, [examples[i] for i in idx], loss_fn, domain, step_number)
-            return {"loss": terms["total"], **{k: terms[k] for k in TERMS}}
+        def step(idx: Sequence[int], step_number: int) -> StepResult:
+            terms, tokens = self._step(splade, [examples[i] for i in idx], loss_fn, domain, step_number)
+            return StepResult({"loss": terms["total"], **{k: terms[k] for k in TERMS}}, tokens)
 
-        loop = LoopConfig(self.name, cfg.epochs, cfg.batch_size, cfg.lr, cfg.weight_decay, cfg.max_grad_norm, cfg.log_every)
-        result = run_loop(splade, len(examples), loop, step, gen, ctx.log, ctx.hooks, step_line=format_step)
+        result = run_loop(
+            splade, shuffled_batches(len(examples), cfg.batch_size), ctx.loop_config(self.name, cfg, cfg.log_every),
+            step, gen, ctx.log, ctx.hooks, step_line=format_step, resume=ctx.resume, checkpoint=ctx.checkpoint,
+        )
         last = {("total" if k == "loss" else k): v for k, v in result.last.items()}
         ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "last": last, "domain_ids": domain}
 
@@ -188,10 +203,11 @@ class DistillStage(Stage):
         q_w = splade(q["input_ids"], q["attention_mask"])  # (B, V)
         d_w = splade(d["input_ids"], d["attention_mask"])  # (U, V)
         dev = q_w.device
+        tokens = int(q["attention_mask"].sum() + d["attention_mask"].sum())
         return loss_fn(
             query_weights=q_w, query_input_ids=q["input_ids"], doc_weights=d_w, doc_input_ids=d["input_ids"],
             doc_index=index.to(dev), teacher=teacher.to(dev), mask=mask.to(dev), domain_ids=domain, step=step,
-        )
+        ), tokens
 
 
 def collate_candidates(batch: Sequence[TrainExample]) -> tuple[list[str], torch.Tensor, torch.Tensor]:

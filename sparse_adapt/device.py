@@ -1,0 +1,56 @@
+"""Which device models run on: ``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda``, ``mps``.
+
+``SpladeEncoder.from_pretrained(..., device=None)`` and the training pipeline use the
+process default (:func:`set_default_device`; the CLI's global ``--device`` sets it), so
+one flag moves every command. Training on CUDA runs under bf16 autocast (:func:`autocast`);
+CPU stays fp32 (this CPU kind has no fast bf16, and fp32 keeps CPU runs bit-reproducible).
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import torch
+
+from sparse_adapt.errors import ConfigError
+
+CHOICES = ("auto", "cpu", "cuda", "mps")
+_default = "auto"
+
+
+def _available(kind: str) -> bool:
+    probes = {
+        "cpu": lambda: True,
+        "cuda": torch.cuda.is_available,
+        "mps": lambda: getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available(),
+    }
+    return probes[kind]()
+
+
+def resolve_device(name: str | torch.device | None = None) -> torch.device:
+    """``name`` (or the process default) as a torch device; an unavailable one is an error."""
+    if isinstance(name, torch.device):
+        return name
+    name = _default if name is None else str(name)
+    kind = name.split(":")[0]
+    if kind not in CHOICES:
+        raise ConfigError(f"--device must be one of {', '.join(CHOICES)}, got {name!r}")
+    if kind == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if not _available(kind):
+        raise ConfigError(f"--device {name}: no {kind.upper()} device is available on this machine")
+    return torch.device(name)
+
+
+def set_default_device(name: str) -> None:
+    """Set the process default (validated now, so a typo fails before any work)."""
+    global _default
+    resolve_device(name)
+    _default = name
+
+
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA; nothing elsewhere."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return nullcontext()

@@ -1,0 +1,200 @@
+"""Training at scale on CPU: devices, token-budget batches from a streamed corpus, gradient
+accumulation, max_steps, mid-stage checkpoints with bit-identical resume (also after SIGKILL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from sparse_adapt.cli import main
+from sparse_adapt.data import load_documents
+from sparse_adapt.device import resolve_device
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.training import loop as loop_mod
+from sparse_adapt.training.config import config_from_dict
+from sparse_adapt.training.mlm_data import JsonlTexts, plan_epoch
+from sparse_adapt.training.pipeline import run_pipeline
+from tests.training.test_stages import DICTIONARY, DOCS, TERMS_JSON, TRAIN, _jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+MORE_DOCS = DOCS + [{"doc_id": f"x{i}", "text": " ".join(["budget review of spending"] * (1 + i % 5))} for i in range(9)]
+
+
+@pytest.fixture
+def files(tmp_path, tiny_dir):
+    (tmp_path / "terms.json").write_text(json.dumps(TERMS_JSON))
+    return {
+        "base": str(tiny_dir), "corpus": _jsonl(tmp_path / "docs.jsonl", MORE_DOCS), "terms": tmp_path / "terms.json",
+        "dictionary": _jsonl(tmp_path / "dict.jsonl", DICTIONARY), "train": _jsonl(tmp_path / "train.jsonl", TRAIN),
+    }
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    from tests.conftest import make_tiny_bert
+
+    d = tmp_path_factory.mktemp("tiny") / "model"
+    make_tiny_bert().save_pretrained(d)
+    return d
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    return SpladeEncoder.from_pretrained(path).mlm.state_dict()
+
+
+def _log(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+
+
+# ------------------------------------------------------------------------------ devices
+def test_device_names_resolve_and_unavailable_ones_are_errors():
+    assert resolve_device("cpu").type == "cpu"
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ConfigError, match="must be one of"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="no CUDA device"):
+            resolve_device("cuda")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
+def test_train_device_cuda_without_gpu_is_one_line_exit_2(files, tmp_path, capsys):
+    argv = ["train", "--device", "cuda", "--out", str(tmp_path / "run")]
+    argv += [x for k, v in files.items() for x in (f"--{k}", str(v))]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no CUDA device" in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------------ batches
+def test_token_budget_batches_cover_every_text_once_within_budget():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 120, size=500).astype(np.int32)
+    gen = torch.Generator().manual_seed(3)
+    batches = plan_epoch(lengths, batch_size=64, batch_tokens=1000, window=128, generator=gen)
+    flat = sorted(i for b in batches for i in b)
+    assert flat == list(range(500))
+    for b in batches:
+        assert len(b) <= 64
+        assert len(b) == 1 or max(lengths[i] for i in b) * len(b) <= 1000
+    padded = sum(max(lengths[i] for i in b) * len(b) for b in batches)
+    fixed = plan_epoch(lengths, 8, 0, 128, torch.Generator().manual_seed(3))
+    padded_fixed = sum(max(lengths[i] for i in b) * len(b) for b in fixed)
+    assert padded < padded_fixed  # bucketing removes padding
+    again = plan_epoch(lengths, 64, 1000, 128, torch.Generator().manual_seed(3))
+    assert again == batches
+
+
+def test_fixed_batches_are_the_shuffled_order_in_chunks():
+    gen = torch.Generator().manual_seed(5)
+    order = torch.randperm(10, generator=torch.Generator().manual_seed(5)).tolist()
+    assert plan_epoch(np.ones(10, dtype=np.int32), 4, 0, 100, gen) == [order[0:4], order[4:8], order[8:10]]
+
+
+def test_streamed_texts_equal_the_loaded_documents(tmp_path):
+    path = _jsonl(tmp_path / "d.jsonl", MORE_DOCS)
+    path.write_text(path.read_text().replace("\n", "\n\n", 2))  # blank lines are skipped by both
+    source = JsonlTexts(path)
+    assert [source.text(i) for i in range(len(source))] == [d.text for d in load_documents(path)]
+    assert [source.text(i) for i in (4, 0, 4)] == [MORE_DOCS[4]["text"], MORE_DOCS[0]["text"], MORE_DOCS[4]["text"]]
+    assert source.offsets.dtype == np.int64 and not hasattr(source, "texts")
+
+
+# ------------------------------------------------------------------------------ steps
+def test_max_steps_and_grad_accum_set_the_number_of_optimiser_steps(files, tmp_path):
+    out = tmp_path / "run"
+    cfg = {"warmup": {"epochs": 50, "batch_size": 2, "lr": 1e-3, "max_steps": 3},
+           "distill": {"epochs": 2, "batch_size": 1, "grad_accum": 2, "lr": 1e-3}}
+    run_pipeline(out=out, stages="warmup,distill", config=config_from_dict(cfg), seed=1, **files)
+    records = [r for r in _log(out) if "step" in r]
+    assert [r["step"] for r in records if r["stage"] == "warmup"] == [1, 2, 3]
+    # 2 examples, batch 1, 2 micro-batches per step: one optimiser step per epoch
+    assert [r["step"] for r in records if r["stage"] == "distill"] == [1, 2]
+    assert all(r["tokens"] > 0 and r["tokens_per_s"] > 0 for r in records)
+
+
+def test_token_budget_warmup_trains(files, tmp_path):
+    out = tmp_path / "run"
+    cfg = {"warmup": {"epochs": 1, "batch_size": 16, "batch_tokens": 40, "bucket_window": 8, "lr": 1e-3}}
+    run_pipeline(out=out, stages="warmup", config=config_from_dict(cfg), seed=1, **files)
+    steps = [r for r in _log(out) if r.get("stage") == "warmup" and "step" in r]
+    assert len(steps) > len(MORE_DOCS) // 16  # the budget, not batch_size, cut the batches
+    assert any(not torch.equal(a, b) for a, b in zip(_weights(out / "final").values(), _weights(files["base"]).values()))
+
+
+# ------------------------------------------------------------------------------ resume
+CKPT = {
+    "warmup": {"epochs": 2, "batch_size": 3, "lr": 1e-3, "checkpoint_every": 1},
+    "dictionary": {"epochs": 1, "batch_size": 1, "lr": 1e-3, "checkpoint_every": 1},
+    "distill": {"epochs": 2, "batch_size": 1, "lr": 1e-3, "checkpoint_every": 1, "sp_warmup_steps": 2},
+}
+
+
+def test_crash_mid_stage_resumes_from_the_checkpoint_bit_identically(files, tmp_path, monkeypatch):
+    reference = _weights(run_pipeline(out=tmp_path / "ref", config=config_from_dict(CKPT), seed=2, **files))
+    out = tmp_path / "run"
+    real = loop_mod.nn.utils.clip_grad_norm_
+    calls = []
+
+    class PowerCut(Exception):
+        pass
+
+    def clip_then_cut(parameters, max_norm):
+        calls.append(1)
+        if len(calls) == 5:  # warmup's 5th optimiser step, before it is taken
+            raise PowerCut()
+        return real(parameters, max_norm)
+
+    with monkeypatch.context() as m:
+        m.setattr(loop_mod.nn.utils, "clip_grad_norm_", clip_then_cut)
+        with pytest.raises(PowerCut):
+            run_pipeline(out=out, config=config_from_dict(CKPT), seed=2, **files)
+    assert (out / "warmup.partial" / "trainer_state.pt").is_file() and not (out / "warmup").exists()
+    messages = []
+    from sparse_adapt.progress import Hooks
+
+    run_pipeline(out=out, config=config_from_dict(CKPT), seed=2, hooks=Hooks(message=messages.append), **files)
+    assert any(m.startswith("resuming warmup at step 4") for m in messages)
+    assert not (out / "warmup.partial").exists()
+    resumed = _weights(out / "final")
+    assert all(torch.equal(resumed[k], reference[k]) for k in reference)
+
+
+def test_sigkill_at_a_random_step_then_rerun_equals_an_uninterrupted_run(files, tmp_path):
+    argv = [x for k, v in files.items() for x in (f"--{k}", str(v))]
+    config = tmp_path / "ckpt.json"
+    config.write_text(json.dumps(CKPT))
+    argv += ["--config", str(config), "--seed", "4"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "sparse_adapt", "--threads", "1", "train"]
+    subprocess.run(cmd + argv + ["--out", str(tmp_path / "ref")], check=True, env=env, capture_output=True, cwd=ROOT)
+
+    out = tmp_path / "run"
+    kill_at = random.Random().randint(2, 9)  # an optimiser step somewhere in warmup, dictionary or distill
+    proc = subprocess.Popen(cmd + argv + ["--out", str(out)], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = out / "train_log.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        steps = sum(1 for line in log.read_text().splitlines() if '"step"' in line) if log.exists() else 0
+        if steps >= kill_at:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.005)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, f"the run ended before step {kill_at}"
+    subprocess.run(cmd + argv + ["--out", str(out)], check=True, env=env, capture_output=True, cwd=ROOT)
+    reference, resumed = _weights(tmp_path / "ref" / "final"), _weights(out / "final")
+    assert all(torch.equal(resumed[k], reference[k]) for k in reference), f"killed at step {kill_at}"
