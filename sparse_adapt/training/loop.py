@@ -28,6 +28,7 @@ from torch import nn
 
 from sparse_adapt.device import autocast
 from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.training.distributed import Processes, SingleProcess
 
 
 class StepResult(NamedTuple):
@@ -122,10 +123,10 @@ def set_rng_state(state: dict, generator: torch.Generator) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _total_steps(cfg: LoopConfig, batches_per_epoch: int) -> int:
+def _total_steps(cfg: LoopConfig, batches_per_epoch: int, world: int) -> int:
     if cfg.max_steps > 0:
         return cfg.max_steps
-    return cfg.epochs * -(-batches_per_epoch // cfg.grad_accum)
+    return cfg.epochs * -(-batches_per_epoch // (cfg.grad_accum * world))
 
 
 def run_loop(
@@ -140,21 +141,26 @@ def run_loop(
     *,
     resume: dict | None = None,
     checkpoint: Callable[[dict], None] | None = None,
+    processes: Processes | None = None,
 ) -> LoopResult:
-    """Train ``model`` in place; see the module docstring."""
+    """Train ``model`` in place; see the module docstring (and ``distributed.py`` for N processes)."""
+    processes = processes or SingleProcess()
+    world, rank = processes.world, processes.rank
+    group = cfg.grad_accum * world  # batches per optimiser step, over all processes
     device = next(model.parameters()).device
+    params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
     result = LoopResult()
     if resume is None:
         epoch, position = 0, 0
-        batches = plan(generator)
+        batches = processes.broadcast(plan(generator))
         sums: dict[str, float] = {}
         counted = 0
     else:
         epoch, position, batches = resume["epoch"], resume["position"], resume["plan"]
         sums, counted = resume["sums"], resume["counted"]
         result = LoopResult(resume["steps"], resume["epoch_means"], resume["last"], resume["tokens"])
-    total = _total_steps(cfg, len(batches))
+    total = _total_steps(cfg, len(batches), world)
     sched = linear_schedule(opt, max(1, total))
     if resume is not None:
         opt.load_state_dict(resume["optimizer"])
@@ -165,32 +171,38 @@ def run_loop(
         task.advance(result.steps)
     epochs = cfg.epochs if cfg.max_steps <= 0 else None  # None: until max_steps
     model.train()
-    pending: list[dict[str, float]] = []  # losses of the micro-batches of the current optimiser step
-    pending_tokens, started = 0, time.perf_counter()
+    pending: list[dict[str, float]] = []  # losses of this process's batches of the current optimiser step
+    pending_tokens, consumed, started = 0, 0, time.perf_counter()
 
     def finished() -> bool:
         return cfg.max_steps > 0 and result.steps >= cfg.max_steps
 
     while (epochs is None or epoch < epochs) and not finished() and batches:
         while position < len(batches) and not finished():
-            with autocast(device):
-                out = step(batches[position], result.steps + 1)
+            if consumed % world == rank:
+                with autocast(device):
+                    out = step(batches[position], result.steps + 1)
+                if out is not None:
+                    (out.losses["loss"] / group).backward()
+                    pending.append({k: float(v.detach()) for k, v in out.losses.items()})
+                    pending_tokens += out.tokens
             position += 1
-            if out is not None:
-                (out.losses["loss"] / cfg.grad_accum).backward()
-                pending.append({k: float(v.detach()) for k, v in out.losses.items()})
-                pending_tokens += out.tokens
-            if len(pending) < cfg.grad_accum and position < len(batches):
+            consumed += 1
+            if consumed < group and position < len(batches):
                 continue
-            if not pending:
+            consumed = 0
+            if not processes.sum_int(len(pending)):
                 continue
+            processes.sum_gradients(params)
             nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)
             result.steps += 1
             counted += 1
-            result.last = {k: sum(p[k] for p in pending) / len(pending) for k in pending[0]}
+            if pending:  # with N processes: this process's batches
+                result.last = {k: sum(p[k] for p in pending) / len(pending) for k in pending[0]}
+            pending_tokens = processes.sum_int(pending_tokens)
             result.tokens += pending_tokens
             seconds = time.perf_counter() - started
             for k, v in result.last.items():
@@ -217,6 +229,6 @@ def run_loop(
                 hooks.message(f"{cfg.name}: epoch {epoch + 1}{of} done. Avg loss: {result.epoch_means[-1]['loss']:.4f}")
             epoch, position, sums, counted = epoch + 1, 0, {}, 0
             if (epochs is None or epoch < epochs) and not finished():
-                batches = plan(generator)
+                batches = processes.broadcast(plan(generator))
     model.eval()
     return result

@@ -32,6 +32,7 @@ from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.config import TrainConfig, load_config
+from sparse_adapt.training.distributed import Processes
 from sparse_adapt.training.mlm_data import validate_corpus
 from sparse_adapt.training.stages import EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, parse_stages
 
@@ -82,11 +83,13 @@ def _partial(out: Path, name: str) -> Path:
     return out / f"{name}{PARTIAL}"
 
 
-def _checkpointer(out: Path, name: str, splade: SpladeEncoder):
+def _checkpointer(out: Path, name: str, splade: SpladeEncoder, processes: Processes):
     def save(state: dict) -> None:
-        with atomic_directory(_partial(out, name)) as tmp:
-            splade.save_pretrained(tmp / "model")
-            torch.save(state, tmp / TRAINER_STATE)
+        if processes.is_main:
+            with atomic_directory(_partial(out, name)) as tmp:
+                splade.save_pretrained(tmp / "model")
+                torch.save(state, tmp / TRAINER_STATE)
+        processes.barrier()
 
     return save
 
@@ -118,6 +121,10 @@ def run_pipeline(
     """
     names = parse_stages(stages)
     device = resolve_device(device)
+    processes = Processes(device)
+    device = processes.device(device)
+    if not processes.is_main:
+        hooks = SILENT
     cfg = config if isinstance(config, TrainConfig) else load_config(config)
     cfg.validate()
     paths = {
@@ -131,9 +138,12 @@ def run_pipeline(
         "inputs": {k: _sha256(p) for k, p in paths.items()},
     }
     _check_manifest(out, manifest)
-    out.mkdir(parents=True, exist_ok=True)
-    if not (out / RUN_FILE).is_file():
-        write_json_atomic(out / RUN_FILE, manifest)
+    processes.barrier()  # every process checked the directory as it was before anything is written
+    if processes.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        if not (out / RUN_FILE).is_file():
+            write_json_atomic(out / RUN_FILE, manifest)
+    processes.barrier()
 
     # Resume only from a prefix: a later stage's directory without its predecessors is not ours.
     start = 0
@@ -148,27 +158,34 @@ def run_pipeline(
     log_path = out / LOG_FILE
 
     def log(record: dict) -> None:
+        if not processes.is_main:
+            return
         with log_path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
 
     for i in range(start, len(names)):
         name = names[i]
         stage = STAGES[name]()
-        ctx = StageContext(data=data, config=cfg, seed=int(seed) + ORDER.index(name), log=log, hooks=hooks)
+        ctx = StageContext(data=data, config=cfg, seed=int(seed) + ORDER.index(name), log=log, hooks=hooks,
+                           processes=processes)
         partial = _load_partial(out, name, device) if i == start else None
         if partial is not None:
             splade, ctx.resume = partial
             hooks.message(f"resuming {name} at step {ctx.resume['steps']} from {_partial(out, name)}")
-        ctx.checkpoint = _checkpointer(out, name, splade)
+        ctx.checkpoint = _checkpointer(out, name, splade, processes)
         log({"event": "stage_start", "stage": name, "time": time.time()})
         t0 = time.perf_counter()
         stage.run(splade, ctx)
         seconds = time.perf_counter() - t0
-        splade.save_pretrained(out / name)
-        shutil.rmtree(_partial(out, name), ignore_errors=True)
+        if processes.is_main:
+            splade.save_pretrained(out / name)
+            shutil.rmtree(_partial(out, name), ignore_errors=True)
+        processes.barrier()
         log({"event": "stage_end", "stage": name, "seconds": round(seconds, 2), **ctx.info})
         hooks.message(f"stage {name} done in {seconds:.1f}s -> {out / name}")
     final = out / FINAL
-    splade.save_pretrained(final)
+    if processes.is_main:
+        splade.save_pretrained(final)
+    processes.barrier()
     hooks.message(f"wrote {final}")
     return final

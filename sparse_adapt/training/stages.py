@@ -22,6 +22,7 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import domain_token_ids, extend_vocabulary
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.config import DictionaryConfig, MLMConfig, TrainConfig
+from sparse_adapt.training.distributed import Processes, SingleProcess
 from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything, shuffled_batches
 from sparse_adapt.training.masking import mask_tokens, occurrences, span_occurrences
 from sparse_adapt.training.mlm_data import JsonlTexts, ListTexts, TextSource, plan_epoch, token_lengths
@@ -47,6 +48,7 @@ class StageContext:
     info: dict = field(default_factory=dict)  # what the stage wants recorded in its stage_end log line
     resume: dict | None = None  # the loop state of an interrupted attempt of this stage
     checkpoint: Callable[[dict], None] | None = None  # saves a mid-stage checkpoint (model + loop state)
+    processes: Processes = field(default_factory=SingleProcess)  # the processes of the run (Accelerate)
 
     def loop_config(self, name: str, section, log_every: int = 0) -> LoopConfig:
         return LoopConfig(
@@ -121,7 +123,7 @@ class _MLMStage(Stage):
             return plan_epoch(lengths, cfg.batch_size, cfg.batch_tokens, cfg.bucket_window, generator)
 
         result = run_loop(splade, plan, ctx.loop_config(self.name, cfg), step, gen, ctx.log, ctx.hooks,
-                          resume=ctx.resume, checkpoint=ctx.checkpoint)
+                          resume=ctx.resume, checkpoint=ctx.checkpoint, processes=ctx.processes)
         final = result.epoch_means[-1]["loss"] if result.epoch_means else None
         ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "final_epoch_loss": final, "tokens": result.tokens}
 
@@ -190,6 +192,7 @@ class DistillStage(Stage):
         result = run_loop(
             splade, shuffled_batches(len(examples), cfg.batch_size), ctx.loop_config(self.name, cfg, cfg.log_every),
             step, gen, ctx.log, ctx.hooks, step_line=format_step, resume=ctx.resume, checkpoint=ctx.checkpoint,
+            processes=ctx.processes,
         )
         last = {("total" if k == "loss" else k): v for k, v in result.last.items()}
         ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "last": last, "domain_ids": domain}

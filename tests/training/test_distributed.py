@@ -1,0 +1,71 @@
+"""Two CPU processes through ``accelerate launch`` (gloo) train as one process with twice
+the gradient accumulation, up to float summation order."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import BertConfig, BertForMaskedLM
+
+from sparse_adapt.modeling.encoder import SpladeEncoder, SpladeSettings
+from tests.conftest import _tokenizer
+from tests.training.test_stages import DICTIONARY, DOCS, TERMS_JSON, TRAIN, _jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+ACCELERATE = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+
+
+def _no_dropout_model(path: Path) -> None:
+    # Dropout draws from each process's own RNG; without it the only difference between one
+    # and two processes is the order in which gradients are summed.
+    torch.manual_seed(0)
+    tok = _tokenizer()
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=128, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0)
+    SpladeEncoder(BertForMaskedLM(cfg).eval(), tok, SpladeSettings(query_max_length=16, doc_max_length=48)).save_pretrained(path)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(ACCELERATE is None, reason="accelerate's launcher is not installed")
+def test_two_gloo_processes_match_one_process_with_double_accumulation(tmp_path):
+    _no_dropout_model(tmp_path / "model")
+    (tmp_path / "terms.json").write_text(json.dumps(TERMS_JSON))
+    train = TRAIN * 2  # 4 queries: two optimiser steps of 2 batches per epoch
+    common = [
+        "--base", str(tmp_path / "model"), "--corpus", str(_jsonl(tmp_path / "docs.jsonl", DOCS)),
+        "--terms", str(tmp_path / "terms.json"), "--dictionary", str(_jsonl(tmp_path / "dict.jsonl", DICTIONARY)),
+        "--train", str(_jsonl(tmp_path / "train.jsonl", [dict(r, qid=f"{r['qid']}-{i}") for i, r in enumerate(train)])),
+        "--stages", "extend,distill", "--seed", "1",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+    def config(name: str, accum: int) -> str:
+        path = tmp_path / name
+        path.write_text(json.dumps({"distill": {"epochs": 2, "batch_size": 1, "grad_accum": accum, "lr": 1e-3}}))
+        return str(path)
+
+    one = [sys.executable, "-m", "sparse_adapt", "--device", "cpu", "--threads", "1", "train", *common,
+           "--config", config("one.json", 2), "--out", str(tmp_path / "one")]
+    subprocess.run(one, check=True, env=env, cwd=ROOT, capture_output=True)
+    two = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--dynamo_backend", "no", "--main_process_port", "29533", "-m", "sparse_adapt", "--device", "cpu",
+           "--threads", "1", "train", *common, "--config", config("two.json", 1), "--out", str(tmp_path / "two")]
+    proc = subprocess.run(two, env=env, cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    a = SpladeEncoder.from_pretrained(tmp_path / "one" / "final").mlm.state_dict()
+    b = SpladeEncoder.from_pretrained(tmp_path / "two" / "final").mlm.state_dict()
+    start = SpladeEncoder.from_pretrained(tmp_path / "one" / "extend").mlm.state_dict()
+    assert any(not torch.equal(a[k], start[k]) for k in a)  # training moved the weights
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-6, msg=k)
+    steps = lambda out: [json.loads(l)["step"] for l in (out / "train_log.jsonl").read_text().splitlines() if '"step"' in l]  # noqa: E731
+    assert steps(tmp_path / "one") == steps(tmp_path / "two") == [1, 2, 3, 4]  # the main process logs once per step
