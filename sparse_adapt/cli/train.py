@@ -23,6 +23,9 @@ def register(app: typer.Typer) -> None:
         ),
         config: Optional[Path] = typer.Option(None, "--config", help="JSON or TOML overrides, by stage section."),
         seed: int = typer.Option(0, "--seed", help="Seeds python, numpy and torch; a rerun reproduces the run."),
+        overwrite: bool = typer.Option(
+            False, "--overwrite", help="Discard a different run found in --out (or write beside other files) instead of refusing."
+        ),
     ) -> None:
         """Run the stages on BASE; rerunning the same command resumes after the last completed stage."""
         from sparse_adapt.cli.output import console, rich_hooks
@@ -31,6 +34,6 @@ def register(app: typer.Typer) -> None:
         with rich_hooks() as hooks:
             final = run_pipeline(
                 base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train_file, out=out,
-                stages=stages, config=config, seed=seed, hooks=hooks,
+                stages=stages, config=config, seed=seed, hooks=hooks, overwrite=overwrite,
             )
         console.print(f"model: {final}")
