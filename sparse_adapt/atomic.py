@@ -76,10 +76,11 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
-def check_writable(target: str | Path, flag: str = "--out") -> None:
-    """Fail now, with one line, if ``target`` could not be created or replaced."""
+def check_writable(target: str | Path, flag: str = "--out", into: bool = False) -> None:
+    """Fail now, with one line, if ``target`` could not be created or replaced (``into``: if
+    files could not be written inside the directory ``target``, as a run directory needs)."""
     target = Path(target)
-    where = _nearest_existing(target.parent)
+    where = target if into and target.is_dir() else _nearest_existing(target.parent)
     if not where.is_dir():
         raise OutputError(f"{flag} {target}: {where} is a file, not a directory")
     try:

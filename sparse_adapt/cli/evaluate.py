@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Optional
 import typer
 from rich.table import Table
 
-from sparse_adapt.cli.output import OVERWRITE_HELP, console, warn
+from sparse_adapt.cli.output import console, warn
 from sparse_adapt.data import Document, Qrels, Query
 from sparse_adapt.errors import ConfigError
 

@@ -126,15 +126,17 @@ def assemble(inputs: ReportInputs, data: ReportData, stages: list[StageResult], 
 
 def _check_out(out: Path, overwrite: bool = False) -> None:
     """Refuse to write into a non-empty directory that is not a report of ours (unless ``overwrite``)."""
+    check_writable(out, into=True)
     if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file, not a directory")
+        if not overwrite:
+            raise ConfigError(f"--out {out} is an existing file; a report needs a directory (--overwrite replaces the file)")
+        out.unlink()
     ours = (out / RUNS_DIR).is_dir() or (out / "report.json").is_file()
     if out.is_dir() and any(p.name != LOCK_FILE for p in out.iterdir()) and not ours and not overwrite:
         raise ConfigError(
             f"--out {out} is not empty and holds no report: refusing to write into it "
             f"(--overwrite writes the report beside its files)"
         )
-    check_writable(out)
 
 
 def run_experiment(

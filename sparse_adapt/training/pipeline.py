@@ -89,7 +89,7 @@ def run_pipeline(
     }
     data = _load_inputs(**paths)  # validate every input before any training or writing
     out = Path(out)
-    check_writable(out)
+    check_writable(out, into=True)
     if out.exists() and not out.is_dir():
         if not overwrite:
             raise OutputError(f"--out {out} is an existing file; a run needs a directory (--overwrite replaces the file)")

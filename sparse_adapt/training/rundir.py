@@ -96,12 +96,11 @@ def prepare(out: Path, manifest: dict, names: Sequence[str], overwrite: bool, ho
                 )
             hooks.message(f"--overwrite: discarding the run in {out} ({', '.join(diff)} differed)")
             _discard(out)
-        elif old != manifest:
+        elif old != manifest:  # run.json itself is rewritten by write_manifest, once the base has loaded
             if not checkpoints:
                 hooks.message(f"{out}: no stage of the earlier attempt completed; starting afresh")
             else:
                 hooks.message(f"{out}: settings of stages still to run changed; completed stages are reused")
-            write_json_atomic(path, manifest)
     elif any(p.name != LOCK_FILE for p in out.iterdir()) and not overwrite:
         raise RunMismatchError(
             f"{out} is not empty and holds no {RUN_FILE}: refusing to write a run into it "
@@ -111,8 +110,14 @@ def prepare(out: Path, manifest: dict, names: Sequence[str], overwrite: bool, ho
 
 
 def write_manifest(out: Path, manifest: dict) -> None:
-    if not (out / RUN_FILE).is_file():
-        write_json_atomic(out / RUN_FILE, manifest)
+    """``run.json`` for this run (after :func:`prepare` accepted ``out`` for it)."""
+    path = out / RUN_FILE
+    try:
+        current = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (ValueError, UnicodeDecodeError):
+        current = None
+    if current != manifest:
+        write_json_atomic(path, manifest)
 
 
 def restart_log(path: Path, completed: Sequence[str]) -> None:

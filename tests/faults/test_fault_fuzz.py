@@ -17,7 +17,7 @@ from sparse_adapt import data
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.training.config import TrainConfig, load_config
 
-SETTINGS = settings(max_examples=120, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 WORK = Path(tempfile.mkdtemp(prefix="sparse-adapt-fuzz-"))
 

@@ -13,9 +13,10 @@ import torch
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.losses import DistillationLoss
 from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.progress import Hooks
 from sparse_adapt.training.config import load_config
 from sparse_adapt.training.pipeline import run_pipeline
-from tests.faults.conftest import SMALL, assert_one_line_error, cli, train_argv
+from tests.faults.conftest import assert_one_line_error, cli, train_argv
 from tests.training.test_stages import TRAIN
 
 
@@ -86,9 +87,14 @@ def test_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(
     assert all(bool(torch.isfinite(p).all()) for p in good.mlm.parameters())
     events = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert events[-1]["event"] == "stopped" and events[-1]["stage"] == "distill"
-    # with the cause gone, the same command resumes from the good checkpoint and finishes
+    # with the cause gone (and, as a user would, a lower distill.lr), the run resumes from the good checkpoint
     monkeypatch.undo()
-    final = _pipeline(tiny_model_dir, train_inputs, out)
+    config = json.loads(train_inputs["config"].read_text())
+    config["distill"]["lr"] /= 10
+    train_inputs["config"].write_text(json.dumps(config))
+    messages: list[str] = []
+    final = _pipeline(tiny_model_dir, train_inputs, out, hooks=Hooks(message=messages.append))
+    assert "resuming: extend already complete" in "\n".join(messages)
     assert all(bool(torch.isfinite(p).all()) for p in SpladeEncoder.from_pretrained(final).mlm.parameters())
 
 

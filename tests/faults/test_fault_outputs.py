@@ -48,6 +48,8 @@ DIR_WRITERS = {
     "export": lambda f: ["export", "--model", f["model"], "--docs", f["docs"], "--out"],
     "base": lambda f: ["base", "--from-encoder", f["encoder"], "--bias", "-1.0", "--out"],
     "index": lambda f: ["index", "--vectors", f["vectors"], "--index"],
+    # report keeps its own results in --out (reruns reuse them); anything else there is refused
+    "report": lambda f: ["report", "--base", f["model"], "--experiments", "H1", "--out"],
 }
 # The same commands plus the file writer.
 ALL_WRITERS = {**DIR_WRITERS, "evaluate --save-run": lambda f: [
@@ -162,3 +164,10 @@ def test_a_live_writers_temporary_is_left_alone(tmp_path):
         d.mkdir()
     assert clean_leftovers(tmp_path, "model") == [dead]
     assert live.exists() and mine.exists()
+
+
+def test_train_into_an_existing_read_only_run_directory_fails_before_any_work(
+    files, train_inputs, read_only_dir, no_work, capsys
+):
+    result = cli(capsys, train_argv(files["model"], train_inputs, read_only_dir))
+    assert_one_line_error(result, "cannot write in", str(read_only_dir))

@@ -58,12 +58,12 @@ original = encoder.SpladeSettings.save
 
 def save(self, directory):  # the last file of a checkpoint: weights and tokenizer are written
     original(self, directory)
-    if Path(directory).name.startswith(".distill.tmp-"):
+    if Path(directory).name.startswith(".extend.tmp-"):
         os.kill(os.getpid(), signal.SIGKILL)
 
 encoder.SpladeSettings.save = save
 run_pipeline(base=model, corpus=corpus, terms=terms, dictionary=dictionary, train=train, out=out,
-             stages="extend,distill", config=config, seed=3)
+             stages="extend", config=config, seed=3)
 """
 
 
@@ -74,9 +74,9 @@ def test_a_checkpoint_save_killed_midway_leaves_nothing_after_the_next_run(tiny_
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     leftovers = hidden_leftovers(out)
-    assert len(leftovers) == 1 and leftovers[0].startswith(".distill.tmp-")
-    assert (out / leftovers[0] / "model.safetensors").is_file()  # a real, large, half-finished checkpoint
-    _pipeline(tiny_model_dir, train_inputs, out)
+    assert len(leftovers) == 1 and leftovers[0].startswith(".extend.tmp-")
+    assert (out / leftovers[0] / "model.safetensors").is_file()  # a real checkpoint, written but for its last file
+    _pipeline(tiny_model_dir, train_inputs, out, stages="extend")
     assert hidden_leftovers(out) == []
     assert (out / "final" / "model.safetensors").is_file()
 
@@ -203,3 +203,23 @@ def test_the_index_child_dies_with_its_parent(tmp_path, capsys):
 
     check_output(index)
     assert hidden_leftovers(tmp_path) == []
+
+
+def test_overwrite_discards_a_different_run_but_never_other_files(tiny_model_dir, train_inputs, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    with pytest.raises(SparseAdaptError, match="not empty and holds no run.json"):
+        _pipeline(tiny_model_dir, train_inputs, out, stages="distill")
+    _pipeline(tiny_model_dir, train_inputs, out, stages="distill", overwrite=True)  # written beside the notes
+    first = (out / "final" / "model.safetensors").read_bytes()
+    config = json.loads(train_inputs["config"].read_text())
+    config["distill"]["lr"] /= 10
+    train_inputs["config"].write_text(json.dumps(config))
+    with pytest.raises(SparseAdaptError, match=r"config \[distill\] differ"):
+        _pipeline(tiny_model_dir, train_inputs, out, stages="distill")
+    _pipeline(tiny_model_dir, train_inputs, out, stages="distill", overwrite=True)
+    assert (out / "final" / "model.safetensors").read_bytes() != first
+    assert json.loads((out / "run.json").read_text())["config"]["distill"]["lr"] == config["distill"]["lr"]
+    assert [r["event"] for r in _log(out) if "event" in r] == ["stage_start", "stage_end"]  # the old log went too
+    assert (out / "notes.txt").read_text() == "keep me"
