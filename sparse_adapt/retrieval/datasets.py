@@ -10,6 +10,7 @@ an ``ir_datasets`` ``Dataset``; nothing here parses those files by hand.
 
 from __future__ import annotations
 
+import codecs
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +46,11 @@ class IRDataset:
         # ir_datasets parses the files itself; a bad byte or line surfaces as its exception.
         try:
             yield
-        except (UnicodeDecodeError, ValueError, KeyError) as e:
+        except (UnicodeDecodeError, ValueError, KeyError, RuntimeError) as e:
             raise DatasetError(f"{self.name}: cannot read its {what} ({type(e).__name__}: {str(e)[:160]})") from None
+        except AssertionError:  # how BeirQrels reports a file without BEIR's header line
+            raise DatasetError(f"{self.name}: its {what} file lacks BEIR's header line "
+                               f"'query-id<TAB>corpus-id<TAB>score'") from None
 
     def qrels(self) -> Qrels:
         out: Qrels = {}
@@ -79,7 +83,17 @@ def local_beir(folder: str | Path, split: str = "test") -> IRDataset:
     missing = [str(p) for p in files.values() if not p.is_file()]
     if missing:
         raise DatasetError(f"{root} is not a BEIR folder: missing {', '.join(missing)}")
-    download = ir_datasets.util.LocalDownload
+
+    class download(ir_datasets.util.LocalDownload):
+        """A local file whose stream skips a UTF-8 byte-order mark, as every loader of ours does."""
+
+        @contextmanager
+        def stream(self):
+            with self.path().open("rb") as f:
+                if f.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
+                    f.seek(0)
+                yield f
+
     docs = JsonlDocs(
         download(files["corpus"]), BeirTitleDoc, mapping={"doc_id": "_id", "text": "text", "title": "title"},
         namespace=f"local-beir:{root}",

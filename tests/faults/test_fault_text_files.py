@@ -105,3 +105,16 @@ def test_an_escaped_lone_surrogate_in_json_is_refused(tmp_path):
     path.write_text('{"doc_id": "d1", "text": "broken \\ud800 text"}\n')
     with pytest.raises(SparseAdaptError, match=r"docs\.jsonl:1: field 'text': contains an unpaired surrogate"):
         data.load_documents(path)
+
+
+def test_a_local_beir_folder_with_boms_gives_the_same_metrics(tiny_model_dir, tmp_path, capsys):
+    from tests.retrieval.test_evaluate_cli import write_beir
+
+    plain, bom = write_beir(tmp_path / "plain"), write_beir(tmp_path / "bom")
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        (bom / name).write_bytes(codecs.BOM_UTF8 + (bom / name).read_bytes())
+    results = [cli(capsys, ["evaluate", "--model", tiny_model_dir, "--dataset", folder, "--json"]) for folder in (plain, bom)]
+    assert [r.code for r in results] == [0, 0], results[1].err
+    assert json.loads(results[1].out) == json.loads(results[0].out)
+    (bom / "qrels/test.tsv").write_text("q1\td1\t1\n")  # no header line: ir_datasets asserts on it
+    assert_one_line_error(cli(capsys, ["evaluate", "--model", tiny_model_dir, "--dataset", bom]), "header line")
