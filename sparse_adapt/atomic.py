@@ -2,18 +2,120 @@
 
 Everything is written into a hidden temporary sibling of the target and renamed over it
 only once complete (``os.replace`` is atomic within one filesystem). On failure the
-temporary is removed and the target is left as it was.
+temporary is removed and the target is left as it was. A process killed mid-write
+(SIGKILL, power cut) cannot clean up, so every temporary sibling carries its writer's pid
+(``.NAME.tmp-PID-*``, ``.NAME.old-PID``) and the next write of the same target removes
+those whose writer is gone (:func:`clean_leftovers`).
+
+Commands check their destination before any work (:func:`check_output`): an existing
+non-empty directory or an existing file is the user's and is refused unless they pass
+``--overwrite``, and a destination that cannot be written fails at once, not after an
+hour of encoding.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal
+
+from sparse_adapt.errors import OutputError
+
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?:tmp|old)-(?P<rest>.*)$")
+
+
+def _writer_alive(rest: str) -> bool:
+    """Whether the process that named a temporary ``...tmp-<rest>`` may still be writing it."""
+    pid = rest.split("-", 1)[0]
+    if not pid.isdigit():  # not written by a pid-tagging version: nobody can still own it
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def clean_leftovers(directory: str | Path, name: str | None = None) -> list[Path]:
+    """Remove temporaries of crashed writes in ``directory`` (of target ``name`` only, if given).
+
+    Only hidden ``.NAME.tmp-PID-*`` / ``.NAME.old-PID`` entries whose process is gone are
+    removed; a live writer's temporaries are left alone. Returns what was removed.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    removed = []
+    for entry in directory.iterdir():
+        m = _LEFTOVER.match(entry.name)
+        if m is None or (name is not None and m["name"] != name) or _writer_alive(m["rest"]):
+            continue
+        _remove(entry)
+        removed.append(entry)
+    return removed
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _nearest_existing(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_writable(target: str | Path, flag: str = "--out", into: bool = False) -> None:
+    """Fail now, with one line, if ``target`` could not be created or replaced (``into``: if
+    files could not be written inside the directory ``target``, as a run directory needs)."""
+    target = Path(target)
+    where = target if into and target.is_dir() else _nearest_existing(target.parent)
+    if not where.is_dir():
+        raise OutputError(f"{flag} {target}: {where} is a file, not a directory")
+    try:
+        # Permission bits do not tell the whole story (root, read-only mounts, immutable
+        # directories): create and remove a file where the output will go.
+        fd, probe = tempfile.mkstemp(prefix=f".sparse-adapt-probe-{os.getpid()}-", dir=where)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise OutputError(f"{flag} {target}: cannot write in {where} ({e.strerror or e})") from None
+
+
+def check_output(
+    target: str | Path, overwrite: bool = False, kind: Literal["directory", "file"] = "directory", flag: str = "--out"
+) -> Path:
+    """Check a command's destination before any work is done; returns it as a Path.
+
+    Refused unless ``overwrite``: an existing file, an existing non-empty directory (an
+    empty one is used as is). A directory is never replaced by a file. Crash leftovers of
+    earlier writes of ``target`` are removed; a destination that cannot be written fails.
+    """
+    target = Path(target)
+    clean_leftovers(target.parent, target.name)
+    if target.is_dir():
+        if kind == "file":
+            raise OutputError(f"{flag} {target} is a directory; give a file path")
+        entries = sum(1 for _ in target.iterdir())
+        if entries and not overwrite:
+            raise OutputError(
+                f"{flag} {target} is not empty ({entries} entries); pass --overwrite to replace it, or choose another path"
+            )
+    elif target.exists() and not overwrite:
+        raise OutputError(f"{flag} {target} is an existing file; pass --overwrite to replace it, or choose another path")
+    check_writable(target, flag)
+    return target
 
 
 @contextmanager
@@ -21,20 +123,21 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     """Yield a temporary directory that replaces ``target`` when the block succeeds."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    clean_leftovers(target.parent, target.name)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
     try:
         yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     old = None
-    if target.exists():
+    if target.exists() or target.is_symlink():
         # A directory cannot be replaced by rename while it exists: move it aside first.
         old = target.parent / f".{target.name}.old-{os.getpid()}"
         os.replace(target, old)
     os.replace(tmp, target)
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        _remove(old)
 
 
 @contextmanager
@@ -42,6 +145,7 @@ def atomic_file(target: str | Path) -> Iterator[Path]:
     """Yield a temporary file path that replaces ``target`` when the block succeeds."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    clean_leftovers(target.parent, target.name)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
         yield tmp

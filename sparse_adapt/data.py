@@ -3,11 +3,18 @@
 Every loader reads the whole file and raises :class:`DataError` naming the file, the
 1-based line and the field at the first problem, so a user never sees a traceback
 from deep inside torch because of a typo in their JSONL.
+
+Every file is UTF-8; a leading byte-order mark is accepted (and dropped) by every loader
+alike, as are CRLF line ends. Numbers must be finite: ``NaN`` and ``Infinity`` (which
+Python's JSON parser accepts) are errors, since one NaN teacher score turns every weight
+of a model into NaN.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+import math
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
 
@@ -64,13 +71,57 @@ def require_file(path: str | Path) -> Path:
     return p
 
 
+def _utf8_line(path: Path, line: int, raw: bytes) -> str:
+    if line == 1 and raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8):]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        column = len(raw[: e.start].decode("utf-8", "replace")) + 1
+        raise DataError(path, line, None, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {column})") from None
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) of a UTF-8 file, BOM dropped; bad bytes name their line."""
+    p = require_file(path)
+    with p.open("rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            yield line_no, _utf8_line(p, line_no, raw)
+
+
+def read_text(path: str | Path) -> str:
+    """A whole UTF-8 file (BOM dropped); bad bytes are a DataError naming their line."""
+    p = require_file(path)
+    return "".join(text for _, text in iter_lines(p))
+
+
+def _parse_json(path: Path, line: int | None, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        where = line if line is not None else e.lineno
+        column = "" if line is None else f" at column {e.colno}"
+        raise DataError(path, where, None, f"invalid JSON ({e.msg}{column})") from None
+    except (ValueError, RecursionError) as e:  # e.g. an integer of 5000 digits, nesting 10^5 deep
+        raise DataError(path, line, None, f"invalid JSON ({str(e)[:80] or type(e).__name__})") from None
+
+
+def _checked_text(path: Path, line: int | None, field: str, value: str) -> str:
+    # JSON may spell an unpaired surrogate (\ud800): a valid str that no tokenizer can take.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DataError(path, line, field, f"contains an unpaired surrogate, not text: {value!r:.60}") from None
+    return value
+
+
 def _str_field(path: Path, line: int, obj: dict, field: str) -> str:
     if field not in obj:
         raise DataError(path, line, field, "missing")
     value = obj[field]
     if not isinstance(value, str) or not value.strip():
         raise DataError(path, line, field, f"expected a non-empty string, got {value!r:.60}")
-    return value
+    return _checked_text(path, line, field, value)
 
 
 def _str_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[str, ...]:
@@ -82,6 +133,7 @@ def _str_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[str, 
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item.strip():
             raise DataError(path, line, f"{field}[{i}]", f"expected a non-empty string, got {item!r:.60}")
+        _checked_text(path, line, f"{field}[{i}]", item)
     return tuple(value)
 
 
@@ -95,25 +147,30 @@ def _float_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[flo
         # bool is an int subclass; "true" as a teacher score is a mistake, not a 1.
         if isinstance(item, bool) or not isinstance(item, (int, float)):
             raise DataError(path, line, f"{field}[{i}]", f"expected a number, got {item!r:.60}")
+        if not math.isfinite(item if isinstance(item, float) else _int_as_float(item)):
+            raise DataError(path, line, f"{field}[{i}]", f"expected a finite number, got {item!r:.60}")
     return tuple(float(v) for v in value)
+
+
+def _int_as_float(value: int) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond float range is no usable score either
+        return math.inf
 
 
 def iter_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any]) -> Iterator[Any]:
     """Parse a JSONL file lazily, one record per non-blank line; errors name file and line."""
     p = require_file(path)
     seen_any = False
-    with p.open(encoding="utf-8") as f:
-        for line_no, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise DataError(p, line_no, None, f"invalid JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(obj, dict):
-                raise DataError(p, line_no, None, f"expected a JSON object, got {type(obj).__name__}")
-            seen_any = True
-            yield parse(p, line_no, obj)
+    for line_no, raw in iter_lines(p):
+        if not raw.strip():
+            continue
+        obj = _parse_json(p, line_no, raw)
+        if not isinstance(obj, dict):
+            raise DataError(p, line_no, None, f"expected a JSON object, got {type(obj).__name__}")
+        seen_any = True
+        yield parse(p, line_no, obj)
     if not seen_any:
         raise DataError(p, None, None, "no records in file")
 
@@ -194,19 +251,18 @@ def load_qrels(path: str | Path) -> Qrels:
     """TREC qrels: ``qid 0 doc_id grade`` per line (whitespace separated, grade an integer)."""
     p = require_file(path)
     qrels: Qrels = {}
-    with p.open(encoding="utf-8") as f:
-        for n, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            parts = raw.split()
-            if len(parts) != 4:
-                raise DataError(p, n, None, f"expected 4 columns 'qid 0 doc_id grade', got {len(parts)}")
-            qid, _, doc_id, grade = parts
-            try:
-                g = int(grade)
-            except ValueError:
-                raise DataError(p, n, "grade", f"expected an integer, got {grade!r}") from None
-            qrels.setdefault(qid, {})[doc_id] = g
+    for n, raw in iter_lines(p):
+        if not raw.strip():
+            continue
+        parts = raw.split()
+        if len(parts) != 4:
+            raise DataError(p, n, None, f"expected 4 columns 'qid 0 doc_id grade', got {len(parts)}")
+        qid, _, doc_id, grade = parts
+        try:
+            g = int(grade)
+        except ValueError:
+            raise DataError(p, n, "grade", f"expected an integer, got {grade[:60]!r}") from None
+        qrels.setdefault(qid, {})[doc_id] = g
     if not qrels:
         raise DataError(p, None, None, "no judgements in file")
     return qrels
@@ -214,10 +270,7 @@ def load_qrels(path: str | Path) -> Qrels:
 
 def _read_json(path: str | Path) -> tuple[Path, Any]:
     p = require_file(path)
-    try:
-        return p, json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise DataError(p, e.lineno, None, f"invalid JSON ({e.msg})") from None
+    return p, _parse_json(p, None, read_text(p))
 
 
 def load_domain_terms(path: str | Path) -> dict[str, list[str]]:
@@ -234,6 +287,7 @@ def load_domain_terms(path: str | Path) -> dict[str, list[str]]:
                 raise DataError(p, None, f"{category}[{i}]", f"expected a non-empty string, got {t!r:.60}")
             if t != t.strip() or any(c.isspace() for c in t):
                 raise DataError(p, None, f"{category}[{i}]", f"a term must be one word without spaces, got {t!r}")
+            _checked_text(p, None, f"{category}[{i}]", t)
         out[category] = list(terms)
     if not any(out.values()):
         raise DataError(p, None, None, "no terms: every category is empty")

@@ -12,3 +12,7 @@ class ConfigError(SparseAdaptError, ValueError):
 
 class ModelLoadError(SparseAdaptError, RuntimeError):
     """A model name or directory cannot be loaded; the message says what was tried."""
+
+
+class OutputError(SparseAdaptError):
+    """An output path cannot be written: it holds the user's files, is read-only or is in use."""

@@ -8,10 +8,12 @@ The CLI sits above the core (``sparse_adapt`` without ``cli``/``report``) and th
 
 from __future__ import annotations
 
+import errno
 import sys
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from sparse_adapt.cli.output import err_console
 from sparse_adapt.errors import SparseAdaptError
@@ -68,9 +70,21 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except SparseAdaptError as e:
-        err_console.print(f"[bold red]error:[/bold red] {e}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/bold red] {escape(str(e))}", highlight=False, soft_wrap=True)
+        return 2
+    except OSError as e:
+        # Outputs are checked before any work; this catches the disk filling up (or a
+        # permission changing) mid-write. Whatever was being written was a temporary.
+        if e.errno not in _ENVIRONMENT_ERRNOS:
+            raise
+        where = f": {e.filename}" if e.filename else ""
+        err_console.print(f"[bold red]error:[/bold red] {escape(e.strerror or str(e))}{escape(where)}",
+                          highlight=False, soft_wrap=True)
         return 2
     return 0
+
+
+_ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 
 
 def entry() -> None:

@@ -15,6 +15,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from sparse_adapt.cli.output import require_text
 from sparse_adapt.defaults import bundled, companion, docs_or_bundled
 from sparse_adapt.errors import ConfigError
 
@@ -49,8 +50,7 @@ def diagnose(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Why does the model give TERM (no) weight? Vocabulary, logits, weight, rank, fixes."""
-    if not term.strip():  # before the heavy imports: a typo should fail at once
-        raise ConfigError("the term is empty")
+    require_text(term, "term")  # before the heavy imports: a typo should fail at once
     from diagnostics import Sources, diagnose_term
     from diagnostics.render import render_term
     from sparse_adapt.data import load_documents, load_domain_terms, load_queries
@@ -78,8 +78,7 @@ def explain(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Explain a query: its vector, its expansions, and each top document's score as Σ q × d."""
-    if not query.strip():
-        raise ConfigError("the query is empty")
+    require_text(query, "query")
     if k < 1:
         raise ConfigError(f"--k must be >= 1, got {k}")
     from diagnostics import explain_query

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from sparse_adapt.cli.output import console
+from sparse_adapt.cli.output import console, warn
 from sparse_adapt.data import Document, Qrels, Query
 from sparse_adapt.errors import ConfigError
 
@@ -35,6 +34,8 @@ class EvalData:
     queries: list[Query]
     qrels: Qrels
     name: str
+    # How messages call the qrels, queries and documents (file names, or the data set).
+    names: tuple[str, str, str] = ("the qrels", "the queries", "the documents")
 
 
 def _load_data(docs: Optional[Path], queries: Optional[Path], qrels: Optional[Path], dataset: Optional[str]) -> EvalData:
@@ -48,23 +49,37 @@ def _load_data(docs: Optional[Path], queries: Optional[Path], qrels: Optional[Pa
 
         ds = load_dataset(dataset)
         try:
-            return EvalData(ds.documents, ds.queries(), ds.qrels(), dataset)
+            return EvalData(ds.documents, ds.queries(), ds.qrels(), dataset,
+                            (f"{dataset} qrels", f"{dataset} queries", f"{dataset} documents"))
         except OSError as e:  # ir_datasets downloads lazily: no network surfaces here
             raise DatasetError(f"cannot read ir_datasets {dataset!r}: {str(e).splitlines()[0][:200]}") from None
     missing = [f"--{n}" for n, v in (("queries", queries), ("qrels", qrels)) if v is None]
     if missing:
         raise ConfigError(f"missing {' and '.join(missing)} (or pass --dataset)")
     documents = (lambda: load_documents(docs)) if docs is not None else None
-    return EvalData(documents, load_queries(queries), load_qrels(qrels), str(docs or qrels))
+    return EvalData(documents, load_queries(queries), load_qrels(qrels), str(docs or qrels),
+                    (str(qrels), str(queries), str(docs) if docs is not None else "the documents"))
 
 
-def _in_memory(model: str, data: EvalData) -> dict[str, dict[str, float]]:
+def _warn_truncated(splade, data: EvalData, documents: list[Document] | None) -> None:
+    from sparse_adapt.modeling.truncation import truncation_note
+
+    notes = [truncation_note(splade, [q.text for q in data.queries], "query", "queries")]
+    if documents is not None:
+        notes.append(truncation_note(splade, [d.text for d in documents], "document", "documents"))
+    for note in notes:
+        if note:
+            warn(note)
+
+
+def _in_memory(model: str, data: EvalData, documents: list[Document], notes: bool = True) -> dict[str, dict[str, float]]:
     from sparse_adapt.retrieval.evaluation import score_in_memory
     from sparse_adapt.modeling.encoder import SpladeEncoder
 
-    if data.documents is None:
-        raise ConfigError("in-memory scoring needs --docs (or --dataset); or pass --index to rank through Lucene")
-    return score_in_memory(SpladeEncoder.from_pretrained(model), list(data.documents()), data.queries)
+    splade = SpladeEncoder.from_pretrained(model)
+    if notes:
+        _warn_truncated(splade, data, documents)
+    return score_in_memory(splade, documents, data.queries)
 
 
 def _through_lucene(model: str, index: Path, data: EvalData, depth: int) -> dict[str, dict[str, float]]:
@@ -72,10 +87,10 @@ def _through_lucene(model: str, index: Path, data: EvalData, depth: int) -> dict
     from sparse_adapt.retrieval.searcher import LuceneRetriever
 
     retriever = LuceneRetriever(index, SpladeEncoder.from_pretrained(model))
-    if retriever.meta is not None and retriever.meta.model != model:
-        Console(stderr=True).print(
-            f"[yellow]warning:[/yellow] {index} was exported with {retriever.meta.model!r}, queries use {model!r}"
-        )
+    mismatch = retriever.model_warning(model)
+    if mismatch:
+        warn(mismatch)
+    _warn_truncated(retriever.encoder.splade, data, None)
     return retriever.run(data.queries, k=depth)
 
 
@@ -115,15 +130,27 @@ def evaluate(
     stat_test: str = typer.Option("student", "--stat-test", help=f"ranx significance test: {', '.join(STAT_TESTS)}."),
     max_p: float = typer.Option(0.05, "--max-p", min=0.0, max=1.0, help="p-value threshold for the comparison."),
     save_run: Optional[Path] = typer.Option(None, "--save-run", help="Write this system's run (TREC format)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --save-run file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (see README)."),
 ) -> None:
     """Rank every document for every query and report nDCG@10, MRR@10 and Recall@5 (ranx)."""
-    from sparse_adapt.retrieval.evaluation import DEFAULT_METRICS, evaluate_run, save_run_file
+    from sparse_adapt.atomic import check_output
+    from sparse_adapt.retrieval.evaluation import DEFAULT_METRICS, check_qrels, evaluate_run, save_run_file
 
     if stat_test not in STAT_TESTS:
         raise ConfigError(f"--stat-test must be one of {', '.join(STAT_TESTS)}, got {stat_test!r}")
+    if save_run is not None:
+        check_output(save_run, overwrite, kind="file", flag="--save-run")
     data = _load_data(docs, queries, qrels, dataset)
-    run = _through_lucene(model, index, data, depth) if index is not None else _in_memory(model, data)
+    documents = None
+    if index is None or (compare is not None and not Path(compare).is_file()):
+        if data.documents is None:
+            raise ConfigError("in-memory scoring needs --docs (or --dataset); or pass --index to rank through Lucene")
+        documents = list(data.documents())
+    doc_ids = {d.doc_id for d in documents} if documents is not None else None
+    for line in check_qrels(data.qrels, [q.qid for q in data.queries], doc_ids, data.names):
+        warn(line)
+    run = _through_lucene(model, index, data, depth) if index is not None else _in_memory(model, data, documents)
     metrics = evaluate_run(data.qrels, run)
     if save_run is not None:
         save_run_file(run, save_run, model)
@@ -143,7 +170,7 @@ def evaluate(
     if Path(compare).is_file():
         other = _read_run(Path(compare), compare)
     else:
-        other = Run(_in_memory(compare, data), name=compare)
+        other = Run(_in_memory(compare, data, documents, notes=False), name=compare)
     if other.name == name_a:
         other.name = f"{compare} (compare)"
     judged = [q.qid for q in data.queries if q.qid in data.qrels]

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from sparse_adapt.cli.output import console
+from sparse_adapt.cli.output import OVERWRITE_HELP, console, require_text, warn
 
 
 def export(
@@ -18,17 +17,25 @@ def export(
     out: Path = typer.Option(..., "--out", help="Output JsonVectorCollection directory (replaced atomically)."),
     scale: int = typer.Option(100, "--scale", min=1, help="Impact = round(weight * scale)."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Documents per forward pass."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """Encode documents into Pyserini's JsonVectorCollection ({id, contents, vector: {token: int}})."""
+    from sparse_adapt.atomic import check_output
+    from sparse_adapt.data import require_file
     from sparse_adapt.retrieval.export import ExportConfig, export_vectors
     from sparse_adapt.modeling.encoder import SpladeEncoder
 
     from sparse_adapt.cli.output import rich_hooks
 
+    require_file(docs)
+    check_output(out, overwrite)
     config = ExportConfig(scale=scale, batch_size=batch_size)
     splade = SpladeEncoder.from_pretrained(model)
     with rich_hooks() as hooks:
         stats = export_vectors(splade, docs, out, config, model_name=model, progress=hooks)
+    if stats.truncated:
+        warn(f"{stats.truncated} of {stats.documents} documents are longer than "
+             f"{splade.max_length('document')} pieces and were truncated")
     console.print(
         f"[green]wrote[/green] {out} ({stats.documents} documents, {stats.postings} postings, "
         f"{stats.docs_per_second:.1f} docs/s, scale {stats.scale})"
@@ -39,16 +46,21 @@ def index(
     vectors: Path = typer.Option(..., "--vectors", help="Directory written by `sparse-adapt export`."),
     index_dir: Path = typer.Option(..., "--index", help="Lucene index directory (replaced atomically)."),
     threads: int = typer.Option(1, "--threads-index", min=1, help="Anserini indexing threads."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """Build a Lucene impact index (Pyserini --impact --pretokenized) with a Java 21+ found by itself."""
-    from sparse_adapt.retrieval.export import read_export_meta
+    from sparse_adapt.atomic import check_output
+    from sparse_adapt.retrieval.export import read_export_meta, validate_vectors
     from sparse_adapt.retrieval.lucene import IndexMeta, build_index
 
+    check_output(index_dir, overwrite, flag="--index")
     meta = read_export_meta(vectors)
+    validate_vectors(vectors, meta["documents"])
     seconds = build_index(vectors, index_dir, threads)
-    IndexMeta(scale=int(meta["scale"]), model=str(meta["model"]), documents=int(meta["documents"]), seconds=seconds).save(
-        index_dir
-    )
+    IndexMeta(
+        scale=meta["scale"], model=meta["model"], documents=meta["documents"], seconds=seconds,
+        model_sha256=str(meta.get("model_sha256", "")),
+    ).save(index_dir)
     console.print(f"[green]indexed[/green] {meta['documents']} documents into {index_dir} in {seconds:.1f} s")
 
 
@@ -61,14 +73,17 @@ def search(
 ) -> None:
     """Encode QUERY with the model (same quantisation) and search the index through Lucene."""
     from sparse_adapt.modeling.encoder import SpladeEncoder
+    from sparse_adapt.modeling.truncation import truncated
     from sparse_adapt.retrieval.searcher import LuceneRetriever
 
+    require_text(query, "query")
     splade = SpladeEncoder.from_pretrained(model)
     retriever = LuceneRetriever(index_dir, splade)
-    if retriever.meta is not None and retriever.meta.model != model:
-        Console(stderr=True).print(
-            f"[yellow]warning:[/yellow] the index was exported with {retriever.meta.model!r}, searching with {model!r}"
-        )
+    mismatch = retriever.model_warning(model)
+    if mismatch:
+        warn(mismatch)
+    if truncated(splade, [query], "query"):
+        warn(f"the query is longer than {splade.max_length('query')} pieces: only its start was searched")
     hits = retriever.search(query, k)
     if as_json:
         print(json.dumps([{"doc_id": h.doc_id, "score": h.score} for h in hits]))

@@ -8,7 +8,10 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from sparse_adapt.cli.output import console
+from sparse_adapt.cli.output import OVERWRITE_HELP, console, require_text, warn
+
+# extend-vocab lists at most this many terms; thousands of rows would bury the summary.
+SHOWN_TERMS = 50
 
 def doctor() -> None:
     """Check the installation: torch, the offline base package, and a Java for Pyserini."""
@@ -41,13 +44,23 @@ def base(
         None, "--calibration-docs", help="docs.jsonl to calibrate on (default: the bundled Gatrocraptic corpus)."
     ),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run code shipped with the model."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """Build a SPLADE base from an encoder without MLM head (tied decoder, identity transform)."""
+    import math
+
+    from sparse_adapt.atomic import check_output
     from sparse_adapt.data import load_documents
+    from sparse_adapt.errors import ConfigError
     from sparse_adapt.defaults import docs_or_bundled
     from sparse_adapt.modeling.base import OFFLINE_MINILM, offline_minilm_dir, set_bias
     from sparse_adapt.modeling.calibration import calibrate_bias, encoder_to_splade
 
+    check_output(out, overwrite)
+    if bias is not None and not math.isfinite(bias):
+        raise ConfigError(f"--bias must be a finite number, got {bias}")
+    if target_active < 1:
+        raise ConfigError(f"--target-active must be >= 1, got {target_active}")
     if from_encoder == OFFLINE_MINILM:
         from_encoder = offline_minilm_dir()
     splade = encoder_to_splade(from_encoder, bias=0.0 if bias is None else bias, trust_remote_code=trust_remote_code)
@@ -63,23 +76,32 @@ def base(
 def extend_vocab(
     base_model: str = typer.Option("offline-minilm", "--base", help="Model directory, hub id or offline-minilm."),
     terms: Path = typer.Option(..., "--terms", help="domain_terms.json: category -> list of terms."),
-    out: Path = typer.Option(..., "--out", help="Output model directory (replaced atomically)."),
+    out: Path = typer.Option(..., "--out", help="Output model directory (written atomically)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """Add each domain term as one token and grow embeddings and MLM head together."""
+    from sparse_adapt.atomic import check_output
     from sparse_adapt.data import load_domain_terms
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.modeling.vocabulary import extend_vocabulary
 
+    check_output(out, overwrite)
     domain = load_domain_terms(terms)
     splade = SpladeEncoder.from_pretrained(base_model)
-    report = extend_vocabulary(splade, domain)
+    report = extend_vocabulary(splade, domain, source=str(terms))
     splade.save_pretrained(out)
+    shown = report.terms[:SHOWN_TERMS]
     table = Table(title=f"vocabulary {report.old_vocab_size} -> {report.new_vocab_size}")
     for col in ("term", "category", "token id", "base pieces", "action"):
         table.add_column(col)
-    for t in report.terms:
+    for t in shown:
         table.add_row(t.term, t.category, str(t.token_id), " ".join(t.pieces), "added" if t.added else "existing token")
     console.print(table)
+    added = len(report.added)
+    summary = f"{len(report.terms)} terms: {added} added, {len(report.terms) - added} existing tokens"
+    if len(shown) < len(report.terms):
+        summary += f"; the first {len(shown)} shown, every term and its category is in {out}/sparse_adapt.json"
+    console.print(summary)
     console.print(f"[green]wrote[/green] {out}")
 
 
@@ -92,7 +114,13 @@ def encode(
     """Print the top-weighted terms of one text's SPLADE vector."""
     from sparse_adapt.modeling.encoder import SpladeEncoder
 
+    from sparse_adapt.modeling.truncation import truncated
+
+    require_text(text, "text")
     splade = SpladeEncoder.from_pretrained(model)
+    kind = "query" if query else "document"
+    if truncated(splade, [text], kind):
+        warn(f"the text is longer than {splade.max_length(kind)} pieces: only its start was encoded")
     vectors = splade.encode_query([text]) if query else splade.encode_document([text])
     terms = splade.decode(vectors)[0]
     table = Table(title=f"{len(terms)} active terms")

@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from sparse_adapt.progress import Hooks
@@ -38,3 +39,24 @@ def rich_hooks(out: Console | None = None) -> Iterator[Hooks]:
             return _RichTask(progress, progress.add_task(description, total=total))
 
         yield Hooks(message=message, task=task)
+
+
+def warn(text: str) -> None:
+    """One yellow ``warning:`` line on stderr (stdout stays clean for --json)."""
+    err_console.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False, soft_wrap=True)
+
+
+def require_text(text: str, what: str) -> str:
+    """A text argument (query, text to encode): not blank, and valid Unicode; else one error line."""
+    from sparse_adapt.errors import ConfigError
+
+    if not text.strip():
+        raise ConfigError(f"the {what} is empty")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that were not UTF-8 on the command line arrive as surrogates
+        raise ConfigError(f"the {what} is not valid UTF-8: {text!r:.60}") from None
+    return text
+
+
+OVERWRITE_HELP = "Replace an existing output (a non-empty directory or a file) instead of refusing."

@@ -26,6 +26,9 @@ def register(app: typer.Typer) -> None:
         device: Optional[str] = typer.Option(
             None, "--device", help="auto, cpu, cuda or mps (default: the global --device, auto)."
         ),
+        overwrite: bool = typer.Option(
+            False, "--overwrite", help="Discard a different run found in --out (or write beside other files) instead of refusing."
+        ),
     ) -> None:
         """Run the stages on BASE; rerunning the same command resumes after the last completed stage."""
         from sparse_adapt.cli.output import console, rich_hooks
@@ -34,6 +37,6 @@ def register(app: typer.Typer) -> None:
         with rich_hooks() as hooks:
             final = run_pipeline(
                 base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train_file, out=out,
-                stages=stages, config=config, seed=seed, hooks=hooks, device=device,
+                stages=stages, config=config, seed=seed, hooks=hooks, device=device, overwrite=overwrite,
             )
         console.print(f"model: {final}")

@@ -15,11 +15,13 @@ is recorded as a domain token so the FLOPS exclusion and the domain hinge cover 
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import torch
 from tokenizers import AddedToken
 
+from sparse_adapt.data import DataError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 
 
@@ -60,10 +62,11 @@ def single_token_id(tokenizer, term: str) -> int | None:
 def single_token_ids(tokenizer, terms: dict[str, list[str]] | None) -> dict[int, str]:
     """Token id -> term, for every term of a terms file that is already one token."""
     out: dict[int, str] = {}
+    special = set(tokenizer.all_special_ids)
     for items in (terms or {}).values():
         for term in items:
             token_id = single_token_id(tokenizer, term)
-            if token_id is not None:
+            if token_id is not None and token_id not in special:
                 out.setdefault(token_id, term)
     return out
 
@@ -82,21 +85,42 @@ def domain_token_ids(splade: SpladeEncoder, terms: dict[str, list[str]] | None) 
     return sorted(single_token_ids(splade.tokenizer, terms))
 
 
-def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]]) -> ExtensionReport:
-    """Add every term as a single token, grow embeddings and MLM head, initialise new rows."""
-    tokenizer, mlm = splade.tokenizer, splade.mlm
-    report = ExtensionReport(old_vocab_size=len(tokenizer))
-    unk = tokenizer.unk_token_id
+def _added_tokens(terms: list[TermReport]) -> list[AddedToken]:
+    # single_word: "oauth" must not match inside "oauth2"; normalized: match after lowercasing.
+    return [AddedToken(t.normalized, single_word=True, normalized=True) for t in terms]
 
-    planned: dict[str, TermReport] = {}
+
+def check_not_special(tokenizer, terms: dict[str, list[str]], source: str = "<terms>") -> None:
+    """A special token ([CLS], [SEP]...) as a term would make every text "contain" the domain."""
+    special = dict(zip(tokenizer.all_special_tokens, tokenizer.all_special_ids))
     for category, items in terms.items():
-        for term in items:
+        for i, term in enumerate(items):
+            ids = tokenizer(term, add_special_tokens=False)["input_ids"]
+            if term in special or (len(ids) == 1 and ids[0] in special.values() and ids[0] != tokenizer.unk_token_id):
+                raise DataError(source, None, f"{category}[{i}]", f"{term!r} is a special token of the tokenizer, not a domain term")
+
+
+def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms>") -> list[TermReport]:
+    """Check every term against ``tokenizer`` and plan its token; the tokenizer is not changed.
+
+    A term that is a special token (``[CLS]``), that tokenizes to nothing, or that the
+    tokenizer would still split after being added (its normaliser separates CJK
+    characters, for one) raises a :class:`DataError` naming ``source`` and the term.
+    """
+    check_not_special(tokenizer, terms, source)
+    unk = tokenizer.unk_token_id
+    planned: dict[str, TermReport] = {}
+    where: dict[str, str] = {}
+    for category, items in terms.items():
+        for i, term in enumerate(items):
+            field_name = f"{category}[{i}]"
+            ids = tokenizer(term, add_special_tokens=False)["input_ids"]
+            if not ids:
+                raise DataError(source, None, field_name, f"{term!r} tokenizes to nothing (the tokenizer drops every character)")
             norm = normalize_term(tokenizer, term)
             if norm in planned:  # "Gatrocraptic" and "gatrocraptic" are one token for an uncased model
                 continue
-            ids = tokenizer(term, add_special_tokens=False)["input_ids"]
-            if not ids:
-                raise ValueError(f"term {term!r} ({category}) tokenizes to nothing")
+            where[norm] = field_name
             existing = tokenizer.convert_tokens_to_ids(norm)
             single = single_token_id(tokenizer, term)
             if single is not None or (existing is not None and existing != unk and norm in tokenizer.get_vocab()):
@@ -104,12 +128,34 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]]) -> Ext
                 planned[norm] = TermReport(term, norm, category, token_id, tokenizer.convert_ids_to_tokens(ids), False)
             else:
                 planned[norm] = TermReport(term, norm, category, -1, tokenizer.convert_ids_to_tokens(ids), True)
+    new = [t for t in planned.values() if t.added]
+    if new:
+        trial = copy.deepcopy(tokenizer)  # add to a copy: a refused term must leave the model as it was
+        trial.add_tokens(_added_tokens(new))
+        for t in planned.values():
+            pieces = trial(t.term, add_special_tokens=False)["input_ids"]
+            if len(pieces) != 1 or (not t.added and pieces != [t.token_id]):
+                raise DataError(
+                    source, None, where[t.normalized],
+                    f"{t.term!r} cannot be one token: even added to the vocabulary, this tokenizer splits it into "
+                    f"{trial.convert_ids_to_tokens(pieces)} (its normaliser changes the term)",
+                )
+    return list(planned.values())
+
+
+def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source: str = "<terms>") -> ExtensionReport:
+    """Add every term as a single token, grow embeddings and MLM head, initialise new rows.
+
+    Every term is checked first (:func:`plan_extension`); a refused term changes nothing.
+    """
+    tokenizer, mlm = splade.tokenizer, splade.mlm
+    report = ExtensionReport(old_vocab_size=len(tokenizer))
+    planned = {t.normalized: t for t in plan_extension(tokenizer, terms, source)}
 
     new = [t for t in planned.values() if t.added]
     piece_ids = {t.normalized: tokenizer(t.term, add_special_tokens=False)["input_ids"] for t in new}
     if new:
-        # single_word: "oauth" must not match inside "oauth2"; normalized: match after lowercasing.
-        tokenizer.add_tokens([AddedToken(t.normalized, single_word=True, normalized=True) for t in new])
+        tokenizer.add_tokens(_added_tokens(new))
         old_rows = mlm.get_input_embeddings().weight.shape[0]
         mlm.resize_token_embeddings(len(tokenizer), mean_resizing=False)
         emb = mlm.get_input_embeddings().weight

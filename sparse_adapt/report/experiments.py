@@ -16,7 +16,8 @@ from sparse_adapt.report.results import (
     DIAGNOSTICS_DIR, EXPLAIN_K, GROUP_METRIC, REFERENCE, RUNS_DIR, SCHEMA, SHARED_SHOWN, TOP_K, Explained, Report,
     StageResult,
 )
-from sparse_adapt.atomic import write_atomic
+from sparse_adapt.atomic import check_writable, write_atomic
+from sparse_adapt.lock import LOCK_FILE, locked
 from sparse_adapt.training.stages import EXPERIMENTS
 
 def train_experiment(
@@ -29,7 +30,7 @@ def train_experiment(
     return run_pipeline(
         base=i.base, corpus=i.corpus, terms=i.terms, dictionary=i.dictionary, train=i.train,
         out=i.out / RUNS_DIR / experiment, stages=EXPERIMENTS[experiment], config=i.train_config(),
-        seed=i.seed, hooks=hooks,
+        seed=i.seed, hooks=hooks, overwrite=i.overwrite,
     )
 
 
@@ -123,12 +124,19 @@ def assemble(inputs: ReportInputs, data: ReportData, stages: list[StageResult], 
     )
 
 
-def _check_out(out: Path) -> None:
-    """Refuse to write into a non-empty directory that is not a report of ours."""
+def _check_out(out: Path, overwrite: bool = False) -> None:
+    """Refuse to write into a non-empty directory that is not a report of ours (unless ``overwrite``)."""
+    check_writable(out, into=True)
     if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file, not a directory")
-    if out.is_dir() and any(out.iterdir()) and not ((out / RUNS_DIR).is_dir() or (out / "report.json").is_file()):
-        raise ConfigError(f"--out {out} is not empty and holds no report: refusing to write into it")
+        if not overwrite:
+            raise ConfigError(f"--out {out} is an existing file; a report needs a directory (--overwrite replaces the file)")
+        out.unlink()
+    ours = (out / RUNS_DIR).is_dir() or (out / "report.json").is_file()
+    if out.is_dir() and any(p.name != LOCK_FILE for p in out.iterdir()) and not ours and not overwrite:
+        raise ConfigError(
+            f"--out {out} is not empty and holds no report: refusing to write into it "
+            f"(--overwrite writes the report beside its files)"
+        )
 
 
 def run_experiment(
@@ -153,15 +161,16 @@ def build_report(inputs: ReportInputs, hooks: Hooks = SILENT) -> Report:
     i = inputs.resolved()
     data = load_report_data(i)  # every input validated before the first training step
     i.train_config()
-    _check_out(i.out)
+    _check_out(i.out, i.overwrite)
     base = SpladeEncoder.from_pretrained(i.base)
     primary, reason = choose_primary_term(domain_terms(base, data), data, i.term)
     hooks.message(f"primary term: {primary} ({reason})")
     results = []
-    for name in (REFERENCE, *i.experiments):
-        if name != REFERENCE:
-            hooks.message(f"--- {name}: {' + '.join(EXPERIMENTS[name])}")
-        results.append(run_experiment(i, data, name, primary, hooks, splade=base if name == REFERENCE else None))
-    report = assemble(i, data, results, primary, reason)
-    write_report(report, i.out)
+    with locked(i.out):
+        for name in (REFERENCE, *i.experiments):
+            if name != REFERENCE:
+                hooks.message(f"--- {name}: {' + '.join(EXPERIMENTS[name])}")
+            results.append(run_experiment(i, data, name, primary, hooks, splade=base if name == REFERENCE else None))
+        report = assemble(i, data, results, primary, reason)
+        write_report(report, i.out)
     return report

@@ -37,6 +37,8 @@ class ReportInputs:
     # The criteria table's term; None: chosen from the semantic queries' relevant documents.
     term: str | None = None
     experiments: tuple[str, ...] = ("H1", "H2", "H3", "H4")
+    # Write into a non-empty --out that holds no report, and retrain runs whose settings differ.
+    overwrite: bool = False
 
     def resolved(self) -> "ReportInputs":
         """Fill in bundled files. Queries, qrels, held-out files and groups default to the

@@ -10,6 +10,8 @@ an ``ir_datasets`` ``Dataset``; nothing here parses those files by hand.
 
 from __future__ import annotations
 
+import codecs
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -35,13 +37,26 @@ class IRDataset:
     dataset: object  # ir_datasets Dataset
 
     def documents(self) -> Iterator[Document]:
-        for d in self.dataset.docs_iter():
-            yield Document(d.doc_id, _text(d))
+        with self._reading("documents"):
+            for d in self.dataset.docs_iter():
+                yield Document(d.doc_id, _text(d))
+
+    @contextmanager
+    def _reading(self, what: str) -> Iterator[None]:
+        # ir_datasets parses the files itself; a bad byte or line surfaces as its exception.
+        try:
+            yield
+        except (UnicodeDecodeError, ValueError, KeyError, RuntimeError) as e:
+            raise DatasetError(f"{self.name}: cannot read its {what} ({type(e).__name__}: {str(e)[:160]})") from None
+        except AssertionError:  # how BeirQrels reports a file without BEIR's header line
+            raise DatasetError(f"{self.name}: its {what} file lacks BEIR's header line "
+                               f"'query-id<TAB>corpus-id<TAB>score'") from None
 
     def qrels(self) -> Qrels:
         out: Qrels = {}
-        for r in self.dataset.qrels_iter():
-            out.setdefault(r.query_id, {})[r.doc_id] = int(r.relevance)
+        with self._reading("qrels"):
+            for r in self.dataset.qrels_iter():
+                out.setdefault(r.query_id, {})[r.doc_id] = int(r.relevance)
         if not out:
             raise DatasetError(f"{self.name}: no relevance judgements")
         return out
@@ -49,7 +64,8 @@ class IRDataset:
     def queries(self, judged_only: bool = True) -> list[Query]:
         """Queries (only those with judgements by default: BEIR's queries.jsonl holds every split)."""
         judged = set(self.qrels()) if judged_only else None
-        out = [Query(q.query_id, _text(q)) for q in self.dataset.queries_iter() if judged is None or q.query_id in judged]
+        with self._reading("queries"):
+            out = [Query(q.query_id, _text(q)) for q in self.dataset.queries_iter() if judged is None or q.query_id in judged]
         if not out:
             raise DatasetError(f"{self.name}: no queries" + (" with judgements" if judged_only else ""))
         return out
@@ -67,7 +83,17 @@ def local_beir(folder: str | Path, split: str = "test") -> IRDataset:
     missing = [str(p) for p in files.values() if not p.is_file()]
     if missing:
         raise DatasetError(f"{root} is not a BEIR folder: missing {', '.join(missing)}")
-    download = ir_datasets.util.LocalDownload
+
+    class download(ir_datasets.util.LocalDownload):
+        """A local file whose stream skips a UTF-8 byte-order mark, as every loader of ours does."""
+
+        @contextmanager
+        def stream(self):
+            with self.path().open("rb") as f:
+                if f.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
+                    f.seek(0)
+                yield f
+
     docs = JsonlDocs(
         download(files["corpus"]), BeirTitleDoc, mapping={"doc_id": "_id", "text": "text", "title": "title"},
         namespace=f"local-beir:{root}",

@@ -7,17 +7,69 @@ with every document; metrics come from ranx (never re-implemented here).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 from ranx import Qrels, Run, evaluate
 
 from sparse_adapt.atomic import atomic_file
 from sparse_adapt.data import Document, Query
+from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 
 # The metrics `sparse-adapt evaluate` reports, in ranx's names; keys of its --json output.
 DEFAULT_METRICS = ("ndcg@10", "mrr@10", "recall@5")
+
+
+class QrelsMismatchError(SparseAdaptError):
+    """The qrels judge nothing that is being evaluated: every metric would be a meaningless 0."""
+
+
+def _examples(ids: Sequence[str]) -> str:
+    return ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+
+
+def check_qrels(
+    qrels: dict[str, dict[str, int]], qids: Collection[str], doc_ids: Collection[str] | None = None,
+    names: tuple[str, str, str] = ("the qrels", "the queries", "the documents"),
+) -> list[str]:
+    """Warnings for qrels that name queries or documents the evaluation does not have.
+
+    Unknown queries are not evaluated; unknown documents can never be retrieved and count as
+    misses. When no judged query is known, or no relevant document of the judged queries is,
+    every metric would be 0: that raises :class:`QrelsMismatchError` instead. ``names``: how
+    to call the qrels, queries and documents in messages (file names).
+    """
+    qrels_name, queries_name, docs_name = names
+    known_q = set(qids)
+    unknown_q = sorted(q for q in qrels if q not in known_q)
+    evaluated = [q for q in qrels if q in known_q]
+    if not evaluated:
+        raise QrelsMismatchError(
+            f"{qrels_name}: none of its {len(qrels)} judged queries is in {queries_name} (e.g. {_examples(unknown_q)})"
+        )
+    warnings = []
+    if unknown_q:
+        warnings.append(
+            f"{qrels_name}: {len(unknown_q)} of {len(qrels)} judged queries are not in {queries_name} and are not "
+            f"evaluated (e.g. {_examples(unknown_q)})"
+        )
+    if doc_ids is not None:
+        known_d = doc_ids if isinstance(doc_ids, (set, frozenset, dict)) else set(doc_ids)
+        judged = sorted({d for q in evaluated for d in qrels[q]})
+        unknown_d = [d for d in judged if d not in known_d]
+        relevant = {d for q in evaluated for d, g in qrels[q].items() if g > 0}
+        if relevant and not relevant & known_d:
+            raise QrelsMismatchError(
+                f"{qrels_name}: none of the {len(relevant)} relevant documents is in {docs_name} "
+                f"(e.g. {_examples(sorted(relevant))}); every metric would be 0"
+            )
+        if unknown_d:
+            warnings.append(
+                f"{qrels_name}: {len(unknown_d)} of {len(judged)} judged documents are not in {docs_name}; "
+                f"they can never be retrieved (e.g. {_examples(unknown_d)})"
+            )
+    return warnings
 
 
 def score_in_memory(

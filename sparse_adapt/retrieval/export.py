@@ -27,10 +27,12 @@ from typing import Iterator, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from sparse_adapt.data import Document, iter_documents, require_file
+from sparse_adapt.data import DataError, Document, iter_documents, iter_lines, require_file
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.modeling.encoder import SORT_WINDOW_BATCHES, SpladeEncoder
+from sparse_adapt.modeling.fingerprint import model_sha256
+from sparse_adapt.modeling.truncation import truncated
 from sparse_adapt.modeling.vectors import rank
 from sparse_adapt.progress import Hooks
 
@@ -60,6 +62,8 @@ class ExportStats:
     seconds: float
     scale: int
     model: str
+    truncated: int = 0  # documents longer than the model's doc_max_length, cut
+    model_sha256: str = ""  # content hash of the exporting model (modeling/fingerprint.py)
 
     @property
     def docs_per_second(self) -> float:
@@ -115,14 +119,17 @@ def export_vectors(
     config = config or ExportConfig()
     vocab = lucene_vocabulary(splade)
     task = progress.task("exporting", count_lines(Path(docs))) if progress is not None else None
-    n_docs = postings = 0
+    n_docs = postings = cut = 0
+    digest = model_sha256(splade)
     start = time.perf_counter()
     with atomic_directory(Path(out)) as tmp:
         with (tmp / VECTORS_FILE).open("w", encoding="utf-8") as f:
             # Windows of many batches: encode() sorts a window by length so batches barely pad;
             # memory stays bounded by the window, not the corpus.
             for batch in _batches(iter_documents(docs), config.batch_size * SORT_WINDOW_BATCHES):
-                matrix = splade.encode([d.text for d in batch], "document", config.batch_size)  # (B, V)
+                texts = [d.text for d in batch]
+                cut += len(truncated(splade, texts, "document"))
+                matrix = splade.encode(texts, "document", config.batch_size)  # (B, V)
                 for doc, vector in zip(batch, quantise(matrix, vocab, config.scale)):
                     f.write(json.dumps({"id": doc.doc_id, "contents": doc.text, "vector": vector}, ensure_ascii=False))
                     f.write("\n")
@@ -131,7 +138,9 @@ def export_vectors(
                 if task is not None:
                     rate = n_docs / max(time.perf_counter() - start, 1e-9)
                     task.advance(len(batch), description=f"exporting ({rate:.1f} docs/s)")
-        stats = ExportStats(n_docs, postings, time.perf_counter() - start, config.scale, model_name or splade.settings.base)
+        stats = ExportStats(
+            n_docs, postings, time.perf_counter() - start, config.scale, model_name or splade.settings.base, cut, digest
+        )
         meta = {**asdict(stats), "docs_per_second": stats.docs_per_second, "docs": str(docs)}
         (tmp / EXPORT_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return stats
@@ -141,4 +150,35 @@ def read_export_meta(vectors_dir: str | Path) -> dict:
     path = Path(vectors_dir) / EXPORT_META
     if not path.is_file():
         raise ConfigError(f"{vectors_dir}: no {EXPORT_META}; create the directory with `sparse-adapt export`")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError):
+        raise DataError(path, None, None, "not valid JSON; export the documents again") from None
+    for key, kind in (("scale", int), ("model", str), ("documents", int)):
+        if not isinstance(meta, dict) or not isinstance(meta.get(key), kind):
+            raise DataError(path, None, key, f"missing or not {kind.__name__}; export the documents again")
+    return meta
+
+
+def validate_vectors(vectors_dir: str | Path, documents: int) -> None:
+    """Check every line of an export before Lucene reads it: Anserini skips a line it cannot
+    parse and still succeeds, which would silently drop that document from the index."""
+    path = Path(vectors_dir) / VECTORS_FILE
+    seen = 0
+    for n, raw in iter_lines(path):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise DataError(path, n, None, "not valid JSON (the file was changed after export)") from None
+        if not isinstance(record, dict) or not isinstance(record.get("id"), str) or not record["id"]:
+            raise DataError(path, n, "id", "missing or not a non-empty string")
+        vector = record.get("vector")
+        if not isinstance(vector, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in vector.values()
+        ):
+            raise DataError(path, n, "vector", "expected an object of token -> positive integer impact")
+        seen += 1
+    if seen != documents:
+        raise DataError(path, None, None, f"holds {seen} documents but the export wrote {documents}")

@@ -51,6 +51,8 @@ class IndexMeta:
     model: str  # the model that encoded the documents
     documents: int
     seconds: float  # wall time of the Anserini indexing run (JVM start included)
+    # Content hash of the model that encoded the documents ("" in indexes of older versions).
+    model_sha256: str = ""
 
     def save(self, index_dir: Path) -> None:
         (index_dir / INDEX_META).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
@@ -60,7 +62,10 @@ class IndexMeta:
         path = Path(index_dir) / INDEX_META
         if not path.is_file():
             return None
-        return cls(**json.loads(path.read_text(encoding="utf-8")))
+        try:
+            return cls(**json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, TypeError):  # damaged JSON, or keys this version does not know
+            raise LuceneError(f"{path}: not a valid index description; rebuild the index with `sparse-adapt index`") from None
 
 
 @contextlib.contextmanager
@@ -173,14 +178,47 @@ def build_index(vectors_dir: Path, index_dir: Path, threads: int = 1) -> float:
     env.update(_import_env(java))
     start = time.perf_counter()
     with atomic_directory(Path(index_dir)) as tmp:
-        proc = subprocess.run(
-            [sys.executable, "-m", "sparse_adapt.retrieval.lucene", "index", *args, "-index", str(tmp)],
-            env=env, capture_output=True, text=True,
+        returncode, output = _run_child(
+            [sys.executable, "-m", "sparse_adapt.retrieval.lucene", "index", *args, "-index", str(tmp)], env
         )
-        if proc.returncode != 0 or not any(tmp.glob("segments_*")):
-            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-            raise LuceneError(f"Lucene indexing of {vectors_dir} failed (exit {proc.returncode}):\n{tail}")
+        if returncode != 0 or not any(tmp.glob("segments_*")):
+            tail = "\n".join(output.strip().splitlines()[-15:])
+            raise LuceneError(f"Lucene indexing of {vectors_dir} failed (exit {returncode}):\n{tail}")
     return time.perf_counter() - start
+
+
+def _die_with_parent_hook(parent: int):
+    """A ``preexec_fn`` asking Linux to SIGKILL the child when this process dies, however it
+    dies (SIGKILL included), so no JVM is left writing an orphaned temporary index. The
+    library call is looked up here, in the parent: a forked child should only make the call."""
+    import ctypes
+    import signal
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    PR_SET_PDEATHSIG = 1
+
+    def hook() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the request was in place
+            os._exit(1)
+
+    return hook
+
+
+def _run_child(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run ``argv`` to completion and return (exit code, stdout + stderr); the child never
+    outlives this process (killed with it on Linux; on an exception here, e.g. Ctrl-C, always)."""
+    preexec = _die_with_parent_hook(os.getpid()) if sys.platform.startswith("linux") else None
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=preexec
+    )
+    try:
+        output, _ = proc.communicate()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc.returncode, output
 
 
 def _index_main(args: list[str]) -> None:

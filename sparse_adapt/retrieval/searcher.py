@@ -18,6 +18,7 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.retrieval.export import lucene_vocabulary, quantise
 from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError, impact_searcher
 from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.fingerprint import model_sha256
 
 
 class QuantisedQueryEncoder:
@@ -70,6 +71,24 @@ class LuceneRetriever:
         self.scale = scale
         self.encoder = QuantisedQueryEncoder(splade, scale)
         self.searcher = impact_searcher(self.index_dir, self.encoder)
+
+    def model_warning(self, model: str) -> str | None:
+        """Why the query model (``model`` names it) may not be the one that encoded the index, or None.
+
+        Compares content hashes of the weights and vocabulary, not paths: a directory
+        retrained in place is a different model behind the same name.
+        """
+        if self.meta is None:
+            return None
+        if not self.meta.model_sha256:
+            return (f"{self.index_dir} records no model hash (built by an older version): "
+                    f"cannot check that {model!r} encoded its documents")
+        mine = model_sha256(self.encoder.splade)
+        if mine != self.meta.model_sha256:
+            return (f"{self.index_dir} was built from a different model than {model!r} "
+                    f"(weights sha256 {self.meta.model_sha256[:12]} vs {mine[:12]}; exported as {self.meta.model!r}): "
+                    f"query and document vectors do not match")
+        return None
 
     @property
     def num_docs(self) -> int:

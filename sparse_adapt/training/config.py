@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparse_adapt.data import read_text
 from sparse_adapt.errors import ConfigError
 
 
@@ -93,6 +95,10 @@ class DictionaryConfig(MLMConfig):
         for key in ("{term}", "{definition}", "{examples}"):
             if key not in self.template:
                 raise ConfigError(f"{section}.template must contain {key}")
+        try:  # any other field ({0}, {foo}) or a lone brace would fail only at training time
+            self.template.format(term="t", definition="d", examples="e")
+        except (KeyError, IndexError, ValueError, AttributeError) as e:
+            raise ConfigError(f"{section}.template is not a valid template ({type(e).__name__}: {e})") from None
 
 
 @dataclass
@@ -166,7 +172,8 @@ class TrainConfig:
 
 
 def _positive(section: str, key: str, value: float, allow_zero: bool = False) -> None:
-    if value < 0 or (value == 0 and not allow_zero):
+    # Written so that NaN (for which every comparison is False) fails too.
+    if not (value > 0 or (value == 0 and allow_zero)) or value == math.inf:
         raise ConfigError(f"{section}.{key} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
 
 
@@ -178,7 +185,14 @@ def _coerce(where: str, key: str, value: Any, kind: Any) -> Any:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif kind is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok else value
+        if ok:
+            try:
+                value = float(value)
+            except OverflowError:  # an integer beyond float range
+                value = math.inf
+            if not math.isfinite(value):
+                # JSON and TOML both spell NaN and infinity; either would train a NaN model.
+                raise ConfigError(f"{where}: {key}: expected a finite number, got {value!r}")
     else:
         ok = isinstance(value, str)
     if not ok:
@@ -220,9 +234,9 @@ def load_config(path: str | Path | None) -> TrainConfig:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{p}: config file not found")
-    text = p.read_text(encoding="utf-8")
+    text = read_text(p)
     try:
         raw = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{p}: cannot parse ({e})") from None
+    except (ValueError, RecursionError) as e:  # both decode errors are ValueErrors; so is a 5000-digit int
+        raise ConfigError(f"{p}: cannot parse ({str(e)[:200]})") from None
     return config_from_dict(raw, str(p))

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from sparse_adapt.device import autocast
+from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.distributed import Processes, SingleProcess
 
@@ -79,6 +80,20 @@ def linear_schedule(opt: torch.optim.Optimizer, total: int, warmup_frac: float =
         return max(0.0, (total - step) / max(1, total - warm))
 
     return torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+class NonFiniteError(SparseAdaptError):
+    """A loss or gradient became NaN/inf: training stops before the step reaches the weights."""
+
+
+def _check_finite(cfg: "LoopConfig", epoch: int, step: int, what: str, values: dict[str, torch.Tensor]) -> None:
+    bad = [k for k, v in values.items() if not bool(torch.isfinite(v).all())]
+    if bad:
+        raise NonFiniteError(
+            f"{cfg.name}: epoch {epoch}, step {step}: {what} is not finite "
+            f"({', '.join(f'{k}={float(values[k].detach().float().sum())}' for k in bad)}); training stopped "
+            f"before this step changed the weights (try a lower {cfg.name}.lr or check the data)"
+        )
 
 
 @dataclass
@@ -183,6 +198,7 @@ def run_loop(
                 with autocast(device):
                     out = step(batches[position], result.steps + 1)
                 if out is not None:
+                    _check_finite(cfg, epoch + 1, result.steps + 1, "the loss", out.losses)
                     (out.losses["loss"] / group).backward()
                     pending.append({k: float(v.detach()) for k, v in out.losses.items()})
                     pending_tokens += out.tokens
@@ -194,7 +210,8 @@ def run_loop(
             if not processes.sum_int(len(pending)):
                 continue
             processes.sum_gradients(params)
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            _check_finite(cfg, epoch + 1, result.steps + 1, "the gradient", {"grad_norm": norm})
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)

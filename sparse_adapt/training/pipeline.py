@@ -5,12 +5,16 @@ checkpoint to ``OUT/<stage>/`` after each (atomically: the directory appears onl
 complete), so rerunning the same command resumes after the last completed stage. The
 result is copied to ``OUT/final``. ``OUT/run.json`` records what the run is (stages,
 config, seed, base, input file hashes); a rerun that differs is refused instead of mixing
-checkpoints of two different runs. Every optimiser step goes to ``OUT/train_log.jsonl``.
+checkpoints of two different runs (``rundir.py``). Every optimiser step goes to
+``OUT/train_log.jsonl``. One process at a time writes a run directory (``lock.py``);
+``run.json`` is written only once the inputs and the base have loaded, and a stage whose
+loss or weights stop being finite ends the run without saving them.
 
 Inside a stage the loop saves ``OUT/<stage>.partial/`` every ``checkpoint_every`` steps
 (the model in ``model/``, optimiser, scheduler, RNG states and data position in
 ``trainer_state.pt``); a rerun continues from there, and the partial checkpoint is removed
-once the stage's own directory is written.
+once the stage's own directory is written. Under ``accelerate launch`` only the main
+process writes (``distributed.py``).
 """
 
 from __future__ import annotations
@@ -19,32 +23,30 @@ import hashlib
 import json
 import shutil
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from sparse_adapt.atomic import atomic_directory, write_json_atomic
+from sparse_adapt.atomic import atomic_directory, check_writable, clean_leftovers
 from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
-from sparse_adapt.device import resolve_device
 from sparse_adapt.defaults import bundled
-from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.device import resolve_device
+from sparse_adapt.errors import OutputError
+from sparse_adapt.lock import locked
 from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.vocabulary import check_not_special, plan_extension
 from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.training import rundir
 from sparse_adapt.training.config import TrainConfig, load_config
 from sparse_adapt.training.distributed import Processes
+from sparse_adapt.training.loop import NonFiniteError
 from sparse_adapt.training.mlm_data import validate_corpus
+from sparse_adapt.training.rundir import FINAL, LOG_FILE, PARTIAL, RUN_FILE, RunMismatchError  # noqa: F401  (public names)
 from sparse_adapt.training.stages import EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, parse_stages
 
-RUN_FILE = "run.json"
-LOG_FILE = "train_log.jsonl"
-FINAL = "final"
-PARTIAL = ".partial"  # suffix of a stage's mid-stage checkpoint directory
 TRAINER_STATE = "trainer_state.pt"
-
-
-class RunMismatchError(SparseAdaptError):
-    """``--out`` already holds a different run (other stages, config, seed or inputs)."""
 
 
 def _sha256(path: Path) -> str:
@@ -60,23 +62,19 @@ def _load_inputs(corpus: Path, terms: Path, dictionary: Path, train: Path) -> Tr
     )
 
 
-def _check_manifest(out: Path, manifest: dict) -> None:
-    path = out / RUN_FILE
-    if path.is_file():
-        old = json.loads(path.read_text(encoding="utf-8"))
-        diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
-        if diff:
-            raise RunMismatchError(
-                f"{out} holds a different run ({', '.join(diff)} differ from this command); "
-                f"use another --out or delete {out}"
-            )
-    elif out.exists() and any(out.iterdir()):
-        raise RunMismatchError(f"{out} is not empty and holds no {RUN_FILE}: refusing to write a run into it")
+def _check_terms(splade: SpladeEncoder, data: TrainData, terms_path: Path, extending: bool) -> None:
+    """Refuse terms the model cannot use before anything is written (special tokens; with
+    ``extend`` still to run, terms the tokenizer cannot keep whole)."""
+    if extending:
+        plan_extension(splade.tokenizer, data.terms, str(terms_path))
+    else:
+        check_not_special(splade.tokenizer, data.terms, str(terms_path))
 
 
-def _complete(directory: Path) -> bool:
-    # save_pretrained writes into a temp dir renamed into place: the directory exists only complete.
-    return (directory / "config.json").is_file() and (directory / "sparse_adapt.json").is_file()
+def _require_finite(splade: SpladeEncoder, stage: str) -> None:
+    bad = [n for n, p in splade.mlm.named_parameters() if not bool(torch.isfinite(p).all())]
+    if bad:
+        raise NonFiniteError(f"{stage}: {len(bad)} weight tensors are not finite (e.g. {bad[0]}); not saved")
 
 
 def _partial(out: Path, name: str) -> Path:
@@ -96,10 +94,18 @@ def _checkpointer(out: Path, name: str, splade: SpladeEncoder, processes: Proces
 
 def _load_partial(out: Path, name: str, device: torch.device) -> tuple[SpladeEncoder, dict] | None:
     partial = _partial(out, name)
-    if not (partial / TRAINER_STATE).is_file() or not _complete(partial / "model"):
+    if not (partial / TRAINER_STATE).is_file() or not rundir.complete(partial / "model"):
         return None
     state = torch.load(partial / TRAINER_STATE, weights_only=True, map_location="cpu")
     return SpladeEncoder.from_pretrained(partial / "model", device=device), state
+
+
+def _partial_steps(out: Path, name: str) -> int:
+    """Optimiser steps saved in ``name``'s partial checkpoint (0: none)."""
+    path = _partial(out, name) / TRAINER_STATE
+    if not path.is_file():
+        return 0
+    return int(torch.load(path, weights_only=True, map_location="cpu")["steps"])
 
 
 def run_pipeline(
@@ -113,17 +119,21 @@ def run_pipeline(
     config: TrainConfig | str | Path | None = None,
     seed: int = 0,
     hooks: Hooks = SILENT,
+    overwrite: bool = False,
     device: str | torch.device | None = None,
 ) -> Path:
     """Run ``stages`` on ``base``; returns ``OUT/final``. Inputs default to the bundled corpus.
 
-    Rerunning with the same arguments resumes after the last completed stage.
+    Rerunning with the same arguments resumes after the last completed stage (or inside it,
+    from its last mid-stage checkpoint); ``overwrite`` discards a different run found in
+    ``out`` instead of refusing.
     """
     names = parse_stages(stages)
     device = resolve_device(device)
     processes = Processes(device)
     device = processes.device(device)
-    if not processes.is_main:
+    main = processes.is_main
+    if not main:
         hooks = SILENT
     cfg = config if isinstance(config, TrainConfig) else load_config(config)
     cfg.validate()
@@ -133,59 +143,74 @@ def run_pipeline(
     }
     data = _load_inputs(**paths)  # validate every input before any training or writing
     out = Path(out)
+    check_writable(out, into=True)
+    if out.exists() and not out.is_dir():
+        if not overwrite:
+            raise OutputError(f"--out {out} is an existing file; a run needs a directory (--overwrite replaces the file)")
+        if main:
+            out.unlink()
+    processes.barrier()
     manifest = {
         "stages": names, "config": cfg.to_dict(), "seed": int(seed), "base": str(base),
         "inputs": {k: _sha256(p) for k, p in paths.items()},
     }
-    _check_manifest(out, manifest)
-    processes.barrier()  # every process checked the directory as it was before anything is written
-    if processes.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-        if not (out / RUN_FILE).is_file():
-            write_json_atomic(out / RUN_FILE, manifest)
-    processes.barrier()
-
-    # Resume only from a prefix: a later stage's directory without its predecessors is not ours.
-    start = 0
-    while start < len(names) and _complete(out / names[start]):
-        start += 1
-    if start:
-        hooks.message(f"resuming: {', '.join(names[:start])} already complete in {out}")
-        splade = SpladeEncoder.from_pretrained(out / names[start - 1], device=device)
-    else:
-        splade = SpladeEncoder.from_pretrained(base, device=device)
-
-    log_path = out / LOG_FILE
-
-    def log(record: dict) -> None:
-        if not processes.is_main:
-            return
-        with log_path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-
-    for i in range(start, len(names)):
-        name = names[i]
-        stage = STAGES[name]()
-        ctx = StageContext(data=data, config=cfg, seed=int(seed) + ORDER.index(name), log=log, hooks=hooks,
-                           processes=processes)
-        partial = _load_partial(out, name, device) if i == start else None
-        if partial is not None:
-            splade, ctx.resume = partial
-            hooks.message(f"resuming {name} at step {ctx.resume['steps']} from {_partial(out, name)}")
-        ctx.checkpoint = _checkpointer(out, name, splade, processes)
-        log({"event": "stage_start", "stage": name, "time": time.time()})
-        t0 = time.perf_counter()
-        stage.run(splade, ctx)
-        seconds = time.perf_counter() - t0
-        if processes.is_main:
-            splade.save_pretrained(out / name)
-            shutil.rmtree(_partial(out, name), ignore_errors=True)
+    # One writer per directory; under `accelerate launch` the main process holds the lock for all.
+    with locked(out) if main else nullcontext():
+        if main:
+            clean_leftovers(out)  # temporaries of checkpoints whose save was killed
+            rundir.prepare(out, manifest, names, overwrite, hooks)
         processes.barrier()
-        log({"event": "stage_end", "stage": name, "seconds": round(seconds, 2), **ctx.info})
-        hooks.message(f"stage {name} done in {seconds:.1f}s -> {out / name}")
-    final = out / FINAL
-    if processes.is_main:
-        splade.save_pretrained(final)
-    processes.barrier()
-    hooks.message(f"wrote {final}")
+        done = rundir.completed_stages(out, names)
+        start = len(done)
+        if start:
+            hooks.message(f"resuming: {', '.join(names[:start])} already complete in {out}")
+            splade = SpladeEncoder.from_pretrained(out / names[start - 1], device=device)
+        else:
+            splade = SpladeEncoder.from_pretrained(base, device=device)
+        _check_terms(splade, data, paths["terms"], "extend" in names[start:])
+        log_path = out / LOG_FILE
+        if main:
+            rundir.write_manifest(out, manifest)  # only now: the inputs and the base have loaded
+            if start < len(names):  # a finished run reused as is leaves its log alone
+                resumed = names[start]
+                rundir.restart_log(log_path, done, (resumed, _partial_steps(out, resumed)))
+        processes.barrier()
+
+        def log(record: dict) -> None:
+            if not main:
+                return
+            with log_path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+        for i in range(start, len(names)):
+            name = names[i]
+            stage = STAGES[name]()
+            ctx = StageContext(data=data, config=cfg, seed=int(seed) + ORDER.index(name), log=log, hooks=hooks,
+                               processes=processes)
+            partial = _load_partial(out, name, device) if i == start else None
+            if partial is not None:
+                splade, ctx.resume = partial
+                hooks.message(f"resuming {name} at step {ctx.resume['steps']} from {_partial(out, name)}")
+            ctx.checkpoint = _checkpointer(out, name, splade, processes)
+            log({"event": "stage_start", "stage": name, "time": time.time()})
+            t0 = time.perf_counter()
+            try:
+                stage.run(splade, ctx)
+                _require_finite(splade, name)
+            except NonFiniteError as e:
+                log({"event": "stopped", "stage": name, "reason": str(e), "time": time.time()})
+                last = out / names[i - 1] if i else base
+                raise NonFiniteError(f"{e}. Last good checkpoint: {last}; rerun to resume from it") from None
+            seconds = time.perf_counter() - t0
+            if main:
+                splade.save_pretrained(out / name)
+                shutil.rmtree(_partial(out, name), ignore_errors=True)
+            processes.barrier()
+            log({"event": "stage_end", "stage": name, "seconds": round(seconds, 2), **ctx.info})
+            hooks.message(f"stage {name} done in {seconds:.1f}s -> {out / name}")
+        final = out / FINAL
+        if main:
+            splade.save_pretrained(final)
+        processes.barrier()
+        hooks.message(f"wrote {final}")
     return final

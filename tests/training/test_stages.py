@@ -142,7 +142,7 @@ def test_rerun_with_other_settings_is_refused(tiny_dir, inputs, tmp_path):
     _run(tiny_dir, inputs, out, stages="distill")
     changed = json.loads(json.dumps(SMALL))
     changed["distill"]["lr"] = 5e-4
-    with pytest.raises(RunMismatchError, match="config differ"):
+    with pytest.raises(RunMismatchError, match=r"config \[distill\] differ"):
         _run(tiny_dir, inputs, out, stages="distill", config=changed)
     with pytest.raises(RunMismatchError, match="stages differ"):
         _run(tiny_dir, inputs, out, stages="extend,distill")

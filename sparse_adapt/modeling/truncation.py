@@ -1,0 +1,31 @@
+"""How many texts an encoder cuts: SPLADE reads at most ``query_max_length`` /
+``doc_max_length`` pieces of a text and ignores the rest, which a user should be told
+rather than find out from a missing match."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
+
+
+def truncated(splade: SpladeEncoder, texts: Sequence[str], kind: Kind) -> list[int]:
+    """Indices of the ``texts`` longer than ``splade``'s maximum length for ``kind``."""
+    if not texts:
+        return []
+    limit = splade.max_length(kind)
+    batch = splade.tokenizer(list(texts), truncation=True, max_length=limit)
+    if batch.encodings is not None:
+        # Fast tokenizers keep what truncation cut off: no second pass over long texts.
+        return [i for i, e in enumerate(batch.encodings) if e.overflowing]
+    full = splade.tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]
+    return [i for i, ids in enumerate(full) if len(ids) > limit]
+
+
+def truncation_note(splade: SpladeEncoder, texts: Sequence[str], kind: Kind, what: str | None = None) -> str | None:
+    """``"3 of 120 documents are longer than 256 pieces and were truncated"``, or None."""
+    cut = truncated(splade, texts, kind)
+    if not cut:
+        return None
+    what = what or f"{kind}s"
+    return f"{len(cut)} of {len(texts)} {what} are longer than {splade.max_length(kind)} pieces and were truncated"

@@ -1,0 +1,152 @@
+"""The run directory of :func:`~sparse_adapt.training.pipeline.run_pipeline`: what it holds,
+when a rerun may resume in it, and its log across attempts.
+
+``OUT/run.json`` says what the run is. A rerun may resume when everything that produced
+the completed checkpoints is unchanged: stages, seed, base, input files and the config
+sections of the completed stages (each stage seeds itself, so a later stage's settings
+do not touch earlier checkpoints: lowering ``distill.lr`` after a NaN loss resumes from
+the last good checkpoint). Anything else would mix two runs and is refused, unless
+``overwrite``, which discards the old run's own files (never other files in ``OUT``).
+A directory with no checkpoint holds nothing to mix and is simply reused.
+
+``OUT/train_log.jsonl`` keeps the records of completed stages only: when a run resumes,
+the records of the interrupted attempt's unfinished stages are dropped and a ``resume``
+event marks the new attempt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Sequence
+
+from sparse_adapt.atomic import write_atomic, write_json_atomic
+from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.lock import LOCK_FILE
+from sparse_adapt.progress import Hooks
+from sparse_adapt.training.config import TrainConfig
+from sparse_adapt.training.stages import ORDER
+
+RUN_FILE = "run.json"
+LOG_FILE = "train_log.jsonl"
+FINAL = "final"
+PARTIAL = ".partial"  # suffix of a stage's mid-stage checkpoint directory (``OUT/warmup.partial/``)
+
+
+class RunMismatchError(SparseAdaptError):
+    """``--out`` already holds a different run (other stages, config, seed or inputs)."""
+
+
+def complete(directory: Path) -> bool:
+    # save_pretrained writes into a temp dir renamed into place: the directory exists only complete.
+    return (directory / "config.json").is_file() and (directory / "sparse_adapt.json").is_file()
+
+
+def completed_stages(out: Path, names: Sequence[str]) -> list[str]:
+    """The completed prefix of ``names``: a later stage's directory without its predecessors is not ours."""
+    done = []
+    for name in names:
+        if not complete(out / name):
+            break
+        done.append(name)
+    return done
+
+
+def _differences(old: dict, new: dict, completed: Sequence[str]) -> list[str]:
+    sections = {f.name for f in dataclasses.fields(TrainConfig)}
+    diff = []
+    for key in sorted(set(old) | set(new)):
+        if key == "config":
+            old_cfg, new_cfg = old.get(key) or {}, new.get(key) or {}
+            changed = [s for s in completed if s in sections and old_cfg.get(s) != new_cfg.get(s)]
+            if changed:
+                diff.append(f"config [{', '.join(changed)}]")
+        elif old.get(key) != new.get(key):
+            diff.append(key)
+    return diff
+
+
+def _discard(out: Path) -> None:
+    """Remove the files a run writes, and nothing else."""
+    for name in (*ORDER, *(f"{n}{PARTIAL}" for n in ORDER), FINAL):
+        if (out / name).is_dir():
+            shutil.rmtree(out / name)
+    for name in (RUN_FILE, LOG_FILE):
+        (out / name).unlink(missing_ok=True)
+
+
+def prepare(out: Path, manifest: dict, names: Sequence[str], overwrite: bool, hooks: Hooks) -> list[str]:
+    """Make ``out`` (locked by the caller) ready for ``manifest``; returns the completed stages."""
+    path = out / RUN_FILE
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            old = {}
+        done = completed_stages(out, names)
+        diff = _differences(old if isinstance(old, dict) else {}, manifest, done)
+        checkpoints = [n for n in (*ORDER, FINAL) if complete(out / n)]
+        if diff and checkpoints:
+            if not overwrite:
+                raise RunMismatchError(
+                    f"{out} holds a different run ({', '.join(diff)} differ from this command); "
+                    f"use another --out, or pass --overwrite to discard that run"
+                )
+            hooks.message(f"--overwrite: discarding the run in {out} ({', '.join(diff)} differed)")
+            _discard(out)
+        elif old != manifest:  # run.json itself is rewritten by write_manifest, once the base has loaded
+            if not checkpoints:
+                hooks.message(f"{out}: no stage of the earlier attempt completed; starting afresh")
+            else:
+                hooks.message(f"{out}: settings of stages still to run changed; completed stages are reused")
+    elif any(p.name != LOCK_FILE for p in out.iterdir()) and not overwrite:
+        raise RunMismatchError(
+            f"{out} is not empty and holds no {RUN_FILE}: refusing to write a run into it "
+            f"(pass --overwrite to write the run beside its files)"
+        )
+    return completed_stages(out, names)
+
+
+def write_manifest(out: Path, manifest: dict) -> None:
+    """``run.json`` for this run (after :func:`prepare` accepted ``out`` for it)."""
+    path = out / RUN_FILE
+    try:
+        current = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (ValueError, UnicodeDecodeError):
+        current = None
+    if current != manifest:
+        write_json_atomic(path, manifest)
+
+
+def restart_log(path: Path, completed: Sequence[str], partial: tuple[str, int] | None = None) -> None:
+    """Keep the records of ``completed`` stages (and earlier resume events); mark a new attempt.
+
+    ``partial``: (stage, steps) of a mid-stage checkpoint the new attempt resumes from; that
+    stage's step records up to ``steps`` are kept, since the checkpoint holds their work.
+    """
+    if not path.is_file():
+        return
+    kept, dropped = [], 0
+    for raw in path.read_bytes().splitlines():
+        try:
+            record = json.loads(raw)
+        except ValueError:  # a line torn by a killed write
+            dropped += 1
+            continue
+        if not isinstance(record, dict):
+            dropped += 1
+            continue
+        # The resumed stage's steps that its mid-stage checkpoint holds (its stage_start is logged anew).
+        in_partial = (partial is not None and record.get("stage") == partial[0]
+                      and "step" in record and record["step"] <= partial[1])
+        if "stage" in record and record["stage"] not in completed and not in_partial:
+            dropped += 1
+            continue
+        kept.append(record)
+    attempt = 2 + sum(1 for r in kept if r.get("event") == "resume")
+    kept.append({"event": "resume", "attempt": attempt, "completed": list(completed), "dropped_records": dropped,
+                 "time": time.time()})
+    write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))

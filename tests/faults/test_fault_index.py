@@ -1,0 +1,64 @@
+"""Issue rows: model identity and a corrupt vectors folder. ``index`` checks every exported
+line before Lucene reads it (Anserini would skip a bad one), and ``search`` compares a
+content hash of the model's weights with the one that built the index, not its path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from tests.conftest import make_tiny_bert
+from tests.faults.conftest import assert_one_line_error, cli
+
+DOCS = [{"doc_id": f"d{i}", "text": t} for i, t in enumerate(
+    ["budget spending review", "install the agent", "quarterly budget meeting", "agent metrics dashboard"])]
+
+
+@pytest.fixture
+def exported(tiny_model_dir, tmp_path, capsys):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    vectors = tmp_path / "vectors"
+    assert cli(capsys, ["export", "--model", tiny_model_dir, "--docs", docs, "--out", vectors]).code == 0
+    return vectors
+
+
+@pytest.mark.parametrize("damage, where", [
+    (lambda lines: lines[:1] + ['{"id": "d1", "vector": {"agent": 12'] + lines[2:], ":2: not valid JSON"),
+    (lambda lines: lines[:2] + [lines[2].replace('"vector"', '"vectr"')] + lines[3:], ":3: field 'vector'"),
+    (lambda lines: lines[:1] + lines[2:], "holds 3 documents but the export wrote 4"),
+], ids=["torn line", "renamed field", "missing line"])
+def test_a_damaged_export_is_refused_before_lucene(damage, where, exported, tmp_path, capsys):
+    path = exported / "vectors.jsonl"
+    path.write_text("\n".join(damage(path.read_text().splitlines())) + "\n")
+    index = tmp_path / "index"
+    result = cli(capsys, ["index", "--vectors", exported, "--index", index])
+    assert_one_line_error(result, f"{path}", where)
+    assert not index.exists()
+
+
+@pytest.mark.slow
+def test_search_warns_when_the_model_behind_the_path_changed(tiny_model_dir, tmp_path, capsys):
+    model = tmp_path / "model"
+    SpladeEncoder.from_pretrained(tiny_model_dir).save_pretrained(model)
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    vectors, index = tmp_path / "vectors", tmp_path / "index"
+    assert cli(capsys, ["export", "--model", model, "--docs", docs, "--out", vectors]).code == 0
+    assert cli(capsys, ["index", "--vectors", vectors, "--index", index]).code == 0
+    same = cli(capsys, ["search", "budget", "--index", index, "--model", model, "--json"])
+    assert same.code == 0 and "warning" not in same.err, same.err
+    copy = cli(capsys, ["search", "budget", "--index", index, "--model", tiny_model_dir, "--json"])
+    assert copy.code == 0 and "warning" not in copy.err, copy.err  # the same weights elsewhere: the same model
+    # retrained "in place": another model saved at the very same path
+    other = make_tiny_bert(seed=1)
+    with torch.no_grad():
+        other.mlm.get_output_embeddings().bias -= 0.3
+    other.save_pretrained(model)
+    changed = cli(capsys, ["search", "budget", "--index", index, "--model", model, "--json"])
+    assert changed.code == 0
+    assert f"{index} was built from a different model than {str(model)!r}" in changed.err_line, changed.err
+    json.loads(changed.out)  # stdout stays the JSON result

@@ -1,0 +1,173 @@
+"""Issue rows: an existing non-empty ``--out``, ``--out`` that is a file, a read-only ``--out``
+and temporaries left by a write killed mid-way. Every writing command refuses what the
+user already has unless ``--overwrite``, fails before any work when it cannot write, and
+cleans up after crashes of earlier runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from corpora import GATROCRAPTIC
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from tests.faults.conftest import assert_one_line_error, cli, hidden_leftovers, train_argv
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, tiny_model_dir) -> dict[str, Path]:
+    """Inputs of every writing command: a model, terms, docs, a headless encoder, an export."""
+    from transformers import BertConfig, BertModel
+
+    from sparse_adapt.retrieval.export import export_vectors
+
+    root = tmp_path_factory.mktemp("writers")
+    (root / "terms.json").write_text(json.dumps({"jargon": ["Zorblatt"]}), encoding="utf-8")
+    docs = root / "docs.jsonl"
+    docs.write_text(json.dumps({"doc_id": "d1", "text": "Zorblatt metrics track spending."}) + "\n", encoding="utf-8")
+    encoder = root / "encoder"
+    tok = SpladeEncoder.from_pretrained(tiny_model_dir).tokenizer
+    BertModel(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=64)).save_pretrained(encoder)
+    tok.save_pretrained(encoder)
+    export_vectors(SpladeEncoder.from_pretrained(tiny_model_dir), docs, root / "vectors")
+    return {"model": tiny_model_dir, "terms": root / "terms.json", "docs": docs, "encoder": encoder,
+            "vectors": root / "vectors"}
+
+
+# Every command that writes a directory (flag, argv without the destination).
+DIR_WRITERS = {
+    "extend-vocab": lambda f: ["extend-vocab", "--base", f["model"], "--terms", f["terms"], "--out"],
+    "export": lambda f: ["export", "--model", f["model"], "--docs", f["docs"], "--out"],
+    "base": lambda f: ["base", "--from-encoder", f["encoder"], "--bias", "-1.0", "--out"],
+    "index": lambda f: ["index", "--vectors", f["vectors"], "--index"],
+    # report keeps its own results in --out (reruns reuse them); anything else there is refused
+    "report": lambda f: ["report", "--base", f["model"], "--experiments", "H1", "--out"],
+}
+# The same commands plus the file writer.
+ALL_WRITERS = {**DIR_WRITERS, "evaluate --save-run": lambda f: [
+    "evaluate", "--model", f["model"], "--docs", GATROCRAPTIC.docs, "--queries", GATROCRAPTIC.queries,
+    "--qrels", GATROCRAPTIC.qrels, "--save-run"]}
+
+
+@pytest.mark.parametrize("command", sorted(DIR_WRITERS))
+def test_non_empty_out_is_refused_and_left_as_it_was(command, files, tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    result = cli(capsys, DIR_WRITERS[command](files) + [out])
+    assert_one_line_error(result, str(out), "not empty", "--overwrite")
+    assert [p.name for p in out.iterdir()] == ["notes.txt"] and (out / "notes.txt").read_text() == "keep me"
+    assert hidden_leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", sorted(ALL_WRITERS))
+def test_out_that_is_an_existing_file_is_refused(command, files, tmp_path, capsys):
+    out = tmp_path / "some.yaml"
+    out.write_text("key: value\n")
+    result = cli(capsys, ALL_WRITERS[command](files) + [out])
+    assert_one_line_error(result, str(out), "existing file", "--overwrite")
+    assert out.read_text() == "key: value\n"
+    assert hidden_leftovers(tmp_path) == []
+
+
+def test_train_into_a_file_is_one_line(files, train_inputs, tmp_path, capsys):
+    out = tmp_path / "some.yaml"
+    out.write_text("key: value\n")
+    result = cli(capsys, train_argv(files["model"], train_inputs, out))
+    assert_one_line_error(result, str(out), "existing file")
+    assert out.read_text() == "key: value\n"
+
+
+@pytest.mark.parametrize("command", ["extend-vocab", "export"])
+def test_overwrite_replaces_only_when_the_new_output_is_complete(command, files, tmp_path, capsys):
+    out = tmp_path / "replaced"
+    out.mkdir()
+    (out / "notes.txt").write_text("old")
+    result = cli(capsys, DIR_WRITERS[command](files) + [out, "--overwrite"])
+    assert result.code == 0, result.err
+    assert not (out / "notes.txt").exists()
+    assert hidden_leftovers(tmp_path) == []
+    if command == "extend-vocab":
+        assert SpladeEncoder.from_pretrained(out).tokenizer.convert_tokens_to_ids("zorblatt") > 30000
+    # an existing file becomes the output with --overwrite as well, leaving nothing hidden behind
+    file_out = tmp_path / "was-a-file"
+    file_out.write_text("x")
+    assert cli(capsys, DIR_WRITERS[command](files) + [file_out, "--overwrite"]).code == 0
+    assert file_out.is_dir() and hidden_leftovers(tmp_path) == []
+
+
+def test_save_run_overwrite_replaces_the_file(files, tmp_path, capsys):
+    run = tmp_path / "run.trec"
+    run.write_text("old\n")
+    result = cli(capsys, ALL_WRITERS["evaluate --save-run"](files) + [run, "--overwrite", "--json"])
+    assert result.code == 0, result.err
+    assert run.read_text().split()[2] in {json.loads(line)["doc_id"] for line in GATROCRAPTIC.docs.open()}
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Make loading any model fail the test: a refused destination must be refused first."""
+
+    def boom(*args, **kwargs):
+        raise AssertionError("work started before the destination was checked")
+
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(boom))
+    monkeypatch.setattr("sparse_adapt.modeling.base.load_encoder", boom)
+
+
+@pytest.mark.parametrize("command", sorted(ALL_WRITERS))
+def test_read_only_destination_fails_before_any_work(command, files, read_only_dir, no_work, capsys):
+    result = cli(capsys, ALL_WRITERS[command](files) + [read_only_dir / "out"])
+    assert_one_line_error(result, str(read_only_dir / "out"), "cannot write")
+
+
+def test_train_into_read_only_destination_fails_before_any_work(files, train_inputs, read_only_dir, no_work, capsys):
+    result = cli(capsys, train_argv(files["model"], train_inputs, read_only_dir / "run"))
+    assert_one_line_error(result, "cannot write")
+
+
+KILLED_MID_WRITE = """
+import os, signal, sys
+from sparse_adapt.atomic import atomic_directory
+with atomic_directory(sys.argv[1]) as tmp:
+    (tmp / "model.safetensors").write_bytes(b"half a model")
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_temporaries_of_a_killed_write_are_removed_by_the_next_run(files, tmp_path, capsys):
+    out = tmp_path / "model"
+    proc = subprocess.run([sys.executable, "-c", KILLED_MID_WRITE, str(out)], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == -signal.SIGKILL
+    assert len(hidden_leftovers(tmp_path)) == 1 and not out.exists()
+    result = cli(capsys, DIR_WRITERS["extend-vocab"](files) + [out])
+    assert result.code == 0, result.err
+    assert hidden_leftovers(tmp_path) == []
+
+
+def test_a_live_writers_temporary_is_left_alone(tmp_path):
+    from sparse_adapt.atomic import clean_leftovers
+
+    live = tmp_path / f".model.tmp-{os.getpid()}-abc"
+    dead = tmp_path / ".model.tmp-999999999-abc"  # above any pid_max
+    mine = tmp_path / ".notes.tmp-999999999"
+    for d in (live, dead, mine):
+        d.mkdir()
+    assert clean_leftovers(tmp_path, "model") == [dead]
+    assert live.exists() and mine.exists()
+
+
+def test_train_into_an_existing_read_only_run_directory_fails_before_any_work(
+    files, train_inputs, read_only_dir, no_work, capsys
+):
+    result = cli(capsys, train_argv(files["model"], train_inputs, read_only_dir))
+    assert_one_line_error(result, "cannot write in", str(read_only_dir))

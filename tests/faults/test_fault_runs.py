@@ -1,0 +1,225 @@
+"""Issue rows: a failed run, a kill during a checkpoint save, resume, two concurrent trains
+into one ``--out``, killing ``index``. ``run.json`` appears only once inputs and base have
+loaded, crash leftovers are removed, the log drops a dead attempt's steps and marks the
+new one, one process at a time owns a run directory, and the Java child dies with its
+parent."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.progress import Hooks
+from sparse_adapt.training import stages as stages_mod
+from sparse_adapt.training.pipeline import run_pipeline
+from tests.faults.conftest import assert_one_line_error, cli, hidden_leftovers, train_argv
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _pipeline(model, inputs, out, stages="extend,distill", **kw):
+    return run_pipeline(
+        base=str(model), corpus=inputs["corpus"], terms=inputs["terms"], dictionary=inputs["dictionary"],
+        train=inputs["train"], out=out, stages=stages, config=inputs["config"], seed=3, **kw,
+    )
+
+
+def _log(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+
+
+def test_a_run_that_failed_to_load_its_base_can_be_corrected(tiny_model_dir, train_inputs, tmp_path, capsys):
+    out = tmp_path / "run"
+    typo = cli(capsys, train_argv(tmp_path / "no-such-model", train_inputs, out))
+    assert_one_line_error(typo, "no-such-model")
+    assert not (out / "run.json").exists()
+    fixed = cli(capsys, train_argv(tiny_model_dir, train_inputs, out))
+    assert fixed.code == 0, fixed.err
+    assert json.loads((out / "run.json").read_text())["base"] == str(tiny_model_dir)
+
+
+KILLED_IN_SAVE = """
+import os, signal, sys
+from pathlib import Path
+from sparse_adapt.modeling import encoder
+from sparse_adapt.training.pipeline import run_pipeline
+
+model, corpus, terms, dictionary, train, config, out = sys.argv[1:]
+original = encoder.SpladeSettings.save
+
+def save(self, directory):  # the last file of a checkpoint: weights and tokenizer are written
+    original(self, directory)
+    if Path(directory).name.startswith(".extend.tmp-"):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+encoder.SpladeSettings.save = save
+run_pipeline(base=model, corpus=corpus, terms=terms, dictionary=dictionary, train=train, out=out,
+             stages="extend", config=config, seed=3)
+"""
+
+
+def test_a_checkpoint_save_killed_midway_leaves_nothing_after_the_next_run(tiny_model_dir, train_inputs, tmp_path):
+    out = tmp_path / "run"
+    args = [str(tiny_model_dir), *(str(train_inputs[k]) for k in ("corpus", "terms", "dictionary", "train", "config"))]
+    proc = subprocess.run([sys.executable, "-c", KILLED_IN_SAVE, *args, str(out)], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    leftovers = hidden_leftovers(out)
+    assert len(leftovers) == 1 and leftovers[0].startswith(".extend.tmp-")
+    assert (out / leftovers[0] / "model.safetensors").is_file()  # a real checkpoint, written but for its last file
+    _pipeline(tiny_model_dir, train_inputs, out, stages="extend")
+    assert hidden_leftovers(out) == []
+    assert (out / "final" / "model.safetensors").is_file()
+
+
+def test_resume_drops_the_dead_attempts_steps_and_marks_the_new_attempt(
+    tiny_model_dir, train_inputs, tmp_path, monkeypatch
+):
+    class PowerCut(Exception):
+        pass
+
+    original = stages_mod.DistillStage._step
+
+    def step(splade, batch, loss_fn, domain, step_number):
+        if step_number == 2:
+            raise PowerCut("after one logged step of distill")
+        return original(splade, batch, loss_fn, domain, step_number)
+
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        m.setattr(stages_mod.DistillStage, "_step", staticmethod(step))
+        with pytest.raises(PowerCut):
+            _pipeline(tiny_model_dir, train_inputs, out)
+    dead = _log(out)
+    assert [r["step"] for r in dead if r.get("stage") == "distill" and "step" in r] == [1]
+    _pipeline(tiny_model_dir, train_inputs, out)
+    log = _log(out)
+    starts = [r["stage"] for r in log if r.get("event") == "stage_start"]
+    assert starts == ["extend", "distill"]
+    assert [r["step"] for r in log if r.get("stage") == "distill" and "step" in r] == [1, 2]
+    resume = [r for r in log if r.get("event") == "resume"]
+    assert len(resume) == 1 and resume[0]["attempt"] == 2 and resume[0]["completed"] == ["extend"]
+    assert resume[0]["dropped_records"] == 2  # the dead attempt's distill stage_start and step 1
+    events = [r.get("event") for r in log]
+    assert events.index("resume") < events.index("stage_start", events.index("stage_start") + 1)  # before distill's
+
+
+def test_a_second_train_into_the_same_out_is_refused_while_the_first_runs(tiny_model_dir, train_inputs, tmp_path):
+    out = tmp_path / "run"
+    refused: list[Exception] = []
+
+    def message(text: str) -> None:
+        if text.startswith("stage extend done") and not refused:
+            try:  # a second invocation while the first is between its stages
+                _pipeline(tiny_model_dir, train_inputs, out)
+            except SparseAdaptError as e:
+                refused.append(e)
+            else:
+                refused.append(AssertionError("the second run was not refused"))
+
+    _pipeline(tiny_model_dir, train_inputs, out, hooks=Hooks(message=message))
+    assert len(refused) == 1 and isinstance(refused[0], SparseAdaptError), refused
+    assert "is in use by another sparse-adapt process" in str(refused[0]) and f"pid {os.getpid()}" in str(refused[0])
+    steps = [(r["stage"], r["step"]) for r in _log(out) if "step" in r]
+    assert len(steps) == len(set(steps)) == 2  # extend has no steps; distill's two, logged once
+
+
+HOLD_LOCK = """
+import sys, time
+from sparse_adapt.lock import locked
+with locked(sys.argv[1]):
+    print("holding", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_lock_held_by_another_process_refuses_and_dies_with_it(tiny_model_dir, train_inputs, tmp_path, capsys):
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], cwd=ROOT, env=ENV,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        result = cli(capsys, train_argv(tiny_model_dir, train_inputs, out))
+        assert_one_line_error(result, f"{out} is in use by another sparse-adapt process (pid {holder.pid})")
+    finally:
+        holder.send_signal(signal.SIGKILL)  # no cleanup possible: the kernel releases the lock
+        holder.wait()
+    result = cli(capsys, train_argv(tiny_model_dir, train_inputs, out))
+    assert result.code == 0, result.err
+
+
+PARENT = """
+import sys
+from pathlib import Path
+sys.executable = sys.argv[1]  # the "JVM child": a stand-in that records its pid and waits
+from sparse_adapt.retrieval.lucene import build_index
+build_index(Path(sys.argv[2]), Path(sys.argv[3]))
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "State:\tZ" in state  # exited; its new parent has not reaped it yet
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")
+def test_the_index_child_dies_with_its_parent(tmp_path, capsys):
+    pidfile = tmp_path / "child.pid"
+    child = tmp_path / "fake-java"
+    child.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 120\n")
+    child.chmod(0o755)
+    vectors, index = tmp_path / "vectors", tmp_path / "index"
+    vectors.mkdir()
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(child), str(vectors), str(index)], cwd=ROOT, env=ENV)
+    deadline = time.time() + 120
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.time() < deadline and parent.poll() is None, "the child never started"
+        time.sleep(0.1)
+    pid = int(pidfile.read_text())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 10
+    while not _gone(pid) and time.time() < deadline:
+        time.sleep(0.1)
+    alive = not _gone(pid)
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, "the indexing child outlived its killed parent"
+    # the killed parent's temporary index is removed by the next write of that index
+    assert [p for p in hidden_leftovers(tmp_path) if p.startswith(".index.tmp-")]
+    from sparse_adapt.atomic import check_output
+
+    check_output(index)
+    assert hidden_leftovers(tmp_path) == []
+
+
+def test_overwrite_discards_a_different_run_but_never_other_files(tiny_model_dir, train_inputs, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    with pytest.raises(SparseAdaptError, match="not empty and holds no run.json"):
+        _pipeline(tiny_model_dir, train_inputs, out, stages="distill")
+    _pipeline(tiny_model_dir, train_inputs, out, stages="distill", overwrite=True)  # written beside the notes
+    first = (out / "final" / "model.safetensors").read_bytes()
+    config = json.loads(train_inputs["config"].read_text())
+    config["distill"]["lr"] /= 10
+    train_inputs["config"].write_text(json.dumps(config))
+    with pytest.raises(SparseAdaptError, match=r"config \[distill\] differ"):
+        _pipeline(tiny_model_dir, train_inputs, out, stages="distill")
+    _pipeline(tiny_model_dir, train_inputs, out, stages="distill", overwrite=True)
+    assert (out / "final" / "model.safetensors").read_bytes() != first
+    assert json.loads((out / "run.json").read_text())["config"]["distill"]["lr"] == config["distill"]["lr"]
+    assert [r["event"] for r in _log(out) if "event" in r] == ["stage_start", "stage_end"]  # the old log went too
+    assert (out / "notes.txt").read_text() == "keep me"
