@@ -99,42 +99,51 @@ def run_pipeline(
         "inputs": {k: _sha256(p) for k, p in paths.items()},
     }
     with locked(out):
-        clean_leftovers(out)  # temporaries of checkpoints whose save was killed
-        done = rundir.prepare(out, manifest, names, overwrite, hooks)
-        start = len(done)
-        if start:
-            hooks.message(f"resuming: {', '.join(names[:start])} already complete in {out}")
-            splade = SpladeEncoder.from_pretrained(out / names[start - 1])
-        else:
-            splade = SpladeEncoder.from_pretrained(base)
-        _check_terms(splade, data, paths["terms"], "extend" in names[start:])
-        rundir.write_manifest(out, manifest)  # only now: the inputs and the base have loaded
-        log_path = out / LOG_FILE
-        if start < len(names):  # a finished run reused as is leaves its log alone
-            rundir.restart_log(log_path, done)
+        return _run_locked(out, base, names, cfg, data, paths, manifest, seed, hooks, overwrite)
 
-        def log(record: dict) -> None:
-            with log_path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
 
-        for i in range(start, len(names)):
-            name = names[i]
-            stage = STAGES[name]()
-            ctx = StageContext(data=data, config=cfg, seed=int(seed) + ORDER.index(name), log=log, hooks=hooks)
-            log({"event": "stage_start", "stage": name, "time": time.time()})
-            t0 = time.perf_counter()
-            try:
-                stage.run(splade, ctx)
-                _require_finite(splade, name)
-            except NonFiniteError as e:
-                log({"event": "stopped", "stage": name, "reason": str(e), "time": time.time()})
-                last = out / names[i - 1] if i else base
-                raise NonFiniteError(f"{e}. Last good checkpoint: {last}; rerun to resume from it") from None
-            seconds = time.perf_counter() - t0
-            splade.save_pretrained(out / name)
-            log({"event": "stage_end", "stage": name, "seconds": round(seconds, 2), **ctx.info})
-            hooks.message(f"stage {name} done in {seconds:.1f}s -> {out / name}")
-        final = out / FINAL
-        splade.save_pretrained(final)
-        hooks.message(f"wrote {final}")
+def _run_locked(
+    out: Path, base: str | Path, names: list[str], cfg: TrainConfig, data: TrainData, paths: dict[str, Path],
+    manifest: dict, seed: int, hooks: Hooks, overwrite: bool,
+) -> Path:
+    """The run itself, while this process holds ``out``'s lock."""
+    clean_leftovers(out)  # temporaries of checkpoints whose save was killed
+    done = rundir.prepare(out, manifest, names, overwrite, hooks)
+    start = len(done)
+    if start:
+        hooks.message(f"resuming: {', '.join(names[:start])} already complete in {out}")
+        splade = SpladeEncoder.from_pretrained(out / names[start - 1])
+    else:
+        splade = SpladeEncoder.from_pretrained(base)
+    _check_terms(splade, data, paths["terms"], "extend" in names[start:])
+    rundir.write_manifest(out, manifest)  # only now: the inputs and the base have loaded
+    log_path = out / LOG_FILE
+    if start < len(names):  # a finished run reused as is leaves its log alone
+        rundir.restart_log(log_path, done)
+
+    def log(record: dict) -> None:
+        with log_path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    for i in range(start, len(names)):
+        name = names[i]
+        stage = STAGES[name]()
+        ctx = StageContext(data=data, config=cfg, seed=int(seed) + ORDER.index(name), log=log, hooks=hooks)
+        log({"event": "stage_start", "stage": name, "time": time.time()})
+        t0 = time.perf_counter()
+        try:
+            stage.run(splade, ctx)
+            _require_finite(splade, name)
+        except NonFiniteError as e:
+            log({"event": "stopped", "stage": name, "reason": str(e), "time": time.time()})
+            if i:
+                raise NonFiniteError(f"{e}. Last good checkpoint: {out / names[i - 1]}; rerun to resume from it") from None
+            raise NonFiniteError(f"{e}. No stage of this run completed; the base {base} is unchanged") from None
+        seconds = time.perf_counter() - t0
+        splade.save_pretrained(out / name)
+        log({"event": "stage_end", "stage": name, "seconds": round(seconds, 2), **ctx.info})
+        hooks.message(f"stage {name} done in {seconds:.1f}s -> {out / name}")
+    final = out / FINAL
+    splade.save_pretrained(final)
+    hooks.message(f"wrote {final}")
     return final
