@@ -110,7 +110,8 @@ def check_output(
         entries = sum(1 for _ in target.iterdir())
         if entries and not overwrite:
             raise OutputError(
-                f"{flag} {target} is not empty ({entries} entries); pass --overwrite to replace it, or choose another path"
+                f"{flag} {target} is not empty ({entries} {'entry' if entries == 1 else 'entries'}); "
+                f"pass --overwrite to replace it, or choose another path"
             )
     elif target.exists() and not overwrite:
         raise OutputError(f"{flag} {target} is an existing file; pass --overwrite to replace it, or choose another path")

@@ -199,8 +199,9 @@ def run_pipeline(
                 _require_finite(splade, name)
             except NonFiniteError as e:
                 log({"event": "stopped", "stage": name, "reason": str(e), "time": time.time()})
-                last = out / names[i - 1] if i else base
-                raise NonFiniteError(f"{e}. Last good checkpoint: {last}; rerun to resume from it") from None
+                if i:
+                    raise NonFiniteError(f"{e}. Last good checkpoint: {out / names[i - 1]}; rerun to resume from it") from None
+                raise NonFiniteError(f"{e}. No stage of this run completed; the base {base} is unchanged") from None
             seconds = time.perf_counter() - t0
             if main:
                 splade.save_pretrained(out / name)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,15 @@ from sparse_adapt import data
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.training.config import TrainConfig, load_config
 
-SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-WORK = Path(tempfile.mkdtemp(prefix="sparse-adapt-fuzz-"))
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    """Where each example's file is written (module-scoped: hypothesis reruns a test many times)."""
+    return tmp_path_factory.mktemp("fuzz")
+
 
 # JSON values as they come out of real files: NaN, huge and tiny numbers, nesting, odd text.
 scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=10**300, max_value=10**400)
@@ -88,9 +93,9 @@ FIELDS = {
 }
 
 
-def _load(kind: str, raw: bytes):
+def _load(work: Path, kind: str, raw: bytes):
     loader, check = LOADERS[kind]
-    path = WORK / f"{kind.replace(' ', '_')}.input"
+    path = work / f"{kind.replace(' ', '_')}.input"
     path.write_bytes(raw)
     try:
         out = loader(path)
@@ -103,37 +108,37 @@ def _load(kind: str, raw: bytes):
 @pytest.mark.parametrize("kind", sorted(LOADERS))
 @SETTINGS
 @given(raw=st.binary(max_size=400))
-def test_any_bytes(kind, raw):
-    _load(kind, raw)
+def test_any_bytes(work, kind, raw):
+    _load(work, kind, raw)
 
 
 @pytest.mark.parametrize("kind", sorted(LOADERS))
 @SETTINGS
 @given(lines=st.lists(values, max_size=4), bom=st.booleans(), crlf=st.booleans())
-def test_any_json_lines(kind, lines, bom, crlf):
+def test_any_json_lines(work, kind, lines, bom, crlf):
     text = ("\r\n" if crlf else "\n").join(json.dumps(v, ensure_ascii=bool(bom)) for v in lines)
-    _load(kind, (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8", "surrogatepass"))
+    _load(work, kind, (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8", "surrogatepass"))
 
 
 @pytest.mark.parametrize("kind", sorted(FIELDS))
 @SETTINGS
 @given(data_=st.data())
-def test_records_with_the_right_fields_and_any_values(kind, data_):
+def test_records_with_the_right_fields_and_any_values(work, kind, data_):
     rows = data_.draw(st.lists(st.fixed_dictionaries({f: values for f in FIELDS[kind]}), min_size=1, max_size=3))
-    _load(kind, "\n".join(json.dumps(r) for r in rows).encode("utf-8", "surrogatepass"))
+    _load(work, kind, "\n".join(json.dumps(r) for r in rows).encode("utf-8", "surrogatepass"))
 
 
 @pytest.mark.parametrize("kind", ["domain terms", "query groups"])
 @SETTINGS
 @given(obj=st.dictionaries(st.text(max_size=6), values, max_size=4))
-def test_objects_of_lists(kind, obj):
-    _load(kind, json.dumps(obj).encode("utf-8", "surrogatepass"))
+def test_objects_of_lists(work, kind, obj):
+    _load(work, kind, json.dumps(obj).encode("utf-8", "surrogatepass"))
 
 
 @SETTINGS
 @given(lines=st.lists(st.tuples(values, values, values, values), max_size=4))
-def test_qrels_of_any_columns(lines):
-    _load("qrels", "\n".join(" ".join(json.dumps(c) for c in row) for row in lines).encode("utf-8", "surrogatepass"))
+def test_qrels_of_any_columns(work, lines):
+    _load(work, "qrels", "\n".join(" ".join(json.dumps(c) for c in row) for row in lines).encode("utf-8", "surrogatepass"))
 
 
 CONFIG_KEYS = {
@@ -141,8 +146,8 @@ CONFIG_KEYS = {
 }
 
 
-def _load_config(name: str, raw: bytes) -> None:
-    path = WORK / name
+def _load_config(work: Path, name: str, raw: bytes) -> None:
+    path = work / name
     path.write_bytes(raw)
     try:
         cfg = load_config(path)
@@ -157,14 +162,14 @@ def _load_config(name: str, raw: bytes) -> None:
 
 @SETTINGS
 @given(raw=st.binary(max_size=300), toml=st.booleans())
-def test_config_any_bytes(raw, toml):
-    _load_config("c.toml" if toml else "c.json", raw)
+def test_config_any_bytes(work, raw, toml):
+    _load_config(work, "c.toml" if toml else "c.json", raw)
 
 
 @SETTINGS
 @given(data_=st.data())
-def test_config_known_keys_with_any_values(data_):
+def test_config_known_keys_with_any_values(work, data_):
     section = data_.draw(st.sampled_from(sorted(CONFIG_KEYS)))
     keys = data_.draw(st.lists(st.sampled_from(CONFIG_KEYS[section]), min_size=1, max_size=4, unique=True))
     obj = {section: {k: data_.draw(values) for k in keys}}
-    _load_config("c.json", json.dumps(obj).encode("utf-8", "surrogatepass"))
+    _load_config(work, "c.json", json.dumps(obj).encode("utf-8", "surrogatepass"))
