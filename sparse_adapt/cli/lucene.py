@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.console import Console
@@ -55,16 +56,29 @@ def index(
 def search(
     query: str = typer.Argument(..., help="Query text."),
     index_dir: Path = typer.Option(..., "--index", help="Index built by `sparse-adapt index`."),
-    model: str = typer.Option(..., "--model", help="The model that exported the documents."),
+    model: Optional[str] = typer.Option(None, "--model", help="The model that exported the documents."),
+    onnx: Optional[Path] = typer.Option(
+        None, "--onnx", help="Encode the query in ONNX Runtime with this `sparse-adapt onnx` export instead of --model."
+    ),
     k: int = typer.Option(10, "--k", min=1, help="Number of hits."),
     as_json: bool = typer.Option(False, "--json", help='Print [{"doc_id", "score"}, ...].'),
 ) -> None:
     """Encode QUERY with the model (same quantisation) and search the index through Lucene."""
-    from sparse_adapt.modeling.encoder import SpladeEncoder
+    from sparse_adapt.errors import ConfigError
     from sparse_adapt.retrieval.searcher import LuceneRetriever
 
-    splade = SpladeEncoder.from_pretrained(model)
-    retriever = LuceneRetriever(index_dir, splade)
+    if (model is None) == (onnx is None):
+        raise ConfigError("search needs exactly one of --model (PyTorch) or --onnx (ONNX Runtime) for the query")
+    if onnx is not None:
+        from sparse_adapt.modeling.onnx import OnnxSpladeEncoder
+
+        encoder = OnnxSpladeEncoder(onnx)
+        model = encoder.meta.source
+    else:
+        from sparse_adapt.modeling.encoder import SpladeEncoder
+
+        encoder = SpladeEncoder.from_pretrained(model)
+    retriever = LuceneRetriever(index_dir, encoder)
     if retriever.meta is not None and retriever.meta.model != model:
         Console(stderr=True).print(
             f"[yellow]warning:[/yellow] the index was exported with {retriever.meta.model!r}, searching with {model!r}"

@@ -11,13 +11,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
+
+import scipy.sparse as sp
 
 from sparse_adapt.data import Query
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.retrieval.export import lucene_vocabulary, quantise
 from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError, impact_searcher
-from sparse_adapt.modeling.encoder import SpladeEncoder
+
+
+class QueryModel(Protocol):
+    """What encodes the queries: a ``SpladeEncoder`` or an ``OnnxSpladeEncoder``."""
+
+    def encode(self, texts: Sequence[str], kind: str, batch_size: int) -> sp.csr_matrix: ...
+
+    def id_to_token(self) -> list[str]: ...
 
 
 class QuantisedQueryEncoder:
@@ -27,7 +36,7 @@ class QuantisedQueryEncoder:
     that cache, so batch searches do not run one forward pass per query.
     """
 
-    def __init__(self, splade: SpladeEncoder, scale: int, batch_size: int = 32):
+    def __init__(self, splade: QueryModel, scale: int, batch_size: int = 32):
         self.splade = splade
         self.scale = scale
         self.batch_size = batch_size
@@ -55,7 +64,7 @@ class Hit:
 class LuceneRetriever:
     """Search an index built by ``sparse-adapt index`` with queries encoded by ``splade``."""
 
-    def __init__(self, index_dir: str | Path, splade: SpladeEncoder, scale: int | None = None):
+    def __init__(self, index_dir: str | Path, splade: QueryModel, scale: int | None = None):
         self.index_dir = Path(index_dir)
         if not self.index_dir.is_dir():
             raise LuceneError(f"{index_dir}: no such index directory; build one with `sparse-adapt index`")
