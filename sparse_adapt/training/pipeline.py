@@ -20,6 +20,7 @@ from sparse_adapt.atomic import write_json_atomic
 from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms, load_train
 from sparse_adapt.defaults import bundled
 from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.modeling.card import write_model_card
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.config import TrainConfig, load_config
@@ -127,5 +128,6 @@ def run_pipeline(
         hooks.message(f"stage {name} done in {seconds:.1f}s -> {out / name}")
     final = out / FINAL
     splade.save_pretrained(final)
+    write_model_card(final, splade, manifest, log_path)
     hooks.message(f"wrote {final}")
     return final
