@@ -1,7 +1,10 @@
 """Smoke test of the benchmark's code paths on a tiny random BERT: the three systems load,
 encode, and agree (so the benchmark's agreement check compares like with like)."""
 
+import json
+
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from bench.encode import EXPORT_SCALE, LOADERS, quantised_like_export, top_k_agreement
@@ -33,3 +36,14 @@ def test_agreement_notices_a_different_top_term():
     b[1, 1] = 5.0  # document 1's best term changes
     same, diff = top_k_agreement(a, b.tocsr(), excluded=[0], k=2)
     assert same == 1 and diff == 4.0
+
+
+@pytest.mark.slow
+def test_onnx_benchmark_quick_run(tmp_path):
+    from bench.onnx import main
+
+    assert main(["--quick", "--workdir", str(tmp_path), "--json", str(tmp_path / "onnx.json")]) == 0
+    result = json.loads((tmp_path / "onnx.json").read_text())
+    assert result["agreement"]["top10_identical"] == result["agreement"]["queries"] == 32
+    assert {(r["batch_size"], r["system"]) for r in result["rows"]} == {
+        (b, s) for b in (1, 32) for s in ("pytorch", "onnxruntime")}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.table import Table
@@ -67,23 +68,35 @@ def index(
 def search(
     query: str = typer.Argument(..., help="Query text."),
     index_dir: Path = typer.Option(..., "--index", help="Index built by `sparse-adapt index`."),
-    model: str = typer.Option(..., "--model", help="The model that exported the documents."),
+    model: Optional[str] = typer.Option(None, "--model", help="The model that exported the documents."),
+    onnx: Optional[Path] = typer.Option(
+        None, "--onnx", help="Encode the query in ONNX Runtime with this `sparse-adapt onnx` export instead of --model."
+    ),
     k: int = typer.Option(10, "--k", min=1, help="Number of hits."),
     as_json: bool = typer.Option(False, "--json", help='Print [{"doc_id", "score"}, ...].'),
 ) -> None:
     """Encode QUERY with the model (same quantisation) and search the index through Lucene."""
+    from sparse_adapt.errors import ConfigError
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.modeling.truncation import truncated
     from sparse_adapt.retrieval.searcher import LuceneRetriever
 
     require_text(query, "query")
-    splade = SpladeEncoder.from_pretrained(model)
-    retriever = LuceneRetriever(index_dir, splade)
+    if (model is None) == (onnx is None):
+        raise ConfigError("search needs exactly one of --model (PyTorch) or --onnx (ONNX Runtime) for the query")
+    if onnx is not None:
+        from sparse_adapt.modeling.onnx import OnnxSpladeEncoder
+
+        encoder = OnnxSpladeEncoder(onnx)
+        model = encoder.meta.source
+    else:
+        encoder = SpladeEncoder.from_pretrained(model)
+    retriever = LuceneRetriever(index_dir, encoder)
     mismatch = retriever.model_warning(model)
     if mismatch:
         warn(mismatch)
-    if truncated(splade, [query], "query"):
-        warn(f"the query is longer than {splade.max_length('query')} pieces: only its start was searched")
+    if isinstance(encoder, SpladeEncoder) and truncated(encoder, [query], "query"):
+        warn(f"the query is longer than {encoder.max_length('query')} pieces: only its start was searched")
     hits = retriever.search(query, k)
     if as_json:
         print(json.dumps([{"doc_id": h.doc_id, "score": h.score} for h in hits]))

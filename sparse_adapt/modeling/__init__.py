@@ -7,4 +7,7 @@
 - ``vectors.py``: sparse rows as ranked tokens (one tie-break for every caller).
 - ``base.py``: a SPLADE base from an encoder without MLM head (``offline-minilm``).
 - ``vocabulary.py``: vocabulary + MLM-head extension, and the domain token ids.
+- ``interop.py``: the sentence-transformers module files every saved model carries.
+- ``onnx.py``: ONNX export with SPLADE pooling, and an ONNX Runtime encoder.
+- ``card.py``: the Hugging Face model card of an adapted model.
 """

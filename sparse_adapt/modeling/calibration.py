@@ -27,6 +27,7 @@ def encoder_to_splade(
         if not calibration_texts:
             raise ValueError("give a bias or calibration texts to derive one from")
         set_bias(splade.mlm, calibrate_bias(splade, calibration_texts, target_active))
+    splade.exclude_special_tokens()  # set_bias filled the special-token rows too
     return splade
 
 
@@ -41,7 +42,9 @@ def calibrate_bias(splade: SpladeEncoder, texts: Sequence[str], target_active: i
     """
     if target_active < 1:
         raise ValueError("target_active must be >= 1")
-    current = float(splade.mlm.get_output_embeddings().bias[0])
+    # The shared bias, read from a row that is not excluded (special rows hold EXCLUDED_BIAS).
+    allowed = int(splade.output_mask.nonzero()[0, 0])
+    current = float(splade.mlm.get_output_embeddings().bias[allowed])
     thresholds = []
     for start in range(0, len(texts), batch_size):
         batch = splade.tokenize(texts[start : start + batch_size], "document")

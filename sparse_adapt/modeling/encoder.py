@@ -8,11 +8,17 @@ where ``logit_{i,t}`` is the MLM head's score of token ``t`` at position ``i``.
 Special tokens ([CLS], [SEP], [PAD], [MASK], [UNK]) are never part of a vector: with
 tied decoders they fire in every text and carry no meaning, so a match on them would
 add the same constant to every score and make diagnostics misleading.
+
+The exclusion is baked into the weights (:data:`EXCLUDED_BIAS` on those decoder-bias
+rows), not only applied by our own code: every SPLADE implementation that loads a saved
+directory (sentence-transformers' ``SparseEncoder``, Pyserini, naver/splade, an ONNX
+export) computes ``log(1 + relu(.))`` of the same logits and so drops them too.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal, Sequence
@@ -29,12 +35,24 @@ from sparse_adapt.errors import ModelLoadError
 from sparse_adapt.modeling import base, pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM
 from sparse_adapt.modeling.heads import head_support
+from sparse_adapt.modeling.interop import write_sentence_transformers_files
 from sparse_adapt.modeling.vectors import rows_to_dicts
 from sparse_adapt.progress import Hooks
 
 __all__ = ["OFFLINE_MINILM", "ModelLoadError", "SpladeEncoder", "SpladeSettings", "Kind"]
 
 SETTINGS_FILE = "sparse_adapt.json"
+
+# Decoder bias of excluded rows (special tokens, head rows beyond the tokenizer). Logits of
+# trained encoders are within a few tens, so h . W_t - 1e4 is below 0 for any text: relu
+# makes the weight 0 and passes no gradient, softmax gives the row exactly 0 probability in
+# float32 (so no MLM gradient either), and biases get no weight decay (training/loop.py).
+# Finite on purpose: -1e4 fits float16 and bfloat16, and -inf would turn 0 * inf into NaN.
+EXCLUDED_BIAS = -1.0e4
+
+
+class SpecialTokensNotExcludedWarning(UserWarning):
+    """The MLM head has no decoder bias: other SPLADE implementations will keep special tokens."""
 
 Kind = Literal["query", "document"]
 
@@ -141,12 +159,21 @@ class SpladeEncoder(nn.Module):
                 p.data = p.data.clone()
 
     def save_pretrained(self, directory: str | Path) -> Path:
-        """Write HF model + tokenizer + ``sparse_adapt.json``; replaces ``directory`` atomically."""
+        """Write HF model + tokenizer + ``sparse_adapt.json`` + sentence-transformers module
+        files; replaces ``directory`` atomically.
+
+        The special-token exclusion is re-applied first (a shared-bias change such as
+        ``base.set_bias`` overwrites it in memory), so every saved directory carries it.
+        """
         target = Path(directory)
+        baked = self.exclude_special_tokens()
         with atomic_directory(target) as tmp:
             self.mlm.save_pretrained(tmp)
             self.tokenizer.save_pretrained(tmp)
             self.settings.save(tmp)
+            if baked:  # without the baked exclusion SparseEncoder would give different vectors
+                rows = self.mlm.get_output_embeddings().weight.shape[0]
+                write_sentence_transformers_files(tmp, self.settings.query_max_length, self.settings.doc_max_length, rows)
         return target
 
     # ------------------------------------------------------------------ vocabulary
@@ -167,10 +194,36 @@ class SpladeEncoder(nn.Module):
         return self.tokenizer.convert_ids_to_tokens(list(range(self.vocab_size)))
 
     def refresh_vocabulary(self) -> None:
-        """Rebuild the (V,) 0/1 mask of ids allowed in vectors (after vocabulary changes)."""
+        """Rebuild the (V,) 0/1 mask of ids allowed in vectors and bake it into the decoder
+        bias (after vocabulary changes)."""
         mask = torch.ones(self.vocab_size)
-        mask[[i for i in self.tokenizer.all_special_ids if i < self.vocab_size]] = 0.0
-        self.register_buffer("output_mask", mask, persistent=False)
+        mask[self.excluded_ids()] = 0.0
+        self.register_buffer("output_mask", mask.to(self._bias_device()), persistent=False)
+        self.exclude_special_tokens()
+
+    def excluded_ids(self) -> list[int]:
+        """Token ids that never enter a vector: the tokenizer's special tokens."""
+        return sorted(i for i in set(self.tokenizer.all_special_ids) if i < self.vocab_size)
+
+    def _bias_device(self) -> torch.device:
+        return self.mlm.get_output_embeddings().weight.device
+
+    def exclude_special_tokens(self) -> bool:
+        """Set the decoder bias of special tokens (and of head rows past the tokenizer) to
+        :data:`EXCLUDED_BIAS`; False, with a warning, when the head has no decoder bias."""
+        out = self.mlm.get_output_embeddings()
+        bias = getattr(out, "bias", None)
+        if bias is None:
+            warnings.warn(
+                f"{type(self.mlm).__name__} has no decoder bias: special tokens are excluded by sparse-adapt "
+                "only, other SPLADE implementations (sentence-transformers, ONNX) will include them",
+                SpecialTokensNotExcludedWarning, stacklevel=2,
+            )
+            return False
+        with torch.no_grad():
+            bias[self.excluded_ids()] = EXCLUDED_BIAS
+            bias[self.vocab_size :] = EXCLUDED_BIAS
+        return True
 
     # ------------------------------------------------------------------ encoding
     def max_length(self, kind: Kind) -> int:

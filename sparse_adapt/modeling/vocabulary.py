@@ -161,6 +161,8 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
         emb = mlm.get_input_embeddings().weight
         out = mlm.get_output_embeddings()
         tied = out.weight.data_ptr() == emb.data_ptr()
+        special = torch.tensor(splade.excluded_ids(), dtype=torch.long)
+        allowed = splade.output_mask[:old_rows].nonzero()[:, 0].cpu()
         with torch.no_grad():
             for t in new:
                 t.token_id = tokenizer.convert_tokens_to_ids(t.normalized)
@@ -171,7 +173,9 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
                 if not tied:
                     out.weight[t.token_id] = out.weight[pieces].mean(0)
                 if out.bias is not None:
-                    out.bias[t.token_id] = out.bias[pieces].mean()
+                    # An [UNK] piece holds the special-token exclusion bias: it is no prior.
+                    real = pieces[~torch.isin(pieces, special)]
+                    out.bias[t.token_id] = out.bias[real].mean() if len(real) else out.bias[allowed].mean()
         mlm.config.vocab_size = len(tokenizer)
 
     for t in planned.values():

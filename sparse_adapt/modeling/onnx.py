@@ -1,0 +1,236 @@
+"""ONNX export of a SPLADE encoder, SPLADE pooling included, and an ONNX Runtime encoder.
+
+The graph maps ``input_ids`` (batch, length) int64 and ``attention_mask`` (batch, length)
+int64 to ``weights`` (batch, vocab) float32,
+
+    weights_{b,t} = max_i mask_{b,i} * log(1 + relu(logit_{b,i,t})),
+
+with dynamic batch and length axes: the whole query encoder of a SPLADE retriever in one
+file, which is what Anserini/Pyserini-style ONNX query encoders run. Special tokens are
+excluded by the weights themselves (``encoder.EXCLUDED_BIAS``), so the graph needs no
+vocabulary mask. It computes the full (batch, length, vocab) logits, which is cheap for
+queries; documents are better encoded by ``SpladeEncoder`` (chunked head).
+
+An export directory holds ``model.onnx`` (``model.onnx.data`` beside it for models over
+:data:`EXTERNAL_DATA_BYTES`), the tokenizer, and ``sparse_adapt_onnx.json`` (maximum
+lengths, vocabulary size, opset, the source model, the verification numbers). Every export
+is checked in ONNX Runtime against the PyTorch vectors before the directory appears.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import nn
+
+from sparse_adapt.atomic import atomic_directory
+from sparse_adapt.errors import ConfigError, ModelLoadError, SparseAdaptError
+from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
+from sparse_adapt.modeling.vectors import ranked_row
+
+ONNX_FILE = "model.onnx"
+META_FILE = "sparse_adapt_onnx.json"
+INPUTS = ("input_ids", "attention_mask")
+OUTPUT = "weights"
+# torch's ONNX exporter (torch.export based) emits opset 18 natively; lower opsets go
+# through ONNX's version converter, which does not cover every operator.
+DEFAULT_OPSET = 18
+MIN_OPSET = 18
+# Protobuf caps one file at 2 GiB: larger weights go to model.onnx.data.
+EXTERNAL_DATA_BYTES = 2**30
+# The export is refused beyond this difference from PyTorch (float32 logits of a
+# 12-layer encoder differ by ~1e-6 between the two runtimes).
+TOLERANCE = 1e-4
+TOP_K = 10
+
+# Texts the export is verified on: a padded batch of short, long and domain-looking texts.
+PROBE_TEXTS = (
+    "database connection timeout",
+    "how do I configure OAuth2 authentication for the API v3 endpoints",
+    "x",
+    "Understanding the metrics of this domain is essential for financial analysis. "
+    "Expenditure impacts fiscal policy and budget allocation across departments, "
+    "and the review is required for compliance by the end of each fiscal quarter.",
+)
+
+
+class PooledSplade(nn.Module):
+    """A masked-LM and SPLADE max pooling as one module (what the ONNX graph computes)."""
+
+    def __init__(self, mlm: nn.Module, vocab_size: int):
+        super().__init__()
+        self.mlm = mlm
+        self.vocab_size = vocab_size
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        logits = self.mlm(input_ids=input_ids, attention_mask=attention_mask).logits[..., : self.vocab_size]  # (B, L, V)
+        act = torch.log1p(torch.relu(logits)) * attention_mask.unsqueeze(-1).to(logits.dtype)  # padding -> 0
+        return act.amax(dim=1)  # (B, V)
+
+
+@dataclass
+class OnnxMeta:
+    """``sparse_adapt_onnx.json``."""
+
+    source: str  # the model the graph was exported from
+    vocab_size: int
+    query_max_length: int
+    doc_max_length: int
+    opset: int
+    max_abs_diff: float  # largest |ONNX Runtime - PyTorch| weight over the probe texts
+    top10_identical: int  # probe texts whose top-10 term ids (in order) are identical
+    probes: int
+    seconds: float
+
+    @classmethod
+    def load(cls, directory: Path) -> "OnnxMeta":
+        path = directory / META_FILE
+        if not path.is_file():
+            raise ModelLoadError(f"{directory}: no {META_FILE}; not a directory written by `sparse-adapt onnx`")
+        return cls(**json.loads(path.read_text(encoding="utf-8")))
+
+
+@dataclass
+class Agreement:
+    max_abs_diff: float
+    top_identical: int  # rows whose top-k term ids are identical, in order
+    rows: int
+    same_nonzeros: bool
+
+
+class OnnxExportError(SparseAdaptError):
+    """The exported graph does not reproduce the PyTorch vectors (nothing was written)."""
+
+
+def compare(a: sp.csr_matrix, b: sp.csr_matrix, k: int = TOP_K) -> Agreement:
+    """How two (n, V) weight matrices agree: max difference, top-k ids per row, non-zero sets."""
+    diff = abs(a - b)
+    same_top = sum(
+        np.array_equal(ranked_row(a, r)[0][:k], ranked_row(b, r)[0][:k]) for r in range(a.shape[0])
+    )
+    same_nz = all(
+        np.array_equal(np.sort(a.indices[a.indptr[r] : a.indptr[r + 1]]), np.sort(b.indices[b.indptr[r] : b.indptr[r + 1]]))
+        for r in range(a.shape[0])
+    )
+    return Agreement(float(diff.max()) if diff.nnz else 0.0, int(same_top), a.shape[0], same_nz)
+
+
+def export_onnx(splade: SpladeEncoder, out: str | Path, opset: int = DEFAULT_OPSET, source: str = "") -> OnnxMeta:
+    """Export ``splade`` to ``out`` (replaced atomically) and verify it in ONNX Runtime.
+
+    Raises :class:`OnnxExportError` when the graph's vectors differ from PyTorch's by more
+    than :data:`TOLERANCE` or in a top-10 term on the probe texts (nothing is written then).
+    """
+    if opset < MIN_OPSET:
+        raise ConfigError(f"--opset must be >= {MIN_OPSET} (torch's ONNX exporter), got {opset}")
+    t0 = time.perf_counter()
+    splade.exclude_special_tokens()  # the graph carries the exclusion in its weights
+    model = PooledSplade(splade.mlm, splade.vocab_size).eval()
+    example = splade.tokenize(list(PROBE_TEXTS[:2]), "query")
+    batch, length = torch.export.Dim("batch"), torch.export.Dim("length")
+    big = sum(p.numel() * p.element_size() for p in splade.mlm.parameters()) > EXTERNAL_DATA_BYTES
+    out = Path(out)
+    with atomic_directory(out) as tmp:
+        with torch.no_grad(), warnings.catch_warnings():
+            # Emitted for every named dynamic axis although the names do reach the graph.
+            warnings.filterwarnings("ignore", message="# The axis name", category=UserWarning)
+            warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)  # torch-internal
+            torch.onnx.export(
+                model, (example["input_ids"], example["attention_mask"]), str(tmp / ONNX_FILE),
+                input_names=list(INPUTS), output_names=[OUTPUT], opset_version=opset, dynamo=True, verbose=False,
+                dynamic_shapes={name: {0: batch, 1: length} for name in INPUTS}, external_data=big,
+            )
+        splade.tokenizer.save_pretrained(tmp)
+        meta = OnnxMeta(
+            source=source or splade.settings.base, vocab_size=splade.vocab_size,
+            query_max_length=splade.settings.query_max_length, doc_max_length=splade.settings.doc_max_length,
+            opset=opset, max_abs_diff=0.0, top10_identical=0, probes=len(PROBE_TEXTS), seconds=0.0,
+        )
+        _write_meta(tmp, meta)
+        agreement = verify_export(splade, tmp)
+        meta.max_abs_diff, meta.top10_identical = agreement.max_abs_diff, agreement.top_identical
+        meta.seconds = round(time.perf_counter() - t0, 2)
+        _write_meta(tmp, meta)
+    return meta
+
+
+def verify_export(splade: SpladeEncoder, directory: str | Path, texts: Sequence[str] = PROBE_TEXTS) -> Agreement:
+    """ONNX Runtime's vectors of ``texts`` against ``splade``'s; raises :class:`OnnxExportError`
+    beyond :data:`TOLERANCE` or on any differing top-10."""
+    agreement = compare(OnnxSpladeEncoder(directory).encode(texts, "document"), splade.encode(texts, "document"))
+    if agreement.max_abs_diff > TOLERANCE or agreement.top_identical < agreement.rows:
+        raise OnnxExportError(
+            f"the ONNX graph disagrees with PyTorch: max |diff| {agreement.max_abs_diff:.2e} "
+            f"(tolerance {TOLERANCE:.0e}), top-{TOP_K} identical for {agreement.top_identical}/{agreement.rows} texts"
+        )
+    return agreement
+
+
+def _write_meta(directory: Path, meta: OnnxMeta) -> None:
+    (directory / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
+
+
+class OnnxSpladeEncoder:
+    """SPLADE vectors from an export directory, in ONNX Runtime (no torch model needed).
+
+    Same tokenisation and maximum lengths as the :class:`SpladeEncoder` it came from, so
+    ``encode`` returns its vectors (within :data:`TOLERANCE`).
+    """
+
+    def __init__(self, directory: str | Path, threads: int | None = None):
+        self.directory = Path(directory)
+        if not (self.directory / ONNX_FILE).is_file():
+            raise ModelLoadError(f"{directory}: no {ONNX_FILE}; write one with `sparse-adapt onnx --model M --out DIR`")
+        self.meta = OnnxMeta.load(self.directory)
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise ModelLoadError("ONNX Runtime is not installed (pip install onnxruntime)") from None
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(self.directory)
+        options = ort.SessionOptions()
+        if threads is not None:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(self.directory / ONNX_FILE), options, providers=["CPUExecutionProvider"])
+
+    @property
+    def vocab_size(self) -> int:
+        return self.meta.vocab_size
+
+    def id_to_token(self) -> list[str]:
+        return self.tokenizer.convert_ids_to_tokens(list(range(self.vocab_size)))
+
+    def max_length(self, kind: Kind) -> int:
+        lengths = {"query": self.meta.query_max_length, "document": self.meta.doc_max_length}
+        if kind not in lengths:
+            raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
+        return lengths[kind]
+
+    def encode(self, texts: Sequence[str], kind: Kind = "query", batch_size: int = 32) -> sp.csr_matrix:
+        """Texts -> (n, V) float32 CSR weights, in input order."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        rows = []
+        for start in range(0, len(texts), batch_size):
+            batch = self.tokenizer(
+                list(texts[start : start + batch_size]), padding=True, truncation=True,
+                max_length=self.max_length(kind), return_tensors="np",
+            )
+            feed = {name: batch[name].astype(np.int64) for name in INPUTS}
+            rows.append(sp.csr_matrix(self.session.run([OUTPUT], feed)[0]))
+        if not rows:
+            return sp.csr_matrix((0, self.vocab_size), dtype=np.float32)
+        return sp.vstack(rows, format="csr").astype(np.float32)
+
+    def encode_query(self, texts: Sequence[str], batch_size: int = 32) -> sp.csr_matrix:
+        return self.encode(texts, "query", batch_size)

@@ -1,0 +1,62 @@
+"""The model card: Hub metadata, what the model is, the run's numbers, how to load it."""
+
+from __future__ import annotations
+
+import json
+
+from sparse_adapt.modeling.card import OFFLINE_MINILM_HUB_ID, hub_base_model, model_card, stage_ends, write_model_card
+
+MANIFEST = {
+    "stages": ["extend", "distill"], "seed": 7, "base": "offline-minilm",
+    "config": {"distill": {"lr": 0.00025, "epochs": 3}}, "inputs": {"corpus": "ab" * 32},
+}
+RECORDS = [
+    {"event": "stage_end", "stage": "extend", "seconds": 0.1, "added": ["gatrocraptic"], "vocab_size": 30523},
+    {"event": "stage_end", "stage": "distill", "seconds": 9.5, "last": {"total": 1.5, "kd": 0.25}},
+]
+
+
+def _metadata(card: str) -> dict[str, str]:
+    head = card.split("---\n")[1]
+    return {k.strip(): v.split("#")[0].strip() for k, v in (line.split(":", 1) for line in head.splitlines()
+                                                              if ":" in line and not line.startswith(("#", "-")))}
+
+
+def test_base_model_is_a_hub_id_or_left_for_the_user(tmp_path):
+    assert hub_base_model("offline-minilm") == OFFLINE_MINILM_HUB_ID
+    assert hub_base_model("naver/splade-cocondenser-ensembledistil") == "naver/splade-cocondenser-ensembledistil"
+    local = tmp_path / "org" / "model"
+    local.mkdir(parents=True)
+    assert hub_base_model(str(local)) is None
+    assert hub_base_model("runs/h4/final") is None
+
+
+def test_card_of_a_run_without_evaluation(tiny_bert):
+    from sparse_adapt.modeling.vocabulary import extend_vocabulary
+
+    extend_vocabulary(tiny_bert, {"jargon": ["Gatrocraptic"], "acronyms": ["API"]})
+    tiny_bert.settings.base = "offline-minilm"
+    card = model_card(tiny_bert, MANIFEST, RECORDS, name="h2")
+    meta = _metadata(card)
+    assert meta["library_name"] == "sentence-transformers" and meta["base_model"] == OFFLINE_MINILM_HUB_ID
+    assert meta["license"] == "other"
+    assert "- splade" in card and "- sparse-encoder" in card
+    assert "| `gatrocraptic` | jargon |" in card and "| yes |" in card
+    assert "| `api` | acronyms |" in card and "already one token" in card
+    assert "Stages: extend -> distill" in card and "seed 7" in card and '"lr": 0.00025' in card
+    assert "no retrieval metrics" in card and "| distill | 9.5 | last step: total 1.5, kd 0.25 |" in card
+    assert "max_length=16" in card  # the model's own query length in the transformers snippet
+
+
+def test_card_with_evaluation_numbers_and_written_atomically(tiny_bert, tmp_path):
+    log = tmp_path / "train_log.jsonl"
+    log.write_text('{"stage": "distill", "step": 1, "loss": 3.0}\n' + "".join(json.dumps(r) + "\n" for r in RECORDS))
+    assert [r["stage"] for r in stage_ends(log)] == ["extend", "distill"]
+    final = tmp_path / "final"
+    final.mkdir()
+    path = write_model_card(final, tiny_bert, MANIFEST, log, {"queries": {"ndcg@10": 0.79712, "mrr@10": 0.9}})
+    card = path.read_text(encoding="utf-8")
+    assert "| query set | mrr@10 | ndcg@10 |" in card and "| queries | 0.9000 | 0.7971 |" in card
+    assert "no retrieval metrics" not in card
+    assert "# base_model:" in card  # tiny-bert is no Hub id: a commented key to fill in
+    assert sorted(p.name for p in final.iterdir()) == ["README.md"]

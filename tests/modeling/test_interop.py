@@ -1,0 +1,179 @@
+"""Saved models in other SPLADE implementations: the real sentence-transformers
+``SparseEncoder`` and plain transformers + max pooling give sparse-adapt's vectors, because
+the special-token exclusion lives in the saved weights."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+from corpora import GATROCRAPTIC
+from sparse_adapt.data import load_documents, load_queries
+from sparse_adapt.losses.mlm import mlm_loss
+from sparse_adapt.modeling.base import set_bias
+from sparse_adapt.modeling.calibration import calibrate_bias
+from sparse_adapt.modeling.encoder import EXCLUDED_BIAS, SpecialTokensNotExcludedWarning, SpladeEncoder
+from sparse_adapt.modeling.interop import MODULES_FILE
+from sparse_adapt.modeling.onnx import compare
+from sparse_adapt.modeling.vocabulary import extend_vocabulary
+
+QUERIES = [
+    "database connection timeout",
+    "Gatrocraptic expenditure",
+    # longer than the tiny models' 16-token query limit: truncation must match too
+    "how do I configure OAuth2 authentication for the API v3 endpoints with client id and secret and redirect URIs",
+]
+DOCUMENTS = [
+    "Reset your password",
+    "Certificate management includes renewal, revocation, and validation of SSL certificates. " * 4,  # > 48 tokens
+    "x",
+]
+
+
+def st_encode(directory, texts, kind) -> sp.csr_matrix:
+    """Vectors from the real sentence-transformers, loaded from the directory alone."""
+    from sentence_transformers import SparseEncoder
+
+    model = SparseEncoder(str(directory), device="cpu")
+    encode = model.encode_query if kind == "query" else model.encode_document
+    out = encode(list(texts), convert_to_sparse_tensor=True, show_progress_bar=False).coalesce()
+    (rows, cols), values = out.indices().numpy(), out.values().numpy()
+    return sp.csr_matrix((values, (rows, cols)), shape=tuple(out.shape), dtype=np.float32)
+
+
+def assert_identical(ours: sp.csr_matrix, theirs: sp.csr_matrix, atol: float = 1e-5) -> None:
+    """Same non-zeros in every row, weights within ``atol``; extra columns (head rows past
+    the tokenizer) must be empty."""
+    assert theirs.shape[0] == ours.shape[0] and theirs.shape[1] >= ours.shape[1]
+    assert theirs[:, ours.shape[1]:].nnz == 0
+    agreement = compare(ours, theirs[:, : ours.shape[1]].tocsr())
+    assert agreement.same_nonzeros, "different active terms"
+    assert agreement.max_abs_diff <= atol
+
+
+def plain_transformers(directory, texts, max_length) -> np.ndarray:
+    """SPLADE max pooling over a plain AutoModelForMaskedLM: no sparse-adapt code involved."""
+    tok = AutoTokenizer.from_pretrained(directory)
+    mlm = AutoModelForMaskedLM.from_pretrained(directory).eval()
+    batch = tok(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    with torch.no_grad():
+        logits = mlm(**batch).logits
+    return (torch.log1p(torch.relu(logits)) * batch["attention_mask"].unsqueeze(-1)).amax(1).numpy()
+
+
+@pytest.mark.parametrize("kind,texts", [("query", QUERIES), ("document", DOCUMENTS)])
+def test_sparse_encoder_loads_a_saved_model_with_identical_vectors(tiny_mlm, tmp_path, kind, texts):
+    tiny_mlm.save_pretrained(tmp_path / "m")
+    ours = tiny_mlm.encode(texts, kind)
+    assert_identical(ours, st_encode(tmp_path / "m", texts, kind))
+    # the special tokens would fire in this random model: the agreement is not vacuous
+    special = tiny_mlm.excluded_ids()
+    raw = tiny_mlm.mlm.get_output_embeddings()
+    assert (raw.bias[special] == EXCLUDED_BIAS).all()
+
+
+def test_saved_weights_alone_exclude_special_tokens(tiny_bert, tmp_path):
+    tiny_bert.save_pretrained(tmp_path / "m")
+    plain = plain_transformers(tmp_path / "m", DOCUMENTS, tiny_bert.settings.doc_max_length)
+    special = tiny_bert.excluded_ids()
+    assert (plain[:, special] == 0).all()
+    np.testing.assert_allclose(plain, tiny_bert.encode(DOCUMENTS).toarray(), atol=1e-5)
+
+
+def test_leaving_the_special_rows_out_is_caught(tiny_bert, tmp_path):
+    """Negative control: the same directory with the special-token bias rows reset to 0
+    gives sentence-transformers vectors with [CLS]/[SEP], and the comparison fails."""
+    tiny_bert.save_pretrained(tmp_path / "m")
+    weights = load_file(tmp_path / "m" / "model.safetensors")
+    (key,) = [k for k in weights if k.endswith("predictions.bias")]
+    weights[key][tiny_bert.excluded_ids()] = 0.0
+    save_file(weights, tmp_path / "m" / "model.safetensors", metadata={"format": "pt"})
+    theirs = st_encode(tmp_path / "m", DOCUMENTS, "document")
+    assert theirs[:, tiny_bert.tokenizer.cls_token_id].nnz == len(DOCUMENTS)
+    with pytest.raises(AssertionError):
+        assert_identical(tiny_bert.encode(DOCUMENTS), theirs)
+
+
+def test_module_files_carry_query_and_document_lengths(tiny_bert, tmp_path):
+    tiny_bert.save_pretrained(tmp_path / "m")
+    modules = json.loads((tmp_path / "m" / MODULES_FILE).read_text())
+    assert [m["type"].rsplit(".", 1)[1] for m in modules] == ["Transformer", "SpladePooling"]
+    config = json.loads((tmp_path / "m" / "sentence_bert_config.json").read_text())
+    assert (config["query_length"], config["document_length"]) == (16, 48)
+    assert json.loads((tmp_path / "m" / "1_SpladePooling" / "config.json").read_text())["pooling_strategy"] == "max"
+
+
+def test_shared_bias_changes_and_extension_keep_the_exclusion(tmp_path):
+    from tests.conftest import make_tiny_bert
+
+    splade = make_tiny_bert()
+    set_bias(splade.mlm, calibrate_bias(splade, DOCUMENTS, 10))  # fills every row, special ones too
+    # "gatro☃" has a character the vocabulary lacks: its only piece is [UNK]
+    report = extend_vocabulary(splade, {"jargon": ["Gatrocraptic", "gatro☃"]})
+    bias = splade.mlm.get_output_embeddings().bias
+    unk_term = next(t for t in report.added if t.normalized == "gatro☃")
+    assert unk_term.pieces == ["[UNK]"]
+    assert bias[unk_term.token_id] > EXCLUDED_BIAS / 2  # a usable prior, not the exclusion
+    splade.save_pretrained(tmp_path / "m")
+    saved = SpladeEncoder.from_pretrained(tmp_path / "m").mlm.get_output_embeddings().bias
+    assert (saved[splade.excluded_ids()] == EXCLUDED_BIAS).all()
+    texts = ["Gatrocraptic metrics gatro☃", *DOCUMENTS]
+    assert_identical(splade.encode(texts), st_encode(tmp_path / "m", texts, "document"))
+
+
+def test_head_rows_past_the_tokenizer_stay_empty(tmp_path):
+    from tests.conftest import make_tiny_bert
+
+    splade = make_tiny_bert()
+    splade.mlm.resize_token_embeddings(splade.vocab_size + 6, mean_resizing=False)
+    splade.refresh_vocabulary()
+    splade.save_pretrained(tmp_path / "m")
+    theirs = st_encode(tmp_path / "m", DOCUMENTS, "document")
+    assert theirs.shape[1] == splade.vocab_size + 6
+    assert_identical(splade.encode(DOCUMENTS), theirs)
+
+
+def test_training_gradients_never_reach_the_excluded_rows(tiny_bert):
+    """Relu below 0 and a softmax probability of exactly 0 give those bias rows no gradient,
+    so optimiser steps (biases have no weight decay) leave the exclusion in place."""
+    tiny_bert.train()
+    batch = tiny_bert.tokenize(DOCUMENTS, "document")
+    labels = batch["input_ids"].clone()
+    labels[torch.isin(labels, torch.tensor(tiny_bert.excluded_ids()))] = -100
+    loss = mlm_loss(tiny_bert.mlm, batch["input_ids"], batch["attention_mask"], labels)
+    loss = loss + tiny_bert(batch["input_ids"], batch["attention_mask"]).sum()
+    loss.backward()
+    grad = tiny_bert.mlm.get_output_embeddings().bias.grad
+    assert grad.abs().sum() > 0
+    assert (grad[tiny_bert.excluded_ids()] == 0).all()
+
+
+def test_a_head_without_decoder_bias_warns_and_writes_no_module_files(tmp_path):
+    from tests.conftest import make_tiny_bert
+
+    splade = make_tiny_bert()
+    old = splade.mlm.get_output_embeddings()
+    splade.mlm.cls.predictions.decoder = nn.Linear(old.in_features, old.out_features, bias=False)
+    with pytest.warns(SpecialTokensNotExcludedWarning):
+        assert splade.exclude_special_tokens() is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SpecialTokensNotExcludedWarning)
+        splade.save_pretrained(tmp_path / "m")
+    assert not (tmp_path / "m" / MODULES_FILE).exists()
+
+
+@pytest.mark.slow
+def test_offline_base_in_sparse_encoder(offline_base, tmp_path):
+    offline_base.save_pretrained(tmp_path / "m")
+    docs = [d.text for d in load_documents(GATROCRAPTIC.docs)]
+    queries = [q.text for q in load_queries(GATROCRAPTIC.queries)]
+    assert_identical(offline_base.encode_document(docs), st_encode(tmp_path / "m", docs, "document"))
+    assert_identical(offline_base.encode_query(queries), st_encode(tmp_path / "m", queries, "query"))

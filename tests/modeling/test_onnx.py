@@ -1,0 +1,126 @@
+"""ONNX export with SPLADE pooling, run in the real ONNX Runtime against PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from corpora import GATROCRAPTIC
+from sparse_adapt.cli import main
+from sparse_adapt.data import load_documents, load_queries
+from sparse_adapt.errors import ModelLoadError
+from sparse_adapt.modeling.onnx import (
+    ONNX_FILE, TOLERANCE, OnnxExportError, OnnxMeta, OnnxSpladeEncoder, PooledSplade, compare, export_onnx, verify_export,
+)
+from tests.conftest import make_tiny_bert
+
+QUERIES = [
+    "database connection timeout",
+    "x",
+    "How do I configure OAuth2 authentication for the API, with client id, secret and redirect URIs?",
+    "Gatrocraptic expenditure impact on fiscal events",
+    "reset password",
+    "memory leaks valgrind heaptrack",
+    "backup and restore procedures",
+]
+
+
+def _sparser_tiny():
+    splade = make_tiny_bert()
+    with torch.no_grad():
+        splade.mlm.get_output_embeddings().bias -= 0.3  # fewer active terms, so top-10 is meaningful
+    return splade
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    splade = _sparser_tiny()
+    out = tmp_path_factory.mktemp("onnx") / "tiny-onnx"
+    meta = export_onnx(splade, out)
+    return splade, out, meta
+
+
+def test_graph_has_dynamic_batch_and_length_and_pooled_output(exported):
+    splade, out, _ = exported
+    session = ort.InferenceSession(str(out / ONNX_FILE), providers=["CPUExecutionProvider"])
+    inputs = {i.name: i for i in session.get_inputs()}
+    assert set(inputs) == {"input_ids", "attention_mask"}
+    for i in inputs.values():
+        assert i.type == "tensor(int64)" and all(isinstance(d, str) for d in i.shape)  # both axes symbolic
+    (output,) = session.get_outputs()
+    assert output.name == "weights" and len(output.shape) == 2 and output.shape[1] == splade.vocab_size
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 7])
+def test_onnx_runtime_matches_pytorch(exported, batch_size):
+    splade, out, _ = exported
+    onnx = OnnxSpladeEncoder(out, threads=1)
+    ours = splade.encode_query(QUERIES)
+    theirs = onnx.encode(QUERIES, "query", batch_size=batch_size)
+    agreement = compare(ours, theirs)
+    assert theirs.shape == ours.shape
+    assert agreement.max_abs_diff <= TOLERANCE
+    assert agreement.top_identical == len(QUERIES)
+    assert (np.diff(theirs.indptr) > 0).all()  # every query has active terms: not a vacuous match
+
+
+def test_special_tokens_are_excluded_by_the_exported_weights(exported):
+    """The graph has no vocabulary mask: the zeros come from the baked bias. The same
+    pooling over the head with the special rows reset to 0 does fire [CLS]/[SEP]."""
+    splade, out, _ = exported
+    special = splade.excluded_ids()
+    theirs = OnnxSpladeEncoder(out).encode(QUERIES, "query")
+    assert theirs[:, special].nnz == 0
+    unbaked = _sparser_tiny()
+    with torch.no_grad():
+        unbaked.mlm.get_output_embeddings().bias[special] = 0.0
+        batch = unbaked.tokenize(QUERIES, "query")
+        raw = PooledSplade(unbaked.mlm, unbaked.vocab_size)(batch["input_ids"], batch["attention_mask"])
+    assert (raw[:, unbaked.tokenizer.cls_token_id] > 0).all()
+
+
+def test_verification_refuses_a_graph_that_disagrees(exported):
+    splade, out, _ = exported
+    other = make_tiny_bert(seed=1)
+    with pytest.raises(OnnxExportError, match="disagrees"):
+        verify_export(other, out)
+    assert verify_export(splade, out).max_abs_diff <= TOLERANCE
+
+
+def test_metadata_records_lengths_and_verification(exported):
+    splade, out, meta = exported
+    loaded = OnnxMeta.load(out)
+    assert loaded == meta
+    assert (meta.query_max_length, meta.doc_max_length, meta.vocab_size) == (16, 48, splade.vocab_size)
+    assert meta.top10_identical == meta.probes and meta.max_abs_diff <= TOLERANCE
+
+
+def test_a_directory_without_an_export_is_one_clear_error(tmp_path):
+    with pytest.raises(ModelLoadError, match="sparse-adapt onnx"):
+        OnnxSpladeEncoder(tmp_path)
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    model = tmp_path / "tiny"
+    make_tiny_bert().save_pretrained(model)
+    assert main(["onnx", "--model", str(model), "--out", str(tmp_path / "o"), "--opset", "17"]) == 2
+    assert main(["onnx", "--model", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    assert main(["search", "--index", str(tmp_path), "query"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--opset must be >= 18" in err and "model directory not found" in err
+    assert "exactly one of --model (PyTorch) or --onnx" in err
+    assert "Traceback" not in err and not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_offline_base_exports_with_identical_top10(offline_base, tmp_path):
+    meta = export_onnx(offline_base, tmp_path / "o")
+    queries = [q.text for q in load_queries(GATROCRAPTIC.queries)]
+    docs = [d.text for d in load_documents(GATROCRAPTIC.docs)][:8]
+    onnx = OnnxSpladeEncoder(tmp_path / "o")
+    for kind, texts in (("query", queries), ("document", docs)):
+        agreement = compare(offline_base.encode(texts, kind), onnx.encode(texts, kind))
+        assert agreement.max_abs_diff <= TOLERANCE and agreement.top_identical == len(texts), kind
+    assert meta.top10_identical == meta.probes
