@@ -25,8 +25,9 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, P
 
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.errors import ModelLoadError
-from sparse_adapt.modeling import base, pooling
+from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM
+from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support
 from sparse_adapt.modeling.vectors import rows_to_dicts
 from sparse_adapt.progress import Hooks
@@ -91,11 +92,11 @@ class SpladeEncoder(nn.Module):
     def from_pretrained(
         cls, name_or_path: str | Path, *, trust_remote_code: bool = False, device: str | torch.device | None = None
     ) -> "SpladeEncoder":
-        """Load ``offline-minilm``, a local directory or a hub id (safetensors only)."""
+        """Load a built-in base (``builtin.BUILTIN_BASES``), a local directory or a hub id (safetensors only)."""
         name = str(name_or_path)
-        if name == OFFLINE_MINILM:
-            mlm, tokenizer = base.offline_minilm()
-            enc = cls(mlm, tokenizer, SpladeSettings(base=OFFLINE_MINILM))
+        if name in BUILTIN_BASES:
+            mlm, tokenizer = BUILTIN_BASES[name].load()
+            enc = cls(mlm, tokenizer, SpladeSettings(base=name))
         else:
             path = Path(name)
             if not path.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
