@@ -33,7 +33,7 @@ from sparse_adapt.atomic import atomic_directory, write_atomic, write_json_atomi
 from sparse_adapt.corpus.harvest import build_dictionary
 from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, mine_terms, terms_json
 from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, generate_queries, hard_negatives, label
-from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, load_teacher
+from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
 from sparse_adapt.corpus.text import locate_terms
 from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms, load_train
 from sparse_adapt.errors import SparseAdaptError
@@ -95,9 +95,15 @@ def _check_out(out: Path, manifest: dict) -> None:
         raise AdaptMismatchError(f"{out} exists and holds no {MANIFEST}: refusing to write an adapt run into it")
 
 
+def _pseudo_data_done(out: Path) -> bool:
+    # heldout_queries.jsonl is written last of the four pseudo-data files.
+    return (out / "train.jsonl").is_file() and (out / "heldout_queries.jsonl").is_file()
+
+
 def _split_heldout(records: list[dict]) -> tuple[list[dict], list[dict]]:
-    held = [r for i, r in enumerate(records) if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1]
-    return [r for i, r in enumerate(records) if i % HOLDOUT_EVERY != HOLDOUT_EVERY - 1], held
+    """(train, held out): every HOLDOUT_EVERY-th record, at least one, never all."""
+    held_at = {i for i in range(len(records)) if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1} or {len(records) - 1}
+    return [r for i, r in enumerate(records) if i not in held_at], [records[i] for i in sorted(held_at)]
 
 
 def _write_heldout(out: Path, held: list[dict], files: AdaptFiles) -> None:
@@ -109,14 +115,14 @@ def _write_heldout(out: Path, held: list[dict], files: AdaptFiles) -> None:
     qrels = "".join(
         f"{r['qid']} 0 {d} {grade(s)}\n" for r in held for d, s in zip(r["doc_ids"], r["teacher_scores"])
     )
-    write_jsonl(files.heldout_queries, [{"qid": r["qid"], "text": r["query"]} for r in held])
     write_atomic(files.heldout_qrels, qrels)
     write_json_atomic(files.query_groups, groups)
+    write_jsonl(files.heldout_queries, [{"qid": r["qid"], "text": r["query"]} for r in held])
 
 
 def prepare_inputs(
     corpus: Path, out: Path, base: str, *, terms: Path | None, dictionary: Path | None, train: Path | None,
-    teacher: str, seed: int, top: int, min_count: int, max_queries: int, negatives: int, hooks: Hooks,
+    teacher: Teacher | None, seed: int, top: int, min_count: int, max_queries: int, negatives: int, hooks: Hooks,
 ) -> tuple[AdaptFiles, dict]:
     """The three training inputs: the user's, reused from ``out``, or generated into ``out``."""
     documents = load_documents(corpus)
@@ -135,15 +141,14 @@ def prepare_inputs(
         write_jsonl(files.dictionary, build_dictionary(documents, groups, hooks=hooks))
         hooks.message(f"harvested {len(groups)} dictionary entries -> {files.dictionary}")
     if train is None:
-        held = out / "heldout_queries.jsonl"
-        if files.train.is_file() and held.is_file():
-            files.heldout_queries, files.heldout_qrels = held, out / "heldout_qrels.tsv"
+        if _pseudo_data_done(out):
+            files.heldout_queries, files.heldout_qrels = out / "heldout_queries.jsonl", out / "heldout_qrels.tsv"
             files.query_groups = out / "query_groups.json"
         else:
             from sparse_adapt.modeling.encoder import SpladeEncoder
 
             records, stats = make_train(
-                documents, groups, SpladeEncoder.from_pretrained(base), load_teacher(teacher),
+                documents, groups, SpladeEncoder.from_pretrained(base), teacher,
                 seed=seed, max_queries=max_queries, negatives=negatives, hooks=hooks,
             )
             fit, held_out = _split_heldout(records)
@@ -162,10 +167,10 @@ def make_train(
     queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries)
     negs = hard_negatives(splade, documents, queries, k=negatives, hooks=hooks)
     records, stats = label(queries, negs, documents, teacher, hooks=hooks)
-    if not records:
+    if len(records) < 2:
         raise SparseAdaptError(
-            f"the teacher {teacher.name!r} could separate none of the {len(queries)} pseudo-queries' candidate lists; "
-            "try another --teacher, or give --train"
+            f"the teacher {teacher.name!r} could separate {len(records)} of the {len(queries)} pseudo-queries' "
+            "candidate lists (2 needed: one to train on, one to hold out); try another --teacher, or give --train"
         )
     return records, stats
 
@@ -195,12 +200,15 @@ def run_adapt(
         "config": None if config is None else _sha256(Path(config)),
     }
     _check_out(out, manifest)
+    # The teacher loads before anything is written: one that fails leaves no half-made run.
+    needs_teacher = given["train"] is None and not _pseudo_data_done(out)
+    scorer = load_teacher(teacher) if needs_teacher else None
     out.mkdir(parents=True, exist_ok=True)
     if not (out / MANIFEST).is_file():
         write_json_atomic(out / MANIFEST, manifest)
     files, notes = prepare_inputs(
         corpus, out, str(base), terms=given["terms"], dictionary=given["dictionary"], train=given["train"],
-        teacher=str(teacher), seed=seed, top=top, min_count=min_count, max_queries=max_queries,
+        teacher=scorer, seed=seed, top=top, min_count=min_count, max_queries=max_queries,
         negatives=negatives, hooks=hooks,
     )
     trained = run_pipeline(

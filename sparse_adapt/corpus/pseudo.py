@@ -96,7 +96,7 @@ def generate_queries(
     def add(tokens: list[str], kind: str, doc_id: str) -> None:
         text = " ".join(tokens)
         norm = " ".join(text.casefold().split())
-        if len(tokens) < 3 or norm in seen:
+        if len(tokens) < 4 or norm in seen:
             return
         seen.add(norm)
         out.append(PseudoQuery(f"{doc_id}-{kind}", text, kind, doc_id))
