@@ -181,3 +181,20 @@ def test_cli_make_train_writes_a_loadable_train_file(setup, tmp_path, capsys):
     records = load_train(out)
     assert records and all(max(r.teacher_scores) == 10.0 and min(r.teacher_scores) == -8.0 for r in records)
     assert all(len(r.doc_ids) == 8 for r in records)
+
+
+def test_cli_adapt_prints_and_writes_the_summary(setup, capsys):
+    out = setup["root"] / "run"
+    if not (out / "final").is_dir():
+        _adapt(setup, out)
+    assert main(_cli(setup, out)) == 0  # resumes: nothing left to train
+    text = " ".join(capsys.readouterr().out.split())
+    assert "nDCG@10, base vs adapted" in text and "zentrofax" in text
+    summary = json.loads((out / "summary.json").read_text())
+    held = load_queries(out / "heldout_queries.jsonl")
+    rows = {r["group"]: r for r in summary["evaluation"]}
+    assert rows["all"]["queries"] == len(held) and rows["all"]["set"] == "pseudo held-out"
+    assert all(0.0 <= r["base"] <= 1.0 and 0.0 <= r["adapted"] <= 1.0 for r in rows.values())
+    assert set(rows) - {"all"} <= {"heldout-pseudo-explicit", "heldout-pseudo-semantic", "heldout-pseudo-control"}
+    tokens = {t["token"] for t in summary["inspect"]["domain"]["tokens"]}
+    assert "zentrofax" in tokens and summary["generated"] == ["terms", "dictionary", "train"]
