@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 from sparse_adapt.corpus.text import key, words

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
-
 from sparse_adapt.corpus.pseudo import MAX_WORDS, PseudoQuery, generate_queries, hard_negatives, label
 from sparse_adapt.corpus.text import locate_terms
 from sparse_adapt.data import Document
