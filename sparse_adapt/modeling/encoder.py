@@ -92,7 +92,7 @@ class SpladeEncoder(nn.Module):
     def from_pretrained(
         cls, name_or_path: str | Path, *, trust_remote_code: bool = False, device: str | torch.device | None = None
     ) -> "SpladeEncoder":
-        """Load a built-in base (``builtin.BUILTIN_BASES``), a local directory or a hub id (safetensors only)."""
+        """Load ``offline-minilm``, a local directory or a hub id (safetensors only)."""
         name = str(name_or_path)
         if name in BUILTIN_BASES:
             mlm, tokenizer = BUILTIN_BASES[name].load()
