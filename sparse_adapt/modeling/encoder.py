@@ -94,7 +94,7 @@ class SpladeEncoder(nn.Module):
     ) -> "SpladeEncoder":
         """Load ``offline-minilm``, a local directory or a hub id (safetensors only)."""
         name = str(name_or_path)
-        if name in BUILTIN_BASES:
+        if name in BUILTIN_BASES:  # offline-minilm, offline-splade-tiny (modeling/builtin.py)
             mlm, tokenizer = BUILTIN_BASES[name].load()
             enc = cls(mlm, tokenizer, SpladeSettings(base=name))
         else:
