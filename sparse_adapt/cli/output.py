@@ -11,6 +11,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from sparse_adapt.progress import Hooks
 
+# Help text of every --base/--model option. Spelled out rather than read from
+# modeling.builtin.BUILTIN_BASES so that `--help` needs no torch import; a test checks they agree.
+BASE_HELP = "Model directory, hub id or a built-in base (offline-minilm, offline-splade-tiny)."
+
 console = Console()
 err_console = Console(stderr=True)
 

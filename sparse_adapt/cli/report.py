@@ -12,6 +12,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from sparse_adapt.cli.output import BASE_HELP
+
 BUNDLED = "(default: the bundled Gatrocraptic file)"
 # Column headers of the console summary, by criterion id (the full names are in report.md).
 SHORT = {
@@ -22,7 +24,7 @@ SHORT = {
 
 def report(
     out: Path = typer.Option(..., "--out", help="Report directory: report.md, report.json, PNGs, runs/H1..H4."),
-    base: str = typer.Option("offline-minilm", "--base", help="Model directory, hub id or offline-minilm."),
+    base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP),
     corpus: Optional[Path] = typer.Option(None, "--corpus", help=f"docs.jsonl {BUNDLED}."),
     terms: Optional[Path] = typer.Option(None, "--terms", help=f"domain_terms.json {BUNDLED}."),
     dictionary: Optional[Path] = typer.Option(None, "--dictionary", help=f"dictionary.jsonl {BUNDLED}."),

@@ -32,8 +32,9 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, P
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.device import resolve_device
 from sparse_adapt.errors import ModelLoadError
-from sparse_adapt.modeling import base, pooling
+from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM
+from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support
 from sparse_adapt.modeling.interop import write_sentence_transformers_files
 from sparse_adapt.modeling.vectors import rows_to_dicts
@@ -115,9 +116,9 @@ class SpladeEncoder(nn.Module):
         ``device`` None: the process default (``sparse_adapt.device``; CUDA when present).
         """
         name = str(name_or_path)
-        if name == OFFLINE_MINILM:
-            mlm, tokenizer = base.offline_minilm()
-            enc = cls(mlm, tokenizer, SpladeSettings(base=OFFLINE_MINILM))
+        if name in BUILTIN_BASES:  # offline-minilm, offline-splade-tiny (modeling/builtin.py)
+            mlm, tokenizer = BUILTIN_BASES[name].load()
+            enc = cls(mlm, tokenizer, SpladeSettings(base=name))
         else:
             path = Path(name)
             if not path.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):

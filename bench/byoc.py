@@ -1,0 +1,88 @@
+"""Bring-your-own-corpus acceptance run: ``adapt`` given only ``docs.jsonl`` on every suite
+domain and base, against the base and against ``adapt`` with the hand-written inputs.
+
+For each (domain, base, inputs) it runs ``sparse_adapt.corpus.adapt.run_adapt`` with the
+default settings into ``WORKDIR/<domain>/<base>/<inputs>`` (a rerun resumes/reuses), then
+scores the domain's held-out queries (never trained on, written before any training) with
+the base and the adapted model and reports nDCG@10 per held-out group, with the number of
+queries behind each number. Criteria (issue 12): domain-semantic >= base + 0.10,
+adversarial controls >= base - 0.02.
+
+    python -m bench.byoc --workdir runs/byoc --json bench/results/byoc.json
+    python -m bench.byoc --domains pharma --bases offline-splade-tiny --inputs corpus
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import corpora
+from sparse_adapt.data import load_documents, load_qrels, load_queries, load_query_groups
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+
+GROUPS = ("heldout-domain-semantic", "heldout-domain-explicit", "heldout-control")
+INPUTS = ("corpus", "hand-written")
+SEMANTIC_GAIN, CONTROL_LOSS = 0.10, 0.02
+
+
+def heldout_ndcg(model: SpladeEncoder, files: corpora.CorpusFiles) -> dict[str, tuple[float, int]]:
+    docs, queries = load_documents(files.docs), load_queries(files.heldout_queries)
+    qrels, groups = load_qrels(files.heldout_qrels), load_query_groups(files.query_groups)
+    run = score_in_memory(model, docs, queries)
+    return {g: (evaluate_run(qrels, run, ["ndcg@10"], qids=groups[g])["ndcg@10"], len(groups[g])) for g in GROUPS}
+
+
+def run_one(domain: str, base: str, inputs: str, workdir: Path) -> dict:
+    from sparse_adapt.corpus.adapt import run_adapt
+
+    files = corpora.get(domain)
+    given = {} if inputs == "corpus" else {"terms": files.terms, "dictionary": files.dictionary, "train": files.train}
+    t0 = time.perf_counter()
+    result = run_adapt(files.docs, workdir / domain / base / inputs, base, **given)
+    seconds = time.perf_counter() - t0
+    return {"seconds": round(seconds, 1), "ndcg": heldout_ndcg(SpladeEncoder.from_pretrained(result.final), files),
+            "generated": result.files.generated}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--domains", default=",".join(corpora.SPLITS["dev"] + corpora.SPLITS["test"]))
+    ap.add_argument("--bases", default="offline-minilm,offline-splade-tiny")
+    ap.add_argument("--inputs", default=",".join(INPUTS))
+    ap.add_argument("--workdir", type=Path, default=Path("runs/byoc"))
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    rows = []
+    previous = json.loads(args.json.read_text()) if args.json and args.json.is_file() else []
+    for domain in args.domains.split(","):
+        for base in args.bases.split(","):
+            base_ndcg = heldout_ndcg(SpladeEncoder.from_pretrained(base), corpora.get(domain))
+            for inputs in args.inputs.split(","):
+                one = run_one(domain, base, inputs, args.workdir)
+                row = {"domain": domain, "split": corpora.split(domain), "base": base, "inputs": inputs,
+                       "seconds": one["seconds"], "groups": {}}
+                for g in GROUPS:
+                    (b, n), (a, _) = base_ndcg[g], one["ndcg"][g]
+                    row["groups"][g] = {"queries": n, "base": b, "adapted": a, "change": round(a - b, 6)}
+                sem, ctl = row["groups"]["heldout-domain-semantic"], row["groups"]["heldout-control"]
+                row["semantic_ok"] = sem["change"] >= SEMANTIC_GAIN
+                row["controls_ok"] = ctl["change"] >= -CONTROL_LOSS
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                if args.json:
+                    keyed = {(r["domain"], r["base"], r["inputs"]): r for r in previous + rows}
+                    args.json.parent.mkdir(parents=True, exist_ok=True)
+                    args.json.write_text(json.dumps(list(keyed.values()), indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

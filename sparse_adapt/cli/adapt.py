@@ -1,0 +1,196 @@
+"""Bring-your-own-corpus commands: ``mine-terms``, ``build-dictionary``, ``make-train``, ``adapt``.
+
+Each writes its output atomically and refuses to overwrite a file it was given as input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from sparse_adapt.cli.output import BASE_HELP, console
+from sparse_adapt.errors import ConfigError
+
+TEACHER_HELP = (
+    "offline-minilm (default: the dense all-MiniLM-L6-v2 bi-encoder, cosine) or a Hugging Face cross-encoder "
+    "(hub id or directory)."
+)
+
+
+FORCE_HELP = "Replace --out if it exists (never one of the inputs)."
+
+
+def _check_out(out: Path, force: bool, *inputs: Optional[Path]) -> None:
+    """Never write over an input, nor over an existing file unless asked: it may be hand-edited."""
+    for p in inputs:
+        if p is not None and Path(p).resolve() == Path(out).resolve():
+            raise ConfigError(f"--out {out} is also an input; write the result somewhere else")
+    if Path(out).exists() and not force:
+        raise ConfigError(f"--out {out} exists; pass --force to replace it")
+
+
+def mine_terms(
+    corpus: Path = typer.Option(..., "--corpus", help="docs.jsonl of your corpus."),
+    out: Path = typer.Option(..., "--out", help="domain_terms.json to write (category -> terms)."),
+    base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP + " Its tokenizer counts pieces."),
+    top: int = typer.Option(20, "--top", min=1, help="How many terms to keep, best first."),
+    min_count: int = typer.Option(2, "--min-count", min=1, help="Documents a term must appear in."),
+    explain: bool = typer.Option(False, "--explain", help="Print each score's parts."),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+) -> None:
+    """Mine candidate domain terms: rare in English, fragmented by the tokenizer, acronyms and codes."""
+    from sparse_adapt.atomic import write_json_atomic
+    from sparse_adapt.cli.output import rich_hooks
+    from sparse_adapt.corpus.mining import mine_terms as mine, terms_json
+    from sparse_adapt.data import load_documents
+    from sparse_adapt.modeling.builtin import load_tokenizer
+
+    _check_out(out, force, corpus)
+    documents = load_documents(corpus)
+    with rich_hooks() as hooks:
+        candidates = mine(documents, load_tokenizer(base), top=top, min_count=min_count, hooks=hooks)
+    write_json_atomic(out, terms_json(candidates))
+    table = Table(title=f"{len(candidates)} candidate terms")
+    columns = ["#", "term", "category", "score", "docs"]
+    if explain:
+        columns += ["frequency", "rarity", "fragmentation", "pattern", "zipf", "pieces"]
+    for c in columns:
+        table.add_column(c, justify="left" if c in ("term", "category", "pieces") else "right")
+    for i, c in enumerate(candidates, 1):
+        row = [str(i), c.term, c.category, f"{c.score:.2f}", str(c.documents)]
+        if explain:
+            row += [f"{c.parts[k]:.2f}" for k in ("frequency", "rarity", "fragmentation", "pattern")]
+            row += [f"{c.zipf:.2f}", " ".join(c.pieces)]
+        table.add_row(*row)
+    console.print(table)
+    if explain:
+        console.print("score = frequency log2(docs) + rarity (4 - Zipf in general English) "
+                      "+ fragmentation log2(pieces) + pattern (1 for capitals, digits, joiners)")
+    console.print(f"[green]wrote[/green] {out}")
+
+
+def build_dictionary(
+    corpus: Path = typer.Option(..., "--corpus", help="docs.jsonl of your corpus."),
+    terms: Path = typer.Option(..., "--terms", help="domain_terms.json."),
+    out: Path = typer.Option(..., "--out", help="dictionary.jsonl to write."),
+    dictionary: Optional[Path] = typer.Option(
+        None, "--dictionary", help="Your own entries: kept unchanged, and they win over harvested ones."
+    ),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+) -> None:
+    """Harvest a definition and usage examples per term from the corpus."""
+    from sparse_adapt.cli.output import rich_hooks
+    from sparse_adapt.corpus.adapt import write_jsonl
+    from sparse_adapt.corpus.harvest import build_dictionary as harvest
+    from sparse_adapt.corpus.text import locate_terms
+    from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms
+
+    _check_out(out, force, corpus, terms, dictionary)
+    documents = load_documents(corpus)
+    existing = load_dictionary(dictionary) if dictionary is not None else []
+    groups = locate_terms(documents, load_domain_terms(terms), terms)
+    with rich_hooks() as hooks:
+        records = harvest(documents, groups, existing, hooks=hooks)
+    write_jsonl(out, records)
+    table = Table(title=f"{len(records)} entries")
+    for c in ("term", "definition from", "definition"):
+        table.add_column(c)
+    for r in records:
+        source = r["harvested"]["definition"] if "harvested" in r else "yours"
+        table.add_row(r["term"], source, r["definition"][:90])
+    console.print(table)
+    console.print(f"[green]wrote[/green] {out}")
+
+
+def make_train(
+    corpus: Path = typer.Option(..., "--corpus", help="docs.jsonl of your corpus."),
+    terms: Path = typer.Option(..., "--terms", help="domain_terms.json."),
+    out: Path = typer.Option(..., "--out", help="train.jsonl to write."),
+    teacher: str = typer.Option("offline-minilm", "--teacher", help=TEACHER_HELP),
+    base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP + " It mines the hard negatives."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the crops."),
+    max_queries: int = typer.Option(60, "--max-queries", min=1, help="At most this many pseudo-queries."),
+    negatives: int = typer.Option(7, "--negatives", min=1, help="Hard negatives per query."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run code shipped with the teacher."),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+) -> None:
+    """Pseudo-queries from the documents, hard negatives from the base, scores from a teacher."""
+    from sparse_adapt.cli.output import rich_hooks
+    from sparse_adapt.corpus.adapt import make_train as build, write_jsonl
+    from sparse_adapt.corpus.teacher import load_teacher
+    from sparse_adapt.corpus.text import locate_terms
+    from sparse_adapt.data import load_documents, load_domain_terms
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+
+    _check_out(out, force, corpus, terms)
+    documents = load_documents(corpus)
+    groups = locate_terms(documents, load_domain_terms(terms), terms)
+    scorer = load_teacher(teacher, trust_remote_code=trust_remote_code)
+    splade = SpladeEncoder.from_pretrained(base)
+    with rich_hooks() as hooks:
+        records, stats = build(documents, groups, splade, scorer, seed=seed, max_queries=max_queries,
+                               negatives=negatives, hooks=hooks)
+    write_jsonl(out, records)
+    table = Table(title=f"{len(records)} training queries (teacher {scorer.name})")
+    for c in ("kind", "generated", "kept"):
+        table.add_column(c)
+    for kind, n in stats.generated.items():
+        table.add_row(kind, str(n), str(stats.kept.get(kind, 0)))
+    console.print(table)
+    console.print(f"dropped: {stats.dropped_unseparated} the teacher could not separate, "
+                  f"{stats.dropped_source_negative} whose source document it scored <= 0")
+    console.print(f"[green]wrote[/green] {out}")
+
+
+def adapt(
+    corpus: Path = typer.Option(..., "--corpus", help="docs.jsonl of your corpus: the only input needed."),
+    out: Path = typer.Option(..., "--out", help="Run directory: generated inputs, training/, final/, summary.json."),
+    base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP),
+    terms: Optional[Path] = typer.Option(None, "--terms", help="Your domain_terms.json instead of mined terms."),
+    dictionary: Optional[Path] = typer.Option(None, "--dictionary", help="Your dictionary.jsonl instead of a harvested one."),
+    train: Optional[Path] = typer.Option(None, "--train", help="Your train.jsonl instead of pseudo-labelled data."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Training config overrides (JSON or TOML), as for train."),
+    teacher: str = typer.Option("offline-minilm", "--teacher", help=TEACHER_HELP),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="Your queries.jsonl, evaluated in the summary."),
+    qrels: Optional[Path] = typer.Option(None, "--qrels", help="qrels of --queries."),
+    seed: int = typer.Option(0, "--seed", help="Seeds crops and training; a rerun reproduces the run."),
+) -> None:
+    """Mine terms, harvest a dictionary, pseudo-label training data, train, and summarise; rerun resumes."""
+    from sparse_adapt.cli.output import rich_hooks
+    from sparse_adapt.corpus.adapt import run_adapt
+    from sparse_adapt.report.adapt import SUMMARY, adapt_summary
+
+    if (queries is None) != (qrels is None):
+        raise ConfigError("--queries and --qrels go together")
+    with rich_hooks() as hooks:
+        result = run_adapt(corpus, out, base, terms=terms, dictionary=dictionary, train=train, config=config,
+                           teacher=teacher, seed=seed, hooks=hooks)
+        summary = adapt_summary(result, corpus, base, queries, qrels, hooks)
+    table = Table(title="nDCG@10, base vs adapted")
+    for c in ("queries", "group", "n", "base", "adapted", "change"):
+        table.add_column(c, justify="left" if c in ("queries", "group") else "right")
+    for r in summary["evaluation"]:
+        table.add_row(r["set"], r["group"], str(r["queries"]), f"{r['base']:.3f}", f"{r['adapted']:.3f}",
+                      f"{r['adapted'] - r['base']:+.3f}")
+    console.print(table)
+    domain = summary["inspect"]["domain"]
+    terms_table = Table(title="domain tokens: mean weight in documents using / not using them")
+    for c in ("token", "docs using", "weight using", "weight not using"):
+        terms_table.add_column(c, justify="left" if c == "token" else "right")
+    for t in domain["tokens"]:
+        fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+        terms_table.add_row(t["token"], str(t["docs_occurring"]), fmt(t.get("mean_weight_occurring")),
+                            fmt(t.get("mean_weight_not_occurring")))
+    console.print(terms_table)
+    console.print(f"[green]adapted model[/green] {result.final}; generated: {', '.join(result.files.generated) or 'nothing'}; "
+                  f"summary: {out / SUMMARY}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mine-terms")(mine_terms)
+    app.command("build-dictionary")(build_dictionary)
+    app.command("make-train")(make_train)
+    app.command("adapt")(adapt)

@@ -1,0 +1,221 @@
+"""``sparse-adapt adapt``: a corpus in, an adapted model out.
+
+mine terms -> harvest a dictionary -> pseudo-labelled training data -> the staged pipeline
+(``training.pipeline.run_pipeline``, stages H4) -> ``DIR/final``. A file the user gives
+(``terms``, ``dictionary``, ``train``) is used as it is, never copied or written; every
+generated file goes into ``DIR`` for inspection and editing:
+
+| file | what |
+|---|---|
+| ``DIR/adapt.json`` | what this run is (corpus and given files' sha256, base, teacher, options) |
+| ``DIR/domain_terms.json``, ``DIR/mining.json`` | mined terms (the spec's format) and every score's parts |
+| ``DIR/dictionary.jsonl`` | harvested entries (``"harvested"`` marks the fields and their documents) |
+| ``DIR/train.jsonl`` | pseudo-queries with hard negatives and teacher scores |
+| ``DIR/heldout_queries.jsonl``, ``heldout_qrels.tsv``, ``query_groups.json`` | every ``HOLDOUT_EVERY``-th pseudo-query, never trained on, for the evaluation summary |
+| ``DIR/training/`` | the pipeline's run directory (``run.json``, checkpoints, ``train_log.jsonl``) |
+| ``DIR/final/`` | the adapted model |
+
+A rerun resumes: a generated file already in ``DIR`` is reused (so an edited one is what
+trains; the pipeline then refuses to mix it into an older run and says so), the pipeline
+resumes after its last finished stage. A rerun with another corpus, base, teacher, options
+or given files is refused, as is a ``DIR`` holding anything but an adapt run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparse_adapt.atomic import atomic_directory, write_atomic, write_json_atomic
+from sparse_adapt.corpus.harvest import build_dictionary
+from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, mine_terms, terms_json
+from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, generate_queries, hard_negatives, label
+from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
+from sparse_adapt.corpus.text import locate_terms
+from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms, load_train
+from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.progress import SILENT, Hooks
+
+MANIFEST = "adapt.json"
+TRAINING = "training"
+FINAL = "final"
+# Every 5th pseudo-query is held out: 20% for evaluation, 80% to train on.
+HOLDOUT_EVERY = 5
+
+
+class AdaptMismatchError(SparseAdaptError):
+    """``--out`` holds a different adapt run, or something that is no adapt run."""
+
+
+@dataclass
+class AdaptFiles:
+    terms: Path
+    dictionary: Path
+    train: Path
+    generated: list[str] = field(default_factory=list)  # which of the three are generated (now or by an earlier run)
+    heldout_queries: Path | None = None
+    heldout_qrels: Path | None = None
+    query_groups: Path | None = None
+
+
+@dataclass
+class AdaptResult:
+    files: AdaptFiles
+    final: Path
+    training: Path
+    notes: dict = field(default_factory=dict)  # counts of what was mined, harvested, kept
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def write_jsonl(path: Path, records: list[dict]) -> None:
+    write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+
+
+def grade(score: float) -> int:
+    """The bundled corpus's qrels rule on teacher scores: >= 8 -> 2, > 0 -> 1, else 0."""
+    return 2 if score >= 8.0 else 1 if score > 0.0 else 0
+
+
+def _check_out(out: Path, manifest: dict) -> None:
+    path = out / MANIFEST
+    if path.is_file():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
+        if diff:
+            raise AdaptMismatchError(
+                f"{out} holds an adapt run with other {', '.join(diff)}; use another --out or delete {out}"
+            )
+    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise AdaptMismatchError(f"{out} exists and holds no {MANIFEST}: refusing to write an adapt run into it")
+
+
+def _pseudo_data_done(out: Path) -> bool:
+    # heldout_queries.jsonl is written last of the four pseudo-data files.
+    return (out / "train.jsonl").is_file() and (out / "heldout_queries.jsonl").is_file()
+
+
+def _split_heldout(records: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(train, held out): every HOLDOUT_EVERY-th record, at least one, never all."""
+    held_at = {i for i in range(len(records)) if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1} or {len(records) - 1}
+    return [r for i, r in enumerate(records) if i not in held_at], [records[i] for i in sorted(held_at)]
+
+
+def _write_heldout(out: Path, held: list[dict], files: AdaptFiles) -> None:
+    files.heldout_queries, files.heldout_qrels = out / "heldout_queries.jsonl", out / "heldout_qrels.tsv"
+    files.query_groups = out / "query_groups.json"
+    groups: dict[str, list[str]] = {}
+    for r in held:
+        groups.setdefault(f"heldout-pseudo-{r['kind']}", []).append(r["qid"])
+    qrels = "".join(
+        f"{r['qid']} 0 {d} {grade(s)}\n" for r in held for d, s in zip(r["doc_ids"], r["teacher_scores"])
+    )
+    write_atomic(files.heldout_qrels, qrels)
+    write_json_atomic(files.query_groups, groups)
+    write_jsonl(files.heldout_queries, [{"qid": r["qid"], "text": r["query"]} for r in held])
+
+
+def prepare_inputs(
+    corpus: Path, out: Path, base: str, *, terms: Path | None, dictionary: Path | None, train: Path | None,
+    teacher: Teacher | None, seed: int, top: int, min_count: int, max_queries: int, negatives: int, hooks: Hooks,
+) -> tuple[AdaptFiles, dict]:
+    """The three training inputs: the user's, reused from ``out``, or generated into ``out``."""
+    documents = load_documents(corpus)
+    notes: dict = {}
+    files = AdaptFiles(terms or out / "domain_terms.json", dictionary or out / "dictionary.jsonl", train or out / "train.jsonl")
+    files.generated = [name for name, given in (("terms", terms), ("dictionary", dictionary), ("train", train)) if given is None]
+    if terms is None and not files.terms.is_file():
+        from sparse_adapt.modeling.builtin import load_tokenizer
+
+        candidates = mine_terms(documents, load_tokenizer(base), top=top, min_count=min_count, hooks=hooks)
+        write_json_atomic(out / "mining.json", [c.to_dict() for c in candidates])
+        write_json_atomic(files.terms, terms_json(candidates))
+        hooks.message(f"mined {len(candidates)} terms: {', '.join(c.term for c in candidates)} -> {files.terms}")
+    groups = locate_terms(documents, load_domain_terms(files.terms), files.terms)
+    if dictionary is None and not files.dictionary.is_file():
+        write_jsonl(files.dictionary, build_dictionary(documents, groups, hooks=hooks))
+        hooks.message(f"harvested {len(groups)} dictionary entries -> {files.dictionary}")
+    if train is None:
+        if _pseudo_data_done(out):
+            files.heldout_queries, files.heldout_qrels = out / "heldout_queries.jsonl", out / "heldout_qrels.tsv"
+            files.query_groups = out / "query_groups.json"
+        else:
+            from sparse_adapt.modeling.encoder import SpladeEncoder
+
+            records, stats = make_train(
+                documents, groups, SpladeEncoder.from_pretrained(base), teacher,
+                seed=seed, max_queries=max_queries, negatives=negatives, hooks=hooks,
+            )
+            fit, held_out = _split_heldout(records)
+            write_jsonl(files.train, fit)
+            _write_heldout(out, held_out, files)
+            notes["make_train"] = {**stats.__dict__, "train": len(fit), "heldout": len(held_out)}
+            hooks.message(f"pseudo-labelled {len(records)} queries ({len(fit)} train, {len(held_out)} held out) -> {files.train}")
+    return files, notes
+
+
+def make_train(
+    documents, groups, splade, teacher, *, seed: int = 0, max_queries: int = DEFAULT_MAX_QUERIES,
+    negatives: int = DEFAULT_NEGATIVES, hooks: Hooks = SILENT,
+):
+    """Pseudo-queries -> hard negatives from ``splade`` -> teacher-scored train records, and stats."""
+    queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries)
+    negs = hard_negatives(splade, documents, queries, k=negatives, hooks=hooks)
+    records, stats = label(queries, negs, documents, teacher, hooks=hooks)
+    if len(records) < 2:
+        raise SparseAdaptError(
+            f"the teacher {teacher.name!r} could separate {len(records)} of the {len(queries)} pseudo-queries' "
+            "candidate lists (2 needed: one to train on, one to hold out); try another --teacher, or give --train"
+        )
+    return records, stats
+
+
+def run_adapt(
+    corpus: str | Path, out: str | Path, base: str = "offline-minilm", *, terms: str | Path | None = None,
+    dictionary: str | Path | None = None, train: str | Path | None = None, config: str | Path | None = None,
+    teacher: str = DEFAULT_TEACHER, seed: int = 0, top: int = DEFAULT_TOP, min_count: int = DEFAULT_MIN_COUNT,
+    max_queries: int = DEFAULT_MAX_QUERIES, negatives: int = DEFAULT_NEGATIVES, hooks: Hooks = SILENT,
+) -> AdaptResult:
+    """Generate what is missing, train, and return where everything is (see the module docstring)."""
+    from sparse_adapt.training.config import load_config
+    from sparse_adapt.training.pipeline import run_pipeline
+
+    corpus, out = Path(corpus), Path(out)
+    given = {k: (None if v is None else Path(v)) for k, v in (("terms", terms), ("dictionary", dictionary), ("train", train))}
+    load_documents(corpus)  # every given input is validated before anything is written
+    checks = {"terms": load_domain_terms, "dictionary": load_dictionary, "train": load_train}
+    for name, path in given.items():
+        if path is not None:
+            checks[name](path)
+    load_config(config)
+    manifest = {
+        "corpus": _sha256(corpus), "base": str(base), "teacher": str(teacher), "seed": int(seed),
+        "options": {"top": top, "min_count": min_count, "max_queries": max_queries, "negatives": negatives},
+        "given": {k: (None if p is None else _sha256(p)) for k, p in given.items()},
+        "config": None if config is None else _sha256(Path(config)),
+    }
+    _check_out(out, manifest)
+    # The teacher loads before anything is written: one that fails leaves no half-made run.
+    needs_teacher = given["train"] is None and not _pseudo_data_done(out)
+    scorer = load_teacher(teacher) if needs_teacher else None
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / MANIFEST).is_file():
+        write_json_atomic(out / MANIFEST, manifest)
+    files, notes = prepare_inputs(
+        corpus, out, str(base), terms=given["terms"], dictionary=given["dictionary"], train=given["train"],
+        teacher=scorer, seed=seed, top=top, min_count=min_count, max_queries=max_queries,
+        negatives=negatives, hooks=hooks,
+    )
+    trained = run_pipeline(
+        base=base, corpus=corpus, terms=files.terms, dictionary=files.dictionary, train=files.train,
+        out=out / TRAINING, config=config, seed=seed, hooks=hooks,
+    )
+    with atomic_directory(out / FINAL) as tmp:
+        shutil.copytree(trained, tmp, dirs_exist_ok=True)
+    hooks.message(f"adapted model: {out / FINAL}")
+    return AdaptResult(files=files, final=out / FINAL, training=out / TRAINING, notes=notes)

@@ -1,0 +1,136 @@
+"""Dictionary entries harvested from the corpus (``sparse-adapt build-dictionary``).
+
+Per term (case variants are one term), in the spec's entry format
+``{"term", "definition", "examples"}``:
+
+- **definition**: the first definitional sentence about the term, by the patterns of
+  :data:`DEFINITION_PATTERNS` in order ("X is a ...", "X refers to ...", "X means ...",
+  "X (...)", "X, a ...,", "... called X", "X is ..." opening a sentence); the matched
+  description becomes the definition.
+  Without any, the *context* fallback: the sentence using the term that shares the most
+  words with the term's other sentences (its most typical use), whole.
+- **examples**: up to ``MAX_EXAMPLES`` usage contexts, a window of ``EXAMPLE_WORDS`` words
+  around an occurrence, each from a different document where possible.
+
+Harvested entries carry ``"harvested": {"definition": "<doc_id>: <pattern>", "examples":
+[doc_ids]}``: which fields were harvested and from where (the loaders ignore the key).
+Entries a user wrote (``--dictionary``) are kept unchanged, first, and win: a term they cover
+(its key equals, or is a word of, the user entry's term) gets no harvested entry.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from sparse_adapt.corpus.text import TermGroup, key, sentences, window, words
+from sparse_adapt.data import DictionaryEntry, Document
+from sparse_adapt.progress import SILENT, Hooks
+
+MAX_EXAMPLES = 3
+# The spec's examples are short phrases ("Velotraxin 20 mg once daily after joint replacement").
+EXAMPLE_WORDS = 10
+# A description longer than this is cut at a word boundary: MLM sees the term's context, not an essay.
+MAX_DEFINITION_WORDS = 40
+
+# (name, regex with {t} for the term and a group "d" for the description), in order of trust.
+DEFINITION_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("is defined as", r"{t}\s+(?:is|are)\s+defined\s+as\s+(?P<d>[^;]+)"),
+    ("refers to", r"{t}\s+(?:refers|refer)\s+to\s+(?P<d>[^;]+)"),
+    ("means", r"{t}\s+(?:means|mean|denotes|stands\s+for)\s+(?P<d>[^;]+)"),
+    ("is a", r"{t}\s+(?:is|are|was|were)\s+(?P<d>(?:a|an|the|one)\s+[^;]+)"),
+    ("parenthesis", r"{t}\s+\((?P<d>[^)]{3,})\)"),
+    ("appositive", r"{t},\s+(?P<d>(?:a|an|the)\s+[^,;]+),"),
+    ("called", r"(?P<d>(?:a|an|the)\s+[^,;.]+?),?\s+(?:called|known\s+as|named)\s+{t}"),
+    # Weakest: the term as the subject of any "is/are" clause ("Kelquidone is reserved for ...").
+    ("is", r"^{t}\s+(?:is|are)\s+(?P<d>[^;]+)"),
+)
+
+
+@dataclass
+class HarvestedDefinition:
+    text: str
+    doc_id: str
+    source: str  # a pattern name, or "context"
+    sentence: str  # the sentence it came from (examples prefer other sentences)
+
+
+def _trim(text: str) -> str:
+    w = text.strip().rstrip(".").split()
+    return " ".join(w[:MAX_DEFINITION_WORDS])
+
+
+def _uses(group: TermGroup, documents: Sequence[Document]) -> list[tuple[str, str]]:
+    """(doc_id, sentence) for every sentence using the term, in corpus order."""
+    wanted = set(group.doc_ids)
+    pattern = group.pattern
+    return [(d.doc_id, s) for d in documents if d.doc_id in wanted for s in sentences(d.text) if pattern.search(s)]
+
+
+def find_definition(group: TermGroup, uses: Sequence[tuple[str, str]]) -> HarvestedDefinition:
+    term = re.escape(group.key)
+    for name, template in DEFINITION_PATTERNS:
+        rx = re.compile(template.replace("{t}", rf"(?<![\w-]){term}(?![\w]|-\w)"), re.IGNORECASE)
+        for doc_id, sentence in uses:
+            m = rx.search(sentence)
+            if m and len(m.group("d").split()) >= 2:
+                return HarvestedDefinition(_trim(m.group("d")), doc_id, name, sentence)
+    # Context fallback: the most typical sentence, by word overlap with the term's other uses.
+    bags = [{key(w) for w in words(s)} - {group.key} for _, s in uses]
+    best = max(range(len(uses)), key=lambda i: (sum(len(bags[i] & b) for j, b in enumerate(bags) if j != i), -i))
+    doc_id, sentence = uses[best]
+    return HarvestedDefinition(_trim(sentence), doc_id, "context", sentence)
+
+
+def find_examples(group: TermGroup, uses: Sequence[tuple[str, str]], skip: str | None) -> list[tuple[str, str]]:
+    """(doc_id, window) contexts, one per document first, the definition's sentence last."""
+    ordered = [u for u in uses if u[1] != skip] + [u for u in uses if u[1] == skip]
+    picked: list[tuple[str, str]] = []
+    seen_docs: set[str] = set()
+    for pass_ in (0, 1):  # first one per document, then any
+        for doc_id, sentence in ordered:
+            if len(picked) == MAX_EXAMPLES:
+                return picked
+            if pass_ == 0 and doc_id in seen_docs:
+                continue
+            toks = sentence.split()
+            hits = [i for i, t in enumerate(toks) if group.pattern.search(t)]
+            text = " ".join(window(toks, hits[0] if hits else 0, EXAMPLE_WORDS, EXAMPLE_WORDS // 3)).strip(" ,;:")
+            if any(text == p for _, p in picked):
+                continue
+            picked.append((doc_id, text))
+            seen_docs.add(doc_id)
+    return picked
+
+
+def _covered(group: TermGroup, user: Sequence[DictionaryEntry]) -> bool:
+    return any(group.key == key(e.term) or group.key in {key(w) for w in words(e.term)} for e in user)
+
+
+def build_dictionary(
+    documents: Sequence[Document], groups: Sequence[TermGroup], existing: Sequence[DictionaryEntry] = (),
+    hooks: Hooks = SILENT,
+) -> list[dict]:
+    """Dictionary records: the user's entries unchanged, then one harvested entry per other term."""
+    records: list[dict] = [{"term": e.term, "definition": e.definition, "examples": list(e.examples)} for e in existing]
+    task = hooks.task("harvesting definitions", len(groups))
+    for g in groups:
+        task.advance()
+        if _covered(g, existing):
+            continue
+        uses = _uses(g, documents)
+        if not uses:  # locate_terms found it in a document but no sentence split kept it whole
+            continue
+        definition = find_definition(g, uses)
+        examples = find_examples(g, uses, skip=definition.sentence)
+        records.append({
+            "term": g.display,
+            "definition": definition.text,
+            "examples": [text for _, text in examples],
+            "harvested": {
+                "definition": f"{definition.doc_id}: {definition.source}",
+                "examples": [doc_id for doc_id, _ in examples],
+            },
+        })
+    return records

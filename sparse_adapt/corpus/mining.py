@@ -1,0 +1,152 @@
+"""Candidate domain terms mined from a corpus (``sparse-adapt mine-terms``).
+
+The spec's recipe: scan the corpus for tokens with unusual patterns (multiple capitals,
+embedded numbers, hyphenation) and for terms the tokenizer fragments into many subwords.
+Every word of the corpus (``text.WORD``) is a candidate of one category by its shape:
+
+- ``codes``: letters and digits with a joiner or several digits (``XR-7200``, ``HV-31a``);
+- ``acronyms``: two or more capitals (``PRVT``, ``cQTx``, ``OAuth2``);
+- ``jargon``: anything else, kept only when it is rare in general English and the base
+  tokenizer splits it into at least ``MIN_PIECES`` pieces (``gatrocraptic``), or into two
+  when general English never uses it at all (``vardle`` -> ``var ##dle``, Zipf 0).
+
+Kept candidates are used in at least ``min_count`` documents and are not common English
+(wordfreq's Zipf frequency below ``COMMON_ZIPF``). Their score is a sum of four parts, each
+on a log scale so that none dominates by units alone (``--explain`` prints them):
+
+    score = frequency + rarity + fragmentation + pattern
+    frequency     = log2(documents using it)           used across the corpus, not once
+    rarity        = COMMON_ZIPF - zipf_en(word)          orders of magnitude rarer than common English
+    fragmentation = log2(pieces in the base tokenizer)   the model cannot represent it whole
+    pattern       = 1 if capitals/digits/joiners else 0  the shapes the spec names
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+from sparse_adapt.corpus.text import key, words
+from sparse_adapt.data import Document
+from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.progress import SILENT, Hooks
+
+CATEGORIES = ("jargon", "acronyms", "codes")
+# A word the tokenizer keeps in one or two pieces is represented well enough already.
+MIN_PIECES = 3
+# Zipf 4 = 10 per million words ("package", "protocol"); above it a word is common English
+# and no domain term. Jargon must be rarer still: below 3, once per million words.
+COMMON_ZIPF = 4.0
+RARE_JARGON_ZIPF = 3.0
+# Shorter plain words are mostly abbreviations of common words ("mg", "ml").
+MIN_JARGON_LENGTH = 4
+DEFAULT_TOP = 20
+DEFAULT_MIN_COUNT = 2
+
+
+class MiningError(SparseAdaptError):
+    """The corpus yields no candidate term."""
+
+
+@dataclass
+class Candidate:
+    term: str  # the form the corpus uses most
+    category: str
+    score: float
+    parts: dict[str, float]  # frequency, rarity, fragmentation, pattern (they sum to score)
+    documents: int
+    occurrences: int
+    zipf: float  # wordfreq's general-English Zipf frequency of the lowercased term
+    pieces: list[str]  # how the base tokenizer splits it
+    forms: list[str] = field(default_factory=list)  # every surface form in the corpus, most used first
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def shape(word: str) -> tuple[str, bool]:
+    """(category, has an unusual pattern) of one word by its characters alone."""
+    digits = sum(c.isdigit() for c in word)
+    letters = sum(c.isalpha() for c in word)
+    capitals = sum(c.isupper() for c in word)
+    joined = "-" in word or "_" in word
+    if digits and letters and (joined or digits >= 2):
+        return "codes", True
+    if capitals >= 2:
+        return "acronyms", True
+    return "jargon", joined or bool(digits)
+
+
+def general_zipf(word: str) -> float:
+    """Zipf frequency of ``word`` in general English (wordfreq; 0 for unseen words)."""
+    from wordfreq import zipf_frequency
+
+    return float(zipf_frequency(word.casefold(), "en"))
+
+
+def mine_terms(
+    documents: Sequence[Document],
+    tokenizer,
+    top: int = DEFAULT_TOP,
+    min_count: int = DEFAULT_MIN_COUNT,
+    hooks: Hooks = SILENT,
+) -> list[Candidate]:
+    """The ``top`` best candidates, best first; :class:`MiningError` when there is none."""
+    if top < 1 or min_count < 1:
+        raise MiningError(f"--top and --min-count must be >= 1 (got {top}, {min_count})")
+    docs_of: dict[str, set[str]] = {}
+    forms_of: dict[str, dict[str, int]] = {}
+    task = hooks.task("mining terms", len(documents))
+    for d in documents:
+        for w in words(d.text):
+            if not any(c.isalpha() for c in w) or len(w) < 2:
+                continue
+            k = key(w)
+            docs_of.setdefault(k, set()).add(d.doc_id)
+            forms = forms_of.setdefault(k, {})
+            forms[w] = forms.get(w, 0) + 1
+        task.advance()
+    out: list[Candidate] = []
+    for k, doc_set in docs_of.items():
+        if len(doc_set) < min_count:
+            continue
+        forms = sorted(forms_of[k].items(), key=lambda kv: -kv[1])
+        term = forms[0][0]
+        category, unusual = shape(term)
+        if category == "jargon" and len(term) < MIN_JARGON_LENGTH:
+            continue
+        zipf = general_zipf(term)
+        if zipf >= (RARE_JARGON_ZIPF if category == "jargon" else COMMON_ZIPF):
+            continue
+        pieces = tokenizer.tokenize(term)
+        if category == "jargon" and len(pieces) < (MIN_PIECES if zipf > 0 else 2):
+            continue
+        parts = {
+            "frequency": math.log2(len(doc_set)),
+            "rarity": COMMON_ZIPF - zipf,
+            "fragmentation": math.log2(max(1, len(pieces))),
+            "pattern": 1.0 if unusual else 0.0,
+        }
+        out.append(Candidate(
+            term=term, category=category, score=sum(parts.values()), parts=parts, documents=len(doc_set),
+            occurrences=sum(c for _, c in forms), zipf=zipf, pieces=pieces, forms=[f for f, _ in forms],
+        ))
+    if not out:
+        raise MiningError(
+            f"no candidate domain terms in {len(documents)} documents: no word used in >= {min_count} documents "
+            f"is rare in general English and either fragments into >= {MIN_PIECES} pieces (2 for a word "
+            "general English never uses) or looks like an "
+            "acronym or code; lower --min-count, or write the terms file yourself (--terms)"
+        )
+    out.sort(key=lambda c: (-c.score, -c.documents, key(c.term)))
+    return out[:top]
+
+
+def terms_json(candidates: Sequence[Candidate]) -> dict[str, list[str]]:
+    """The spec's ``domain_terms.json`` (category -> terms, every corpus spelling), best first."""
+    out: dict[str, list[str]] = {c: [] for c in CATEGORIES}
+    for cand in candidates:
+        out[cand.category].extend(f for f in cand.forms if f not in out[cand.category])
+    return {c: v for c, v in out.items() if v}
+

@@ -1,0 +1,110 @@
+"""Words, sentences and term occurrences in raw corpus text (shared by mining, harvesting
+and pseudo-query generation).
+
+A *word* is a run of letters and digits, optionally joined by hyphens or underscores
+(``XR-7200``, ``agent-package``, ``max_connections``): the shapes domain terms take. A term
+occurs where it appears case-insensitively with no word character or joiner on either side,
+so ``OAuth`` does not occur inside ``OAuth2`` and ``PRVT`` does not occur inside ``PRVTs``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from sparse_adapt.data import DataError, Document
+
+WORD = re.compile(r"[^\W_]+(?:[-_][^\W_]+)*")
+# A sentence ends at . ! ? followed by white space; abbreviations ("E. coli") split too,
+# which only shortens a context.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def words(text: str) -> list[str]:
+    return WORD.findall(text)
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def term_pattern(term: str) -> re.Pattern:
+    """Case-insensitive occurrences of ``term`` as a whole word (joiners count as word)."""
+    return re.compile(rf"(?<![\w-]){re.escape(term)}(?![\w]|-\w)", re.IGNORECASE)
+
+
+def key(term: str) -> str:
+    """One key per term whatever its case: ``Velotraxin`` and ``velotraxin`` are one term."""
+    return term.casefold()
+
+
+@dataclass
+class TermGroup:
+    """One term of a terms file with its case variants, and where the corpus uses it."""
+
+    key: str
+    forms: list[str]  # as written in the terms file, in file order
+    category: str
+    doc_ids: list[str] = field(default_factory=list)  # documents using it, corpus order
+    seen: dict[str, int] = field(default_factory=dict)  # surface form in the corpus -> count
+
+    @property
+    def display(self) -> str:
+        """The form the corpus uses most (ties: the terms file's first form)."""
+        if not self.seen:
+            return self.forms[0]
+        return max(self.seen.items(), key=lambda kv: (kv[1], kv[0] in self.forms))[0]
+
+    @property
+    def pattern(self) -> re.Pattern:
+        return term_pattern(self.key)
+
+
+def group_terms(terms: dict[str, list[str]]) -> list[TermGroup]:
+    """Terms of a terms file grouped by :func:`key`, in file order."""
+    groups: dict[str, TermGroup] = {}
+    for category, items in terms.items():
+        for term in items:
+            g = groups.setdefault(key(term), TermGroup(key(term), [], category))
+            if term not in g.forms:
+                g.forms.append(term)
+    return list(groups.values())
+
+
+def locate_terms(
+    documents: Sequence[Document], terms: dict[str, list[str]], terms_path: str | Path | None = None
+) -> list[TermGroup]:
+    """Group the terms and find the documents using each; a term no document uses is an error.
+
+    Every later step (dictionary entries, pseudo-queries, training) needs the term in the
+    corpus, so an absent one (a typo, the wrong corpus) is refused here, naming it.
+    """
+    groups = group_terms(terms)
+    for g in groups:
+        pattern = g.pattern
+        for d in documents:
+            found = pattern.findall(d.text)
+            if found:
+                g.doc_ids.append(d.doc_id)
+                for f in found:
+                    g.seen[f] = g.seen.get(f, 0) + 1
+    absent = [g.forms[0] for g in groups if not g.doc_ids]
+    if absent:
+        where = terms_path if terms_path is not None else "<terms>"
+        raise DataError(
+            where, None, None,
+            f"{len(absent)} term(s) occur in no document of the corpus: {', '.join(absent)} "
+            "(check the spelling, or drop them from the terms file)",
+        )
+    return groups
+
+
+def window(tokens: Sequence[str], center: int, size: int, start_offset: int) -> list[str]:
+    """``size`` consecutive tokens that include ``tokens[center]``, starting ``start_offset``
+    tokens before it where the sequence allows."""
+    if len(tokens) <= size:
+        return list(tokens)
+    start = max(0, min(center - start_offset, len(tokens) - size))
+    return list(tokens[start : start + size])

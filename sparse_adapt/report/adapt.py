@@ -1,0 +1,66 @@
+"""The summary ``sparse-adapt adapt`` prints and writes to ``DIR/summary.json``.
+
+Evaluation: nDCG@10 of the base and of the adapted model on the held-out pseudo-queries
+(per kind: explicit, semantic, control; never trained on) and on the user's own
+``--queries/--qrels`` when given, with the number of queries behind each number.
+Diagnostics: ``inspect`` of the adapted model on the corpus (sparsity, and each domain
+token's mean weight in documents that use it against documents that do not).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sparse_adapt.atomic import write_json_atomic
+from sparse_adapt.corpus.adapt import AdaptResult
+from sparse_adapt.data import load_documents, load_domain_terms, load_qrels, load_queries, load_query_groups
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+
+SUMMARY = "summary.json"
+SCHEMA = "sparse-adapt.adapt-summary/1"
+
+
+def _sets(result: AdaptResult, queries: Path | None, qrels: Path | None) -> list[tuple[str, Path, Path, dict]]:
+    out = []
+    f = result.files
+    if f.heldout_queries is not None and f.heldout_queries.is_file():
+        out.append(("pseudo held-out", f.heldout_queries, f.heldout_qrels, load_query_groups(f.query_groups)))
+    if queries is not None and qrels is not None:
+        out.append(("your queries", queries, qrels, {}))
+    return out
+
+
+def adapt_summary(
+    result: AdaptResult, corpus: Path, base: str, queries: Path | None = None, qrels: Path | None = None,
+    hooks: Hooks = SILENT,
+) -> dict:
+    from diagnostics import inspect_corpus
+
+    documents = load_documents(corpus)
+    adapted = SpladeEncoder.from_pretrained(result.final)
+    rows = []
+    sets = _sets(result, queries, qrels)
+    if sets:
+        original = SpladeEncoder.from_pretrained(base)
+    for name, qpath, rpath, groups in sets:
+        qs, judged = load_queries(qpath), load_qrels(rpath)
+        runs = {m: score_in_memory(model, documents, qs) for m, model in (("base", original), ("adapted", adapted))}
+        for group, qids in {"all": [q.qid for q in qs], **groups}.items():
+            keep = [q for q in qids if q in judged]
+            if not keep:
+                continue
+            ndcg = {m: evaluate_run(judged, run, ["ndcg@10"], qids=keep)["ndcg@10"] for m, run in runs.items()}
+            rows.append({"set": name, "group": group, "queries": len(keep), **ndcg})
+    probe = load_queries(result.files.heldout_queries) if result.files.heldout_queries else None
+    inspect = inspect_corpus(
+        adapted, documents, probe, load_domain_terms(result.files.terms), model=str(result.final), progress=hooks
+    )
+    summary = {
+        "schema": SCHEMA, "final": str(result.final), "base": base,
+        "files": {k: (None if v is None else str(v)) for k, v in result.files.__dict__.items() if k != "generated"},
+        "generated": result.files.generated, "notes": result.notes, "evaluation": rows, "inspect": inspect.to_dict(),
+    }
+    write_json_atomic(result.final.parent / SUMMARY, summary)
+    return summary

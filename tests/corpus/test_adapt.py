@@ -1,0 +1,200 @@
+"""``adapt`` end to end on tiny models: generated files, resume, given files untouched, refusals,
+and the CLI's one-line errors (exit 2) for a corpus without terms, an absent term, a bad teacher."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+
+from sparse_adapt.cli import main
+from sparse_adapt.corpus.adapt import AdaptMismatchError, run_adapt
+from sparse_adapt.data import load_dictionary, load_domain_terms, load_queries, load_train
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.progress import Hooks
+from tests.conftest import _tokenizer, make_tiny_bert
+
+DOCS = [
+    ("d1", "The Zentrofax pump moves coolant through the reactor loop every hour of the day."),
+    ("d2", "Check the Zentrofax seals monthly because worn seals leak coolant into the concrete pit."),
+    ("d3", "Operators replaced a zentrofax rated at forty bar after the spring inspection of the loop."),
+    ("d4", "A Zentrofax is a pump that circulates coolant; the spare unit sits in the east hall."),
+    ("d5", "The court trial was delayed until Monday while the jury heard two more witnesses."),
+    ("d6", "Fresh mint leaves steeped in hot water make a calming herbal tea before bed."),
+    ("d7", "The cycling time trial starts at noon and riders set off one minute apart."),
+    ("d8", "Our bakery sells sourdough loaves and rye bread every morning from seven."),
+]
+# One epoch per stage: the tests check plumbing, not learning.
+CONFIG = {"warmup": {"epochs": 1}, "dictionary": {"epochs": 1}, "distill": {"epochs": 1, "batch_size": 4}}
+
+
+def _write_docs(path, docs=DOCS):
+    path.write_text("".join(json.dumps({"doc_id": i, "text": t}) + "\n" for i, t in docs))
+    return path
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("adapt")
+    base = root / "tiny"
+    make_tiny_bert().save_pretrained(base)
+    teacher = root / "ce"
+    torch.manual_seed(0)
+    tok = _tokenizer()
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=128, num_labels=1,
+                     initializer_range=0.3)
+    model = BertForSequenceClassification(cfg)
+    with torch.no_grad():  # a random head's logits barely differ; widen them past min_spread (1 logit)
+        model.classifier.weight.mul_(30.0)
+    model.save_pretrained(teacher)
+    tok.save_pretrained(teacher)
+    (root / "config.json").write_text(json.dumps(CONFIG))
+    return {"root": root, "base": str(base), "teacher": str(teacher), "config": root / "config.json",
+            "corpus": _write_docs(root / "docs.jsonl")}
+
+
+class Recorder:
+    def __init__(self):
+        self.tasks, self.messages = [], []
+
+    def hooks(self):
+        def task(description, total):
+            self.tasks.append(description)
+            return type("T", (), {"advance": lambda *a, **k: None})()
+
+        return Hooks(message=self.messages.append, task=task)
+
+
+def _adapt(s, out, hooks=None, **kw):
+    return run_adapt(s["corpus"], out, s["base"], config=s["config"], teacher=s["teacher"],
+                     hooks=hooks or Hooks(), **kw)
+
+
+def test_adapt_generates_every_input_trains_and_resumes(setup):
+    out = setup["root"] / "run"
+    rec = Recorder()
+    result = _adapt(setup, out, rec.hooks())
+    assert result.final == out / "final" and result.files.generated == ["terms", "dictionary", "train"]
+    terms = load_domain_terms(out / "domain_terms.json")
+    assert "Zentrofax" in terms["jargon"]
+    [entry] = [e for e in load_dictionary(out / "dictionary.jsonl") if e.term == "Zentrofax"]
+    assert entry.definition == "a pump that circulates coolant"
+    assert "harvested" in json.loads((out / "dictionary.jsonl").read_text().splitlines()[0])
+    train = load_train(out / "train.jsonl")
+    held = load_queries(out / "heldout_queries.jsonl")
+    assert train and held and not {q.qid for q in held} & {t.qid for t in train}
+    assert (out / "heldout_qrels.tsv").read_text().strip() and (out / "mining.json").is_file()
+    model = SpladeEncoder.from_pretrained(out / "final")
+    assert model.tokenizer.convert_tokens_to_ids("zentrofax") in model.settings.domain_token_ids
+    # progress on every long step: mining, harvesting, encoding for negatives, teacher, each stage
+    for task in ("mining terms", "harvesting definitions", "encoding documents", "warmup", "dictionary", "distill"):
+        assert task in rec.tasks
+    assert any(t.startswith("teacher ") for t in rec.tasks)
+
+    stamps = {f: (out / f).stat().st_mtime_ns for f in ("domain_terms.json", "dictionary.jsonl", "train.jsonl")}
+    rec2 = Recorder()
+    _adapt(setup, out, rec2.hooks())
+    assert {f: (out / f).stat().st_mtime_ns for f in stamps} == stamps  # reused, not regenerated
+    assert any("resuming: extend, warmup, dictionary, distill already complete" in m for m in rec2.messages)
+    assert not any(t.startswith("teacher ") for t in rec2.tasks)
+
+
+def test_given_files_are_used_and_never_written(setup):
+    out = setup["root"] / "given"
+    mine = setup["root"] / "my_terms.json"
+    mine.write_text(json.dumps({"jargon": ["Zentrofax"]}))
+    before = mine.read_bytes()
+    result = _adapt(setup, out, terms=mine)
+    assert result.files.terms == mine and mine.read_bytes() == before
+    assert not (out / "domain_terms.json").exists() and result.files.generated == ["dictionary", "train"]
+
+
+def test_a_different_run_or_a_foreign_directory_is_refused(setup):
+    out = setup["root"] / "run"
+    if not (out / "adapt.json").is_file():
+        _adapt(setup, out)
+    with pytest.raises(AdaptMismatchError, match="seed"):
+        _adapt(setup, out, seed=5)
+    foreign = setup["root"] / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(AdaptMismatchError, match="holds no adapt.json"):
+        _adapt(setup, foreign)
+    assert (foreign / "notes.txt").read_text() == "mine"
+
+
+def _cli(setup, out, *extra):
+    return ["adapt", "--corpus", str(setup["corpus"]), "--out", str(out), "--base", setup["base"],
+            "--config", str(setup["config"]), "--teacher", setup["teacher"], *extra]
+
+
+def _err(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return " ".join(err.split())
+
+
+def test_cli_corpus_without_candidate_terms_exits_2(setup, tmp_path, capsys):
+    plain = _write_docs(tmp_path / "plain.jsonl", [("a", "The cat sat on the mat."), ("b", "The dog sat on the cat.")])
+    argv = _cli(setup, tmp_path / "out")
+    argv[argv.index("--corpus") + 1] = str(plain)
+    assert main(argv) == 2
+    assert "no candidate domain terms in 2 documents" in _err(capsys)
+
+
+def test_cli_term_absent_from_the_corpus_exits_2(setup, tmp_path, capsys):
+    terms = tmp_path / "terms.json"
+    terms.write_text(json.dumps({"jargon": ["Zentrofax", "Nonexistium"]}))
+    assert main(_cli(setup, tmp_path / "out", "--terms", str(terms))) == 2
+    assert "occur in no document of the corpus: Nonexistium" in _err(capsys)
+
+
+def test_cli_teacher_that_fails_to_load_exits_2_and_writes_nothing(setup, tmp_path, capsys):
+    argv = _cli(setup, tmp_path / "out")
+    argv[argv.index("--teacher") + 1] = setup["base"]  # a masked-LM: no classification head
+    assert main(argv) == 2
+    assert "is not a cross-encoder" in _err(capsys)
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_generators_never_overwrite_without_force(setup, tmp_path, capsys):
+    out = tmp_path / "terms.json"
+    out.write_text("{}")
+    argv = ["mine-terms", "--corpus", str(setup["corpus"]), "--out", str(out), "--base", setup["base"]]
+    assert main(argv) == 2
+    assert "exists; pass --force" in _err(capsys) and out.read_text() == "{}"
+    assert main(argv + ["--force", "--explain"]) == 0
+    assert "Zentrofax" in load_domain_terms(out)["jargon"]
+    assert "fragmentation" in capsys.readouterr().out
+
+
+def test_cli_make_train_writes_a_loadable_train_file(setup, tmp_path, capsys):
+    terms = tmp_path / "terms.json"
+    terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
+    out = tmp_path / "train.jsonl"
+    argv = ["make-train", "--corpus", str(setup["corpus"]), "--terms", str(terms), "--out", str(out),
+            "--base", setup["base"], "--teacher", setup["teacher"]]
+    assert main(argv) == 0
+    records = load_train(out)
+    assert records and all(max(r.teacher_scores) == 10.0 and min(r.teacher_scores) == -8.0 for r in records)
+    assert all(len(r.doc_ids) == 8 for r in records)
+
+
+def test_cli_adapt_prints_and_writes_the_summary(setup, capsys):
+    out = setup["root"] / "run"
+    if not (out / "final").is_dir():
+        _adapt(setup, out)
+    assert main(_cli(setup, out)) == 0  # resumes: nothing left to train
+    text = " ".join(capsys.readouterr().out.split())
+    assert "nDCG@10, base vs adapted" in text and "zentrofax" in text
+    summary = json.loads((out / "summary.json").read_text())
+    held = load_queries(out / "heldout_queries.jsonl")
+    rows = {r["group"]: r for r in summary["evaluation"]}
+    assert rows["all"]["queries"] == len(held) and rows["all"]["set"] == "pseudo held-out"
+    assert all(0.0 <= r["base"] <= 1.0 and 0.0 <= r["adapted"] <= 1.0 for r in rows.values())
+    assert set(rows) - {"all"} <= {"heldout-pseudo-explicit", "heldout-pseudo-semantic", "heldout-pseudo-control"}
+    tokens = {t["token"] for t in summary["inspect"]["domain"]["tokens"]}
+    assert "zentrofax" in tokens and summary["generated"] == ["terms", "dictionary", "train"]

@@ -1,0 +1,60 @@
+"""Dictionary harvesting: definitional patterns, the context fallback, examples, user entries win."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparse_adapt.corpus.harvest import build_dictionary
+from sparse_adapt.corpus.text import locate_terms
+from sparse_adapt.data import DataError, DictionaryEntry, Document
+
+DOCS = [
+    Document("d1", "Teams file reports every week. The Zentrofax is a pump that moves coolant through the reactor loop."),
+    Document("d2", "Check the Zentrofax seals monthly because worn seals leak coolant into the pit."),
+    Document("d3", "A zentrofax rated at 40 bar replaced the old pump in the reactor loop."),
+    Document("d4", "Operators log the Qvirrel reading before every shift change at the control desk."),
+    Document("d5", "The night shift copies the Qvirrel reading into the control desk log."),
+]
+
+
+def test_definitional_pattern_becomes_the_definition():
+    groups = locate_terms(DOCS, {"jargon": ["Zentrofax", "zentrofax"]})
+    [entry] = build_dictionary(DOCS, groups)
+    assert entry["term"] == "Zentrofax"  # the spelling the corpus uses most
+    assert entry["definition"] == "a pump that moves coolant through the reactor loop"
+    assert entry["harvested"]["definition"] == "d1: is a"
+    # examples: usage windows from other documents first, each containing the term
+    assert entry["harvested"]["examples"][:2] == ["d2", "d3"]
+    assert all("zentrofax" in e.casefold() for e in entry["examples"])
+    assert len(entry["examples"]) == 3 and all(len(e.split()) <= 10 for e in entry["examples"])
+
+
+def test_without_a_pattern_the_most_typical_sentence_is_used():
+    groups = locate_terms(DOCS, {"jargon": ["Qvirrel"]})
+    [entry] = build_dictionary(DOCS, groups)
+    assert entry["harvested"]["definition"].endswith(": context")
+    assert "Qvirrel reading" in entry["definition"] and entry["examples"]
+
+
+def test_user_entries_are_kept_first_and_win():
+    mine = DictionaryEntry("Zentrofax", "my own definition", ("my example",))
+    groups = locate_terms(DOCS, {"jargon": ["Zentrofax", "Qvirrel"]})
+    records = build_dictionary(DOCS, groups, existing=[mine])
+    assert records[0] == {"term": "Zentrofax", "definition": "my own definition", "examples": ["my example"]}
+    assert [r["term"] for r in records] == ["Zentrofax", "Qvirrel"] and "harvested" in records[1]
+
+
+def test_a_multi_word_user_entry_covers_its_words():
+    mine = DictionaryEntry("Qvirrel reading", "a gauge value", ("the Qvirrel reading",))
+    records = build_dictionary(DOCS, locate_terms(DOCS, {"jargon": ["Qvirrel"]}), existing=[mine])
+    assert len(records) == 1 and "harvested" not in records[0]
+
+
+def test_a_term_absent_from_the_corpus_is_refused_by_name():
+    with pytest.raises(DataError, match="occur in no document of the corpus: Nonexistium"):
+        locate_terms(DOCS, {"jargon": ["Zentrofax", "Nonexistium"]}, "terms.json")
+
+
+def test_a_term_inside_a_longer_word_does_not_count():
+    with pytest.raises(DataError, match="Zentro"):
+        locate_terms(DOCS, {"jargon": ["Zentro"]})

@@ -1,0 +1,59 @@
+"""Term mining: shapes, wordfreq rarity, piece counts, score parts, the spec's format, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparse_adapt.corpus.mining import MiningError, mine_terms, shape, terms_json
+from sparse_adapt.data import Document, load_documents
+from sparse_adapt.defaults import BUNDLED
+from tests.conftest import _tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return _tokenizer()  # bert-base-uncased vocabulary, as offline-minilm and offline-splade-tiny
+
+
+@pytest.mark.parametrize("word, category, unusual", [
+    ("XR-7200", "codes", True), ("HV-31a", "codes", True), ("PRVT", "acronyms", True), ("cQTx", "acronyms", True),
+    ("OAuth2", "acronyms", True), ("gatrocraptic", "jargon", False), ("agent-package", "jargon", True),
+])
+def test_shape_categories(word, category, unusual):
+    assert shape(word) == (category, unusual)
+
+
+def test_gatrocraptic_ranks_top_5_on_the_bundled_corpus(tokenizer):
+    candidates = mine_terms(load_documents(BUNDLED.docs), tokenizer)
+    top5 = [c.term.casefold() for c in candidates[:5]]
+    assert "gatrocraptic" in top5
+    first = candidates[0]
+    assert first.term == "Gatrocraptic" and first.category == "jargon"
+    assert first.pieces == ["ga", "##tro", "##cr", "##ap", "##tic"] and first.zipf == 0.0 and first.documents == 5
+    for c in candidates:
+        assert c.score == pytest.approx(sum(c.parts.values()))
+    assert [c.score for c in candidates] == sorted((c.score for c in candidates), reverse=True)
+
+
+def test_common_english_and_single_document_words_are_not_terms(tokenizer):
+    docs = [
+        Document("a", "The Zentrofax pump and the general database."),
+        Document("b", "Zentrofax pumps need the general database and Qvirrel once."),
+        Document("c", "A general database."),
+    ]
+    terms = [c.term for c in mine_terms(docs, tokenizer)]
+    assert terms == ["Zentrofax"]  # "database"/"general" are common English; "Qvirrel" is in one document
+    assert [c.term for c in mine_terms(docs, tokenizer, min_count=1)][:2] == ["Zentrofax", "Qvirrel"]
+
+
+def test_terms_json_is_the_spec_format_with_every_spelling(tokenizer):
+    docs = [Document("a", "Zentrofax and XR-7200 with PRVT."), Document("b", "zentrofax, XR-7200 and PRVT again.")]
+    assert terms_json(mine_terms(docs, tokenizer)) == {
+        "jargon": ["Zentrofax", "zentrofax"], "acronyms": ["PRVT"], "codes": ["XR-7200"],
+    }
+
+
+def test_corpus_without_candidates_is_a_clear_error(tokenizer):
+    docs = [Document("a", "The cat sat on the mat."), Document("b", "The dog sat on the cat.")]
+    with pytest.raises(MiningError, match="no candidate domain terms in 2 documents"):
+        mine_terms(docs, tokenizer)

