@@ -23,6 +23,14 @@ def register(app: typer.Typer) -> None:
         ),
         config: Optional[Path] = typer.Option(None, "--config", help="JSON or TOML overrides, by stage section."),
         seed: int = typer.Option(0, "--seed", help="Seeds python, numpy and torch; a rerun reproduces the run."),
+        valid: Optional[Path] = typer.Option(
+            None, "--valid", help="Validation queries of distill (train.jsonl format): evaluated every epoch, best "
+            "epoch kept. Default: distill.valid_fraction of --train (0: no validation).",
+        ),
+        reference: Optional[str] = typer.Option(
+            None, "--reference", help="Frozen model for knowledge preservation and the validation baseline "
+            "(default: --base; give the original base when --base is a checkpoint of an earlier run).",
+        ),
     ) -> None:
         """Run the stages on BASE; rerunning the same command resumes after the last completed stage."""
         from sparse_adapt.cli.output import console, rich_hooks
@@ -31,6 +39,6 @@ def register(app: typer.Typer) -> None:
         with rich_hooks() as hooks:
             final = run_pipeline(
                 base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train_file, out=out,
-                stages=stages, config=config, seed=seed, hooks=hooks,
+                stages=stages, config=config, seed=seed, hooks=hooks, valid=valid, reference=reference,
             )
         console.print(f"model: {final}")

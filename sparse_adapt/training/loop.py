@@ -80,8 +80,12 @@ def run_loop(
     log: Callable[[dict], None],
     hooks: Hooks = SILENT,
     step_line: Callable[[int, dict[str, float]], str] | None = None,
+    on_epoch_end: Callable[[int], bool] | None = None,
 ) -> LoopResult:
-    """Train ``model`` (in place) for ``cfg.epochs`` over ``n_items`` items."""
+    """Train ``model`` (in place) for ``cfg.epochs`` over ``n_items`` items.
+
+    ``on_epoch_end(epoch)`` (1-based) runs after each epoch; returning True stops early.
+    """
     n_batches = (n_items + cfg.batch_size - 1) // cfg.batch_size
     total = cfg.epochs * n_batches
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
@@ -115,5 +119,11 @@ def run_loop(
         if counted:
             result.epoch_means.append({k: v / counted for k, v in sums.items()})
             hooks.message(f"{cfg.name}: epoch {epoch + 1}/{cfg.epochs} done. Avg loss: {result.epoch_means[-1]['loss']:.4f}")
+        if on_epoch_end is not None:
+            model.eval()  # evaluation inside the callback must not see dropout
+            stop = on_epoch_end(epoch + 1)
+            model.train()
+            if stop:
+                break
     model.eval()
     return result

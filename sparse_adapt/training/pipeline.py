@@ -38,10 +38,11 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _load_inputs(corpus: Path, terms: Path, dictionary: Path, train: Path) -> TrainData:
+def _load_inputs(corpus: Path, terms: Path, dictionary: Path, train: Path, valid: Path | None = None) -> TrainData:
     return TrainData(
         documents=load_documents(corpus), terms=load_domain_terms(terms),
         dictionary=load_dictionary(dictionary), train=load_train(train),
+        valid=load_train(valid) if valid is not None else None,
     )
 
 
@@ -75,9 +76,15 @@ def run_pipeline(
     config: TrainConfig | str | Path | None = None,
     seed: int = 0,
     hooks: Hooks = SILENT,
+    valid: str | Path | None = None,
+    reference: str | Path | None = None,
 ) -> Path:
     """Run ``stages`` on ``base``; returns ``OUT/final``. Inputs default to the bundled corpus.
 
+    ``valid``: validation queries of the distill stage (train.jsonl format; else
+    ``distill.valid_fraction`` of ``train``). ``reference``: the frozen model that knowledge
+    preservation and validation compare with (default ``base``; give the original base when
+    ``base`` is a checkpoint of an earlier run, e.g. to rerun only distill).
     Rerunning with the same arguments resumes after the last completed stage.
     """
     names = parse_stages(stages)
@@ -87,12 +94,17 @@ def run_pipeline(
         "corpus": bundled(corpus, "docs"), "terms": bundled(terms, "terms"),
         "dictionary": bundled(dictionary, "dictionary"), "train": bundled(train, "train"),
     }
+    if valid is not None:
+        paths["valid"] = Path(valid)
     data = _load_inputs(**paths)  # validate every input before any training or writing
     out = Path(out)
+    reference = base if reference is None else reference
     manifest = {
         "stages": names, "config": cfg.to_dict(), "seed": int(seed), "base": str(base),
         "inputs": {k: _sha256(p) for k, p in paths.items()},
     }
+    if str(reference) != str(base):  # only then: manifests of earlier runs stay valid
+        manifest["reference"] = str(reference)
     _check_manifest(out, manifest)
     out.mkdir(parents=True, exist_ok=True)
     if not (out / RUN_FILE).is_file():
@@ -117,7 +129,9 @@ def run_pipeline(
     for i in range(start, len(names)):
         name = names[i]
         stage = STAGES[name]()
-        ctx = StageContext(data=data, config=cfg, seed=int(seed) + ORDER.index(name), log=log, hooks=hooks)
+        ctx = StageContext(
+            data=data, config=cfg, seed=int(seed) + ORDER.index(name), log=log, hooks=hooks, reference=reference,
+        )
         log({"event": "stage_start", "stage": name, "time": time.time()})
         t0 = time.perf_counter()
         stage.run(splade, ctx)
