@@ -1,6 +1,7 @@
 """The ``sparse-adapt`` command line: the app, global options and error handling. Each
-group of commands lives in its own module here (``model.py``, ``train.py``, ``evaluate.py``,
-``diagnose.py``, ``lucene.py``, ``report.py``) and is registered below.
+group of commands lives in its own module here (``model.py``, ``train.py``, ``tune.py``,
+``evaluate.py``, ``diagnose.py``, ``lucene.py``, ``report.py``, ``benchmark.py``) and is
+registered below.
 
 The CLI sits above the core (``sparse_adapt`` without ``cli``/``report``) and the
 ``diagnostics`` package: it imports both, neither imports it.
@@ -38,9 +39,9 @@ def _global_options(
 
 
 def _register_commands() -> None:
-    from sparse_adapt.cli import diagnose, evaluate, lucene, model, report, train
+    from sparse_adapt.cli import benchmark, diagnose, evaluate, lucene, model, report, train, tune
 
-    for module in (model, train, evaluate, diagnose, lucene, report):
+    for module in (model, train, tune, evaluate, diagnose, lucene, report, benchmark):
         module.register(app)
 
 

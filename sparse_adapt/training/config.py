@@ -130,6 +130,9 @@ class DistillConfig:
     control_penalty: float = 2.0
     # Stop after this many epochs without a better objective (0 = run every epoch).
     patience: int = 0
+    # Each dictionary definition becomes one more training query (sparse_adapt/training/definitions.py)
+    # with this many hard negatives from the documents naming no domain term; 0 = off.
+    definition_negatives: int = 0
 
     def validate(self, section: str) -> None:
         from sparse_adapt.losses.preservation import FORMS
@@ -138,7 +141,7 @@ class DistillConfig:
         for key in ("lr", "batch_size", "max_grad_norm", "temperature", "log_every"):
             _positive(section, key, getattr(self, key))
         for key in ("weight_decay", "kd", "ret", "sp", "dom", "ctr", "qexp", "tau_min", "margin", "sp_warmup_steps",
-                    "pres", "control_penalty", "patience"):
+                    "pres", "control_penalty", "patience", "definition_negatives"):
             _positive(section, key, getattr(self, key), allow_zero=True)
         if self.pres_form not in FORMS:
             raise ConfigError(f"{section}.pres_form must be one of {', '.join(FORMS)}, got {self.pres_form!r}")

@@ -21,6 +21,7 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import domain_token_ids, extend_vocabulary
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.config import DictionaryConfig, MLMConfig, TrainConfig
+from sparse_adapt.training.definitions import definition_examples
 from sparse_adapt.training.loop import LoopConfig, run_loop, seed_everything
 from sparse_adapt.training.masking import mask_tokens, occurrences, span_occurrences
 from sparse_adapt.training.reference import ReferenceVectors, load_reference
@@ -179,6 +180,10 @@ class DistillStage(Stage):
             ctx.hooks.message(f"distill: {len(valid)} of {len(ctx.data.train)} training queries held out for validation")
         if not examples:
             raise ConfigError("distill: no training query left after holding out the validation queries")
+        if cfg.definition_negatives > 0:
+            extra = definition_examples(ctx.data.dictionary, ctx.data.documents, terms, splade, cfg.definition_negatives)
+            examples = [*examples, *extra]
+            ctx.hooks.message(f"distill: {len(extra)} definition queries added ({cfg.definition_negatives} hard negatives each)")
         domain = domain_token_ids(splade, ctx.data.terms)
         ctx.hooks.message(f"distill: {len(domain)} domain token ids in D: {' '.join(splade.tokenizer.convert_ids_to_tokens(domain))}")
         ref_vectors, selector = None, None

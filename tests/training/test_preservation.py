@@ -13,7 +13,13 @@ from sparse_adapt.losses.preservation import FORMS, PreservationLoss, general_co
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.training.config import ConfigError, config_from_dict
 from sparse_adapt.training.pipeline import run_pipeline
-from tests.training.test_stages import SMALL, _jsonl, tiny_dir  # noqa: F401 (fixture)
+from tests.report.test_report import tiny_base
+from tests.training.test_stages import SMALL, _jsonl
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory):
+    return tiny_base(tmp_path_factory.mktemp("pres") / "base")
 
 
 def test_general_columns_drop_domain_ids_and_columns_the_reference_lacks():
@@ -83,7 +89,7 @@ def _distance_from_reference(model_dir, reference_dir, texts) -> float:
     return float(((a - b) ** 2).sum())
 
 
-def test_preservation_keeps_general_vectors_closer_to_the_reference(tiny_dir, tmp_path):
+def test_preservation_keeps_general_vectors_closer_to_the_reference(base_dir, tmp_path):
     docs = [
         {"doc_id": "g1", "text": "The relay race team passed the baton at the depot."},
         {"doc_id": "g2", "text": "A bus depot stores buses overnight."},
@@ -104,9 +110,9 @@ def test_preservation_keeps_general_vectors_closer_to_the_reference(tiny_dir, tm
     distance = {}
     for pres in (0.0, 50.0):
         cfg = {**SMALL, "distill": {**SMALL["distill"], "epochs": 4, "lr": 3e-3, "pres": pres}}
-        final = run_pipeline(base=str(tiny_dir), out=tmp_path / f"p{pres}", stages=("extend", "distill"),
+        final = run_pipeline(base=str(base_dir), out=tmp_path / f"p{pres}", stages=("extend", "distill"),
                              config=config_from_dict(cfg), seed=0, **files)
-        distance[pres] = _distance_from_reference(final, tiny_dir, general)
+        distance[pres] = _distance_from_reference(final, base_dir, general)
         log = [json.loads(x) for x in (tmp_path / f"p{pres}" / "train_log.jsonl").read_text().splitlines()]
         steps = [r for r in log if r.get("stage") == "distill" and "step" in r]
         assert all("pres" in r for r in steps)
