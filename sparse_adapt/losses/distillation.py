@@ -117,7 +117,7 @@ class DistillationLoss(nn.Module):
             terms["pres"] = self.pres(
                 query_weights=query_weights, doc_weights=doc_weights, ref_query_weights=ref_query_weights,
                 ref_doc_weights=ref_doc_weights, general_queries=general_queries, general_docs=general_docs,
-                domain_ids=domain_ids, student=student, mask=mask,
+                student=student, mask=mask,
                 ref_scores=torch.einsum("bv,bnv->bn", ref_query_weights, ref_docs),
             )
         scale = {"sp": sparsity_ramp(step, self.sp_warmup_steps)}

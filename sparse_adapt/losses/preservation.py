@@ -10,38 +10,27 @@ the targets, so no extra data and no extra encoding is needed.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable
 
 import torch
 from torch import nn
 
 
-def general_columns(n_columns: int, n_reference: int, domain_ids: Sequence[int], device) -> torch.Tensor:
-    """(n_columns,) float mask: 1 on the reference's vocabulary ``[0, n_reference)`` minus ``D``.
+def vector_preservation(student: torch.Tensor, reference: torch.Tensor, selected: torch.Tensor) -> torch.Tensor:
+    """Mean over selected texts of ``sum_t (w^t - w_ref^t)^2`` over the student's vocabulary.
 
-    Extending the vocabulary appends rows, so the first ``n_reference`` ids mean the same
-    token in student and reference; domain ids are left free to move.
-    """
-    keep = torch.zeros(n_columns, device=device)
-    keep[: min(n_columns, n_reference)] = 1.0
-    if len(domain_ids):
-        keep[torch.as_tensor(list(domain_ids), device=device)] = 0.0
-    return keep
-
-
-def vector_preservation(
-    student: torch.Tensor, reference: torch.Tensor, selected: torch.Tensor, keep: torch.Tensor
-) -> torch.Tensor:
-    """Mean over selected texts of ``sum_{t in V_ref \\ D} (w^t - w_ref^t)^2``.
-
-    student: (X, V) vectors; reference: (X, V_ref) frozen vectors of the same texts;
-    selected: (X,) bool; keep: (V,) from :func:`general_columns`.
+    student: (X, V) vectors; reference: (X, V_ref) frozen vectors of the same texts, V_ref <= V;
+    selected: (X,) bool. Extending the vocabulary appends ids, so the first ``V_ref`` ids
+    mean the same token in both; the reference never fires an added id, so its weight there
+    is 0: a text the domain does not concern must not start firing the new terms either.
     """
     if not selected.any():
         return student.new_zeros(())
+    s = student[selected]  # (X', V)
     n = reference.shape[1]
-    diff = (student[selected, :n] - reference[selected]) * keep[:n]  # (X', V_ref)
-    return (diff**2).sum(1).mean()
+    near = ((s[:, :n] - reference[selected]) ** 2).sum(1)  # (X',)
+    added = (s[:, n:] ** 2).sum(1)  # (X',)
+    return (near + added).mean()
 
 
 def score_preservation(student: torch.Tensor, reference: torch.Tensor, selected: torch.Tensor) -> torch.Tensor:
@@ -61,12 +50,12 @@ class PreservationLoss(nn.Module):
 
     .. math::
 
-        \\mathcal{L}_{pres} = \\frac{1}{|X_0|} \\sum_{x \\in X_0} \\sum_{t \\in V_{ref} \\setminus D}
-            (w_x^t - \\bar{w}_x^t)^2
+        \\mathcal{L}_{pres} = \\frac{1}{|X_0|} \\sum_{x \\in X_0} \\sum_{t \\in V} (w_x^t - \\bar{w}_x^t)^2
 
     where ``X_0`` are the batch's texts the domain does not concern (documents containing no
-    domain token, queries with no domain token among their positives' tokens), ``w̄`` the
-    reference model's vectors of the same texts and ``V_ref`` its vocabulary.
+    domain token; queries containing none whose positives contain none either), ``w̄`` the
+    reference model's vectors of the same texts, 0 on the ids the reference lacks (the added
+    domain tokens: a control query must not start firing them).
 
     Form ``"scores"``:
 
@@ -92,9 +81,8 @@ class PreservationLoss(nn.Module):
 
 def _vectors(i: dict) -> torch.Tensor:
     q, d = i["query_weights"], i["doc_weights"]
-    keep = general_columns(q.shape[1], i["ref_query_weights"].shape[1], i["domain_ids"], q.device)
-    lq = vector_preservation(q, i["ref_query_weights"], i["general_queries"], keep)
-    ld = vector_preservation(d, i["ref_doc_weights"], i["general_docs"], keep)
+    lq = vector_preservation(q, i["ref_query_weights"], i["general_queries"])
+    ld = vector_preservation(d, i["ref_doc_weights"], i["general_docs"])
     # Weight each side by its number of selected texts: the mean over all of X_0.
     cq, cd = float(i["general_queries"].sum()), float(i["general_docs"].sum())
     if cq + cd == 0:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from sparse_adapt.losses import TERMS, DistillationLoss
-from sparse_adapt.losses.preservation import FORMS, PreservationLoss, general_columns
+from sparse_adapt.losses.preservation import FORMS, PreservationLoss
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.training.config import ConfigError, config_from_dict
 from sparse_adapt.training.pipeline import run_pipeline
@@ -22,23 +22,23 @@ def base_dir(tmp_path_factory):
     return tiny_base(tmp_path_factory.mktemp("pres") / "base")
 
 
-def test_general_columns_drop_domain_ids_and_columns_the_reference_lacks():
-    keep = general_columns(6, 5, [1, 5], "cpu")
-    assert keep.tolist() == [1, 0, 1, 1, 1, 0]
-
-
-def test_vector_form_is_mean_squared_distance_of_selected_texts_on_general_columns():
-    # V = 4 (column 3 is a new domain token the reference lacks), V_ref = 3, D = {1, 3}
+def test_vector_form_is_mean_squared_distance_of_selected_texts_added_ids_against_zero():
+    # V = 4, V_ref = 3: column 3 is a token the vocabulary extension added (reference weight 0)
     q = torch.tensor([[1.0, 5.0, 2.0, 9.0], [7.0, 7.0, 7.0, 7.0]])
     ref_q = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
     d = torch.tensor([[2.0, 0.0, 0.0, 4.0]])
     ref_d = torch.tensor([[1.0, 3.0, 1.0]])
     loss = PreservationLoss("vectors")(
-        query_weights=q, doc_weights=d, ref_query_weights=ref_q, ref_doc_weights=ref_d, domain_ids=[1, 3],
+        query_weights=q, doc_weights=d, ref_query_weights=ref_q, ref_doc_weights=ref_d,
         general_queries=torch.tensor([True, False]), general_docs=torch.tensor([True]),
     )
-    # query 0: (1-0)^2 + (2-0)^2 = 5 (columns 1 and 3 ignored); query 1 not selected; doc: 1 + 1 = 2
-    assert loss.item() == pytest.approx((5 + 2) / 2)
+    # query 0: 1 + 25 + 4 + 81 (the added id) = 111; query 1 not selected; doc: 1 + 9 + 1 + 16 = 27
+    assert loss.item() == pytest.approx((111 + 27) / 2)
+    nothing = PreservationLoss("vectors")(
+        query_weights=q, doc_weights=d, ref_query_weights=ref_q, ref_doc_weights=ref_d,
+        general_queries=torch.tensor([False, False]), general_docs=torch.tensor([False]),
+    )
+    assert nothing.item() == 0.0
 
 
 def test_score_form_is_mse_over_candidates_of_selected_queries():
@@ -76,6 +76,7 @@ def test_distillation_applies_preservation_only_to_texts_the_domain_does_not_con
     without_ref = fn(**kw)
     assert without_ref["pres"].item() == 0.0
     out = fn(**kw, ref_query_weights=ref_q, ref_doc_weights=ref_d)
+    # (column 3 is the added domain token: reference weight 0 there)
     # query 0: (1-0)^2 = 1; doc1: (1-1)^2 + (1-0)^2 = 1; query 1 and doc0 (domain) ignored
     assert out["pres"].item() == pytest.approx((1 + 1) / 2)
     assert out["total"].item() == pytest.approx(without_ref["total"].item() + 2.0 * 1.0)
