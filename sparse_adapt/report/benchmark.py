@@ -1,11 +1,14 @@
 """The benchmark: one config on several domains and seeds, base vs adapted per query group,
 and an ablation that removes each loss term in turn.
 
-``build_benchmark(BenchmarkInputs(...))`` trains (or resumes) H4 per domain and seed under
-``OUT/runs/<domain>/seed<k>`` with :func:`sparse_adapt.training.pipeline.run_pipeline`,
-and, for the ablation, reruns only the distill stage from that run's ``dictionary``
-checkpoint with one loss weight set to 0 (``OUT/ablation/<domain>/seed<k>/no-<term>``;
-the reference of preservation and validation stays ``--base``). Every model is scored
+``build_benchmark(BenchmarkInputs(...))`` trains (or resumes) H4 per domain and seed with
+:func:`sparse_adapt.training.pipeline.run_pipeline`: the MLM stages (extend, warmup,
+dictionary) into ``OUT/prefix/<domain>/seed<k>``, then distill from that ``dictionary``
+checkpoint into ``OUT/runs/<domain>/seed<k>`` (the same seeds and weights as one H4 run;
+the reference of preservation and validation stays ``--base``). The ablation reruns only
+distill from the same checkpoint with one loss weight set to 0
+(``OUT/ablation/<domain>/seed<k>/no-<term>``); the prefix is shared, so a config that only
+changes distill settings reuses it. Every model is scored
 like ``sparse-adapt evaluate`` (exact dot products over the domain's documents, ranx
 nDCG@10), per group of ``query_groups.json``. Writes ``OUT/benchmark.json`` and
 ``OUT/benchmark.md`` (tables in ``benchmark_md.py``).
@@ -33,6 +36,9 @@ from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.report.benchmark_md import HELDOUT, METRIC, render_benchmark
 from sparse_adapt.training.config import TrainConfig, load_config
 from sparse_adapt.training.stages import EXPERIMENTS
+
+# H4 runs as its MLM prefix (OUT/prefix/<domain>/seed<k>) then distill (OUT/runs/...).
+PREFIX = tuple(s for s in EXPERIMENTS["H4"] if s != "distill")
 
 SCHEMA = "sparse-adapt.benchmark/1"
 FILES = {
@@ -164,9 +170,18 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         scores = evalsets[d.name].scores(SpladeEncoder.from_pretrained(final))
         return Measured(d.name, d.split, seed, variant, scores, str(final), _distill_info(final.parent))
 
+    def prefix(d: BenchDomain, seed: int) -> Path:
+        """The MLM stages, shared by the full run and every ablation of this domain and seed."""
+        out_dir = out / "prefix" / d.name / f"seed{seed}"
+        return train(d, seed, out_dir, base=inputs.base, stages=PREFIX, config=cfg).parent / "dictionary"
+
+    def distill(d: BenchDomain, seed: int, run_dir: Path, config: TrainConfig) -> Path:
+        # seed + 3 for distill either way (stages.ORDER), so this equals the distill of one H4 run.
+        return train(d, seed, run_dir, base=prefix(d, seed), reference=inputs.base, stages=("distill",), config=config)
+
     def main_run(d: BenchDomain, seed: int) -> Path:
         hooks.message(f"--- {d.name} ({d.split}) seed {seed}: H4")
-        return train(d, seed, out / "runs" / d.name / f"seed{seed}", base=inputs.base, stages=EXPERIMENTS["H4"], config=cfg)
+        return distill(d, seed, out / "runs" / d.name / f"seed{seed}", cfg)
 
     for d in domains:
         results.append(Measured(d.name, d.split, None, "base", base_scores[d.name], inputs.base))
@@ -183,10 +198,7 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
                 if getattr(cfg.distill, term) == 0:
                     continue  # already off in this config: the full run is this variant
                 hooks.message(f"--- ablation {d.name} seed {seed}: without {term}")
-                final = train(
-                    d, seed, out / "ablation" / d.name / f"seed{seed}" / f"no-{term}", base=full.parent / "dictionary",
-                    reference=inputs.base, stages=("distill",), config=without(cfg, term),
-                )
+                final = distill(d, seed, out / "ablation" / d.name / f"seed{seed}" / f"no-{term}", without(cfg, term))
                 results.append(measure(d, seed, f"no-{term}", final))
     report = {
         "schema": SCHEMA,
@@ -207,5 +219,6 @@ def check_out(out: Path) -> None:
     """Refuse to write into a non-empty directory that is not a benchmark of ours."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a directory")
-    if out.is_dir() and any(out.iterdir()) and not ((out / "runs").is_dir() or (out / "benchmark.json").is_file()):
+    ours = (out / "runs").is_dir() or (out / "prefix").is_dir() or (out / "benchmark.json").is_file()
+    if out.is_dir() and any(out.iterdir()) and not ours:
         raise ConfigError(f"--out {out} is not empty and holds no benchmark: refusing to write into it")

@@ -4,7 +4,7 @@
 checkpoint to ``OUT/<stage>/`` after each (atomically: the directory appears only when
 complete), so rerunning the same command resumes after the last completed stage. The
 result is copied to ``OUT/final``. ``OUT/run.json`` records what the run is (stages,
-config, seed, base, input file hashes); a rerun that differs is refused instead of mixing
+the config sections of those stages, seed, base, input file hashes); a rerun that differs is refused instead of mixing
 checkpoints of two different runs. Every optimiser step goes to ``OUT/train_log.jsonl``.
 """
 
@@ -99,8 +99,11 @@ def run_pipeline(
     data = _load_inputs(**paths)  # validate every input before any training or writing
     out = Path(out)
     reference = base if reference is None else reference
+    # Only the settings of the stages this run has: changing distill settings does not
+    # invalidate a run of the MLM stages (the benchmark and tune share such a prefix).
+    settings = {k: v for k, v in cfg.to_dict().items() if k in names}
     manifest = {
-        "stages": names, "config": cfg.to_dict(), "seed": int(seed), "base": str(base),
+        "stages": names, "config": settings, "seed": int(seed), "base": str(base),
         "inputs": {k: _sha256(p) for k, p in paths.items()},
     }
     if str(reference) != str(base):  # only then: manifests of earlier runs stay valid

@@ -60,6 +60,7 @@ def test_benchmark_trains_each_seed_ablates_each_term_and_writes_tables(base_dir
         run = json.loads((out / "ablation" / "mini" / "seed0" / f"no-{t}" / "run.json").read_text())
         assert run["config"]["distill"][t] == 0.0 and run["stages"] == ["distill"]
         assert run["reference"] == str(base_dir)
+        assert run["base"] == str(out / "prefix" / "mini" / "seed0" / "dictionary")  # shared MLM prefix
     assert all(r["split"] == "outside" for r in report["results"])
     md = (out / "benchmark.md").read_text()
     assert "| mini | outside | heldout-domain-semantic | 1 |" in md
@@ -68,7 +69,9 @@ def test_benchmark_trains_each_seed_ablates_each_term_and_writes_tables(base_dir
     code = main(["benchmark", "--out", str(out), "--domains", str(domain), "--seeds", "0", "--base", str(base_dir),
                  "--config", str(config)])
     assert code == 0
-    assert "resuming: extend, warmup, dictionary, distill already complete" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "resuming: extend, warmup, dictionary already complete" in printed
+    assert "resuming: distill already complete" in printed
 
 
 def test_unknown_domain_is_one_error_line(tmp_path, capsys):

@@ -85,3 +85,24 @@ def test_tune_cli_best_toml_is_accepted_by_train(tiny_dir, inputs, tmp_path, cap
                  "--config", str(tmp_path / "study" / "best.toml")])
     assert code == 0, capsys.readouterr()
     assert (tmp_path / "run" / "final" / "config.json").is_file()
+
+
+def test_a_run_of_the_mlm_stages_survives_a_change_of_distill_settings(tiny_dir, inputs, tmp_path):
+    # tune and benchmark share one MLM prefix across distill configs: its manifest holds
+    # only the sections of its own stages.
+    from sparse_adapt.training.config import config_from_dict
+    from sparse_adapt.training.pipeline import RunMismatchError, run_pipeline
+    from sparse_adapt.progress import Hooks
+
+    out = tmp_path / "prefix"
+    stages = ("extend", "warmup")
+    run_pipeline(base=str(tiny_dir), out=out, stages=stages, config=config_from_dict(SMALL), seed=0, **inputs)
+    assert set(json.loads((out / "run.json").read_text())["config"]) == {"warmup"}
+    messages = []
+    other = {**SMALL, "distill": {**SMALL["distill"], "lr": 0.5}}
+    run_pipeline(base=str(tiny_dir), out=out, stages=stages, config=config_from_dict(other), seed=0,
+                 hooks=Hooks(message=messages.append), **inputs)
+    assert any("resuming: extend, warmup already complete" in m for m in messages)
+    changed = {**SMALL, "warmup": {**SMALL["warmup"], "lr": 0.5}}
+    with pytest.raises(RunMismatchError, match="config differ"):
+        run_pipeline(base=str(tiny_dir), out=out, stages=stages, config=config_from_dict(changed), seed=0, **inputs)
