@@ -3,10 +3,12 @@
 A dictionary entry says in plain words what a term means; a user who does not know the
 term describes it in such words. So each entry becomes one training query: its definition
 (which never needs to name the term), with the corpus documents that name the term as
-positives and the documents naming no domain term that the starting model ranks highest
-for it as hard negatives. All seven distillation terms then act on it like on a teacher-
-scored query: query expansion makes the definition fire the term, ranking and contrast
-put the term's documents above look-alike distractors.
+positives and the other documents that the starting model ranks highest for it as hard
+negatives: look-alike distractors and documents about the domain's *other* terms (without
+those, a definition query learns to fire every domain term, and a query naming one
+product code starts retrieving the others). All seven distillation terms then act on it
+like on a teacher-scored query: query expansion makes the definition fire its term,
+ranking and contrast put the term's documents above the negatives.
 
 The scores stand in for a teacher's on the scale of ``train.jsonl`` (positives up to 10,
 hard negatives -8): :data:`POSITIVE` and :data:`NEGATIVE`.
@@ -41,7 +43,6 @@ def definition_examples(
     from sparse_adapt.retrieval.evaluation import score_in_memory
     from sparse_adapt.data import Query
 
-    general = [d for d in documents if not _names(d.text, terms)]
     chosen = []
     for i, entry in enumerate(dictionary):
         positives = [d for d in documents if _names(d.text, entry_words(entry, terms))]
@@ -49,11 +50,13 @@ def definition_examples(
             chosen.append((f"definition-{i + 1}", entry, positives))
     if not chosen:
         return []
-    run = score_in_memory(splade, general, [Query(qid, e.definition) for qid, e, _ in chosen]) if general else {}
+    run = score_in_memory(splade, documents, [Query(qid, e.definition) for qid, e, _ in chosen])
     out = []
     for qid, entry, positives in chosen:
         scored = run.get(qid, {})
-        ranked = sorted(general, key=lambda d: (-scored.get(d.doc_id, 0.0), d.doc_id))[:negatives]
+        named = {d.doc_id for d in positives}
+        others = [d for d in documents if d.doc_id not in named]
+        ranked = sorted(others, key=lambda d: (-scored.get(d.doc_id, 0.0), d.doc_id))[:negatives]
         docs = [*positives, *ranked]
         out.append(TrainExample(
             qid, entry.definition, tuple(d.doc_id for d in docs), tuple(d.text for d in docs),

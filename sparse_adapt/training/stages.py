@@ -180,6 +180,7 @@ class DistillStage(Stage):
             ctx.hooks.message(f"distill: {len(valid)} of {len(ctx.data.train)} training queries held out for validation")
         if not examples:
             raise ConfigError("distill: no training query left after holding out the validation queries")
+        extra = []
         if cfg.definition_negatives > 0:
             extra = definition_examples(ctx.data.dictionary, ctx.data.documents, terms, splade, cfg.definition_negatives)
             examples = [*examples, *extra]
@@ -216,7 +217,8 @@ class DistillStage(Stage):
             on_epoch_end=selector.epoch_end if selector is not None else None,
         )
         last = {("total" if k == "loss" else k): v for k, v in result.last.items()}
-        ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "last": last, "domain_ids": domain}
+        ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "last": last, "domain_ids": domain,
+                    "definition_queries": [ex.qid for ex in extra]}
         if selector is not None:
             sel = selector.restore()
             ctx.info.update(

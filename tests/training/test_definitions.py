@@ -27,7 +27,7 @@ def test_entry_words_are_the_domain_terms_inside_its_name_else_the_name():
     assert entry_words(DictionaryEntry("ZFV", "x", ("y",)), TERMS) == ["ZFV"]
 
 
-def test_positives_name_the_term_negatives_name_no_term_and_rank_highest(tiny_bert):
+def test_positives_name_the_term_negatives_are_the_top_ranked_others(tiny_bert):
     entries = [DictionaryEntry("Fenwarra starter", "a cold-tolerant rye sourdough starter", ("z",)),
                DictionaryEntry("Umbrase", "a flour enzyme that keeps the crumb soft", ("z",)),
                DictionaryEntry("Blorp", "never used anywhere", ("z",))]
@@ -35,9 +35,12 @@ def test_positives_name_the_term_negatives_name_no_term_and_rank_highest(tiny_be
     assert [ex.query for ex in out] == [entries[0].definition, entries[1].definition]  # Blorp: no document
     first = out[0]
     assert first.doc_ids[0] == "a" and first.teacher_scores[0] == POSITIVE
-    assert set(first.doc_ids[1:]) <= {"b", "d", "e"} and len(first.doc_ids) == 3  # never c (names umbrase)
+    assert "a" not in first.doc_ids[1:] and len(first.doc_ids) == 3  # negatives: 2 documents not naming it
     assert first.teacher_scores[1:] == (NEGATIVE, NEGATIVE)
-    assert out[1].doc_ids[0] == "c" and "a" not in out[1].doc_ids
+    assert out[1].doc_ids[0] == "c" and "c" not in out[1].doc_ids[1:]
+    # every other document is a candidate negative, those about other terms included
+    wide = definition_examples(entries, DOCS, TERMS, tiny_bert, negatives=10)
+    assert set(wide[0].doc_ids[1:]) == {"b", "c", "d", "e"}
 
 
 def test_distill_adds_one_query_per_defined_term(tiny_dir, inputs, tmp_path):
@@ -51,5 +54,6 @@ def test_distill_adds_one_query_per_defined_term(tiny_dir, inputs, tmp_path):
     log = [json.loads(x) for x in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
     steps = [r for r in log if r.get("stage") == "distill" and "step" in r]
     assert len(steps) == 2  # (2 train + 2 definition queries) / batch 2
+    assert any("definition-1" in json.dumps(r) for r in log if r.get("event") == "stage_end")
     with pytest.raises(Exception, match="definition_negatives"):
         config_from_dict({"distill": {"definition_negatives": -1}})
