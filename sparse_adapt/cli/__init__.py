@@ -1,6 +1,7 @@
 """The ``sparse-adapt`` command line: the app, global options and error handling. Each
-group of commands lives in its own module here (``model.py``, ``train.py``, ``adapt.py``,
-``evaluate.py``, ``diagnose.py``, ``lucene.py``, ``onnx.py``, ``report.py``) and is registered below.
+group of commands lives in its own module here (``model.py``, ``train.py``, ``tune.py``,
+``adapt.py``, ``evaluate.py``, ``diagnose.py``, ``lucene.py``, ``onnx.py``, ``report.py``,
+``benchmark.py``) and is registered below.
 
 The CLI sits above the core (``sparse_adapt`` without ``cli``/``report``) and the
 ``diagnostics`` package: it imports both, neither imports it.
@@ -46,9 +47,9 @@ def _global_options(
 
 
 def _register_commands() -> None:
-    from sparse_adapt.cli import adapt, diagnose, evaluate, lucene, model, onnx, report, train
+    from sparse_adapt.cli import adapt, benchmark, diagnose, evaluate, lucene, model, onnx, report, train, tune
 
-    for module in (model, train, adapt, evaluate, diagnose, lucene, onnx, report):
+    for module in (model, train, tune, adapt, evaluate, diagnose, lucene, onnx, report, benchmark):
         module.register(app)
 
 

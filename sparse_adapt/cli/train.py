@@ -31,6 +31,14 @@ def register(app: typer.Typer) -> None:
         overwrite: bool = typer.Option(
             False, "--overwrite", help="Discard a different run found in --out (or write beside other files) instead of refusing."
         ),
+        valid: Optional[Path] = typer.Option(
+            None, "--valid", help="Validation queries of distill (train.jsonl format): evaluated every epoch, best "
+            "epoch kept. Default: distill.valid_fraction of --train (0: no validation).",
+        ),
+        reference: Optional[str] = typer.Option(
+            None, "--reference", help="Frozen model for knowledge preservation and the validation baseline "
+            "(default: --base; give the original base when --base is a checkpoint of an earlier run).",
+        ),
     ) -> None:
         """Run the stages on BASE; rerunning the same command resumes after the last completed stage."""
         from sparse_adapt.cli.output import console, rich_hooks
@@ -40,5 +48,6 @@ def register(app: typer.Typer) -> None:
             final = run_pipeline(
                 base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train_file, out=out,
                 stages=stages, config=config, seed=seed, hooks=hooks, device=device, overwrite=overwrite,
+                valid=valid, reference=reference,
             )
         console.print(f"model: {final}")

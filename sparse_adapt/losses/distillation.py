@@ -1,4 +1,5 @@
-"""The spec's six-term distillation objective, each term returned by name for logging."""
+"""The distillation objective: the spec's six terms plus knowledge preservation, each
+term returned by name for logging."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from sparse_adapt.losses.contrastive import ContrastiveLoss
 from sparse_adapt.losses.domain_hinge import DomainHingeLoss, presence
 from sparse_adapt.losses.flops import FlopsLoss
 from sparse_adapt.losses.kd import KDLoss
+from sparse_adapt.losses.preservation import PreservationLoss
 from sparse_adapt.losses.query_expansion import QueryExpansionLoss
 from sparse_adapt.losses.ranking import RankingLoss
 
-TERMS = ("kd", "ret", "sp", "dom", "ctr", "qexp")
+TERMS = ("kd", "ret", "sp", "dom", "ctr", "qexp", "pres")
 
 
 def sparsity_ramp(step: int, warmup_steps: int) -> float:
@@ -29,20 +31,22 @@ def sparsity_ramp(step: int, warmup_steps: int) -> float:
 
 
 class DistillationLoss(nn.Module):
-    """Weighted sum of the six terms:
+    """Weighted sum of the seven terms:
 
     .. math::
 
         \\mathcal{L} = \\lambda_{kd} L_{kd} + \\lambda_{ret} L_{ret} + r(step)\\,\\lambda_{sp} L_{sp}
                      + \\lambda_{dom} L_{dom} + \\lambda_{ctr} L_{ctr} + \\lambda_{qexp} L_{qexp}
+                     + \\lambda_{pres} L_{pres}
 
     with ``r`` the quadratic sparsity ramp (:func:`sparsity_ramp`). Terms:
     :class:`KDLoss`, :class:`RankingLoss` (temperature ``tau``), :class:`FlopsLoss`
     (over ``V \\ D``), :class:`DomainHingeLoss` (``tau_min``, over queries and documents),
-    :class:`ContrastiveLoss` (``margin``) and :class:`QueryExpansionLoss`.
+    :class:`ContrastiveLoss` (``margin``), :class:`QueryExpansionLoss` and
+    :class:`PreservationLoss` (``pres_form``; needs the reference vectors, else it is 0).
 
-    ``forward`` returns ``{"kd", "ret", "sp", "dom", "ctr", "qexp", "total"}``: the six
-    unweighted terms (detached, for logging) and the weighted ``total`` to backpropagate.
+    ``forward`` returns ``{"kd", "ret", "sp", "dom", "ctr", "qexp", "pres", "total"}``: the
+    seven unweighted terms (detached, for logging) and the weighted ``total`` to backpropagate.
 
     Args (forward):
         query_weights: (B, V); query_input_ids: (B, Lq).
@@ -50,15 +54,17 @@ class DistillationLoss(nn.Module):
         doc_index: (B, N) long, row of ``doc_weights`` for candidate n of query b.
         teacher: (B, N) teacher scores; mask: (B, N) bool, False on padding (then any index).
         domain_ids: ``D``; step: 1-based optimiser step for the sparsity ramp.
+        ref_query_weights: (B, V_ref), ref_doc_weights: (U, V_ref): the frozen reference
+            model's vectors of the same texts, or None (then ``pres`` is 0).
     """
 
     def __init__(
         self, *, kd: float = 1.0, ret: float = 1.0, sp: float = 1.0, dom: float = 1.0, ctr: float = 1.0,
         qexp: float = 1.0, temperature: float = 1.0, tau_min: float = 2.0, margin: float = 5.0,
-        sp_warmup_steps: int = 0,
+        sp_warmup_steps: int = 0, pres: float = 0.0, pres_form: str = "vectors",
     ):
         super().__init__()
-        self.weights = {"kd": kd, "ret": ret, "sp": sp, "dom": dom, "ctr": ctr, "qexp": qexp}
+        self.weights = {"kd": kd, "ret": ret, "sp": sp, "dom": dom, "ctr": ctr, "qexp": qexp, "pres": pres}
         for name, w in self.weights.items():
             if w < 0:
                 raise ValueError(f"loss weight {name} must be >= 0, got {w}")
@@ -69,11 +75,13 @@ class DistillationLoss(nn.Module):
         self.dom = DomainHingeLoss(tau_min)
         self.ctr = ContrastiveLoss(margin)
         self.qexp = QueryExpansionLoss()
+        self.pres = PreservationLoss(pres_form)
 
     def forward(
         self, *, query_weights: torch.Tensor, query_input_ids: torch.Tensor, doc_weights: torch.Tensor,
         doc_input_ids: torch.Tensor, doc_index: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor,
-        domain_ids: Sequence[int], step: int,
+        domain_ids: Sequence[int], step: int, ref_query_weights: torch.Tensor | None = None,
+        ref_doc_weights: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
         docs = doc_weights[doc_index.clamp(min=0)]  # (B, N, V)
         student = torch.einsum("bv,bnv->bn", query_weights, docs)  # (B, N) dot products
@@ -95,6 +103,23 @@ class DistillationLoss(nn.Module):
         else:
             targets = query_weights.new_zeros((query_weights.shape[0], 0))
         terms["qexp"] = self.qexp(query_weights, targets, domain_ids)
+        if ref_query_weights is None or ref_doc_weights is None:
+            terms["pres"] = query_weights.new_zeros(())
+        else:
+            # Texts the domain does not concern: documents without a domain token, queries
+            # without one and without one in their positives (so not domain-semantic ones).
+            general_docs = doc_weights.new_ones(nd, dtype=torch.bool)
+            general_queries = targets.sum(1) == 0
+            if len(domain_ids):
+                general_docs &= presence(doc_input_ids, domain_ids).sum(1) == 0
+                general_queries &= presence(query_input_ids, domain_ids).sum(1) == 0
+            ref_docs = ref_doc_weights[doc_index.clamp(min=0)]  # (B, N, V_ref)
+            terms["pres"] = self.pres(
+                query_weights=query_weights, doc_weights=doc_weights, ref_query_weights=ref_query_weights,
+                ref_doc_weights=ref_doc_weights, general_queries=general_queries, general_docs=general_docs,
+                student=student, mask=mask,
+                ref_scores=torch.einsum("bv,bnv->bn", ref_query_weights, ref_docs),
+            )
         scale = {"sp": sparsity_ramp(step, self.sp_warmup_steps)}
         total = sum(self.weights[k] * scale.get(k, 1.0) * terms[k] for k in TERMS)
         out = {k: terms[k].detach() for k in TERMS}

@@ -142,16 +142,39 @@ class DistillConfig:
     grad_accum: int = 1  # batches per optimiser step
     max_steps: int = 0  # optimiser steps of the stage; 0: epochs decide
     checkpoint_every: int = 200  # optimiser steps between mid-stage checkpoints; 0: none (see MLMConfig)
+    # Knowledge preservation (sparse_adapt/losses/preservation.py): self-distillation from the
+    # frozen starting model on the texts the domain does not concern.
+    pres: float = 0.0
+    # "vectors" (squared distance of general-vocabulary weights) or "scores" (of dot products).
+    pres_form: str = "vectors"
+    # Validation (sparse_adapt/training/validation.py): the fraction of train.jsonl held out
+    # (seeded, per query kind) when no --valid file is given; 0 = no validation, all epochs kept.
+    valid_fraction: float = 0.0
+    # Selection objective: domain nDCG@10 gain minus this times the control nDCG@10 loss,
+    # both against the reference model.
+    control_penalty: float = 2.0
+    # Stop after this many epochs without a better objective (0 = run every epoch).
+    patience: int = 0
+    # Each dictionary definition becomes one more training query (sparse_adapt/training/definitions.py)
+    # with this many hard negatives from the documents naming no domain term; 0 = off.
+    definition_negatives: int = 0
 
     def validate(self, section: str) -> None:
+        from sparse_adapt.losses.preservation import FORMS
+
         _positive(section, "epochs", self.epochs, allow_zero=True)
         _positive(section, "grad_accum", self.grad_accum)
         _positive(section, "max_steps", self.max_steps, allow_zero=True)
         _positive(section, "checkpoint_every", self.checkpoint_every, allow_zero=True)
         for key in ("lr", "batch_size", "max_grad_norm", "temperature", "log_every"):
             _positive(section, key, getattr(self, key))
-        for key in ("weight_decay", "kd", "ret", "sp", "dom", "ctr", "qexp", "tau_min", "margin", "sp_warmup_steps"):
+        for key in ("weight_decay", "kd", "ret", "sp", "dom", "ctr", "qexp", "tau_min", "margin", "sp_warmup_steps",
+                    "pres", "control_penalty", "patience", "definition_negatives"):
             _positive(section, key, getattr(self, key), allow_zero=True)
+        if self.pres_form not in FORMS:
+            raise ConfigError(f"{section}.pres_form must be one of {', '.join(FORMS)}, got {self.pres_form!r}")
+        if not 0.0 <= self.valid_fraction < 1.0:
+            raise ConfigError(f"{section}.valid_fraction must be in [0, 1), got {self.valid_fraction}")
 
 
 @dataclass
@@ -240,3 +263,21 @@ def load_config(path: str | Path | None) -> TrainConfig:
     except (ValueError, RecursionError) as e:  # both decode errors are ValueErrors; so is a 5000-digit int
         raise ConfigError(f"{p}: cannot parse ({str(e)[:200]})") from None
     return config_from_dict(raw, str(p))
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)  # validated configs hold finite numbers; repr round-trips floats
+    # A JSON string is a valid TOML basic string (same escapes for quotes, backslashes, controls).
+    return json.dumps(value, ensure_ascii=False)
+
+
+def config_to_toml(cfg: TrainConfig, header: str = "") -> str:
+    """Every setting of ``cfg`` as TOML that :func:`load_config` reads back to an equal config."""
+    lines = [f"# {h}" for h in header.splitlines()] if header else []
+    for section, values in cfg.to_dict().items():
+        lines += ["" if lines else None, f"[{section}]"]
+        lines += [f"{key} = {_toml_value(value)}" for key, value in values.items()]
+    return "\n".join(line for line in lines if line is not None) + "\n"

@@ -157,8 +157,12 @@ def run_loop(
     resume: dict | None = None,
     checkpoint: Callable[[dict], None] | None = None,
     processes: Processes | None = None,
+    on_epoch_end: Callable[[int], bool] | None = None,
 ) -> LoopResult:
-    """Train ``model`` in place; see the module docstring (and ``distributed.py`` for N processes)."""
+    """Train ``model`` in place; see the module docstring (and ``distributed.py`` for N processes).
+
+    ``on_epoch_end(epoch)`` (1-based) runs after each epoch; returning True stops early.
+    """
     processes = processes or SingleProcess()
     world, rank = processes.world, processes.rank
     group = cfg.grad_accum * world  # batches per optimiser step, over all processes
@@ -244,6 +248,12 @@ def run_loop(
                 result.epoch_means.append({k: v / counted for k, v in sums.items()})
                 of = f"/{epochs}" if epochs is not None else ""
                 hooks.message(f"{cfg.name}: epoch {epoch + 1}{of} done. Avg loss: {result.epoch_means[-1]['loss']:.4f}")
+            if on_epoch_end is not None:
+                model.eval()  # evaluation inside the callback must not see dropout
+                stop = on_epoch_end(epoch + 1)
+                model.train()
+                if stop:
+                    break
             epoch, position, sums, counted = epoch + 1, 0, {}, 0
             if (epochs is None or epoch < epochs) and not finished():
                 batches = processes.broadcast(plan(generator))

@@ -4,7 +4,7 @@
 checkpoint to ``OUT/<stage>/`` after each (atomically: the directory appears only when
 complete), so rerunning the same command resumes after the last completed stage. The
 result is copied to ``OUT/final``. ``OUT/run.json`` records what the run is (stages,
-config, seed, base, input file hashes); a rerun that differs is refused instead of mixing
+config sections of its stages, seed, base, input file hashes); a rerun that differs is refused instead of mixing
 checkpoints of two different runs (``rundir.py``). Every optimiser step goes to
 ``OUT/train_log.jsonl``. One process at a time writes a run directory (``lock.py``);
 ``run.json`` is written only once the inputs and the base have loaded, and a stage whose
@@ -55,11 +55,12 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def _load_inputs(corpus: Path, terms: Path, dictionary: Path, train: Path) -> TrainData:
+def _load_inputs(corpus: Path, terms: Path, dictionary: Path, train: Path, valid: Path | None = None) -> TrainData:
     validate_corpus(corpus)  # streamed, record by record
     return TrainData(
         corpus=Path(corpus), terms=load_domain_terms(terms),
         dictionary=load_dictionary(dictionary), train=load_train(train),
+        valid=load_train(valid) if valid is not None else None,
     )
 
 
@@ -122,12 +123,17 @@ def run_pipeline(
     hooks: Hooks = SILENT,
     overwrite: bool = False,
     device: str | torch.device | None = None,
+    valid: str | Path | None = None,
+    reference: str | Path | None = None,
 ) -> Path:
     """Run ``stages`` on ``base``; returns ``OUT/final``. Inputs default to the bundled corpus.
 
     Rerunning with the same arguments resumes after the last completed stage (or inside it,
     from its last mid-stage checkpoint); ``overwrite`` discards a different run found in
-    ``out`` instead of refusing.
+    ``out`` instead of refusing. ``valid``: validation queries of the distill stage
+    (train.jsonl format; else ``distill.valid_fraction`` of ``train``). ``reference``: the
+    frozen model that knowledge preservation and validation compare with (default ``base``;
+    give the original base when ``base`` is a checkpoint of an earlier run).
     """
     names = parse_stages(stages)
     device = resolve_device(device)
@@ -142,6 +148,8 @@ def run_pipeline(
         "corpus": bundled(corpus, "docs"), "terms": bundled(terms, "terms"),
         "dictionary": bundled(dictionary, "dictionary"), "train": bundled(train, "train"),
     }
+    if valid is not None:
+        paths["valid"] = Path(valid)
     data = _load_inputs(**paths)  # validate every input before any training or writing
     out = Path(out)
     check_writable(out, into=True)
@@ -151,10 +159,16 @@ def run_pipeline(
         if main:
             out.unlink()
     processes.barrier()
+    reference = base if reference is None else reference
+    # Only the settings of the stages this run has: changing distill settings does not
+    # invalidate a run of the MLM stages (the benchmark and tune share such a prefix).
+    settings = {k: v for k, v in cfg.to_dict().items() if k in names}
     manifest = {
-        "stages": names, "config": cfg.to_dict(), "seed": int(seed), "base": str(base),
+        "stages": names, "config": settings, "seed": int(seed), "base": str(base),
         "inputs": {k: _sha256(p) for k, p in paths.items()},
     }
+    if str(reference) != str(base):  # only then: manifests of earlier runs stay valid
+        manifest["reference"] = str(reference)
     # One writer per directory; under `accelerate launch` the main process holds the lock for all.
     with locked(out) if main else nullcontext():
         if main:
@@ -187,7 +201,7 @@ def run_pipeline(
             name = names[i]
             stage = STAGES[name]()
             ctx = StageContext(data=data, config=cfg, seed=int(seed) + ORDER.index(name), log=log, hooks=hooks,
-                               processes=processes)
+                               processes=processes, reference=reference)
             partial = _load_partial(out, name, device) if i == start else None
             if partial is not None:
                 splade, ctx.resume = partial

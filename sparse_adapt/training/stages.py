@@ -8,13 +8,13 @@ becomes losses, the loop itself is ``loop.py``. ``pipeline.py`` runs a selection
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
 
-from pathlib import Path
-
-from sparse_adapt.data import DictionaryEntry, TrainExample
+from sparse_adapt.data import DictionaryEntry, Document, TrainExample, load_documents
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses import TERMS, DistillationLoss
 from sparse_adapt.losses.mlm import mlm_loss
@@ -22,10 +22,13 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import domain_token_ids, extend_vocabulary
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.config import DictionaryConfig, MLMConfig, TrainConfig
+from sparse_adapt.training.definitions import definition_examples
 from sparse_adapt.training.distributed import Processes, SingleProcess
 from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything, shuffled_batches
 from sparse_adapt.training.masking import mask_tokens, occurrences, span_occurrences
 from sparse_adapt.training.mlm_data import JsonlTexts, ListTexts, TextSource, plan_epoch, token_lengths
+from sparse_adapt.training.reference import ReferenceVectors, load_reference
+from sparse_adapt.training.validation import EpochSelector, ValidationSet, split_valid
 
 
 @dataclass
@@ -36,6 +39,14 @@ class TrainData:
     terms: dict[str, list[str]]
     dictionary: list[DictionaryEntry]
     train: list[TrainExample]
+    # --valid FILE: validation queries of the distill stage (else distill.valid_fraction of train).
+    valid: list[TrainExample] | None = None
+
+    @cached_property
+    def documents(self) -> list[Document]:
+        """The corpus in memory, for the distill stage's validation and definition queries only
+        (the warmup stage streams it); loaded on first use."""
+        return load_documents(self.corpus)
 
 
 @dataclass
@@ -49,6 +60,11 @@ class StageContext:
     resume: dict | None = None  # the loop state of an interrupted attempt of this stage
     checkpoint: Callable[[dict], None] | None = None  # saves a mid-stage checkpoint (model + loop state)
     processes: Processes = field(default_factory=SingleProcess)  # the processes of the run (Accelerate)
+
+    # The frozen starting model (name, directory or encoder): preservation targets, selection baseline.
+    reference: "str | Path | SpladeEncoder | None" = None
+    # Called with every validation record of the distill stage (e.g. a tuner's pruning check).
+    on_validation: Callable[[dict], None] | None = None
 
     def loop_config(self, name: str, section, log_every: int = 0) -> LoopConfig:
         return LoopConfig(
@@ -170,35 +186,73 @@ class DictionaryStage(_MLMStage):
 
 
 class DistillStage(Stage):
-    """Six-term distillation from the teacher's scored candidate lists (``train.jsonl``)."""
+    """Seven-term distillation from the teacher's scored candidate lists (``train.jsonl``),
+    with per-epoch validation and best-epoch selection when a validation set is given."""
 
     name = "distill"
 
     def run(self, splade: SpladeEncoder, ctx: StageContext) -> None:
         cfg = ctx.config.distill
         gen = seed_everything(ctx.seed)
-        examples = ctx.data.train
+        terms = [t for items in ctx.data.terms.values() for t in items]
+        examples, valid = ctx.data.train, ctx.data.valid
+        if valid is None and cfg.valid_fraction > 0:
+            examples, valid = split_valid(examples, cfg.valid_fraction, ctx.seed, terms)
+            ctx.hooks.message(f"distill: {len(valid)} of {len(ctx.data.train)} training queries held out for validation")
+        if not examples:
+            raise ConfigError("distill: no training query left after holding out the validation queries")
+        extra = []
+        if cfg.definition_negatives > 0:
+            extra = definition_examples(ctx.data.dictionary, ctx.data.documents, terms, splade, cfg.definition_negatives)
+            examples = [*examples, *extra]
+            ctx.hooks.message(f"distill: {len(extra)} definition queries added ({cfg.definition_negatives} hard negatives each)")
         domain = domain_token_ids(splade, ctx.data.terms)
         ctx.hooks.message(f"distill: {len(domain)} domain token ids in D: {' '.join(splade.tokenizer.convert_ids_to_tokens(domain))}")
+        ref_vectors, selector = None, None
+        if cfg.pres > 0 or valid:
+            if ctx.reference is None:
+                raise ConfigError("distill: knowledge preservation and validation need the reference (starting) model")
+            reference = load_reference(ctx.reference, splade.device)
+            if cfg.pres > 0:
+                ref_vectors = ReferenceVectors.encode(reference, examples)
+            if valid:
+                vset = ValidationSet.build(valid, ctx.data.documents, terms)
+                selector = EpochSelector(
+                    splade, vset, vset.measure(reference), control_penalty=cfg.control_penalty, patience=cfg.patience,
+                    log=ctx.log, message=ctx.hooks.message, on_record=ctx.on_validation,
+                )
+            del reference  # only its outputs are needed from here on
         loss_fn = DistillationLoss(
             kd=cfg.kd, ret=cfg.ret, sp=cfg.sp, dom=cfg.dom, ctr=cfg.ctr, qexp=cfg.qexp, temperature=cfg.temperature,
-            tau_min=cfg.tau_min, margin=cfg.margin, sp_warmup_steps=cfg.sp_warmup_steps,
+            tau_min=cfg.tau_min, margin=cfg.margin, sp_warmup_steps=cfg.sp_warmup_steps, pres=cfg.pres,
+            pres_form=cfg.pres_form,
         )
 
         def step(idx: Sequence[int], step_number: int) -> StepResult:
-            terms, tokens = self._step(splade, [examples[i] for i in idx], loss_fn, domain, step_number)
+            terms, tokens = self._step(splade, [examples[i] for i in idx], loss_fn, domain, step_number, ref_vectors)
             return StepResult({"loss": terms["total"], **{k: terms[k] for k in TERMS}}, tokens)
 
         result = run_loop(
             splade, shuffled_batches(len(examples), cfg.batch_size), ctx.loop_config(self.name, cfg, cfg.log_every),
             step, gen, ctx.log, ctx.hooks, step_line=format_step, resume=ctx.resume, checkpoint=ctx.checkpoint,
-            processes=ctx.processes,
+            processes=ctx.processes, on_epoch_end=selector.epoch_end if selector is not None else None,
         )
         last = {("total" if k == "loss" else k): v for k, v in result.last.items()}
-        ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "last": last, "domain_ids": domain}
+        ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "last": last, "domain_ids": domain,
+                    "definition_queries": [ex.qid for ex in extra]}
+        if selector is not None:
+            sel = selector.restore()
+            ctx.info.update(
+                epochs_run=len(selector.records), best_epoch=sel.best_epoch, best_objective=sel.best_objective,
+                valid_queries=[ex.qid for ex in valid],
+            )
+            ctx.hooks.message(f"distill: kept epoch {sel.best_epoch} of {len(selector.records)} (objective {sel.best_objective:+.4f})")
 
     @staticmethod
-    def _step(splade: SpladeEncoder, batch: Sequence[TrainExample], loss_fn: DistillationLoss, domain, step: int):
+    def _step(
+        splade: SpladeEncoder, batch: Sequence[TrainExample], loss_fn: DistillationLoss, domain, step: int,
+        ref_vectors: ReferenceVectors | None = None,
+    ):
         doc_texts, index, teacher = collate_candidates(batch)
         mask = index >= 0
         q = splade.tokenize([ex.query for ex in batch], "query")
@@ -207,9 +261,13 @@ class DistillStage(Stage):
         d_w = splade(d["input_ids"], d["attention_mask"])  # (U, V)
         dev = q_w.device
         tokens = int(q["attention_mask"].sum() + d["attention_mask"].sum())
+        ref = {}
+        if ref_vectors is not None:
+            ref = {"ref_query_weights": ref_vectors.queries([ex.query for ex in batch], dev),
+                   "ref_doc_weights": ref_vectors.documents(doc_texts, dev)}
         return loss_fn(
             query_weights=q_w, query_input_ids=q["input_ids"], doc_weights=d_w, doc_input_ids=d["input_ids"],
-            doc_index=index.to(dev), teacher=teacher.to(dev), mask=mask.to(dev), domain_ids=domain, step=step,
+            doc_index=index.to(dev), teacher=teacher.to(dev), mask=mask.to(dev), domain_ids=domain, step=step, **ref,
         ), tokens
 
 
@@ -233,8 +291,8 @@ def collate_candidates(batch: Sequence[TrainExample]) -> tuple[list[str], torch.
 
 
 def format_step(step: int, terms: dict[str, float]) -> str:
-    """The spec's console line: ``Step 50 | Loss ... | KD ... | Ret ... | Sp ... | Dom ... | Ctr ... | QExp ...``."""
-    names = {"kd": "KD", "ret": "Ret", "sp": "Sp", "dom": "Dom", "ctr": "Ctr", "qexp": "QExp"}
+    """The spec's console line: ``Step 50 | Loss ... | KD ... | Ret ... | Sp ... | Dom ... | Ctr ... | QExp ... | Pres ...``."""
+    names = {"kd": "KD", "ret": "Ret", "sp": "Sp", "dom": "Dom", "ctr": "Ctr", "qexp": "QExp", "pres": "Pres"}
     return f"Step {step} | Loss {terms['loss']:.4f} | " + " | ".join(f"{names[k]} {terms[k]:.4f}" for k in TERMS)
 
 

@@ -1,0 +1,57 @@
+"""CLI command ``benchmark``: one config on several domains and seeds, base vs adapted per
+query group, plus an optional ablation of the seven loss terms (``report/benchmark.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def _seeds(value: str) -> tuple[int, ...]:
+    from sparse_adapt.errors import ConfigError
+
+    try:
+        return tuple(int(v) for v in _names(value))
+    except ValueError:
+        raise ConfigError(f"seeds must be comma-separated integers, got {value!r}") from None
+
+
+def benchmark(
+    out: Path = typer.Option(..., "--out", help="Benchmark directory: benchmark.md, benchmark.json, runs/, ablation/."),
+    domains: str = typer.Option(
+        "legal,ecology,gatrocraptic", "--domains",
+        help="Comma-separated registered data sets (corpora: pharma, hardware = dev; legal, ecology = test; "
+        "gatrocraptic) or directories with the same files.",
+    ),
+    seeds: str = typer.Option("0,1", "--seeds", help="Comma-separated seeds of the H4 runs."),
+    base: str = typer.Option("offline-minilm", "--base", help="Model directory, hub id or offline-minilm."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Training config overrides (JSON or TOML), as for train."),
+    ablation: str = typer.Option(
+        "", "--ablation", help="Comma-separated domains of the ablation (each loss term removed in turn); empty: none."
+    ),
+    ablation_seeds: str = typer.Option("0", "--ablation-seeds", help="Seeds of the ablation runs."),
+) -> None:
+    """Train (or resume) H4 on every domain and seed, evaluate base vs adapted per query group."""
+    from sparse_adapt.cli.output import console, rich_hooks
+    from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark
+    from sparse_adapt.report.benchmark_md import bar_summary
+
+    inputs = BenchmarkInputs(
+        out=out, domains=_names(domains), seeds=_seeds(seeds), base=base, config=config,
+        ablation_domains=_names(ablation), ablation_seeds=_seeds(ablation_seeds),
+    )
+    with rich_hooks() as hooks:
+        report = build_benchmark(inputs, hooks)
+    for line in bar_summary(report["results"], inputs.seeds):
+        console.print(line, markup=False, highlight=False)
+    console.print(f"[green]wrote[/green] {out / 'benchmark.md'} (numbers in benchmark.json)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("benchmark")(benchmark)

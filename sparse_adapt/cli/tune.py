@@ -1,0 +1,52 @@
+"""``sparse-adapt tune``: Optuna search of the distill loss weights and learning rate on the
+validation split; writes the best config as TOML for ``train --config`` (``training/tuning.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def tune(
+        base: str = typer.Option("offline-minilm", "--base", help="Model directory, hub id or offline-minilm."),
+        corpus: Path = typer.Option(..., "--corpus", help="docs.jsonl of the domain corpus."),
+        terms: Path = typer.Option(..., "--terms", help="domain_terms.json: category -> list of terms."),
+        dictionary: Path = typer.Option(..., "--dictionary", help="dictionary.jsonl: term, definition, examples."),
+        train_file: Path = typer.Option(..., "--train", help="train.jsonl: queries with teacher-scored candidates."),
+        valid: Optional[Path] = typer.Option(
+            None, "--valid", help="Validation queries (train.jsonl format); default: distill.valid_fraction of --train."
+        ),
+        out: Path = typer.Option(..., "--out", help="Study directory: prefix/, best.toml, trials.md, trials.json, trials/."),
+        config: Optional[Path] = typer.Option(None, "--config", help="Starting config (JSON or TOML), as for train."),
+        trials: int = typer.Option(20, "--trials", min=1, help="Trial budget (each trial is one distill run)."),
+        seed: int = typer.Option(0, "--seed", help="Seeds the TPE sampler, the validation split and every run."),
+    ) -> None:
+        """Search distill weights and learning rate (TPE, median pruning); write OUT/best.toml."""
+        from sparse_adapt.cli.output import console, rich_hooks
+        from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms, load_train
+        from sparse_adapt.training.config import load_config
+        from sparse_adapt.training.pipeline import run_pipeline
+        from sparse_adapt.training.stages import TrainData
+        from sparse_adapt.training.tuning import PREFIX_STAGES, run_tuning
+
+        cfg = load_config(config)
+        data = TrainData(
+            documents=load_documents(corpus), terms=load_domain_terms(terms), dictionary=load_dictionary(dictionary),
+            train=load_train(train_file), valid=load_train(valid) if valid is not None else None,
+        )
+        with rich_hooks() as hooks:
+
+            def prefix(directory: Path) -> Path:
+                return run_pipeline(
+                    base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train_file, out=directory,
+                    stages=PREFIX_STAGES, config=cfg, seed=seed, hooks=hooks,
+                )
+
+            summary = run_tuning(data, out, base, trials, seed, cfg, prefix=prefix, hooks=hooks)
+        console.print(f"best trial {summary['best_trial']}: objective {summary['best_value']:+.4f}")
+        console.print(f"[green]wrote[/green] {out / 'best.toml'} (use: sparse-adapt train --config {out / 'best.toml'}) "
+                      f"and {out / 'trials.md'}")

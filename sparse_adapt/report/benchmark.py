@@ -1,0 +1,224 @@
+"""The benchmark: one config on several domains and seeds, base vs adapted per query group,
+and an ablation that removes each loss term in turn.
+
+``build_benchmark(BenchmarkInputs(...))`` trains (or resumes) H4 per domain and seed with
+:func:`sparse_adapt.training.pipeline.run_pipeline`: the MLM stages (extend, warmup,
+dictionary) into ``OUT/prefix/<domain>/seed<k>``, then distill from that ``dictionary``
+checkpoint into ``OUT/runs/<domain>/seed<k>`` (the same seeds and weights as one H4 run;
+the reference of preservation and validation stays ``--base``). The ablation reruns only
+distill from the same checkpoint with one loss weight set to 0
+(``OUT/ablation/<domain>/seed<k>/no-<term>``); the prefix is shared, so a config that only
+changes distill settings reuses it. Every model is scored
+like ``sparse-adapt evaluate`` (exact dot products over the domain's documents, ranx
+nDCG@10), per group of ``query_groups.json``. Writes ``OUT/benchmark.json`` and
+``OUT/benchmark.md`` (tables in ``benchmark_md.py``).
+
+A domain is a name registered in ``corpora`` (its split comes from ``corpora.SPLITS``) or
+a directory holding the same files as a bundled domain (split ``outside``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import corpora
+from sparse_adapt.atomic import write_atomic
+from sparse_adapt.data import Document, Qrels, Query
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.losses import TERMS
+from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
+from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.report.benchmark_md import HELDOUT, METRIC, render_benchmark
+from sparse_adapt.training.config import TrainConfig, load_config
+from sparse_adapt.training.stages import EXPERIMENTS
+
+# H4 runs as its MLM prefix (OUT/prefix/<domain>/seed<k>) then distill (OUT/runs/...).
+PREFIX = tuple(s for s in EXPERIMENTS["H4"] if s != "distill")
+
+SCHEMA = "sparse-adapt.benchmark/1"
+FILES = {
+    "docs": "docs.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv", "train": "train.jsonl",
+    "terms": "domain_terms.json", "dictionary": "dictionary.jsonl", "heldout_queries": "heldout_queries.jsonl",
+    "heldout_qrels": "heldout_qrels.tsv", "query_groups": "query_groups.json",
+}
+
+
+@dataclass(frozen=True)
+class BenchDomain:
+    name: str
+    split: str  # dev, test, bundled (gatrocraptic) or outside (a directory)
+    files: corpora.CorpusFiles
+
+
+def resolve_domain(spec: str) -> BenchDomain:
+    """A registered data set name, or a directory with the bundled file names."""
+    if spec in corpora.names():
+        files = corpora.get(spec)
+        try:
+            which = corpora.split(spec)
+        except KeyError:
+            which = "bundled" if spec == corpora.GATROCRAPTIC.name else "registered"
+        return BenchDomain(spec, which, files)
+    root = Path(spec)
+    if not root.is_dir():
+        raise ConfigError(f"--domains: {spec!r} is neither a registered data set ({', '.join(corpora.names())}) nor a directory")
+    missing = [n for n in FILES.values() if not (root / n).is_file()]
+    if missing:
+        raise ConfigError(f"--domains: {root} lacks {', '.join(missing)}")
+    files = corpora.CorpusFiles(name=root.resolve().name, **{k: root / v for k, v in FILES.items()})
+    return BenchDomain(files.name, "outside", files)
+
+
+@dataclass
+class EvalSet:
+    documents: list[Document]
+    queries: list[Query]
+    qrels: Qrels
+    groups: dict[str, list[str]]
+
+    @classmethod
+    def load(cls, files: corpora.CorpusFiles) -> "EvalSet":
+        from sparse_adapt.data import load_documents, load_qrels, load_queries, load_query_groups
+
+        queries = load_queries(files.queries) + load_queries(files.heldout_queries)
+        qrels = {**load_qrels(files.qrels), **load_qrels(files.heldout_qrels)}
+        return cls(load_documents(files.docs), queries, qrels, load_query_groups(files.query_groups))
+
+    def scores(self, splade: SpladeEncoder) -> dict[str, dict]:
+        """``{group: {"queries": n, "ndcg@10": mean}}`` over each group's judged queries."""
+        from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+
+        run = score_in_memory(splade, self.documents, self.queries)
+        out = {}
+        for group, qids in self.groups.items():
+            judged = [q for q in qids if q in self.qrels and q in run]
+            value = evaluate_run(self.qrels, run, (METRIC,), qids=judged)[METRIC] if judged else None
+            out[group] = {"queries": len(judged), METRIC: value}
+        return out
+
+
+@dataclass
+class BenchmarkInputs:
+    out: Path
+    domains: tuple[str, ...] = ("legal", "ecology", "gatrocraptic")
+    seeds: tuple[int, ...] = (0, 1)
+    base: str = OFFLINE_MINILM
+    config: TrainConfig | Path | str | None = None
+    # Domains and seeds of the ablation (each loss term removed in turn); empty: no ablation.
+    ablation_domains: tuple[str, ...] = ()
+    ablation_seeds: tuple[int, ...] = (0,)
+
+    def train_config(self) -> TrainConfig:
+        return self.config.validate() if isinstance(self.config, TrainConfig) else load_config(self.config)
+
+
+@dataclass
+class Measured:
+    domain: str
+    split: str
+    seed: int | None  # None: the base model
+    variant: str  # "base", "full" or "no-<term>"
+    groups: dict[str, dict]
+    model: str
+    selection: dict = field(default_factory=dict)  # best_epoch etc. of the distill stage, if validated
+
+
+def _distill_info(run_dir: Path) -> dict:
+    """The distill stage's selection record from ``train_log.jsonl`` (empty without validation)."""
+    log = run_dir / "train_log.jsonl"
+    info: dict = {}
+    if log.is_file():
+        for line in log.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            if r.get("event") == "stage_end" and r.get("stage") == "distill":
+                info = {k: r[k] for k in ("best_epoch", "epochs_run", "best_objective") if k in r}
+    return info
+
+
+def without(cfg: TrainConfig, term: str) -> TrainConfig:
+    """``cfg`` with the distill weight of ``term`` set to 0."""
+    return dataclasses.replace(cfg, distill=dataclasses.replace(cfg.distill, **{term: 0.0}))
+
+
+def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
+    """Train or resume every run, evaluate base and adapted models, write the files."""
+    from sparse_adapt.training.pipeline import run_pipeline
+
+    cfg = inputs.train_config()
+    out = Path(inputs.out)
+    check_out(out)
+    domains = [resolve_domain(d) for d in inputs.domains]
+    ablation = [resolve_domain(d) for d in inputs.ablation_domains]
+    evalsets = {d.name: EvalSet.load(d.files) for d in [*domains, *ablation]}  # validate before training
+    base = SpladeEncoder.from_pretrained(inputs.base)
+    base_scores = {name: ev.scores(base) for name, ev in evalsets.items()}
+    results: list[Measured] = []
+
+    def train(d: BenchDomain, seed: int, run_dir: Path, **kw) -> Path:
+        f = d.files
+        return run_pipeline(
+            corpus=f.docs, terms=f.terms, dictionary=f.dictionary, train=f.train, out=run_dir, seed=seed,
+            hooks=hooks, **kw,
+        )
+
+    def measure(d: BenchDomain, seed: int, variant: str, final: Path) -> Measured:
+        scores = evalsets[d.name].scores(SpladeEncoder.from_pretrained(final))
+        return Measured(d.name, d.split, seed, variant, scores, str(final), _distill_info(final.parent))
+
+    def prefix(d: BenchDomain, seed: int) -> Path:
+        """The MLM stages, shared by the full run and every ablation of this domain and seed."""
+        out_dir = out / "prefix" / d.name / f"seed{seed}"
+        return train(d, seed, out_dir, base=inputs.base, stages=PREFIX, config=cfg).parent / "dictionary"
+
+    def distill(d: BenchDomain, seed: int, run_dir: Path, config: TrainConfig) -> Path:
+        # seed + 3 for distill either way (stages.ORDER), so this equals the distill of one H4 run.
+        return train(d, seed, run_dir, base=prefix(d, seed), reference=inputs.base, stages=("distill",), config=config)
+
+    def main_run(d: BenchDomain, seed: int) -> Path:
+        hooks.message(f"--- {d.name} ({d.split}) seed {seed}: H4")
+        return distill(d, seed, out / "runs" / d.name / f"seed{seed}", cfg)
+
+    for d in domains:
+        results.append(Measured(d.name, d.split, None, "base", base_scores[d.name], inputs.base))
+        for seed in inputs.seeds:
+            results.append(measure(d, seed, "full", main_run(d, seed)))
+    for d in ablation:
+        if d.name not in {r.domain for r in results}:
+            results.append(Measured(d.name, d.split, None, "base", base_scores[d.name], inputs.base))
+        for seed in inputs.ablation_seeds:
+            full = main_run(d, seed)
+            if not any(r.domain == d.name and r.seed == seed and r.variant == "full" for r in results):
+                results.append(measure(d, seed, "full", full))
+            for term in TERMS:
+                if getattr(cfg.distill, term) == 0:
+                    continue  # already off in this config: the full run is this variant
+                hooks.message(f"--- ablation {d.name} seed {seed}: without {term}")
+                final = distill(d, seed, out / "ablation" / d.name / f"seed{seed}" / f"no-{term}", without(cfg, term))
+                results.append(measure(d, seed, f"no-{term}", final))
+    report = {
+        "schema": SCHEMA,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "inputs": {
+            "base": inputs.base, "domains": list(inputs.domains), "seeds": list(inputs.seeds),
+            "ablation_domains": list(inputs.ablation_domains), "ablation_seeds": list(inputs.ablation_seeds),
+            "config": cfg.to_dict(),
+        },
+        "results": [dataclasses.asdict(r) for r in results],
+    }
+    write_atomic(out / "benchmark.json", json.dumps(report, indent=2) + "\n")
+    write_atomic(out / "benchmark.md", render_benchmark(report))
+    return report
+
+
+def check_out(out: Path) -> None:
+    """Refuse to write into a non-empty directory that is not a benchmark of ours."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a directory")
+    ours = (out / "runs").is_dir() or (out / "prefix").is_dir() or (out / "benchmark.json").is_file()
+    if out.is_dir() and any(out.iterdir()) and not ours:
+        raise ConfigError(f"--out {out} is not empty and holds no benchmark: refusing to write into it")

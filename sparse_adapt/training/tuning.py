@@ -1,0 +1,152 @@
+"""``sparse-adapt tune``: search distill loss weights and learning rate on the validation split.
+
+The stages before distillation (extend, warmup, dictionary) run once, with the given
+config, into ``OUT/prefix`` (resumable, like ``train``). Each Optuna trial then samples
+the distill settings of :data:`SEARCH_SPACE` (TPE sampler, seeded), runs the distill stage
+from that checkpoint in memory with validation after every epoch, and reports the
+selection objective (``validation.py``) per epoch, so the median pruner stops a trial whose
+objective trails the other trials' at the same epoch. A trial's value is its best epoch's
+objective. Writes ``OUT/best.toml`` (the whole config with the best trial's values, which
+``train --config`` accepts), ``OUT/trials.md`` and ``OUT/trials.json`` (every trial) and
+``OUT/trials/<n>.jsonl`` (each trial's training log).
+
+Optuna is imported only here: the rest of the package does not need it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from sparse_adapt.atomic import write_atomic
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.training.config import TrainConfig, config_to_toml, load_config
+from sparse_adapt.training.stages import ORDER, DistillStage, StageContext, TrainData
+
+
+@dataclass(frozen=True)
+class Range:
+    low: float
+    high: float
+    log: bool = True
+
+
+# Distill settings searched, with ranges around the defaults (``config.py``); log scale
+# where the plausible values span orders of magnitude.
+SEARCH_SPACE: dict[str, Range] = {
+    "lr": Range(3e-5, 5e-4),
+    "kd": Range(0.01, 1.0),
+    "ret": Range(0.1, 3.0),
+    "sp": Range(0.02, 1.0),
+    "dom": Range(10.0, 3000.0),
+    "ctr": Range(0.05, 2.0),
+    "qexp": Range(0.5, 20.0),
+    "pres": Range(0.01, 3.0),
+}
+PREFIX_STAGES = ("extend", "warmup", "dictionary")
+
+
+def sample(trial, space: dict[str, Range]) -> dict[str, float]:
+    return {k: trial.suggest_float(k, r.low, r.high, log=r.log) for k, r in space.items()}
+
+
+def with_distill(cfg: TrainConfig, values: dict[str, float]) -> TrainConfig:
+    return dataclasses.replace(cfg, distill=dataclasses.replace(cfg.distill, **values)).validate()
+
+
+def trials_table(rows: list[dict], space: dict[str, Range]) -> str:
+    """Markdown table of every trial, best first, then pruned and failed ones in order."""
+    keys = list(space)
+    head = "| trial | state | objective | best epoch | epochs run | " + " | ".join(keys) + " |"
+    lines = [head, "|---|---|---|---|---|" + "---|" * len(keys)]
+    done = sorted((r for r in rows if r["value"] is not None), key=lambda r: -r["value"])
+    rest = [r for r in rows if r["value"] is None]
+    for r in done + rest:
+        value = "-" if r["value"] is None else f"{r['value']:+.4f}"
+        params = " | ".join(f"{r['params'][k]:.3g}" if k in r["params"] else "-" for k in keys)
+        lines.append(f"| {r['number']} | {r['state']} | {value} | {r.get('best_epoch', '-')} | "
+                     f"{r.get('epochs_run', '-')} | {params} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_tuning(
+    data: TrainData, out: Path, base: str | Path, trials: int, seed: int = 0, config: TrainConfig | str | Path | None = None,
+    prefix: Callable[[Path], Path] | None = None, space: dict[str, Range] | None = None, hooks: Hooks = SILENT,
+) -> dict:
+    """Run the study; ``prefix(out_dir)`` trains the stages before distill and returns the
+    checkpoint to start every trial from (the CLI passes ``run_pipeline``). Returns the summary."""
+    import optuna
+
+    cfg = config if isinstance(config, TrainConfig) else load_config(config)
+    cfg.validate()
+    if data.valid is None and cfg.distill.valid_fraction <= 0:
+        raise ConfigError("tune needs validation queries: pass --valid FILE or set distill.valid_fraction > 0")
+    if trials < 1:
+        raise ConfigError(f"--trials must be >= 1, got {trials}")
+    space = SEARCH_SPACE if space is None else space
+    out = Path(out)
+    start = prefix(out / "prefix") if prefix is not None else Path(base)
+    reference = SpladeEncoder.from_pretrained(base)
+    (out / "trials").mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+
+    def objective(trial: "optuna.Trial") -> float:
+        values = sample(trial, space)
+        trial_cfg = with_distill(cfg, values)
+        log_path = out / "trials" / f"{trial.number}.jsonl"
+        log_path.unlink(missing_ok=True)  # a rerun of the study rewrites its trials
+
+        def log(record: dict) -> None:
+            with log_path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+        def report(record: dict) -> None:
+            trial.report(record["objective"], record["epoch"])
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+
+        splade = SpladeEncoder.from_pretrained(start)
+        ctx = StageContext(
+            data=data, config=trial_cfg, seed=int(seed) + ORDER.index("distill"), log=log, reference=reference,
+            on_validation=report,
+        )
+        hooks.message(f"tune: trial {trial.number + 1}/{trials}: " + " ".join(f"{k}={v:.3g}" for k, v in values.items()))
+        DistillStage().run(splade, ctx)
+        trial.set_user_attr("best_epoch", ctx.info["best_epoch"])
+        trial.set_user_attr("epochs_run", ctx.info["epochs_run"])
+        return float(ctx.info["best_objective"])
+
+    def record(study: "optuna.Study", trial: "optuna.trial.FrozenTrial") -> None:
+        rows.append({
+            "number": trial.number, "state": trial.state.name.lower(), "value": trial.value, "params": trial.params,
+            "best_epoch": trial.user_attrs.get("best_epoch"), "epochs_run": trial.user_attrs.get("epochs_run",
+            len(trial.intermediate_values)),
+        })
+        write_atomic(out / "trials.md", trials_table(rows, space))
+        hooks.message(f"tune: trial {trial.number + 1} {rows[-1]['state']}, objective "
+                      f"{'-' if trial.value is None else f'{trial.value:+.4f}'}")
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        direction="maximize", sampler=optuna.samplers.TPESampler(seed=int(seed)),
+        # Judge a trial only after 2 complete ones and 2 of its own epochs: early epochs are noisy.
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2),
+    )
+    study.optimize(objective, n_trials=trials, callbacks=[record], catch=())
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    if not complete:
+        raise ConfigError(f"tune: no trial completed of {trials}; see {out / 'trials.md'}")
+    best = study.best_trial
+    best_cfg = with_distill(cfg, {k: best.params[k] for k in space})
+    header = (f"sparse-adapt tune: best of {len(study.trials)} trials (trial {best.number}, objective "
+              f"{best.value:+.4f}, seed {seed}); use with: sparse-adapt train --config best.toml")
+    write_atomic(out / "best.toml", config_to_toml(best_cfg, header))
+    summary = {"best_trial": best.number, "best_value": best.value, "best_params": best.params, "seed": seed,
+               "start": str(start), "base": str(base), "trials": rows}
+    write_atomic(out / "trials.json", json.dumps(summary, indent=2) + "\n")
+    return summary

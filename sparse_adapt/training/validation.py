@@ -1,0 +1,183 @@
+"""Validation and checkpoint selection for the distill stage.
+
+The validation queries (``--valid FILE``, or a seeded fraction of ``train.jsonl``) are
+ranked against the whole corpus after every epoch, like ``sparse-adapt evaluate`` ranks
+(exact dot products, ranx nDCG@10), with qrels derived from their teacher scores by the
+bundled rule. Each query is *domain* (a positive candidate names a domain term) or
+*control*. The selection objective rewards domain gains and penalises control loss, both
+against the reference (the frozen starting model):
+
+    J = (nDCG_domain - nDCG_domain^ref) - control_penalty * max(0, nDCG_control^ref - nDCG_control)
+
+:func:`select_epoch` is a pure function of the logged records, so the choice is testable
+and reproducible from ``train_log.jsonl`` alone.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from sparse_adapt.data import Document, Qrels, Query, TrainExample
+from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+
+METRIC = "ndcg@10"
+KINDS = ("domain", "control")
+
+
+def teacher_grade(score: float) -> int:
+    """The bundled qrels rule (``corpora/gatrocraptic/README.md``): >= 8 -> 2, > 0 -> 1, else 0."""
+    return 2 if score >= 8 else (1 if score > 0 else 0)
+
+
+def mentions_term(text: str, terms: Sequence[str]) -> bool:
+    return any(re.search(rf"(?<!\w){re.escape(t)}(?!\w)", text, flags=re.IGNORECASE) for t in terms)
+
+
+def query_kind(example: TrainExample, terms: Sequence[str]) -> str:
+    """``"domain"`` when a teacher-positive candidate or the query names a domain term, else ``"control"``."""
+    texts = [example.query, *(t for t, s in zip(example.doc_texts, example.teacher_scores) if s > 0)]
+    return "domain" if any(mentions_term(t, terms) for t in texts) else "control"
+
+
+def split_valid(
+    examples: Sequence[TrainExample], fraction: float, seed: int, terms: Sequence[str]
+) -> tuple[list[TrainExample], list[TrainExample]]:
+    """(train, valid): ``round(fraction * n)`` queries held out, drawn per kind in proportion
+    (each kind keeps at least one training query), seeded, order of the file kept."""
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"valid fraction must be in [0, 1), got {fraction}")
+    want = round(fraction * len(examples))
+    if want == 0:
+        return list(examples), []
+    by_kind: dict[str, list[int]] = {}
+    for i, ex in enumerate(examples):
+        by_kind.setdefault(query_kind(ex, terms), []).append(i)
+    gen = torch.Generator().manual_seed(seed)
+    held: set[int] = set()
+    for kind in sorted(by_kind):
+        idx = by_kind[kind]
+        take = min(len(idx) - 1, max(1, round(want * len(idx) / len(examples))))
+        order = torch.randperm(len(idx), generator=gen).tolist()
+        held |= {idx[j] for j in order[:take]}
+    return [ex for i, ex in enumerate(examples) if i not in held], [ex for i, ex in enumerate(examples) if i in held]
+
+
+@dataclass
+class ValidationSet:
+    documents: list[Document]
+    queries: list[Query]
+    qrels: Qrels
+    kinds: dict[str, list[str]]  # "domain"/"control" -> qids
+
+    @classmethod
+    def build(cls, valid: Sequence[TrainExample], documents: Sequence[Document], terms: Sequence[str]) -> "ValidationSet":
+        """Rank against the corpus plus any candidate the corpus lacks (by doc id)."""
+        docs = {d.doc_id: d for d in documents}
+        for ex in valid:
+            for did, text in zip(ex.doc_ids, ex.doc_texts):
+                docs.setdefault(did, Document(did, text))
+        qrels = {ex.qid: {d: teacher_grade(s) for d, s in zip(ex.doc_ids, ex.teacher_scores)} for ex in valid}
+        kinds: dict[str, list[str]] = {k: [] for k in KINDS}
+        for ex in valid:
+            kinds[query_kind(ex, terms)].append(ex.qid)
+        return cls(list(docs.values()), [Query(ex.qid, ex.query) for ex in valid], qrels, kinds)
+
+    def measure(self, splade) -> dict[str, float | None]:
+        """nDCG@10 of each kind (None for a kind without queries or without a relevant document)."""
+        run = score_in_memory(splade, self.documents, self.queries)
+        out: dict[str, float | None] = {}
+        for kind, qids in self.kinds.items():
+            judged = [q for q in qids if any(g > 0 for g in self.qrels[q].values())]
+            out[kind] = evaluate_run(self.qrels, run, (METRIC,), qids=judged)[METRIC] if judged else None
+        return out
+
+
+def objective(measured: dict[str, float | None], reference: dict[str, float | None], control_penalty: float) -> float:
+    """J (module docstring); a kind without queries contributes 0."""
+    gain = 0.0
+    if measured.get("domain") is not None and reference.get("domain") is not None:
+        gain = measured["domain"] - reference["domain"]
+    loss = 0.0
+    if measured.get("control") is not None and reference.get("control") is not None:
+        loss = max(0.0, reference["control"] - measured["control"])
+    return gain - control_penalty * loss
+
+
+@dataclass(frozen=True)
+class Selection:
+    best_epoch: int | None  # None: no epoch measured yet
+    best_objective: float
+    stop: bool  # patience exhausted: no improvement in the last ``patience`` epochs
+
+
+def select_epoch(records: Sequence[dict], patience: int = 0, min_delta: float = 0.0) -> Selection:
+    """Pick the best epoch from ``{"epoch": int, "objective": float}`` records, in any order.
+
+    The best is the highest objective; ties go to the earliest epoch (fewer updates away
+    from the reference). An epoch improves on the best so far only by more than
+    ``min_delta``. ``stop`` is True when ``patience`` > 0 and the last ``patience`` epochs
+    brought no improvement. Non-finite objectives never win.
+    """
+    best_epoch, best = None, -math.inf
+    last = 0
+    for r in sorted(records, key=lambda r: r["epoch"]):
+        last = r["epoch"]
+        value = r["objective"]
+        if not math.isfinite(value):
+            continue
+        if best_epoch is None or value > best + min_delta:
+            best_epoch, best = r["epoch"], value
+    stop = patience > 0 and best_epoch is not None and last - best_epoch >= patience
+    return Selection(best_epoch, best, stop)
+
+
+class EpochSelector:
+    """Evaluate after every epoch, log it, keep the best weights, say when to stop.
+
+    ``epoch_end(epoch)`` is the training loop's ``on_epoch_end`` callback; ``restore()``
+    loads the best epoch's weights back into the model at the end. The reference's and
+    the starting model's scores are logged as epochs ``"reference"`` and ``0``; epoch 0 is
+    not a candidate (the stage's job is to distil).
+    """
+
+    def __init__(
+        self, splade, vset: ValidationSet, reference_scores: dict[str, float | None], *, control_penalty: float,
+        patience: int, log, message, on_record=None,
+    ):
+        self.splade, self.vset, self.reference = splade, vset, reference_scores
+        self.control_penalty, self.patience = control_penalty, patience
+        self.log, self.message, self.on_record = log, message, on_record
+        self.records: list[dict] = []
+        self._best_state: dict[str, torch.Tensor] | None = None
+        sizes = {k: len(v) for k, v in vset.kinds.items()}
+        self.log({"event": "validation", "stage": "distill", "epoch": "reference", **reference_scores, "queries": sizes})
+        start = vset.measure(splade)
+        self.log({"event": "validation", "stage": "distill", "epoch": 0, **start,
+                  "objective": objective(start, reference_scores, control_penalty)})
+
+    def epoch_end(self, epoch: int) -> bool:
+        measured = self.vset.measure(self.splade)
+        record = {"epoch": epoch, **measured, "objective": objective(measured, self.reference, self.control_penalty)}
+        self.records.append(record)
+        sel = select_epoch(self.records, self.patience)
+        if sel.best_epoch == epoch:
+            self._best_state = {k: v.detach().clone() for k, v in self.splade.state_dict().items()}
+        full = {"event": "validation", "stage": "distill", **record, "best_epoch": sel.best_epoch, "stop": sel.stop}
+        self.log(full)
+        shown = " ".join(f"{k} {v:.3f}" for k, v in measured.items() if v is not None)
+        self.message(f"distill: validation epoch {epoch}: {shown} objective {record['objective']:+.4f} (best: epoch {sel.best_epoch})")
+        if self.on_record is not None:
+            self.on_record(full)
+        return sel.stop
+
+    def restore(self) -> Selection:
+        """Load the best epoch's weights (if any epoch ran) and return the selection."""
+        sel = select_epoch(self.records, self.patience)
+        if self._best_state is not None:
+            self.splade.load_state_dict(self._best_state)
+        return sel

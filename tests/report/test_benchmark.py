@@ -1,0 +1,118 @@
+"""``sparse-adapt benchmark``: domains x seeds base vs adapted, the ablation of the seven
+terms, and the tables and bar computed from constructed results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sparse_adapt.cli import main
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark, resolve_domain, without
+from sparse_adapt.report.benchmark_md import ablation_table, bar_status, domain_table
+from sparse_adapt.training.config import TrainConfig
+from tests.report.test_report import tiny_base
+from tests.training.test_stages import DICTIONARY, DOCS, TERMS_JSON, TRAIN, _jsonl
+
+HELDOUT = [{"qid": "h1", "text": "tracking what departments spend"}, {"qid": "h2", "text": "Zorblatt review"},
+           {"qid": "h3", "text": "installing an agent"}]
+GROUPS = {"control": ["q2"], "domain-semantic": ["q1"], "heldout-domain-semantic": ["h1"],
+          "heldout-domain-explicit": ["h2"], "heldout-control": ["h3"]}
+# kd, sp, ctr and qexp off: the ablation then reruns only ret, dom and pres (fewer runs, same logic).
+ONE_EPOCH = {"warmup": {"epochs": 1, "batch_size": 2}, "dictionary": {"epochs": 1, "batch_size": 2},
+             "distill": {"epochs": 1, "batch_size": 2, "pres": 1.0, "kd": 0.0, "sp": 0.0, "ctr": 0.0, "qexp": 0.0}}
+ABLATED = ("ret", "dom", "pres")
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory) -> Path:
+    return tiny_base(tmp_path_factory.mktemp("bench") / "base")
+
+
+def write_domain(root: Path) -> Path:
+    root.mkdir(parents=True)
+    _jsonl(root / "docs.jsonl", DOCS)
+    _jsonl(root / "train.jsonl", TRAIN)
+    _jsonl(root / "dictionary.jsonl", DICTIONARY)
+    _jsonl(root / "queries.jsonl", [{"qid": t["qid"], "text": t["query"]} for t in TRAIN])
+    _jsonl(root / "heldout_queries.jsonl", HELDOUT)
+    (root / "domain_terms.json").write_text(json.dumps(TERMS_JSON))
+    (root / "query_groups.json").write_text(json.dumps(GROUPS))
+    (root / "qrels.tsv").write_text("q1 0 d1 2\nq1 0 d3 2\nq2 0 d2 2\n")
+    (root / "heldout_qrels.tsv").write_text("h1 0 d1 2\nh2 0 d3 2\nh3 0 d2 2\n")
+    return root
+
+
+def test_benchmark_trains_each_seed_ablates_each_term_and_writes_tables(base_dir, tmp_path, capsys):
+    domain = write_domain(tmp_path / "mini")
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps(ONE_EPOCH))
+    out = tmp_path / "bench"
+    code = main(["benchmark", "--out", str(out), "--domains", str(domain), "--seeds", "0,1", "--base", str(base_dir),
+                 "--config", str(config), "--ablation", str(domain), "--ablation-seeds", "0"])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((out / "benchmark.json").read_text())
+    variants = [(r["seed"], r["variant"]) for r in report["results"]]
+    assert variants == [(None, "base"), (0, "full"), (1, "full"), *((0, f"no-{t}") for t in ABLATED)]
+    for t in ABLATED:
+        run = json.loads((out / "ablation" / "mini" / "seed0" / f"no-{t}" / "run.json").read_text())
+        assert run["config"]["distill"][t] == 0.0 and run["stages"] == ["distill"]
+        assert run["reference"] == str(base_dir)
+        assert run["base"] == str(out / "prefix" / "mini" / "seed0" / "dictionary")  # shared MLM prefix
+    assert all(r["split"] == "outside" for r in report["results"])
+    md = (out / "benchmark.md").read_text()
+    assert "| mini | outside | heldout-domain-semantic | 1 |" in md
+    assert "| no-pres |" in md and "## Ablation" in md and "| no-kd | (weight 0 in this config)" in md
+    # a rerun resumes every finished run instead of training again
+    code = main(["benchmark", "--out", str(out), "--domains", str(domain), "--seeds", "0", "--base", str(base_dir),
+                 "--config", str(config)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "resuming: extend, warmup, dictionary already complete" in printed
+    assert "resuming: distill already complete" in printed
+
+
+def test_unknown_domain_is_one_error_line(tmp_path, capsys):
+    assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "neither a registered data set" in err and "Traceback" not in err
+    with pytest.raises(ConfigError, match="lacks"):
+        resolve_domain(str(tmp_path))
+
+
+def test_registered_domains_carry_their_split():
+    assert resolve_domain("legal").split == "test" and resolve_domain("pharma").split == "dev"
+    assert resolve_domain("gatrocraptic").split == "bundled"
+
+
+def test_without_zeroes_one_weight():
+    cfg = without(TrainConfig(), "qexp")
+    assert cfg.distill.qexp == 0.0 and cfg.distill.dom == TrainConfig().distill.dom
+
+
+def test_bar_status():
+    assert bar_status("heldout-domain-semantic", 0.5, [0.91, 0.95]) == "pass"
+    assert bar_status("heldout-domain-semantic", 0.5, [0.91, 0.89]) == "fail"
+    assert bar_status("heldout-control", 0.96, [0.955, 0.951]) == "pass"
+    assert bar_status("heldout-control", 0.96, [0.955, 0.949]) == "fail"
+    assert bar_status("control", 0.96, [0.5]) == ""
+
+
+def _r(domain, seed, variant, sem, ctl):
+    return {"domain": domain, "split": "test", "seed": seed, "variant": variant,
+            "groups": {"heldout-domain-semantic": {"queries": 5, "ndcg@10": sem},
+                       "heldout-control": {"queries": 5, "ndcg@10": ctl}}}
+
+
+def test_tables_from_constructed_results():
+    results = [_r("a", None, "base", 0.5, 0.9), _r("a", 0, "full", 0.8, 0.8), _r("a", 1, "full", 0.9, 0.96),
+               _r("a", 0, "no-pres", 0.7, 0.5)]
+    rows = domain_table(results, [0, 1])
+    assert "| a | test | heldout-domain-semantic | 5 | 0.500 | 0.800 | 0.900 | 0.850 | +0.350 | fail |" in rows
+    assert "| a | test | heldout-control | 5 | 0.900 | 0.800 | 0.960 | 0.880 | -0.020 | fail |" in rows
+    ablation = ablation_table(results, [0])
+    assert "| no-pres | 0.700 | 0.500 | -0.200 |" in ablation
+    assert "| full | 0.800 | 0.800 | - |" in ablation
+    assert "| no-kd | (weight 0 in this config) | (weight 0 in this config) | - |" in ablation

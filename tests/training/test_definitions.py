@@ -1,0 +1,59 @@
+"""Definition queries: which documents are positives and hard negatives, and the stage using them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparse_adapt.data import DictionaryEntry, Document
+from sparse_adapt.training.config import config_from_dict
+from sparse_adapt.training.definitions import NEGATIVE, POSITIVE, definition_examples, entry_words
+from sparse_adapt.training.pipeline import run_pipeline
+from tests.training.test_stages import SMALL, inputs, tiny_dir  # noqa: F401 (fixtures)
+
+DOCS = [
+    Document("a", "The Fenwarra starter rises slowly in the cold."),
+    Document("b", "A car starter motor failed in the cold."),
+    Document("c", "Umbrase keeps the crumb soft for days."),
+    Document("d", "Soft bread crumbs for the crust of a pie."),
+    Document("e", "The stock market rose in the morning."),
+]
+TERMS = ["Fenwarra", "fenwarra", "umbrase"]
+
+
+def test_entry_words_are_the_domain_terms_inside_its_name_else_the_name():
+    assert entry_words(DictionaryEntry("Fenwarra starter", "x", ("y",)), TERMS) == ["Fenwarra", "fenwarra"]
+    assert entry_words(DictionaryEntry("ZFV", "x", ("y",)), TERMS) == ["ZFV"]
+
+
+def test_positives_name_the_term_negatives_are_the_top_ranked_others(tiny_bert):
+    entries = [DictionaryEntry("Fenwarra starter", "a cold-tolerant rye sourdough starter", ("z",)),
+               DictionaryEntry("Umbrase", "a flour enzyme that keeps the crumb soft", ("z",)),
+               DictionaryEntry("Blorp", "never used anywhere", ("z",))]
+    out = definition_examples(entries, DOCS, TERMS, tiny_bert, negatives=2)
+    assert [ex.query for ex in out] == [entries[0].definition, entries[1].definition]  # Blorp: no document
+    first = out[0]
+    assert first.doc_ids[0] == "a" and first.teacher_scores[0] == POSITIVE
+    assert "a" not in first.doc_ids[1:] and len(first.doc_ids) == 3  # negatives: 2 documents not naming it
+    assert first.teacher_scores[1:] == (NEGATIVE, NEGATIVE)
+    assert out[1].doc_ids[0] == "c" and "c" not in out[1].doc_ids[1:]
+    # every other document is a candidate negative, those about other terms included
+    wide = definition_examples(entries, DOCS, TERMS, tiny_bert, negatives=10)
+    assert set(wide[0].doc_ids[1:]) == {"b", "c", "d", "e"}
+
+
+def test_distill_adds_one_query_per_defined_term(tiny_dir, inputs, tmp_path):
+    messages = []
+    from sparse_adapt.progress import Hooks
+
+    cfg = {**SMALL, "distill": {**SMALL["distill"], "epochs": 1, "definition_negatives": 1}}
+    run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("extend", "distill"), config=config_from_dict(cfg),
+                 seed=0, hooks=Hooks(message=messages.append), **inputs)
+    assert any("2 definition queries added" in m for m in messages)  # Zorblatt and API are both in the docs
+    log = [json.loads(x) for x in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    steps = [r for r in log if r.get("stage") == "distill" and "step" in r]
+    assert len(steps) == 2  # (2 train + 2 definition queries) / batch 2
+    assert any("definition-1" in json.dumps(r) for r in log if r.get("event") == "stage_end")
+    with pytest.raises(Exception, match="definition_negatives"):
+        config_from_dict({"distill": {"definition_negatives": -1}})

@@ -1,0 +1,121 @@
+"""The seventh loss term: knowledge preservation (formula, which texts, and that it keeps a
+trained model closer to its reference than training without it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from sparse_adapt.losses import TERMS, DistillationLoss
+from sparse_adapt.losses.preservation import FORMS, PreservationLoss
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.training.config import ConfigError, config_from_dict
+from sparse_adapt.training.pipeline import run_pipeline
+from tests.report.test_report import tiny_base
+from tests.training.test_stages import SMALL, _jsonl
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory):
+    return tiny_base(tmp_path_factory.mktemp("pres") / "base")
+
+
+def test_vector_form_is_mean_squared_distance_of_selected_texts_added_ids_against_zero():
+    # V = 4, V_ref = 3: column 3 is a token the vocabulary extension added (reference weight 0)
+    q = torch.tensor([[1.0, 5.0, 2.0, 9.0], [7.0, 7.0, 7.0, 7.0]])
+    ref_q = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    d = torch.tensor([[2.0, 0.0, 0.0, 4.0]])
+    ref_d = torch.tensor([[1.0, 3.0, 1.0]])
+    loss = PreservationLoss("vectors")(
+        query_weights=q, doc_weights=d, ref_query_weights=ref_q, ref_doc_weights=ref_d,
+        general_queries=torch.tensor([True, False]), general_docs=torch.tensor([True]),
+    )
+    # query 0: 1 + 25 + 4 + 81 (the added id) = 111; query 1 not selected; doc: 1 + 9 + 1 + 16 = 27
+    assert loss.item() == pytest.approx((111 + 27) / 2)
+    nothing = PreservationLoss("vectors")(
+        query_weights=q, doc_weights=d, ref_query_weights=ref_q, ref_doc_weights=ref_d,
+        general_queries=torch.tensor([False, False]), general_docs=torch.tensor([False]),
+    )
+    assert nothing.item() == 0.0
+
+
+def test_score_form_is_mse_over_candidates_of_selected_queries():
+    student = torch.tensor([[3.0, 1.0], [10.0, 10.0]])
+    ref = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
+    loss = PreservationLoss("scores")(
+        student=student, ref_scores=ref, general_queries=torch.tensor([True, False]),
+        mask=torch.tensor([[True, True], [True, True]]),
+    )
+    assert loss.item() == pytest.approx((4 + 0) / 2)
+
+
+def test_unknown_form_is_refused_in_the_loss_and_in_the_config():
+    with pytest.raises(ValueError, match="unknown preservation form"):
+        PreservationLoss("logits")
+    with pytest.raises(ConfigError, match="pres_form"):
+        config_from_dict({"distill": {"pres_form": "logits"}})
+    assert set(FORMS) == {"vectors", "scores"}
+
+
+def test_distillation_applies_preservation_only_to_texts_the_domain_does_not_concern():
+    # V = 4, D = {3}. Query 0 is a control (its positive doc1 has no domain token); query 1
+    # has doc0 (containing token 3) as positive. Only doc1 and query 0 are "general".
+    q = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]], requires_grad=True)
+    d = torch.tensor([[0.0, 0.0, 2.0, 3.0], [1.0, 1.0, 0.0, 0.0]], requires_grad=True)
+    ref_q = torch.tensor([[0.0, 0.0, 0.0], [9.0, 9.0, 9.0]])
+    ref_d = torch.tensor([[9.0, 9.0, 9.0], [1.0, 0.0, 0.0]])
+    kw = dict(
+        query_weights=q, query_input_ids=torch.tensor([[1, 2], [2, 2]]), doc_weights=d,
+        doc_input_ids=torch.tensor([[3, 0], [1, 2]]), doc_index=torch.tensor([[1, 0], [0, 1]]),
+        teacher=torch.tensor([[10.0, -8.0], [10.0, -8.0]]), mask=torch.ones(2, 2, dtype=torch.bool), domain_ids=[3],
+        step=1,
+    )
+    fn = DistillationLoss(pres=2.0)
+    without_ref = fn(**kw)
+    assert without_ref["pres"].item() == 0.0
+    out = fn(**kw, ref_query_weights=ref_q, ref_doc_weights=ref_d)
+    # (column 3 is the added domain token: reference weight 0 there)
+    # query 0: (1-0)^2 = 1; doc1: (1-1)^2 + (1-0)^2 = 1; query 1 and doc0 (domain) ignored
+    assert out["pres"].item() == pytest.approx((1 + 1) / 2)
+    assert out["total"].item() == pytest.approx(without_ref["total"].item() + 2.0 * 1.0)
+    assert "pres" in TERMS
+
+
+def _distance_from_reference(model_dir, reference_dir, texts) -> float:
+    model, ref = SpladeEncoder.from_pretrained(model_dir), SpladeEncoder.from_pretrained(reference_dir)
+    a = model.encode(texts, "document").toarray()[:, : ref.vocab_size]
+    b = ref.encode(texts, "document").toarray()
+    return float(((a - b) ** 2).sum())
+
+
+def test_preservation_keeps_general_vectors_closer_to_the_reference(base_dir, tmp_path):
+    docs = [
+        {"doc_id": "g1", "text": "The relay race team passed the baton at the depot."},
+        {"doc_id": "g2", "text": "A bus depot stores buses overnight."},
+        {"doc_id": "z1", "text": "Zorblatt relay depot routing for freight."},
+    ]
+    train = [
+        {"qid": "c1", "query": "relay race baton", "doc_ids": ["g1", "z1", "g2"],
+         "doc_texts": [docs[0]["text"], docs[2]["text"], docs[1]["text"]], "teacher_scores": [10.0, -8.0, -8.0]},
+        {"qid": "c2", "query": "where buses are stored", "doc_ids": ["g2", "z1"],
+         "doc_texts": [docs[1]["text"], docs[2]["text"]], "teacher_scores": [10.0, -8.0]},
+    ]
+    (tmp_path / "terms.json").write_text(json.dumps({"jargon": ["Zorblatt"]}), encoding="utf-8")
+    files = dict(
+        corpus=_jsonl(tmp_path / "docs.jsonl", docs), terms=tmp_path / "terms.json", train=_jsonl(tmp_path / "t.jsonl", train),
+        dictionary=_jsonl(tmp_path / "d.jsonl", [{"term": "Zorblatt", "definition": "freight routing", "examples": ["x"]}]),
+    )
+    general = [docs[0]["text"], docs[1]["text"], "relay race baton", "where buses are stored"]
+    distance = {}
+    for pres in (0.0, 50.0):
+        cfg = {**SMALL, "distill": {**SMALL["distill"], "epochs": 4, "lr": 3e-3, "pres": pres}}
+        final = run_pipeline(base=str(base_dir), out=tmp_path / f"p{pres}", stages=("extend", "distill"),
+                             config=config_from_dict(cfg), seed=0, **files)
+        distance[pres] = _distance_from_reference(final, base_dir, general)
+        log = [json.loads(x) for x in (tmp_path / f"p{pres}" / "train_log.jsonl").read_text().splitlines()]
+        steps = [r for r in log if r.get("stage") == "distill" and "step" in r]
+        assert all("pres" in r for r in steps)
+        assert (max(r["pres"] for r in steps) > 0) == (pres > 0)
+    assert distance[50.0] < 0.5 * distance[0.0], distance

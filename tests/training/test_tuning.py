@@ -1,0 +1,108 @@
+"""``sparse-adapt tune`` on a tiny model: trials, pruning, best.toml that train accepts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparse_adapt.cli import main
+from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms, load_train
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.training import validation as validation_mod
+from sparse_adapt.training.config import load_config
+from sparse_adapt.training.stages import TrainData
+from sparse_adapt.training.tuning import Range, run_tuning, trials_table
+from tests.training.test_stages import SMALL, inputs, tiny_dir  # noqa: F401 (fixtures)
+
+SPACE = {"lr": Range(1e-4, 1e-2), "pres": Range(0.1, 10.0)}
+
+
+def _data(inputs, valid=True) -> TrainData:
+    train = load_train(inputs["train"])
+    return TrainData(load_documents(inputs["corpus"]), load_domain_terms(inputs["terms"]),
+                     load_dictionary(inputs["dictionary"]), train, valid=train if valid else None)
+
+
+def _config(tmp_path, epochs=4):
+    path = tmp_path / "start.json"
+    path.write_text(json.dumps({**SMALL, "distill": {**SMALL["distill"], "epochs": epochs}}), encoding="utf-8")
+    return load_config(path)
+
+
+def test_tune_prunes_a_trailing_trial_and_writes_the_best_config(tiny_dir, inputs, tmp_path, monkeypatch):
+    # Scripted validation per trial: reference, epoch 0, epochs 1-4. Trials 0 and 1 improve,
+    # trial 2 stays at the reference: the median pruner must stop it after its warm-up epochs.
+    good = [0.5, 0.5, 0.6, 0.7, 0.8, 0.9]
+    better = [0.5, 0.5, 0.7, 0.8, 0.9, 0.95]
+    flat = [0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
+    script = iter(good + better + flat)
+    monkeypatch.setattr(validation_mod.ValidationSet, "measure", lambda self, s: {"domain": next(script), "control": 1.0})
+    out = tmp_path / "study"
+    summary = run_tuning(_data(inputs), out, str(tiny_dir), trials=3, seed=0, config=_config(tmp_path), space=SPACE)
+    states = [r["state"] for r in summary["trials"]]
+    assert states == ["complete", "complete", "pruned"]
+    assert summary["best_trial"] == 1 and summary["best_value"] == pytest.approx(0.45)
+    best = load_config(out / "best.toml")
+    assert best.distill.lr == pytest.approx(summary["best_params"]["lr"])
+    assert best.distill.pres == pytest.approx(summary["best_params"]["pres"])
+    assert best.warmup.epochs == SMALL["warmup"]["epochs"]  # untuned settings carried over
+    table = (out / "trials.md").read_text(encoding="utf-8")
+    assert table.count("\n| ") == 3 and "pruned" in table
+    assert (out / "trials" / "2.jsonl").is_file()
+
+
+def test_tune_with_the_same_seed_samples_the_same_trials(tiny_dir, inputs, tmp_path):
+    runs = [run_tuning(_data(inputs), tmp_path / f"s{i}", str(tiny_dir), trials=2, seed=7,
+                       config=_config(tmp_path, epochs=1), space=SPACE) for i in range(2)]
+    assert [r["params"] for r in runs[0]["trials"]] == [r["params"] for r in runs[1]["trials"]]
+    assert [r["value"] for r in runs[0]["trials"]] == pytest.approx([r["value"] for r in runs[1]["trials"]])
+
+
+def test_tune_without_validation_queries_is_refused(tiny_dir, inputs, tmp_path):
+    with pytest.raises(ConfigError, match="needs validation queries"):
+        run_tuning(_data(inputs, valid=False), tmp_path / "s", str(tiny_dir), trials=1, config=_config(tmp_path))
+
+
+def test_trials_table_lists_best_first():
+    rows = [{"number": 0, "state": "complete", "value": 0.1, "params": {"lr": 1e-3}},
+            {"number": 1, "state": "pruned", "value": None, "params": {"lr": 2e-3}},
+            {"number": 2, "state": "complete", "value": 0.3, "params": {"lr": 3e-3}}]
+    lines = trials_table(rows, {"lr": Range(1e-4, 1e-2)}).splitlines()
+    assert [line.split("|")[1].strip() for line in lines[2:]] == ["2", "0", "1"]
+
+
+def test_tune_cli_best_toml_is_accepted_by_train(tiny_dir, inputs, tmp_path, capsys):
+    start = tmp_path / "start.json"
+    start.write_text(json.dumps({**SMALL, "distill": {**SMALL["distill"], "epochs": 1, "valid_fraction": 0.5}}))
+    files = ["--corpus", str(inputs["corpus"]), "--terms", str(inputs["terms"]), "--dictionary",
+             str(inputs["dictionary"]), "--train", str(inputs["train"])]
+    code = main(["tune", "--base", str(tiny_dir), *files, "--out", str(tmp_path / "study"), "--config", str(start),
+                 "--trials", "1", "--seed", "0"])
+    assert code == 0, capsys.readouterr()
+    assert (tmp_path / "study" / "prefix" / "dictionary" / "config.json").is_file()
+    code = main(["train", "--base", str(tiny_dir), *files, "--out", str(tmp_path / "run"), "--stages", "extend,distill",
+                 "--config", str(tmp_path / "study" / "best.toml")])
+    assert code == 0, capsys.readouterr()
+    assert (tmp_path / "run" / "final" / "config.json").is_file()
+
+
+def test_a_run_of_the_mlm_stages_survives_a_change_of_distill_settings(tiny_dir, inputs, tmp_path):
+    # tune and benchmark share one MLM prefix across distill configs: its manifest holds
+    # only the sections of its own stages.
+    from sparse_adapt.training.config import config_from_dict
+    from sparse_adapt.training.pipeline import RunMismatchError, run_pipeline
+    from sparse_adapt.progress import Hooks
+
+    out = tmp_path / "prefix"
+    stages = ("extend", "warmup")
+    run_pipeline(base=str(tiny_dir), out=out, stages=stages, config=config_from_dict(SMALL), seed=0, **inputs)
+    assert set(json.loads((out / "run.json").read_text())["config"]) == {"warmup"}
+    messages = []
+    other = {**SMALL, "distill": {**SMALL["distill"], "lr": 0.5}}
+    run_pipeline(base=str(tiny_dir), out=out, stages=stages, config=config_from_dict(other), seed=0,
+                 hooks=Hooks(message=messages.append), **inputs)
+    assert any("resuming: extend, warmup already complete" in m for m in messages)
+    changed = {**SMALL, "warmup": {**SMALL["warmup"], "lr": 0.5}}
+    with pytest.raises(RunMismatchError, match="config differ"):
+        run_pipeline(base=str(tiny_dir), out=out, stages=stages, config=config_from_dict(changed), seed=0, **inputs)

@@ -1,0 +1,120 @@
+"""Validation and selection: the objective, the pure selection on constructed logs, the
+seeded split, and the distill stage keeping the best epoch's weights and stopping early."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from sparse_adapt.data import Document, TrainExample
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.training import validation as validation_mod
+from sparse_adapt.training.config import config_from_dict
+from sparse_adapt.training.pipeline import run_pipeline
+from sparse_adapt.training.validation import (
+    ValidationSet, objective, query_kind, select_epoch, split_valid, teacher_grade,
+)
+from tests.training.test_stages import SMALL, inputs, tiny_dir  # noqa: F401 (fixtures)
+
+
+def _ex(qid: str, query: str, positive: str, negative: str = "an unrelated text") -> TrainExample:
+    return TrainExample(qid, query, (f"{qid}+", f"{qid}-"), (positive, negative), (10.0, -8.0))
+
+
+def test_objective_rewards_domain_gain_and_penalises_only_control_loss():
+    ref = {"domain": 0.5, "control": 0.9}
+    assert objective({"domain": 0.7, "control": 0.95}, ref, 2.0) == pytest.approx(0.2)  # control gain not rewarded
+    assert objective({"domain": 0.7, "control": 0.8}, ref, 2.0) == pytest.approx(0.2 - 2 * 0.1)
+    assert objective({"domain": None, "control": 0.8}, ref, 3.0) == pytest.approx(-0.3)
+
+
+def test_selection_picks_the_epoch_with_the_better_objective_not_the_last_or_lowest_loss():
+    log = [  # a constructed train_log: epoch 3 has the lowest loss, epoch 2 the best objective
+        {"epoch": 1, "objective": 0.05, "loss": 3.0},
+        {"epoch": 3, "objective": 0.10, "loss": 1.0},
+        {"epoch": 2, "objective": 0.20, "loss": 2.0},
+        {"epoch": 4, "objective": float("nan"), "loss": 0.5},
+    ]
+    sel = select_epoch(log)
+    assert sel.best_epoch == 2 and sel.best_objective == pytest.approx(0.2)
+    assert not sel.stop  # patience 0: never stop early
+
+
+def test_selection_ties_go_to_the_earliest_epoch_and_min_delta_counts():
+    log = [{"epoch": 1, "objective": 0.3}, {"epoch": 2, "objective": 0.3}, {"epoch": 3, "objective": 0.31}]
+    assert select_epoch(log).best_epoch == 3
+    assert select_epoch(log, min_delta=0.05).best_epoch == 1
+
+
+def test_early_stopping_after_patience_epochs_without_improvement():
+    log = [{"epoch": 1, "objective": 0.1}, {"epoch": 2, "objective": 0.4}, {"epoch": 3, "objective": 0.3}]
+    assert not select_epoch(log, patience=2).stop
+    log.append({"epoch": 4, "objective": 0.39})
+    assert select_epoch(log, patience=2).stop
+    assert select_epoch([{"epoch": 1, "objective": math.nan}], patience=1).best_epoch is None
+
+
+def test_query_kind_and_qrels_rule():
+    terms = ["Zorblatt", "XR-7200"]
+    assert query_kind(_ex("a", "spending reports", "Zorblatt metrics track spending"), terms) == "domain"
+    assert query_kind(_ex("b", "what is xr-7200", "a plain text"), terms) == "domain"
+    assert query_kind(_ex("c", "bus depot", "Buses park here; zorblattish is not a term"), terms) == "control"
+    assert [teacher_grade(s) for s in (10, 8, 0.5, 0, -8)] == [2, 2, 1, 0, 0]
+
+
+def test_split_is_seeded_per_kind_and_keeps_each_kind_in_training():
+    terms = ["Zorblatt"]
+    examples = [_ex(f"d{i}", f"query {i}", "Zorblatt text") for i in range(4)]
+    examples += [_ex(f"c{i}", f"control {i}", "plain text") for i in range(8)]
+    train, valid = split_valid(examples, 0.25, seed=1, terms=terms)
+    assert len(valid) == 3 and len(train) == 9
+    kinds = [query_kind(ex, terms) for ex in valid]
+    assert kinds.count("domain") == 1 and kinds.count("control") == 2
+    assert split_valid(examples, 0.25, seed=1, terms=terms) == (train, valid)
+    assert split_valid(examples, 0.0, seed=1, terms=terms) == (examples, [])
+    one = [_ex("d0", "q", "Zorblatt text"), _ex("c0", "c", "plain")]
+    train, valid = split_valid(one, 0.5, seed=0, terms=terms)
+    assert len(train) == 2 and valid == []  # a kind with one query keeps it for training
+
+
+def test_validation_set_ranks_the_corpus_plus_missing_candidates(tiny_bert):
+    docs = [Document("x1", "a bus depot"), Document("x2", "Zorblatt routing")]
+    vset = ValidationSet.build([_ex("v1", "Zorblatt", "Zorblatt routing"), _ex("v2", "depot", "a bus depot")],
+                               docs, ["Zorblatt"])
+    assert {d.doc_id for d in vset.documents} == {"x1", "x2", "v1+", "v1-", "v2+", "v2-"}
+    assert vset.kinds == {"domain": ["v1"], "control": ["v2"]}
+    scores = vset.measure(tiny_bert)
+    assert set(scores) == {"domain", "control"} and all(0.0 <= v <= 1.0 for v in scores.values())
+
+
+def test_distill_keeps_the_best_epoch_and_stops_early(tiny_dir, inputs, tmp_path, monkeypatch):
+    # Scripted validation: reference, epoch 0, then epochs 1..; epoch 2 is best; patience 2
+    # stops after epoch 4 of 6. The weights at the end must be epoch 2's.
+    script = iter([0.5, 0.5, 0.55, 0.9, 0.6, 0.7, 0.99, 0.99])
+    seen: dict[int, torch.Tensor] = {}
+
+    def measure(self, splade):
+        value = next(script)
+        seen[len(seen)] = splade.mlm.get_input_embeddings().weight.detach().clone()
+        return {"domain": value, "control": 1.0}
+
+    monkeypatch.setattr(validation_mod.ValidationSet, "measure", measure)
+    valid = tmp_path / "valid.jsonl"
+    valid.write_text(inputs["train"].read_text(encoding="utf-8"), encoding="utf-8")
+    cfg = {**SMALL, "distill": {**SMALL["distill"], "epochs": 6, "patience": 2}}
+    final = run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("extend", "distill"),
+                         config=config_from_dict(cfg), seed=0, valid=valid, **inputs)
+    log = [json.loads(x) for x in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    val = [r for r in log if r.get("event") == "validation"]
+    assert [r["epoch"] for r in val] == ["reference", 0, 1, 2, 3, 4]
+    assert val[-1]["stop"] and val[-1]["best_epoch"] == 2
+    assert val[3]["objective"] == pytest.approx(0.4)
+    end = next(r for r in log if r.get("event") == "stage_end" and r["stage"] == "distill")
+    assert end["best_epoch"] == 2 and end["epochs_run"] == 4
+    assert max(r["epoch"] for r in log if r.get("stage") == "distill" and "step" in r) == 4
+    kept = SpladeEncoder.from_pretrained(final).mlm.get_input_embeddings().weight
+    torch.testing.assert_close(kept, seen[3])  # call 3 = after epoch 2
+    assert not torch.equal(kept, seen[5])
