@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Search distill weights and learning rate (TPE, median pruning); write OUT/best.toml."""
         from sparse_adapt.cli.output import console, rich_hooks
-        from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms, load_train
+        from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
         from sparse_adapt.training.config import load_config
         from sparse_adapt.training.pipeline import run_pipeline
         from sparse_adapt.training.stages import TrainData
@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
 
         cfg = load_config(config)
         data = TrainData(
-            documents=load_documents(corpus), terms=load_domain_terms(terms), dictionary=load_dictionary(dictionary),
+            corpus=Path(corpus), terms=load_domain_terms(terms), dictionary=load_dictionary(dictionary),
             train=load_train(train_file), valid=load_train(valid) if valid is not None else None,
         )
         with rich_hooks() as hooks:
