@@ -89,10 +89,10 @@ def test_resume_drops_the_dead_attempts_steps_and_marks_the_new_attempt(
 
     original = stages_mod.DistillStage._step
 
-    def step(splade, batch, loss_fn, domain, step_number):
+    def step(splade, batch, loss_fn, domain, step_number, *rest):
         if step_number == 2:
             raise PowerCut("after one logged step of distill")
-        return original(splade, batch, loss_fn, domain, step_number)
+        return original(splade, batch, loss_fn, domain, step_number, *rest)
 
     out = tmp_path / "run"
     with monkeypatch.context() as m:
