@@ -7,7 +7,8 @@ interleaved round by round so load from other work hits every system alike):
 
 - ``warmup``: one epoch of masked-LM on synthetic documents (1-10 sentences, batch 8,
   max 256 pieces, the offline MiniLM base). Peer: Hugging Face ``Trainer`` with
-  ``DataCollatorForLanguageModeling`` (15% masking). sparse-adapt runs its warmup stage
+  ``DataCollatorForLanguageModeling`` (15% masking); ``hf-trainer-grouped`` is the same with
+  ``train_sampling_strategy="group_by_length"`` (batches of similar lengths, less padding). sparse-adapt runs its warmup stage
   twice: fixed batches of 8, and a token budget of 8 x 128 padded pieces with length
   bucketing. Time covers data preparation and training, not model loading.
 - ``distill``: one epoch of distillation over the bundled teacher-scored candidate lists
@@ -34,7 +35,7 @@ from bench.workload import model_dir, peak_rss_mb, synthetic_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEMS = {
-    "warmup": ("hf-trainer", "sparse-adapt", "sparse-adapt-budget"),
+    "warmup": ("hf-trainer", "hf-trainer-grouped", "sparse-adapt", "sparse-adapt-budget"),
     "distill": ("st-trainer", "sparse-adapt"),
 }
 
@@ -78,7 +79,7 @@ def _config(stage: str, section: dict):
     return config_from_dict({stage: section})
 
 
-def _hf_trainer_warmup(model: Path, work: Path, docs: Path) -> dict:
+def _hf_trainer_warmup(model: Path, work: Path, docs: Path, group_by_length: bool = False) -> dict:
     import torch
     from transformers import (AutoModelForMaskedLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer,
                               TrainingArguments)
@@ -93,6 +94,7 @@ def _hf_trainer_warmup(model: Path, work: Path, docs: Path) -> dict:
         output_dir=str(Path(tempfile.mkdtemp(dir=work))), per_device_train_batch_size=8, num_train_epochs=1,
         learning_rate=2e-4, save_strategy="no", report_to=[], logging_strategy="no", disable_tqdm=True,
         use_cpu=not torch.cuda.is_available(), seed=0, dataloader_num_workers=0,
+        train_sampling_strategy="group_by_length" if group_by_length else "random",
     )
     collator = DataCollatorForLanguageModeling(tok, mlm_probability=0.15)
     Trainer(model=mlm, args=args, train_dataset=dataset, data_collator=collator).train()
@@ -149,8 +151,8 @@ def worker(part: str, system: str, model: Path, work: Path, size: int, threads: 
     torch.set_num_threads(threads)
     if part == "warmup":
         docs = _docs_file(work, size)
-        if system == "hf-trainer":
-            result = _hf_trainer_warmup(model, work, docs)
+        if system.startswith("hf-trainer"):
+            result = _hf_trainer_warmup(model, work, docs, group_by_length=system == "hf-trainer-grouped")
         else:
             section = {"epochs": 1, "batch_size": 8, "max_length": 256, "lr": 2e-4, "checkpoint_every": 0}
             if system == "sparse-adapt-budget":
