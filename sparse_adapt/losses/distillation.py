@@ -56,6 +56,8 @@ class DistillationLoss(nn.Module):
         domain_ids: ``D``; step: 1-based optimiser step for the sparsity ramp.
         ref_query_weights: (B, V_ref), ref_doc_weights: (U, V_ref): the frozen reference
             model's vectors of the same texts, or None (then ``pres`` is 0).
+        free_ids: ids the ``"all-texts"`` preservation never anchors in domain texts (``D``
+            and the reference's pieces of the domain terms).
     """
 
     def __init__(
@@ -81,7 +83,7 @@ class DistillationLoss(nn.Module):
         self, *, query_weights: torch.Tensor, query_input_ids: torch.Tensor, doc_weights: torch.Tensor,
         doc_input_ids: torch.Tensor, doc_index: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor,
         domain_ids: Sequence[int], step: int, ref_query_weights: torch.Tensor | None = None,
-        ref_doc_weights: torch.Tensor | None = None,
+        ref_doc_weights: torch.Tensor | None = None, free_ids: Sequence[int] = (),
     ) -> dict[str, torch.Tensor]:
         docs = doc_weights[doc_index.clamp(min=0)]  # (B, N, V)
         student = torch.einsum("bv,bnv->bn", query_weights, docs)  # (B, N) dot products
@@ -117,7 +119,7 @@ class DistillationLoss(nn.Module):
             terms["pres"] = self.pres(
                 query_weights=query_weights, doc_weights=doc_weights, ref_query_weights=ref_query_weights,
                 ref_doc_weights=ref_doc_weights, general_queries=general_queries, general_docs=general_docs,
-                student=student, mask=mask,
+                student=student, mask=mask, free_ids=free_ids,
                 ref_scores=torch.einsum("bv,bnv->bn", ref_query_weights, ref_docs),
             )
         scale = {"sp": sparsity_ramp(step, self.sp_warmup_steps)}

@@ -16,21 +16,24 @@ import torch
 from torch import nn
 
 
-def vector_preservation(student: torch.Tensor, reference: torch.Tensor, selected: torch.Tensor) -> torch.Tensor:
-    """Mean over selected texts of ``sum_t (w^t - w_ref^t)^2`` over the student's vocabulary.
+def distances(student: torch.Tensor, reference: torch.Tensor, columns: torch.Tensor | None = None) -> torch.Tensor:
+    """(X,) ``sum_t c^t (w^t - w_ref^t)^2`` per text over the student's vocabulary.
 
     student: (X, V) vectors; reference: (X, V_ref) frozen vectors of the same texts, V_ref <= V;
-    selected: (X,) bool. Extending the vocabulary appends ids, so the first ``V_ref`` ids
-    mean the same token in both; the reference never fires an added id, so its weight there
-    is 0: a text the domain does not concern must not start firing the new terms either.
+    columns: optional (V,) 0/1 mask ``c``. Extending the vocabulary appends ids, so the first
+    ``V_ref`` ids mean the same token in both; the reference never fires an added id, so its
+    weight there is 0: a text the domain does not concern must not start firing the new terms.
     """
+    ref = nn.functional.pad(reference, (0, student.shape[1] - reference.shape[1]))  # (X, V)
+    sq = (student - ref) ** 2
+    return (sq if columns is None else sq * columns).sum(1)
+
+
+def vector_preservation(student: torch.Tensor, reference: torch.Tensor, selected: torch.Tensor) -> torch.Tensor:
+    """Mean over the selected texts ((X,) bool) of their :func:`distances` over all ids."""
     if not selected.any():
         return student.new_zeros(())
-    s = student[selected]  # (X', V)
-    n = reference.shape[1]
-    near = ((s[:, :n] - reference[selected]) ** 2).sum(1)  # (X',)
-    added = (s[:, n:] ** 2).sum(1)  # (X',)
-    return (near + added).mean()
+    return distances(student[selected], reference[selected]).mean()
 
 
 def score_preservation(student: torch.Tensor, reference: torch.Tensor, selected: torch.Tensor) -> torch.Tensor:
@@ -56,6 +59,18 @@ class PreservationLoss(nn.Module):
     domain token; queries containing none whose positives contain none either), ``w̄`` the
     reference model's vectors of the same texts, 0 on the ids the reference lacks (the added
     domain tokens: a control query must not start firing them).
+
+    Form ``"all-texts"``: the same on ``X_0``, and on every other text of the batch too,
+    there over the general vocabulary only:
+
+    .. math::
+
+        \\mathcal{L}_{pres} = \\frac{1}{|X|} \\Big( \\sum_{x \\in X_0} \\sum_{t \\in V} (w_x^t - \\bar{w}_x^t)^2
+            + \\sum_{x \\in X \\setminus X_0} \\sum_{t \\in V_{ref} \\setminus F} (w_x^t - \\bar{w}_x^t)^2 \\Big)
+
+    with ``F`` the domain ids and the reference's pieces of the domain terms (``free_ids``):
+    a domain text may gain its terms, but not lose or gain general words (e.g. a domain
+    query must not learn to drop a polysemous word it shares with the controls).
 
     Form ``"scores"``:
 
@@ -90,10 +105,25 @@ def _vectors(i: dict) -> torch.Tensor:
     return (lq * cq + ld * cd) / (cq + cd)
 
 
+def _all_texts(i: dict) -> torch.Tensor:
+    q, d = i["query_weights"], i["doc_weights"]
+    n_ref = i["ref_query_weights"].shape[1]
+    general_columns = torch.zeros(q.shape[1], device=q.device)  # (V,)
+    general_columns[:n_ref] = 1.0
+    if len(i["free_ids"]):
+        general_columns[torch.as_tensor(list(i["free_ids"]), device=q.device)] = 0.0
+    total = q.new_zeros(())
+    for w, ref, general in ((q, i["ref_query_weights"], i["general_queries"]), (d, i["ref_doc_weights"], i["general_docs"])):
+        everything = distances(w, ref)  # (X,)
+        known = distances(w, ref, general_columns)  # (X,)
+        total = total + torch.where(general, everything, known).sum()
+    return total / (q.shape[0] + d.shape[0])
+
+
 def _scores(i: dict) -> torch.Tensor:
     selected = i["general_queries"].unsqueeze(1) & i["mask"]  # (B, N)
     return score_preservation(i["student"], i["ref_scores"], selected)
 
 
 # The forms of the term by config name (``distill.pres_form``); each reads its inputs by name.
-FORMS: dict[str, Callable[[dict], torch.Tensor]] = {"vectors": _vectors, "scores": _scores}
+FORMS: dict[str, Callable[[dict], torch.Tensor]] = {"vectors": _vectors, "all-texts": _all_texts, "scores": _scores}

@@ -145,7 +145,8 @@ class DistillConfig:
     # Knowledge preservation (sparse_adapt/losses/preservation.py): self-distillation from the
     # frozen starting model on the texts the domain does not concern.
     pres: float = 0.0
-    # "vectors" (squared distance of general-vocabulary weights) or "scores" (of dot products).
+    # "vectors" (squared distance of the vectors of texts the domain does not concern), "all-texts"
+    # (also general-vocabulary weights of domain texts) or "scores" (of dot products).
     pres_form: str = "vectors"
     # Validation (sparse_adapt/training/validation.py): the fraction of train.jsonl held out
     # (seeded, per query kind) when no --valid file is given; 0 = no validation, all epochs kept.

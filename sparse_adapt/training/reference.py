@@ -27,17 +27,27 @@ def load_reference(reference: str | Path | SpladeEncoder, device: torch.device) 
 class ReferenceVectors:
     """Reference vectors of every query and candidate text of ``train.jsonl``, by text."""
 
-    def __init__(self, queries: sp.csr_matrix, documents: sp.csr_matrix, query_rows: dict[str, int], doc_rows: dict[str, int]):
+    def __init__(
+        self, queries: sp.csr_matrix, documents: sp.csr_matrix, query_rows: dict[str, int], doc_rows: dict[str, int],
+        free_ids: Sequence[int] = (),
+    ):
         self._q, self._d = queries, documents
         self._q_rows, self._d_rows = query_rows, doc_rows
+        # Ids whose weight in a domain text may move: the domain ids and the pieces the
+        # reference splits the terms into (it fires those where the student has the term).
+        self.free_ids = sorted(set(free_ids))
 
     @classmethod
-    def encode(cls, reference: SpladeEncoder, examples: Sequence[TrainExample]) -> "ReferenceVectors":
+    def encode(
+        cls, reference: SpladeEncoder, examples: Sequence[TrainExample], terms: Sequence[str] = (),
+        domain_ids: Sequence[int] = (),
+    ) -> "ReferenceVectors":
         queries = list(dict.fromkeys(ex.query for ex in examples))
         docs = list(dict.fromkeys(t for ex in examples for t in ex.doc_texts))
+        pieces = {i for t in terms for i in reference.tokenizer(t, add_special_tokens=False)["input_ids"]}
         return cls(
             reference.encode(queries, "query"), reference.encode(docs, "document"),
-            {t: i for i, t in enumerate(queries)}, {t: i for i, t in enumerate(docs)},
+            {t: i for i, t in enumerate(queries)}, {t: i for i, t in enumerate(docs)}, [*domain_ids, *pieces],
         )
 
     @property

@@ -214,7 +214,7 @@ class DistillStage(Stage):
                 raise ConfigError("distill: knowledge preservation and validation need the reference (starting) model")
             reference = load_reference(ctx.reference, splade.device)
             if cfg.pres > 0:
-                ref_vectors = ReferenceVectors.encode(reference, examples)
+                ref_vectors = ReferenceVectors.encode(reference, examples, terms, domain)
             if valid:
                 vset = ValidationSet.build(valid, ctx.data.documents, terms)
                 selector = EpochSelector(
@@ -264,7 +264,7 @@ class DistillStage(Stage):
         ref = {}
         if ref_vectors is not None:
             ref = {"ref_query_weights": ref_vectors.queries([ex.query for ex in batch], dev),
-                   "ref_doc_weights": ref_vectors.documents(doc_texts, dev)}
+                   "ref_doc_weights": ref_vectors.documents(doc_texts, dev), "free_ids": ref_vectors.free_ids}
         return loss_fn(
             query_weights=q_w, query_input_ids=q["input_ids"], doc_weights=d_w, doc_input_ids=d["input_ids"],
             doc_index=index.to(dev), teacher=teacher.to(dev), mask=mask.to(dev), domain_ids=domain, step=step, **ref,

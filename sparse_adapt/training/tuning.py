@@ -117,6 +117,8 @@ def run_tuning(
         )
         hooks.message(f"tune: trial {trial.number + 1}/{trials}: " + " ".join(f"{k}={v:.3g}" for k, v in values.items()))
         DistillStage().run(splade, ctx)
+        if "best_epoch" not in ctx.info:
+            raise ConfigError("tune: the validation split is empty; raise distill.valid_fraction or pass --valid")
         trial.set_user_attr("best_epoch", ctx.info["best_epoch"])
         trial.set_user_attr("epochs_run", ctx.info["epochs_run"])
         return float(ctx.info["best_objective"])

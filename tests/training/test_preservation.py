@@ -41,6 +41,21 @@ def test_vector_form_is_mean_squared_distance_of_selected_texts_added_ids_agains
     assert nothing.item() == 0.0
 
 
+def test_all_texts_form_anchors_domain_texts_on_general_columns_only():
+    # V = 4, V_ref = 3; free ids: 3 (the added domain token) and 1 (a piece of the term)
+    q = torch.tensor([[1.0, 5.0, 2.0, 9.0], [7.0, 7.0, 7.0, 7.0]])
+    ref_q = torch.zeros(2, 3)
+    d = torch.tensor([[2.0, 0.0, 0.0, 4.0]])
+    ref_d = torch.tensor([[1.0, 3.0, 1.0]])
+    loss = PreservationLoss("all-texts")(
+        query_weights=q, doc_weights=d, ref_query_weights=ref_q, ref_doc_weights=ref_d, free_ids=[3, 1],
+        general_queries=torch.tensor([True, False]), general_docs=torch.tensor([False]),
+    )
+    # query 0 (general): every id, 1 + 25 + 4 + 81 = 111; query 1 (domain): ids 0 and 2 only,
+    # 49 + 49 = 98; the document (domain): (2-1)^2 + (0-1)^2 = 2; mean over the 3 texts
+    assert loss.item() == pytest.approx((111 + 98 + 2) / 3)
+
+
 def test_score_form_is_mse_over_candidates_of_selected_queries():
     student = torch.tensor([[3.0, 1.0], [10.0, 10.0]])
     ref = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
@@ -56,7 +71,7 @@ def test_unknown_form_is_refused_in_the_loss_and_in_the_config():
         PreservationLoss("logits")
     with pytest.raises(ConfigError, match="pres_form"):
         config_from_dict({"distill": {"pres_form": "logits"}})
-    assert set(FORMS) == {"vectors", "scores"}
+    assert set(FORMS) == {"vectors", "all-texts", "scores"}
 
 
 def test_distillation_applies_preservation_only_to_texts_the_domain_does_not_concern():
