@@ -48,6 +48,10 @@ def report(
         "of the domain-semantic queries)."
     ),
     experiments: str = typer.Option("H1,H2,H3,H4", "--experiments", help="Which experiments to run, e.g. H1,H4."),
+    benchmark: Optional[Path] = typer.Option(
+        None, "--benchmark", help="Include the per-domain and ablation tables of a `sparse-adapt benchmark` "
+        "output (its directory or benchmark.json)."
+    ),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Write into a non-empty --out holding no report (beside its files), and "
         "retrain runs under OUT/runs whose settings differ, instead of refusing."
@@ -61,7 +65,7 @@ def report(
         out=out, base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train, queries=queries,
         qrels=qrels, heldout_queries=heldout_queries, heldout_qrels=heldout_qrels, groups=groups, config=config,
         seed=seed, term=term, experiments=tuple(e.strip() for e in experiments.split(",") if e.strip()),
-        overwrite=overwrite,
+        overwrite=overwrite, benchmark=benchmark,
     )
     with rich_hooks() as hooks:
         result = build_report(inputs, hooks)

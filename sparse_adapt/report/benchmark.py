@@ -33,14 +33,14 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses import TERMS
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
-from sparse_adapt.report.benchmark_md import HELDOUT, METRIC, render_benchmark
+from sparse_adapt.report.benchmark_md import BENCHMARK_SCHEMA, HELDOUT, METRIC, render_benchmark
 from sparse_adapt.training.config import TrainConfig, load_config
 from sparse_adapt.training.stages import EXPERIMENTS
 
 # H4 runs as its MLM prefix (OUT/prefix/<domain>/seed<k>) then distill (OUT/runs/...).
 PREFIX = tuple(s for s in EXPERIMENTS["H4"] if s != "distill")
 
-SCHEMA = "sparse-adapt.benchmark/1"
+SCHEMA = BENCHMARK_SCHEMA
 FILES = {
     "docs": "docs.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv", "train": "train.jsonl",
     "terms": "domain_terms.json", "dictionary": "dictionary.jsonl", "heldout_queries": "heldout_queries.jsonl",

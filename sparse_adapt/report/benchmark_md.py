@@ -3,9 +3,12 @@ quality bar) and the ablation table (each loss term removed in turn), from ``ben
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from statistics import mean
 from typing import Sequence
 
+from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses import TERMS
 
 METRIC = "ndcg@10"
@@ -153,3 +156,29 @@ def render_benchmark(report: dict) -> str:
         out += [f"| {r['domain']} | {r['seed']} | {r['variant']} | {r['selection'].get('best_epoch')} | "
                 f"{r['selection'].get('epochs_run')} |" for r in selection]
     return "\n".join(out) + "\n"
+
+
+BENCHMARK_SCHEMA = "sparse-adapt.benchmark/1"
+
+
+def load_benchmark(path: str | Path) -> dict:
+    """A ``sparse-adapt benchmark`` result: its ``benchmark.json`` or the directory holding it."""
+    path = Path(path)
+    file = path / "benchmark.json" if path.is_dir() else path
+    if not file.is_file():
+        raise ConfigError(f"--benchmark {path}: no benchmark.json (write one with `sparse-adapt benchmark --out DIR`)")
+    try:
+        report = json.loads(file.read_text(encoding="utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{file}: not a benchmark.json ({e})") from None
+    if not isinstance(report, dict) or report.get("schema") != BENCHMARK_SCHEMA:
+        raise ConfigError(f"{file}: field 'schema' is not {BENCHMARK_SCHEMA!r}")
+    if not isinstance(report.get("inputs"), dict) or not isinstance(report.get("results"), list):
+        raise ConfigError(f"{file}: fields 'inputs' and 'results' are required")
+    return report
+
+
+def benchmark_section(report: dict) -> str:
+    """The benchmark's tables as a section of ``report.md`` (headings one level down)."""
+    body = render_benchmark(report).splitlines()[1:]  # without its own title
+    return "\n".join(["## Generalisation: the benchmark suite", *[("#" + l if l.startswith("#") else l) for l in body]])

@@ -9,6 +9,7 @@ from typing import Sequence
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.report.benchmark_md import load_benchmark
 from sparse_adapt.report.criteria import criteria, natural, summarise_term
 from sparse_adapt.report.files import slug, to_json, write_report
 from sparse_adapt.report.inputs import ReportData, ReportInputs, choose_primary_term, domain_terms, load_report_data
@@ -105,7 +106,10 @@ def evaluate_stage(
     )
 
 
-def assemble(inputs: ReportInputs, data: ReportData, stages: list[StageResult], primary: str, reason: str) -> Report:
+def assemble(
+    inputs: ReportInputs, data: ReportData, stages: list[StageResult], primary: str, reason: str,
+    benchmark: dict | None = None,
+) -> Report:
     i = inputs.resolved()
     cfg = i.train_config()
     return Report(
@@ -120,7 +124,7 @@ def assemble(inputs: ReportInputs, data: ReportData, stages: list[StageResult], 
         notes=list(data.notes),
         relevant={q: sorted((d for d, g in data.qrels.get(q, {}).items() if g > 0), key=natural)
                   for q in data.semantic_qids},
-        stages=stages,
+        stages=stages, benchmark=benchmark,
     )
 
 
@@ -178,6 +182,7 @@ def build_report(inputs: ReportInputs, hooks: Hooks = SILENT) -> Report:
     i = inputs.resolved()
     data = load_report_data(i)  # every input validated before the first training step
     i.train_config()
+    benchmark = load_benchmark(i.benchmark) if i.benchmark is not None else None
     _check_out(i.out, i.overwrite)
     base = SpladeEncoder.from_pretrained(i.base)
     primary, reason = choose_primary_term(domain_terms(base, data), data, i.term)
@@ -188,6 +193,6 @@ def build_report(inputs: ReportInputs, hooks: Hooks = SILENT) -> Report:
             if name != REFERENCE:
                 hooks.message(f"--- {name}: {' + '.join(EXPERIMENTS[name])}")
             results.append(run_experiment(i, data, name, primary, hooks, splade=base if name == REFERENCE else None))
-        report = assemble(i, data, results, primary, reason)
+        report = assemble(i, data, results, primary, reason, benchmark)
         write_report(report, i.out)
     return report

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from sparse_adapt.report.benchmark_md import benchmark_section
 from sparse_adapt.report.criteria import FAIL, NA, PASS, natural
 from sparse_adapt.report.results import (
     DIAGNOSTICS_DIR, EXPLAIN_K, GROUP_METRIC, HYPOTHESES, PLOTS, REFERENCE, Report, StageResult,
@@ -165,6 +166,9 @@ def render_markdown(report: Report, out: Path | None = None) -> str:
                   if q in group_of else len(report.groups), natural(q)))
     add(_table(["Query", "Group", *names],
                [[q, group_of.get(q, "—"), *[_f(s.per_query.get(q)) for s in stages]] for q in qids]) + "\n")
+
+    if report.benchmark is not None:
+        add(benchmark_section(report.benchmark) + "\n")
 
     add("## Reproduce these numbers\n")
     add("Each stage's checkpoint can be checked with the CLI; for the last stage:\n")

@@ -77,6 +77,7 @@ class Report:
     notes: list[str]
     relevant: dict[str, list[str]]  # semantic qid -> its relevant (grade > 0) documents
     stages: list[StageResult]
+    benchmark: dict[str, Any] | None = None  # the benchmark.json of --benchmark, as loaded
 
     def to_dict(self) -> dict:
         return asdict(self)

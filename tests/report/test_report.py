@@ -45,6 +45,22 @@ def two_terms(directory: Path) -> Path:
     return path
 
 
+def _suite_row(seed, variant, semantic):
+    return {"domain": "legal", "split": "test", "seed": seed, "variant": variant,
+            "groups": {"heldout-domain-semantic": {"queries": 5, "ndcg@10": semantic}}}
+
+
+# A `sparse-adapt benchmark` result as it would be written (the command itself is tested in
+# test_benchmark.py): the report must carry its tables, not recompute them.
+SUITE = {
+    "schema": "sparse-adapt.benchmark/1", "created": "2026-11-22T00:00:00+00:00",
+    "inputs": {"base": "offline-minilm", "domains": ["legal"], "seeds": [0, 1], "ablation_domains": ["legal"],
+               "ablation_seeds": [0], "config": {}},
+    "results": [_suite_row(None, "base", 0.5), _suite_row(0, "full", 0.7), _suite_row(1, "full", 0.9),
+                _suite_row(0, "no-pres", 0.6)],
+}
+
+
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
@@ -53,7 +69,11 @@ def report_dir(tmp_path_factory):
     config.write_text(json.dumps(TINY_CONFIG))
     terms = two_terms(root)
     out = root / "case"
-    rc = main(["report", "--base", str(base), "--out", str(out), "--config", str(config), "--terms", str(terms)])
+    bench = root / "suite"
+    bench.mkdir()
+    (bench / "benchmark.json").write_text(json.dumps(SUITE))
+    rc = main(["report", "--base", str(base), "--out", str(out), "--config", str(config), "--terms", str(terms),
+               "--benchmark", str(bench)])
     assert rc == 0
     return {"out": out, "base": base, "terms": terms, "config": config,
             "json": json.loads((out / "report.json").read_text(encoding="utf-8"))}
@@ -87,6 +107,15 @@ def test_report_files_sections_and_plots(report_dir):
     assert rep["groups"] == load_query_groups(G.query_groups)
     assert rep["primary_term"] == "Gatrocraptic"
     assert set(stage(rep, "H4")["groups"]) == set(rep["groups"])
+
+
+def test_report_includes_the_benchmark_tables(report_dir):
+    md = (report_dir["out"] / "report.md").read_text(encoding="utf-8")
+    assert "## Generalisation: the benchmark suite" in md and "### Per domain: base vs adapted" in md
+    # base 0.5, seeds 0.7 and 0.9, mean 0.8, +0.3 over the base, below the 0.90 bar for seed 0
+    assert "| legal | test | heldout-domain-semantic | 5 | 0.500 | 0.700 | 0.900 | 0.800 | +0.300 | fail |" in md
+    assert "### Ablation: each loss term removed in turn" in md and "| no-pres | 0.600 | -0.100 |" in md
+    assert report_dir["json"]["benchmark"] == SUITE
 
 
 def test_numbers_match_evaluate_cli(report_dir, capsys):
@@ -275,6 +304,13 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert "q99" in capsys.readouterr().err
     assert main(["report", "--out", str(tmp_path / "o"), "--experiments", "H1,H5"]) == 2
     assert "H5" in capsys.readouterr().err
+    assert main(["report", "--out", str(tmp_path / "o"), "--benchmark", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--benchmark" in err and "no benchmark.json" in err and len(err.strip().splitlines()) == 1
+    (tmp_path / "benchmark.json").write_text(json.dumps({"schema": "other"}))
+    assert main(["report", "--out", str(tmp_path / "o"), "--benchmark", str(tmp_path)]) == 2
+    assert "'schema'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
     assert main(["report", "--out", str(tmp_path / "o"), "--heldout-queries", str(G.heldout_queries)]) == 2
     assert "go together" in capsys.readouterr().err
     foreign = tmp_path / "mine"
