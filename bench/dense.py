@@ -1,0 +1,52 @@
+"""The dense reference: nDCG@10 of the all-MiniLM-L6-v2 bi-encoder per query group.
+
+    python -m bench.dense [DOMAIN ...]      # default: the bundled corpus and every suite domain
+
+The same held-out groups the benchmark suite scores, ranked by cosine similarity of the dense
+embeddings (``make-train``'s default teacher), not by a sparse model: what a model trained for
+semantic search reaches on these queries, to read the sparse results against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+
+def dense_scores(domain: str) -> dict[str, dict]:
+    from sparse_adapt.corpus.teacher import load_teacher
+    from sparse_adapt.report.benchmark import EvalSet, resolve_domain
+    from sparse_adapt.retrieval.evaluation import evaluate_run
+
+    ev = EvalSet.load(resolve_domain(domain).files)
+    teacher = load_teacher()
+    docs = teacher.embed([d.text for d in ev.documents])  # (N, H), unit length
+    queries = teacher.embed([q.text for q in ev.queries])  # (Q, H)
+    sims = (queries @ docs.T).tolist()  # (Q, N) cosine
+    run = {q.qid: {d.doc_id: float(s) for d, s in zip(ev.documents, row)} for q, row in zip(ev.queries, sims)}
+    out = {}
+    for group, qids in ev.groups.items():
+        judged = [q for q in qids if q in ev.qrels]
+        value = evaluate_run(ev.qrels, run, ("ndcg@10",), qids=judged)["ndcg@10"] if judged else None
+        out[group] = {"queries": len(judged), "ndcg@10": value}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import corpora
+
+    parser = argparse.ArgumentParser(prog="python -m bench.dense", description=__doc__.split("\n\n")[0])
+    every = ["gatrocraptic", *(d for members in corpora.SPLITS.values() for d in members)]
+    parser.add_argument("domains", nargs="*", default=every)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print(json.dumps({d: dense_scores(d) for d in args.domains}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
