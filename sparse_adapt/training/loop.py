@@ -158,10 +158,13 @@ def run_loop(
     checkpoint: Callable[[dict], None] | None = None,
     processes: Processes | None = None,
     on_epoch_end: Callable[[int], bool] | None = None,
+    extra_state: Callable[[], dict] | None = None,
 ) -> LoopResult:
     """Train ``model`` in place; see the module docstring (and ``distributed.py`` for N processes).
 
     ``on_epoch_end(epoch)`` (1-based) runs after each epoch; returning True stops early.
+    ``extra_state()`` is saved in each checkpoint under ``"extra"`` (the caller's own state,
+    e.g. the epoch selection's, which it restores from ``resume["extra"]``).
     """
     processes = processes or SingleProcess()
     world, rank = processes.world, processes.rank
@@ -241,7 +244,7 @@ def run_loop(
                     "epoch": epoch, "position": position, "plan": batches, "sums": sums, "counted": counted,
                     "steps": result.steps, "epoch_means": result.epoch_means, "last": result.last,
                     "tokens": result.tokens, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                    "rng": rng_state(generator),
+                    "rng": rng_state(generator), **({"extra": extra_state()} if extra_state is not None else {}),
                 })
         if position >= len(batches):
             if counted:

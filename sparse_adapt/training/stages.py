@@ -220,6 +220,7 @@ class DistillStage(Stage):
                 selector = EpochSelector(
                     splade, vset, vset.measure(reference), control_penalty=cfg.control_penalty, patience=cfg.patience,
                     log=ctx.log, message=ctx.hooks.message, on_record=ctx.on_validation,
+                    resume=(ctx.resume or {}).get("extra", {}).get("selector"),
                 )
             del reference  # only its outputs are needed from here on
         loss_fn = DistillationLoss(
@@ -236,6 +237,7 @@ class DistillStage(Stage):
             splade, shuffled_batches(len(examples), cfg.batch_size), ctx.loop_config(self.name, cfg, cfg.log_every),
             step, gen, ctx.log, ctx.hooks, step_line=format_step, resume=ctx.resume, checkpoint=ctx.checkpoint,
             processes=ctx.processes, on_epoch_end=selector.epoch_end if selector is not None else None,
+            extra_state=(lambda: {"selector": selector.state_dict()}) if selector is not None else None,
         )
         last = {("total" if k == "loss" else k): v for k, v in result.last.items()}
         ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "last": last, "domain_ids": domain,

@@ -147,18 +147,36 @@ class EpochSelector:
 
     def __init__(
         self, splade, vset: ValidationSet, reference_scores: dict[str, float | None], *, control_penalty: float,
-        patience: int, log, message, on_record=None,
+        patience: int, log, message, on_record=None, resume: dict | None = None,
     ):
         self.splade, self.vset, self.reference = splade, vset, reference_scores
         self.control_penalty, self.patience = control_penalty, patience
         self.log, self.message, self.on_record = log, message, on_record
         self.records: list[dict] = []
+        self.logged: list[dict] = []  # every validation record written, for a resumed run's log
         self._best_state: dict[str, torch.Tensor] | None = None
+        if resume is not None:
+            # From a mid-stage checkpoint (state_dict()): the model is no longer the starting one,
+            # so epoch 0 is not measured again; the dead attempt's records left the log with it.
+            self.records = list(resume["records"])
+            self._best_state = resume["best_state"] or None
+            for record in resume["logged"]:
+                self._log(record)
+            return
         sizes = {k: len(v) for k, v in vset.kinds.items()}
-        self.log({"event": "validation", "stage": "distill", "epoch": "reference", **reference_scores, "queries": sizes})
+        self._log({"event": "validation", "stage": "distill", "epoch": "reference", **reference_scores, "queries": sizes})
         start = vset.measure(splade)
-        self.log({"event": "validation", "stage": "distill", "epoch": 0, **start,
-                  "objective": objective(start, reference_scores, control_penalty)})
+        self._log({"event": "validation", "stage": "distill", "epoch": 0, **start,
+                   "objective": objective(start, reference_scores, control_penalty)})
+
+    def _log(self, record: dict) -> None:
+        self.logged.append(record)
+        self.log(record)
+
+    def state_dict(self) -> dict:
+        """What a mid-stage checkpoint needs to resume the selection: the epochs' records, the
+        log records and the best epoch's weights so far (an empty dict: none yet)."""
+        return {"records": self.records, "logged": self.logged, "best_state": self._best_state or {}}
 
     def epoch_end(self, epoch: int) -> bool:
         measured = self.vset.measure(self.splade)
@@ -168,7 +186,7 @@ class EpochSelector:
         if sel.best_epoch == epoch:
             self._best_state = {k: v.detach().clone() for k, v in self.splade.state_dict().items()}
         full = {"event": "validation", "stage": "distill", **record, "best_epoch": sel.best_epoch, "stop": sel.stop}
-        self.log(full)
+        self._log(full)
         shown = " ".join(f"{k} {v:.3f}" for k, v in measured.items() if v is not None)
         self.message(f"distill: validation epoch {epoch}: {shown} objective {record['objective']:+.4f} (best: epoch {sel.best_epoch})")
         if self.on_record is not None:

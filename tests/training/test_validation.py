@@ -118,3 +118,49 @@ def test_distill_keeps_the_best_epoch_and_stops_early(tiny_dir, inputs, tmp_path
     kept = SpladeEncoder.from_pretrained(final).mlm.get_input_embeddings().weight
     torch.testing.assert_close(kept, seen[3])  # call 3 = after epoch 2
     assert not torch.equal(kept, seen[5])
+
+
+def test_crash_mid_distill_resumes_the_selection_with_its_history(tiny_dir, inputs, tmp_path, monkeypatch):
+    # Validation after every epoch, a checkpoint after every step, a crash in epoch 3: the
+    # rerun must log and keep what an uninterrupted run does (same records, same epoch kept,
+    # same weights), not re-measure "epoch 0" on the resumed model or forget epochs 1-2.
+    from sparse_adapt.training import loop as loop_mod
+
+    valid = tmp_path / "valid.jsonl"
+    valid.write_text(inputs["train"].read_text(encoding="utf-8"), encoding="utf-8")
+    cfg = config_from_dict({**SMALL, "distill": {**SMALL["distill"], "epochs": 4, "checkpoint_every": 1}})
+    run = dict(base=str(tiny_dir), stages=("extend", "distill"), config=cfg, seed=0, valid=valid, **inputs)
+
+    def validation(out):
+        log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+        end = next(r for r in log if r.get("event") == "stage_end" and r["stage"] == "distill")
+        return [r for r in log if r.get("event") == "validation"], end["best_epoch"], end["epochs_run"]
+
+    reference = run_pipeline(out=tmp_path / "ref", **run)
+    ref_log = [json.loads(x) for x in (tmp_path / "ref" / "train_log.jsonl").read_text().splitlines()]
+    steps_per_epoch = sum(1 for r in ref_log if r.get("stage") == "distill" and r.get("epoch") == 1 and "step" in r)
+    real, calls = loop_mod.nn.utils.clip_grad_norm_, []
+
+    class PowerCut(Exception):
+        pass
+
+    def clip_then_cut(parameters, max_norm):
+        calls.append(1)
+        if len(calls) == 2 * steps_per_epoch + 1:  # the first step of epoch 3
+            raise PowerCut()
+        return real(parameters, max_norm)
+
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        m.setattr(loop_mod.nn.utils, "clip_grad_norm_", clip_then_cut)
+        with pytest.raises(PowerCut):
+            run_pipeline(out=out, **run)
+    assert (out / "distill.partial").is_dir()
+    final = run_pipeline(out=out, **run)
+    records, best, epochs_run = validation(out)
+    ref_records, ref_best, ref_epochs = validation(tmp_path / "ref")
+    assert [r["epoch"] for r in records] == ["reference", 0, 1, 2, 3, 4]
+    assert records == ref_records and (best, epochs_run) == (ref_best, ref_epochs)
+    kept = SpladeEncoder.from_pretrained(final).mlm.state_dict()
+    expected = SpladeEncoder.from_pretrained(reference).mlm.state_dict()
+    assert all(torch.equal(kept[k], expected[k]) for k in expected)
