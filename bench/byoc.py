@@ -10,6 +10,7 @@ adversarial controls >= base - 0.02.
 
     python -m bench.byoc --workdir runs/byoc --json bench/results/byoc.json
     python -m bench.byoc --domains pharma --bases offline-splade-tiny --inputs corpus
+    python -m bench.byoc --domains /path/to/domain      # a directory with the bundled file names
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import corpora
 from sparse_adapt.data import load_documents, load_qrels, load_queries, load_query_groups
 from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.report.benchmark import resolve_domain
 from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
 
 GROUPS = ("heldout-domain-semantic", "heldout-domain-explicit", "heldout-control")
@@ -39,10 +41,11 @@ def heldout_ndcg(model: SpladeEncoder, files: corpora.CorpusFiles) -> dict[str, 
 def run_one(domain: str, base: str, inputs: str, workdir: Path) -> dict:
     from sparse_adapt.corpus.adapt import run_adapt
 
-    files = corpora.get(domain)
+    resolved = resolve_domain(domain)
+    files = resolved.files
     given = {} if inputs == "corpus" else {"terms": files.terms, "dictionary": files.dictionary, "train": files.train}
     t0 = time.perf_counter()
-    result = run_adapt(files.docs, workdir / domain / base / inputs, base, **given)
+    result = run_adapt(files.docs, workdir / resolved.name / base / inputs, base, **given)
     seconds = time.perf_counter() - t0
     return {"seconds": round(seconds, 1), "ndcg": heldout_ndcg(SpladeEncoder.from_pretrained(result.final), files),
             "generated": result.files.generated}
@@ -63,12 +66,13 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     rows = []
     previous = json.loads(args.json.read_text()) if args.json and args.json.is_file() else []
-    for domain in args.domains.split(","):
+    for spec in args.domains.split(","):
+        domain = resolve_domain(spec)
         for base in args.bases.split(","):
-            base_ndcg = heldout_ndcg(SpladeEncoder.from_pretrained(base), corpora.get(domain))
+            base_ndcg = heldout_ndcg(SpladeEncoder.from_pretrained(base), domain.files)
             for inputs in args.inputs.split(","):
-                one = run_one(domain, base, inputs, args.workdir)
-                row = {"domain": domain, "split": corpora.split(domain), "base": base, "inputs": inputs,
+                one = run_one(spec, base, inputs, args.workdir)
+                row = {"domain": domain.name, "split": domain.split, "base": base, "inputs": inputs,
                        "seconds": one["seconds"], "groups": {}}
                 for g in GROUPS:
                     (b, n), (a, _) = base_ndcg[g], one["ndcg"][g]
