@@ -16,23 +16,15 @@ import sys
 import torch
 
 
-def dense_scores(domain: str) -> dict[str, dict]:
-    from sparse_adapt.corpus.teacher import load_teacher
+def dense_scores(teacher, domain: str) -> dict[str, dict]:
     from sparse_adapt.report.benchmark import EvalSet, resolve_domain
-    from sparse_adapt.retrieval.evaluation import evaluate_run
 
     ev = EvalSet.load(resolve_domain(domain).files)
-    teacher = load_teacher()
     docs = teacher.embed([d.text for d in ev.documents])  # (N, H), unit length
     queries = teacher.embed([q.text for q in ev.queries])  # (Q, H)
     sims = (queries @ docs.T).tolist()  # (Q, N) cosine
     run = {q.qid: {d.doc_id: float(s) for d, s in zip(ev.documents, row)} for q, row in zip(ev.queries, sims)}
-    out = {}
-    for group, qids in ev.groups.items():
-        judged = [q for q in qids if q in ev.qrels]
-        value = evaluate_run(ev.qrels, run, ("ndcg@10",), qids=judged)["ndcg@10"] if judged else None
-        out[group] = {"queries": len(judged), "ndcg@10": value}
-    return out
+    return ev.run_scores(run)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(json.dumps({d: dense_scores(d) for d in args.domains}, indent=1))
+    from sparse_adapt.corpus.teacher import load_teacher
+
+    teacher = load_teacher()
+    print(json.dumps({d: dense_scores(teacher, d) for d in args.domains}, indent=1))
     return 0
 
 

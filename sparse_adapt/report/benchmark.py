@@ -40,7 +40,6 @@ from sparse_adapt.training.stages import EXPERIMENTS
 # H4 runs as its MLM prefix (OUT/prefix/<domain>/seed<k>) then distill (OUT/runs/...).
 PREFIX = tuple(s for s in EXPERIMENTS["H4"] if s != "distill")
 
-SCHEMA = BENCHMARK_SCHEMA
 FILES = {
     "docs": "docs.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv", "train": "train.jsonl",
     "terms": "domain_terms.json", "dictionary": "dictionary.jsonl", "heldout_queries": "heldout_queries.jsonl",
@@ -91,9 +90,14 @@ class EvalSet:
 
     def scores(self, splade: SpladeEncoder) -> dict[str, dict]:
         """``{group: {"queries": n, "ndcg@10": mean}}`` over each group's judged queries."""
-        from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+        from sparse_adapt.retrieval.evaluation import score_in_memory
 
-        run = score_in_memory(splade, self.documents, self.queries)
+        return self.run_scores(score_in_memory(splade, self.documents, self.queries))
+
+    def run_scores(self, run: dict[str, dict[str, float]]) -> dict[str, dict]:
+        """The same for a run ``{qid: {doc_id: score}}`` from any retriever."""
+        from sparse_adapt.retrieval.evaluation import evaluate_run
+
         out = {}
         for group, qids in self.groups.items():
             judged = [q for q in qids if q in self.qrels and q in run]
@@ -201,7 +205,7 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
                 final = distill(d, seed, out / "ablation" / d.name / f"seed{seed}" / f"no-{term}", without(cfg, term))
                 results.append(measure(d, seed, f"no-{term}", final))
     report = {
-        "schema": SCHEMA,
+        "schema": BENCHMARK_SCHEMA,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "inputs": {
             "base": inputs.base, "domains": list(inputs.domains), "seeds": list(inputs.seeds),
