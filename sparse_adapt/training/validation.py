@@ -158,10 +158,12 @@ class EpochSelector:
         if resume is not None:
             # From a mid-stage checkpoint (state_dict()): the model is no longer the starting one,
             # so epoch 0 is not measured again; the dead attempt's records left the log with it.
-            self.records = list(resume["records"])
             self._best_state = resume["best_state"] or None
             for record in resume["logged"]:
                 self._log(record)
+            # The epochs' records are the logged ones after "reference" and 0 (select_epoch reads
+            # only their "epoch" and "objective").
+            self.records = [r for r in self.logged if r["epoch"] not in ("reference", 0)]
             return
         sizes = {k: len(v) for k, v in vset.kinds.items()}
         self._log({"event": "validation", "stage": "distill", "epoch": "reference", **reference_scores, "queries": sizes})
@@ -174,9 +176,9 @@ class EpochSelector:
         self.log(record)
 
     def state_dict(self) -> dict:
-        """What a mid-stage checkpoint needs to resume the selection: the epochs' records, the
-        log records and the best epoch's weights so far (an empty dict: none yet)."""
-        return {"records": self.records, "logged": self.logged, "best_state": self._best_state or {}}
+        """What a mid-stage checkpoint needs to resume the selection: the validation records
+        logged so far and the best epoch's weights (an empty dict: none yet)."""
+        return {"logged": self.logged, "best_state": self._best_state or {}}
 
     def epoch_end(self, epoch: int) -> bool:
         measured = self.vset.measure(self.splade)
