@@ -51,11 +51,15 @@ class MLMConfig:
     # 200 keeps small runs (the bundled corpus needs < 100 steps per stage) free of the
     # checkpoint's disk time, while an hours-long warmup loses at most 200 steps to a crash.
     checkpoint_every: int = 200
+    # "all": the whole model learns. "domain": only the domain tokens' embedding, decoder and
+    # bias rows learn (sparse_adapt/training/freezing.py): nothing the base knew can change.
+    train_rows: str = "all"
 
     def validate(self, section: str) -> None:
         _positive(section, "epochs", self.epochs, allow_zero=True)
         _positive(section, "grad_accum", self.grad_accum)
         _positive(section, "bucket_window", self.bucket_window)
+        _check_rows(section, self.train_rows)
         for key in ("batch_tokens", "max_steps", "checkpoint_every"):
             _positive(section, key, getattr(self, key), allow_zero=True)
         _positive(section, "lr", self.lr)
@@ -162,10 +166,12 @@ class DistillConfig:
     # Each dictionary definition becomes one more training query (sparse_adapt/training/definitions.py)
     # with this many hard negatives from the documents naming no domain term; 0 = off.
     definition_negatives: int = 0
+    train_rows: str = "all"  # as in MLMConfig
 
     def validate(self, section: str) -> None:
         from sparse_adapt.losses.preservation import FORMS
 
+        _check_rows(section, self.train_rows)
         _positive(section, "epochs", self.epochs, allow_zero=True)
         _positive(section, "grad_accum", self.grad_accum)
         _positive(section, "max_steps", self.max_steps, allow_zero=True)
@@ -202,6 +208,13 @@ def _positive(section: str, key: str, value: float, allow_zero: bool = False) ->
     # Written so that NaN (for which every comparison is False) fails too.
     if not (value > 0 or (value == 0 and allow_zero)) or value == math.inf:
         raise ConfigError(f"{section}.{key} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+def _check_rows(section: str, value: str) -> None:
+    from sparse_adapt.training.freezing import ROWS
+
+    if value not in ROWS:
+        raise ConfigError(f"{section}.train_rows must be one of {', '.join(ROWS)}, got {value!r}")
 
 
 def _coerce(where: str, key: str, value: Any, kind: Any) -> Any:

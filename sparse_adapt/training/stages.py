@@ -7,6 +7,7 @@ becomes losses, the loop itself is ``loop.py``. ``pipeline.py`` runs a selection
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -23,6 +24,7 @@ from sparse_adapt.modeling.vocabulary import domain_token_ids, extend_vocabulary
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.config import DictionaryConfig, MLMConfig, TrainConfig
 from sparse_adapt.training.definitions import definition_examples
+from sparse_adapt.training.freezing import domain_rows_only
 from sparse_adapt.training.distributed import Processes, SingleProcess
 from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything, shuffled_batches
 from sparse_adapt.training.masking import mask_tokens, occurrences, span_occurrences
@@ -67,10 +69,19 @@ class StageContext:
     on_validation: Callable[[dict], None] | None = None
 
     def loop_config(self, name: str, section, log_every: int = 0) -> LoopConfig:
+        # AdamW's decoupled decay would shrink the frozen rows of a "domain" stage (freezing.py).
+        decay = 0.0 if section.train_rows == "domain" else section.weight_decay
         return LoopConfig(
-            name, section.epochs, section.batch_size, section.lr, section.weight_decay, section.max_grad_norm,
+            name, section.epochs, section.batch_size, section.lr, decay, section.max_grad_norm,
             log_every, section.grad_accum, section.max_steps, section.checkpoint_every,
         )
+
+
+def trainable_rows(splade: SpladeEncoder, train_rows: str, terms) -> contextlib.AbstractContextManager:
+    """The stage's ``train_rows``: "all" changes nothing, "domain" freezes all but D's rows."""
+    if train_rows == "domain":
+        return domain_rows_only(splade.mlm, domain_token_ids(splade, terms))
+    return contextlib.nullcontext()
 
 
 class Stage:
@@ -138,8 +149,9 @@ class _MLMStage(Stage):
         def plan(generator: torch.Generator) -> list[list[int]]:
             return plan_epoch(lengths, cfg.batch_size, cfg.batch_tokens, cfg.bucket_window, generator)
 
-        result = run_loop(splade, plan, ctx.loop_config(self.name, cfg), step, gen, ctx.log, ctx.hooks,
-                          resume=ctx.resume, checkpoint=ctx.checkpoint, processes=ctx.processes)
+        with trainable_rows(splade, cfg.train_rows, ctx.data.terms):
+            result = run_loop(splade, plan, ctx.loop_config(self.name, cfg), step, gen, ctx.log, ctx.hooks,
+                              resume=ctx.resume, checkpoint=ctx.checkpoint, processes=ctx.processes)
         final = result.epoch_means[-1]["loss"] if result.epoch_means else None
         ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "final_epoch_loss": final, "tokens": result.tokens}
 
@@ -233,12 +245,13 @@ class DistillStage(Stage):
             terms, tokens = self._step(splade, [examples[i] for i in idx], loss_fn, domain, step_number, ref_vectors)
             return StepResult({"loss": terms["total"], **{k: terms[k] for k in TERMS}}, tokens)
 
-        result = run_loop(
-            splade, shuffled_batches(len(examples), cfg.batch_size), ctx.loop_config(self.name, cfg, cfg.log_every),
-            step, gen, ctx.log, ctx.hooks, step_line=format_step, resume=ctx.resume, checkpoint=ctx.checkpoint,
-            processes=ctx.processes, on_epoch_end=selector.epoch_end if selector is not None else None,
-            extra_state=(lambda: {"selector": selector.state_dict()}) if selector is not None else None,
-        )
+        with trainable_rows(splade, cfg.train_rows, ctx.data.terms):
+            result = run_loop(
+                splade, shuffled_batches(len(examples), cfg.batch_size), ctx.loop_config(self.name, cfg, cfg.log_every),
+                step, gen, ctx.log, ctx.hooks, step_line=format_step, resume=ctx.resume, checkpoint=ctx.checkpoint,
+                processes=ctx.processes, on_epoch_end=selector.epoch_end if selector is not None else None,
+                extra_state=(lambda: {"selector": selector.state_dict()}) if selector is not None else None,
+            )
         last = {("total" if k == "loss" else k): v for k, v in result.last.items()}
         ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "last": last, "domain_ids": domain,
                     "definition_queries": [ex.qid for ex in extra]}
