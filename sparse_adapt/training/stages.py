@@ -197,6 +197,33 @@ class DictionaryStage(_MLMStage):
         return out
 
 
+# Candidate documents whose active terms are counted before and after distillation: enough for
+# a stable mean, few enough to cost two encoding batches.
+DENSITY_SAMPLE = 64
+# A document vector this many times denser than before distillation makes a sparse index that
+# much larger and slower; measured: the domain hinge at tau_min 3.5 drove offline-splade-tiny's
+# documents naming a domain term from ~100 to 6,000-13,000 active terms (README "Results: adapt").
+DENSITY_WARNING = 4.0
+
+
+def document_density(splade: SpladeEncoder, texts: Sequence[str]) -> float:
+    """Mean number of active (non-zero) terms per document vector of ``texts``."""
+    if not texts:
+        return 0.0
+    return float(splade.encode(list(texts), "document").getnnz(axis=1).mean())
+
+
+def density_warning(before: float, after: float, tau_min: float) -> str | None:
+    """The line that tells a user distillation made the documents much denser, or None."""
+    if before <= 0 or after <= DENSITY_WARNING * before:
+        return None
+    return (
+        f"distill: WARNING documents now activate {after:.0f} terms on average ({before:.0f} before this stage); "
+        f"an index of this model is ~{after / before:.0f}x larger and slower. The domain hinge forces domain "
+        f"weights up to distill.tau_min = {tau_min}; a lower tau_min keeps the vectors sparse"
+    )
+
+
 class DistillStage(Stage):
     """Seven-term distillation from the teacher's scored candidate lists (``train.jsonl``),
     with per-epoch validation and best-epoch selection when a validation set is given."""
@@ -245,12 +272,17 @@ class DistillStage(Stage):
             terms, tokens = self._step(splade, [examples[i] for i in idx], loss_fn, domain, step_number, ref_vectors)
             return StepResult({"loss": terms["total"], **{k: terms[k] for k in TERMS}}, tokens)
 
+        sample = list(dict.fromkeys(t for ex in examples for t in ex.doc_texts))[:DENSITY_SAMPLE]
+        # A resumed stage counts from its first attempt's model, not the half-trained one.
+        resumed = (ctx.resume or {}).get("extra", {}).get("density_before")
+        density = {"before": resumed if resumed is not None else document_density(splade, sample)}
         with trainable_rows(splade, cfg.train_rows, ctx.data.terms):
             result = run_loop(
                 splade, shuffled_batches(len(examples), cfg.batch_size), ctx.loop_config(self.name, cfg, cfg.log_every),
                 step, gen, ctx.log, ctx.hooks, step_line=format_step, resume=ctx.resume, checkpoint=ctx.checkpoint,
                 processes=ctx.processes, on_epoch_end=selector.epoch_end if selector is not None else None,
-                extra_state=(lambda: {"selector": selector.state_dict()}) if selector is not None else None,
+                extra_state=lambda: {"density_before": density["before"],
+                                     **({"selector": selector.state_dict()} if selector is not None else {})},
             )
         last = {("total" if k == "loss" else k): v for k, v in result.last.items()}
         ctx.info = {"epochs": cfg.epochs, "steps": result.steps, "last": last, "domain_ids": domain,
@@ -262,6 +294,12 @@ class DistillStage(Stage):
                 valid_queries=[ex.qid for ex in valid],
             )
             ctx.hooks.message(f"distill: kept epoch {sel.best_epoch} of {len(selector.records)} (objective {sel.best_objective:+.4f})")
+        density["after"] = document_density(splade, sample)
+        ctx.info["doc_terms"] = {k: round(v, 1) for k, v in density.items()}
+        ctx.hooks.message(f"distill: documents activate {density['after']:.0f} terms on average ({density['before']:.0f} before)")
+        warning = density_warning(density["before"], density["after"], cfg.tau_min)
+        if warning:
+            ctx.hooks.message(warning)
 
     @staticmethod
     def _step(

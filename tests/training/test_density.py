@@ -1,0 +1,36 @@
+"""The distill stage counts the documents' active terms before and after, and warns when
+distillation made them much denser (a sparse index that many times larger)."""
+
+from __future__ import annotations
+
+import json
+
+from sparse_adapt.training.stages import DENSITY_WARNING, density_warning, document_density
+from tests.training.test_stages import Messages, _run, inputs, tiny_dir  # noqa: F401 (fixtures)
+
+
+def test_density_is_the_mean_count_of_non_zero_weights(tiny_bert):
+    texts = ["zorblatt metrics track spending", "install the agent", "a"]
+    X = tiny_bert.encode(texts, "document")
+    by_hand = sum((X[i].toarray() != 0).sum() for i in range(len(texts))) / len(texts)
+    assert document_density(tiny_bert, texts) == by_hand
+    assert document_density(tiny_bert, []) == 0.0
+
+
+def test_the_warning_fires_only_above_the_ratio_and_names_the_setting():
+    assert density_warning(100.0, DENSITY_WARNING * 100.0, 3.5) is None
+    line = density_warning(100.0, 9000.0, 3.5)
+    assert line is not None and "9000 terms" in line and "(100 before" in line and "~90x" in line
+    assert "distill.tau_min = 3.5" in line
+    assert density_warning(0.0, 50.0, 3.5) is None  # nothing to compare with
+
+
+def test_a_run_logs_the_density_and_says_it(tiny_dir, inputs, tmp_path):  # noqa: F811
+    buf = Messages()
+    out = tmp_path / "run"
+    _run(tiny_dir, inputs, out, messages=buf)
+    end = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    distill = next(r for r in end if r.get("event") == "stage_end" and r["stage"] == "distill")
+    assert set(distill["doc_terms"]) == {"before", "after"}
+    assert distill["doc_terms"]["before"] > 0 and distill["doc_terms"]["after"] > 0
+    assert f"documents activate {distill['doc_terms']['after']:.0f} terms on average" in buf.text()
