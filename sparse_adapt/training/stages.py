@@ -77,10 +77,10 @@ class StageContext:
         )
 
 
-def trainable_rows(splade: SpladeEncoder, train_rows: str, terms) -> contextlib.AbstractContextManager:
-    """The stage's ``train_rows``: "all" changes nothing, "domain" freezes all but D's rows."""
+def trainable_rows(splade: SpladeEncoder, train_rows: str, domain_ids: Sequence[int]) -> contextlib.AbstractContextManager:
+    """The stage's ``train_rows``: "all" changes nothing, "domain" freezes all but the rows of ``D``."""
     if train_rows == "domain":
-        return domain_rows_only(splade.mlm, domain_token_ids(splade, terms))
+        return domain_rows_only(splade.mlm, domain_ids)
     return contextlib.nullcontext()
 
 
@@ -149,7 +149,7 @@ class _MLMStage(Stage):
         def plan(generator: torch.Generator) -> list[list[int]]:
             return plan_epoch(lengths, cfg.batch_size, cfg.batch_tokens, cfg.bucket_window, generator)
 
-        with trainable_rows(splade, cfg.train_rows, ctx.data.terms):
+        with trainable_rows(splade, cfg.train_rows, domain_token_ids(splade, ctx.data.terms)):
             result = run_loop(splade, plan, ctx.loop_config(self.name, cfg), step, gen, ctx.log, ctx.hooks,
                               resume=ctx.resume, checkpoint=ctx.checkpoint, processes=ctx.processes)
         final = result.epoch_means[-1]["loss"] if result.epoch_means else None
@@ -248,6 +248,7 @@ class DistillStage(Stage):
         domain = domain_token_ids(splade, ctx.data.terms)
         ctx.hooks.message(f"distill: {len(domain)} domain token ids in D: {' '.join(splade.tokenizer.convert_ids_to_tokens(domain))}")
         ref_vectors, selector = None, None
+        resumed = (ctx.resume or {}).get("extra", {})  # the stage's own state in a mid-stage checkpoint
         if cfg.pres > 0 or valid:
             if ctx.reference is None:
                 raise ConfigError("distill: knowledge preservation and validation need the reference (starting) model")
@@ -259,7 +260,7 @@ class DistillStage(Stage):
                 selector = EpochSelector(
                     splade, vset, vset.measure(reference), control_penalty=cfg.control_penalty, patience=cfg.patience,
                     log=ctx.log, message=ctx.hooks.message, on_record=ctx.on_validation,
-                    resume=(ctx.resume or {}).get("extra", {}).get("selector"),
+                    resume=resumed.get("selector"),
                 )
             del reference  # only its outputs are needed from here on
         loss_fn = DistillationLoss(
@@ -274,9 +275,9 @@ class DistillStage(Stage):
 
         sample = list(dict.fromkeys(t for ex in examples for t in ex.doc_texts))[:DENSITY_SAMPLE]
         # A resumed stage counts from its first attempt's model, not the half-trained one.
-        resumed = (ctx.resume or {}).get("extra", {}).get("density_before")
-        density = {"before": resumed if resumed is not None else document_density(splade, sample)}
-        with trainable_rows(splade, cfg.train_rows, ctx.data.terms):
+        before = resumed.get("density_before")
+        density = {"before": before if before is not None else document_density(splade, sample)}
+        with trainable_rows(splade, cfg.train_rows, domain):
             result = run_loop(
                 splade, shuffled_batches(len(examples), cfg.batch_size), ctx.loop_config(self.name, cfg, cfg.log_every),
                 step, gen, ctx.log, ctx.hooks, step_line=format_step, resume=ctx.resume, checkpoint=ctx.checkpoint,
