@@ -15,11 +15,24 @@ from sparse_adapt.training.loop import make_optimizer
 from tests.training.test_stages import SMALL, _params, _run, inputs, tiny_dir  # noqa: F401 (fixtures)
 
 
-def _step(model: SpladeEncoder, weight_decay: float = 0.0) -> None:
-    opt = make_optimizer(model.mlm, 1e-2, weight_decay)
+def _step(model: SpladeEncoder) -> None:
+    opt = make_optimizer(model.mlm, 1e-2, 0.0)
     enc = model.tokenize(["zorblatt metrics track spending", "install the agent"], "document")
     model(enc["input_ids"], enc["attention_mask"]).sum().backward()  # (2, V) -> a loss every row feels
     opt.step()
+
+
+def _changed_rows(before: dict, after: dict, vocab: int) -> set[int]:
+    """The vocabulary rows that differ in any tensor indexed by token id; any other tensor
+    that changed fails the test."""
+    rows: set[int] = set()
+    for name, old in before.items():
+        new = after[name]
+        if old.ndim and old.shape[0] == vocab and "position" not in name:
+            rows.update((new != old).reshape(vocab, -1).any(1).nonzero().flatten().tolist())
+        else:
+            assert torch.equal(new, old), f"{name} changed although only vocabulary rows may"
+    return rows
 
 
 def test_only_the_domain_rows_change_and_everything_is_restored(tiny_bert):
@@ -28,19 +41,8 @@ def test_only_the_domain_rows_change_and_everything_is_restored(tiny_bert):
     flags = {n: p.requires_grad for n, p in tiny_bert.mlm.named_parameters()}
     with domain_rows_only(tiny_bert.mlm, ids):
         _step(tiny_bert)
-    after = tiny_bert.mlm.state_dict()
-    emb = tiny_bert.mlm.get_input_embeddings().weight
-    vocab = emb.shape[0]
-    changed_rows = set()
-    for name, old in before.items():
-        new = after[name]
-        if old.ndim and old.shape[0] == vocab and "position" not in name:
-            diff = (new != old).reshape(vocab, -1).any(1).nonzero().flatten().tolist()
-            changed_rows.update(diff)
-            assert set(diff) <= set(ids), name
-        else:
-            assert torch.equal(new, old), f"{name} changed although only domain rows may"
-    assert changed_rows == set(ids)  # the domain rows did learn
+    vocab = tiny_bert.mlm.get_input_embeddings().weight.shape[0]
+    assert _changed_rows(before, tiny_bert.mlm.state_dict(), vocab) == set(ids)  # they, and only they, learned
     assert {n: p.requires_grad for n, p in tiny_bert.mlm.named_parameters()} == flags
 
 
@@ -72,14 +74,5 @@ def test_a_domain_rows_pipeline_keeps_every_base_weight(tiny_dir, inputs, tmp_pa
     model = SpladeEncoder.from_pretrained(final)
     domain = model.settings.domain_token_ids
     assert domain
-    moved = False
-    for name, old in extended.items():
-        new = trained[name]
-        if old.ndim and old.shape[0] == len(model.tokenizer) and "position" not in name:
-            others = torch.ones(old.shape[0], dtype=torch.bool)
-            others[domain] = False
-            assert torch.equal(new[others], old[others]), name
-            moved |= not torch.equal(new[domain], old[domain])
-        else:
-            assert torch.equal(new, old), f"{name} changed in a train_rows = domain run"
-    assert moved
+    changed = _changed_rows(extended, trained, len(model.tokenizer))
+    assert changed and changed <= set(domain)  # the domain rows moved, no other weight did
