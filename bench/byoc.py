@@ -21,10 +21,9 @@ import time
 from pathlib import Path
 
 import corpora
-from sparse_adapt.data import load_documents, load_qrels, load_queries, load_query_groups
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.report.benchmark import resolve_domain
-from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+from sparse_adapt.report.benchmark import METRIC, EvalSet, resolve_domain
+from sparse_adapt.retrieval.evaluation import score_in_memory
 
 GROUPS = ("heldout-domain-semantic", "heldout-domain-explicit", "heldout-control")
 INPUTS = ("corpus", "hand-written")
@@ -32,10 +31,12 @@ SEMANTIC_GAIN, CONTROL_LOSS = 0.10, 0.02
 
 
 def heldout_ndcg(model: SpladeEncoder, files: corpora.CorpusFiles) -> dict[str, tuple[float, int]]:
-    docs, queries = load_documents(files.docs), load_queries(files.heldout_queries)
-    qrels, groups = load_qrels(files.heldout_qrels), load_query_groups(files.query_groups)
-    run = score_in_memory(model, docs, queries)
-    return {g: (evaluate_run(qrels, run, ["ndcg@10"], qids=groups[g])["ndcg@10"], len(groups[g])) for g in GROUPS}
+    """``{group: (nDCG@10, judged queries)}`` of the held-out groups, scored like the benchmark
+    suite scores them (``EvalSet``), encoding only the held-out queries."""
+    ev = EvalSet.load(files)
+    wanted = {q for g in GROUPS for q in ev.groups[g]}
+    scores = ev.run_scores(score_in_memory(model, ev.documents, [q for q in ev.queries if q.qid in wanted]))
+    return {g: (scores[g][METRIC], scores[g]["queries"]) for g in GROUPS}
 
 
 def run_one(domain: str, base: str, inputs: str, workdir: Path) -> dict:
