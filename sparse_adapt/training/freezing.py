@@ -4,8 +4,9 @@ Within :func:`domain_rows_only` every parameter of the model is frozen except th
 the domain token ids ``D`` in the three tensors that hold a token's identity: the input
 embedding matrix (V, H), the MLM decoder weight (V, H) and the decoder bias (V,). A
 gradient hook zeroes the gradient of every other row, so Adam's moments of those rows stay
-zero and their update is exactly zero; the caller trains with ``weight_decay = 0`` because
-AdamW's decoupled decay would otherwise shrink the frozen rows too.
+zero and their update is exactly zero; the stages train with ``weight_decay = 0``
+(:func:`stage_weight_decay`) because AdamW's decoupled decay would otherwise shrink the
+frozen rows too.
 
 Why: a base that already is a trained SPLADE model (``offline-splade-tiny``) keeps its
 retrieval behaviour exactly for every text whose vector does not involve a domain token;
@@ -16,6 +17,7 @@ base's general vocabulary cannot be forgotten, only outvoted by a domain weight.
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
@@ -60,3 +62,15 @@ def domain_rows_only(mlm: nn.Module, domain_ids: Sequence[int]) -> Iterator[None
             h.remove()
         for p, flag in saved:
             p.requires_grad_(flag)
+
+
+def trainable_rows(mlm: nn.Module, train_rows: str, domain_ids: Sequence[int]) -> contextlib.AbstractContextManager:
+    """A stage's ``train_rows``: "all" changes nothing, "domain" is :func:`domain_rows_only`."""
+    if train_rows == "domain":
+        return domain_rows_only(mlm, domain_ids)
+    return contextlib.nullcontext()
+
+
+def stage_weight_decay(train_rows: str, weight_decay: float) -> float:
+    """The decay a stage trains with: 0 for "domain", as AdamW's decoupled decay would shrink the frozen rows."""
+    return 0.0 if train_rows == "domain" else weight_decay

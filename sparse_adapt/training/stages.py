@@ -7,7 +7,6 @@ becomes losses, the loop itself is ``loop.py``. ``pipeline.py`` runs a selection
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -24,7 +23,7 @@ from sparse_adapt.modeling.vocabulary import domain_token_ids, extend_vocabulary
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.config import DictionaryConfig, MLMConfig, TrainConfig
 from sparse_adapt.training.definitions import definition_examples
-from sparse_adapt.training.freezing import domain_rows_only
+from sparse_adapt.training.freezing import stage_weight_decay, trainable_rows
 from sparse_adapt.training.distributed import Processes, SingleProcess
 from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything, shuffled_batches
 from sparse_adapt.training.masking import mask_tokens, occurrences, span_occurrences
@@ -69,19 +68,11 @@ class StageContext:
     on_validation: Callable[[dict], None] | None = None
 
     def loop_config(self, name: str, section, log_every: int = 0) -> LoopConfig:
-        # AdamW's decoupled decay would shrink the frozen rows of a "domain" stage (freezing.py).
-        decay = 0.0 if section.train_rows == "domain" else section.weight_decay
         return LoopConfig(
-            name, section.epochs, section.batch_size, section.lr, decay, section.max_grad_norm,
+            name, section.epochs, section.batch_size, section.lr,
+            stage_weight_decay(section.train_rows, section.weight_decay), section.max_grad_norm,
             log_every, section.grad_accum, section.max_steps, section.checkpoint_every,
         )
-
-
-def trainable_rows(splade: SpladeEncoder, train_rows: str, domain_ids: Sequence[int]) -> contextlib.AbstractContextManager:
-    """The stage's ``train_rows``: "all" changes nothing, "domain" freezes all but the rows of ``D``."""
-    if train_rows == "domain":
-        return domain_rows_only(splade.mlm, domain_ids)
-    return contextlib.nullcontext()
 
 
 class Stage:
@@ -149,7 +140,7 @@ class _MLMStage(Stage):
         def plan(generator: torch.Generator) -> list[list[int]]:
             return plan_epoch(lengths, cfg.batch_size, cfg.batch_tokens, cfg.bucket_window, generator)
 
-        with trainable_rows(splade, cfg.train_rows, domain_token_ids(splade, ctx.data.terms)):
+        with trainable_rows(splade.mlm, cfg.train_rows, domain_token_ids(splade, ctx.data.terms)):
             result = run_loop(splade, plan, ctx.loop_config(self.name, cfg), step, gen, ctx.log, ctx.hooks,
                               resume=ctx.resume, checkpoint=ctx.checkpoint, processes=ctx.processes)
         final = result.epoch_means[-1]["loss"] if result.epoch_means else None
@@ -277,7 +268,7 @@ class DistillStage(Stage):
         # A resumed stage counts from its first attempt's model, not the half-trained one.
         before = resumed.get("density_before")
         density = {"before": before if before is not None else document_density(splade, sample)}
-        with trainable_rows(splade, cfg.train_rows, domain):
+        with trainable_rows(splade.mlm, cfg.train_rows, domain):
             result = run_loop(
                 splade, shuffled_batches(len(examples), cfg.batch_size), ctx.loop_config(self.name, cfg, cfg.log_every),
                 step, gen, ctx.log, ctx.hooks, step_line=format_step, resume=ctx.resume, checkpoint=ctx.checkpoint,
