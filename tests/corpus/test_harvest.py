@@ -58,3 +58,25 @@ def test_a_term_absent_from_the_corpus_is_refused_by_name():
 def test_a_term_inside_a_longer_word_does_not_count():
     with pytest.raises(DataError, match="Zentro"):
         locate_terms(DOCS, {"jargon": ["Zentro"]})
+
+
+LINKED = [
+    Document("k1", "The Morvane pump sends coolant round the loop. A Morvane pump is serviced every spring."),
+    # The longest use, sharing the most words with the others, is about another term too.
+    Document("k2", "Crews found the Morvane pump sends coolant round the loop to the Tullix valve, and the Tullix valve "
+                   "vents coolant every spring."),
+    Document("k3", "Tullix is a valve beside the Morvane pump."),
+    Document("k4", "Tullix is a spring valve that vents steam from the loop."),
+]
+
+
+def test_a_definition_naming_no_other_term_is_preferred():
+    alone = build_dictionary(LINKED, locate_terms(LINKED, {"jargon": ["Morvane"]}))[0]
+    assert alone["harvested"]["definition"] == "k2: context"  # the most typical use, by overlap
+    both = build_dictionary(LINKED, locate_terms(LINKED, {"jargon": ["Morvane", "Tullix"]}))
+    morvane, tullix = both
+    assert morvane["harvested"]["definition"] == "k1: context"
+    assert "Tullix" not in morvane["definition"]
+    # among a pattern's matches too; the first match in corpus order names Morvane
+    assert tullix["harvested"]["definition"] == "k4: is a"
+    assert tullix["definition"] == "a spring valve that vents steam from the loop"
