@@ -1,6 +1,7 @@
 """The dense reference: nDCG@10 of the all-MiniLM-L6-v2 bi-encoder per query group.
 
     python -m bench.dense [DOMAIN ...]      # default: the bundled corpus and every suite domain
+    python -m bench.dense --model DIR       # another mean-pooled bi-encoder (a local directory)
 
 The same held-out groups the benchmark suite scores, ranked by cosine similarity of the dense
 embeddings (``make-train``'s default teacher), not by a sparse model: what a model trained for
@@ -34,11 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     every = ["gatrocraptic", *(d for members in corpora.SPLITS.values() for d in members)]
     parser.add_argument("domains", nargs="*", default=every)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--model", default=None, help="a bi-encoder directory (default: offline-minilm)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    from sparse_adapt.corpus.teacher import load_teacher
+    from sparse_adapt.corpus.teacher import DenseTeacher, load_teacher
 
-    teacher = load_teacher()
+    teacher = load_teacher() if args.model is None else DenseTeacher.load(args.model)
     print(json.dumps({d: dense_scores(teacher, d) for d in args.domains}, indent=1))
     return 0
 

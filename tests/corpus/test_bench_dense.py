@@ -1,0 +1,31 @@
+"""bench.dense --model: the dense reference scores the bi-encoder it is given."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from transformers import BertConfig, BertModel
+
+from bench.dense import dense_scores, main
+from sparse_adapt.corpus.teacher import DenseTeacher
+from tests.conftest import _tokenizer
+
+
+def _bi_encoder(path, seed: int):
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=_tokenizer().vocab_size, hidden_size=32, num_hidden_layers=1,
+                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    BertModel(cfg).save_pretrained(path)
+    _tokenizer().save_pretrained(path)
+    return path
+
+
+def test_the_given_model_is_the_one_scored(tmp_path, capsys):
+    a, b = _bi_encoder(tmp_path / "a", 0), _bi_encoder(tmp_path / "b", 1)
+    assert main(["pharma", "--model", str(a), "--threads", "1"]) == 0
+    printed = json.loads(capsys.readouterr().out)["pharma"]
+    assert printed == json.loads(json.dumps(dense_scores(DenseTeacher.load(a), "pharma")))
+    assert printed["heldout-domain-semantic"]["queries"] == 7
+    other = dense_scores(DenseTeacher.load(b), "pharma")
+    assert any(printed[g]["ndcg@10"] != other[g]["ndcg@10"] for g in printed)
