@@ -57,7 +57,7 @@ def main() -> None:
     ap.add_argument("--domains", default=",".join(corpora.SPLITS["dev"] + corpora.SPLITS["test"]))
     ap.add_argument("--bases", default="offline-minilm,offline-splade-tiny")
     ap.add_argument("--inputs", default=",".join(INPUTS))
-    ap.add_argument("--seeds", default="0", help="comma-separated; each seeds the pseudo-labelled data and training")
+    ap.add_argument("--seeds", default="0", help="comma-separated; each seeds training and, from the corpus alone, the pseudo-queries' crops")
     ap.add_argument("--workdir", type=Path, default=Path("runs/byoc"))
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--threads", type=int, default=None)

@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 
 import torch
-from transformers import BertConfig, BertModel
+from transformers import BertModel
 
 from bench.dense import dense_scores, main
 from sparse_adapt.corpus.teacher import DenseTeacher
 from tests.conftest import _tokenizer
+from tests.corpus.test_teacher import _config
 
 
 def _bi_encoder(path, seed: int):
     torch.manual_seed(seed)
-    cfg = BertConfig(vocab_size=_tokenizer().vocab_size, hidden_size=32, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
-    BertModel(cfg).save_pretrained(path)
+    BertModel(_config()).save_pretrained(path)
     _tokenizer().save_pretrained(path)
     return path
 
