@@ -85,7 +85,11 @@ class DistillationLoss(nn.Module):
         domain_ids: Sequence[int], step: int, ref_query_weights: torch.Tensor | None = None,
         ref_doc_weights: torch.Tensor | None = None, free_ids: Sequence[int] = (),
     ) -> dict[str, torch.Tensor]:
-        docs = doc_weights[doc_index.clamp(min=0)]  # (B, N, V)
+        # index_select, not advanced indexing: the backward of ``x[idx]`` on CPU is a
+        # thread-parallel index_put_ whose sums change order run to run, so a seeded run
+        # would not reproduce; index_select's backward (index_add_) does.
+        flat = doc_index.clamp(min=0)
+        docs = doc_weights.index_select(0, flat.reshape(-1)).view(*flat.shape, -1)  # (B, N, V)
         student = torch.einsum("bv,bnv->bn", query_weights, docs)  # (B, N) dot products
         terms = {
             "kd": self.kd(student, teacher, mask),

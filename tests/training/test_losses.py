@@ -116,3 +116,32 @@ def test_distillation_combines_the_six_terms_with_their_weights():
     assert out["total"].item() == pytest.approx(expected)
     out["total"].backward()
     assert s.shape == (1, 2) and q.grad is not None and d.grad is not None
+
+
+def test_distillation_gradients_repeat_bit_for_bit_on_several_threads():
+    # A seeded run must reproduce: the gather of each query's candidates from the batch's
+    # unique documents is where CPU threads used to reorder sums (x[idx]'s backward).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        gen = torch.Generator().manual_seed(0)
+        B, N, U, V = 8, 8, 20, 30522
+        q0 = torch.rand(B, V, generator=gen)
+        d0 = torch.rand(U, V, generator=gen)
+        index = torch.randint(0, U, (B, N), generator=gen)  # repeats: shared candidates
+        teacher = torch.randn(B, N, generator=gen) * 5
+        fn = DistillationLoss(kd=1.0, ret=1.0, sp=1.0, dom=1.0, ctr=1.0, qexp=1.0, temperature=1.0, tau_min=2.0,
+                              margin=1.0, sp_warmup_steps=0)
+
+        def grads():
+            q, d = q0.clone().requires_grad_(), d0.clone().requires_grad_()
+            out = fn(query_weights=q, query_input_ids=torch.ones(B, 4, dtype=torch.long), doc_weights=d,
+                     doc_input_ids=torch.ones(U, 4, dtype=torch.long), doc_index=index, teacher=teacher,
+                     mask=torch.ones(B, N, dtype=torch.bool), domain_ids=[5], step=1)
+            out["total"].backward()
+            return d.grad
+
+        first = grads()
+        assert all(torch.equal(first, grads()) for _ in range(5))
+    finally:
+        torch.set_num_threads(threads)
