@@ -88,8 +88,8 @@ class DistillationLoss(nn.Module):
         # index_select, not advanced indexing: the backward of ``x[idx]`` on CPU is a
         # thread-parallel index_put_ whose sums change order run to run, so a seeded run
         # would not reproduce; index_select's backward (index_add_) does.
-        flat = doc_index.clamp(min=0)
-        docs = doc_weights.index_select(0, flat.reshape(-1)).view(*flat.shape, -1)  # (B, N, V)
+        rows = doc_index.clamp(min=0)  # (B, N): padding (-1) reads row 0, masked out below
+        docs = doc_weights.index_select(0, rows.reshape(-1)).view(*rows.shape, -1)  # (B, N, V)
         student = torch.einsum("bv,bnv->bn", query_weights, docs)  # (B, N) dot products
         terms = {
             "kd": self.kd(student, teacher, mask),
@@ -103,7 +103,7 @@ class DistillationLoss(nn.Module):
             self.dom(query_weights, query_input_ids, domain_ids) * nq + self.dom(doc_weights, doc_input_ids, domain_ids) * nd
         ) / (nq + nd)
         if len(domain_ids):
-            in_doc = presence(doc_input_ids, domain_ids)[doc_index.clamp(min=0)]  # (B, N, |D|)
+            in_doc = presence(doc_input_ids, domain_ids)[rows]  # (B, N, |D|)
             positive = (mask & (teacher > 0)).unsqueeze(-1).float()  # (B, N, 1)
             targets = (in_doc * positive).amax(dim=1)  # (B, |D|)
         else:
@@ -119,7 +119,7 @@ class DistillationLoss(nn.Module):
             if len(domain_ids):
                 general_docs &= presence(doc_input_ids, domain_ids).sum(1) == 0
                 general_queries &= presence(query_input_ids, domain_ids).sum(1) == 0
-            ref_docs = ref_doc_weights[doc_index.clamp(min=0)]  # (B, N, V_ref)
+            ref_docs = ref_doc_weights[rows]  # (B, N, V_ref)
             terms["pres"] = self.pres(
                 query_weights=query_weights, doc_weights=doc_weights, ref_query_weights=ref_query_weights,
                 ref_doc_weights=ref_doc_weights, general_queries=general_queries, general_docs=general_docs,
