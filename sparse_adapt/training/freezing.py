@@ -17,8 +17,7 @@ base's general vocabulary cannot be forgotten, only outvoted by a domain weight.
 
 from __future__ import annotations
 
-import contextlib
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Iterator, Sequence
 
 import torch
@@ -64,11 +63,11 @@ def domain_rows_only(mlm: nn.Module, domain_ids: Sequence[int]) -> Iterator[None
             p.requires_grad_(flag)
 
 
-def trainable_rows(mlm: nn.Module, train_rows: str, domain_ids: Sequence[int]) -> contextlib.AbstractContextManager:
+def trainable_rows(mlm: nn.Module, train_rows: str, domain_ids: Sequence[int]) -> AbstractContextManager:
     """A stage's ``train_rows``: "all" changes nothing, "domain" is :func:`domain_rows_only`."""
     if train_rows == "domain":
         return domain_rows_only(mlm, domain_ids)
-    return contextlib.nullcontext()
+    return nullcontext()
 
 
 def stage_weight_decay(train_rows: str, weight_decay: float) -> float:
