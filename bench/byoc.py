@@ -6,7 +6,10 @@ the default settings into ``WORKDIR/<domain>/<base>/<inputs>/seed<k>`` (a rerun 
 scores the domain's held-out queries (never trained on, written before any training) with
 the base and the adapted model and reports nDCG@10 per held-out group, with the number of
 queries behind each number. Criteria (issue 12): domain-semantic >= base + 0.10,
-adversarial controls >= base - 0.02.
+adversarial controls >= base - 0.02. Each group also gets its per-query values (base,
+adapted), how many queries the adapted model wins, ties and loses, and the p-value of an
+exact paired permutation test of the change (scipy): with 7 queries a group, the reader
+sees which changes one rank move could explain.
 
     python -m bench.byoc --workdir runs/byoc --json bench/results/byoc.json
     python -m bench.byoc --domains pharma --bases offline-splade-tiny --inputs corpus --seeds 0,1
@@ -20,23 +23,62 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
+from scipy import stats
+
 import corpora
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.report.benchmark import METRIC, EvalSet, resolve_domain
-from sparse_adapt.retrieval.evaluation import score_in_memory
+from sparse_adapt.retrieval.evaluation import evaluate_per_query, score_in_memory
 
 GROUPS = ("heldout-domain-semantic", "heldout-domain-explicit", "heldout-control")
 INPUTS = ("corpus", "hand-written")
 SEMANTIC_GAIN, CONTROL_LOSS = 0.10, 0.02
 
 
-def heldout_ndcg(model: SpladeEncoder, files: corpora.CorpusFiles) -> dict[str, tuple[float, int]]:
-    """``{group: (nDCG@10, judged queries)}`` of the held-out groups, scored like the benchmark
-    suite scores them (``EvalSet``), encoding only the held-out queries."""
+def heldout_per_query(model: SpladeEncoder, files: corpora.CorpusFiles) -> dict[str, dict[str, float]]:
+    """``{group: {qid: nDCG@10}}`` over the held-out groups' judged queries, encoding only those."""
     ev = EvalSet.load(files)
-    wanted = {q for g in GROUPS for q in ev.groups[g]}
-    scores = ev.run_scores(score_in_memory(model, ev.documents, [q for q in ev.queries if q.qid in wanted]))
-    return {g: (scores[g][METRIC], scores[g]["queries"]) for g in GROUPS}
+    wanted = {q for g in GROUPS for q in ev.groups[g] if q in ev.qrels}
+    run = score_in_memory(model, ev.documents, [q for q in ev.queries if q.qid in wanted])
+    per = evaluate_per_query(ev.qrels, run, METRIC)
+    return {g: {q: per[q] for q in ev.groups[g] if q in per} for g in GROUPS}
+
+
+def _mean(per_query: dict[str, float]) -> float:
+    return round(float(np.mean(list(per_query.values()))), 6)
+
+
+def heldout_ndcg(model: SpladeEncoder, files: corpora.CorpusFiles) -> dict[str, tuple[float, int]]:
+    """``{group: (nDCG@10, judged queries)}``: the mean of ``heldout_per_query``, which is what
+    the benchmark suite (``EvalSet``) reports for the group."""
+    return {g: (_mean(v), len(v)) for g, v in heldout_per_query(model, files).items()}
+
+
+def paired_change(base: dict[str, float], adapted: dict[str, float]) -> dict:
+    """Per-query comparison of two systems on the same queries: the mean change, wins / ties /
+    losses of ``adapted`` (ties within 1e-9), and the two-sided p-value of an exact paired
+    permutation test (every sign flip of the per-query differences; scipy enumerates all 2^n
+    when that is under its resample budget, which holds for the suite's 5-8 queries a group)."""
+    qids = sorted(base)
+    if sorted(adapted) != qids:
+        raise ValueError("base and adapted were scored on different queries")
+    b = np.array([base[q] for q in qids])
+    a = np.array([adapted[q] for q in qids])
+    diff = a - b
+    if not np.any(np.abs(diff) > 1e-9):
+        p = 1.0
+    else:
+        p = float(stats.permutation_test(
+            (a, b), lambda x, y: np.mean(x - y), permutation_type="samples", n_resamples=100_000,
+            alternative="two-sided",
+        ).pvalue)
+    return {
+        "change": round(float(diff.mean()), 6),
+        "wins": int((diff > 1e-9).sum()), "ties": int((np.abs(diff) <= 1e-9).sum()), "losses": int((diff < -1e-9).sum()),
+        "p_value": round(min(p, 1.0), 4),
+        "per_query": {q: [round(float(x), 6), round(float(y), 6)] for q, x, y in zip(qids, b, a)},
+    }
 
 
 def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0) -> dict:
@@ -48,7 +90,7 @@ def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0) -
     t0 = time.perf_counter()
     result = run_adapt(files.docs, workdir / resolved.name / base / inputs / f"seed{seed}", base, seed=seed, **given)
     seconds = time.perf_counter() - t0
-    return {"seconds": round(seconds, 1), "ndcg": heldout_ndcg(SpladeEncoder.from_pretrained(result.final), files),
+    return {"seconds": round(seconds, 1), "per_query": heldout_per_query(SpladeEncoder.from_pretrained(result.final), files),
             "generated": result.files.generated}
 
 
@@ -71,14 +113,14 @@ def main() -> None:
     for spec in args.domains.split(","):
         domain = resolve_domain(spec)
         for base in args.bases.split(","):
-            base_ndcg = heldout_ndcg(SpladeEncoder.from_pretrained(base), domain.files)
+            base_scores = heldout_per_query(SpladeEncoder.from_pretrained(base), domain.files)
             for inputs, seed in ((i, int(k)) for i in args.inputs.split(",") for k in args.seeds.split(",")):
                 one = run_one(spec, base, inputs, args.workdir, seed)
                 row = {"domain": domain.name, "split": domain.split, "base": base, "inputs": inputs, "seed": seed,
                        "seconds": one["seconds"], "groups": {}}
                 for g in GROUPS:
-                    (b, n), (a, _) = base_ndcg[g], one["ndcg"][g]
-                    row["groups"][g] = {"queries": n, "base": b, "adapted": a, "change": round(a - b, 6)}
+                    b, a = base_scores[g], one["per_query"][g]
+                    row["groups"][g] = {"queries": len(b), "base": _mean(b), "adapted": _mean(a), **paired_change(b, a)}
                 sem, ctl = row["groups"]["heldout-domain-semantic"], row["groups"]["heldout-control"]
                 row["semantic_ok"] = sem["change"] >= SEMANTIC_GAIN
                 row["controls_ok"] = ctl["change"] >= -CONTROL_LOSS

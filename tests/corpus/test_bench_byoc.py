@@ -3,8 +3,10 @@ tested in test_adapt.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 import corpora
-from bench.byoc import GROUPS, heldout_ndcg
+from bench.byoc import GROUPS, heldout_ndcg, paired_change
 
 
 def test_heldout_groups_are_scored_with_their_query_counts(tiny_bert):
@@ -12,3 +14,36 @@ def test_heldout_groups_are_scored_with_their_query_counts(tiny_bert):
     assert set(scores) == set(GROUPS)
     assert [n for _, n in scores.values()] == [7, 7, 7]
     assert all(0.0 <= v <= 1.0 for v, _ in scores.values())
+
+
+def test_group_means_equal_the_benchmark_suites(tiny_bert):
+    from sparse_adapt.report.benchmark import METRIC, EvalSet
+
+    files = corpora.get("pharma")
+    means = heldout_ndcg(tiny_bert, files)
+    suite = EvalSet.load(files).scores(tiny_bert)
+    for g in GROUPS:
+        assert means[g] == (pytest.approx(suite[g][METRIC], abs=1e-6), suite[g]["queries"])
+
+
+def test_paired_change_counts_and_exact_p_value_by_hand():
+    # Three queries all gaining 0.5: of the 2^3 sign flips only "all +" and "all -" reach
+    # |mean| >= 0.5, so the two-sided p is 2/8.
+    out = paired_change({"a": 0.5, "b": 0.5, "c": 0.5}, {"a": 1.0, "b": 1.0, "c": 1.0})
+    assert (out["change"], out["wins"], out["ties"], out["losses"]) == (0.5, 3, 0, 0)
+    assert out["p_value"] == 0.25
+    assert out["per_query"]["b"] == [0.5, 1.0]
+    # Seven queries all gaining: 2/128; one rank move among seven (one win, six ties): every
+    # flip of the one difference reaches it, p = 1.
+    seven = {str(i): 0.2 for i in range(7)}
+    assert paired_change(seven, {k: 0.9 for k in seven})["p_value"] == round(2 / 128, 4)
+    one = paired_change(seven, {**seven, "3": 0.5})
+    assert (one["wins"], one["ties"], one["losses"], one["p_value"]) == (1, 6, 0, 1.0)
+    # A gain and a loss of the same size: mean change 0.
+    mixed = paired_change({"a": 0.4, "b": 0.6}, {"a": 0.6, "b": 0.4})
+    assert (mixed["change"], mixed["wins"], mixed["losses"], mixed["p_value"]) == (0.0, 1, 1, 1.0)
+
+
+def test_paired_change_refuses_different_queries():
+    with pytest.raises(ValueError, match="different queries"):
+        paired_change({"a": 0.1}, {"b": 0.2})
