@@ -79,10 +79,11 @@ PHARMA = _standard("pharma")
 HARDWARE = _standard("hardware")
 LEGAL = _standard("legal")
 ECOLOGY = _standard("ecology")
+SOFTWARE = _standard("software")
 
 # Defaults and methods are chosen on dev domains only; test domains are only measured.
 # The bundled gatrocraptic corpus belongs to neither split.
-SPLITS: dict[str, list[str]] = {"dev": ["pharma", "hardware"], "test": ["legal", "ecology"]}
+SPLITS: dict[str, list[str]] = {"dev": ["pharma", "hardware", "software"], "test": ["legal", "ecology"]}
 
 
 def split(name: str) -> str:
