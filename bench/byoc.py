@@ -14,6 +14,7 @@ sees which changes one rank move could explain.
     python -m bench.byoc --workdir runs/byoc --json bench/results/byoc.json
     python -m bench.byoc --domains pharma --bases offline-splade-tiny --inputs corpus --seeds 0,1
     python -m bench.byoc --domains /path/to/domain      # a directory with the bundled file names
+    python -m bench.byoc --config variant.toml --workdir runs/byoc-variant --json variant.json
 """
 
 from __future__ import annotations
@@ -81,14 +82,14 @@ def paired_change(base: dict[str, float], adapted: dict[str, float]) -> dict:
     }
 
 
-def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0) -> dict:
+def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0, config: Path | None = None) -> dict:
     from sparse_adapt.corpus.adapt import run_adapt
 
     resolved = resolve_domain(domain)
     files = resolved.files
     given = {} if inputs == "corpus" else {"terms": files.terms, "dictionary": files.dictionary, "train": files.train}
     t0 = time.perf_counter()
-    result = run_adapt(files.docs, workdir / resolved.name / base / inputs / f"seed{seed}", base, seed=seed, **given)
+    result = run_adapt(files.docs, workdir / resolved.name / base / inputs / f"seed{seed}", base, seed=seed, config=config, **given)
     seconds = time.perf_counter() - t0
     return {"seconds": round(seconds, 1), "per_query": heldout_per_query(SpladeEncoder.from_pretrained(result.final), files),
             "generated": result.files.generated}
@@ -103,6 +104,8 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=Path("runs/byoc"))
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--config", type=Path, default=None,
+                    help="a training config (as `adapt --config`) for a variant; give it its own --workdir and --json")
     args = ap.parse_args()
     if args.threads:
         import torch
@@ -115,7 +118,7 @@ def main() -> None:
         for base in args.bases.split(","):
             base_scores = heldout_per_query(SpladeEncoder.from_pretrained(base), domain.files)
             for inputs, seed in ((i, int(k)) for i in args.inputs.split(",") for k in args.seeds.split(",")):
-                one = run_one(spec, base, inputs, args.workdir, seed)
+                one = run_one(spec, base, inputs, args.workdir, seed, args.config)
                 row = {"domain": domain.name, "split": domain.split, "base": base, "inputs": inputs, "seed": seed,
                        "seconds": one["seconds"], "groups": {}}
                 for g in GROUPS:

@@ -47,3 +47,24 @@ def test_paired_change_counts_and_exact_p_value_by_hand():
 def test_paired_change_refuses_different_queries():
     with pytest.raises(ValueError, match="different queries"):
         paired_change({"a": 0.1}, {"b": 0.2})
+
+
+def test_a_variant_config_reaches_adapt(monkeypatch, tmp_path):
+    import sparse_adapt.corpus.adapt as adapt
+    from bench.byoc import run_one
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake(corpus, out, base, **kw):
+        seen.update(kw, out=out)
+        raise Stop
+
+    monkeypatch.setattr(adapt, "run_adapt", fake)
+    cfg = tmp_path / "variant.toml"
+    with pytest.raises(Stop):
+        run_one("pharma", "offline-minilm", "corpus", tmp_path / "w", seed=1, config=cfg)
+    assert seen["config"] == cfg and seen["seed"] == 1
+    assert seen["out"] == tmp_path / "w" / "pharma" / "offline-minilm" / "corpus" / "seed1"

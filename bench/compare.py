@@ -1,0 +1,97 @@
+"""Compare two ``bench.byoc`` result files (a default and a variant) query by query.
+
+    python -m bench.compare default.json variant.json [--domains pharma,hardware,software] [--base offline-minilm] [--inputs corpus]
+
+Rows are matched on (domain, base, inputs, seed); for each held-out group the per-query nDCG@10
+of every matched row are pooled (a query of two seeds counts twice), and the change is tested
+with a paired permutation test (``scipy.stats.permutation_test``, sign flips of the per-query
+differences; exact up to 2^16 pairs, Monte Carlo with a fixed seed beyond). Per domain it
+prints the mean of each group over the matched seeds. Decide with a rule written down before
+the variant runs; this tool only reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from bench.byoc import GROUPS
+
+EXACT_UP_TO = 16  # 2^16 sign patterns; beyond that a Monte Carlo test with RESAMPLES draws
+RESAMPLES = 100_000
+# byoc.json rounds values to 6 decimals, so smaller differences are rounding, counted as ties.
+TIE = 1e-5
+
+
+def _rows(path: Path, domains: set[str] | None, base: str | None, inputs: str | None) -> dict[tuple, dict]:
+    out = {}
+    for r in json.loads(path.read_text(encoding="utf-8")):
+        if (domains and r["domain"] not in domains) or (base and r["base"] != base) or (inputs and r["inputs"] != inputs):
+            continue
+        if any("per_query" not in r["groups"][g] for g in GROUPS):
+            raise ValueError(f"{path}: row {r['domain']}/{r['base']}/{r['inputs']}/seed {r.get('seed', 0)} has no per-query values (rerun bench.byoc)")
+        out[(r["domain"], r["base"], r["inputs"], r.get("seed", 0))] = r
+    return out
+
+
+def compare(default: dict[tuple, dict], variant: dict[tuple, dict]) -> dict:
+    """``{group: {pairs, default, variant, change, wins, losses, p_value, per_domain}}`` over the
+    rows both dicts (keyed by (domain, base, inputs, seed)) hold; a row's ``per_query`` values are
+    ``[base model, adapted]`` and the adapted one is compared."""
+    keys = sorted(set(default) & set(variant))
+    if not keys:
+        raise ValueError("the two files share no (domain, base, inputs, seed) row")
+    out = {}
+    for g in GROUPS:
+        a, b, per_domain = [], [], {}
+        for k in keys:
+            d, v = default[k]["groups"][g]["per_query"], variant[k]["groups"][g]["per_query"]
+            if sorted(d) != sorted(v):
+                raise ValueError(f"{'/'.join(map(str, k))} {g}: the two rows were scored on different queries")
+            qids = sorted(d)
+            b += [d[q][1] for q in qids]
+            a += [v[q][1] for q in qids]
+            dom = per_domain.setdefault(k[0], [[], []])
+            dom[0].append(float(np.mean([d[q][1] for q in qids])))
+            dom[1].append(float(np.mean([v[q][1] for q in qids])))
+        x, y = np.array(a), np.array(b)
+        diff = x - y
+        if not np.any(np.abs(diff) > TIE):
+            p = 1.0
+        else:
+            p = float(stats.permutation_test(
+                (x, y), lambda s, t: np.mean(s - t), permutation_type="samples", alternative="two-sided",
+                n_resamples=2 ** EXACT_UP_TO if len(x) <= EXACT_UP_TO else RESAMPLES, random_state=0,
+            ).pvalue)
+        out[g] = {
+            "pairs": len(x), "default": round(float(y.mean()), 6), "variant": round(float(x.mean()), 6),
+            "change": round(float(diff.mean()), 6), "wins": int((diff > TIE).sum()), "losses": int((diff < -TIE).sum()),
+            "p_value": round(min(p, 1.0), 4),
+            "per_domain": {dom: [round(float(np.mean(m[0])), 6), round(float(np.mean(m[1])), 6)] for dom, m in per_domain.items()},
+        }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("default", type=Path)
+    ap.add_argument("variant", type=Path)
+    ap.add_argument("--domains", default=None, help="comma-separated; default: every domain both files hold")
+    ap.add_argument("--base", default=None)
+    ap.add_argument("--inputs", default=None)
+    args = ap.parse_args()
+    domains = set(args.domains.split(",")) if args.domains else None
+    result = compare(_rows(args.default, domains, args.base, args.inputs), _rows(args.variant, domains, args.base, args.inputs))
+    for g, r in result.items():
+        doms = ", ".join(f"{d} {m[0]:.3f} -> {m[1]:.3f}" for d, m in r["per_domain"].items())
+        print(f"{g}: {r['default']:.3f} -> {r['variant']:.3f} ({r['change']:+.3f}; {r['pairs']} pairs, "
+              f"{r['wins']} up, {r['losses']} down, p = {r['p_value']:.3f}) | {doms}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""bench.compare: pooling two bench.byoc result files query by query (hand-worked values)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.byoc import GROUPS
+from bench.compare import _rows, compare
+
+
+def _row(domain: str, seed: int, values: dict[str, float]) -> dict:
+    # per_query is [base model, adapted]; only the adapted value is compared.
+    return {"domain": domain, "base": "b", "inputs": "corpus", "seed": seed,
+            "groups": {g: {"per_query": {q: [0.0, v] for q, v in values.items()}} for g in GROUPS}}
+
+
+def _keyed(*rows: dict) -> dict:
+    return {(r["domain"], r["base"], r["inputs"], r["seed"]): r for r in rows}
+
+
+def test_pools_matched_rows_and_gives_the_exact_p_by_hand():
+    default = _keyed(_row("a", 0, {"q1": 0.5, "q2": 0.5}), _row("a", 1, {"q1": 0.2, "q2": 0.4}), _row("c", 0, {"q1": 0.1}))
+    variant = _keyed(_row("a", 0, {"q1": 1.0, "q2": 0.5}), _row("a", 1, {"q1": 0.6, "q2": 0.4}), _row("z", 0, {"q1": 0.9}))
+    out = compare(default, variant)["heldout-domain-semantic"]
+    # Only the two rows of domain a match: differences +0.5, 0, +0.4, 0 -> mean 0.225.
+    assert out["pairs"] == 4 and (out["wins"], out["losses"]) == (2, 0)
+    assert out["change"] == pytest.approx(0.225)
+    assert out["default"] == pytest.approx(0.4) and out["variant"] == pytest.approx(0.625)
+    # Two non-zero differences: of the 2^2 sign flips, "both +" and "both -" reach |mean| 0.225.
+    assert out["p_value"] == 0.5
+    assert out["per_domain"] == {"a": [pytest.approx(0.4), pytest.approx(0.625)]}
+
+
+def test_identical_files_give_no_change_and_p_one():
+    rows = _keyed(_row("a", 0, {"q1": 0.3, "q2": 0.7}))
+    out = compare(rows, rows)["heldout-control"]
+    assert (out["change"], out["wins"], out["losses"], out["p_value"]) == (0.0, 0, 0, 1.0)
+
+
+def test_refuses_rows_scored_on_different_queries_and_files_without_a_shared_row():
+    with pytest.raises(ValueError, match="different queries"):
+        compare(_keyed(_row("a", 0, {"q1": 0.3})), _keyed(_row("a", 0, {"q9": 0.3})))
+    with pytest.raises(ValueError, match="share no"):
+        compare(_keyed(_row("a", 0, {"q1": 0.3})), _keyed(_row("a", 1, {"q1": 0.3})))
+
+
+def test_rows_without_per_query_values_are_refused_by_name(tmp_path):
+    old = _row("pharma", 0, {"q1": 0.3})
+    del old["groups"]["heldout-control"]["per_query"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps([old]))
+    with pytest.raises(ValueError, match="pharma/b/corpus/seed 0 has no per-query values"):
+        _rows(path, None, None, None)
