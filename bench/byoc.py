@@ -8,7 +8,7 @@ the base and the adapted model and reports nDCG@10 per held-out group, with the 
 queries behind each number. Criteria (issue 12): domain-semantic >= base + 0.10,
 adversarial controls >= base - 0.02. Each group also gets its per-query values (base,
 adapted), how many queries the adapted model wins, ties and loses, and the p-value of an
-exact paired permutation test of the change (scipy): with 7 queries a group, the reader
+paired permutation test of the change (scipy; exact up to 16 queries): with 7 queries a group, the reader
 sees which changes one rank move could explain.
 
     python -m bench.byoc --workdir runs/byoc --json bench/results/byoc.json
@@ -46,38 +46,42 @@ def heldout_per_query(model: SpladeEncoder, files: corpora.CorpusFiles) -> dict[
     return {g: {q: per[q] for q in ev.groups[g] if q in per} for g in GROUPS}
 
 
-def _mean(per_query: dict[str, float]) -> float:
+def group_mean(per_query: dict[str, float]) -> float:
+    """A group's nDCG@10 from ``heldout_per_query``: what the benchmark suite (``EvalSet``) reports."""
     return round(float(np.mean(list(per_query.values()))), 6)
 
 
-def heldout_ndcg(model: SpladeEncoder, files: corpora.CorpusFiles) -> dict[str, tuple[float, int]]:
-    """``{group: (nDCG@10, judged queries)}``: the mean of ``heldout_per_query``, which is what
-    the benchmark suite (``EvalSet``) reports for the group."""
-    return {g: (_mean(v), len(v)) for g, v in heldout_per_query(model, files).items()}
+# scipy enumerates all 2^n sign flips while 2^n <= RESAMPLES (n <= 16 queries), and draws
+# RESAMPLES of them (seeded) beyond that.
+RESAMPLES = 100_000
+
+
+def paired_test(adapted: np.ndarray, base: np.ndarray, tie: float) -> dict:
+    """Wins / ties / losses of ``adapted`` over ``base`` (per-query values in the same order; a
+    difference within ``tie`` is a tie) and the two-sided p-value of a paired permutation test
+    of the mean difference (sign flips of the per-query differences)."""
+    diff = adapted - base
+    if not np.any(np.abs(diff) > tie):
+        p = 1.0
+    else:
+        p = float(stats.permutation_test(
+            (adapted, base), lambda x, y: np.mean(x - y), permutation_type="samples", n_resamples=RESAMPLES,
+            alternative="two-sided", random_state=0,
+        ).pvalue)
+    return {"wins": int((diff > tie).sum()), "ties": int((np.abs(diff) <= tie).sum()),
+            "losses": int((diff < -tie).sum()), "p_value": round(min(p, 1.0), 4)}
 
 
 def paired_change(base: dict[str, float], adapted: dict[str, float]) -> dict:
-    """Per-query comparison of two systems on the same queries: the mean change, wins / ties /
-    losses of ``adapted`` (ties within 1e-9), and the two-sided p-value of an exact paired
-    permutation test (every sign flip of the per-query differences; scipy enumerates all 2^n
-    when that is under its resample budget, which holds for the suite's 5-8 queries a group)."""
+    """Per-query comparison of two systems on the same queries: the mean change and
+    :func:`paired_test` (ties within 1e-9), exact for groups of up to 16 queries."""
     qids = sorted(base)
     if sorted(adapted) != qids:
         raise ValueError("base and adapted were scored on different queries")
     b = np.array([base[q] for q in qids])
     a = np.array([adapted[q] for q in qids])
-    diff = a - b
-    if not np.any(np.abs(diff) > 1e-9):
-        p = 1.0
-    else:
-        p = float(stats.permutation_test(
-            (a, b), lambda x, y: np.mean(x - y), permutation_type="samples", n_resamples=100_000,
-            alternative="two-sided",
-        ).pvalue)
     return {
-        "change": round(float(diff.mean()), 6),
-        "wins": int((diff > 1e-9).sum()), "ties": int((np.abs(diff) <= 1e-9).sum()), "losses": int((diff < -1e-9).sum()),
-        "p_value": round(min(p, 1.0), 4),
+        "change": round(float((a - b).mean()), 6), **paired_test(a, b, tie=1e-9),
         "per_query": {q: [round(float(x), 6), round(float(y), 6)] for q, x, y in zip(qids, b, a)},
     }
 
@@ -123,7 +127,7 @@ def main() -> None:
                        "seconds": one["seconds"], "groups": {}}
                 for g in GROUPS:
                     b, a = base_scores[g], one["per_query"][g]
-                    row["groups"][g] = {"queries": len(b), "base": _mean(b), "adapted": _mean(a), **paired_change(b, a)}
+                    row["groups"][g] = {"queries": len(b), "base": group_mean(b), "adapted": group_mean(a), **paired_change(b, a)}
                 sem, ctl = row["groups"]["heldout-domain-semantic"], row["groups"]["heldout-control"]
                 row["semantic_ok"] = sem["change"] >= SEMANTIC_GAIN
                 row["controls_ok"] = ctl["change"] >= -CONTROL_LOSS

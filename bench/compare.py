@@ -4,8 +4,8 @@
 
 Rows are matched on (domain, base, inputs, seed); for each held-out group the per-query nDCG@10
 of every matched row are pooled (a query of two seeds counts twice), and the change is tested
-with a paired permutation test (``scipy.stats.permutation_test``, sign flips of the per-query
-differences; exact up to 2^16 pairs, Monte Carlo with a fixed seed beyond). Per domain it
+with ``bench.byoc.paired_test`` (a paired permutation test: exact up to 16 pairs, 100,000
+seeded Monte Carlo draws beyond). Per domain it
 prints the mean of each group over the matched seeds. Decide with a rule written down before
 the variant runs; this tool only reports.
 """
@@ -17,12 +17,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
-from bench.byoc import GROUPS
+from bench.byoc import GROUPS, paired_test
 
-EXACT_UP_TO = 16  # 2^16 sign patterns; beyond that a Monte Carlo test with RESAMPLES draws
-RESAMPLES = 100_000
 # byoc.json rounds values to 6 decimals, so smaller differences are rounding, counted as ties.
 TIE = 1e-5
 
@@ -52,25 +49,18 @@ def compare(default: dict[tuple, dict], variant: dict[tuple, dict]) -> dict:
             d, v = default[k]["groups"][g]["per_query"], variant[k]["groups"][g]["per_query"]
             if sorted(d) != sorted(v):
                 raise ValueError(f"{'/'.join(map(str, k))} {g}: the two rows were scored on different queries")
-            qids = sorted(d)
-            b += [d[q][1] for q in qids]
-            a += [v[q][1] for q in qids]
-            dom = per_domain.setdefault(k[0], [[], []])
-            dom[0].append(float(np.mean([d[q][1] for q in qids])))
-            dom[1].append(float(np.mean([v[q][1] for q in qids])))
+            row_b, row_a = [d[q][1] for q in sorted(d)], [v[q][1] for q in sorted(d)]
+            b += row_b
+            a += row_a
+            means = per_domain.setdefault(k[0], ([], []))
+            means[0].append(float(np.mean(row_b)))
+            means[1].append(float(np.mean(row_a)))
         x, y = np.array(a), np.array(b)
-        diff = x - y
-        if not np.any(np.abs(diff) > TIE):
-            p = 1.0
-        else:
-            p = float(stats.permutation_test(
-                (x, y), lambda s, t: np.mean(s - t), permutation_type="samples", alternative="two-sided",
-                n_resamples=2 ** EXACT_UP_TO if len(x) <= EXACT_UP_TO else RESAMPLES, random_state=0,
-            ).pvalue)
+        test = paired_test(x, y, TIE)
         out[g] = {
             "pairs": len(x), "default": round(float(y.mean()), 6), "variant": round(float(x.mean()), 6),
-            "change": round(float(diff.mean()), 6), "wins": int((diff > TIE).sum()), "losses": int((diff < -TIE).sum()),
-            "p_value": round(min(p, 1.0), 4),
+            "change": round(float((x - y).mean()), 6), "wins": test["wins"], "losses": test["losses"],
+            "p_value": test["p_value"],
             "per_domain": {dom: [round(float(np.mean(m[0])), 6), round(float(np.mean(m[1])), 6)] for dom, m in per_domain.items()},
         }
     return out
