@@ -114,6 +114,11 @@ def make_train(
     seed: int = typer.Option(0, "--seed", help="Seeds the crops."),
     max_queries: int = typer.Option(60, "--max-queries", min=1, help="At most this many pseudo-queries."),
     negatives: int = typer.Option(7, "--negatives", min=1, help="Hard negatives per query."),
+    siblings: int = typer.Option(3, "--siblings", min=0,
+                                 help="Documents sharing the source's domain term added to each list (0: none)."),
+    term_labels: bool = typer.Option(True, "--term-labels/--teacher-labels",
+                                     help="Floor a term's other documents at +2 and cap the other side of the domain "
+                                          "line at 0 (default), or keep the teacher's scores as they are."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run code shipped with the teacher."),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
@@ -132,7 +137,7 @@ def make_train(
     splade = SpladeEncoder.from_pretrained(base)
     with rich_hooks() as hooks:
         records, stats = build(documents, groups, splade, scorer, seed=seed, max_queries=max_queries,
-                               negatives=negatives, hooks=hooks)
+                               negatives=negatives, siblings=siblings, term_labels=term_labels, hooks=hooks)
     write_jsonl(out, records)
     table = Table(title=f"{len(records)} training queries (teacher {scorer.name})")
     for c in ("kind", "generated", "kept"):
@@ -141,7 +146,8 @@ def make_train(
         table.add_row(kind, str(n), str(stats.kept.get(kind, 0)))
     console.print(table)
     console.print(f"dropped: {stats.dropped_unseparated} the teacher could not separate, "
-                  f"{stats.dropped_source_negative} whose source document it scored <= 0")
+                  f"{stats.dropped_source_negative} whose source document it scored <= 0; "
+                  f"{stats.term_adjusted} candidate scores made term-consistent")
     console.print(f"[green]wrote[/green] {out}")
 
 

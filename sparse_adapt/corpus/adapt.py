@@ -32,7 +32,9 @@ from pathlib import Path
 from sparse_adapt.atomic import atomic_directory, write_atomic, write_json_atomic
 from sparse_adapt.corpus.harvest import build_dictionary
 from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, mine_terms, terms_json
-from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, generate_queries, hard_negatives, label
+from sparse_adapt.corpus.pseudo import (
+    DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, generate_queries, hard_negatives, label,
+)
 from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
 from sparse_adapt.corpus.text import locate_terms
 from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms, load_train
@@ -122,7 +124,8 @@ def _write_heldout(out: Path, held: list[dict], files: AdaptFiles) -> None:
 
 def prepare_inputs(
     corpus: Path, out: Path, base: str, *, terms: Path | None, dictionary: Path | None, train: Path | None,
-    teacher: Teacher | None, seed: int, top: int, min_count: int, max_queries: int, negatives: int, hooks: Hooks,
+    teacher: Teacher | None, seed: int, top: int, min_count: int, max_queries: int, negatives: int, siblings: int,
+    term_labels: bool, hooks: Hooks,
 ) -> tuple[AdaptFiles, dict]:
     """The three training inputs: the user's, reused from ``out``, or generated into ``out``."""
     documents = load_documents(corpus)
@@ -149,7 +152,8 @@ def prepare_inputs(
 
             records, stats = make_train(
                 documents, groups, SpladeEncoder.from_pretrained(base), teacher,
-                seed=seed, max_queries=max_queries, negatives=negatives, hooks=hooks,
+                seed=seed, max_queries=max_queries, negatives=negatives, siblings=siblings, term_labels=term_labels,
+                hooks=hooks,
             )
             fit, held_out = _split_heldout(records)
             write_jsonl(files.train, fit)
@@ -161,12 +165,14 @@ def prepare_inputs(
 
 def make_train(
     documents, groups, splade, teacher, *, seed: int = 0, max_queries: int = DEFAULT_MAX_QUERIES,
-    negatives: int = DEFAULT_NEGATIVES, hooks: Hooks = SILENT,
+    negatives: int = DEFAULT_NEGATIVES, siblings: int = DEFAULT_SIBLINGS, term_labels: bool = True,
+    hooks: Hooks = SILENT,
 ):
-    """Pseudo-queries -> hard negatives from ``splade`` -> teacher-scored train records, and stats."""
+    """Pseudo-queries -> hard negatives (and term siblings) from ``splade`` -> scored train records
+    (teacher scores, term-consistent unless ``term_labels`` is False), and stats."""
     queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries)
-    negs = hard_negatives(splade, documents, queries, k=negatives, hooks=hooks)
-    records, stats = label(queries, negs, documents, teacher, hooks=hooks)
+    negs = hard_negatives(splade, documents, queries, k=negatives, hooks=hooks, groups=groups, siblings=siblings)
+    records, stats = label(queries, negs, documents, teacher, hooks=hooks, groups=groups if term_labels else None)
     if len(records) < 2:
         raise SparseAdaptError(
             f"the teacher {teacher.name!r} could separate {len(records)} of the {len(queries)} pseudo-queries' "
@@ -179,7 +185,8 @@ def run_adapt(
     corpus: str | Path, out: str | Path, base: str = "offline-minilm", *, terms: str | Path | None = None,
     dictionary: str | Path | None = None, train: str | Path | None = None, config: str | Path | None = None,
     teacher: str = DEFAULT_TEACHER, seed: int = 0, top: int = DEFAULT_TOP, min_count: int = DEFAULT_MIN_COUNT,
-    max_queries: int = DEFAULT_MAX_QUERIES, negatives: int = DEFAULT_NEGATIVES, hooks: Hooks = SILENT,
+    max_queries: int = DEFAULT_MAX_QUERIES, negatives: int = DEFAULT_NEGATIVES, siblings: int = DEFAULT_SIBLINGS,
+    term_labels: bool = True, hooks: Hooks = SILENT,
 ) -> AdaptResult:
     """Generate what is missing, train, and return where everything is (see the module docstring)."""
     from sparse_adapt.training.config import load_config
@@ -195,7 +202,8 @@ def run_adapt(
     load_config(config)
     manifest = {
         "corpus": _sha256(corpus), "base": str(base), "teacher": str(teacher), "seed": int(seed),
-        "options": {"top": top, "min_count": min_count, "max_queries": max_queries, "negatives": negatives},
+        "options": {"top": top, "min_count": min_count, "max_queries": max_queries, "negatives": negatives,
+                    "siblings": siblings, "term_labels": term_labels},
         "given": {k: (None if p is None else _sha256(p)) for k, p in given.items()},
         "config": None if config is None else _sha256(Path(config)),
     }
@@ -209,7 +217,7 @@ def run_adapt(
     files, notes = prepare_inputs(
         corpus, out, str(base), terms=given["terms"], dictionary=given["dictionary"], train=given["train"],
         teacher=scorer, seed=seed, top=top, min_count=min_count, max_queries=max_queries,
-        negatives=negatives, hooks=hooks,
+        negatives=negatives, siblings=siblings, term_labels=term_labels, hooks=hooks,
     )
     trained = run_pipeline(
         base=base, corpus=corpus, terms=files.terms, dictionary=files.dictionary, train=files.train,

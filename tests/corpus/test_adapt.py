@@ -179,6 +179,15 @@ def test_cli_make_train_writes_a_loadable_train_file(setup, tmp_path, capsys):
             "--base", setup["base"], "--teacher", setup["teacher"]]
     assert main(argv) == 0
     records = load_train(out)
+    # default: up to 3 documents sharing the source's term beyond the 7 hard negatives, and
+    # term-consistent scores (a floored sibling can lift a list's minimum above -8, a capped
+    # candidate lower its maximum below 10); the source stays a positive
+    assert records and all(-8.0 <= s <= 10.0 for r in records for s in r.teacher_scores)
+    assert all(r.teacher_scores[r.doc_ids.index(r.qid.rsplit("-", 1)[0])] > 0 for r in records)
+    assert all(8 <= len(r.doc_ids) <= 11 for r in records)
+    assert "candidate scores made term-consistent" in capsys.readouterr().out
+    assert main(argv + ["--force", "--siblings", "0", "--teacher-labels"]) == 0
+    records = load_train(out)  # the teacher's own map: best 10, worst -8, 1 + 7 candidates
     assert records and all(max(r.teacher_scores) == 10.0 and min(r.teacher_scores) == -8.0 for r in records)
     assert all(len(r.doc_ids) == 8 for r in records)
 

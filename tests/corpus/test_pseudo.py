@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparse_adapt.corpus.pseudo import MAX_WORDS, PseudoQuery, generate_queries, hard_negatives, label
+from sparse_adapt.corpus.pseudo import (
+    MAX_WORDS, SIBLING_FLOOR, PseudoQuery, generate_queries, hard_negatives, label, term_consistent,
+)
 from sparse_adapt.corpus.text import locate_terms
 from sparse_adapt.data import Document
 
@@ -64,6 +66,27 @@ def test_hard_negatives_exclude_the_source_and_follow_the_base_ranking(tiny_bert
         assert all(o <= min(scores) for o in others)
 
 
+def test_siblings_add_the_sources_term_documents_the_hard_negatives_missed(tiny_bert):
+    groups = locate_terms(DOCS, TERMS)
+    qs = [PseudoQuery("x", "herbal tea jury", "semantic", "d1"), PseudoQuery("y", "mint tea", "control", "d5")]
+    base = hard_negatives(tiny_bert, DOCS, qs, k=1)
+    more = hard_negatives(tiny_bert, DOCS, qs, k=1, groups=groups, siblings=2)
+    # the first k stay the base's; then only documents sharing d1's term, none twice
+    assert more["x"][:1] == base["x"] and set(more["x"]) | {"d1"} >= {"d2", "d3"}
+    assert len(more["x"]) == len(set(more["x"])) and set(more["x"][1:]) <= {"d2", "d3"}
+    assert more["y"] == base["y"]  # a control query's source uses no term: no siblings
+    assert hard_negatives(tiny_bert, DOCS, qs, k=1, groups=groups, siblings=0) == base
+
+
+def test_term_consistent_labels_follow_the_domain_line():
+    terms_of = {"d1": {"zentrofax"}, "d2": {"zentrofax"}, "d6": {"other"}}
+    # a term query: its term's document floored, a term-less one capped, another term's kept
+    assert term_consistent([10.0, -8.0, 6.0, 1.5], ["d1", "d2", "d4", "d6"], terms_of) == [10.0, SIBLING_FLOOR, 0.0, 1.5]
+    assert term_consistent([10.0, 7.0, -3.0], ["d1", "d2", "d4"], terms_of) == [10.0, 7.0, -3.0]  # already consistent
+    # a control query: documents naming any term capped at 0, the others kept
+    assert term_consistent([10.0, 4.0, 3.0, -8.0], ["d4", "d1", "d5", "d6"], terms_of) == [10.0, 0.0, 3.0, -8.0]
+
+
 @dataclass
 class FixedTeacher:
     """Scores a document by a table; the real teachers are tested in test_teacher.py."""
@@ -92,3 +115,16 @@ def test_label_maps_scores_sorts_candidates_and_drops_what_the_teacher_cannot_us
     assert r["doc_texts"][0] == DOCS[0].text and r["kind"] == "explicit" and r["source_doc"] == "d1"
     assert stats.dropped_unseparated == 1 and stats.dropped_source_negative == 1
     assert stats.generated == {"explicit": 1, "semantic": 1, "control": 1} and stats.kept == {"explicit": 1}
+    assert stats.term_adjusted == 0
+
+
+def test_label_with_groups_makes_scores_term_consistent_and_resorts():
+    qs = [PseudoQuery("a", "qa", "semantic", "d1")]
+    negs = {"a": ["d4", "d2"]}
+    teacher = FixedTeacher({"qa": {"The Ze": 0.9, "The co": 0.5, "Check ": 0.1}})
+    plain, _ = label(qs, negs, DOCS, teacher)
+    assert plain[0]["doc_ids"] == ["d1", "d4", "d2"] and plain[0]["teacher_scores"] == [10.0, 1.0, -8.0]  # -8 + 18 * 0.4 / 0.8
+    records, stats = label(qs, negs, DOCS, teacher, groups=locate_terms(DOCS, TERMS))
+    # d2 names Zentrofax like the source: floored at +2; d4 names no term: capped at 0
+    assert records[0]["doc_ids"] == ["d1", "d2", "d4"] and records[0]["teacher_scores"] == [10.0, SIBLING_FLOOR, 0.0]
+    assert stats.term_adjusted == 2
