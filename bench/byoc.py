@@ -51,6 +51,11 @@ def group_mean(per_query: dict[str, float]) -> float:
     return round(float(np.mean(list(per_query.values()))), 6)
 
 
+def row_key(row: dict) -> tuple:
+    """What identifies a result row (rows written before seeds existed are seed 0)."""
+    return row["domain"], row["base"], row["inputs"], row.get("seed", 0)
+
+
 # scipy enumerates all 2^n sign flips while 2^n <= RESAMPLES (n <= 16 queries), and draws
 # RESAMPLES of them (seeded) beyond that.
 RESAMPLES = 100_000
@@ -134,7 +139,7 @@ def main() -> None:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 if args.json:
-                    keyed = {(r["domain"], r["base"], r["inputs"], r.get("seed", 0)): r for r in previous + rows}
+                    keyed = {row_key(r): r for r in previous + rows}
                     args.json.parent.mkdir(parents=True, exist_ok=True)
                     args.json.write_text(json.dumps(list(keyed.values()), indent=1) + "\n")
 

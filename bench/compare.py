@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.byoc import GROUPS, paired_test
+from bench.byoc import GROUPS, paired_test, row_key
 
 # byoc.json rounds values to 6 decimals, so smaller differences are rounding, counted as ties.
 TIE = 1e-5
@@ -31,7 +31,7 @@ def _rows(path: Path, domains: set[str] | None, base: str | None, inputs: str | 
             continue
         if any("per_query" not in r["groups"][g] for g in GROUPS):
             raise ValueError(f"{path}: row {r['domain']}/{r['base']}/{r['inputs']}/seed {r.get('seed', 0)} has no per-query values (rerun bench.byoc)")
-        out[(r["domain"], r["base"], r["inputs"], r.get("seed", 0))] = r
+        out[row_key(r)] = r
     return out
 
 

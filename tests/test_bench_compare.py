@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench.byoc import GROUPS
+from bench.byoc import GROUPS, row_key
 from bench.compare import _rows, compare
 
 
@@ -17,7 +17,7 @@ def _row(domain: str, seed: int, values: dict[str, float]) -> dict:
 
 
 def _keyed(*rows: dict) -> dict:
-    return {(r["domain"], r["base"], r["inputs"], r["seed"]): r for r in rows}
+    return {row_key(r): r for r in rows}
 
 
 def test_pools_matched_rows_and_gives_the_exact_p_by_hand():
