@@ -21,6 +21,10 @@ TEACHER_HELP = (
 
 
 FORCE_HELP = "Replace --out if it exists (never one of the inputs)."
+GLOSSES_HELP = (
+    "Lay-word glosses (Open English WordNet) of the corpus's rare nouns, kept where the teacher's best document "
+    "for them names a domain term: appended to harvested definitions and asked as extra domain-semantic queries."
+)
 
 
 def _check_out(out: Path, force: bool, *inputs: Optional[Path]) -> None:
@@ -79,12 +83,17 @@ def build_dictionary(
     dictionary: Optional[Path] = typer.Option(
         None, "--dictionary", help="Your own entries: kept unchanged, and they win over harvested ones."
     ),
+    glosses: bool = typer.Option(False, "--glosses", help=GLOSSES_HELP + " Here: definitions only."),
+    teacher: str = typer.Option("offline-minilm", "--teacher", help="With --glosses, picks and checks them: " + TEACHER_HELP),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run code shipped with the teacher."),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
     """Harvest a definition and usage examples per term from the corpus."""
     from sparse_adapt.cli.output import rich_hooks
     from sparse_adapt.corpus.adapt import write_jsonl
+    from sparse_adapt.corpus.glosses import select_glosses
     from sparse_adapt.corpus.harvest import build_dictionary as harvest
+    from sparse_adapt.corpus.teacher import load_teacher
     from sparse_adapt.corpus.text import locate_terms
     from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms
 
@@ -92,8 +101,10 @@ def build_dictionary(
     documents = load_documents(corpus)
     existing = load_dictionary(dictionary) if dictionary is not None else []
     groups = locate_terms(documents, load_domain_terms(terms), terms)
+    scorer = load_teacher(teacher, trust_remote_code=trust_remote_code) if glosses else None
     with rich_hooks() as hooks:
-        records = harvest(documents, groups, existing, hooks=hooks)
+        selected = select_glosses(documents, groups, scorer, hooks=hooks) if scorer is not None else None
+        records = harvest(documents, groups, existing, hooks=hooks, glosses=selected)
     write_jsonl(out, records)
     table = Table(title=f"{len(records)} entries")
     for c in ("term", "definition from", "definition"):
@@ -119,12 +130,14 @@ def make_train(
     term_labels: bool = typer.Option(True, "--term-labels/--teacher-labels",
                                      help="Floor a term's other documents at +2 and cap the other side of the domain "
                                           "line at 0 (default), or keep the teacher's scores as they are."),
+    glosses: bool = typer.Option(False, "--glosses", help=GLOSSES_HELP + " Here: the queries only."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run code shipped with the teacher."),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
     """Pseudo-queries from the documents, hard negatives from the base, scores from a teacher."""
     from sparse_adapt.cli.output import rich_hooks
     from sparse_adapt.corpus.adapt import make_train as build, write_jsonl
+    from sparse_adapt.corpus.glosses import select_glosses
     from sparse_adapt.corpus.teacher import load_teacher
     from sparse_adapt.corpus.text import locate_terms
     from sparse_adapt.data import load_documents, load_domain_terms
@@ -136,8 +149,10 @@ def make_train(
     scorer = load_teacher(teacher, trust_remote_code=trust_remote_code)
     splade = SpladeEncoder.from_pretrained(base)
     with rich_hooks() as hooks:
+        selected = select_glosses(documents, groups, scorer, hooks=hooks) if glosses else None
         records, stats = build(documents, groups, splade, scorer, seed=seed, max_queries=max_queries,
-                               negatives=negatives, siblings=siblings, term_labels=term_labels, hooks=hooks)
+                               negatives=negatives, siblings=siblings, term_labels=term_labels, glosses=selected,
+                               hooks=hooks)
     write_jsonl(out, records)
     table = Table(title=f"{len(records)} training queries (teacher {scorer.name})")
     for c in ("kind", "generated", "kept"):
@@ -163,6 +178,7 @@ def adapt(
     queries: Optional[Path] = typer.Option(None, "--queries", help="Your queries.jsonl, evaluated in the summary."),
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="qrels of --queries."),
     seed: int = typer.Option(0, "--seed", help="Seeds crops and training; a rerun reproduces the run."),
+    glosses: bool = typer.Option(False, "--glosses/--no-glosses", help=GLOSSES_HELP),
 ) -> None:
     """Mine terms, harvest a dictionary, pseudo-label training data, train, and summarise; rerun resumes."""
     from sparse_adapt.cli.output import rich_hooks
@@ -173,7 +189,7 @@ def adapt(
         raise ConfigError("--queries and --qrels go together")
     with rich_hooks() as hooks:
         result = run_adapt(corpus, out, base, terms=terms, dictionary=dictionary, train=train, config=config,
-                           teacher=teacher, seed=seed, hooks=hooks)
+                           teacher=teacher, seed=seed, glosses=glosses, hooks=hooks)
         summary = adapt_summary(result, corpus, base, queries, qrels, hooks)
     table = Table(title="nDCG@10, base vs adapted")
     for c in ("queries", "group", "n", "base", "adapted", "change"):

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparse_adapt.atomic import atomic_directory, write_atomic, write_json_atomic
+from sparse_adapt.corpus.glosses import select_glosses
 from sparse_adapt.corpus.harvest import build_dictionary
 from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, mine_terms, terms_json
 from sparse_adapt.corpus.pseudo import (
-    DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, generate_queries, hard_negatives, label,
+    DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, generate_queries, hard_negatives, label, lay_queries,
 )
 from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
 from sparse_adapt.corpus.text import locate_terms
@@ -125,7 +126,7 @@ def _write_heldout(out: Path, held: list[dict], files: AdaptFiles) -> None:
 def prepare_inputs(
     corpus: Path, out: Path, base: str, *, terms: Path | None, dictionary: Path | None, train: Path | None,
     teacher: Teacher | None, seed: int, top: int, min_count: int, max_queries: int, negatives: int, siblings: int,
-    term_labels: bool, hooks: Hooks,
+    term_labels: bool, glosses: bool, hooks: Hooks,
 ) -> tuple[AdaptFiles, dict]:
     """The three training inputs: the user's, reused from ``out``, or generated into ``out``."""
     documents = load_documents(corpus)
@@ -140,8 +141,15 @@ def prepare_inputs(
         write_json_atomic(files.terms, terms_json(candidates))
         hooks.message(f"mined {len(candidates)} terms: {', '.join(c.term for c in candidates)} -> {files.terms}")
     groups = locate_terms(documents, load_domain_terms(files.terms), files.terms)
+    selected: dict | None = None
+
+    def lay_glosses() -> dict | None:
+        nonlocal selected
+        if glosses and selected is None:
+            selected = select_glosses(documents, groups, teacher, hooks=hooks)
+        return selected
     if dictionary is None and not files.dictionary.is_file():
-        write_jsonl(files.dictionary, build_dictionary(documents, groups, hooks=hooks))
+        write_jsonl(files.dictionary, build_dictionary(documents, groups, hooks=hooks, glosses=lay_glosses()))
         hooks.message(f"harvested {len(groups)} dictionary entries -> {files.dictionary}")
     if train is None:
         if _pseudo_data_done(out):
@@ -153,7 +161,7 @@ def prepare_inputs(
             records, stats = make_train(
                 documents, groups, SpladeEncoder.from_pretrained(base), teacher,
                 seed=seed, max_queries=max_queries, negatives=negatives, siblings=siblings, term_labels=term_labels,
-                hooks=hooks,
+                glosses=lay_glosses(), hooks=hooks,
             )
             fit, held_out = _split_heldout(records)
             write_jsonl(files.train, fit)
@@ -166,11 +174,13 @@ def prepare_inputs(
 def make_train(
     documents, groups, splade, teacher, *, seed: int = 0, max_queries: int = DEFAULT_MAX_QUERIES,
     negatives: int = DEFAULT_NEGATIVES, siblings: int = DEFAULT_SIBLINGS, term_labels: bool = True,
-    hooks: Hooks = SILENT,
+    glosses: dict | None = None, hooks: Hooks = SILENT,
 ):
-    """Pseudo-queries -> hard negatives (and term siblings) from ``splade`` -> scored train records
-    (teacher scores, term-consistent unless ``term_labels`` is False), and stats."""
-    queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries)
+    """Pseudo-queries (crops, and with ``glosses`` from ``select_glosses`` lay-word queries) ->
+    hard negatives (and term siblings) from ``splade`` -> scored train records (teacher scores,
+    term-consistent unless ``term_labels`` is False), and stats."""
+    extra = lay_queries(documents, glosses) if glosses else ()
+    queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries, extra=extra)
     negs = hard_negatives(splade, documents, queries, k=negatives, hooks=hooks, groups=groups, siblings=siblings)
     records, stats = label(queries, negs, documents, teacher, hooks=hooks, groups=groups if term_labels else None)
     if len(records) < 2:
@@ -186,7 +196,7 @@ def run_adapt(
     dictionary: str | Path | None = None, train: str | Path | None = None, config: str | Path | None = None,
     teacher: str = DEFAULT_TEACHER, seed: int = 0, top: int = DEFAULT_TOP, min_count: int = DEFAULT_MIN_COUNT,
     max_queries: int = DEFAULT_MAX_QUERIES, negatives: int = DEFAULT_NEGATIVES, siblings: int = DEFAULT_SIBLINGS,
-    term_labels: bool = True, hooks: Hooks = SILENT,
+    term_labels: bool = True, glosses: bool = False, hooks: Hooks = SILENT,
 ) -> AdaptResult:
     """Generate what is missing, train, and return where everything is (see the module docstring)."""
     from sparse_adapt.training.config import load_config
@@ -203,13 +213,15 @@ def run_adapt(
     manifest = {
         "corpus": _sha256(corpus), "base": str(base), "teacher": str(teacher), "seed": int(seed),
         "options": {"top": top, "min_count": min_count, "max_queries": max_queries, "negatives": negatives,
-                    "siblings": siblings, "term_labels": term_labels},
+                    "siblings": siblings, "term_labels": term_labels, "glosses": glosses},
         "given": {k: (None if p is None else _sha256(p)) for k, p in given.items()},
         "config": None if config is None else _sha256(Path(config)),
     }
     _check_out(out, manifest)
     # The teacher loads before anything is written: one that fails leaves no half-made run.
-    needs_teacher = given["train"] is None and not _pseudo_data_done(out)
+    needs_teacher = (given["train"] is None and not _pseudo_data_done(out)) or (
+        glosses and given["dictionary"] is None and not (out / "dictionary.jsonl").is_file()
+    )
     scorer = load_teacher(teacher) if needs_teacher else None
     out.mkdir(parents=True, exist_ok=True)
     if not (out / MANIFEST).is_file():
@@ -217,7 +229,7 @@ def run_adapt(
     files, notes = prepare_inputs(
         corpus, out, str(base), terms=given["terms"], dictionary=given["dictionary"], train=given["train"],
         teacher=scorer, seed=seed, top=top, min_count=min_count, max_queries=max_queries,
-        negatives=negatives, siblings=siblings, term_labels=term_labels, hooks=hooks,
+        negatives=negatives, siblings=siblings, term_labels=term_labels, glosses=glosses, hooks=hooks,
     )
     trained = run_pipeline(
         base=base, corpus=corpus, terms=files.terms, dictionary=files.dictionary, train=files.train,

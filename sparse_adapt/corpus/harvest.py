@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from sparse_adapt.corpus.glosses import Gloss
 from sparse_adapt.corpus.text import TermGroup, key, sentences, window, words
 from sparse_adapt.data import DictionaryEntry, Document
 from sparse_adapt.progress import SILENT, Hooks
@@ -37,6 +38,9 @@ MAX_EXAMPLES = 3
 EXAMPLE_WORDS = 10
 # A description longer than this is cut at a word boundary: MLM sees the term's context, not an essay.
 MAX_DEFINITION_WORDS = 40
+# Lay-word glosses appended to a harvested definition (--glosses): the term's two most
+# widespread technical words, explained.
+MAX_GLOSSES = 2
 
 # (name, regex with {t} for the term and a group "d" for the description), in order of trust.
 DEFINITION_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -127,11 +131,27 @@ def _covered(group: TermGroup, user: Sequence[DictionaryEntry]) -> bool:
     return any(group.key == key(e.term) or group.key in {key(w) for w in words(e.term)} for e in user)
 
 
+def find_glosses(group: TermGroup, selected: dict[str, list[Gloss]]) -> list[Gloss]:
+    """Up to MAX_GLOSSES lay-word glosses for the term from ``selected`` (``doc_id -> [Gloss]``,
+    ``glosses.select_glosses``): the words glossed in most of its documents first, then by
+    their rank in the first document that has them."""
+    count: dict[str, int] = {}
+    first: dict[str, tuple[int, int, Gloss]] = {}
+    for i, d in enumerate(group.doc_ids):
+        for j, g in enumerate(selected.get(d, [])):
+            count[g.lemma] = count.get(g.lemma, 0) + 1
+            first.setdefault(g.lemma, (i, j, g))
+    ranked = sorted(first, key=lambda lemma: (-count[lemma], first[lemma][:2]))
+    return [first[lemma][2] for lemma in ranked[:MAX_GLOSSES]]
+
+
 def build_dictionary(
     documents: Sequence[Document], groups: Sequence[TermGroup], existing: Sequence[DictionaryEntry] = (),
-    hooks: Hooks = SILENT,
+    hooks: Hooks = SILENT, glosses: dict[str, list[Gloss]] | None = None,
 ) -> list[dict]:
-    """Dictionary records: the user's entries unchanged, then one harvested entry per other term."""
+    """Dictionary records: the user's entries unchanged, then one harvested entry per other term;
+    with ``glosses`` (``glosses.select_glosses``), its definition is followed by lay-word
+    glosses (:func:`find_glosses`)."""
     records: list[dict] = [{"term": e.term, "definition": e.definition, "examples": list(e.examples)} for e in existing]
     task = hooks.task("harvesting definitions", len(groups))
     for g in groups:
@@ -143,13 +163,14 @@ def build_dictionary(
             continue
         definition = find_definition(g, uses, [o for o in groups if o is not g])
         examples = find_examples(g, uses, skip=definition.sentence)
+        lay = find_glosses(g, glosses) if glosses else []
+        harvested = {"definition": f"{definition.doc_id}: {definition.source}", "examples": [doc_id for doc_id, _ in examples]}
+        if lay:
+            harvested["glosses"] = [x.lemma for x in lay]
         records.append({
             "term": g.display,
-            "definition": definition.text,
+            "definition": "; ".join([definition.text, *(f"{x.word}: {x.text}" for x in lay)]),
             "examples": [text for _, text in examples],
-            "harvested": {
-                "definition": f"{definition.doc_id}: {definition.source}",
-                "examples": [doc_id for doc_id, _ in examples],
-            },
+            "harvested": harvested,
         })
     return records

@@ -54,6 +54,8 @@ DEFAULT_SIBLINGS = 3
 # typical source (10); the bundled hand-graded lists give a term's other documents 2-6.
 SIBLING_FLOOR = 2.0
 DEFAULT_MAX_QUERIES = 60
+# Lay-word queries per document using a term (--lay-queries): its two best-matching glosses.
+LAY_PER_DOC = 2
 KINDS = ("explicit", "semantic", "control")
 _ARTICLES = {"a", "an", "the"}
 _PUNCT = ".,;:!?()[]{}\"'"
@@ -101,21 +103,41 @@ def _is_term(token: str, groups: Sequence[TermGroup]) -> bool:
     return any(g.pattern.search(token) for g in groups)
 
 
+def lay_queries(documents: Sequence[Document], selected: dict, per_doc: int = LAY_PER_DOC) -> list[PseudoQuery]:
+    """Per document using a domain term, up to ``per_doc`` *semantic* queries in lay words: its
+    glosses (``glosses.select_glosses``: ``doc_id -> [Gloss]``, best first), each gloss once
+    across the corpus. ``qid`` is ``<doc_id>-lay<k>``."""
+    out: list[PseudoQuery] = []
+    seen: set[str] = set()
+    for d in documents:
+        k = 0
+        for gloss in selected.get(d.doc_id, [])[:]:
+            norm = " ".join(gloss.text.casefold().split())
+            if k == per_doc or norm in seen:
+                continue
+            seen.add(norm)
+            out.append(PseudoQuery(f"{d.doc_id}-lay{k}", gloss.text, "semantic", d.doc_id))
+            k += 1
+    return out
+
+
 def generate_queries(
-    documents: Sequence[Document], groups: Sequence[TermGroup], seed: int = 0, max_queries: int = DEFAULT_MAX_QUERIES
+    documents: Sequence[Document], groups: Sequence[TermGroup], seed: int = 0, max_queries: int = DEFAULT_MAX_QUERIES,
+    extra: Sequence[PseudoQuery] = (),
 ) -> list[PseudoQuery]:
-    """Explicit, semantic and control pseudo-queries (see the module docstring), deduplicated."""
+    """Explicit, semantic and control pseudo-queries (see the module docstring), deduplicated;
+    ``extra`` queries (:func:`lay_queries`) join them before the ``max_queries`` cap."""
     rng = random.Random(seed)
     out: list[PseudoQuery] = []
     seen: set[str] = set()
 
-    def add(tokens: list[str], kind: str, doc_id: str) -> None:
+    def add(tokens: list[str], kind: str, doc_id: str, qid: str | None = None) -> None:
         text = " ".join(tokens)
         norm = " ".join(text.casefold().split())
         if len(tokens) < 4 or norm in seen:
             return
         seen.add(norm)
-        out.append(PseudoQuery(f"{doc_id}-{kind}", text, kind, doc_id))
+        out.append(PseudoQuery(qid or f"{doc_id}-{kind}", text, kind, doc_id))
 
     for d in documents:
         split = [_tokens(s) for s in sentences(d.text)]
@@ -142,6 +164,8 @@ def generate_queries(
                 kept.append(t)
         if len(kept) >= MIN_WORDS:
             add(_crop(kept, min(removed_at, len(kept) - 1), rng), "semantic", d.doc_id)
+    for q in extra:
+        add(q.text.split(), q.kind, q.doc_id, q.qid)
     if len(out) > max_queries:
         keep = {q.qid for q in rng.sample(out, max_queries)}
         out = [q for q in out if q.qid in keep]

