@@ -91,14 +91,16 @@ def paired_change(base: dict[str, float], adapted: dict[str, float]) -> dict:
     }
 
 
-def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0, config: Path | None = None) -> dict:
+def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0, config: Path | None = None,
+            glosses: bool = False) -> dict:
     from sparse_adapt.corpus.adapt import run_adapt
 
     resolved = resolve_domain(domain)
     files = resolved.files
     given = {} if inputs == "corpus" else {"terms": files.terms, "dictionary": files.dictionary, "train": files.train}
     t0 = time.perf_counter()
-    result = run_adapt(files.docs, workdir / resolved.name / base / inputs / f"seed{seed}", base, seed=seed, config=config, **given)
+    result = run_adapt(files.docs, workdir / resolved.name / base / inputs / f"seed{seed}", base, seed=seed, config=config,
+                       glosses=glosses, **given)
     seconds = time.perf_counter() - t0
     return {"seconds": round(seconds, 1), "per_query": heldout_per_query(SpladeEncoder.from_pretrained(result.final), files),
             "generated": result.files.generated}
@@ -115,6 +117,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--config", type=Path, default=None,
                     help="a training config (as `adapt --config`) for a variant; give it its own --workdir and --json")
+    ap.add_argument("--glosses", action="store_true", help="adapt --glosses (lay-word glosses); a variant: own --workdir and --json")
     args = ap.parse_args()
     if args.threads:
         import torch
@@ -127,7 +130,7 @@ def main() -> None:
         for base in args.bases.split(","):
             base_scores = heldout_per_query(SpladeEncoder.from_pretrained(base), domain.files)
             for inputs, seed in ((i, int(k)) for i in args.inputs.split(",") for k in args.seeds.split(",")):
-                one = run_one(spec, base, inputs, args.workdir, seed, args.config)
+                one = run_one(spec, base, inputs, args.workdir, seed, args.config, args.glosses)
                 row = {"domain": domain.name, "split": domain.split, "base": base, "inputs": inputs, "seed": seed,
                        "seconds": one["seconds"], "groups": {}}
                 for g in GROUPS:

@@ -66,5 +66,8 @@ def test_a_variant_config_reaches_adapt(monkeypatch, tmp_path):
     cfg = tmp_path / "variant.toml"
     with pytest.raises(Stop):
         run_one("pharma", "offline-minilm", "corpus", tmp_path / "w", seed=1, config=cfg)
-    assert seen["config"] == cfg and seen["seed"] == 1
+    assert seen["config"] == cfg and seen["seed"] == 1 and seen["glosses"] is False
     assert seen["out"] == tmp_path / "w" / "pharma" / "offline-minilm" / "corpus" / "seed1"
+    with pytest.raises(Stop):
+        run_one("pharma", "offline-minilm", "corpus", tmp_path / "w", glosses=True)
+    assert seen["glosses"] is True
