@@ -26,7 +26,7 @@ def benchmark(
     out: Path = typer.Option(..., "--out", help="Benchmark directory: benchmark.md, benchmark.json, runs/, ablation/."),
     domains: str = typer.Option(
         "legal,ecology,gatrocraptic", "--domains",
-        help="Comma-separated registered data sets (corpora: pharma, hardware = dev; legal, ecology = test; "
+        help="Comma-separated registered data sets (corpora: pharma, hardware, software = dev; legal, ecology, maritime = test; "
         "gatrocraptic) or directories with the same files.",
     ),
     seeds: str = typer.Option("0,1", "--seeds", help="Comma-separated seeds of the H4 runs."),
