@@ -85,10 +85,18 @@ def grade(score: float) -> int:
     return 2 if score >= 8.0 else 1 if score > 0.0 else 0
 
 
+# Options added to make-train after runs were made with it: an older adapt.json lacks them, and
+# its files were made as each option's value here still makes them (no siblings, the teacher's
+# own labels, no glosses), so such a run resumes with those values and is refused with others.
+LEGACY_OPTIONS = {"siblings": 0, "term_labels": False, "glosses": False}
+
+
 def _check_out(out: Path, manifest: dict) -> None:
     path = out / MANIFEST
     if path.is_file():
         old = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(old.get("options"), dict):
+            old["options"] = {**LEGACY_OPTIONS, **old["options"]}
         diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
         if diff:
             raise AdaptMismatchError(

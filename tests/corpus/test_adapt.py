@@ -128,6 +128,19 @@ def test_a_different_run_or_a_foreign_directory_is_refused(setup):
     assert (foreign / "notes.txt").read_text() == "mine"
 
 
+def test_a_run_from_before_an_option_existed_resumes_with_the_options_old_behaviour(tmp_path):
+    from sparse_adapt.corpus.adapt import _check_out
+
+    manifest = {"corpus": "c", "base": "b", "teacher": "t", "seed": 0, "given": {}, "config": None,
+                "options": {"top": 20, "min_count": 2, "max_queries": 60, "negatives": 7}}
+    (tmp_path / "adapt.json").write_text(json.dumps(manifest))
+    legacy = {**manifest, "options": {**manifest["options"], "siblings": 0, "term_labels": False, "glosses": False}}
+    _check_out(tmp_path, legacy)  # what the older code did: resumes
+    for changed in ({"siblings": 3}, {"term_labels": True}, {"glosses": True}):
+        with pytest.raises(AdaptMismatchError, match="options"):
+            _check_out(tmp_path, {**legacy, "options": {**legacy["options"], **changed}})
+
+
 def _cli(setup, out, *extra):
     return ["adapt", "--corpus", str(setup["corpus"]), "--out", str(out), "--base", setup["base"],
             "--config", str(setup["config"]), "--teacher", setup["teacher"], *extra]
