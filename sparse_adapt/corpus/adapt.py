@@ -149,18 +149,15 @@ def prepare_inputs(
         write_json_atomic(files.terms, terms_json(candidates))
         hooks.message(f"mined {len(candidates)} terms: {', '.join(c.term for c in candidates)} -> {files.terms}")
     groups = locate_terms(documents, load_domain_terms(files.terms), files.terms)
-    selected: dict | None = None
-
-    def lay_glosses() -> dict | None:
-        nonlocal selected
-        if glosses and selected is None:
-            selected = select_glosses(documents, groups, teacher, hooks=hooks)
-        return selected
-    if dictionary is None and not files.dictionary.is_file():
-        write_jsonl(files.dictionary, build_dictionary(documents, groups, hooks=hooks, glosses=lay_glosses()))
+    make_dictionary = dictionary is None and not files.dictionary.is_file()
+    make_pseudo = train is None and not _pseudo_data_done(out)
+    # One selection serves both the dictionary and the queries (it scores every gloss on the corpus).
+    selected = select_glosses(documents, groups, teacher, hooks=hooks) if glosses and (make_dictionary or make_pseudo) else None
+    if make_dictionary:
+        write_jsonl(files.dictionary, build_dictionary(documents, groups, hooks=hooks, glosses=selected))
         hooks.message(f"harvested {len(groups)} dictionary entries -> {files.dictionary}")
     if train is None:
-        if _pseudo_data_done(out):
+        if not make_pseudo:
             files.heldout_queries, files.heldout_qrels = out / "heldout_queries.jsonl", out / "heldout_qrels.tsv"
             files.query_groups = out / "query_groups.json"
         else:
@@ -169,7 +166,7 @@ def prepare_inputs(
             records, stats = make_train(
                 documents, groups, SpladeEncoder.from_pretrained(base), teacher,
                 seed=seed, max_queries=max_queries, negatives=negatives, siblings=siblings, term_labels=term_labels,
-                glosses=lay_glosses(), hooks=hooks,
+                glosses=selected, hooks=hooks,
             )
             fit, held_out = _split_heldout(records)
             write_jsonl(files.train, fit)

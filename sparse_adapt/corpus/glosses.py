@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from sparse_adapt.corpus.mining import general_zipf
-from sparse_adapt.corpus.text import TermGroup, words
+from sparse_adapt.corpus.text import TermGroup, doc_terms, words
 from sparse_adapt.data import Document
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.progress import SILENT, Hooks
@@ -148,10 +148,7 @@ def select_glosses(
     against every document: cheap for a bi-encoder (document embeddings are cached), a
     corpus's worth of pairs per gloss for a cross-encoder.
     """
-    terms_of: dict[str, set[str]] = {}
-    for g in groups:
-        for d in g.doc_ids:
-            terms_of.setdefault(d, set()).add(g.key)
+    terms_of = doc_terms(groups)
     texts = [d.text for d in documents]
     used = [d for d in documents if d.doc_id in terms_of]
     task = hooks.task("lay-word glosses", len(used))

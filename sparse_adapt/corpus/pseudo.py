@@ -38,7 +38,7 @@ import numpy as np
 
 from sparse_adapt.corpus.mining import general_zipf
 from sparse_adapt.corpus.teacher import Teacher, to_spec_range
-from sparse_adapt.corpus.text import TermGroup, sentences
+from sparse_adapt.corpus.text import TermGroup, doc_terms, sentences
 from sparse_adapt.data import Document
 from sparse_adapt.progress import SILENT, Hooks
 
@@ -110,14 +110,16 @@ def lay_queries(documents: Sequence[Document], selected: dict, per_doc: int = LA
     out: list[PseudoQuery] = []
     seen: set[str] = set()
     for d in documents:
-        k = 0
-        for gloss in selected.get(d.doc_id, [])[:]:
+        mine = 0
+        for gloss in selected.get(d.doc_id, []):
             norm = " ".join(gloss.text.casefold().split())
-            if k == per_doc or norm in seen:
+            if norm in seen:
                 continue
             seen.add(norm)
-            out.append(PseudoQuery(f"{d.doc_id}-lay{k}", gloss.text, "semantic", d.doc_id))
-            k += 1
+            out.append(PseudoQuery(f"{d.doc_id}-lay{mine}", gloss.text, "semantic", d.doc_id))
+            mine += 1
+            if mine == per_doc:
+                break
     return out
 
 
@@ -169,15 +171,6 @@ def generate_queries(
     if len(out) > max_queries:
         keep = {q.qid for q in rng.sample(out, max_queries)}
         out = [q for q in out if q.qid in keep]
-    return out
-
-
-def doc_terms(groups: Sequence[TermGroup]) -> dict[str, set[str]]:
-    """doc_id -> the keys of the domain terms it uses (documents using none are absent)."""
-    out: dict[str, set[str]] = {}
-    for g in groups:
-        for d in g.doc_ids:
-            out.setdefault(d, set()).add(g.key)
     return out
 
 

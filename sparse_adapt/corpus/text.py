@@ -108,3 +108,12 @@ def window(tokens: Sequence[str], center: int, size: int, start_offset: int) -> 
         return list(tokens)
     start = max(0, min(center - start_offset, len(tokens) - size))
     return list(tokens[start : start + size])
+
+
+def doc_terms(groups: Sequence[TermGroup]) -> dict[str, set[str]]:
+    """doc_id -> the keys of the domain terms it uses (documents using none are absent)."""
+    out: dict[str, set[str]] = {}
+    for g in groups:
+        for d in g.doc_ids:
+            out.setdefault(d, set()).add(g.key)
+    return out
