@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+import corpora
+
 
 def _names(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
@@ -25,7 +27,7 @@ def _seeds(value: str) -> tuple[int, ...]:
 def benchmark(
     out: Path = typer.Option(..., "--out", help="Benchmark directory: benchmark.md, benchmark.json, runs/, ablation/."),
     domains: str = typer.Option(
-        "legal,ecology,gatrocraptic", "--domains",
+        ",".join(corpora.MEASURED), "--domains",
         help="Comma-separated registered data sets (corpora: pharma, hardware, software = dev; legal, ecology, maritime = test; "
         "gatrocraptic) or directories with the same files.",
     ),

@@ -109,7 +109,7 @@ class EvalSet:
 @dataclass
 class BenchmarkInputs:
     out: Path
-    domains: tuple[str, ...] = ("legal", "ecology", "gatrocraptic")
+    domains: tuple[str, ...] = corpora.MEASURED
     seeds: tuple[int, ...] = (0, 1)
     base: str = OFFLINE_MINILM
     config: TrainConfig | Path | str | None = None
