@@ -81,10 +81,15 @@ LEGAL = _standard("legal")
 ECOLOGY = _standard("ecology")
 SOFTWARE = _standard("software")
 MARITIME = _standard("maritime")
+INSURANCE = _standard("insurance")
+FORESTRY = _standard("forestry")
 
 # Defaults and methods are chosen on dev domains only; test domains are only measured.
 # The bundled gatrocraptic corpus belongs to neither split.
-SPLITS: dict[str, list[str]] = {"dev": ["pharma", "hardware", "software"], "test": ["legal", "ecology", "maritime"]}
+SPLITS: dict[str, list[str]] = {
+    "dev": ["pharma", "hardware", "software", "insurance", "forestry"],
+    "test": ["legal", "ecology", "maritime"],
+}
 # What `sparse-adapt benchmark` measures by default: the test domains and the bundled corpus.
 MEASURED: tuple[str, ...] = (*SPLITS["test"], "gatrocraptic")
 

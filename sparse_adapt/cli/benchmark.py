@@ -28,8 +28,8 @@ def benchmark(
     out: Path = typer.Option(..., "--out", help="Benchmark directory: benchmark.md, benchmark.json, runs/, ablation/."),
     domains: str = typer.Option(
         ",".join(corpora.MEASURED), "--domains",
-        help="Comma-separated registered data sets (corpora: pharma, hardware, software = dev; legal, ecology, maritime = test; "
-        "gatrocraptic) or directories with the same files.",
+        help=f"Comma-separated registered data sets (corpora: {', '.join(corpora.SPLITS['dev'])} = dev; "
+        f"{', '.join(corpora.SPLITS['test'])} = test; gatrocraptic) or directories with the same files.",
     ),
     seeds: str = typer.Option("0,1", "--seeds", help="Comma-separated seeds of the H4 runs."),
     base: str = typer.Option("offline-minilm", "--base", help="Model directory, hub id or offline-minilm."),
