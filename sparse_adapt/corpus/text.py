@@ -17,9 +17,10 @@ from typing import Sequence
 from sparse_adapt.data import DataError, Document
 
 WORD = re.compile(r"[^\W_]+(?:[-_][^\W_]+)*")
-# A sentence ends at . ! ? followed by white space; abbreviations ("E. coli") split too,
-# which only shortens a context.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# A sentence ends at . ! ? followed by white space, except after a lone capital letter: an
+# initial or an abbreviated genus ("E. coli", "S. piceovorax", "J. Smith") continues the
+# sentence. Other abbreviations ("approx.", "Dr.") still split, which only shortens a context.
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)\s+")
 
 
 def words(text: str) -> list[str]:

@@ -80,3 +80,23 @@ def test_a_definition_naming_no_other_term_is_preferred():
     # among a pattern's matches too; the first match in corpus order names Morvane
     assert tullix["harvested"]["definition"] == "k4: is a"
     assert tullix["definition"] == "a spring valve that vents steam from the loop"
+
+
+def test_an_abbreviated_genus_or_initial_does_not_end_a_sentence():
+    from sparse_adapt.corpus.text import sentences
+
+    assert sentences("Galleries of S. piceovorax radiate. Sapwood is blue!  Next?") == [
+        "Galleries of S. piceovorax radiate.", "Sapwood is blue!", "Next?"]
+    assert sentences("Caused by E. coli in the gut. Treat early.") == ["Caused by E. coli in the gut.", "Treat early."]
+    # any other word before the full stop still ends the sentence
+    assert sentences("Take vitamin DE. Then rest.") == ["Take vitamin DE.", "Then rest."]
+
+
+def test_a_definition_keeps_the_abbreviated_genus_in_its_sentence():
+    docs = [
+        Document("f1", "Storm-felled logs are where it breeds. Scolvaris is a bark beetle of spruce."),
+        Document("f4", "Under the bark the galleries of S. piceovorax radiate like a star from the chamber."),
+    ]
+    groups = locate_terms(docs, {"species": ["piceovorax"]})
+    [entry] = build_dictionary(docs, groups)
+    assert entry["definition"].startswith("Under the bark the galleries of S. piceovorax")
