@@ -55,18 +55,17 @@ def term_leak(splade, files) -> dict[str, dict]:
 
     ev = EvalSet.load(files)
     domain = set(splade.domain_token_ids)
-    text = {d.doc_id: d.text for d in ev.documents}
 
-    def present(t: str) -> set[int]:
-        return set(splade.tokenizer(t, add_special_tokens=False)["input_ids"]) & domain
+    # doc_id -> the domain tokens its text contains (each document tokenized once)
+    own = {d.doc_id: set(splade.tokenizer(d.text, add_special_tokens=False)["input_ids"]) & domain for d in ev.documents}
 
     out = {}
     queries = {q.qid: q.text for q in ev.queries}
     for group in GROUPS:
         qids = [q for q in ev.groups.get(group, []) if q in ev.qrels]
-        right = [set().union(*[present(text[d]) for d, g in ev.qrels[q].items() if g > 0 and d in text]) for q in qids]
+        right = [set().union(*[own[d] for d, g in ev.qrels[q].items() if g > 0 and d in own]) for q in qids]
         out[group] = weight_split(splade.encode_query([queries[q] for q in qids]), right, sorted(domain))
-    docs = [(d.text, present(d.text)) for d in ev.documents]
+    docs = [(d.text, own[d.doc_id]) for d in ev.documents]
     for kind, chosen in (("documents naming a term", [d for d in docs if d[1]]), ("other documents", [d for d in docs if not d[1]])):
         vectors = splade.encode_document([t for t, _ in chosen]) if chosen else sp.csr_matrix((0, 1))
         out[kind] = weight_split(vectors, [r for _, r in chosen], sorted(domain))
