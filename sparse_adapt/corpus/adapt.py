@@ -131,6 +131,12 @@ def _write_heldout(out: Path, held: list[dict], files: AdaptFiles) -> None:
     write_jsonl(files.heldout_queries, [{"qid": r["qid"], "text": r["query"]} for r in held])
 
 
+def _to_generate(out: Path, dictionary: Path | None, train: Path | None) -> tuple[bool, bool]:
+    """Whether the dictionary and the pseudo-labelled data are still to be made in ``out``
+    (neither given nor left by an earlier run): what needs the teacher, and what gets made."""
+    return dictionary is None and not (out / "dictionary.jsonl").is_file(), train is None and not _pseudo_data_done(out)
+
+
 def prepare_inputs(
     corpus: Path, out: Path, base: str, *, terms: Path | None, dictionary: Path | None, train: Path | None,
     teacher: Teacher | None, seed: int, top: int, min_count: int, max_queries: int, negatives: int, siblings: int,
@@ -149,8 +155,7 @@ def prepare_inputs(
         write_json_atomic(files.terms, terms_json(candidates))
         hooks.message(f"mined {len(candidates)} terms: {', '.join(c.term for c in candidates)} -> {files.terms}")
     groups = locate_terms(documents, load_domain_terms(files.terms), files.terms)
-    make_dictionary = dictionary is None and not files.dictionary.is_file()
-    make_pseudo = train is None and not _pseudo_data_done(out)
+    make_dictionary, make_pseudo = _to_generate(out, dictionary, train)
     # One selection serves both the dictionary and the queries (it scores every gloss on the corpus).
     selected = select_glosses(documents, groups, teacher, hooks=hooks) if glosses and (make_dictionary or make_pseudo) else None
     if make_dictionary:
@@ -224,9 +229,8 @@ def run_adapt(
     }
     _check_out(out, manifest)
     # The teacher loads before anything is written: one that fails leaves no half-made run.
-    needs_teacher = (given["train"] is None and not _pseudo_data_done(out)) or (
-        glosses and given["dictionary"] is None and not (out / "dictionary.jsonl").is_file()
-    )
+    make_dictionary, make_pseudo = _to_generate(out, given["dictionary"], given["train"])
+    needs_teacher = make_pseudo or (glosses and make_dictionary)
     scorer = load_teacher(teacher) if needs_teacher else None
     out.mkdir(parents=True, exist_ok=True)
     if not (out / MANIFEST).is_file():
