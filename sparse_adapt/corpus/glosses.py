@@ -160,6 +160,9 @@ def select_glosses(
     used = [d for d in documents if d.doc_id in terms_of]
     task = hooks.task("lay-word glosses", len(used))
     out: dict[str, list[Gloss]] = {}
+    # gloss text -> the pool's best document for it: a word glossed in many documents is
+    # checked against the pool once (a cross-encoder scores the whole pool per check).
+    best_doc: dict[str, str] = {}
     for d in used:
         task.advance()
         scored: list[tuple[float, Gloss]] = []
@@ -171,9 +174,10 @@ def select_glosses(
                 scored.append((scores[best], options[best]))
         kept = []
         for _, gloss in sorted(scored, key=lambda sg: -sg[0]):
-            corpus_scores = teacher.score(gloss.text, texts)
-            top = max(range(len(texts)), key=lambda i: (corpus_scores[i], -i))
-            if terms_of.get(pool[top].doc_id, set()) & terms_of[d.doc_id]:
+            if gloss.text not in best_doc:
+                corpus_scores = teacher.score(gloss.text, texts)
+                best_doc[gloss.text] = pool[max(range(len(texts)), key=lambda i: (corpus_scores[i], -i))].doc_id
+            if terms_of.get(best_doc[gloss.text], set()) & terms_of[d.doc_id]:
                 kept.append(gloss)
         if kept:
             out[d.doc_id] = kept
