@@ -153,7 +153,9 @@ class DistillConfig:
     # gains, 2 kept every control within 0.01 of the base with the largest domain gains.
     pres: float = 2.0
     # "vectors" (squared distance of the vectors of texts the domain does not concern), "all-texts"
-    # (also general-vocabulary weights of domain texts) or "scores" (of dot products).
+    # (also general-vocabulary weights of domain texts) or "scores" (of dot products). "all-texts"
+    # costs offline-minilm explicit queries (-0.064 on five dev domains) but keeps a trained SPLADE
+    # base's documents sparse: use it with offline-splade-tiny (README, "Results: `adapt`").
     pres_form: str = "vectors"
     # Validation (sparse_adapt/training/validation.py): the fraction of train.jsonl held out
     # (seeded, per query kind) when no --valid file is given; 0 = no validation, all epochs kept.
