@@ -22,6 +22,9 @@ def test_the_warning_fires_only_above_the_ratio_and_names_the_setting():
     line = density_warning(100.0, 9000.0, 3.5)
     assert line is not None and "9000 terms" in line and "(100 before" in line and "~90x" in line
     assert "distill.tau_min = 3.5" in line
+    assert 'distill.pres_form = "all-texts"' in line  # the measured fix, while it is not in use
+    already = density_warning(100.0, 9000.0, 3.5, pres_form="all-texts")
+    assert already is not None and "pres_form" not in already and "tau_min" in already
     assert density_warning(0.0, 50.0, 3.5) is None  # nothing to compare with
 
 
