@@ -30,8 +30,6 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
 GROUP = "heldout-domain-semantic"
 INPUTS = ("hand-written", "corpus")
 # Hand-graded lists score the best documents 10 and a term's other documents 2-6: a grade-2
@@ -54,24 +52,25 @@ def oracle_lists(splade, teacher, documents, queries: dict[str, str], qrels: dic
                  qids: Sequence[str], negatives: int = NEGATIVES) -> list[dict]:
     """One train.jsonl record per query of ``qids``: its judged-relevant documents scored by grade
     (``GRADE_SCORE``), then the ``negatives`` unjudged-or-irrelevant documents ``splade`` ranks
-    highest (ties in corpus order), scored by ``teacher`` and mapped per list onto [-8, 0]
-    (every one a negative; the teacher orders them)."""
+    highest (``make-train``'s hard-negative ranking: ties in corpus order), scored by ``teacher``
+    and mapped per list onto [-8, 0] (every one a negative; the teacher orders them)."""
+    from sparse_adapt.corpus.pseudo import PseudoQuery, hard_negatives
+
     text = {d.doc_id: d.text for d in documents}
-    ids = [d.doc_id for d in documents]
-    D = splade.encode([text[i] for i in ids], "document")  # (n_docs, V)
-    Q = splade.encode([queries[q] for q in qids], "query")  # (n_q, V)
-    S = (Q @ D.T).toarray()  # (n_q, n_docs)
-    records = []
-    for k, q in enumerate(qids):
-        relevant = {d: g for d, g in qrels[q].items() if g > 0 and d in text}
-        if not relevant:
+    relevant = {q: {d: g for d, g in qrels[q].items() if g > 0 and d in text} for q in qids}
+    for q in qids:
+        if not relevant[q]:
             raise ValueError(f"query {q} has no relevant document in the qrels")
-        order = np.lexsort((np.arange(len(ids)), -S[k]))  # score desc, ties in corpus order
-        negs = [ids[j] for j in order if ids[j] not in relevant][:negatives]
+    # Each query's whole ranking (its first relevant document stands as the source, left out).
+    pseudo = [PseudoQuery(q, queries[q], "semantic", sorted(relevant[q])[0]) for q in qids]
+    ranked = hard_negatives(splade, documents, pseudo, k=len(documents))
+    records = []
+    for q in qids:
+        negs = [d for d in ranked[q] if d not in relevant[q]][:negatives]
         raw = teacher.score(queries[q], [text[d] for d in negs]) if negs else []
         lo, hi = (min(raw), max(raw)) if negs else (0.0, 0.0)
         neg_scores = [-8.0 + 8.0 * (r - lo) / (hi - lo) if hi > lo else -8.0 for r in raw]
-        pairs = sorted(relevant.items(), key=lambda p: (-p[1], p[0]))
+        pairs = sorted(relevant[q].items(), key=lambda p: (-p[1], p[0]))
         scored = [(d, GRADE_SCORE[min(g, 2)]) for d, g in pairs] + sorted(zip(negs, neg_scores), key=lambda p: -p[1])
         records.append({
             "qid": f"oracle-{q}", "query": queries[q], "doc_ids": [d for d, _ in scored],
@@ -80,13 +79,10 @@ def oracle_lists(splade, teacher, documents, queries: dict[str, str], qrels: dic
     return records
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def main() -> None:
     from bench.byoc import heldout_per_query
-    from sparse_adapt.corpus.adapt import prepare_inputs, run_adapt, write_jsonl
+    from sparse_adapt.atomic import write_atomic
+    from sparse_adapt.corpus.adapt import prepare_inputs, run_adapt
     from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP
     from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS
     from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, load_teacher
@@ -108,6 +104,10 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(args.threads)
+    chosen = args.inputs.split(",")
+    unknown = [i for i in chosen if i not in INPUTS]
+    if unknown:
+        raise SystemExit(f"--inputs: unknown {', '.join(map(repr, unknown))} (one of {', '.join(INPUTS)})")
     splade = SpladeEncoder.from_pretrained(args.base)
     teacher = load_teacher(DEFAULT_TEACHER)
     rows = []
@@ -117,10 +117,12 @@ def main() -> None:
         ev = EvalSet.load(files)
         queries = {q.qid: q.text for q in ev.queries}
         pair = folds(ev.groups[GROUP])
-        for inputs in args.inputs.split(","):
+        # one fold's lists, the same whichever inputs they join
+        extra = [oracle_lists(splade, teacher, ev.documents, queries, ev.qrels, trained_on) for trained_on in pair]
+        for inputs in chosen:
             if inputs == "hand-written":
                 terms, dictionary, train = files.terms, files.dictionary, files.train
-            elif inputs == "corpus":
+            else:  # "corpus"
                 gen = args.workdir / domain.name / args.base / f"generated-seed{args.seed}"
                 gen.mkdir(parents=True, exist_ok=True)
                 if not (gen / "train.jsonl").is_file():
@@ -131,13 +133,12 @@ def main() -> None:
                         hooks=SILENT,
                     )
                 terms, dictionary, train = gen / "domain_terms.json", gen / "dictionary.jsonl", gen / "train.jsonl"
-            else:
-                raise SystemExit(f"--inputs: unknown {inputs!r} (one of {', '.join(INPUTS)})")
+            given = Path(train).read_text(encoding="utf-8")
+            given += "" if not given or given.endswith("\n") else "\n"
             for f, (trained_on, scored) in enumerate((pair, pair[::-1])):
                 run_dir = args.workdir / domain.name / args.base / f"{inputs}-fold{f}-seed{args.seed}"
-                extra = oracle_lists(splade, teacher, ev.documents, queries, ev.qrels, trained_on)
                 combined = run_dir.parent / f"{run_dir.name}-train.jsonl"
-                write_jsonl(combined, _read_jsonl(train) + extra)
+                write_atomic(combined, given + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in extra[f]))
                 t0 = time.perf_counter()
                 result = run_adapt(files.docs, run_dir, args.base, terms=terms, dictionary=dictionary, train=combined,
                                    config=args.config, seed=args.seed)

@@ -22,7 +22,7 @@ class _Splade:
     def __init__(self, table: np.ndarray):
         self.table = table  # (n_q, n_docs)
 
-    def encode(self, texts, kind):
+    def encode(self, texts, kind, progress=None):
         if kind == "document":  # document j -> e_j
             return sp.csr_matrix(np.eye(len(texts)))
         return sp.csr_matrix(self.table[: len(texts)])  # query i -> its row of scores
