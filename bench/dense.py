@@ -17,15 +17,19 @@ import sys
 import torch
 
 
+def dense_run(teacher, documents, queries) -> dict[str, dict[str, float]]:
+    """``{qid: {doc_id: cosine}}``: every query against every document, by dense embeddings."""
+    docs = teacher.embed([d.text for d in documents])  # (N, H), unit length
+    embedded = teacher.embed([q.text for q in queries])  # (Q, H)
+    sims = (embedded @ docs.T).tolist()  # (Q, N) cosine
+    return {q.qid: {d.doc_id: float(s) for d, s in zip(documents, row)} for q, row in zip(queries, sims)}
+
+
 def dense_scores(teacher, domain: str) -> dict[str, dict]:
     from sparse_adapt.report.benchmark import EvalSet, resolve_domain
 
     ev = EvalSet.load(resolve_domain(domain).files)
-    docs = teacher.embed([d.text for d in ev.documents])  # (N, H), unit length
-    queries = teacher.embed([q.text for q in ev.queries])  # (Q, H)
-    sims = (queries @ docs.T).tolist()  # (Q, N) cosine
-    run = {q.qid: {d.doc_id: float(s) for d, s in zip(ev.documents, row)} for q, row in zip(ev.queries, sims)}
-    return ev.run_scores(run)
+    return ev.run_scores(dense_run(teacher, ev.documents, ev.queries))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,7 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     import corpora
+    from bench.byoc import row_key
+    from bench.dense import dense_run
     from sparse_adapt.corpus.teacher import load_teacher
+    from sparse_adapt.data import Query
     from sparse_adapt.report.benchmark import METRIC, EvalSet, resolve_domain
     from sparse_adapt.retrieval.evaluation import evaluate_per_query
 
@@ -68,14 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write every query's overlap and values here")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    rows = json.loads(args.rows.read_text(encoding="utf-8"))
+    rows = {row_key(r): r for r in json.loads(args.rows.read_text(encoding="utf-8"))}
     teacher = load_teacher()
 
     def per_query(domain: str, base: str, inputs: str, seed: int) -> dict | None:
-        for r in rows:
-            if (r["domain"], r["base"], r["inputs"], r.get("seed", 0)) == (domain, base, inputs, seed):
-                return r["groups"][GROUP]["per_query"]
-        return None
+        row = rows.get((domain, base, inputs, seed))
+        return None if row is None else row["groups"][GROUP]["per_query"]
 
     queries = []
     for split in ("dev", "test"):
@@ -84,10 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             text = {d.doc_id: d.text for d in ev.documents}
             qtext = {q.qid: q.text for q in ev.queries}
             qids = [q for q in ev.groups[GROUP] if q in ev.qrels]
-            docs = teacher.embed([d.text for d in ev.documents])  # (N, H), unit length
-            sims = (teacher.embed([qtext[q] for q in qids]) @ docs.T).tolist()  # (Q, N) cosine
-            dense = evaluate_per_query(ev.qrels, {q: {d.doc_id: s for d, s in zip(ev.documents, row)}
-                                                  for q, row in zip(qids, sims)}, METRIC)
+            dense = evaluate_per_query(ev.qrels, dense_run(teacher, ev.documents, [Query(q, qtext[q]) for q in qids]), METRIC)
             for q in qids:
                 rec = {"qid": q, "split": split, "domain": domain, "dense": round(dense[q], 6),
                        "overlap": round(overlap(qtext[q], [text[d] for d in best_documents(ev.qrels[q])]), 4)}
