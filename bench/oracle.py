@@ -107,7 +107,7 @@ def main() -> None:
     chosen = args.inputs.split(",")
     unknown = [i for i in chosen if i not in INPUTS]
     if unknown:
-        raise SystemExit(f"--inputs: unknown {', '.join(map(repr, unknown))} (one of {', '.join(INPUTS)})")
+        ap.error(f"--inputs: unknown {', '.join(map(repr, unknown))} (one of {', '.join(INPUTS)})")
     splade = SpladeEncoder.from_pretrained(args.base)
     teacher = load_teacher(DEFAULT_TEACHER)
     rows = []
