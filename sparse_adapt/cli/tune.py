@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
         from sparse_adapt.training.stages import TrainData
         from sparse_adapt.training.tuning import PREFIX_STAGES, run_tuning
 
-        cfg = load_config(config)
+        cfg = load_config(config, base)
         data = TrainData(
             corpus=Path(corpus), terms=load_domain_terms(terms), dictionary=load_dictionary(dictionary),
             train=load_train(train_file), valid=load_train(valid) if valid is not None else None,

@@ -219,7 +219,7 @@ def run_adapt(
     for name, path in given.items():
         if path is not None:
             checks[name](path)
-    load_config(config)
+    load_config(config, base)
     manifest = {
         "corpus": _sha256(corpus), "base": str(base), "teacher": str(teacher), "seed": int(seed),
         "options": {"top": top, "min_count": min_count, "max_queries": max_queries, "negatives": negatives,

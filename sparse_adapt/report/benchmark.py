@@ -118,7 +118,7 @@ class BenchmarkInputs:
     ablation_seeds: tuple[int, ...] = (0,)
 
     def train_config(self) -> TrainConfig:
-        return self.config.validate() if isinstance(self.config, TrainConfig) else load_config(self.config)
+        return self.config.validate() if isinstance(self.config, TrainConfig) else load_config(self.config, self.base)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from sparse_adapt.data import Document, Qrels, Query
 from sparse_adapt.defaults import BUNDLED
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
-from sparse_adapt.training.config import TrainConfig, config_from_dict, load_config
+from sparse_adapt.training.config import TrainConfig, config_from_dict, load_config, with_recommended
 from sparse_adapt.training.stages import EXPERIMENTS
 
 
@@ -79,8 +79,8 @@ class ReportInputs:
         if isinstance(self.config, TrainConfig):
             return self.config.validate()
         if isinstance(self.config, dict):
-            return config_from_dict(self.config, "report config")
-        return load_config(self.config)
+            return config_from_dict(with_recommended(self.config, self.base), "report config")
+        return load_config(self.config, self.base)
 
 
 @dataclass

@@ -155,7 +155,8 @@ class DistillConfig:
     # "vectors" (squared distance of the vectors of texts the domain does not concern), "all-texts"
     # (also general-vocabulary weights of domain texts) or "scores" (of dot products). "all-texts"
     # costs offline-minilm explicit queries (-0.064 on five dev domains) but keeps a trained SPLADE
-    # base's documents sparse: use it with offline-splade-tiny (README, "Results: `adapt`").
+    # base's documents sparse: it is offline-splade-tiny's recommended setting, applied whenever
+    # that base trains without a --config key saying otherwise (sparse_adapt/modeling/builtin.py).
     pres_form: str = "vectors"
     # Validation (sparse_adapt/training/validation.py): the fraction of train.jsonl held out
     # (seeded, per query kind) when no --valid file is given; 0 = no validation, all epochs kept.
@@ -269,10 +270,12 @@ def config_from_dict(raw: dict[str, Any], source: str = "<config>") -> TrainConf
         raise ConfigError(f"{source}: {e}") from None
 
 
-def load_config(path: str | Path | None) -> TrainConfig:
-    """Defaults, overridden by ``path`` (``.toml`` or JSON) when given."""
+def load_config(path: str | Path | None, base: str | Path | None = None) -> TrainConfig:
+    """Defaults, then the settings recommended for ``base`` when it is a built-in base that has
+    some (``sparse_adapt.modeling.builtin``), then ``path`` (``.toml`` or JSON) when given: a key
+    the file sets always wins."""
     if path is None:
-        return TrainConfig().validate()
+        return config_from_dict(with_recommended({}, base), f"the settings recommended for {base}")
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{p}: config file not found")
@@ -281,7 +284,41 @@ def load_config(path: str | Path | None) -> TrainConfig:
         raw = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
     except (ValueError, RecursionError) as e:  # both decode errors are ValueErrors; so is a 5000-digit int
         raise ConfigError(f"{p}: cannot parse ({str(e)[:200]})") from None
-    return config_from_dict(raw, str(p))
+    return config_from_dict(with_recommended(raw, base), str(p))
+
+
+def with_recommended(raw: Any, base: str | Path | None) -> Any:
+    """``raw`` overrides laid over the settings recommended for ``base`` (none: ``raw`` itself).
+
+    Only sections that are tables merge; anything else is passed on as written, so that
+    :func:`config_from_dict` names the file and the bad section.
+    """
+    if base is None or not isinstance(raw, dict):
+        return raw
+    from sparse_adapt.modeling.builtin import recommended_settings
+
+    merged = recommended_settings(base)
+    for section, values in raw.items():
+        if isinstance(values, dict) and isinstance(merged.get(section), dict):
+            merged[section].update(values)
+        else:
+            merged[section] = values
+    return merged
+
+
+def recommended_in_effect(cfg: TrainConfig, base: str | Path | None) -> str:
+    """``section.key = value`` of each setting recommended for ``base`` that ``cfg`` holds, or ''."""
+    if base is None:
+        return ""
+    from sparse_adapt.modeling.builtin import recommended_settings
+
+    held = cfg.to_dict()
+    return ", ".join(
+        f"{section}.{key} = {value!r}"
+        for section, values in recommended_settings(base).items()
+        for key, value in values.items()
+        if held.get(section, {}).get(key) == value
+    )
 
 
 def _toml_value(value: Any) -> str:

@@ -40,7 +40,7 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import check_not_special, plan_extension
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training import rundir
-from sparse_adapt.training.config import TrainConfig, load_config
+from sparse_adapt.training.config import TrainConfig, load_config, recommended_in_effect
 from sparse_adapt.training.distributed import Processes
 from sparse_adapt.training.loop import NonFiniteError
 from sparse_adapt.training.mlm_data import validate_corpus
@@ -142,8 +142,14 @@ def run_pipeline(
     main = processes.is_main
     if not main:
         hooks = SILENT
-    cfg = config if isinstance(config, TrainConfig) else load_config(config)
+    reference = base if reference is None else reference
+    # A config given as a TrainConfig is taken as it is; a file (or none) gets the settings
+    # recommended for the base first (the reference: a checkpoint resumed as base keeps them).
+    cfg = config if isinstance(config, TrainConfig) else load_config(config, reference)
     cfg.validate()
+    in_effect = recommended_in_effect(cfg, reference)
+    if in_effect:  # said whichever way the config came (report and benchmark pass a TrainConfig)
+        hooks.message(f"settings recommended for {reference}: {in_effect} (a key in --config overrides it)")
     paths = {
         "corpus": bundled(corpus, "docs"), "terms": bundled(terms, "terms"),
         "dictionary": bundled(dictionary, "dictionary"), "train": bundled(train, "train"),
@@ -159,7 +165,6 @@ def run_pipeline(
         if main:
             out.unlink()
     processes.barrier()
-    reference = base if reference is None else reference
     # Only the settings of the stages this run has: changing distill settings does not
     # invalidate a run of the MLM stages (the benchmark and tune share such a prefix).
     settings = {k: v for k, v in cfg.to_dict().items() if k in names}

@@ -82,7 +82,7 @@ def run_tuning(
     checkpoint to start every trial from (the CLI passes ``run_pipeline``). Returns the summary."""
     import optuna
 
-    cfg = config if isinstance(config, TrainConfig) else load_config(config)
+    cfg = config if isinstance(config, TrainConfig) else load_config(config, base)
     cfg.validate()
     if data.valid is None and cfg.distill.valid_fraction <= 0:
         raise ConfigError("tune needs validation queries: pass --valid FILE or set distill.valid_fraction > 0")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -204,6 +205,61 @@ def test_config_files_json_and_toml(tmp_path):
     bad.write_text(json.dumps({"finetune": {}}))
     with pytest.raises(ConfigError, match="unknown section 'finetune'"):
         load_config(bad)
+
+
+def test_a_builtin_base_brings_its_recommended_settings_and_a_config_key_overrides_them(tmp_path):
+    from sparse_adapt.training.config import recommended_in_effect
+
+    default = TrainConfig().validate()
+    assert load_config(None, "offline-splade-tiny").distill.pres_form == "all-texts"
+    assert default.distill.pres_form == "vectors"
+    # no recommendation: the defaults as they are
+    assert load_config(None, "offline-minilm") == default
+    assert load_config(None, str(tmp_path)) == default  # a directory is not the built-in name
+    assert load_config(None) == default
+    # a file merges over the recommendation key by key ...
+    other = tmp_path / "other.toml"
+    other.write_text("[distill]\nepochs = 3\n")
+    cfg = load_config(other, "offline-splade-tiny")
+    assert (cfg.distill.epochs, cfg.distill.pres_form) == (3, "all-texts")
+    assert recommended_in_effect(cfg, "offline-splade-tiny") == "distill.pres_form = 'all-texts'"
+    # ... and a key it sets wins
+    mine = tmp_path / "mine.json"
+    mine.write_text(json.dumps({"distill": {"pres_form": "vectors"}}))
+    assert load_config(mine, "offline-splade-tiny").distill.pres_form == "vectors"
+    assert recommended_in_effect(load_config(mine, "offline-splade-tiny"), "offline-splade-tiny") == ""
+    # the report and the benchmark read their base's recommendation too; a TrainConfig is taken as given
+    from sparse_adapt.report.benchmark import BenchmarkInputs
+    from sparse_adapt.report.inputs import ReportInputs
+
+    for inputs in (ReportInputs(out=tmp_path, base="offline-splade-tiny"), BenchmarkInputs(out=tmp_path, base="offline-splade-tiny")):
+        assert inputs.train_config().distill.pres_form == "all-texts"
+        assert replace(inputs, config=default).train_config().distill.pres_form == "vectors"
+    report = ReportInputs(out=tmp_path, base="offline-splade-tiny", config={"distill": {"epochs": 3}})
+    assert (report.train_config().distill.epochs, report.train_config().distill.pres_form) == (3, "all-texts")
+    # a bad file is still named, with or without a recommendation underneath
+    mine.write_text(json.dumps({"distill": 3}))
+    with pytest.raises(ConfigError, match=r"mine\.json: section 'distill' must be a table"):
+        load_config(mine, "offline-splade-tiny")
+
+
+def test_the_pipeline_trains_with_a_builtin_bases_recommended_settings(tiny_dir, inputs, tmp_path, monkeypatch):
+    from sparse_adapt.modeling import builtin
+
+    fake = builtin.BuiltinBase(
+        "fake-splade", "fake==1", lambda: str(tiny_dir), lambda: builtin._load_masked_lm(str(tiny_dir)),
+        "a tiny random model", recommended={"distill": {"pres_form": "all-texts", "margin": 3.0}},
+    )
+    monkeypatch.setitem(builtin.BUILTIN_BASES, "fake-splade", fake)
+    config = _jsonl(tmp_path / "small.json", [])
+    config.write_text(json.dumps({**SMALL, "distill": {**SMALL["distill"], "margin": 4.0}}), encoding="utf-8")
+    buf = Messages()
+    out = tmp_path / "run"
+    run_pipeline(base="fake-splade", out=out, stages="distill", config=config, seed=3, hooks=buf.hooks(), **inputs)
+    settings = json.loads((out / "run.json").read_text())["config"]["distill"]
+    assert (settings["pres_form"], settings["margin"], settings["epochs"]) == ("all-texts", 4.0, 2)
+    assert "settings recommended for fake-splade: distill.pres_form = 'all-texts'" in buf.text()
+    assert "margin" not in buf.text()  # the file's 4.0 won, so the recommendation is not in effect
 
 
 def test_domain_focused_masking_always_masks_domain_tokens():
