@@ -306,8 +306,9 @@ def with_recommended(raw: Any, base: str | Path | None) -> Any:
     return merged
 
 
-def recommended_in_effect(cfg: TrainConfig, base: str | Path | None) -> str:
-    """``section.key = value`` of each setting recommended for ``base`` that ``cfg`` holds, or ''."""
+def recommended_in_effect(cfg: TrainConfig, base: str | Path | None, sections: Any = None) -> str:
+    """``section.key = value`` of each setting recommended for ``base`` that ``cfg`` holds (in
+    ``sections`` only, when given: the stages a run has), or ''."""
     if base is None:
         return ""
     from sparse_adapt.modeling.builtin import recommended_settings
@@ -316,6 +317,7 @@ def recommended_in_effect(cfg: TrainConfig, base: str | Path | None) -> str:
     return ", ".join(
         f"{section}.{key} = {value!r}"
         for section, values in recommended_settings(base).items()
+        if sections is None or section in sections
         for key, value in values.items()
         if held.get(section, {}).get(key) == value
     )

@@ -147,7 +147,7 @@ def run_pipeline(
     # recommended for the base first (the reference: a checkpoint resumed as base keeps them).
     cfg = config if isinstance(config, TrainConfig) else load_config(config, reference)
     cfg.validate()
-    in_effect = recommended_in_effect(cfg, reference)
+    in_effect = recommended_in_effect(cfg, reference, sections=names)
     if in_effect:  # said whichever way the config came (report and benchmark pass a TrainConfig)
         hooks.message(f"settings recommended for {reference}: {in_effect} (a key in --config overrides it)")
     paths = {

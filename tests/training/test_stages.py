@@ -260,6 +260,9 @@ def test_the_pipeline_trains_with_a_builtin_bases_recommended_settings(tiny_dir,
     assert (settings["pres_form"], settings["margin"], settings["epochs"]) == ("all-texts", 4.0, 2)
     assert "settings recommended for fake-splade: distill.pres_form = 'all-texts'" in buf.text()
     assert "margin" not in buf.text()  # the file's 4.0 won, so the recommendation is not in effect
+    quiet = Messages()  # a run without the distill stage has nothing to recommend
+    run_pipeline(base="fake-splade", out=tmp_path / "mlm", stages="extend", config=config, seed=3, hooks=quiet.hooks(), **inputs)
+    assert "recommended" not in quiet.text()
 
 
 def test_domain_focused_masking_always_masks_domain_tokens():
