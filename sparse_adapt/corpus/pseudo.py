@@ -27,7 +27,7 @@
    score 2-6), and a candidate on the other side of the domain line (naming no term for a
    query from a term's document, or naming one for a control query) is capped at 0 (a
    negative). The teacher still orders the candidates within each side. Chosen on the dev
-   domains against teacher-only labels (README, "Pseudo-labelled training data").
+   domains against teacher-only labels (README, "`sparse-adapt make-train`", term-consistent labels).
 """
 
 from __future__ import annotations

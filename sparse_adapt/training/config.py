@@ -148,7 +148,7 @@ class DistillConfig:
     checkpoint_every: int = 200  # optimiser steps between mid-stage checkpoints; 0: none (see MLMConfig)
     # Knowledge preservation (sparse_adapt/losses/preservation.py): self-distillation from the
     # frozen starting model on the texts the domain does not concern. Chosen on the dev domains
-    # only (pharma, hardware; seeds 0 and 1; README "Generalising"): 0 lost up to 0.14 nDCG@10
+    # only (pharma, hardware; seeds 0 and 1; README "Knowledge preservation"): 0 lost up to 0.14 nDCG@10
     # on held-out controls, 1 still lost 0.03 on one run, 3 kept controls but gave back domain
     # gains, 2 kept every control within 0.01 of the base with the largest domain gains.
     pres: float = 2.0
