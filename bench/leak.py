@@ -8,8 +8,8 @@ about that other term. Per held-out domain group (``heldout-domain-semantic``,
 ``heldout-domain-explicit``) it reports the mean over queries of the summed weight on the
 domain tokens that occur in the query's relevant documents (``right``) and on every other
 domain token (``other``); per document kind (naming a domain term or not), the summed weight on
-the domain tokens its own text contains and on the others (document expansion). Used in the
-README ("Results: `adapt`", the dev counterparts of the test domains) to find where the leak
+the domain tokens its own text contains and on the others (document expansion). Used in
+bench/RESULTS.md (the dev counterparts of the test domains) to find where the leak
 comes from (each stage's checkpoint in ``DIR/training/<stage>`` is a model directory).
 """
 

@@ -193,7 +193,7 @@ class DictionaryStage(_MLMStage):
 DENSITY_SAMPLE = 64
 # A document vector this many times denser than before distillation makes a sparse index that
 # much larger and slower; measured: the domain hinge at tau_min 3.5 drove offline-splade-tiny's
-# documents naming a domain term from ~100 to 6,000-13,000 active terms (README "Results: adapt").
+# documents naming a domain term from ~100 to 6,000-13,000 active terms (bench/RESULTS.md).
 DENSITY_WARNING = 4.0
 
 
@@ -209,7 +209,7 @@ def density_warning(before: float, after: float, tau_min: float, pres_form: str 
 
     It names the setting that fixed this where it was measured: ``pres_form = "all-texts"``
     kept offline-splade-tiny's documents at 58-75 active terms (3,500-5,200 with the default)
-    and raised its held-out retrieval on the dev domains (README, "Results: `adapt`"); a lower
+    and raised its held-out retrieval on the dev domains (bench/RESULTS.md); a lower
     ``tau_min`` also keeps them sparse but retrieved worse there.
     """
     if before <= 0 or after <= DENSITY_WARNING * before:
