@@ -90,6 +90,7 @@ def recommended_settings(name: str | Path) -> dict:
     entry = BUILTIN_BASES.get(str(name))
     return {section: dict(values) for section, values in entry.recommended.items()} if entry else {}
 
+
 BASE_HELP = f"Model directory, hub id or a built-in base ({', '.join(BUILTIN_BASES)})."
 
 

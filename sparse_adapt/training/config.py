@@ -15,7 +15,7 @@ import math
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from sparse_adapt.data import read_text
 from sparse_adapt.errors import ConfigError
@@ -306,17 +306,13 @@ def with_recommended(raw: Any, base: str | Path | None) -> Any:
     return merged
 
 
-def recommended_in_effect(cfg: TrainConfig, base: str | Path | None, sections: Any = None) -> str:
+def recommended_in_effect(cfg: TrainConfig, base: str | Path | None, sections: Collection[str] | None = None) -> str:
     """``section.key = value`` of each setting recommended for ``base`` that ``cfg`` holds (in
     ``sections`` only, when given: the stages a run has), or ''."""
-    if base is None:
-        return ""
-    from sparse_adapt.modeling.builtin import recommended_settings
-
     held = cfg.to_dict()
     return ", ".join(
         f"{section}.{key} = {value!r}"
-        for section, values in recommended_settings(base).items()
+        for section, values in with_recommended({}, base).items()
         if sections is None or section in sections
         for key, value in values.items()
         if held.get(section, {}).get(key) == value
