@@ -92,7 +92,7 @@ def paired_change(base: dict[str, float], adapted: dict[str, float]) -> dict:
 
 
 def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0, config: Path | None = None,
-            glosses: bool = False) -> dict:
+            glosses: bool = False, make_train: dict | None = None) -> dict:
     from sparse_adapt.corpus.adapt import run_adapt
 
     resolved = resolve_domain(domain)
@@ -100,7 +100,7 @@ def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0, c
     given = {} if inputs == "corpus" else {"terms": files.terms, "dictionary": files.dictionary, "train": files.train}
     t0 = time.perf_counter()
     result = run_adapt(files.docs, workdir / resolved.name / base / inputs / f"seed{seed}", base, seed=seed, config=config,
-                       glosses=glosses, **given)
+                       glosses=glosses, **(make_train or {}), **given)
     seconds = time.perf_counter() - t0
     return {"seconds": round(seconds, 1), "per_query": heldout_per_query(SpladeEncoder.from_pretrained(result.final), files),
             "generated": result.files.generated}
@@ -118,11 +118,14 @@ def main() -> None:
     ap.add_argument("--config", type=Path, default=None,
                     help="a training config (as `adapt --config`) for a variant; give it its own --workdir and --json")
     ap.add_argument("--glosses", action="store_true", help="adapt --glosses (lay-word glosses); a variant: own --workdir and --json")
+    ap.add_argument("--negatives", type=int, default=None, help="adapt --negatives (hard negatives per pseudo-query); a variant")
+    ap.add_argument("--siblings", type=int, default=None, help="adapt --siblings (same-term candidates per pseudo-query); a variant")
     args = ap.parse_args()
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
+    make_train = {k: v for k, v in (("negatives", args.negatives), ("siblings", args.siblings)) if v is not None}
     rows = []
     previous = json.loads(args.json.read_text()) if args.json and args.json.is_file() else []
     for spec in args.domains.split(","):
@@ -130,7 +133,7 @@ def main() -> None:
         for base in args.bases.split(","):
             base_scores = heldout_per_query(SpladeEncoder.from_pretrained(base), domain.files)
             for inputs, seed in ((i, int(k)) for i in args.inputs.split(",") for k in args.seeds.split(",")):
-                one = run_one(spec, base, inputs, args.workdir, seed, args.config, args.glosses)
+                one = run_one(spec, base, inputs, args.workdir, seed, args.config, args.glosses, make_train)
                 row = {"domain": domain.name, "split": domain.split, "base": base, "inputs": inputs, "seed": seed,
                        "seconds": one["seconds"], "groups": {}}
                 for g in GROUPS:

@@ -71,3 +71,7 @@ def test_a_variant_config_reaches_adapt(monkeypatch, tmp_path):
     with pytest.raises(Stop):
         run_one("pharma", "offline-minilm", "corpus", tmp_path / "w", glosses=True)
     assert seen["glosses"] is True
+    assert "negatives" not in seen  # make-train's own defaults unless a variant names them
+    with pytest.raises(Stop):
+        run_one("pharma", "offline-minilm", "corpus", tmp_path / "w", make_train={"negatives": 3})
+    assert seen["negatives"] == 3 and "siblings" not in seen
