@@ -1,4 +1,4 @@
-"""Model commands: ``doctor``, ``base``, ``extend-vocab``, ``encode``."""
+"""Model commands: ``doctor``, ``base``, ``pretrain``, ``extend-vocab``, ``encode``."""
 
 from __future__ import annotations
 
@@ -74,6 +74,28 @@ def base(
     console.print(f"[green]wrote[/green] {out}")
 
 
+def pretrain(
+    base_model: str = typer.Option("offline-minilm", "--base", help=BASE_HELP),
+    out: Path = typer.Option(..., "--out", help="Directory for the pretrained base (written atomically)."),
+    steps: int = typer.Option(400, "--steps", help="Optimiser steps (pairs per step: --batch-size)."),
+    batch_size: int = typer.Option(48, "--batch-size", help="Pairs per step; each pair's negatives are the others."),
+    seed: int = typer.Option(0, "--seed", help="Picks and orders the dictionary pairs."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+) -> None:
+    """General-English pretraining of a base: lay descriptions against the words they describe.
+
+    For a base that is not a trained SPLADE (offline-minilm, or one built with `base`). Uses no
+    domain text; the result is a base for `adapt --base` or `train --base`.
+    """
+    from sparse_adapt.cli.output import rich_hooks
+    from sparse_adapt.training.general import GeneralConfig, run_general
+
+    cfg = GeneralConfig(steps=steps, batch_size=batch_size).validate()
+    with rich_hooks() as hooks:
+        run_general(base_model, out, cfg, seed=seed, overwrite=overwrite, hooks=hooks)
+    console.print(f"[green]wrote[/green] {out}")
+
+
 def extend_vocab(
     base_model: str = typer.Option("offline-minilm", "--base", help=BASE_HELP),
     terms: Path = typer.Option(..., "--terms", help="domain_terms.json: category -> list of terms."),
@@ -135,5 +157,6 @@ def encode(
 def register(app: typer.Typer) -> None:
     app.command("doctor")(doctor)
     app.command("base")(base)
+    app.command("pretrain")(pretrain)
     app.command("extend-vocab")(extend_vocab)
     app.command("encode")(encode)

@@ -1,0 +1,132 @@
+"""General-English pretraining (``sparse-adapt pretrain``): the dictionary pairs, the in-batch
+loss against its hand-worked formula, and the stage on a tiny random model."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from sparse_adapt.cli import main
+from sparse_adapt.corpus.lexicon import MIN_QUERY_WORDS, LexiconPair, lexicon_pairs
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.losses.in_batch import InBatchLoss
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.training.general import RECORD, GeneralConfig, run_general
+from tests.conftest import make_tiny_bert
+
+
+def _softmax(xs):
+    z = sum(math.exp(x) for x in xs)
+    return [math.exp(x) / z for x in xs]
+
+
+def test_in_batch_loss_equals_the_hand_worked_formula():
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    d = torch.tensor([[2.0, 0.0], [0.0, 1.0]])  # S = Q D^T = [[2, 0], [0, 1]] (symmetric)
+    teacher = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    out = InBatchLoss(temperature=1.0, teacher_temperature=1.0)(q, d, teacher)
+    rows = [[2.0, 0.0], [0.0, 1.0]]
+    nce = -(math.log(_softmax(rows[0])[0]) + math.log(_softmax(rows[1])[1])) / 2  # rows and columns agree
+    assert out["nce"].item() == pytest.approx(nce, rel=1e-6)
+    target = [_softmax([1.0, 0.0]), _softmax([0.0, 1.0])]
+    kd = sum(t * math.log(t / s) for tr, r in zip(target, rows) for t, s in zip(tr, _softmax(r))) / 2
+    assert out["kd"].item() == pytest.approx(kd, abs=1e-6)  # float32 against float64
+
+
+def test_in_batch_loss_temperature_scales_scores_and_shapes_are_checked():
+    q, d = torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([[2.0, 0.0], [0.0, 2.0]])
+    hot = InBatchLoss(temperature=2.0)(q, d)["nce"].item()
+    assert hot == pytest.approx(-math.log(_softmax([1.0, 0.0])[0]), rel=1e-6)  # 2/2 against 0/2
+    assert InBatchLoss()(q, d)["kd"].item() == 0.0  # no teacher: no KD term
+    with pytest.raises(ValueError, match="teacher"):
+        InBatchLoss()(q, d, torch.zeros(3, 3))
+    with pytest.raises(ValueError, match="pair row by row"):
+        InBatchLoss()(q, d[:1])
+
+
+def test_lexicon_pairs_describe_a_word_without_naming_it():
+    pairs = lexicon_pairs(seed=0)
+    assert len(pairs) > 20_000
+    psoriasis = [p for p in pairs if p.document.split(", ")[0] == "psoriasis"]
+    assert psoriasis and "skin disease" in psoriasis[0].query
+    for p in pairs[:2000]:
+        head = p.document.split(", ")[0]
+        assert head.casefold() not in p.query.casefold().split()
+        assert len(p.query.split()) >= MIN_QUERY_WORDS
+
+
+def test_lexicon_pairs_are_seeded_and_limited():
+    assert lexicon_pairs(seed=3, limit=50) == lexicon_pairs(seed=3)[:50]
+    assert lexicon_pairs(seed=3, limit=50) != lexicon_pairs(seed=4, limit=50)
+    rare = set(p.document for p in lexicon_pairs(seed=0, min_zipf=0.0))
+    assert len(rare) > len(set(p.document for p in lexicon_pairs(seed=0)))  # the frequency floor drops words
+
+
+class WordTeacher:
+    """Unit vectors of word counts over a tiny fixed vocabulary: a stand-in dense teacher."""
+
+    name = "words"
+    VOCAB = ["skin", "red", "engine", "oil", "river", "water", "song", "bird"]
+
+    def embed(self, texts):
+        rows = torch.tensor([[float(w in t.split()) for w in self.VOCAB] for t in texts]) + 1e-3
+        return torch.nn.functional.normalize(rows, dim=-1)
+
+
+PAIRS = [
+    LexiconPair("disease of the skin with red patches", "psoriasis"),
+    LexiconPair("machine that burns oil to move a car", "engine, motor"),
+    LexiconPair("large natural stream of water", "river"),
+    LexiconPair("small bird that sings a song", "songbird"),
+] * 10
+
+
+@pytest.fixture
+def tiny_dir(tmp_path):
+    path = tmp_path / "tiny"
+    make_tiny_bert().save_pretrained(path)
+    return path
+
+
+def _pair_loss(path) -> float:
+    enc = SpladeEncoder.from_pretrained(path)
+    with torch.no_grad():
+        q = enc(**enc.tokenize([p.query for p in PAIRS[:4]], "query"))
+        d = enc(**enc.tokenize([p.document for p in PAIRS[:4]], "document"))
+        return InBatchLoss()(q, d)["nce"].item()
+
+
+def test_pretraining_learns_the_pairs_and_records_what_it_did(tiny_dir, tmp_path):
+    out = tmp_path / "pretrained"
+    cfg = GeneralConfig(steps=10, batch_size=4, lr=3e-3, sp=0.0)
+    run_general(tiny_dir, out, cfg, seed=0, teacher=WordTeacher(), pairs=PAIRS)
+    assert _pair_loss(out) < _pair_loss(tiny_dir) - 0.05  # the pairs now match better than chance
+    record = json.loads((out / RECORD).read_text())
+    assert record["steps"] == 10 and record["pairs"] == len(PAIRS) and record["teacher"] == "words"
+    assert {"nce", "kd", "sp", "loss"} <= set(record["log"][-1])
+    # The result is a base like any other.
+    assert SpladeEncoder.from_pretrained(out).encode(["red skin"], "query").shape[0] == 1
+
+
+def test_pretraining_refuses_bad_settings_and_existing_outputs(tiny_dir, tmp_path):
+    with pytest.raises(ConfigError, match="nothing would be learned"):
+        run_general(tiny_dir, tmp_path / "a", GeneralConfig(nce=0.0, kd=0.0), pairs=PAIRS)
+    with pytest.raises(ConfigError, match="batch_size"):
+        run_general(tiny_dir, tmp_path / "b", GeneralConfig(batch_size=1), pairs=PAIRS)
+    with pytest.raises(ConfigError, match="training pairs"):
+        run_general(tiny_dir, tmp_path / "c", GeneralConfig(kd=0.0), pairs=PAIRS[:1])
+    assert not any((tmp_path / n).exists() for n in "abc")
+
+
+def test_pretrain_cli_gives_one_line_and_exit_2_on_bad_input(tiny_dir, tmp_path, capsys):
+    existing = tmp_path / "mine"
+    existing.mkdir()
+    (existing / "notes.txt").write_text("keep me")
+    assert main(["pretrain", "--base", str(tiny_dir), "--out", str(existing)]) == 2
+    assert (existing / "notes.txt").read_text() == "keep me"
+    assert main(["pretrain", "--base", str(tiny_dir), "--out", str(tmp_path / "x"), "--steps", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "steps must be > 0" in err and "Traceback" not in err
