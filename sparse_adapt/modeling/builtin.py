@@ -13,18 +13,20 @@ that a distribution's file list already names.
 A built-in base may also carry *recommended training settings*: config overrides measured
 on the dev domains for that base, applied between the defaults and the user's ``--config``
 (see :func:`sparse_adapt.training.config.load_config`). They are keyed by the built-in name
-only: a model directory or hub id trains with the plain defaults.
+only, or by a file in a model directory (:data:`RECOMMENDED_FILE`, written by ``sparse-adapt
+pretrain``); any other directory or hub id trains with the plain defaults.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from sparse_adapt.errors import ModelLoadError
+from sparse_adapt.errors import ConfigError, ModelLoadError
 from sparse_adapt.installed import installed_file
 from sparse_adapt.modeling import base
 
@@ -85,10 +87,27 @@ BUILTIN_BASES: dict[str, BuiltinBase] = {
 }
 
 
+# A base directory may carry its own recommended settings in this file (``{section: {key:
+# value}}``), read like a built-in's: ``sparse-adapt pretrain`` writes one (training/general.py).
+RECOMMENDED_FILE = "recommended_training.json"
+
+
 def recommended_settings(name: str | Path) -> dict:
-    """The config overrides recommended for the built-in base ``name`` (``{}`` for any other)."""
+    """The config overrides recommended for the base ``name``: a built-in's entry, or the
+    :data:`RECOMMENDED_FILE` of a model directory (``{}`` when there is neither)."""
     entry = BUILTIN_BASES.get(str(name))
-    return {section: dict(values) for section, values in entry.recommended.items()} if entry else {}
+    if entry is not None:
+        return {section: dict(values) for section, values in entry.recommended.items()}
+    path = Path(name) / RECOMMENDED_FILE
+    if not path.is_file():
+        return {}
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot read the base's recommended settings ({str(e)[:200]})") from None
+    if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
+        raise ConfigError(f"{path}: expected a table of stage sections, each a table of settings")
+    return {section: dict(values) for section, values in raw.items()}
 
 
 BASE_HELP = f"Model directory, hub id or a built-in base ({', '.join(BUILTIN_BASES)})."

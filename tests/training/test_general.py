@@ -130,3 +130,25 @@ def test_pretrain_cli_gives_one_line_and_exit_2_on_bad_input(tiny_dir, tmp_path,
     assert main(["pretrain", "--base", str(tiny_dir), "--out", str(tmp_path / "x"), "--steps", "0"]) == 2
     err = capsys.readouterr().err
     assert "steps must be > 0" in err and "Traceback" not in err
+
+
+def test_a_pretrained_base_carries_its_adapt_settings_and_a_config_key_still_wins(tiny_dir, tmp_path):
+    from sparse_adapt.modeling.builtin import RECOMMENDED_FILE
+    from sparse_adapt.training.config import TrainConfig, load_config, recommended_in_effect
+    from sparse_adapt.training.general import RECOMMENDED
+
+    out = tmp_path / "pretrained"
+    run_general(tiny_dir, out, GeneralConfig(steps=1, batch_size=4, kd=0.0), pairs=PAIRS)
+    assert json.loads((out / RECOMMENDED_FILE).read_text()) == RECOMMENDED
+    assert load_config(None, out).distill.pres_form == "all-texts"
+    assert recommended_in_effect(load_config(None, out), out) == "distill.pres_form = 'all-texts'"
+    assert load_config(None, tiny_dir) == TrainConfig().validate()  # a plain directory: the defaults
+    mine = tmp_path / "mine.toml"
+    mine.write_text('[distill]\npres_form = "vectors"\n')
+    assert load_config(mine, out).distill.pres_form == "vectors"
+    (out / RECOMMENDED_FILE).write_text("{not json")
+    with pytest.raises(ConfigError, match=RECOMMENDED_FILE):
+        load_config(None, out)
+    (out / RECOMMENDED_FILE).write_text('{"distill": 3}')
+    with pytest.raises(ConfigError, match="table of stage sections"):
+        load_config(None, out)
