@@ -179,6 +179,11 @@ def adapt(
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="qrels of --queries."),
     seed: int = typer.Option(0, "--seed", help="Seeds crops and training; a rerun reproduces the run."),
     glosses: bool = typer.Option(False, "--glosses/--no-glosses", help=GLOSSES_HELP),
+    pretrain: Optional[bool] = typer.Option(
+        None, "--pretrain/--no-pretrain",
+        help="General-English pretraining of the base first (as `sparse-adapt pretrain`, into DIR/pretrained). "
+             "Default: for a built-in base that is no trained SPLADE (offline-minilm).",
+    ),
 ) -> None:
     """Mine terms, harvest a dictionary, pseudo-label training data, train, and summarise; rerun resumes."""
     from sparse_adapt.cli.output import rich_hooks
@@ -189,7 +194,7 @@ def adapt(
         raise ConfigError("--queries and --qrels go together")
     with rich_hooks() as hooks:
         result = run_adapt(corpus, out, base, terms=terms, dictionary=dictionary, train=train, config=config,
-                           teacher=teacher, seed=seed, glosses=glosses, hooks=hooks)
+                           teacher=teacher, seed=seed, glosses=glosses, pretrain=pretrain, hooks=hooks)
         summary = adapt_summary(result, corpus, base, queries, qrels, hooks)
     table = Table(title="nDCG@10, base vs adapted")
     for c in ("queries", "group", "n", "base", "adapted", "change"):

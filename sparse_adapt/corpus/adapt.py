@@ -12,6 +12,7 @@ generated file goes into ``DIR`` for inspection and editing:
 | ``DIR/dictionary.jsonl`` | harvested entries (``"harvested"`` marks the fields and their documents) |
 | ``DIR/train.jsonl`` | pseudo-queries with hard negatives and teacher scores |
 | ``DIR/heldout_queries.jsonl``, ``heldout_qrels.tsv``, ``query_groups.json`` | every ``HOLDOUT_EVERY``-th pseudo-query, never trained on, for the evaluation summary |
+| ``DIR/pretrained/`` | the base after general-English pretraining (``pretrain``; bases that are no trained SPLADE) |
 | ``DIR/training/`` | the pipeline's run directory (``run.json``, checkpoints, ``train_log.jsonl``) |
 | ``DIR/final/`` | the adapted model |
 
@@ -43,6 +44,7 @@ from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.progress import SILENT, Hooks
 
 MANIFEST = "adapt.json"
+PRETRAINED = "pretrained"
 TRAINING = "training"
 FINAL = "final"
 # Every 5th pseudo-query is held out: 20% for evaluation, 80% to train on.
@@ -88,7 +90,7 @@ def grade(score: float) -> int:
 # Options added to make-train after runs were made with it: an older adapt.json lacks them, and
 # its files were made as each option's value here still makes them (no siblings, the teacher's
 # own labels, no glosses), so such a run resumes with those values and is refused with others.
-LEGACY_OPTIONS = {"siblings": 0, "term_labels": False, "glosses": False}
+LEGACY_OPTIONS = {"siblings": 0, "term_labels": False, "glosses": False, "pretrain": False}
 
 
 def _check_out(out: Path, manifest: dict) -> None:
@@ -201,14 +203,30 @@ def make_train(
     return records, stats
 
 
+def _pretrained(base: str | Path, where: Path, hooks: Hooks) -> str:
+    """``where``, holding ``base`` after general-English pretraining (made once; a rerun reuses it)."""
+    from sparse_adapt.training.general import run_general
+
+    if not (where / "config.json").is_file():  # written atomically: present means complete
+        hooks.message(f"general-English pretraining of {base} (once per run directory) -> {where}")
+        run_general(base, where, hooks=hooks, overwrite=True)
+    return str(where)
+
+
 def run_adapt(
     corpus: str | Path, out: str | Path, base: str = "offline-minilm", *, terms: str | Path | None = None,
     dictionary: str | Path | None = None, train: str | Path | None = None, config: str | Path | None = None,
     teacher: str = DEFAULT_TEACHER, seed: int = 0, top: int = DEFAULT_TOP, min_count: int = DEFAULT_MIN_COUNT,
     max_queries: int = DEFAULT_MAX_QUERIES, negatives: int = DEFAULT_NEGATIVES, siblings: int = DEFAULT_SIBLINGS,
-    term_labels: bool = True, glosses: bool = False, hooks: Hooks = SILENT,
+    term_labels: bool = True, glosses: bool = False, pretrain: bool | None = None, hooks: Hooks = SILENT,
 ) -> AdaptResult:
-    """Generate what is missing, train, and return where everything is (see the module docstring)."""
+    """Generate what is missing, train, and return where everything is (see the module docstring).
+
+    ``pretrain``: give the base general-English pretraining first (``DIR/pretrained``, with
+    ``GeneralConfig``'s defaults and seed 0 whatever ``seed`` is: it does not depend on the
+    corpus); None: when the base is a built-in that is no trained SPLADE (``offline-minilm``).
+    """
+    from sparse_adapt.modeling.builtin import needs_pretraining
     from sparse_adapt.training.config import load_config
     from sparse_adapt.training.pipeline import run_pipeline
 
@@ -220,10 +238,12 @@ def run_adapt(
         if path is not None:
             checks[name](path)
     load_config(config, base)
+    pretrain = needs_pretraining(base) if pretrain is None else pretrain
     manifest = {
         "corpus": _sha256(corpus), "base": str(base), "teacher": str(teacher), "seed": int(seed),
         "options": {"top": top, "min_count": min_count, "max_queries": max_queries, "negatives": negatives,
-                    "siblings": siblings, "term_labels": term_labels, "glosses": glosses},
+                    "siblings": siblings, "term_labels": term_labels, "glosses": glosses,
+                    "pretrain": pretrain},
         "given": {k: (None if p is None else _sha256(p)) for k, p in given.items()},
         "config": None if config is None else _sha256(Path(config)),
     }
@@ -235,6 +255,8 @@ def run_adapt(
     out.mkdir(parents=True, exist_ok=True)
     if not (out / MANIFEST).is_file():
         write_json_atomic(out / MANIFEST, manifest)
+    if pretrain:
+        base = _pretrained(base, out / PRETRAINED, hooks)
     files, notes = prepare_inputs(
         corpus, out, str(base), terms=given["terms"], dictionary=given["dictionary"], train=given["train"],
         teacher=scorer, seed=seed, top=top, min_count=min_count, max_queries=max_queries,

@@ -134,9 +134,10 @@ def test_a_run_from_before_an_option_existed_resumes_with_the_options_old_behavi
     manifest = {"corpus": "c", "base": "b", "teacher": "t", "seed": 0, "given": {}, "config": None,
                 "options": {"top": 20, "min_count": 2, "max_queries": 60, "negatives": 7}}
     (tmp_path / "adapt.json").write_text(json.dumps(manifest))
-    legacy = {**manifest, "options": {**manifest["options"], "siblings": 0, "term_labels": False, "glosses": False}}
+    legacy = {**manifest, "options": {**manifest["options"], "siblings": 0, "term_labels": False, "glosses": False,
+                                      "pretrain": False}}
     _check_out(tmp_path, legacy)  # what the older code did: resumes
-    for changed in ({"siblings": 3}, {"term_labels": True}, {"glosses": True}):
+    for changed in ({"siblings": 3}, {"term_labels": True}, {"glosses": True}, {"pretrain": True}):
         with pytest.raises(AdaptMismatchError, match="options"):
             _check_out(tmp_path, {**legacy, "options": {**legacy["options"], **changed}})
 
@@ -230,3 +231,30 @@ def test_cli_adapt_prints_and_writes_the_summary(setup, capsys):
     assert set(rows) - {"all"} <= {"heldout-pseudo-explicit", "heldout-pseudo-semantic", "heldout-pseudo-control"}
     tokens = {t["token"] for t in summary["inspect"]["domain"]["tokens"]}
     assert "zentrofax" in tokens and summary["generated"] == ["terms", "dictionary", "train"]
+
+
+def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_its_settings(setup, monkeypatch):
+    from sparse_adapt.modeling.builtin import needs_pretraining
+    from sparse_adapt.training import general
+    from sparse_adapt.training.general import RECORD
+    from tests.training.test_general import PAIRS, WordTeacher
+
+    assert needs_pretraining("offline-minilm") and not needs_pretraining("offline-splade-tiny")
+    assert not needs_pretraining(setup["base"])  # a directory: adapt does not pretrain it unless asked
+    calls = []
+    monkeypatch.setattr(general, "lexicon_pairs", lambda seed, limit, min_zipf: calls.append(seed) or PAIRS)
+    monkeypatch.setattr("sparse_adapt.corpus.teacher.load_teacher", lambda *a, **k: WordTeacher())
+    out = setup["root"] / "pretrained-run"
+    rec = Recorder()
+    result = _adapt(setup, out, rec.hooks(), pretrain=True)
+    assert (out / "pretrained" / RECORD).is_file() and calls == [0]
+    run = json.loads((out / "training" / "run.json").read_text())
+    assert run["base"] == str(out / "pretrained") and run["config"]["distill"]["pres_form"] == "all-texts"
+    assert json.loads((out / "adapt.json").read_text())["options"]["pretrain"] is True
+    assert any("general-English pretraining" in m for m in rec.messages)
+    again = Recorder()
+    assert _adapt(setup, out, again.hooks(), pretrain=True).final == result.final
+    assert calls == [0] and not any("general-English pretraining" in m for m in again.messages)
+    with pytest.raises(AdaptMismatchError, match="options"):  # the same directory without it is another run
+        _adapt(setup, out, pretrain=False)
+    assert not (setup["root"] / "run" / "pretrained").exists()  # the default run above did not pretrain
