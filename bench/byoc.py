@@ -92,15 +92,20 @@ def paired_change(base: dict[str, float], adapted: dict[str, float]) -> dict:
 
 
 def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0, config: Path | None = None,
-            glosses: bool = False, make_train: dict | None = None) -> dict:
+            glosses: bool = False, make_train: dict | None = None, pretrain: bool | None = None,
+            pretrained: Path | None = None) -> dict:
+    """``pretrained``: a ``sparse-adapt pretrain`` output of ``base`` to train from (what ``adapt``
+    would build in each run directory, made once); ``pretrain``: as ``adapt --pretrain``."""
     from sparse_adapt.corpus.adapt import run_adapt
 
     resolved = resolve_domain(domain)
     files = resolved.files
     given = {} if inputs == "corpus" else {"terms": files.terms, "dictionary": files.dictionary, "train": files.train}
+    start = str(pretrained) if pretrained is not None else base
     t0 = time.perf_counter()
-    result = run_adapt(files.docs, workdir / resolved.name / base / inputs / f"seed{seed}", base, seed=seed, config=config,
-                       glosses=glosses, **(make_train or {}), **given)
+    result = run_adapt(files.docs, workdir / resolved.name / base / inputs / f"seed{seed}", start, seed=seed, config=config,
+                       glosses=glosses, pretrain=False if pretrained is not None else pretrain,
+                       **(make_train or {}), **given)
     seconds = time.perf_counter() - t0
     return {"seconds": round(seconds, 1), "per_query": heldout_per_query(SpladeEncoder.from_pretrained(result.final), files),
             "generated": result.files.generated}
@@ -120,7 +125,12 @@ def main() -> None:
     ap.add_argument("--glosses", action="store_true", help="adapt --glosses (lay-word glosses); a variant: own --workdir and --json")
     ap.add_argument("--negatives", type=int, default=None, help="adapt --negatives (hard negatives per pseudo-query); a variant")
     ap.add_argument("--siblings", type=int, default=None, help="adapt --siblings (same-term candidates per pseudo-query); a variant")
+    ap.add_argument("--no-pretrain", action="store_true", help="adapt --no-pretrain (the rows before pretraining existed)")
+    ap.add_argument("--pretrained", type=Path, default=None,
+                    help="a `sparse-adapt pretrain` output of the (one) base, trained from instead of pretraining per run")
     args = ap.parse_args()
+    if args.pretrained is not None and (args.no_pretrain or "," in args.bases):
+        ap.error("--pretrained is the pretraining of one base: give one --bases and no --no-pretrain")
     if args.threads:
         import torch
 
@@ -133,9 +143,12 @@ def main() -> None:
         for base in args.bases.split(","):
             base_scores = heldout_per_query(SpladeEncoder.from_pretrained(base), domain.files)
             for inputs, seed in ((i, int(k)) for i in args.inputs.split(",") for k in args.seeds.split(",")):
-                one = run_one(spec, base, inputs, args.workdir, seed, args.config, args.glosses, make_train)
+                one = run_one(spec, base, inputs, args.workdir, seed, args.config, args.glosses, make_train,
+                              pretrain=False if args.no_pretrain else None, pretrained=args.pretrained)
                 row = {"domain": domain.name, "split": domain.split, "base": base, "inputs": inputs, "seed": seed,
                        "seconds": one["seconds"], "groups": {}}
+                if args.pretrained is not None:
+                    row["pretrained"] = str(args.pretrained)
                 for g in GROUPS:
                     b, a = base_scores[g], one["per_query"][g]
                     row["groups"][g] = {"queries": len(b), "base": group_mean(b), "adapted": group_mean(a), **paired_change(b, a)}

@@ -59,7 +59,7 @@ def test_a_variant_config_reaches_adapt(monkeypatch, tmp_path):
         pass
 
     def fake(corpus, out, base, **kw):
-        seen.update(kw, out=out)
+        seen.update(kw, out=out, base=base)
         raise Stop
 
     monkeypatch.setattr(adapt, "run_adapt", fake)
@@ -75,3 +75,12 @@ def test_a_variant_config_reaches_adapt(monkeypatch, tmp_path):
     with pytest.raises(Stop):
         run_one("pharma", "offline-minilm", "corpus", tmp_path / "w", make_train={"negatives": 3})
     assert seen["negatives"] == 3 and "siblings" not in seen
+    assert seen["pretrain"] is None and seen["base"] == "offline-minilm"  # adapt decides (pretrains offline-minilm)
+    with pytest.raises(Stop):
+        run_one("pharma", "offline-minilm", "corpus", tmp_path / "w", pretrain=False)
+    assert seen["pretrain"] is False
+    # a pretrained base made once is trained from, not pretrained again; the run stays under the base's name
+    with pytest.raises(Stop):
+        run_one("pharma", "offline-minilm", "corpus", tmp_path / "w", pretrained=tmp_path / "pre")
+    assert (seen["base"], seen["pretrain"]) == (str(tmp_path / "pre"), False)
+    assert seen["out"] == tmp_path / "w" / "pharma" / "offline-minilm" / "corpus" / "seed0"
