@@ -86,6 +86,13 @@ class NonFiniteError(SparseAdaptError):
     """A loss or gradient became NaN/inf: training stops before the step reaches the weights."""
 
 
+def require_finite(model: nn.Module, stage: str) -> None:
+    """Refuse to go on with (and save) a model holding a NaN or infinite weight."""
+    bad = [n for n, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    if bad:
+        raise NonFiniteError(f"{stage}: {len(bad)} weight tensors are not finite (e.g. {bad[0]}); not saved")
+
+
 def _check_finite(cfg: "LoopConfig", epoch: int, step: int, what: str, values: dict[str, torch.Tensor]) -> None:
     bad = [k for k, v in values.items() if not bool(torch.isfinite(v).all())]
     if bad:

@@ -42,7 +42,7 @@ from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training import rundir
 from sparse_adapt.training.config import TrainConfig, load_config, recommended_in_effect
 from sparse_adapt.training.distributed import Processes
-from sparse_adapt.training.loop import NonFiniteError
+from sparse_adapt.training.loop import NonFiniteError, require_finite
 from sparse_adapt.training.mlm_data import validate_corpus
 from sparse_adapt.training.rundir import FINAL, LOG_FILE, PARTIAL, RUN_FILE, RunMismatchError  # noqa: F401  (public names)
 from sparse_adapt.training.stages import EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, parse_stages
@@ -71,12 +71,6 @@ def _check_terms(splade: SpladeEncoder, data: TrainData, terms_path: Path, exten
         plan_extension(splade.tokenizer, data.terms, str(terms_path))
     else:
         check_not_special(splade.tokenizer, data.terms, str(terms_path))
-
-
-def _require_finite(splade: SpladeEncoder, stage: str) -> None:
-    bad = [n for n, p in splade.mlm.named_parameters() if not bool(torch.isfinite(p).all())]
-    if bad:
-        raise NonFiniteError(f"{stage}: {len(bad)} weight tensors are not finite (e.g. {bad[0]}); not saved")
 
 
 def _partial(out: Path, name: str) -> Path:
@@ -216,7 +210,7 @@ def run_pipeline(
             t0 = time.perf_counter()
             try:
                 stage.run(splade, ctx)
-                _require_finite(splade, name)
+                require_finite(splade.mlm, name)
             except NonFiniteError as e:
                 log({"event": "stopped", "stage": name, "reason": str(e), "time": time.time()})
                 if i:
