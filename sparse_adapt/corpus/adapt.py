@@ -205,9 +205,10 @@ def make_train(
 
 def _pretrained(base: str | Path, where: Path, hooks: Hooks) -> str:
     """``where``, holding ``base`` after general-English pretraining (made once; a rerun reuses it)."""
+    from sparse_adapt.training import rundir
     from sparse_adapt.training.general import run_general
 
-    if not (where / "config.json").is_file():  # written atomically: present means complete
+    if not rundir.complete(where):
         hooks.message(f"general-English pretraining of {base} (once per run directory) -> {where}")
         run_general(base, where, hooks=hooks, overwrite=True)
     return str(where)
