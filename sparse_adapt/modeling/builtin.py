@@ -103,9 +103,11 @@ def recommended_settings(name: str | Path) -> dict:
     """The config overrides recommended for the base ``name``: a built-in's entry, or the
     :data:`RECOMMENDED_FILE` of a model directory (``{}`` when there is neither)."""
     entry = BUILTIN_BASES.get(str(name))
-    if entry is not None:
-        return {section: dict(values) for section, values in entry.recommended.items()}
-    path = Path(name) / RECOMMENDED_FILE
+    raw = entry.recommended if entry is not None else _recommended_file(Path(name) / RECOMMENDED_FILE)
+    return {section: dict(values) for section, values in raw.items()}  # a copy: callers merge into it
+
+
+def _recommended_file(path: Path) -> dict:
     if not path.is_file():
         return {}
     try:
@@ -114,7 +116,7 @@ def recommended_settings(name: str | Path) -> dict:
         raise ConfigError(f"{path}: cannot read the base's recommended settings ({str(e)[:200]})") from None
     if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
         raise ConfigError(f"{path}: expected a table of stage sections, each a table of settings")
-    return {section: dict(values) for section, values in raw.items()}
+    return raw
 
 
 def needs_pretraining(name: str | Path) -> bool:
