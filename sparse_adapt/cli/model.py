@@ -77,8 +77,11 @@ def base(
 def pretrain(
     base_model: str = typer.Option("offline-minilm", "--base", help=BASE_HELP),
     out: Path = typer.Option(..., "--out", help="Directory for the pretrained base (written atomically)."),
-    steps: int = typer.Option(400, "--steps", help="Optimiser steps (pairs per step: --batch-size)."),
-    batch_size: int = typer.Option(48, "--batch-size", help="Pairs per step; each pair's negatives are the others."),
+    # None: GeneralConfig's default, so the measured defaults live in one place (training/general.py).
+    steps: Optional[int] = typer.Option(None, "--steps", help="Optimiser steps (pairs per step: --batch-size).",
+                                        show_default="1200, GeneralConfig"),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Pairs per step; each pair's negatives are the others.",
+                                             show_default="48, GeneralConfig"),
     seed: int = typer.Option(0, "--seed", help="Picks and orders the dictionary pairs."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
@@ -90,7 +93,8 @@ def pretrain(
     from sparse_adapt.cli.output import rich_hooks
     from sparse_adapt.training.general import GeneralConfig, run_general
 
-    cfg = GeneralConfig(steps=steps, batch_size=batch_size).validate()
+    given = {"steps": steps, "batch_size": batch_size}
+    cfg = GeneralConfig(**{k: v for k, v in given.items() if v is not None}).validate()
     with rich_hooks() as hooks:
         run_general(base_model, out, cfg, seed=seed, overwrite=overwrite, hooks=hooks)
     console.print(f"[green]wrote[/green] {out}")

@@ -132,6 +132,21 @@ def test_pretrain_cli_gives_one_line_and_exit_2_on_bad_input(tiny_dir, tmp_path,
     assert "steps must be > 0" in err and "Traceback" not in err
 
 
+def test_pretrain_cli_takes_its_defaults_from_general_config_and_says_them(tmp_path, monkeypatch, capsys):
+    import sparse_adapt.training.general as general
+
+    seen = []
+    monkeypatch.setattr(general, "run_general", lambda base, out, cfg, **kw: seen.append(cfg))
+    assert main(["pretrain", "--out", str(tmp_path / "a")]) == 0
+    assert main(["pretrain", "--out", str(tmp_path / "b"), "--steps", "7", "--batch-size", "3"]) == 0
+    assert seen[0] == GeneralConfig() and (seen[1].steps, seen[1].batch_size) == (7, 3)
+    capsys.readouterr()
+    assert main(["pretrain", "--help"]) == 0
+    shown = " ".join(capsys.readouterr().out.replace("\u2502", " ").split())  # help box borders out
+    defaults = GeneralConfig()
+    assert f"({defaults.steps}, GeneralConfig)" in shown and f"({defaults.batch_size}, GeneralConfig)" in shown
+
+
 def test_a_pretrained_base_carries_its_adapt_settings_and_a_config_key_still_wins(tiny_dir, tmp_path):
     from sparse_adapt.modeling.builtin import RECOMMENDED_FILE
     from sparse_adapt.training.config import TrainConfig, load_config, recommended_in_effect
