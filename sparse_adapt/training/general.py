@@ -47,7 +47,7 @@ class GeneralConfig:
     # 1200 x 48 = 57,600 of the dictionary's 63,605 pairs (~25 min on 2 CPU cores for
     # offline-minilm). Chosen on the dev domains against 400 steps: zero-shot paraphrases 0.777 ->
     # 0.817, and adapt after it +0.031 (148 query-seed pairs, p = 0.004), controls unchanged
-    # (bench/RESULTS.md, tenth session).
+    # (bench/RESULTS.md, tenth session; on the test domains, measured once: +0.005, not significant).
     steps: int = 1200
     # Pairs per step, each the others' negatives; wider batches give harder in-batch negatives
     # but each step is slower on CPU (the head covers the whole vocabulary for every text).
