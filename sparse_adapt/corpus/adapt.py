@@ -203,18 +203,14 @@ def make_train(
     return records, stats
 
 
-def _pretrained(base: str | Path, where: Path, hooks: Hooks, teacher: Teacher | None = None) -> str:
-    """``where``, holding ``base`` after general-English pretraining (made once; a rerun reuses it).
-
-    ``teacher``: the loaded default dense teacher, which the pretraining's KL term uses too (None:
-    the pretraining loads its own).
-    """
+def _pretrained(base: str | Path, where: Path, hooks: Hooks) -> str:
+    """``where``, holding ``base`` after general-English pretraining (made once; a rerun reuses it)."""
     from sparse_adapt.training import rundir
     from sparse_adapt.training.general import run_general
 
     if not rundir.complete(where):
         hooks.message(f"general-English pretraining of {base} (once per run directory) -> {where}")
-        run_general(base, where, teacher=teacher, hooks=hooks, overwrite=True)
+        run_general(base, where, hooks=hooks, overwrite=True)
     return str(where)
 
 
@@ -261,10 +257,7 @@ def run_adapt(
     if not (out / MANIFEST).is_file():
         write_json_atomic(out / MANIFEST, manifest)
     if pretrain:
-        # The pretraining's KL term uses the default dense teacher: one already loaded for the
-        # pseudo-labels is passed on rather than loaded a second time.
-        same = scorer if str(teacher) == DEFAULT_TEACHER else None
-        base = _pretrained(base, out / PRETRAINED, hooks, teacher=same)
+        base = _pretrained(base, out / PRETRAINED, hooks)
     files, notes = prepare_inputs(
         corpus, out, str(base), terms=given["terms"], dictionary=given["dictionary"], train=given["train"],
         teacher=scorer, seed=seed, top=top, min_count=min_count, max_queries=max_queries,

@@ -258,35 +258,3 @@ def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_i
     with pytest.raises(AdaptMismatchError, match="options"):  # the same directory without it is another run
         _adapt(setup, out, pretrain=False)
     assert not (setup["root"] / "run" / "pretrained").exists()  # the default run above did not pretrain
-
-
-def test_adapt_with_the_default_teacher_loads_it_once_for_labels_and_pretraining(setup, monkeypatch):
-    from sparse_adapt.corpus.teacher import DEFAULT_TEACHER
-    from sparse_adapt.training import general
-    from tests.training.test_general import PAIRS, WordTeacher
-
-    class Dense(WordTeacher):
-        """Embeds for the pretraining's KL; scores lists by shared words (well separated)."""
-
-        name, min_spread = DEFAULT_TEACHER, 0.5
-
-        def score(self, query, documents):
-            words = set(query.lower().split())
-            return [float(len(words & set(d.lower().split()))) for d in documents]
-
-    loaded, used = [], []
-    monkeypatch.setattr(general, "lexicon_pairs", lambda seed, limit, min_zipf: PAIRS)
-    fake = lambda *a, **k: loaded.append(a) or Dense()  # noqa: E731
-    monkeypatch.setattr("sparse_adapt.corpus.adapt.load_teacher", fake)
-    monkeypatch.setattr("sparse_adapt.corpus.teacher.load_teacher", fake)
-    run_general = general.run_general
-    monkeypatch.setattr(general, "run_general", lambda *a, **k: used.append(k["teacher"]) or run_general(*a, **k))
-    out = setup["root"] / "default-teacher-run"
-    run_adapt(setup["corpus"], out, setup["base"], config=setup["config"], pretrain=True)
-    assert len(loaded) == 1 and len(used) == 1 and isinstance(used[0], Dense)
-    # Another teacher labels the lists; the pretraining loads the dense default for itself.
-    loaded.clear(), used.clear()
-    monkeypatch.setattr("sparse_adapt.corpus.adapt.load_teacher", lambda *a, **k: loaded.append(a) or Dense())
-    run_adapt(setup["corpus"], setup["root"] / "other-teacher-run", setup["base"], config=setup["config"],
-              teacher=setup["teacher"], pretrain=True)
-    assert used == [None]
