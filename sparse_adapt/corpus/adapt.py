@@ -211,9 +211,9 @@ def _pretrained(base: str | Path, where: Path, hooks: Hooks) -> str:
     if not rundir.complete(where):
         hooks.message(f"general-English pretraining of {base} (once per run directory) -> {where}")
         # The pretraining loads its own dense teacher even when adapt holds one for the
-        # pseudo-labels: the teacher caches every text it embeds (~115,000 pair texts, ~180 MB),
-        # and a separate object frees that cache when the pretraining returns; a second load
-        # costs ~1 s.
+        # pseudo-labels: the teacher caches every text it embeds (up to ~115,000 pair texts,
+        # ~180 MB), and a separate object frees that cache when the pretraining returns; a
+        # second load in the same process took 0.04 s.
         run_general(base, where, hooks=hooks, overwrite=True)
     return str(where)
 
