@@ -215,7 +215,27 @@ def _pretrained(base: str | Path, where: Path, hooks: Hooks) -> str:
         # ~180 MB), and a separate object frees that cache when the pretraining returns; a
         # second load in the same process took 0.04 s.
         run_general(base, where, hooks=hooks, overwrite=True)
+    else:
+        stale = _stale_settings(where)
+        if stale:
+            # Pretraining again here would change the base under the run's completed stages;
+            # reusing it keeps the run whole, and the user learns why it differs from a new one.
+            hooks.message(f"reusing {where}, pretrained with {stale}; a new --out pretrains with today's settings")
     return str(where)
+
+
+def _stale_settings(where: Path) -> str:
+    """Where ``where``'s pretraining settings differ from today's ``GeneralConfig`` defaults ("" if none)."""
+    from dataclasses import asdict
+
+    from sparse_adapt.training.general import RECORD, GeneralConfig
+
+    try:
+        used = json.loads((where / RECORD).read_text(encoding="utf-8")).get("config", {})
+    except (OSError, ValueError):
+        return ""
+    today = asdict(GeneralConfig())
+    return ", ".join(f"{k} {used[k]} (today {v})" for k, v in today.items() if k in used and used[k] != v)
 
 
 def run_adapt(

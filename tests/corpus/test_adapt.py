@@ -255,6 +255,14 @@ def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_i
     again = Recorder()
     assert _adapt(setup, out, again.hooks(), pretrain=True).final == result.final
     assert calls == [0] and not any("general-English pretraining" in m for m in again.messages)
+    assert not any("reusing" in m for m in again.messages)  # made with today's settings: nothing to say
+    # A directory pretrained before a default changed is reused as it is, and the rerun says so.
+    record = json.loads((out / "pretrained" / RECORD).read_text())
+    record["config"]["lr"] = 3e-5
+    (out / "pretrained" / RECORD).write_text(json.dumps(record))
+    older = Recorder()
+    assert _adapt(setup, out, older.hooks(), pretrain=True).final == result.final and calls == [0]
+    assert any("reusing" in m and "lr 3e-05 (today 6e-05)" in m for m in older.messages)
     with pytest.raises(AdaptMismatchError, match="options"):  # the same directory without it is another run
         _adapt(setup, out, pretrain=False)
     assert not (setup["root"] / "run" / "pretrained").exists()  # the default run above did not pretrain
