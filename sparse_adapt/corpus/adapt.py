@@ -233,6 +233,9 @@ def _stale_settings(where: Path) -> str:
     try:
         used = json.loads((where / RECORD).read_text(encoding="utf-8")).get("config", {})
     except (OSError, ValueError):
+        # run_general writes the record with the weights in one atomic directory, so only a
+        # hand-edited directory lacks it; the run still trains from those weights, and there is
+        # nothing to compare, so there is nothing to say.
         return ""
     today = asdict(GeneralConfig())
     return ", ".join(f"{k} {used[k]} (today {v})" for k, v in today.items() if k in used and used[k] != v)
