@@ -173,7 +173,7 @@ def adapt(
     terms: Optional[Path] = typer.Option(None, "--terms", help="Your domain_terms.json instead of mined terms."),
     dictionary: Optional[Path] = typer.Option(None, "--dictionary", help="Your dictionary.jsonl instead of a harvested one."),
     train: Optional[Path] = typer.Option(None, "--train", help="Your train.jsonl instead of pseudo-labelled data."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Training config overrides (JSON or TOML), as for train."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Training config overrides (JSON or TOML), as for train; over adapt's own distill.interpolate = 0.5."),
     teacher: str = typer.Option("offline-minilm", "--teacher", help=TEACHER_HELP),
     queries: Optional[Path] = typer.Option(None, "--queries", help="Your queries.jsonl, evaluated in the summary."),
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="qrels of --queries."),

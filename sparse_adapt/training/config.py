@@ -170,6 +170,10 @@ class DistillConfig:
     # with this many hard negatives from the documents naming no domain term; 0 = off.
     definition_negatives: int = 0
     train_rows: str = "all"  # as in MLMConfig
+    # WiSE-FT (sparse_adapt/training/interpolation.py): the saved final model is
+    # (1 - interpolate) x the distilled model + interpolate x the run's starting point (the
+    # `extend` checkpoint, else the base). OUT/distill keeps the distilled model itself.
+    interpolate: float = 0.0
 
     def validate(self, section: str) -> None:
         from sparse_adapt.losses.preservation import FORMS
@@ -186,6 +190,8 @@ class DistillConfig:
             _positive(section, key, getattr(self, key), allow_zero=True)
         if self.pres_form not in FORMS:
             raise ConfigError(f"{section}.pres_form must be one of {', '.join(FORMS)}, got {self.pres_form!r}")
+        if not 0.0 <= self.interpolate <= 1.0:  # written so that NaN fails too
+            raise ConfigError(f"{section}.interpolate must be in [0, 1], got {self.interpolate}")
         if not 0.0 <= self.valid_fraction < 1.0:
             raise ConfigError(f"{section}.valid_fraction must be in [0, 1), got {self.valid_fraction}")
 
@@ -270,12 +276,13 @@ def config_from_dict(raw: dict[str, Any], source: str = "<config>") -> TrainConf
         raise ConfigError(f"{source}: {e}") from None
 
 
-def load_config(path: str | Path | None, base: str | Path | None = None) -> TrainConfig:
-    """Defaults, then the settings recommended for ``base`` when it is a built-in base that has
-    some (``sparse_adapt.modeling.builtin``), then ``path`` (``.toml`` or JSON) when given: a key
+def load_config(path: str | Path | None, base: str | Path | None = None, defaults: dict | None = None) -> TrainConfig:
+    """Defaults, then ``defaults`` (a command's own, e.g. ``adapt``'s), then the settings
+    recommended for ``base`` when it is a built-in base that has some
+    (``sparse_adapt.modeling.builtin``), then ``path`` (``.toml`` or JSON) when given: a key
     the file sets always wins."""
     if path is None:
-        return config_from_dict(with_recommended({}, base), f"the settings recommended for {base}")
+        return config_from_dict(with_recommended({}, base, defaults), f"the settings recommended for {base}")
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{p}: config file not found")
@@ -284,20 +291,23 @@ def load_config(path: str | Path | None, base: str | Path | None = None) -> Trai
         raw = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
     except (ValueError, RecursionError) as e:  # both decode errors are ValueErrors; so is a 5000-digit int
         raise ConfigError(f"{p}: cannot parse ({str(e)[:200]})") from None
-    return config_from_dict(with_recommended(raw, base), str(p))
+    return config_from_dict(with_recommended(raw, base, defaults), str(p))
 
 
-def with_recommended(raw: Any, base: str | Path | None) -> Any:
-    """``raw`` overrides laid over the settings recommended for ``base`` (none: ``raw`` itself).
+def with_recommended(raw: Any, base: str | Path | None, defaults: dict | None = None) -> Any:
+    """``raw`` overrides laid over the settings recommended for ``base``, themselves laid over
+    ``defaults`` (neither: ``raw`` itself).
 
     Only sections that are tables merge; anything else is passed on as written, so that
     :func:`config_from_dict` names the file and the bad section.
     """
-    if base is None or not isinstance(raw, dict):
+    if (base is None and not defaults) or not isinstance(raw, dict):
         return raw
     from sparse_adapt.modeling.builtin import recommended_settings
 
-    merged = recommended_settings(base)
+    merged = {section: dict(values) for section, values in (defaults or {}).items()}
+    for section, values in (recommended_settings(base) if base is not None else {}).items():
+        merged.setdefault(section, {}).update(values)
     for section, values in raw.items():
         if isinstance(values, dict) and isinstance(merged.get(section), dict):
             merged[section].update(values)

@@ -3,7 +3,8 @@
 :func:`run_pipeline` runs the chosen stages (``stages.py``), saving a loadable
 checkpoint to ``OUT/<stage>/`` after each (atomically: the directory appears only when
 complete), so rerunning the same command resumes after the last completed stage. The
-result is copied to ``OUT/final``. ``OUT/run.json`` records what the run is (stages,
+result is copied to ``OUT/final``, averaged with the run's starting point when
+``distill.interpolate`` > 0 (``interpolation.py``). ``OUT/run.json`` records what the run is (stages,
 config sections of its stages, seed, base, input file hashes); a rerun that differs is refused instead of mixing
 checkpoints of two different runs (``rundir.py``). Every optimiser step goes to
 ``OUT/train_log.jsonl``. One process at a time writes a run directory (``lock.py``);
@@ -42,6 +43,7 @@ from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training import rundir
 from sparse_adapt.training.config import TrainConfig, load_config, recommended_in_effect
 from sparse_adapt.training.distributed import Processes
+from sparse_adapt.training.interpolation import interpolate
 from sparse_adapt.training.loop import NonFiniteError, require_finite
 from sparse_adapt.training.mlm_data import validate_corpus
 from sparse_adapt.training.rundir import FINAL, LOG_FILE, PARTIAL, RUN_FILE, RunMismatchError  # noqa: F401  (public names)
@@ -223,6 +225,15 @@ def run_pipeline(
             processes.barrier()
             log({"event": "stage_end", "stage": name, "seconds": round(seconds, 2), **ctx.info})
             hooks.message(f"stage {name} done in {seconds:.1f}s -> {out / name}")
+        alpha = cfg.distill.interpolate
+        if alpha > 0 and "distill" in names:
+            # The run's starting point: the base with the domain terms added, nothing trained.
+            anchor = out / "extend" if "extend" in names else base
+            splade = interpolate(splade, SpladeEncoder.from_pretrained(anchor, device=device), alpha)
+            require_finite(splade.mlm, "interpolate")
+            if start < len(names):
+                log({"event": "interpolate", "alpha": alpha, "anchor": str(anchor), "time": time.time()})
+            hooks.message(f"final = {1 - alpha:g} x {out / 'distill'} + {alpha:g} x {anchor} (distill.interpolate)")
         final = out / FINAL
         if main:
             splade.save_pretrained(final)

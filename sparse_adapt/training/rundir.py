@@ -34,6 +34,10 @@ RUN_FILE = "run.json"
 LOG_FILE = "train_log.jsonl"
 FINAL = "final"
 PARTIAL = ".partial"  # suffix of a stage's mid-stage checkpoint directory (``OUT/warmup.partial/``)
+# Settings that shape only OUT/final, which every rerun rewrites from the last stage's
+# checkpoint: a rerun that changes them (or a run recorded before they existed) is not
+# refused, and another value needs no retraining.
+FINAL_ONLY = {"distill": ("interpolate",)}
 
 
 class RunMismatchError(SparseAdaptError):
@@ -55,13 +59,21 @@ def completed_stages(out: Path, names: Sequence[str]) -> list[str]:
     return done
 
 
+def _stage_part(cfg: dict, section: str) -> dict:
+    """A section's settings without those that shape only OUT/final."""
+    values = dict(cfg.get(section) or {})
+    for key in FINAL_ONLY.get(section, ()):
+        values.pop(key, None)
+    return values
+
+
 def _differences(old: dict, new: dict, completed: Sequence[str]) -> list[str]:
     sections = {f.name for f in dataclasses.fields(TrainConfig)}
     diff = []
     for key in sorted(set(old) | set(new)):
         if key == "config":
             old_cfg, new_cfg = old.get(key) or {}, new.get(key) or {}
-            changed = [s for s in completed if s in sections and old_cfg.get(s) != new_cfg.get(s)]
+            changed = [s for s in completed if s in sections and _stage_part(old_cfg, s) != _stage_part(new_cfg, s)]
             if changed:
                 diff.append(f"config [{', '.join(changed)}]")
         elif old.get(key) != new.get(key):

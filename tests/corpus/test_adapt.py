@@ -102,6 +102,26 @@ def test_adapt_generates_every_input_trains_and_resumes(setup):
     assert not any(t.startswith("teacher ") for t in rec2.tasks)
 
 
+def _weights(path):
+    return SpladeEncoder.from_pretrained(path).mlm.state_dict()
+
+
+def test_adapts_final_is_the_average_of_extend_and_distill_unless_the_config_says_otherwise(setup):
+    out = setup["root"] / "run"
+    _adapt(setup, out)  # the run of the test above (trained here when this test runs alone)
+    start, trained, final = (_weights(out / p) for p in ("training/extend", "training/distill", "final"))
+    moved = [k for k in final if final[k].is_floating_point() and not k.endswith("bias") and not torch.equal(start[k], trained[k])]
+    assert moved
+    for key in moved:
+        torch.testing.assert_close(final[key], 0.5 * trained[key] + 0.5 * start[key], rtol=0, atol=1e-5, msg=key)
+    mine = setup["root"] / "no-average.json"
+    mine.write_text(json.dumps({**CONFIG, "distill": {**CONFIG["distill"], "interpolate": 0.0}}))
+    other = setup["root"] / "run-no-average"
+    run_adapt(setup["corpus"], other, setup["base"], config=mine, teacher=setup["teacher"])
+    trained, final = _weights(other / "training/distill"), _weights(other / "final")
+    assert all(torch.equal(trained[k], final[k]) for k in trained)
+
+
 def test_given_files_are_used_and_never_written(setup):
     out = setup["root"] / "given"
     mine = setup["root"] / "my_terms.json"

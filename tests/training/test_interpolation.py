@@ -1,0 +1,106 @@
+"""WiSE-FT interpolation (sparse_adapt/training/interpolation.py) on tiny random models, and
+the pipeline's `distill.interpolate`: the saved final is the stated blend of `extend` and `distill`."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sparse_adapt.modeling.vocabulary import extend_vocabulary
+from sparse_adapt.training.config import ConfigError, config_from_dict
+from sparse_adapt.training.interpolation import InterpolationError, interpolate
+from sparse_adapt.training.pipeline import RunMismatchError
+from tests.conftest import make_tiny_bert
+from tests.training.test_stages import SMALL, _params, _run, inputs, tiny_dir  # noqa: F401  (fixtures)
+
+
+def _weights(model) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in model.mlm.state_dict().items()}
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.25, 1.0])
+def test_interpolation_is_the_weighted_average_of_every_float_tensor(alpha):
+    trained, anchor = make_tiny_bert(seed=0), make_tiny_bert(seed=1)
+    a, b = _weights(trained), _weights(anchor)
+    interpolate(trained, anchor, alpha)
+    got = _weights(trained)
+    bias = "cls.predictions.decoder.bias"
+    excluded = trained.excluded_ids()
+    for key, value in got.items():
+        if not value.is_floating_point():
+            assert torch.equal(value, a[key]), key
+            continue
+        expected = (1 - alpha) * a[key] + alpha * b[key]
+        if key.endswith("predictions.bias") or key == bias:
+            keep = torch.ones(len(expected), dtype=torch.bool)
+            keep[excluded] = False
+            expected, value = expected[keep], value[keep]
+        torch.testing.assert_close(value, expected, rtol=0, atol=1e-6, msg=key)
+    assert not torch.equal(got["bert.embeddings.word_embeddings.weight"], a["bert.embeddings.word_embeddings.weight"]) or alpha == 0
+
+
+def test_special_tokens_stay_excluded_after_interpolation():
+    trained, anchor = make_tiny_bert(seed=0), make_tiny_bert(seed=1)
+    interpolate(trained, anchor, 0.5)
+    bias = trained.mlm.get_output_embeddings().bias
+    assert bool((bias[trained.excluded_ids()] == -1.0e4).all())
+
+
+def test_models_with_different_vocabularies_are_refused():
+    trained, anchor = make_tiny_bert(seed=0), make_tiny_bert(seed=1)
+    extend_vocabulary(trained, {"jargon": ["zorblatt"]})
+    with pytest.raises(InterpolationError, match="different vocabularies"):
+        interpolate(trained, anchor, 0.5)
+
+
+@pytest.mark.parametrize("alpha", [-0.1, 1.5, float("nan")])
+def test_alpha_outside_zero_one_is_refused(alpha):
+    with pytest.raises(InterpolationError):
+        interpolate(make_tiny_bert(seed=0), make_tiny_bert(seed=1), alpha)
+    with pytest.raises(ConfigError, match="distill.interpolate"):
+        config_from_dict({"distill": {"interpolate": alpha}})
+
+
+def test_the_pipeline_saves_the_blend_of_extend_and_distill_and_keeps_distill(tiny_dir, inputs, tmp_path):
+    config = {**SMALL, "distill": {**SMALL["distill"], "interpolate": 0.25}}
+    out = tmp_path / "run"
+    _run(tiny_dir, inputs, out, config=config)
+    start, trained, final = _params(out / "extend"), _params(out / "distill"), _params(out / "final")
+    moved = [k for k in final if final[k].is_floating_point() and not torch.equal(start[k], trained[k])]
+    assert moved, "distill changed nothing: the test could not tell the blend from either end"
+    for key in moved:
+        expected = 0.75 * trained[key] + 0.25 * start[key]
+        if key.endswith("bias"):
+            expected[expected < -1.0e3] = -1.0e4  # excluded ids stay excluded
+        torch.testing.assert_close(final[key], expected, rtol=0, atol=1e-5, msg=key)
+    # Without the setting, final is the distilled model itself.
+    plain = tmp_path / "plain"
+    _run(tiny_dir, inputs, plain)
+    a, b = _params(plain / "distill"), _params(plain / "final")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_interpolation_without_extend_blends_with_the_base(tiny_dir, inputs, tmp_path):
+    config = {**SMALL, "distill": {**SMALL["distill"], "interpolate": 1.0}}
+    out = tmp_path / "h1"
+    _run(tiny_dir, inputs, out, stages="distill", config=config)
+    base, trained, final = _params(tiny_dir), _params(out / "distill"), _params(out / "final")
+    assert any(not torch.equal(base[k], trained[k]) for k in base)
+    for key in base:
+        if base[key].is_floating_point() and not key.endswith("bias"):
+            torch.testing.assert_close(final[key], base[key], rtol=0, atol=1e-6, msg=key)
+
+
+def test_a_rerun_with_another_alpha_rewrites_final_without_retraining(tiny_dir, inputs, tmp_path):
+    out = tmp_path / "run"
+    _run(tiny_dir, inputs, out)
+    log = (out / "train_log.jsonl").read_text()
+    stamps = {n: (out / n / "model.safetensors").stat().st_mtime_ns for n in ("extend", "warmup", "dictionary", "distill")}
+    _run(tiny_dir, inputs, out, config={**SMALL, "distill": {**SMALL["distill"], "interpolate": 1.0}})
+    assert (out / "train_log.jsonl").read_text() == log
+    assert {n: (out / n / "model.safetensors").stat().st_mtime_ns for n in stamps} == stamps
+    start, final = _params(out / "extend"), _params(out / "final")
+    assert all(torch.equal(start[k], final[k]) for k in start if not k.endswith("bias"))
+    # Any other distill setting still changes what OUT/distill would be: refused as before.
+    with pytest.raises(RunMismatchError, match=r"config \[distill\]"):
+        _run(tiny_dir, inputs, out, config={**SMALL, "distill": {**SMALL["distill"], "lr": 5e-4}})
