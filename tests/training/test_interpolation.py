@@ -3,6 +3,8 @@ the pipeline's `distill.interpolate`: the saved final is the stated blend of `ex
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -11,7 +13,7 @@ from sparse_adapt.training.config import ConfigError, config_from_dict
 from sparse_adapt.training.interpolation import InterpolationError, interpolate
 from sparse_adapt.training.pipeline import RunMismatchError
 from tests.conftest import make_tiny_bert
-from tests.training.test_stages import SMALL, _params, _run, inputs, tiny_dir  # noqa: F401  (fixtures)
+from tests.training.test_stages import SMALL, Messages, _params, _run, inputs, tiny_dir  # noqa: F401  (fixtures)
 
 
 def _weights(model) -> dict[str, torch.Tensor]:
@@ -64,7 +66,12 @@ def test_alpha_outside_zero_one_is_refused(alpha):
 def test_the_pipeline_saves_the_blend_of_extend_and_distill_and_keeps_distill(tiny_dir, inputs, tmp_path):
     config = {**SMALL, "distill": {**SMALL["distill"], "interpolate": 0.25}}
     out = tmp_path / "run"
-    _run(tiny_dir, inputs, out, config=config)
+    buf = Messages()
+    _run(tiny_dir, inputs, out, config=config, messages=buf)
+    [event] = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines() if '"interpolate"' in line]
+    assert event["alpha"] == 0.25 and event["anchor"] == str(out / "extend")
+    assert set(event["doc_terms"]) == {"distilled", "final"} and event["doc_terms"]["final"] > 0
+    assert f"documents activate {event['doc_terms']['final']:.0f} terms on average" in buf.text()
     start, trained, final = _params(out / "extend"), _params(out / "distill"), _params(out / "final")
     moved = [k for k in final if final[k].is_floating_point() and not torch.equal(start[k], trained[k])]
     assert moved, "distill changed nothing: the test could not tell the blend from either end"
