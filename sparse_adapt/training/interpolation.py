@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import torch
 
+from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 
 
-class InterpolationError(ValueError):
-    """The two models cannot be averaged (different parameters or shapes)."""
+class InterpolationError(SparseAdaptError, ValueError):
+    """The two models cannot be averaged (different parameters or shapes): one line on the CLI."""
 
 
 def interpolate(trained: SpladeEncoder, anchor: SpladeEncoder, alpha: float) -> SpladeEncoder:
