@@ -111,3 +111,22 @@ def test_a_rerun_with_another_alpha_rewrites_final_without_retraining(tiny_dir, 
     # Any other distill setting still changes what OUT/distill would be: refused as before.
     with pytest.raises(RunMismatchError, match=r"config \[distill\]"):
         _run(tiny_dir, inputs, out, config={**SMALL, "distill": {**SMALL["distill"], "lr": 5e-4}})
+
+
+def test_a_commands_defaults_sit_under_the_bases_recommendation_and_the_users_file(tmp_path):
+    from sparse_adapt.modeling.builtin import RECOMMENDED_FILE
+    from sparse_adapt.training.config import load_config
+
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / RECOMMENDED_FILE).write_text(json.dumps({"distill": {"interpolate": 0.25}}))
+    defaults = {"distill": {"interpolate": 0.5, "pres": 1.0}}
+    cfg = load_config(None, base, defaults)
+    assert (cfg.distill.interpolate, cfg.distill.pres) == (0.25, 1.0)
+    mine = tmp_path / "mine.toml"
+    mine.write_text("[distill]\ninterpolate = 0.1\n")
+    cfg = load_config(mine, base, defaults)
+    assert (cfg.distill.interpolate, cfg.distill.pres) == (0.1, 1.0)
+    assert load_config(None, None, defaults).distill.interpolate == 0.5
+    assert defaults == {"distill": {"interpolate": 0.5, "pres": 1.0}}  # not mutated by the merge
+    assert load_config(None).distill.interpolate == 0.0
