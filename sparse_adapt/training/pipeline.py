@@ -48,7 +48,7 @@ from sparse_adapt.training.loop import NonFiniteError, require_finite
 from sparse_adapt.training.mlm_data import validate_corpus
 from sparse_adapt.training.rundir import FINAL, LOG_FILE, PARTIAL, RUN_FILE, RunMismatchError  # noqa: F401  (public names)
 from sparse_adapt.training.stages import (
-    DENSITY_SAMPLE, EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, document_density, parse_stages,
+    EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, density_sample, document_density, parse_stages,
 )
 
 TRAINER_STATE = "trainer_state.pt"
@@ -233,7 +233,7 @@ def run_pipeline(
             anchor = out / "extend" if "extend" in names else base
             # The average activates more terms than the distilled model (measured on the dev
             # domains: offline-minilm documents 1.4-1.7x), so the index-size cost is said, not hidden.
-            sample = list(dict.fromkeys(t for ex in data.train for t in ex.doc_texts))[:DENSITY_SAMPLE]
+            sample = density_sample(data.train)
             density = {"distilled": document_density(splade, sample)}
             splade = interpolate(splade, SpladeEncoder.from_pretrained(anchor, device=device), alpha)
             require_finite(splade.mlm, "interpolate")

@@ -197,6 +197,11 @@ DENSITY_SAMPLE = 64
 DENSITY_WARNING = 4.0
 
 
+def density_sample(examples: Sequence[TrainExample]) -> list[str]:
+    """The first :data:`DENSITY_SAMPLE` distinct candidate documents of ``examples``."""
+    return list(dict.fromkeys(t for ex in examples for t in ex.doc_texts))[:DENSITY_SAMPLE]
+
+
 def document_density(splade: SpladeEncoder, texts: Sequence[str]) -> float:
     """Mean number of active (non-zero) terms per document vector of ``texts``."""
     if not texts:
@@ -275,7 +280,7 @@ class DistillStage(Stage):
             terms, tokens = self._step(splade, [examples[i] for i in idx], loss_fn, domain, step_number, ref_vectors)
             return StepResult({"loss": terms["total"], **{k: terms[k] for k in TERMS}}, tokens)
 
-        sample = list(dict.fromkeys(t for ex in examples for t in ex.doc_texts))[:DENSITY_SAMPLE]
+        sample = density_sample(examples)
         # A resumed stage counts from its first attempt's model, not the half-trained one.
         before = resumed.get("density_before")
         density = {"before": before if before is not None else document_density(splade, sample)}

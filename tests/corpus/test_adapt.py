@@ -15,6 +15,7 @@ from sparse_adapt.data import load_dictionary, load_domain_terms, load_queries, 
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import Hooks
 from tests.conftest import _tokenizer, make_tiny_bert
+from tests.training.test_stages import _params
 
 DOCS = [
     ("d1", "The Zentrofax pump moves coolant through the reactor loop every hour of the day."),
@@ -102,14 +103,10 @@ def test_adapt_generates_every_input_trains_and_resumes(setup):
     assert not any(t.startswith("teacher ") for t in rec2.tasks)
 
 
-def _weights(path):
-    return SpladeEncoder.from_pretrained(path).mlm.state_dict()
-
-
 def test_adapts_final_is_the_average_of_extend_and_distill_unless_the_config_says_otherwise(setup):
     out = setup["root"] / "run"
     _adapt(setup, out)  # the run of the test above (trained here when this test runs alone)
-    start, trained, final = (_weights(out / p) for p in ("training/extend", "training/distill", "final"))
+    start, trained, final = (_params(out / p) for p in ("training/extend", "training/distill", "final"))
     moved = [k for k in final if final[k].is_floating_point() and not k.endswith("bias") and not torch.equal(start[k], trained[k])]
     assert moved
     for key in moved:
@@ -118,7 +115,7 @@ def test_adapts_final_is_the_average_of_extend_and_distill_unless_the_config_say
     mine.write_text(json.dumps({**CONFIG, "distill": {**CONFIG["distill"], "interpolate": 0.0}}))
     other = setup["root"] / "run-no-average"
     run_adapt(setup["corpus"], other, setup["base"], config=mine, teacher=setup["teacher"])
-    trained, final = _weights(other / "training/distill"), _weights(other / "final")
+    trained, final = _params(other / "training/distill"), _params(other / "final")
     assert all(torch.equal(trained[k], final[k]) for k in trained)
 
 
