@@ -83,11 +83,13 @@ SOFTWARE = _standard("software")
 MARITIME = _standard("maritime")
 INSURANCE = _standard("insurance")
 FORESTRY = _standard("forestry")
+AIRCRAFT = _standard("aircraft")
+PAYMENTS = _standard("payments")
 
 # Defaults and methods are chosen on dev domains only; test domains are only measured.
 # The bundled gatrocraptic corpus belongs to neither split.
 SPLITS: dict[str, list[str]] = {
-    "dev": ["pharma", "hardware", "software", "insurance", "forestry"],
+    "dev": ["pharma", "hardware", "software", "insurance", "forestry", "aircraft", "payments"],
     "test": ["legal", "ecology", "maritime"],
 }
 # What `sparse-adapt benchmark` measures by default: the test domains and the bundled corpus.
