@@ -18,6 +18,10 @@ def export(
     out: Path = typer.Option(..., "--out", help="Output JsonVectorCollection directory (replaced atomically)."),
     scale: int = typer.Option(100, "--scale", min=1, help="Impact = round(weight * scale)."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Documents per forward pass."),
+    max_active_dims: Optional[int] = typer.Option(
+        None, "--max-active-dims", min=1,
+        help="Keep each document's N largest weights (fewer postings); default: every active term.",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """Encode documents into Pyserini's JsonVectorCollection ({id, contents, vector: {token: int}})."""
@@ -30,7 +34,7 @@ def export(
 
     require_file(docs)
     check_output(out, overwrite)
-    config = ExportConfig(scale=scale, batch_size=batch_size)
+    config = ExportConfig(scale=scale, batch_size=batch_size, max_active_dims=max_active_dims)
     splade = SpladeEncoder.from_pretrained(model)
     with rich_hooks() as hooks:
         stats = export_vectors(splade, docs, out, config, model_name=model, progress=hooks)
@@ -39,7 +43,8 @@ def export(
              f"{splade.max_length('document')} pieces and were truncated")
     console.print(
         f"[green]wrote[/green] {out} ({stats.documents} documents, {stats.postings} postings, "
-        f"{stats.docs_per_second:.1f} docs/s, scale {stats.scale})"
+        f"{stats.docs_per_second:.1f} docs/s, scale {stats.scale}"
+        + (f", at most {stats.max_active_dims} terms per document" if stats.max_active_dims else "") + ")"
     )
 
 

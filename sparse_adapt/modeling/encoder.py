@@ -37,7 +37,7 @@ from sparse_adapt.modeling.base import OFFLINE_MINILM
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support
 from sparse_adapt.modeling.interop import write_sentence_transformers_files
-from sparse_adapt.modeling.vectors import rows_to_dicts
+from sparse_adapt.modeling.vectors import check_max_active_dims, keep_top, rows_to_dicts
 from sparse_adapt.progress import Hooks
 
 __all__ = ["OFFLINE_MINILM", "ModelLoadError", "SpladeEncoder", "SpladeSettings", "Kind"]
@@ -264,16 +264,24 @@ class SpladeEncoder(nn.Module):
 
     @torch.inference_mode()
     def encode(
-        self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32, progress: Hooks | None = None
+        self,
+        texts: Sequence[str],
+        kind: Kind = "document",
+        batch_size: int = 32,
+        progress: Hooks | None = None,
+        max_active_dims: int | None = None,
     ) -> sp.csr_matrix:
         """Encode texts to a (len(texts), V) float32 CSR matrix in input order.
 
         Texts are batched by token length (longest first, within windows of
         ``SORT_WINDOW_BATCHES`` batches), so a batch pads to about its own length.
+        ``max_active_dims``: keep only each row's that many largest weights
+        (:func:`~sparse_adapt.modeling.vectors.keep_top`); None keeps every active term.
         """
         max_length = self.max_length(kind)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        check_max_active_dims(max_active_dims)  # before any encoding
         # Restore each module's own mode afterwards: self.train() would also switch on dropout
         # in a backbone that was deliberately in eval mode.
         modes = [(module, module.training) for module in self.modules()]
@@ -305,7 +313,8 @@ class SpladeEncoder(nn.Module):
             return sp.csr_matrix((0, self.vocab_size), dtype=np.float32)
         inverse = np.empty(n, dtype=np.int64)
         inverse[np.asarray(order)] = np.arange(n)  # input index -> encoded row
-        return sp.vstack(rows, format="csr").astype(np.float32)[inverse]
+        matrix = sp.vstack(rows, format="csr").astype(np.float32)[inverse]
+        return matrix if max_active_dims is None else keep_top(matrix, max_active_dims)
 
     def _length_sorted_batches(self, texts: Sequence[str], first: int, max_length: int, batch_size: int):
         """Yield (input positions, input_ids (B, L), attention_mask (B, L)), longest texts first."""
@@ -325,13 +334,15 @@ class SpladeEncoder(nn.Module):
                 attention_mask[row, span] = 1
             yield [first + i for i in chosen], input_ids.to(self.device), attention_mask.to(self.device)
 
-    def encode_query(self, texts: Sequence[str], batch_size: int = 32) -> sp.csr_matrix:
+    def encode_query(self, texts: Sequence[str], batch_size: int = 32, max_active_dims: int | None = None) -> sp.csr_matrix:
         """Queries -> (n, V) CSR weights (query maximum length)."""
-        return self.encode(texts, "query", batch_size)
+        return self.encode(texts, "query", batch_size, max_active_dims=max_active_dims)
 
-    def encode_document(self, texts: Sequence[str], batch_size: int = 32) -> sp.csr_matrix:
+    def encode_document(
+        self, texts: Sequence[str], batch_size: int = 32, max_active_dims: int | None = None
+    ) -> sp.csr_matrix:
         """Documents -> (n, V) CSR weights (document maximum length)."""
-        return self.encode(texts, "document", batch_size)
+        return self.encode(texts, "document", batch_size, max_active_dims=max_active_dims)
 
     def decode(self, vectors: sp.csr_matrix | torch.Tensor, top_k: int | None = None) -> list[list[tuple[str, float]]]:
         """Each row of ``vectors`` as ``[(token, weight), ...]``, largest first (ties by token id).

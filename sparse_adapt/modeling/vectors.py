@@ -28,6 +28,31 @@ def ranked_row(matrix: sp.csr_matrix, row: int) -> tuple[np.ndarray, np.ndarray]
     return rank(matrix.indices[lo:hi], matrix.data[lo:hi].astype(np.float64))
 
 
+def check_max_active_dims(k: int | None) -> None:
+    """``max_active_dims`` is None (no limit) or a positive integer; ValueError otherwise."""
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"max_active_dims must be a positive integer, got {k!r}")
+
+
+def keep_top(matrix: sp.csr_matrix, k: int) -> sp.csr_matrix:
+    """A copy of ``matrix`` with each row cut to its first ``k`` entries in :func:`rank` order
+    (the ``k`` largest weights, ties by ascending token id); shorter rows are unchanged.
+
+    What sentence-transformers calls ``max_active_dims``: it bounds a document's postings in an
+    index. Ties are broken like every listing, so the same vector is always cut the same way.
+    """
+    check_max_active_dims(k)
+    matrix = sp.csr_matrix(matrix, copy=True)
+    for r in range(matrix.shape[0]):
+        lo, hi = matrix.indptr[r], matrix.indptr[r + 1]
+        if hi - lo > k:
+            ids, _ = rank(matrix.indices[lo:hi], matrix.data[lo:hi])
+            drop = ~np.isin(matrix.indices[lo:hi], ids[:k])
+            matrix.data[lo:hi][drop] = 0
+    matrix.eliminate_zeros()
+    return matrix
+
+
 def rows_to_dicts(matrix: sp.csr_matrix, vocab: Sequence[str], top_k: int | None = None) -> list[dict[str, float]]:
     """Each row as ``{token: weight}`` in :func:`rank` order, the first ``top_k`` if given."""
     out = []

@@ -33,7 +33,7 @@ from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.modeling.encoder import SORT_WINDOW_BATCHES, SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_sha256
 from sparse_adapt.modeling.truncation import truncated
-from sparse_adapt.modeling.vectors import rank
+from sparse_adapt.modeling.vectors import check_max_active_dims, rank
 from sparse_adapt.progress import Hooks
 
 VECTORS_FILE = "vectors.jsonl"
@@ -47,12 +47,20 @@ class ExportConfig:
     scale: int = 100
     # Documents encoded per forward pass.
     batch_size: int = 32
+    # Postings per document: each vector cut to its largest weights (``keep_top``); None keeps
+    # every active term. An averaged `adapt` model's documents carry ~1.5x the terms of the
+    # distilled one; README, "Index size", says what a cut costs.
+    max_active_dims: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.scale, bool) or not isinstance(self.scale, int) or self.scale < 1:
             raise ConfigError(f"scale must be a positive integer, got {self.scale!r}")
         if self.batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {self.batch_size!r}")
+        try:
+            check_max_active_dims(self.max_active_dims)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
 
 
 @dataclass
@@ -64,6 +72,7 @@ class ExportStats:
     model: str
     truncated: int = 0  # documents longer than the model's doc_max_length, cut
     model_sha256: str = ""  # content hash of the exporting model (modeling/fingerprint.py)
+    max_active_dims: int | None = None  # the cut applied to every document, None: none
 
     @property
     def docs_per_second(self) -> float:
@@ -129,7 +138,7 @@ def export_vectors(
             for batch in _batches(iter_documents(docs), config.batch_size * SORT_WINDOW_BATCHES):
                 texts = [d.text for d in batch]
                 cut += len(truncated(splade, texts, "document"))
-                matrix = splade.encode(texts, "document", config.batch_size)  # (B, V)
+                matrix = splade.encode(texts, "document", config.batch_size, max_active_dims=config.max_active_dims)  # (B, V)
                 for doc, vector in zip(batch, quantise(matrix, vocab, config.scale)):
                     f.write(json.dumps({"id": doc.doc_id, "contents": doc.text, "vector": vector}, ensure_ascii=False))
                     f.write("\n")
@@ -139,7 +148,8 @@ def export_vectors(
                     rate = n_docs / max(time.perf_counter() - start, 1e-9)
                     task.advance(len(batch), description=f"exporting ({rate:.1f} docs/s)")
         stats = ExportStats(
-            n_docs, postings, time.perf_counter() - start, config.scale, model_name or splade.settings.base, cut, digest
+            n_docs, postings, time.perf_counter() - start, config.scale, model_name or splade.settings.base, cut, digest,
+            config.max_active_dims,
         )
         meta = {**asdict(stats), "docs_per_second": stats.docs_per_second, "docs": str(docs)}
         (tmp / EXPORT_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

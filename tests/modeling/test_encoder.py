@@ -81,3 +81,19 @@ def test_unknown_model_path_is_a_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelLoadError, match="config.json"):
         SpladeEncoder.from_pretrained(tmp_path / "empty")
+
+
+def test_max_active_dims_cuts_each_row_to_its_largest_weights(tiny_bert):
+    full = tiny_bert.encode(TEXTS)
+    cut = tiny_bert.encode_document(TEXTS, max_active_dims=5)
+    assert full.getnnz(axis=1).min() > 5  # the cut has something to do
+    assert cut.getnnz(axis=1).tolist() == [5, 5, 5]
+    for r in range(len(TEXTS)):
+        kept = cut.getrow(r)
+        row = full.getrow(r).toarray()[0]
+        np.testing.assert_allclose(kept.data, row[kept.indices])  # weights unchanged
+        assert kept.data.min() >= np.sort(row)[-5]  # and they are the largest five
+    np.testing.assert_allclose(tiny_bert.encode_query(TEXTS, max_active_dims=tiny_bert.vocab_size).toarray(),
+                               tiny_bert.encode(TEXTS, "query").toarray())
+    with pytest.raises(ValueError, match="max_active_dims"):
+        tiny_bert.encode(TEXTS, max_active_dims=0)

@@ -38,13 +38,13 @@ DOCUMENTS = [
 ]
 
 
-def st_encode(directory, texts, kind) -> sp.csr_matrix:
+def st_encode(directory, texts, kind, **options) -> sp.csr_matrix:
     """Vectors from the real sentence-transformers, loaded from the directory alone."""
     from sentence_transformers import SparseEncoder
 
     model = SparseEncoder(str(directory), device="cpu")
     encode = model.encode_query if kind == "query" else model.encode_document
-    out = encode(list(texts), convert_to_sparse_tensor=True, show_progress_bar=False).coalesce()
+    out = encode(list(texts), convert_to_sparse_tensor=True, show_progress_bar=False, **options).coalesce()
     (rows, cols), values = out.indices().numpy(), out.values().numpy()
     return sp.csr_matrix((values, (rows, cols)), shape=tuple(out.shape), dtype=np.float32)
 
@@ -78,6 +78,13 @@ def test_sparse_encoder_loads_a_saved_model_with_identical_vectors(tiny_mlm, tmp
     special = tiny_mlm.excluded_ids()
     raw = tiny_mlm.mlm.get_output_embeddings()
     assert (raw.bias[special] == EXCLUDED_BIAS).all()
+
+
+def test_max_active_dims_cuts_like_sentence_transformers(tiny_mlm, tmp_path):
+    tiny_mlm.save_pretrained(tmp_path / "m")
+    ours = tiny_mlm.encode_document(DOCUMENTS, max_active_dims=7)
+    assert ours.getnnz(axis=1).tolist() == [7, 7, 7]
+    assert_identical(ours, st_encode(tmp_path / "m", DOCUMENTS, "document", max_active_dims=7))
 
 
 def test_saved_weights_alone_exclude_special_tokens(tiny_bert, tmp_path):

@@ -97,9 +97,9 @@ def test_export_streams_in_batches(tiny_bert, tmp_path, monkeypatch):
     sizes: list[int] = []
     original = tiny_bert.encode
 
-    def spy(texts, kind="document", batch_size=32):
+    def spy(texts, kind="document", batch_size=32, **options):
         sizes.append(len(texts))
-        return original(texts, kind, batch_size)
+        return original(texts, kind, batch_size, **options)
 
     monkeypatch.setattr(tiny_bert, "encode", spy)
     # a generator input: iter_documents reads lazily, so a bad line is found only when reached
@@ -133,6 +133,25 @@ def test_failed_export_leaves_previous_output_untouched(tiny_bert, tmp_path):
     assert (out / "keep.txt").read_text() == "user file"
 
 
+@pytest.mark.parametrize("k", [0, -3, 2.5])
+def test_bad_max_active_dims_is_a_config_error(k):
+    with pytest.raises(ConfigError, match="max_active_dims"):
+        ExportConfig(max_active_dims=k)
+
+
+def test_export_max_active_dims_keeps_each_documents_largest_impacts(tiny_bert, tmp_path):
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    export_vectors(tiny_bert, GATROCRAPTIC.docs, full, ExportConfig(batch_size=4))
+    stats = export_vectors(tiny_bert, GATROCRAPTIC.docs, cut, ExportConfig(batch_size=4, max_active_dims=6))
+    assert max(len(l["vector"]) for l in read_lines(full)) > 6
+    for whole, kept in zip(read_lines(full), read_lines(cut)):
+        assert len(kept["vector"]) <= 6
+        assert all(whole["vector"][t] == v for t, v in kept["vector"].items())
+        dropped = [v for t, v in whole["vector"].items() if t not in kept["vector"]]
+        assert not dropped or max(dropped) <= min(kept["vector"].values())
+    assert json.loads((cut / EXPORT_META).read_text())["max_active_dims"] == 6 == stats.max_active_dims
+
+
 def test_export_cli(tiny_bert, tmp_path, capsys):
     from sparse_adapt.cli import main
 
@@ -141,5 +160,12 @@ def test_export_cli(tiny_bert, tmp_path, capsys):
     assert main(["export", "--model", str(model), "--docs", str(GATROCRAPTIC.docs), "--out", str(out), "--scale", "50"]) == 0
     assert len(read_lines(out)) == 26
     assert json.loads((out / EXPORT_META).read_text())["scale"] == 50
+    cut = tmp_path / "cut"
+    assert main(["export", "--model", str(model), "--docs", str(GATROCRAPTIC.docs), "--out", str(cut),
+                 "--max-active-dims", "3"]) == 0
+    assert max(len(l["vector"]) for l in read_lines(cut)) <= 3
+    assert "at most 3 terms per document" in capsys.readouterr().out
+    assert main(["export", "--model", str(model), "--docs", str(GATROCRAPTIC.docs), "--out", str(tmp_path / "x"),
+                 "--max-active-dims", "0"]) == 2
     assert main(["export", "--model", str(model), "--docs", str(tmp_path / "missing.jsonl"), "--out", str(out)]) == 2
     assert "missing.jsonl" in capsys.readouterr().err

@@ -1,0 +1,38 @@
+"""Ranked listings and the per-row cut (sparse_adapt.modeling.vectors), worked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparse_adapt.modeling.vectors import keep_top, rank
+
+
+def test_keep_top_keeps_the_largest_weights_ties_by_token_id():
+    # row 0: ids 0..4 with weights 0.5, 2.0, 1.0, 1.0, 0.1 -> top 3: id 1 (2.0), then the tie
+    # 1.0 at ids 2 and 3 (both), k = 2 keeps id 1 and id 2 (the tie goes to the smaller id).
+    # row 1: two entries, shorter than k: unchanged. row 2: empty.
+    m = sp.csr_matrix(np.array([[0.5, 2.0, 1.0, 1.0, 0.1], [0, 0, 0.3, 0, 0.2], [0, 0, 0, 0, 0]], dtype=np.float32))
+    got = keep_top(m, 2).toarray()
+    np.testing.assert_array_equal(got[0], np.array([0, 2.0, 1.0, 0, 0], dtype=np.float32))
+    np.testing.assert_array_equal(got[1], m.toarray()[1])
+    np.testing.assert_array_equal(got[2], np.zeros(5, dtype=np.float32))
+    assert keep_top(m, 3).getrow(0).nnz == 3
+    assert m.getrow(0).nnz == 5  # the input is not cut in place
+
+
+def test_keep_top_agrees_with_rank_on_random_rows():
+    rng = np.random.default_rng(0)
+    dense = np.where(rng.random((20, 50)) < 0.4, rng.random((20, 50)).round(1), 0).astype(np.float32)
+    m = sp.csr_matrix(dense)
+    cut = keep_top(m, 7)
+    for r in range(m.shape[0]):
+        ids, _ = rank(m.getrow(r).indices, m.getrow(r).data)
+        assert sorted(cut.getrow(r).indices.tolist()) == sorted(ids[:7].tolist())
+
+
+@pytest.mark.parametrize("k", [0, -1, 2.5, True])
+def test_keep_top_refuses_a_bad_k(k):
+    with pytest.raises(ValueError, match="max_active_dims"):
+        keep_top(sp.csr_matrix(np.ones((1, 3), dtype=np.float32)), k)
