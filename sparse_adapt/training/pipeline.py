@@ -242,7 +242,8 @@ def run_pipeline(
                 log({"event": "interpolate", "alpha": alpha, "anchor": str(anchor), "time": time.time(),
                      "doc_terms": {k: round(v, 1) for k, v in density.items()}})
             hooks.message(f"final = {1 - alpha:g} x {out / 'distill'} + {alpha:g} x {anchor} (distill.interpolate); "
-                          f"documents activate {density['final']:.0f} terms on average ({density['distilled']:.0f} distilled)")
+                          f"documents activate {density['final']:.0f} terms on average ({density['distilled']:.0f} distilled; "
+                          f"`export --max-active-dims N` caps a document's postings)")
         final = out / FINAL
         if main:
             splade.save_pretrained(final)

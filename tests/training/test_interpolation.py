@@ -72,6 +72,7 @@ def test_the_pipeline_saves_the_blend_of_extend_and_distill_and_keeps_distill(ti
     assert event["alpha"] == 0.25 and event["anchor"] == str(out / "extend")
     assert set(event["doc_terms"]) == {"distilled", "final"} and event["doc_terms"]["final"] > 0
     assert f"documents activate {event['doc_terms']['final']:.0f} terms on average" in buf.text()
+    assert "--max-active-dims" in buf.text()
     start, trained, final = _params(out / "extend"), _params(out / "distill"), _params(out / "final")
     moved = [k for k in final if final[k].is_floating_point() and not torch.equal(start[k], trained[k])]
     assert moved, "distill changed nothing: the test could not tell the blend from either end"
