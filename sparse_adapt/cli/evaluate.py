@@ -72,14 +72,16 @@ def _warn_truncated(splade, data: EvalData, documents: list[Document] | None) ->
             warn(note)
 
 
-def _in_memory(model: str, data: EvalData, documents: list[Document], notes: bool = True) -> dict[str, dict[str, float]]:
+def _in_memory(
+    model: str, data: EvalData, documents: list[Document], notes: bool = True, max_active_dims: int | None = None
+) -> dict[str, dict[str, float]]:
     from sparse_adapt.retrieval.evaluation import score_in_memory
     from sparse_adapt.modeling.encoder import SpladeEncoder
 
     splade = SpladeEncoder.from_pretrained(model)
     if notes:
         _warn_truncated(splade, data, documents)
-    return score_in_memory(splade, documents, data.queries)
+    return score_in_memory(splade, documents, data.queries, max_active_dims=max_active_dims)
 
 
 def _through_lucene(model: str, index: Path, data: EvalData, depth: int) -> dict[str, dict[str, float]]:
@@ -129,6 +131,11 @@ def evaluate(
     ),
     stat_test: str = typer.Option("student", "--stat-test", help=f"ranx significance test: {', '.join(STAT_TESTS)}."),
     max_p: float = typer.Option(0.05, "--max-p", min=0.0, max=1.0, help="p-value threshold for the comparison."),
+    max_active_dims: Optional[int] = typer.Option(
+        None, "--max-active-dims", min=1,
+        help="In memory: cut --model's document vectors to their N largest weights, as `export --max-active-dims` "
+        "does (not the --compare model's).",
+    ),
     save_run: Optional[Path] = typer.Option(None, "--save-run", help="Write this system's run (TREC format)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --save-run file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (see README)."),
@@ -139,6 +146,8 @@ def evaluate(
 
     if stat_test not in STAT_TESTS:
         raise ConfigError(f"--stat-test must be one of {', '.join(STAT_TESTS)}, got {stat_test!r}")
+    if max_active_dims is not None and index is not None:
+        raise ConfigError("--max-active-dims applies to in-memory scoring; an --index holds what `export` wrote")
     if save_run is not None:
         check_output(save_run, overwrite, kind="file", flag="--save-run")
     data = _load_data(docs, queries, qrels, dataset)
@@ -150,11 +159,14 @@ def evaluate(
     doc_ids = {d.doc_id for d in documents} if documents is not None else None
     for line in check_qrels(data.qrels, [q.qid for q in data.queries], doc_ids, data.names):
         warn(line)
-    run = _through_lucene(model, index, data, depth) if index is not None else _in_memory(model, data, documents)
+    run = (_through_lucene(model, index, data, depth) if index is not None
+           else _in_memory(model, data, documents, max_active_dims=max_active_dims))
     metrics = evaluate_run(data.qrels, run)
     if save_run is not None:
         save_run_file(run, save_run, model)
     how = f"Lucene index {index}" if index is not None else "in memory"
+    if max_active_dims is not None:
+        how += f", documents cut to {max_active_dims} terms"
     if compare is None:
         if as_json:
             print(json.dumps(metrics))

@@ -73,15 +73,20 @@ def check_qrels(
 
 
 def score_in_memory(
-    splade: SpladeEncoder, documents: Sequence[Document], queries: Sequence[Query], batch_size: int = 32
+    splade: SpladeEncoder,
+    documents: Sequence[Document],
+    queries: Sequence[Query],
+    batch_size: int = 32,
+    max_active_dims: int | None = None,
 ) -> dict[str, dict[str, float]]:
-    """Score every document for every query: ``{qid: {doc_id: score}}``.
+    """Score every document for every query: ``{qid: {doc_id: score}}``; ``max_active_dims``
+    cuts the document vectors as ``export --max-active-dims`` does (queries are never cut).
 
     Documents sharing no active term with the query (score 0) are left out, exactly as an
     inverted index never returns them; keeping them would let the metric library order
     those ties by doc id and credit whichever relevant document sorts first.
     """
-    D = splade.encode([d.text for d in documents], "document", batch_size)  # (n_docs, V)
+    D = splade.encode([d.text for d in documents], "document", batch_size, max_active_dims=max_active_dims)  # (n_docs, V)
     Q = splade.encode([q.text for q in queries], "query", batch_size)  # (n_queries, V)
     S = (Q @ D.T).toarray()  # (n_queries, n_docs)
     doc_ids = [d.doc_id for d in documents]

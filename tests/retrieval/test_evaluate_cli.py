@@ -39,13 +39,14 @@ def run_json(capsys, argv) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def independent_metrics(model_dir: str) -> dict[str, float]:
-    """Dot products of {token: weight} dicts, ranked and scored by ranx directly."""
+def independent_metrics(model_dir: str, keep: int | None = None) -> dict[str, float]:
+    """Dot products of {token: weight} dicts, ranked and scored by ranx directly; ``keep``: each
+    document's that many largest weights only (dicts are sorted by weight)."""
     from sparse_adapt.modeling.encoder import SpladeEncoder
 
     splade = SpladeEncoder.from_pretrained(model_dir)
     docs, queries = load_documents(GATROCRAPTIC.docs), load_queries(GATROCRAPTIC.queries)
-    dv = splade.encode_to_dicts([d.text for d in docs], "document")
+    dv = [dict(list(v.items())[:keep]) for v in splade.encode_to_dicts([d.text for d in docs], "document")]
     qv = splade.encode_to_dicts([q.text for q in queries], "query")
     run = {
         q.qid: {d.doc_id: sum(w * v.get(t, 0.0) for t, w in qw.items()) for d, v in zip(docs, dv)}
@@ -60,6 +61,14 @@ def test_in_memory_json_has_exactly_the_three_metrics(models, capsys):
     want = independent_metrics(models[0])
     for m in METRICS:
         assert got[m] == pytest.approx(want[m], abs=1e-5)
+
+
+def test_max_active_dims_scores_cut_documents(models, capsys):
+    got = run_json(capsys, ["evaluate", "--model", models[0], *FILES, "--max-active-dims", "3", "--json"])
+    cut, full = independent_metrics(models[0], keep=3), independent_metrics(models[0])
+    assert cut != full  # a cut of 3 terms changes the ranking of these random models
+    for m in METRICS:
+        assert got[m] == pytest.approx(cut[m], abs=1e-5)
 
 
 def write_beir(folder: Path, titles: dict[str, str] | None = None) -> Path:
@@ -118,6 +127,8 @@ def test_beir_folder_without_qrels_is_a_clear_error(models, tmp_path, capsys):
         (["--docs", str(GATROCRAPTIC.docs)], "missing --queries and --qrels"),
         (["--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels)], "needs --docs"),
         ([*FILES, "--stat-test", "magic"], "--stat-test"),
+        (["--index", "idx", "--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels),
+          "--max-active-dims", "8"], "--max-active-dims applies to in-memory"),
     ],
 )
 def test_bad_option_combinations(models, capsys, argv, message):
