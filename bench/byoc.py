@@ -37,11 +37,14 @@ INPUTS = ("corpus", "hand-written")
 SEMANTIC_GAIN, CONTROL_LOSS = 0.10, 0.02
 
 
-def heldout_per_query(model: SpladeEncoder, files: corpora.CorpusFiles) -> dict[str, dict[str, float]]:
-    """``{group: {qid: nDCG@10}}`` over the held-out groups' judged queries, encoding only those."""
+def heldout_per_query(
+    model: SpladeEncoder, files: corpora.CorpusFiles, max_active_dims: int | None = None
+) -> dict[str, dict[str, float]]:
+    """``{group: {qid: nDCG@10}}`` over the held-out groups' judged queries, encoding only those;
+    ``max_active_dims`` cuts the documents as ``export --max-active-dims`` does."""
     ev = EvalSet.load(files)
     wanted = {q for g in GROUPS for q in ev.groups[g] if q in ev.qrels}
-    run = score_in_memory(model, ev.documents, [q for q in ev.queries if q.qid in wanted])
+    run = score_in_memory(model, ev.documents, [q for q in ev.queries if q.qid in wanted], max_active_dims=max_active_dims)
     per = evaluate_per_query(ev.qrels, run, METRIC)
     return {g: {q: per[q] for q in ev.groups[g] if q in per} for g in GROUPS}
 
@@ -93,7 +96,7 @@ def paired_change(base: dict[str, float], adapted: dict[str, float]) -> dict:
 
 def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0, config: Path | None = None,
             glosses: bool = False, make_train: dict | None = None, pretrain: bool | None = None,
-            pretrained: Path | None = None) -> dict:
+            pretrained: Path | None = None, max_active_dims: int | None = None) -> dict:
     """``pretrained``: a ``sparse-adapt pretrain`` output of ``base`` to train from (what ``adapt``
     would build in each run directory, made once); ``pretrain``: as ``adapt --pretrain``."""
     from sparse_adapt.corpus.adapt import run_adapt
@@ -107,7 +110,8 @@ def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0, c
                        glosses=glosses, pretrain=False if pretrained is not None else pretrain,
                        **(make_train or {}), **given)
     seconds = time.perf_counter() - t0
-    return {"seconds": round(seconds, 1), "per_query": heldout_per_query(SpladeEncoder.from_pretrained(result.final), files),
+    final = SpladeEncoder.from_pretrained(result.final)
+    return {"seconds": round(seconds, 1), "per_query": heldout_per_query(final, files, max_active_dims),
             "generated": result.files.generated}
 
 
@@ -128,6 +132,9 @@ def main() -> None:
     ap.add_argument("--no-pretrain", action="store_true", help="adapt --no-pretrain (the rows before pretraining existed)")
     ap.add_argument("--pretrained", type=Path, default=None,
                     help="a `sparse-adapt pretrain` output of the (one) base, trained from instead of pretraining per run")
+    ap.add_argument("--max-active-dims", type=int, default=None,
+                    help="score the adapted model with its documents cut to N terms (export --max-active-dims); "
+                    "the base is scored uncut; a variant: own --json")
     args = ap.parse_args()
     if args.pretrained is not None and (args.no_pretrain or "," in args.bases):
         ap.error("--pretrained is the pretraining of one base: give one --bases and no --no-pretrain")
@@ -144,11 +151,14 @@ def main() -> None:
             base_scores = heldout_per_query(SpladeEncoder.from_pretrained(base), domain.files)
             for inputs, seed in ((i, int(k)) for i in args.inputs.split(",") for k in args.seeds.split(",")):
                 one = run_one(spec, base, inputs, args.workdir, seed, args.config, args.glosses, make_train,
-                              pretrain=False if args.no_pretrain else None, pretrained=args.pretrained)
+                              pretrain=False if args.no_pretrain else None, pretrained=args.pretrained,
+                              max_active_dims=args.max_active_dims)
                 row = {"domain": domain.name, "split": domain.split, "base": base, "inputs": inputs, "seed": seed,
                        "seconds": one["seconds"], "groups": {}}
                 if args.pretrained is not None:
                     row["pretrained"] = str(args.pretrained)
+                if args.max_active_dims is not None:
+                    row["max_active_dims"] = args.max_active_dims
                 for g in GROUPS:
                     b, a = base_scores[g], one["per_query"][g]
                     row["groups"][g] = {"queries": len(b), "base": group_mean(b), "adapted": group_mean(a), **paired_change(b, a)}

@@ -26,6 +26,18 @@ def test_group_means_equal_the_benchmark_suites(tiny_bert):
         assert (group_mean(per_query[g]), len(per_query[g])) == (pytest.approx(suite[g][METRIC], abs=1e-6), suite[g]["queries"])
 
 
+def test_max_active_dims_scores_the_cut_documents(tiny_bert, monkeypatch):
+    import bench.byoc as byoc
+
+    seen = []
+    real = byoc.score_in_memory
+    monkeypatch.setattr(byoc, "score_in_memory", lambda *a, **k: seen.append(k.get("max_active_dims")) or real(*a, **k))
+    cut = heldout_per_query(tiny_bert, corpora.get("pharma"), max_active_dims=2)
+    full = heldout_per_query(tiny_bert, corpora.get("pharma"))
+    assert seen == [2, None]
+    assert cut != full  # two terms per document rank this random model's documents differently
+
+
 def test_paired_change_counts_and_exact_p_value_by_hand():
     # Three queries all gaining 0.5: of the 2^3 sign flips only "all +" and "all -" reach
     # |mean| >= 0.5, so the two-sided p is 2/8.
