@@ -70,7 +70,7 @@ class ExportStats:
     seconds: float
     scale: int
     model: str
-    truncated: int = 0  # documents longer than the model's doc_max_length, cut
+    truncated: int = 0  # documents longer than the model's doc_max_length, truncated
     model_sha256: str = ""  # content hash of the exporting model (modeling/fingerprint.py)
     max_active_dims: int | None = None  # the cut applied to every document, None: none
 
@@ -128,7 +128,7 @@ def export_vectors(
     config = config or ExportConfig()
     vocab = lucene_vocabulary(splade)
     task = progress.task("exporting", count_lines(Path(docs))) if progress is not None else None
-    n_docs = postings = cut = 0
+    n_docs = postings = n_truncated = 0
     digest = model_sha256(splade)
     start = time.perf_counter()
     with atomic_directory(Path(out)) as tmp:
@@ -137,7 +137,7 @@ def export_vectors(
             # memory stays bounded by the window, not the corpus.
             for batch in _batches(iter_documents(docs), config.batch_size * SORT_WINDOW_BATCHES):
                 texts = [d.text for d in batch]
-                cut += len(truncated(splade, texts, "document"))
+                n_truncated += len(truncated(splade, texts, "document"))
                 matrix = splade.encode(texts, "document", config.batch_size, max_active_dims=config.max_active_dims)  # (B, V)
                 for doc, vector in zip(batch, quantise(matrix, vocab, config.scale)):
                     f.write(json.dumps({"id": doc.doc_id, "contents": doc.text, "vector": vector}, ensure_ascii=False))
@@ -148,7 +148,7 @@ def export_vectors(
                     rate = n_docs / max(time.perf_counter() - start, 1e-9)
                     task.advance(len(batch), description=f"exporting ({rate:.1f} docs/s)")
         stats = ExportStats(
-            n_docs, postings, time.perf_counter() - start, config.scale, model_name or splade.settings.base, cut, digest,
+            n_docs, postings, time.perf_counter() - start, config.scale, model_name or splade.settings.base, n_truncated, digest,
             config.max_active_dims,
         )
         meta = {**asdict(stats), "docs_per_second": stats.docs_per_second, "docs": str(docs)}
