@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 import typer
 from rich.table import Table
@@ -20,6 +20,9 @@ from rich.table import Table
 from sparse_adapt.cli.output import BASE_HELP, console, warn
 from sparse_adapt.data import Document, Qrels, Query
 from sparse_adapt.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sparse_adapt.retrieval.feedback import Feedback
 
 
 # ranx's paired tests; "student" (paired t-test) is ranx's default and needs no sampling.
@@ -73,7 +76,8 @@ def _warn_truncated(splade, data: EvalData, documents: list[Document] | None) ->
 
 
 def _in_memory(
-    model: str, data: EvalData, documents: list[Document], notes: bool = True, max_active_dims: int | None = None
+    model: str, data: EvalData, documents: list[Document], notes: bool = True, max_active_dims: int | None = None,
+    feedback: Feedback | None = None,
 ) -> dict[str, dict[str, float]]:
     from sparse_adapt.retrieval.evaluation import score_in_memory
     from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -81,7 +85,24 @@ def _in_memory(
     splade = SpladeEncoder.from_pretrained(model)
     if notes:
         _warn_truncated(splade, data, documents)
-    return score_in_memory(splade, documents, data.queries, max_active_dims=max_active_dims)
+    return score_in_memory(splade, documents, data.queries, max_active_dims=max_active_dims, feedback=feedback)
+
+
+def _feedback(on: bool, docs: int | None, weight: float | None, terms: int | None) -> Feedback | None:
+    """The ``--feedback`` settings (None when off); a tuning flag without ``--feedback`` is refused."""
+    given = {"--feedback-docs": docs, "--feedback-weight": weight, "--feedback-terms": terms}
+    if not on:
+        stray = [flag for flag, v in given.items() if v is not None]
+        if stray:
+            raise ConfigError(f"{', '.join(stray)} tunes pseudo-relevance feedback; add --feedback to turn it on")
+        return None
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    chosen = {k: v for k, v in zip(("docs", "weight", "terms"), given.values()) if v is not None}
+    try:
+        return Feedback(**chosen)
+    except ValueError as e:
+        raise ConfigError(f"--{str(e).replace(' ', '-', 1)}") from None
 
 
 def _through_lucene(model: str, index: Path, data: EvalData, depth: int) -> dict[str, dict[str, float]]:
@@ -136,6 +157,17 @@ def evaluate(
         help="In memory: cut --model's document vectors to their N largest weights, as `export --max-active-dims` "
         "does (not the --compare model's).",
     ),
+    feedback: bool = typer.Option(
+        False, "--feedback", help="In memory: score --model a second time with Rocchio pseudo-relevance feedback "
+        "(each query plus a share of its best documents' vectors; not the --compare model's).",
+    ),
+    feedback_docs: Optional[int] = typer.Option(None, "--feedback-docs", help="With --feedback: documents fed back (default 1)."),
+    feedback_weight: Optional[float] = typer.Option(
+        None, "--feedback-weight", help="With --feedback: the documents' share against the query (default 0.5)."
+    ),
+    feedback_terms: Optional[int] = typer.Option(
+        None, "--feedback-terms", help="With --feedback: the fed-back centroid's terms kept (default 32)."
+    ),
     save_run: Optional[Path] = typer.Option(None, "--save-run", help="Write this system's run (TREC format)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --save-run file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (see README)."),
@@ -148,6 +180,9 @@ def evaluate(
         raise ConfigError(f"--stat-test must be one of {', '.join(STAT_TESTS)}, got {stat_test!r}")
     if max_active_dims is not None and index is not None:
         raise ConfigError("--max-active-dims applies to in-memory scoring; an --index holds what `export` wrote")
+    fb = _feedback(feedback, feedback_docs, feedback_weight, feedback_terms)
+    if fb is not None and index is not None:
+        raise ConfigError("--feedback applies to in-memory scoring; it is not available with --index yet")
     if save_run is not None:
         check_output(save_run, overwrite, kind="file", flag="--save-run")
     data = _load_data(docs, queries, qrels, dataset)
@@ -160,13 +195,15 @@ def evaluate(
     for line in check_qrels(data.qrels, [q.qid for q in data.queries], doc_ids, data.names):
         warn(line)
     run = (_through_lucene(model, index, data, depth) if index is not None
-           else _in_memory(model, data, documents, max_active_dims=max_active_dims))
+           else _in_memory(model, data, documents, max_active_dims=max_active_dims, feedback=fb))
     metrics = evaluate_run(data.qrels, run)
     if save_run is not None:
         save_run_file(run, save_run, model)
     how = f"Lucene index {index}" if index is not None else "in memory"
     if max_active_dims is not None:
         how += f", documents cut to {max_active_dims} terms"
+    if fb is not None:
+        how += f", Rocchio feedback from {fb.docs} document(s) at weight {fb.weight:g}, {fb.terms} terms"
     if compare is None:
         if as_json:
             print(json.dumps(metrics))
@@ -179,6 +216,8 @@ def evaluate(
     from ranx import compare as ranx_compare
 
     name_a = model if index is None else f"{model} (lucene)"
+    if fb is not None:
+        name_a = f"{model} (feedback)"
     if Path(compare).is_file():
         other = _read_run(Path(compare), compare)
     else:

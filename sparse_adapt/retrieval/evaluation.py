@@ -16,6 +16,7 @@ from sparse_adapt.atomic import atomic_file
 from sparse_adapt.data import Document, Query
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.retrieval.feedback import Feedback, rocchio
 
 # The metrics `sparse-adapt evaluate` reports, in ranx's names; keys of its --json output.
 DEFAULT_METRICS = ("ndcg@10", "mrr@10", "recall@5")
@@ -78,9 +79,11 @@ def score_in_memory(
     queries: Sequence[Query],
     batch_size: int = 32,
     max_active_dims: int | None = None,
+    feedback: Feedback | None = None,
 ) -> dict[str, dict[str, float]]:
     """Score every document for every query: ``{qid: {doc_id: score}}``; ``max_active_dims``
-    cuts the document vectors as ``export --max-active-dims`` does (queries are never cut).
+    cuts the document vectors as ``export --max-active-dims`` does (queries are never cut);
+    ``feedback`` scores a second time with Rocchio-expanded queries (``feedback.py``).
 
     Documents sharing no active term with the query (score 0) are left out, exactly as an
     inverted index never returns them; keeping them would let the metric library order
@@ -89,6 +92,8 @@ def score_in_memory(
     D = splade.encode([d.text for d in documents], "document", batch_size, max_active_dims=max_active_dims)  # (n_docs, V)
     Q = splade.encode([q.text for q in queries], "query", batch_size)  # (n_queries, V)
     S = (Q @ D.T).toarray()  # (n_queries, n_docs)
+    if feedback is not None:
+        S = (rocchio(Q, D, S, feedback) @ D.T).toarray()  # (n_queries, n_docs)
     doc_ids = [d.doc_id for d in documents]
     return {
         q.qid: {d: float(v) for d, v in zip(doc_ids, S[i].tolist()) if v > 0.0} for i, q in enumerate(queries)

@@ -71,6 +71,30 @@ def test_max_active_dims_scores_cut_documents(models, capsys):
         assert got[m] == pytest.approx(cut[m], abs=1e-5)
 
 
+def test_feedback_scores_the_expanded_queries(models, capsys):
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+    from sparse_adapt.retrieval.feedback import Feedback, rocchio
+
+    got = run_json(capsys, ["evaluate", "--model", models[0], *FILES, "--feedback", "--feedback-docs", "2",
+                            "--feedback-weight", "1.5", "--json"])
+    # Independently: the Rocchio queries' dot products with every document, ranked by ranx.
+    splade = SpladeEncoder.from_pretrained(models[0])
+    docs, queries = load_documents(GATROCRAPTIC.docs), load_queries(GATROCRAPTIC.queries)
+    D = splade.encode([d.text for d in docs], "document")
+    Q = splade.encode([q.text for q in queries], "query")
+    S = (rocchio(Q, D, (Q @ D.T).toarray(), Feedback(docs=2, weight=1.5)) @ D.T).toarray()
+    run = {q.qid: {d.doc_id: float(S[i, j]) for j, d in enumerate(docs) if S[i, j] > 0} for i, q in enumerate(queries)}
+    want = evaluate(Qrels(load_qrels(GATROCRAPTIC.qrels)), Run(run), METRICS, make_comparable=True)
+    assert want != independent_metrics(models[0])  # feedback changes this random model's ranking
+    for m in METRICS:
+        assert got[m] == pytest.approx(want[m], abs=1e-5)
+
+
+def test_feedback_against_the_same_model_without_it(models, capsys):
+    got = run_json(capsys, ["evaluate", "--model", models[0], *FILES, "--feedback", "--compare", models[0], "--json"])
+    assert list(got["comparison"]["model_names"]) == [f"{models[0]} (feedback)", models[0]]
+
+
 def write_beir(folder: Path, titles: dict[str, str] | None = None) -> Path:
     """The Gatrocraptic files in BEIR's layout (plus an unjudged query, as BEIR's queries.jsonl has)."""
     titles = titles or {}
@@ -129,6 +153,13 @@ def test_beir_folder_without_qrels_is_a_clear_error(models, tmp_path, capsys):
         ([*FILES, "--stat-test", "magic"], "--stat-test"),
         (["--index", "idx", "--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels),
           "--max-active-dims", "8"], "--max-active-dims applies to in-memory"),
+        (["--index", "idx", "--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels),
+          "--feedback"], "--feedback applies to in-memory"),
+        ([*FILES, "--feedback-docs", "2"], "--feedback-docs tunes pseudo-relevance feedback; add --feedback"),
+        ([*FILES, "--feedback-weight", "1", "--feedback-terms", "4"], "--feedback-weight, --feedback-terms tunes"),
+        ([*FILES, "--feedback", "--feedback-docs", "0"], "--feedback-docs must be a positive integer, got 0"),
+        ([*FILES, "--feedback", "--feedback-weight", "nan"], "--feedback-weight must be a positive finite number"),
+        ([*FILES, "--feedback", "--feedback-terms", "0"], "--feedback-terms must be a positive integer"),
     ],
 )
 def test_bad_option_combinations(models, capsys, argv, message):

@@ -1,0 +1,114 @@
+"""Rocchio pseudo-relevance feedback on sparse vectors (``retrieval/feedback.py``): expected
+values are the formula worked by hand on matrices small enough to read."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparse_adapt.data import Document, Query
+from sparse_adapt.retrieval.evaluation import score_in_memory
+from sparse_adapt.retrieval.feedback import Feedback, feedback_documents, rocchio
+
+# Vocabulary of 5 terms; three documents.
+D = sp.csr_matrix(np.array([
+    [2.0, 0.0, 1.0, 0.0, 0.0],  # d0: terms 0 and 2
+    [0.0, 3.0, 0.0, 0.0, 4.0],  # d1: terms 1 and 4
+    [1.0, 0.0, 0.0, 5.0, 0.0],  # d2: terms 0 and 3
+]))
+
+
+def first_pass(Q: sp.csr_matrix) -> np.ndarray:
+    return (Q @ D.T).toarray()
+
+
+def test_one_document_by_hand():
+    # q = term 2 only: scores (1, 0, 0), so d0 is fed back: q' = q + 0.5 * d0.
+    Q = sp.csr_matrix(np.array([[0.0, 0.0, 2.0, 0.0, 0.0]]))
+    got = rocchio(Q, D, first_pass(Q), Feedback(docs=1, weight=0.5, terms=32)).toarray()
+    np.testing.assert_allclose(got, [[1.0, 0.0, 2.5, 0.0, 0.0]])
+    # The second pass now reaches d2 through term 0, which the query never had.
+    assert first_pass(Q)[0, 2] == 0.0
+    assert (got @ D.T.toarray())[0, 2] == pytest.approx(1.0)  # 1.0 (term 0) * 1.0
+
+
+def test_two_documents_average_and_the_centroid_is_cut_to_its_terms():
+    # q = terms 0 and 1: scores d0 2, d1 3, d2 1 -> d1 then d0; centroid (d0 + d1) / 2 =
+    # (1, 1.5, 0.5, 0, 2); its top 2 terms are 4 (2.0) and 1 (1.5).
+    Q = sp.csr_matrix(np.array([[1.0, 1.0, 0.0, 0.0, 0.0]]))
+    got = rocchio(Q, D, first_pass(Q), Feedback(docs=2, weight=1.0, terms=2)).toarray()
+    np.testing.assert_allclose(got, [[1.0, 2.5, 0.0, 0.0, 2.0]])
+
+
+def test_centroid_ties_keep_the_lower_token_id():
+    # q = term 0: d0 scores 2, d2 1 -> d0, whose terms are 0 (2.0) and 2 (1.0); one term kept: 0.
+    # Of two equal weights the lower token id is kept, as in every listing.
+    Q = sp.csr_matrix(np.array([[1.0, 0.0, 0.0, 0.0, 0.0]]))
+    got = rocchio(Q, D, first_pass(Q), Feedback(docs=1, weight=1.0, terms=1)).toarray()
+    np.testing.assert_allclose(got, [[3.0, 0.0, 0.0, 0.0, 0.0]])
+    tie = sp.csr_matrix(np.array([[1.0, 1.0]]))
+    one = rocchio(sp.csr_matrix((1, 2)), tie, np.array([[1.0]]), Feedback(docs=1, weight=1.0, terms=1)).toarray()
+    np.testing.assert_allclose(one, [[1.0, 0.0]])
+
+
+def test_equal_scores_feed_back_the_earlier_document():
+    assert [p.tolist() for p in feedback_documents(np.array([[1.0, 3.0, 3.0, 0.5]]), 2)] == [[1, 2]]
+    assert [p.tolist() for p in feedback_documents(np.array([[1.0, 3.0, 3.0, 0.5]]), 1)] == [[1]]
+    # Long enough for numpy's default (unstable) sort to reorder the ties.
+    flat = np.ones((1, 200))
+    flat[0, ::7] = 0.5
+    assert feedback_documents(flat, 5)[0].tolist() == [1, 2, 3, 4, 5]
+
+
+def test_documents_with_no_shared_term_are_never_fed_back():
+    # q = term 3 matches only d2; with docs=3 the two zero-score documents must not dilute it.
+    Q = sp.csr_matrix(np.array([[0.0, 0.0, 0.0, 1.0, 0.0], [0.0] * 5]))
+    S = first_pass(Q)
+    assert [p.tolist() for p in feedback_documents(S, 3)] == [[2], []]
+    got = rocchio(Q, D, S, Feedback(docs=3, weight=1.0, terms=32)).toarray()
+    np.testing.assert_allclose(got[0], [1.0, 0.0, 0.0, 6.0, 0.0])  # q + d2, not q + (d2) / 3
+    np.testing.assert_allclose(got[1], 0.0)  # a query matching nothing is left as it was
+
+
+def test_every_query_gets_its_own_feedback():
+    Q = sp.csr_matrix(np.array([[0.0, 0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]]))
+    got = rocchio(Q, D, first_pass(Q), Feedback(docs=1, weight=0.5, terms=32)).toarray()
+    np.testing.assert_allclose(got, [[1.0, 0.0, 1.5, 0.0, 0.0], [0.0, 1.5, 0.0, 0.0, 3.0]])
+
+
+def test_scores_of_the_wrong_shape_are_refused():
+    Q = sp.csr_matrix(np.ones((2, 5)))
+    with pytest.raises(ValueError, match="shape"):
+        rocchio(Q, D, np.ones((2, 2)), Feedback())
+
+
+@pytest.mark.parametrize("field,value", [
+    ("docs", 0), ("docs", 1.5), ("docs", True), ("terms", 0), ("weight", 0.0), ("weight", -1.0), ("weight", math.nan),
+    ("weight", math.inf),
+])
+def test_bad_settings_are_refused(field, value):
+    with pytest.raises(ValueError, match=f"feedback {field}"):
+        Feedback(**{field: value})
+
+
+class FixedVectors:
+    """An encoder whose vectors are given rows of D (documents) and Q (queries)."""
+
+    def __init__(self, Q):
+        self.Q = Q
+
+    def encode(self, texts, kind, batch_size=32, **options):
+        return D if kind == "document" else self.Q
+
+
+def test_score_in_memory_scores_the_expanded_queries():
+    docs = [Document(f"d{i}", f"text {i}") for i in range(3)]
+    Q = sp.csr_matrix(np.array([[0.0, 0.0, 2.0, 0.0, 0.0]]))
+    plain = score_in_memory(FixedVectors(Q), docs, [Query("q", "x")])
+    fed = score_in_memory(FixedVectors(Q), docs, [Query("q", "x")], feedback=Feedback(docs=1, weight=0.5))
+    assert plain == {"q": {"d0": 2.0}}
+    # q' = (1, 0, 2.5, 0, 0): d0 1*2 + 2.5*1 = 4.5; d2 1*1 = 1; d1 shares nothing and is left out.
+    assert fed == {"q": {"d0": pytest.approx(4.5), "d2": pytest.approx(1.0)}}
