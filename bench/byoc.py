@@ -15,6 +15,7 @@ sees which changes one rank move could explain.
     python -m bench.byoc --domains pharma --bases offline-splade-tiny --inputs corpus --seeds 0,1
     python -m bench.byoc --domains /path/to/domain      # a directory with the bundled file names
     python -m bench.byoc --config variant.toml --workdir runs/byoc-variant --json variant.json
+    python -m bench.byoc --workdir runs/byoc --feedback --json feedback.json   # the same models, scored with feedback
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,7 @@ import corpora
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.report.benchmark import METRIC, EvalSet, resolve_domain
 from sparse_adapt.retrieval.evaluation import evaluate_per_query, score_in_memory
+from sparse_adapt.retrieval.feedback import Feedback
 
 GROUPS = ("heldout-domain-semantic", "heldout-domain-explicit", "heldout-control")
 INPUTS = ("corpus", "hand-written")
@@ -38,13 +41,16 @@ SEMANTIC_GAIN, CONTROL_LOSS = 0.10, 0.02
 
 
 def heldout_per_query(
-    model: SpladeEncoder, files: corpora.CorpusFiles, max_active_dims: int | None = None
+    model: SpladeEncoder, files: corpora.CorpusFiles, max_active_dims: int | None = None,
+    feedback: Feedback | None = None,
 ) -> dict[str, dict[str, float]]:
     """``{group: {qid: nDCG@10}}`` over the held-out groups' judged queries, encoding only those;
-    ``max_active_dims`` cuts the documents as ``export --max-active-dims`` does."""
+    ``max_active_dims`` cuts the documents as ``export --max-active-dims`` does; ``feedback``
+    scores with Rocchio pseudo-relevance feedback as ``evaluate --feedback`` does."""
     ev = EvalSet.load(files)
     wanted = {q for g in GROUPS for q in ev.groups[g] if q in ev.qrels}
-    run = score_in_memory(model, ev.documents, [q for q in ev.queries if q.qid in wanted], max_active_dims=max_active_dims)
+    run = score_in_memory(model, ev.documents, [q for q in ev.queries if q.qid in wanted],
+                           max_active_dims=max_active_dims, feedback=feedback)
     per = evaluate_per_query(ev.qrels, run, METRIC)
     return {g: {q: per[q] for q in ev.groups[g] if q in per} for g in GROUPS}
 
@@ -96,7 +102,8 @@ def paired_change(base: dict[str, float], adapted: dict[str, float]) -> dict:
 
 def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0, config: Path | None = None,
             glosses: bool = False, make_train: dict | None = None, pretrain: bool | None = None,
-            pretrained: Path | None = None, max_active_dims: int | None = None) -> dict:
+            pretrained: Path | None = None, max_active_dims: int | None = None,
+            feedback: Feedback | None = None) -> dict:
     """``pretrained``: a ``sparse-adapt pretrain`` output of ``base`` to train from (what ``adapt``
     would build in each run directory, made once); ``pretrain``: as ``adapt --pretrain``."""
     from sparse_adapt.corpus.adapt import run_adapt
@@ -111,7 +118,7 @@ def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0, c
                        **(make_train or {}), **given)
     seconds = time.perf_counter() - t0
     final = SpladeEncoder.from_pretrained(result.final)
-    return {"seconds": round(seconds, 1), "per_query": heldout_per_query(final, files, max_active_dims),
+    return {"seconds": round(seconds, 1), "per_query": heldout_per_query(final, files, max_active_dims, feedback),
             "generated": result.files.generated}
 
 
@@ -135,6 +142,9 @@ def main() -> None:
     ap.add_argument("--max-active-dims", type=int, default=None,
                     help="score the adapted model with its documents cut to N terms (export --max-active-dims); "
                     "the base is scored uncut; a variant: own --json")
+    ap.add_argument("--feedback", action="store_true",
+                    help="score base and adapted model with Rocchio pseudo-relevance feedback (evaluate --feedback's "
+                    "defaults); rerun on the same --workdir with its own --json")
     args = ap.parse_args()
     if args.pretrained is not None and (args.no_pretrain or "," in args.bases):
         ap.error("--pretrained is the pretraining of one base: give one --bases and no --no-pretrain")
@@ -142,23 +152,26 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(args.threads)
+    feedback = Feedback() if args.feedback else None
     make_train = {k: v for k, v in (("negatives", args.negatives), ("siblings", args.siblings)) if v is not None}
     rows = []
     previous = json.loads(args.json.read_text()) if args.json and args.json.is_file() else []
     for spec in args.domains.split(","):
         domain = resolve_domain(spec)
         for base in args.bases.split(","):
-            base_scores = heldout_per_query(SpladeEncoder.from_pretrained(base), domain.files)
+            base_scores = heldout_per_query(SpladeEncoder.from_pretrained(base), domain.files, feedback=feedback)
             for inputs, seed in ((i, int(k)) for i in args.inputs.split(",") for k in args.seeds.split(",")):
                 one = run_one(spec, base, inputs, args.workdir, seed, args.config, args.glosses, make_train,
                               pretrain=False if args.no_pretrain else None, pretrained=args.pretrained,
-                              max_active_dims=args.max_active_dims)
+                              max_active_dims=args.max_active_dims, feedback=feedback)
                 row = {"domain": domain.name, "split": domain.split, "base": base, "inputs": inputs, "seed": seed,
                        "seconds": one["seconds"], "groups": {}}
                 if args.pretrained is not None:
                     row["pretrained"] = str(args.pretrained)
                 if args.max_active_dims is not None:
                     row["max_active_dims"] = args.max_active_dims
+                if feedback is not None:
+                    row["feedback"] = asdict(feedback)
                 for g in GROUPS:
                     b, a = base_scores[g], one["per_query"][g]
                     row["groups"][g] = {"queries": len(b), "base": group_mean(b), "adapted": group_mean(a), **paired_change(b, a)}

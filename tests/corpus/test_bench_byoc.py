@@ -38,6 +38,27 @@ def test_max_active_dims_scores_the_cut_documents(tiny_bert, monkeypatch):
     assert cut != full  # two terms per document rank this random model's documents differently
 
 
+def test_feedback_scores_with_rocchio_queries(tiny_bert, monkeypatch):
+    import bench.byoc as byoc
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    runs = []
+    real = byoc.score_in_memory
+
+    def spy(*a, **k):
+        runs.append((k.get("feedback"), real(*a, **k)))
+        return runs[-1][1]
+
+    monkeypatch.setattr(byoc, "score_in_memory", spy)
+    strong = Feedback(docs=3, weight=20.0, terms=4)  # a random model's vectors are dense: push hard
+    heldout_per_query(tiny_bert, corpora.get("pharma"), feedback=strong)
+    heldout_per_query(tiny_bert, corpora.get("pharma"))
+    (fb, fed), (none, plain) = runs
+    assert (fb, none) == (strong, None)
+    top = lambda run: {q: sorted(s, key=lambda d: (-s[d], d))[:10] for q, s in run.items()}  # noqa: E731
+    assert top(fed) != top(plain)  # the fed-back documents' terms rerank this random model's documents
+
+
 def test_paired_change_counts_and_exact_p_value_by_hand():
     # Three queries all gaining 0.5: of the 2^3 sign flips only "all +" and "all -" reach
     # |mean| >= 0.5, so the two-sided p is 2/8.
