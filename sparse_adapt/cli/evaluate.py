@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING, Callable, Iterable, Optional
 import typer
 from rich.table import Table
 
-from sparse_adapt.cli.output import BASE_HELP, console, warn
+from sparse_adapt.cli.output import (
+    BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, console,
+    feedback_settings, warn,
+)
 from sparse_adapt.data import Document, Qrels, Query
 from sparse_adapt.errors import ConfigError
 
@@ -88,24 +91,9 @@ def _in_memory(
     return score_in_memory(splade, documents, data.queries, max_active_dims=max_active_dims, feedback=feedback)
 
 
-def _feedback(on: bool, docs: int | None, weight: float | None, terms: int | None) -> Feedback | None:
-    """The ``--feedback`` settings (None when off); a tuning flag without ``--feedback`` is refused."""
-    given = {"--feedback-docs": docs, "--feedback-weight": weight, "--feedback-terms": terms}
-    if not on:
-        stray = [flag for flag, v in given.items() if v is not None]
-        if stray:
-            raise ConfigError(f"{', '.join(stray)} tunes pseudo-relevance feedback; add --feedback to turn it on")
-        return None
-    from sparse_adapt.retrieval.feedback import Feedback
-
-    chosen = {k: v for k, v in zip(("docs", "weight", "terms"), given.values()) if v is not None}
-    try:
-        return Feedback(**chosen)
-    except ValueError as e:
-        raise ConfigError(f"--{str(e).replace(' ', '-', 1)}") from None
-
-
-def _through_lucene(model: str, index: Path, data: EvalData, depth: int) -> dict[str, dict[str, float]]:
+def _through_lucene(
+    model: str, index: Path, data: EvalData, depth: int, feedback: Feedback | None = None
+) -> dict[str, dict[str, float]]:
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.retrieval.searcher import LuceneRetriever
 
@@ -114,7 +102,7 @@ def _through_lucene(model: str, index: Path, data: EvalData, depth: int) -> dict
     if mismatch:
         warn(mismatch)
     _warn_truncated(retriever.encoder.splade, data, None)
-    return retriever.run(data.queries, k=depth)
+    return retriever.run(data.queries, k=depth, feedback=feedback)
 
 
 def _read_run(path: Path, name: str):
@@ -157,17 +145,10 @@ def evaluate(
         help="In memory: cut --model's document vectors to their N largest weights, as `export --max-active-dims` "
         "does (not the --compare model's).",
     ),
-    feedback: bool = typer.Option(
-        False, "--feedback", help="In memory: score --model a second time with Rocchio pseudo-relevance feedback "
-        "(each query plus a share of its best documents' vectors; not the --compare model's).",
-    ),
-    feedback_docs: Optional[int] = typer.Option(None, "--feedback-docs", help="With --feedback: documents fed back (default 1)."),
-    feedback_weight: Optional[float] = typer.Option(
-        None, "--feedback-weight", help="With --feedback: the documents' share against the query (default 0.5)."
-    ),
-    feedback_terms: Optional[int] = typer.Option(
-        None, "--feedback-terms", help="With --feedback: the fed-back centroid's terms kept (default 32)."
-    ),
+    feedback: bool = FEEDBACK_OPTION,
+    feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
+    feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,
+    feedback_terms: Optional[int] = FEEDBACK_TERMS_OPTION,
     save_run: Optional[Path] = typer.Option(None, "--save-run", help="Write this system's run (TREC format)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --save-run file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (see README)."),
@@ -180,9 +161,7 @@ def evaluate(
         raise ConfigError(f"--stat-test must be one of {', '.join(STAT_TESTS)}, got {stat_test!r}")
     if max_active_dims is not None and index is not None:
         raise ConfigError("--max-active-dims applies to in-memory scoring; an --index holds what `export` wrote")
-    fb = _feedback(feedback, feedback_docs, feedback_weight, feedback_terms)
-    if fb is not None and index is not None:
-        raise ConfigError("--feedback applies to in-memory scoring; it is not available with --index yet")
+    fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
     if save_run is not None:
         check_output(save_run, overwrite, kind="file", flag="--save-run")
     data = _load_data(docs, queries, qrels, dataset)
@@ -194,7 +173,7 @@ def evaluate(
     doc_ids = {d.doc_id for d in documents} if documents is not None else None
     for line in check_qrels(data.qrels, [q.qid for q in data.queries], doc_ids, data.names):
         warn(line)
-    run = (_through_lucene(model, index, data, depth) if index is not None
+    run = (_through_lucene(model, index, data, depth, fb) if index is not None
            else _in_memory(model, data, documents, max_active_dims=max_active_dims, feedback=fb))
     metrics = evaluate_run(data.qrels, run)
     if save_run is not None:

@@ -9,7 +9,10 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, console, require_text, warn
+from sparse_adapt.cli.output import (
+    BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, OVERWRITE_HELP,
+    console, feedback_settings, require_text, warn,
+)
 
 
 def export(
@@ -52,6 +55,9 @@ def index(
     vectors: Path = typer.Option(..., "--vectors", help="Directory written by `sparse-adapt export`."),
     index_dir: Path = typer.Option(..., "--index", help="Lucene index directory (replaced atomically)."),
     threads: int = typer.Option(1, "--threads-index", min=1, help="Anserini indexing threads."),
+    store_vectors: bool = typer.Option(
+        False, "--store-vectors", help="Also store each document's impacts (a larger index), for search/evaluate --feedback."
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """Build a Lucene impact index (Pyserini --impact --pretokenized) with a Java 21+ found by itself."""
@@ -62,10 +68,10 @@ def index(
     check_output(index_dir, overwrite, flag="--index")
     meta = read_export_meta(vectors)
     validate_vectors(vectors, meta["documents"])
-    seconds = build_index(vectors, index_dir, threads)
+    seconds = build_index(vectors, index_dir, threads, store_vectors)
     IndexMeta(
         scale=meta["scale"], model=meta["model"], documents=meta["documents"], seconds=seconds,
-        model_sha256=str(meta.get("model_sha256", "")),
+        model_sha256=str(meta.get("model_sha256", "")), vectors=store_vectors,
     ).save(index_dir)
     console.print(f"[green]indexed[/green] {meta['documents']} documents into {index_dir} in {seconds:.1f} s")
 
@@ -78,6 +84,10 @@ def search(
         None, "--onnx", help="Encode the query in ONNX Runtime with this `sparse-adapt onnx` export instead of --model."
     ),
     k: int = typer.Option(10, "--k", min=1, help="Number of hits."),
+    feedback: bool = FEEDBACK_OPTION,
+    feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
+    feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,
+    feedback_terms: Optional[int] = FEEDBACK_TERMS_OPTION,
     as_json: bool = typer.Option(False, "--json", help='Print [{"doc_id", "score"}, ...].'),
 ) -> None:
     """Encode QUERY with the model (same quantisation) and search the index through Lucene."""
@@ -87,6 +97,7 @@ def search(
     from sparse_adapt.retrieval.searcher import LuceneRetriever
 
     require_text(query, "query")
+    fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
     if (model is None) == (onnx is None):
         raise ConfigError("search needs exactly one of --model (PyTorch) or --onnx (ONNX Runtime) for the query")
     if onnx is not None:
@@ -102,7 +113,7 @@ def search(
         warn(mismatch)
     if isinstance(encoder, SpladeEncoder) and truncated(encoder, [query], "query"):
         warn(f"the query is longer than {encoder.max_length('query')} pieces: only its start was searched")
-    hits = retriever.search(query, k)
+    hits = retriever.search(query, k, feedback=fb)
     if as_json:
         print(json.dumps([{"doc_id": h.doc_id, "score": h.score} for h in hits]))
         return

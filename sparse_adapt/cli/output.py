@@ -1,15 +1,20 @@
-"""Terminal output of the CLI: the consoles and the rich progress bars behind library hooks."""
+"""Terminal output of the CLI: the consoles and the rich progress bars behind library hooks,
+plus the help texts and options several commands share."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from sparse_adapt.progress import Hooks
+
+if TYPE_CHECKING:
+    from sparse_adapt.retrieval.feedback import Feedback
 
 # Help text of every --base/--model option. Spelled out rather than read from
 # modeling.builtin.BUILTIN_BASES so that `--help` needs no torch import; a test checks they agree.
@@ -64,3 +69,35 @@ def require_text(text: str, what: str) -> str:
 
 
 OVERWRITE_HELP = "Replace an existing output (a non-empty directory or a file) instead of refusing."
+
+
+# Rocchio pseudo-relevance feedback (``retrieval/feedback.py``), shared by `evaluate` and `search`.
+FEEDBACK_OPTION = typer.Option(
+    False, "--feedback", help="Score --model a second time with Rocchio pseudo-relevance feedback (each query plus "
+    "a share of its best documents' vectors; with --index, one built with `index --store-vectors`).",
+)
+FEEDBACK_DOCS_OPTION = typer.Option(None, "--feedback-docs", help="With --feedback: documents fed back (default 1).")
+FEEDBACK_WEIGHT_OPTION = typer.Option(
+    None, "--feedback-weight", help="With --feedback: the documents' share against the query (default 0.5)."
+)
+FEEDBACK_TERMS_OPTION = typer.Option(
+    None, "--feedback-terms", help="With --feedback: the fed-back centroid's terms kept (default 32)."
+)
+
+
+def feedback_settings(on: bool, docs: int | None, weight: float | None, terms: int | None) -> Feedback | None:
+    """The ``--feedback`` settings (None when off); a tuning flag without ``--feedback`` is refused."""
+    from sparse_adapt.errors import ConfigError
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    given = {"--feedback-docs": docs, "--feedback-weight": weight, "--feedback-terms": terms}
+    if not on:
+        stray = [flag for flag, v in given.items() if v is not None]
+        if stray:
+            raise ConfigError(f"{', '.join(stray)} tunes pseudo-relevance feedback; add --feedback to turn it on")
+        return None
+    chosen = {k: v for k, v in zip(("docs", "weight", "terms"), given.values()) if v is not None}
+    try:
+        return Feedback(**chosen)
+    except ValueError as e:  # "feedback docs must be ..." -> "--feedback-docs must be ..."
+        raise ConfigError(f"--{str(e).replace(' ', '-', 1)}") from None

@@ -53,6 +53,9 @@ class IndexMeta:
     seconds: float  # wall time of the Anserini indexing run (JVM start included)
     # Content hash of the model that encoded the documents ("" in indexes of older versions).
     model_sha256: str = ""
+    # Lucene also stores each document's impacts (`index --store-vectors`), which query-time
+    # feedback reads back; off by default because it multiplies the index's size.
+    vectors: bool = False
 
     def save(self, index_dir: Path) -> None:
         (index_dir / INDEX_META).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
@@ -162,17 +165,24 @@ def impact_searcher(index_dir: Path, query_encoder) -> object:
     return module.LuceneImpactSearcher(str(index_dir), query_encoder, min_idf=-1)
 
 
-def build_index(vectors_dir: Path, index_dir: Path, threads: int = 1) -> float:
+def index_reader(index_dir: Path) -> object:
+    """Pyserini's ``LuceneIndexReader`` over ``index_dir`` (document vectors, when stored)."""
+    return _prepare("pyserini.index.lucene").LuceneIndexReader(str(index_dir))
+
+
+def build_index(vectors_dir: Path, index_dir: Path, threads: int = 1, store_vectors: bool = False) -> float:
     """Index a JsonVectorCollection as a Lucene impact index; returns wall seconds.
 
     Runs Anserini's ``IndexCollection`` (what ``python -m pyserini.index.lucene`` runs)
     in a child process with ``--impact --pretokenized``; Anserini's log is shown only when
     it fails. ``index_dir`` is written to a temporary sibling and renamed on success.
+    ``store_vectors`` adds ``-storeDocvectors``: each document's term frequencies, which for a
+    pretokenized impact index are its integer impacts, readable with :func:`index_reader`.
     """
     java = find_java()
     args = [
         "-collection", "JsonVectorCollection", "-input", str(vectors_dir), "-generator", "DefaultLuceneDocumentGenerator",
-        "-threads", str(threads), "-impact", "-pretokenized",
+        "-threads", str(threads), "-impact", "-pretokenized", *(["-storeDocvectors"] if store_vectors else []),
     ]
     env = dict(os.environ)
     env.update(_import_env(java))

@@ -13,12 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
+import numpy as np
 import scipy.sparse as sp
 
 from sparse_adapt.data import Query
 from sparse_adapt.errors import ConfigError
+from sparse_adapt.modeling.vectors import rank
 from sparse_adapt.retrieval.export import lucene_vocabulary, quantise
-from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError, impact_searcher
+from sparse_adapt.retrieval.feedback import Feedback, rocchio
+from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError, impact_searcher, index_reader
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_sha256
 
@@ -78,6 +81,7 @@ class LuceneRetriever:
                 )
             scale = meta.scale
         self.meta = meta
+        self._reader = None  # opened on the first feedback search
         self.scale = scale
         self.encoder = QuantisedQueryEncoder(splade, scale)
         self.searcher = impact_searcher(self.index_dir, self.encoder)
@@ -107,8 +111,56 @@ class LuceneRetriever:
     def num_docs(self) -> int:
         return int(self.searcher.num_docs)
 
-    def search(self, text: str, k: int = 10) -> list[Hit]:
+    def search(self, text: str, k: int = 10, feedback: Feedback | None = None) -> list[Hit]:
+        if feedback is not None:
+            (vector,) = self.feedback_queries([text], feedback)
+            return self.search_encoded(vector, k)
         return [Hit(h.docid, float(h.score)) for h in self.searcher.search(text, k)]
+
+    def feedback_queries(self, texts: Sequence[str], feedback: Feedback) -> list[dict[str, int]]:
+        """The quantised queries after Rocchio feedback (``feedback.py``) from their first-pass hits.
+
+        The same :func:`rocchio` as in memory, on integer impacts: the query's
+        ``round(scale * q)`` plus ``weight`` times the mean of its best documents' stored
+        impacts (cut to ``terms`` terms), rounded again. Needs an index built with
+        ``--store-vectors``.
+        """
+        if self.meta is None or not self.meta.vectors:
+            raise LuceneError(
+                f"{self.index_dir}: built without --store-vectors, so feedback cannot read its documents' vectors; "
+                "rebuild it with `sparse-adapt index --store-vectors`"
+            )
+        if self._reader is None:
+            self._reader = index_reader(self.index_dir)
+        self.encoder.prime(texts)
+        first = [self.searcher.search(t, feedback.docs) for t in texts]  # Lucene's order: best first
+        fed = sorted({h.docid for hits in first for h in hits})
+        column = {d: j for j, d in enumerate(fed)}
+        term_id = {t: i for i, t in enumerate(self.encoder.vocab)}
+        Q = self._rows([self.encoder.encode(t) for t in texts], term_id, "query")  # (n_queries, V)
+        D = self._rows([self._reader.get_document_vector(d) or {} for d in fed], term_id, "document")  # (n_fed, V)
+        # Lucene returned each query's `docs` best documents already, so all of them are fed back.
+        picked = np.zeros((len(texts), len(fed)))  # (n_queries, n_fed)
+        for i, hits in enumerate(first):
+            picked[i, [column[h.docid] for h in hits]] = 1.0
+        expanded = rocchio(Q, D, picked, feedback)  # (n_queries, V), in impact units
+        return [
+            {self.encoder.vocab[i]: int(v) for i, v in zip(*rank(ids, np.rint(w))) if v > 0}
+            for ids, w in ((expanded.indices[a:b], expanded.data[a:b])
+                           for a, b in zip(expanded.indptr[:-1], expanded.indptr[1:]))
+        ]
+
+    def _rows(self, vectors: Sequence[dict[str, int]], term_id: dict[str, int], kind: str) -> sp.csr_matrix:
+        rows, cols, vals = [], [], []
+        for r, vector in enumerate(vectors):
+            for term, w in vector.items():
+                if term not in term_id:
+                    raise LuceneError(f"{self.index_dir}: {kind} term {term!r} is not in the query model's vocabulary; "
+                                      "the index was built by another model")
+                rows.append(r)
+                cols.append(term_id[term])
+                vals.append(float(w))
+        return sp.csr_matrix((vals, (rows, cols)), shape=(len(vectors), len(self.encoder.vocab)))
 
     def search_encoded(self, vector: dict[str, int], k: int = 10) -> list[Hit]:
         """Search with an already quantised query (for timing Lucene alone)."""
@@ -121,8 +173,14 @@ class LuceneRetriever:
             jmap.put(term, jint(w))
         return [Hit(h.docid, float(h.score)) for h in self.searcher.object.search(jmap, k)]
 
-    def run(self, queries: Sequence[Query], k: int = 100, threads: int = 1) -> dict[str, dict[str, float]]:
-        """Top-``k`` of every query: ``{qid: {doc_id: score}}``."""
+    def run(
+        self, queries: Sequence[Query], k: int = 100, threads: int = 1, feedback: Feedback | None = None
+    ) -> dict[str, dict[str, float]]:
+        """Top-``k`` of every query: ``{qid: {doc_id: score}}``; with ``feedback``, of the
+        Rocchio-expanded queries (:meth:`feedback_queries`; one query at a time)."""
+        if feedback is not None:
+            vectors = self.feedback_queries([q.text for q in queries], feedback)
+            return {q.qid: {h.doc_id: h.score for h in self.search_encoded(v, k)} for q, v in zip(queries, vectors)}
         self.encoder.prime([q.text for q in queries])
         hits = self.searcher.batch_search([q.text for q in queries], [q.qid for q in queries], k, threads)
         return {q.qid: {h.docid: float(h.score) for h in hits.get(q.qid, [])} for q in queries}

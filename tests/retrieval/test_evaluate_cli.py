@@ -153,8 +153,6 @@ def test_beir_folder_without_qrels_is_a_clear_error(models, tmp_path, capsys):
         ([*FILES, "--stat-test", "magic"], "--stat-test"),
         (["--index", "idx", "--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels),
           "--max-active-dims", "8"], "--max-active-dims applies to in-memory"),
-        (["--index", "idx", "--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels),
-          "--feedback"], "--feedback applies to in-memory"),
         ([*FILES, "--feedback-docs", "2"], "--feedback-docs tunes pseudo-relevance feedback; add --feedback"),
         ([*FILES, "--feedback-weight", "1", "--feedback-terms", "4"], "--feedback-weight, --feedback-terms tunes"),
         ([*FILES, "--feedback", "--feedback-docs", "0"], "--feedback-docs must be a positive integer, got 0"),

@@ -130,6 +130,61 @@ def test_search_with_the_onnx_query_encoder(built, retriever, tmp_path_factory, 
         assert "warning" not in captured.err  # the export records offline-minilm, the index's model
 
 
+@pytest.fixture(scope="session")
+def built_vectors(built, tmp_path_factory):
+    """The same export indexed with --store-vectors."""
+    index = tmp_path_factory.mktemp("lucene-vectors") / "index"
+    assert main(["index", "--vectors", str(built["vectors"]), "--index", str(index), "--store-vectors"]) == 0
+    return index
+
+
+def test_stored_vectors_are_the_exported_impacts(built, built_vectors):
+    from sparse_adapt.retrieval.lucene import IndexMeta, index_reader
+
+    assert IndexMeta.load(built_vectors).vectors and not IndexMeta.load(built["index"]).vectors
+    reader = index_reader(built_vectors)
+    with (built["vectors"] / VECTORS_FILE).open() as f:
+        exported = {(line := json.loads(raw))["id"]: line["vector"] for raw in f}
+    # A document whose vector is empty (nothing to index) reads back as None.
+    assert {d: reader.get_document_vector(d) or {} for d in exported} == exported
+
+
+def test_feedback_through_lucene_matches_in_memory(built_vectors, offline_base):
+    from sparse_adapt.retrieval.feedback import Feedback
+    from sparse_adapt.retrieval.searcher import LuceneRetriever
+
+    docs, queries = load_documents(GATROCRAPTIC.docs), load_queries(GATROCRAPTIC.queries)
+    feedback = Feedback(docs=2)
+    lucene = LuceneRetriever(built_vectors, offline_base).run(queries, k=10, feedback=feedback)
+    exact = score_in_memory(offline_base, docs, queries, feedback=feedback)
+    plain = score_in_memory(offline_base, docs, queries)
+    top = lambda run: {q: [d for d, _ in sorted(s.items(), key=lambda kv: (-kv[1], kv[0]))][:10] for q, s in run.items()}  # noqa: E731
+    assert top(exact) != top(plain)  # feedback changes some ranking, so the agreement below means something
+    identical = sum(top(exact)[q.qid] == list(lucene[q.qid]) for q in queries)
+    assert identical >= len(queries) - 2  # the two differ by rounding impacts only
+    qrels = load_qrels(GATROCRAPTIC.qrels)
+    assert abs(evaluate_run(qrels, lucene)["ndcg@10"] - evaluate_run(qrels, exact)["ndcg@10"]) <= 0.01
+
+
+def test_feedback_in_search_and_evaluate_cli(built, built_vectors, offline_base, capsys):
+    from sparse_adapt.retrieval.feedback import Feedback
+    from sparse_adapt.retrieval.searcher import LuceneRetriever
+
+    capsys.readouterr()
+    query = "Gatrocraptic expenditure"
+    assert main(["search", "--index", str(built_vectors), "--model", "offline-minilm", "--feedback",
+                 "--feedback-terms", "8", "--json", query]) == 0
+    hits = json.loads(capsys.readouterr().out)
+    want = LuceneRetriever(built_vectors, offline_base).search(query, 10, feedback=Feedback(terms=8))
+    assert hits == [{"doc_id": h.doc_id, "score": h.score} for h in want]
+    assert hits != [{"doc_id": h.doc_id, "score": h.score} for h in LuceneRetriever(built_vectors, offline_base).search(query, 10)]
+    # An index without stored vectors: one line, exit 2.
+    assert main(["evaluate", "--model", "offline-minilm", "--index", str(built["index"]), "--queries",
+                 str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels), "--feedback"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "built without --store-vectors" in err and "Traceback" not in err
+
+
 def test_environment_is_left_as_found(built, retriever):
     assert {k: os.environ.get(k) for k in built["env_before"]} == built["env_before"]
 
