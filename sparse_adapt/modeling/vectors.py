@@ -60,3 +60,15 @@ def rows_to_dicts(matrix: sp.csr_matrix, vocab: Sequence[str], top_k: int | None
         ids, weights = ranked_row(matrix, r)
         out.append({vocab[i]: float(w) for i, w in zip(ids[:top_k], weights[:top_k])})
     return out
+
+
+def dicts_to_rows(vectors: Sequence[dict[str, float]], term_id: dict[str, int]) -> sp.csr_matrix:
+    """The inverse of :func:`rows_to_dicts`: ``{token: weight}`` rows as a (len(vectors),
+    len(term_id)) CSR matrix; a token missing from ``term_id`` raises KeyError naming it."""
+    rows, cols, vals = [], [], []
+    for r, vector in enumerate(vectors):
+        for token, w in vector.items():
+            cols.append(term_id[token])
+            rows.append(r)
+            vals.append(float(w))
+    return sp.csr_matrix((vals, (rows, cols)), shape=(len(vectors), len(term_id)))

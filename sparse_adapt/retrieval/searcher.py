@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from sparse_adapt.data import Query
 from sparse_adapt.errors import ConfigError
-from sparse_adapt.modeling.vectors import rank
+from sparse_adapt.modeling.vectors import dicts_to_rows
 from sparse_adapt.retrieval.export import lucene_vocabulary, quantise
 from sparse_adapt.retrieval.feedback import Feedback, rocchio
 from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError, impact_searcher, index_reader
@@ -137,33 +137,21 @@ class LuceneRetriever:
         fed = sorted({h.docid for hits in first for h in hits})
         column = {d: j for j, d in enumerate(fed)}
         term_id = {t: i for i, t in enumerate(self.encoder.vocab)}
-        Q = self._rows([self.encoder.encode(t) for t in texts], term_id, "query")  # (n_queries, V)
-        D = self._rows([self._reader.get_document_vector(d) or {} for d in fed], term_id, "document")  # (n_fed, V)
+        try:
+            Q = dicts_to_rows([self.encoder.encode(t) for t in texts], term_id)  # (n_queries, V)
+            D = dicts_to_rows([self._reader.get_document_vector(d) or {} for d in fed], term_id)  # (n_fed, V)
+        except KeyError as e:
+            raise LuceneError(f"{self.index_dir}: the stored term {e.args[0]!r} is not in the query model's "
+                              "vocabulary; the index was built by another model") from None
         # Lucene returned each query's `docs` best documents already, so all of them are fed back.
         picked = np.zeros((len(texts), len(fed)))  # (n_queries, n_fed)
         for i, hits in enumerate(first):
             picked[i, [column[h.docid] for h in hits]] = 1.0
-        expanded = rocchio(Q, D, picked, feedback)  # (n_queries, V), in impact units
-        return [
-            {self.encoder.vocab[i]: int(v) for i, v in zip(*rank(ids, np.rint(w))) if v > 0}
-            for ids, w in ((expanded.indices[a:b], expanded.data[a:b])
-                           for a, b in zip(expanded.indptr[:-1], expanded.indptr[1:]))
-        ]
-
-    def _rows(self, vectors: Sequence[dict[str, int]], term_id: dict[str, int], kind: str) -> sp.csr_matrix:
-        rows, cols, vals = [], [], []
-        for r, vector in enumerate(vectors):
-            for term, w in vector.items():
-                if term not in term_id:
-                    raise LuceneError(f"{self.index_dir}: {kind} term {term!r} is not in the query model's vocabulary; "
-                                      "the index was built by another model")
-                rows.append(r)
-                cols.append(term_id[term])
-                vals.append(float(w))
-        return sp.csr_matrix((vals, (rows, cols)), shape=(len(vectors), len(self.encoder.vocab)))
+        expanded = rocchio(Q, D, picked, feedback)  # (n_queries, V), already in impact units
+        return quantise(expanded, self.encoder.vocab, 1)
 
     def search_encoded(self, vector: dict[str, int], k: int = 10) -> list[Hit]:
-        """Search with an already quantised query (for timing Lucene alone)."""
+        """Search with an already quantised query (for timing Lucene alone, and feedback's second pass)."""
         from sparse_adapt.retrieval.lucene import searcher_module
 
         pyclass = searcher_module().autoclass

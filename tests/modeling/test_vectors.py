@@ -36,3 +36,15 @@ def test_keep_top_agrees_with_rank_on_random_rows():
 def test_keep_top_refuses_a_bad_k(k):
     with pytest.raises(ValueError, match="max_active_dims"):
         keep_top(sp.csr_matrix(np.ones((1, 3), dtype=np.float32)), k)
+
+
+def test_dicts_to_rows_inverts_rows_to_dicts():
+    from sparse_adapt.modeling.vectors import dicts_to_rows, rows_to_dicts
+
+    vocab = ["a", "b", "c", "d"]
+    matrix = sp.csr_matrix(np.array([[0.0, 2.0, 0.5, 0.0], [0.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 3.0]]))
+    back = dicts_to_rows(rows_to_dicts(matrix, vocab), {t: i for i, t in enumerate(vocab)})
+    assert back.shape == (3, 4)
+    np.testing.assert_array_equal(back.toarray(), matrix.toarray())
+    with pytest.raises(KeyError, match="'e'"):
+        dicts_to_rows([{"e": 1.0}], {t: i for i, t in enumerate(vocab)})
