@@ -2,7 +2,9 @@
 
 Evaluation: nDCG@10 of the base and of the adapted model on the held-out pseudo-queries
 (per kind: explicit, semantic, control; never trained on) and on the user's own
-``--queries/--qrels`` when given, with the number of queries behind each number.
+``--queries/--qrels`` when given, with the number of queries behind each number; ``feedback``
+is the adapted model searched with pseudo-relevance feedback (``evaluate --feedback``'s
+defaults), so a user sees on their own queries what it would add.
 Diagnostics: ``inspect`` of the adapted model on the corpus (sparsity, and each domain
 token's mean weight in documents that use it against documents that do not).
 """
@@ -17,6 +19,7 @@ from sparse_adapt.data import load_documents, load_domain_terms, load_qrels, loa
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+from sparse_adapt.retrieval.feedback import Feedback
 
 SUMMARY = "summary.json"
 SCHEMA = "sparse-adapt.adapt-summary/1"
@@ -47,6 +50,7 @@ def adapt_summary(
     for name, qpath, rpath, groups in sets:
         qs, judged = load_queries(qpath), load_qrels(rpath)
         runs = {m: score_in_memory(model, documents, qs) for m, model in (("base", original), ("adapted", adapted))}
+        runs["feedback"] = score_in_memory(adapted, documents, qs, feedback=Feedback())
         for group, qids in {"all": [q.qid for q in qs], **groups}.items():
             keep = [q for q in qids if q in judged]
             if not keep:

@@ -11,7 +11,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from sparse_adapt.cli import main
 from sparse_adapt.corpus.adapt import AdaptMismatchError, run_adapt
-from sparse_adapt.data import load_dictionary, load_domain_terms, load_queries, load_train
+from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms, load_qrels, load_queries, load_train
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import Hooks
 from tests.conftest import _tokenizer, make_tiny_bert
@@ -245,6 +245,15 @@ def test_cli_adapt_prints_and_writes_the_summary(setup, capsys):
     rows = {r["group"]: r for r in summary["evaluation"]}
     assert rows["all"]["queries"] == len(held) and rows["all"]["set"] == "pseudo held-out"
     assert all(0.0 <= r["base"] <= 1.0 and 0.0 <= r["adapted"] <= 1.0 for r in rows.values())
+    # "feedback": the adapted model searched with evaluate --feedback's defaults, recomputed here.
+    from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    fed = score_in_memory(SpladeEncoder.from_pretrained(out / "final"), load_documents(setup["corpus"]), held,
+                          feedback=Feedback())
+    judged = load_qrels(out / "heldout_qrels.tsv")
+    want = evaluate_run(judged, fed, ["ndcg@10"], qids=[q.qid for q in held if q.qid in judged])["ndcg@10"]
+    assert rows["all"]["feedback"] == pytest.approx(want)
     assert set(rows) - {"all"} <= {"heldout-pseudo-explicit", "heldout-pseudo-semantic", "heldout-pseudo-control"}
     tokens = {t["token"] for t in summary["inspect"]["domain"]["tokens"]}
     assert "zentrofax" in tokens and summary["generated"] == ["terms", "dictionary", "train"]
