@@ -74,9 +74,10 @@ def rocchio(Q: sp.csr_matrix, D: sp.csr_matrix, scores: np.ndarray, feedback: Fe
     if scores.shape != (Q.shape[0], D.shape[0]):
         raise ValueError(f"scores have shape {scores.shape}, expected {(Q.shape[0], D.shape[0])}")
     picks = feedback_documents(scores, feedback.docs)
-    rows = np.repeat(np.arange(len(picks)), [len(p) for p in picks])
+    counts = np.array([len(p) for p in picks], dtype=np.int64)  # (n_queries,), 0 where nothing matched
+    rows = np.repeat(np.arange(len(picks)), counts)
     cols = np.concatenate(picks) if picks else np.zeros(0, dtype=np.int64)
-    share = np.concatenate([np.full(len(p), 1.0 / len(p)) for p in picks if len(p)]) if len(cols) else np.zeros(0)
+    share = np.repeat(1.0 / np.maximum(counts, 1), counts)  # each picked document's 1/k
     mean = sp.csr_matrix((share, (rows, cols)), shape=(Q.shape[0], D.shape[0]))  # (n_queries, n_docs)
     centroid = keep_top(sp.csr_matrix(mean @ D, dtype=np.float64), feedback.terms)  # (n_queries, V)
     return sp.csr_matrix(Q, dtype=np.float64) + feedback.weight * centroid
