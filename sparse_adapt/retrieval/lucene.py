@@ -53,8 +53,8 @@ class IndexMeta:
     seconds: float  # wall time of the Anserini indexing run (JVM start included)
     # Content hash of the model that encoded the documents ("" in indexes of older versions).
     model_sha256: str = ""
-    # Lucene also stores each document's impacts (`index --store-vectors`), which query-time
-    # feedback reads back; off by default because it multiplies the index's size.
+    # Lucene also stores each document's exported line, impacts included (`index --store-vectors`),
+    # which query-time feedback reads back; off by default because it makes the index ~4x larger.
     vectors: bool = False
 
     def save(self, index_dir: Path) -> None:
@@ -165,24 +165,20 @@ def impact_searcher(index_dir: Path, query_encoder) -> object:
     return module.LuceneImpactSearcher(str(index_dir), query_encoder, min_idf=-1)
 
 
-def index_reader(index_dir: Path) -> object:
-    """Pyserini's ``LuceneIndexReader`` over ``index_dir`` (document vectors, when stored)."""
-    return _prepare("pyserini.index.lucene").LuceneIndexReader(str(index_dir))
-
-
 def build_index(vectors_dir: Path, index_dir: Path, threads: int = 1, store_vectors: bool = False) -> float:
     """Index a JsonVectorCollection as a Lucene impact index; returns wall seconds.
 
     Runs Anserini's ``IndexCollection`` (what ``python -m pyserini.index.lucene`` runs)
     in a child process with ``--impact --pretokenized``; Anserini's log is shown only when
     it fails. ``index_dir`` is written to a temporary sibling and renamed on success.
-    ``store_vectors`` adds ``-storeDocvectors``: each document's term frequencies, which for a
-    pretokenized impact index are its integer impacts, readable with :func:`index_reader`.
+    ``store_vectors`` adds ``-storeRaw``: each document's exported line (id, text and integer
+    impacts), read back by ``LuceneRetriever.stored_vector``. (``-storeDocvectors`` would give
+    the same impacts as term frequencies, in an index ~5x larger than this.)
     """
     java = find_java()
     args = [
         "-collection", "JsonVectorCollection", "-input", str(vectors_dir), "-generator", "DefaultLuceneDocumentGenerator",
-        "-threads", str(threads), "-impact", "-pretokenized", *(["-storeDocvectors"] if store_vectors else []),
+        "-threads", str(threads), "-impact", "-pretokenized", *(["-storeRaw"] if store_vectors else []),
     ]
     env = dict(os.environ)
     env.update(_import_env(java))

@@ -9,6 +9,7 @@ evaluation needs, and divide by ``scale**2`` to compare a score with the exact o
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
@@ -21,7 +22,7 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.vectors import dicts_to_rows
 from sparse_adapt.retrieval.export import lucene_vocabulary, quantise
 from sparse_adapt.retrieval.feedback import Feedback, rocchio
-from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError, impact_searcher, index_reader
+from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError, impact_searcher
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_sha256
 
@@ -81,7 +82,6 @@ class LuceneRetriever:
                 )
             scale = meta.scale
         self.meta = meta
-        self._reader = None  # opened on the first feedback search
         self.scale = scale
         self.encoder = QuantisedQueryEncoder(splade, scale)
         self.searcher = impact_searcher(self.index_dir, self.encoder)
@@ -130,8 +130,6 @@ class LuceneRetriever:
                 f"{self.index_dir}: built without --store-vectors, so feedback cannot read its documents' vectors; "
                 "rebuild it with `sparse-adapt index --store-vectors`"
             )
-        if self._reader is None:
-            self._reader = index_reader(self.index_dir)
         self.encoder.prime(texts)
         first = [self.searcher.search(t, feedback.docs) for t in texts]  # Lucene's order: best first
         fed = sorted({h.docid for hits in first for h in hits})
@@ -139,7 +137,7 @@ class LuceneRetriever:
         term_id = {t: i for i, t in enumerate(self.encoder.vocab)}
         try:
             Q = dicts_to_rows([self.encoder.encode(t) for t in texts], term_id)  # (n_queries, V)
-            D = dicts_to_rows([self._reader.get_document_vector(d) or {} for d in fed], term_id)  # (n_fed, V)
+            D = dicts_to_rows([self.stored_vector(d) for d in fed], term_id)  # (n_fed, V)
         except KeyError as e:
             raise LuceneError(f"{self.index_dir}: the stored term {e.args[0]!r} is not in the query model's "
                               "vocabulary; the index was built by another model") from None
@@ -149,6 +147,15 @@ class LuceneRetriever:
             picked[i, [column[h.docid] for h in hits]] = 1.0
         expanded = rocchio(Q, D, picked, feedback)  # (n_queries, V), already in impact units
         return quantise(expanded, self.encoder.vocab, 1)
+
+    def stored_vector(self, doc_id: str) -> dict[str, int]:
+        """A document's integer impacts as exported, from an index built with ``--store-vectors``."""
+        doc = self.searcher.doc(doc_id)
+        raw = doc.raw() if doc is not None else None
+        if raw is None:
+            raise LuceneError(f"{self.index_dir}: document {doc_id!r} has no stored vector; "
+                              "rebuild the index with `sparse-adapt index --store-vectors`")
+        return json.loads(raw)["vector"]
 
     def search_encoded(self, vector: dict[str, int], k: int = 10) -> list[Hit]:
         """Search with an already quantised query (for timing Lucene alone, and feedback's second pass)."""

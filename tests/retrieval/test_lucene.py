@@ -138,15 +138,18 @@ def built_vectors(built, tmp_path_factory):
     return index
 
 
-def test_stored_vectors_are_the_exported_impacts(built, built_vectors):
-    from sparse_adapt.retrieval.lucene import IndexMeta, index_reader
+def test_stored_vectors_are_the_exported_impacts(built, built_vectors, offline_base):
+    from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError
+    from sparse_adapt.retrieval.searcher import LuceneRetriever
 
     assert IndexMeta.load(built_vectors).vectors and not IndexMeta.load(built["index"]).vectors
-    reader = index_reader(built_vectors)
+    retriever = LuceneRetriever(built_vectors, offline_base)
     with (built["vectors"] / VECTORS_FILE).open() as f:
         exported = {(line := json.loads(raw))["id"]: line["vector"] for raw in f}
-    # A document whose vector is empty (nothing to index) reads back as None.
-    assert {d: reader.get_document_vector(d) or {} for d in exported} == exported
+    indexed = {d: v for d, v in exported.items() if v}  # Anserini skips a document with no term
+    assert {d: retriever.stored_vector(d) for d in indexed} == indexed
+    with pytest.raises(LuceneError, match="no stored vector"):
+        LuceneRetriever(built["index"], offline_base).stored_vector("d1")
 
 
 def test_feedback_through_lucene_matches_in_memory(built_vectors, offline_base):
