@@ -117,7 +117,9 @@ class LuceneRetriever:
             return self.search_encoded(vector, k)
         return [Hit(h.docid, float(h.score)) for h in self.searcher.search(text, k)]
 
-    def feedback_queries(self, texts: Sequence[str], feedback: Feedback) -> list[dict[str, int]]:
+    def feedback_queries(
+        self, texts: Sequence[str], feedback: Feedback, threads: int = 1
+    ) -> list[dict[str, int]]:
         """The quantised queries after Rocchio feedback (``feedback.py``) from their first-pass hits.
 
         The same :func:`rocchio` as in memory, on integer impacts: the query's
@@ -131,7 +133,9 @@ class LuceneRetriever:
                 "rebuild it with `sparse-adapt index --store-vectors`"
             )
         self.encoder.prime(texts)
-        first = [self.searcher.search(t, feedback.docs) for t in texts]  # Lucene's order: best first
+        ids = [str(i) for i in range(len(texts))]  # positions, not qids: texts may repeat
+        by_id = self.searcher.batch_search(list(texts), ids, feedback.docs, threads)
+        first = [by_id.get(i, []) for i in ids]  # Lucene's order: best first
         fed = sorted({h.docid for hits in first for h in hits})
         column = {d: j for j, d in enumerate(fed)}
         term_id = {t: i for i, t in enumerate(self.encoder.vocab)}
@@ -158,24 +162,46 @@ class LuceneRetriever:
         return json.loads(raw)["vector"]
 
     def search_encoded(self, vector: dict[str, int], k: int = 10) -> list[Hit]:
-        """Search with an already quantised query (for timing Lucene alone, and feedback's second pass)."""
-        from sparse_adapt.retrieval.lucene import searcher_module
+        """Search with an already quantised query (for timing Lucene alone)."""
+        return [Hit(h.docid, float(h.score)) for h in self.searcher.object.search(_java_query(vector), k)]
 
-        pyclass = searcher_module().autoclass
-        jmap = pyclass("java.util.HashMap")()
-        jint = pyclass("java.lang.Integer")
-        for term, w in vector.items():
-            jmap.put(term, jint(w))
-        return [Hit(h.docid, float(h.score)) for h in self.searcher.object.search(jmap, k)]
+    def search_encoded_batch(
+        self, vectors: Sequence[dict[str, int]], k: int = 10, threads: int = 1
+    ) -> list[list[Hit]]:
+        """:meth:`search_encoded` for many queries in one call to Anserini's threaded batch search."""
+        pyclass = _pyclass()
+        queries, ids = pyclass("java.util.ArrayList")(), pyclass("java.util.ArrayList")()
+        for i, vector in enumerate(vectors):
+            queries.add(_java_query(vector))
+            ids.add(str(i))
+        results = self.searcher.object.batch_search(queries, ids, int(k), int(threads))
+        by_id = {r.getKey(): r.getValue() for r in results.entrySet().toArray()}
+        return [[Hit(h.docid, float(h.score)) for h in by_id.get(str(i), [])] for i in range(len(vectors))]
 
     def run(
         self, queries: Sequence[Query], k: int = 100, threads: int = 1, feedback: Feedback | None = None
     ) -> dict[str, dict[str, float]]:
         """Top-``k`` of every query: ``{qid: {doc_id: score}}``; with ``feedback``, of the
-        Rocchio-expanded queries (:meth:`feedback_queries`; one query at a time)."""
+        Rocchio-expanded queries (:meth:`feedback_queries`); both passes are batch searches."""
         if feedback is not None:
-            vectors = self.feedback_queries([q.text for q in queries], feedback)
-            return {q.qid: {h.doc_id: h.score for h in self.search_encoded(v, k)} for q, v in zip(queries, vectors)}
+            vectors = self.feedback_queries([q.text for q in queries], feedback, threads)
+            hits = self.search_encoded_batch(vectors, k, threads)
+            return {q.qid: {h.doc_id: h.score for h in found} for q, found in zip(queries, hits)}
         self.encoder.prime([q.text for q in queries])
         hits = self.searcher.batch_search([q.text for q in queries], [q.qid for q in queries], k, threads)
         return {q.qid: {h.docid: float(h.score) for h in hits.get(q.qid, [])} for q in queries}
+
+
+def _pyclass():
+    from sparse_adapt.retrieval.lucene import searcher_module
+
+    return searcher_module().autoclass
+
+
+def _java_query(vector: dict[str, int]) -> object:
+    """A quantised query as the ``java.util.HashMap<String, Integer>`` Anserini's impact searcher takes."""
+    pyclass = _pyclass()
+    jmap, jint = pyclass("java.util.HashMap")(), pyclass("java.lang.Integer")
+    for term, w in vector.items():
+        jmap.put(term, jint(w))
+    return jmap

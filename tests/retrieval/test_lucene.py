@@ -169,6 +169,22 @@ def test_feedback_through_lucene_matches_in_memory(built_vectors, offline_base):
     assert abs(evaluate_run(qrels, lucene)["ndcg@10"] - evaluate_run(qrels, exact)["ndcg@10"]) <= 0.01
 
 
+def test_feedback_batches_agree_with_one_query_at_a_time(built_vectors, offline_base):
+    """Both passes of run(feedback=) are batch searches: threads and repeated texts change nothing."""
+    from sparse_adapt.retrieval.feedback import Feedback
+    from sparse_adapt.retrieval.searcher import LuceneRetriever
+
+    retriever = LuceneRetriever(built_vectors, offline_base)
+    queries = load_queries(GATROCRAPTIC.queries)[:6]
+    feedback = Feedback(docs=2, terms=8)
+    one_by_one = {q.qid: {h.doc_id: h.score for h in retriever.search(q.text, 10, feedback=feedback)} for q in queries}
+    assert retriever.run(queries, k=10, feedback=feedback, threads=2) == one_by_one
+    texts = [queries[0].text, queries[1].text, queries[0].text]
+    vectors = retriever.feedback_queries(texts, feedback, threads=2)
+    assert vectors[0] == vectors[2] != vectors[1]
+    assert vectors[0] != retriever.encoder.encode(queries[0].text)  # the expansion happened
+
+
 def test_feedback_in_search_and_evaluate_cli(built, built_vectors, offline_base, capsys):
     from sparse_adapt.retrieval.feedback import Feedback
     from sparse_adapt.retrieval.searcher import LuceneRetriever
