@@ -47,3 +47,17 @@ def test_onnx_benchmark_quick_run(tmp_path):
     assert result["agreement"]["top10_identical"] == result["agreement"]["queries"] == 32
     assert {(r["batch_size"], r["system"]) for r in result["rows"]} == {
         (b, s) for b in (1, 32) for s in ("pytorch", "onnxruntime")}
+
+
+@pytest.mark.slow
+def test_feedback_search_benchmark_runs_on_a_tiny_model(tmp_path):
+    """Its three systems run on a real index with stored vectors, and the two feedback paths agree
+    (the benchmark asserts that before timing)."""
+    from bench.feedback_search import main
+
+    out = tmp_path / "fb.json"
+    assert main(["--model", str(model_dir("tiny", tmp_path)), "--repeats", "1", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["queries"] > 100 and result["documents"] > 100
+    assert set(result["ms_per_query"]) == {"plain", "feedback", "feedback_one_by_one"}
+    assert all(v > 0 for v in result["ms_per_query"].values())

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 import corpora
+from sparse_adapt.cli.output import FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -38,21 +39,29 @@ def benchmark(
         "", "--ablation", help="Comma-separated domains of the ablation (each loss term removed in turn); empty: none."
     ),
     ablation_seeds: str = typer.Option("0", "--ablation-seeds", help="Seeds of the ablation runs."),
+    feedback: bool = typer.Option(
+        False, "--feedback", help="Score base and adapted models with Rocchio pseudo-relevance feedback, into "
+        "benchmark-feedback.json/.md (a rerun on a finished --out re-scores without retraining).",
+    ),
+    feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
+    feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,
+    feedback_terms: Optional[int] = FEEDBACK_TERMS_OPTION,
 ) -> None:
     """Train (or resume) H4 on every domain and seed, evaluate base vs adapted per query group."""
-    from sparse_adapt.cli.output import console, rich_hooks
+    from sparse_adapt.cli.output import console, feedback_settings, rich_hooks
     from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark
     from sparse_adapt.report.benchmark_md import bar_summary
 
     inputs = BenchmarkInputs(
         out=out, domains=_names(domains), seeds=_seeds(seeds), base=base, config=config,
         ablation_domains=_names(ablation), ablation_seeds=_seeds(ablation_seeds),
+        feedback=feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms),
     )
     with rich_hooks() as hooks:
         report = build_benchmark(inputs, hooks)
     for line in bar_summary(report["results"], inputs.seeds):
         console.print(line, markup=False, highlight=False)
-    console.print(f"[green]wrote[/green] {out / 'benchmark.md'} (numbers in benchmark.json)")
+    console.print(f"[green]wrote[/green] {out / f'{inputs.stem}.md'} (numbers in {inputs.stem}.json)")
 
 
 def register(app: typer.Typer) -> None:

@@ -71,7 +71,8 @@ def require_text(text: str, what: str) -> str:
 OVERWRITE_HELP = "Replace an existing output (a non-empty directory or a file) instead of refusing."
 
 
-# Rocchio pseudo-relevance feedback (``retrieval/feedback.py``), shared by `evaluate` and `search`.
+# Rocchio pseudo-relevance feedback (``retrieval/feedback.py``), shared by `evaluate` and `search`
+# (`benchmark` has its own --feedback help and shares the tuning flags).
 FEEDBACK_OPTION = typer.Option(
     False, "--feedback", help="Score --model a second time with Rocchio pseudo-relevance feedback (each query plus "
     "a share of its best documents' vectors; with --index, one built with `index --store-vectors`).",

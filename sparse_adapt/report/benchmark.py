@@ -11,7 +11,10 @@ distill from the same checkpoint with one loss weight set to 0
 changes distill settings reuses it. Every model is scored
 like ``sparse-adapt evaluate`` (exact dot products over the domain's documents, ranx
 nDCG@10), per group of ``query_groups.json``. Writes ``OUT/benchmark.json`` and
-``OUT/benchmark.md`` (tables in ``benchmark_md.py``).
+``OUT/benchmark.md`` (tables in ``benchmark_md.py``). With ``feedback``, base and adapted
+models alike are scored with Rocchio pseudo-relevance feedback (``retrieval/feedback.py``)
+into ``OUT/benchmark-feedback.json`` and ``.md`` instead, so a rerun of a finished benchmark
+with ``--feedback`` re-scores its models without retraining and keeps the plain tables.
 
 A domain is a name registered in ``corpora`` (its split comes from ``corpora.SPLITS``) or
 a directory holding the same files as a bundled domain (split ``outside``).
@@ -33,6 +36,7 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses import TERMS
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.report.benchmark_md import BENCHMARK_SCHEMA, HELDOUT, METRIC, render_benchmark
 from sparse_adapt.training.config import TrainConfig, load_config
 from sparse_adapt.training.stages import EXPERIMENTS
@@ -88,11 +92,11 @@ class EvalSet:
         qrels = {**load_qrels(files.qrels), **load_qrels(files.heldout_qrels)}
         return cls(load_documents(files.docs), queries, qrels, load_query_groups(files.query_groups))
 
-    def scores(self, splade: SpladeEncoder) -> dict[str, dict]:
+    def scores(self, splade: SpladeEncoder, feedback: Feedback | None = None) -> dict[str, dict]:
         """``{group: {"queries": n, "ndcg@10": mean}}`` over each group's judged queries."""
         from sparse_adapt.retrieval.evaluation import score_in_memory
 
-        return self.run_scores(score_in_memory(splade, self.documents, self.queries))
+        return self.run_scores(score_in_memory(splade, self.documents, self.queries, feedback=feedback))
 
     def run_scores(self, run: dict[str, dict[str, float]]) -> dict[str, dict]:
         """The same for a run ``{qid: {doc_id: score}}`` from any retriever."""
@@ -116,6 +120,13 @@ class BenchmarkInputs:
     # Domains and seeds of the ablation (each loss term removed in turn); empty: no ablation.
     ablation_domains: tuple[str, ...] = ()
     ablation_seeds: tuple[int, ...] = (0,)
+    # Score base and adapted models with pseudo-relevance feedback; None: plain scoring.
+    feedback: Feedback | None = None
+
+    @property
+    def stem(self) -> str:
+        """The result files' name: ``benchmark`` or ``benchmark-feedback``, so both can sit in one OUT."""
+        return "benchmark" if self.feedback is None else "benchmark-feedback"
 
     def train_config(self) -> TrainConfig:
         return self.config.validate() if isinstance(self.config, TrainConfig) else load_config(self.config, self.base)
@@ -160,7 +171,7 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
     ablation = [resolve_domain(d) for d in inputs.ablation_domains]
     evalsets = {d.name: EvalSet.load(d.files) for d in [*domains, *ablation]}  # validate before training
     base = SpladeEncoder.from_pretrained(inputs.base)
-    base_scores = {name: ev.scores(base) for name, ev in evalsets.items()}
+    base_scores = {name: ev.scores(base, inputs.feedback) for name, ev in evalsets.items()}
     results: list[Measured] = []
 
     def train(d: BenchDomain, seed: int, run_dir: Path, **kw) -> Path:
@@ -171,7 +182,7 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         )
 
     def measure(d: BenchDomain, seed: int, variant: str, final: Path) -> Measured:
-        scores = evalsets[d.name].scores(SpladeEncoder.from_pretrained(final))
+        scores = evalsets[d.name].scores(SpladeEncoder.from_pretrained(final), inputs.feedback)
         return Measured(d.name, d.split, seed, variant, scores, str(final), _distill_info(final.parent))
 
     def prefix(d: BenchDomain, seed: int) -> Path:
@@ -211,11 +222,12 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
             "base": inputs.base, "domains": list(inputs.domains), "seeds": list(inputs.seeds),
             "ablation_domains": list(inputs.ablation_domains), "ablation_seeds": list(inputs.ablation_seeds),
             "config": cfg.to_dict(),
+            "feedback": None if inputs.feedback is None else dataclasses.asdict(inputs.feedback),
         },
         "results": [dataclasses.asdict(r) for r in results],
     }
-    write_atomic(out / "benchmark.json", json.dumps(report, indent=2) + "\n")
-    write_atomic(out / "benchmark.md", render_benchmark(report))
+    write_atomic(out / f"{inputs.stem}.json", json.dumps(report, indent=2) + "\n")
+    write_atomic(out / f"{inputs.stem}.md", render_benchmark(report))
     return report
 
 
@@ -223,6 +235,6 @@ def check_out(out: Path) -> None:
     """Refuse to write into a non-empty directory that is not a benchmark of ours."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a directory")
-    ours = (out / "runs").is_dir() or (out / "prefix").is_dir() or (out / "benchmark.json").is_file()
+    ours = (out / "runs").is_dir() or (out / "prefix").is_dir() or any((out / f"{stem}.json").is_file() for stem in ("benchmark", "benchmark-feedback"))
     if out.is_dir() and any(out.iterdir()) and not ours:
         raise ConfigError(f"--out {out} is not empty and holds no benchmark: refusing to write into it")

@@ -120,6 +120,13 @@ def ablation_table(results: list[dict], seeds: Sequence[int]) -> list[str]:
     return lines
 
 
+def _feedback_line(fb: dict | None) -> list[str]:
+    if not fb:
+        return []
+    return ["", f"Every model, base included, scored with Rocchio pseudo-relevance feedback: {fb['docs']} document(s) "
+                f"fed back at weight {fb['weight']:g}, {fb['terms']} terms (`evaluate --feedback`)."]
+
+
 def render_benchmark(report: dict) -> str:
     i = report["inputs"]
     results = report["results"]
@@ -130,6 +137,7 @@ def render_benchmark(report: dict) -> str:
         f"nDCG@10 of every query group (exact in-memory ranking over the domain's documents, ranx). "
         f"Bar: held-out domain-semantic and domain-explicit >= 0.90 for every seed, held-out controls "
         f">= base - {CONTROL_TOLERANCE} for every seed. Created {report['created']}.",
+        *_feedback_line(i.get("feedback")),
         "",
         "## Per domain: base vs adapted",
         "",

@@ -10,7 +10,9 @@ import pytest
 
 from sparse_adapt.cli import main
 from sparse_adapt.errors import ConfigError
-from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark, resolve_domain, without
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.report.benchmark import BenchmarkInputs, EvalSet, build_benchmark, resolve_domain, without
+from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.report.benchmark_md import ablation_table, bar_status, domain_table
 from sparse_adapt.training.config import TrainConfig
 from tests.report.test_report import tiny_base
@@ -72,6 +74,29 @@ def test_benchmark_trains_each_seed_ablates_each_term_and_writes_tables(base_dir
     printed = capsys.readouterr().out
     assert "resuming: extend, warmup, dictionary already complete" in printed
     assert "resuming: distill already complete" in printed
+    # --feedback re-scores the finished runs into their own files and leaves the plain ones alone
+    plain = (out / "benchmark.json").read_bytes()
+    code = main(["benchmark", "--out", str(out), "--domains", str(domain), "--seeds", "0", "--base", str(base_dir),
+                 "--config", str(config), "--feedback", "--feedback-docs", "2", "--feedback-weight", "4"])
+    assert code == 0, capsys.readouterr().err
+    assert "resuming: distill already complete" in capsys.readouterr().out
+    assert (out / "benchmark.json").read_bytes() == plain
+    fed = json.loads((out / "benchmark-feedback.json").read_text())
+    assert fed["inputs"]["feedback"] == {"docs": 2, "weight": 4.0, "terms": 32}
+    assert "Rocchio pseudo-relevance feedback: 2 document(s) fed back at weight 4" in (out / "benchmark-feedback.md").read_text()
+    evalset = EvalSet.load(resolve_domain(str(domain)).files)
+    feedback = Feedback(docs=2, weight=4.0)
+    for r in fed["results"]:
+        want = evalset.scores(SpladeEncoder.from_pretrained(r["model"]), feedback)
+        assert r["groups"] == want
+    assert [r["groups"] for r in fed["results"]] != [r["groups"] for r in json.loads(plain)["results"][:2]]
+
+
+def test_feedback_tuning_flag_alone_is_refused(tmp_path, capsys):
+    assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "legal", "--feedback-docs", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "add --feedback" in err and "Traceback" not in err
+    assert not (tmp_path / "b").exists()
 
 
 def test_unknown_domain_is_one_error_line(tmp_path, capsys):
