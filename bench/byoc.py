@@ -16,6 +16,12 @@ sees which changes one rank move could explain.
     python -m bench.byoc --domains /path/to/domain      # a directory with the bundled file names
     python -m bench.byoc --config variant.toml --workdir runs/byoc-variant --json variant.json
     python -m bench.byoc --workdir runs/byoc --feedback --json feedback.json   # the same models, scored with feedback
+    python -m bench.byoc --workdir runs/byoc --pool --json pooled.json   # the same models, a larger corpus
+
+``--pool`` scores each domain's queries against its own documents plus every other
+registered domain's (ids prefixed ``<domain>/``, never relevant): the suite's 37-document
+corpora make a paraphrase's few relevant documents easy to find, and the pool shows how much
+of a number that is.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import numpy as np
 from scipy import stats
 
 import corpora
+from sparse_adapt.data import Document, load_documents
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.report.benchmark import METRIC, EvalSet, resolve_domain
 from sparse_adapt.retrieval.evaluation import evaluate_per_query, score_in_memory
@@ -40,16 +47,24 @@ INPUTS = ("corpus", "hand-written")
 SEMANTIC_GAIN, CONTROL_LOSS = 0.10, 0.02
 
 
+def pool_documents(domain: str) -> list[Document]:
+    """Every registered domain's documents except ``domain``'s, ids prefixed ``<name>/`` (so
+    they never clash with ``domain``'s ids or its qrels)."""
+    return [Document(f"{name}/{d.doc_id}", d.text)
+            for name in corpora.names() if name != domain for d in load_documents(corpora.get(name).docs)]
+
+
 def heldout_per_query(
     model: SpladeEncoder, files: corpora.CorpusFiles, max_active_dims: int | None = None,
-    feedback: Feedback | None = None,
+    feedback: Feedback | None = None, extra_documents: list[Document] = (),
 ) -> dict[str, dict[str, float]]:
     """``{group: {qid: nDCG@10}}`` over the held-out groups' judged queries, encoding only those;
     ``max_active_dims`` cuts the documents as ``export --max-active-dims`` does; ``feedback``
-    scores with Rocchio pseudo-relevance feedback as ``evaluate --feedback`` does."""
+    scores with Rocchio pseudo-relevance feedback as ``evaluate --feedback`` does;
+    ``extra_documents`` (never relevant) are searched beside the domain's own."""
     ev = EvalSet.load(files)
     wanted = {q for g in GROUPS for q in ev.groups[g] if q in ev.qrels}
-    run = score_in_memory(model, ev.documents, [q for q in ev.queries if q.qid in wanted],
+    run = score_in_memory(model, [*ev.documents, *extra_documents], [q for q in ev.queries if q.qid in wanted],
                            max_active_dims=max_active_dims, feedback=feedback)
     per = evaluate_per_query(ev.qrels, run, METRIC)
     return {g: {q: per[q] for q in ev.groups[g] if q in per} for g in GROUPS}
@@ -103,7 +118,7 @@ def paired_change(base: dict[str, float], adapted: dict[str, float]) -> dict:
 def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0, config: Path | None = None,
             glosses: bool = False, make_train: dict | None = None, pretrain: bool | None = None,
             pretrained: Path | None = None, max_active_dims: int | None = None,
-            feedback: Feedback | None = None) -> dict:
+            feedback: Feedback | None = None, extra_documents: list[Document] = ()) -> dict:
     """``pretrained``: a ``sparse-adapt pretrain`` output of ``base`` to train from (what ``adapt``
     would build in each run directory, made once); ``pretrain``: as ``adapt --pretrain``."""
     from sparse_adapt.corpus.adapt import run_adapt
@@ -118,7 +133,8 @@ def run_one(domain: str, base: str, inputs: str, workdir: Path, seed: int = 0, c
                        **(make_train or {}), **given)
     seconds = time.perf_counter() - t0
     final = SpladeEncoder.from_pretrained(result.final)
-    return {"seconds": round(seconds, 1), "per_query": heldout_per_query(final, files, max_active_dims, feedback),
+    return {"seconds": round(seconds, 1),
+            "per_query": heldout_per_query(final, files, max_active_dims, feedback, extra_documents),
             "generated": result.files.generated}
 
 
@@ -145,6 +161,9 @@ def main() -> None:
     ap.add_argument("--feedback", action="store_true",
                     help="score base and adapted model with Rocchio pseudo-relevance feedback (evaluate --feedback's "
                     "defaults); rerun on the same --workdir with its own --json")
+    ap.add_argument("--pool", action="store_true",
+                    help="score each domain's queries against its documents plus every other registered domain's "
+                    "(base and adapted alike); rerun on the same --workdir with its own --json")
     args = ap.parse_args()
     if args.pretrained is not None and (args.no_pretrain or "," in args.bases):
         ap.error("--pretrained is the pretraining of one base: give one --bases and no --no-pretrain")
@@ -158,12 +177,14 @@ def main() -> None:
     previous = json.loads(args.json.read_text()) if args.json and args.json.is_file() else []
     for spec in args.domains.split(","):
         domain = resolve_domain(spec)
+        extra = pool_documents(domain.name) if args.pool else []
         for base in args.bases.split(","):
-            base_scores = heldout_per_query(SpladeEncoder.from_pretrained(base), domain.files, feedback=feedback)
+            base_scores = heldout_per_query(SpladeEncoder.from_pretrained(base), domain.files, feedback=feedback,
+                                            extra_documents=extra)
             for inputs, seed in ((i, int(k)) for i in args.inputs.split(",") for k in args.seeds.split(",")):
                 one = run_one(spec, base, inputs, args.workdir, seed, args.config, args.glosses, make_train,
                               pretrain=False if args.no_pretrain else None, pretrained=args.pretrained,
-                              max_active_dims=args.max_active_dims, feedback=feedback)
+                              max_active_dims=args.max_active_dims, feedback=feedback, extra_documents=extra)
                 row = {"domain": domain.name, "split": domain.split, "base": base, "inputs": inputs, "seed": seed,
                        "seconds": one["seconds"], "groups": {}}
                 if args.pretrained is not None:
@@ -172,6 +193,8 @@ def main() -> None:
                     row["max_active_dims"] = args.max_active_dims
                 if feedback is not None:
                     row["feedback"] = asdict(feedback)
+                if args.pool:
+                    row["pool"] = len(extra)  # other domains' documents searched beside the domain's own
                 for g in GROUPS:
                     b, a = base_scores[g], one["per_query"][g]
                     row["groups"][g] = {"queries": len(b), "base": group_mean(b), "adapted": group_mean(a), **paired_change(b, a)}

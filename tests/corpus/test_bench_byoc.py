@@ -59,6 +59,27 @@ def test_feedback_scores_with_rocchio_queries(tiny_bert, monkeypatch):
     assert top(fed) != top(plain)  # the fed-back documents' terms rerank this random model's documents
 
 
+def test_pool_adds_every_other_domain_with_prefixed_ids(tiny_bert, monkeypatch):
+    import bench.byoc as byoc
+    from sparse_adapt.data import load_documents
+
+    pool = byoc.pool_documents("pharma")
+    others = [n for n in corpora.names() if n != "pharma"]
+    assert len(pool) == sum(len(load_documents(corpora.get(n).docs)) for n in others)
+    assert {d.doc_id.split("/")[0] for d in pool} == set(others)
+    own = {d.doc_id for d in load_documents(corpora.get("pharma").docs)}
+    assert not own & {d.doc_id for d in pool}
+    searched = []
+    real = byoc.score_in_memory
+    monkeypatch.setattr(byoc, "score_in_memory", lambda m, docs, *a, **k: searched.append(len(docs)) or real(m, docs, *a, **k))
+    pooled = heldout_per_query(tiny_bert, corpora.get("pharma"), extra_documents=pool)
+    alone = heldout_per_query(tiny_bert, corpora.get("pharma"))
+    assert searched == [len(own) + len(pool), len(own)]
+    # more non-relevant documents can only push relevant ones down: no query gains
+    assert all(pooled[g][q] <= alone[g][q] + 1e-9 for g in GROUPS for q in alone[g])
+    assert pooled != alone
+
+
 def test_paired_change_counts_and_exact_p_value_by_hand():
     # Three queries all gaining 0.5: of the 2^3 sign flips only "all +" and "all -" reach
     # |mean| >= 0.5, so the two-sided p is 2/8.
