@@ -3,6 +3,11 @@
 The SPLADE score is a sparse dot product, ``s(q, d) = sum_t w_q^t * w_d^t``, so it splits
 exactly into per-token contributions ``w_q^t * w_d^t`` over the tokens both vectors share;
 they are listed with both factors and sum to the score.
+
+With ``feedback`` (Rocchio pseudo-relevance feedback, ``sparse_adapt/retrieval/feedback.py``)
+the query is first scored as it is, then expanded with its best documents' centroid and
+scored again; everything shown is the expanded query's, so the contributions still sum to
+the score, and ``query.feedback`` says which documents were fed back and what they added.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vectors import ranked_row
 from sparse_adapt.progress import Hooks
+from sparse_adapt.retrieval.feedback import Feedback, feedback_documents, rocchio
 
 # Expanded tokens listed per matching document, as in the spec.
 DOC_TOP_TOKENS = 10
@@ -33,6 +39,23 @@ class WeightedToken:
 
 
 @dataclass
+class AddedToken:
+    token: str
+    token_id: int
+    added: float  # weight x the fed-back centroid's weight: what feedback put on this token
+    new: bool  # the query did not activate the token before feedback
+
+
+@dataclass
+class FeedbackStats:
+    docs: int
+    weight: float
+    terms: int
+    fed_back: list[str]  # ids of the first-pass documents whose mean was added, best first
+    added: list[AddedToken]  # by descending added weight
+
+
+@dataclass
 class QueryStats:
     text: str
     nonzero: int
@@ -41,6 +64,7 @@ class QueryStats:
     vocab_size: int
     expansion_count: int  # active tokens that do not occur in the query text
     tokens: list[WeightedToken]  # every active token, by descending weight
+    feedback: FeedbackStats | None = None  # with feedback: the fields above are the expanded query's
 
 
 @dataclass
@@ -84,9 +108,10 @@ def _weighted(ids: np.ndarray, weights: np.ndarray, vocab: list[str], text_ids: 
 
 def explain_query(
     splade: SpladeEncoder, query: str, documents: Sequence[Document], k: int = 3, *, model: str | None = None,
-    progress: Hooks | None = None,
+    progress: Hooks | None = None, feedback: Feedback | None = None,
 ) -> QueryExplanation:
-    """Score every document for ``query`` and explain the top ``k``."""
+    """Score every document for ``query`` and explain the top ``k`` (of the query expanded by
+    pseudo-relevance ``feedback``, if given)."""
     if not query.strip():
         raise ConfigError("the query is empty")
     if k < 1:
@@ -94,17 +119,34 @@ def explain_query(
     if not documents:
         raise ConfigError("no documents to score")
     with eval_mode(splade):
-        return _explain(splade, query, documents, k, model, progress)
+        return _explain(splade, query, documents, k, model, progress, feedback)
+
+
+def _feedback(
+    q_vec, D, scores: np.ndarray, feedback: Feedback, documents: Sequence[Document], vocab: list[str]
+) -> tuple[object, FeedbackStats]:
+    """The expanded query (1, V) and what feedback did to it."""
+    expanded = rocchio(q_vec, D, scores[None, :], feedback)  # (1, V)
+    fed = [documents[int(i)].doc_id for i in feedback_documents(scores[None, :], feedback.docs)[0]]
+    before = set(q_vec.indices.tolist())
+    ids, added = ranked_row(expanded - q_vec, 0)
+    tokens = [AddedToken(vocab[int(i)], int(i), float(w), int(i) not in before) for i, w in zip(ids, added) if w > 0]
+    return expanded, FeedbackStats(feedback.docs, feedback.weight, feedback.terms, fed, tokens)
 
 
 def _explain(
-    splade: SpladeEncoder, query: str, documents: Sequence[Document], k: int, model: str | None, progress: Hooks | None
+    splade: SpladeEncoder, query: str, documents: Sequence[Document], k: int, model: str | None, progress: Hooks | None,
+    feedback: Feedback | None = None,
 ):
     vocab = splade.id_to_token()
     V = splade.vocab_size
     q_vec = splade.encode([query], "query")  # (1, V)
     D = splade.encode([d.text for d in documents], "document", progress=progress)  # (n, V)
     scores = (D @ q_vec.T).toarray().ravel()  # (n,) float32, as retrieval scores them
+    fed = None
+    if feedback is not None:
+        q_vec, fed = _feedback(q_vec, D, scores, feedback, documents, vocab)
+        scores = (D @ q_vec.T).toarray().ravel()  # (n,) the second pass
 
     q_ids, q_w = ranked_row(q_vec, 0)
     q_text = in_text_ids(splade, [query], "query")[0]
@@ -117,6 +159,7 @@ def _explain(
         vocab_size=V,
         expansion_count=sum(1 for t in q_tokens if not t.in_text),
         tokens=q_tokens,
+        feedback=fed,
     )
     warnings = []
     if not len(q_ids):

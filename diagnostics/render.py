@@ -237,13 +237,21 @@ def render_explanation(e: QueryExplanation, console: Console) -> None:
     ))
     for w in e.warnings:
         console.print(Text(f"⚠ {w}", style="yellow"))
+    fb = q.feedback
+    new = {a.token_id for a in fb.added if a.new} if fb else set()
+    if fb:
+        fed = ", ".join(fb.fed_back) or "none (no document matched the query)"
+        console.print(Text(f"pseudo-relevance feedback: + {fb.weight:g} x the mean of {fed} "
+                           f"({fb.terms} terms kept; {len(fb.added)} tokens raised, {len(new)} of them new). "
+                           "Below: the expanded query.", style="cyan"))
     table = Table(box=box.SIMPLE_HEAD, title="query tokens by weight")
     table.add_column("weight", justify="right")
     table.add_column("token")
     table.add_column("kind")
     for t in q.tokens[:SHOWN_QUERY_TOKENS]:
-        table.add_row(f"{t.weight:.4f}", escape(t.token),
-                      Text("in text", style="dim") if t.in_text else Text("expansion", style="magenta"))
+        kind = (Text("feedback", style="cyan") if t.token_id in new
+                else Text("in text", style="dim") if t.in_text else Text("expansion", style="magenta"))
+        table.add_row(f"{t.weight:.4f}", escape(t.token), kind)
     if len(q.tokens) > SHOWN_QUERY_TOKENS:
         table.add_row("…", Text(f"{len(q.tokens) - SHOWN_QUERY_TOKENS} more", style="dim"), "")
     console.print(table)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 DIAGNOSE_SCHEMA = "sparse-adapt.diagnose/1"
-EXPLAIN_SCHEMA = "sparse-adapt.explain/1"
+EXPLAIN_SCHEMA = "sparse-adapt.explain/2"
 INSPECT_SCHEMA = "sparse-adapt.inspect/1"
 
 NUM = (int, float)
@@ -120,6 +120,10 @@ EXPLAIN = {
         "vocab_size": int,
         "expansion_count": int,
         "tokens": [_WEIGHTED],
+        "feedback": Nullable({
+            "docs": int, "weight": NUM, "terms": int, "fed_back": [str],
+            "added": [{"token": str, "token_id": int, "added": NUM, "new": bool}],
+        }),
     },
     "results": [
         {

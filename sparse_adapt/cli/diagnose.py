@@ -15,7 +15,9 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from sparse_adapt.cli.output import BASE_HELP, require_text
+from sparse_adapt.cli.output import (
+    BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, feedback_settings, require_text,
+)
 from sparse_adapt.defaults import bundled, companion, docs_or_bundled
 from sparse_adapt.errors import ConfigError
 
@@ -76,18 +78,26 @@ def explain(
     docs: Optional[Path] = typer.Option(None, "--docs", help=DOCS_HELP),
     k: int = typer.Option(3, "--k", help="How many top documents to explain."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    feedback: bool = typer.Option(
+        False, "--feedback", help="Explain the query after Rocchio pseudo-relevance feedback (as `evaluate "
+        "--feedback`): which documents were fed back and which tokens they added.",
+    ),
+    feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
+    feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,
+    feedback_terms: Optional[int] = FEEDBACK_TERMS_OPTION,
 ) -> None:
     """Explain a query: its vector, its expansions, and each top document's score as Σ q × d."""
     require_text(query, "query")
     if k < 1:
         raise ConfigError(f"--k must be >= 1, got {k}")
+    fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
     from diagnostics import explain_query
     from diagnostics.render import render_explanation
     from sparse_adapt.data import load_documents
 
     documents = load_documents(docs_or_bundled(docs))
     splade = _load_model(model, json_out)
-    result = explain_query(splade, query, documents, k, model=model)
+    result = explain_query(splade, query, documents, k, model=model, feedback=fb)
     _show(result, json_out, render_explanation)
 
 

@@ -72,7 +72,7 @@ OVERWRITE_HELP = "Replace an existing output (a non-empty directory or a file) i
 
 
 # Rocchio pseudo-relevance feedback (``retrieval/feedback.py``), shared by `evaluate` and `search`
-# (`benchmark` has its own --feedback help and shares the tuning flags).
+# (`benchmark` and `explain` have their own --feedback help and share the tuning flags).
 FEEDBACK_OPTION = typer.Option(
     False, "--feedback", help="Score --model a second time with Rocchio pseudo-relevance feedback (each query plus "
     "a share of its best documents' vectors; with --index, one built with `index --store-vectors`).",

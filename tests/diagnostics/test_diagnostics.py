@@ -273,6 +273,38 @@ def test_explain_contributions_sum_to_independent_scores(sparse):
     assert [t.weight for t in st.tokens] == sorted((t.weight for t in st.tokens), reverse=True)
 
 
+def test_explain_with_feedback_explains_the_expanded_query(sparse):
+    """Hand-worked Rocchio with one fed-back document: q' = q + w * top_m(d_best), then every
+    number shown is q''s, so the contributions still sum to the second-pass score."""
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    tiny_bert = sparse
+    query = "tools for monitoring corporate expenses"
+    fb = Feedback(docs=1, weight=2.0, terms=5)
+    e = explain_query(tiny_bert, query, DOCS, k=3, feedback=fb)
+    q = tiny_bert.encode([query], "query").toarray()[0].astype(np.float64)
+    D = tiny_bert.encode([d.text for d in DOCS]).toarray().astype(np.float64)
+    first = D @ q
+    best = sorted(range(len(DOCS)), key=lambda i: (-first[i], i))[0]
+    centroid = D[best].copy()
+    kept = sorted(np.nonzero(centroid)[0], key=lambda t: (-centroid[t], t))[:5]
+    cut = np.zeros_like(centroid)
+    cut[kept] = centroid[kept]
+    expanded = q + 2.0 * cut
+    scores = D @ expanded
+    order = sorted(range(len(DOCS)), key=lambda i: (-scores[i], DOCS[i].doc_id))[:3]
+    assert e.query.feedback.fed_back == [DOCS[best].doc_id]
+    assert {(a.token_id, a.new) for a in e.query.feedback.added} == {(int(t), bool(q[t] == 0)) for t in kept}
+    for a in e.query.feedback.added:
+        assert a.added == pytest.approx(2.0 * centroid[a.token_id], rel=1e-5)
+    assert e.query.nonzero == int((expanded > 0).sum())
+    assert [m.doc_id for m in e.results] == [DOCS[i].doc_id for i in order]
+    for m, i in zip(e.results, order):
+        assert m.score == pytest.approx(scores[i], rel=1e-5)
+        assert m.contributions_sum == pytest.approx(m.score, rel=1e-5)
+    assert explain_query(tiny_bert, query, DOCS, k=3).query.feedback is None
+
+
 def test_explain_rejects_empty_query_and_bad_k(tiny_bert):
     with pytest.raises(ConfigError, match="query is empty"):
         explain_query(tiny_bert, "   ", DOCS)

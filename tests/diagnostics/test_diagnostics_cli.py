@@ -87,7 +87,7 @@ def test_diagnose_errors_are_one_line(files, capsys):
 def test_explain_json_and_tables(files, capsys):
     rc = main(["explain", "gatrocraptic spending tools", *_args(files), "--k", "2", "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert rc == 0
+    assert rc == 0 and out["query"]["feedback"] is None
     validate(out)
     assert out["schema"] == EXPLAIN_SCHEMA and len(out["results"]) == 2
     for m in out["results"]:
@@ -95,6 +95,17 @@ def test_explain_json_and_tables(files, capsys):
     rc = main(["explain", "gatrocraptic spending tools", *_args(files)])
     out = capsys.readouterr().out
     assert rc == 0 and "contribution = q × d" in out and "#3" in out
+    rc = main(["explain", "gatrocraptic spending tools", *_args(files), "--k", "2", "--json", "--feedback",
+               "--feedback-terms", "4"])
+    fed = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    validate(fed)
+    assert fed["query"]["feedback"]["terms"] == 4 and len(fed["query"]["feedback"]["added"]) <= 4
+    assert fed["query"]["feedback"]["fed_back"]
+    rc = main(["explain", "gatrocraptic spending tools", *_args(files), "--feedback"])
+    assert rc == 0 and "pseudo-relevance feedback: + 0.5 x the mean of" in capsys.readouterr().out
+    rc = main(["explain", "gatrocraptic spending tools", *_args(files), "--feedback-docs", "2"])
+    assert rc == 2 and "add --feedback" in capsys.readouterr().err
 
 
 def test_explain_empty_query_is_an_error(files, capsys):
