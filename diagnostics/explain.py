@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
 from diagnostics.schema import EXPLAIN_SCHEMA
 from diagnostics.tokens import eval_mode, in_text_ids
@@ -123,9 +124,11 @@ def explain_query(
 
 
 def _feedback(
-    q_vec, D, scores: np.ndarray, feedback: Feedback, documents: Sequence[Document], vocab: list[str]
-) -> tuple[object, FeedbackStats]:
-    """The expanded query (1, V) and what feedback did to it."""
+    q_vec: sp.csr_matrix, D: sp.csr_matrix, scores: np.ndarray, feedback: Feedback, documents: Sequence[Document],
+    vocab: list[str],
+) -> tuple[sp.csr_matrix, FeedbackStats]:
+    """The expanded query (1, V) and what feedback did to it; ``q_vec`` (1, V), ``D`` (n, V),
+    ``scores`` (n,) the first pass."""
     expanded = rocchio(q_vec, D, scores[None, :], feedback)  # (1, V)
     fed = [documents[int(i)].doc_id for i in feedback_documents(scores[None, :], feedback.docs)[0]]
     before = set(q_vec.indices.tolist())

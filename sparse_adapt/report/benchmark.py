@@ -36,13 +36,16 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses import TERMS
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
-from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.report.benchmark_md import BENCHMARK_SCHEMA, HELDOUT, METRIC, render_benchmark
+from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.training.config import TrainConfig, load_config
 from sparse_adapt.training.stages import EXPERIMENTS
 
 # H4 runs as its MLM prefix (OUT/prefix/<domain>/seed<k>) then distill (OUT/runs/...).
 PREFIX = tuple(s for s in EXPERIMENTS["H4"] if s != "distill")
+
+# Names of the result files (.json, .md): plain scoring, and with pseudo-relevance feedback.
+STEMS = ("benchmark", "benchmark-feedback")
 
 FILES = {
     "docs": "docs.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv", "train": "train.jsonl",
@@ -126,7 +129,7 @@ class BenchmarkInputs:
     @property
     def stem(self) -> str:
         """The result files' name: ``benchmark`` or ``benchmark-feedback``, so both can sit in one OUT."""
-        return "benchmark" if self.feedback is None else "benchmark-feedback"
+        return STEMS[self.feedback is not None]
 
     def train_config(self) -> TrainConfig:
         return self.config.validate() if isinstance(self.config, TrainConfig) else load_config(self.config, self.base)
@@ -235,6 +238,6 @@ def check_out(out: Path) -> None:
     """Refuse to write into a non-empty directory that is not a benchmark of ours."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a directory")
-    ours = (out / "runs").is_dir() or (out / "prefix").is_dir() or any((out / f"{stem}.json").is_file() for stem in ("benchmark", "benchmark-feedback"))
+    ours = (out / "runs").is_dir() or (out / "prefix").is_dir() or any((out / f"{s}.json").is_file() for s in STEMS)
     if out.is_dir() and any(out.iterdir()) and not ours:
         raise ConfigError(f"--out {out} is not empty and holds no benchmark: refusing to write into it")
