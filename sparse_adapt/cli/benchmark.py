@@ -9,7 +9,14 @@ from typing import Optional
 import typer
 
 import corpora
-from sparse_adapt.cli.output import FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION
+from sparse_adapt.cli.output import (
+    FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, feedback_option,
+)
+
+FEEDBACK_HELP = (
+    "Score base and adapted models with Rocchio pseudo-relevance feedback, into "
+    "benchmark-feedback.json/.md (a rerun on a finished --out re-scores without retraining)."
+)
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -39,10 +46,7 @@ def benchmark(
         "", "--ablation", help="Comma-separated domains of the ablation (each loss term removed in turn); empty: none."
     ),
     ablation_seeds: str = typer.Option("0", "--ablation-seeds", help="Seeds of the ablation runs."),
-    feedback: bool = typer.Option(
-        False, "--feedback", help="Score base and adapted models with Rocchio pseudo-relevance feedback, into "
-        "benchmark-feedback.json/.md (a rerun on a finished --out re-scores without retraining).",
-    ),
+    feedback: bool = feedback_option(FEEDBACK_HELP),
     feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
     feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,
     feedback_terms: Optional[int] = FEEDBACK_TERMS_OPTION,

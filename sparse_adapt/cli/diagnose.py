@@ -16,7 +16,8 @@ import typer
 from rich.console import Console
 
 from sparse_adapt.cli.output import (
-    BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, feedback_settings, require_text,
+    BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, feedback_option,
+    feedback_settings, require_text,
 )
 from sparse_adapt.defaults import bundled, companion, docs_or_bundled
 from sparse_adapt.errors import ConfigError
@@ -25,6 +26,11 @@ MODEL_HELP = BASE_HELP
 DOCS_HELP = "docs.jsonl (default: the bundled Gatrocraptic corpus)."
 QUERIES_HELP = "queries.jsonl (default: the bundled queries when --docs is the bundled corpus)."
 JSON_HELP = "Print one JSON object (schema in the README) instead of tables."
+
+EXPLAIN_FEEDBACK_HELP = (
+    "Explain the query after Rocchio pseudo-relevance feedback (as `evaluate --feedback`): which "
+    "documents were fed back and which tokens they added."
+)
 
 
 def _load_model(model: str, json_out: bool):
@@ -78,10 +84,7 @@ def explain(
     docs: Optional[Path] = typer.Option(None, "--docs", help=DOCS_HELP),
     k: int = typer.Option(3, "--k", help="How many top documents to explain."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    feedback: bool = typer.Option(
-        False, "--feedback", help="Explain the query after Rocchio pseudo-relevance feedback (as `evaluate "
-        "--feedback`): which documents were fed back and which tokens they added.",
-    ),
+    feedback: bool = feedback_option(EXPLAIN_FEEDBACK_HELP),
     feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
     feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,
     feedback_terms: Optional[int] = FEEDBACK_TERMS_OPTION,

@@ -71,11 +71,15 @@ def require_text(text: str, what: str) -> str:
 OVERWRITE_HELP = "Replace an existing output (a non-empty directory or a file) instead of refusing."
 
 
-# Rocchio pseudo-relevance feedback (``retrieval/feedback.py``), shared by `evaluate` and `search`
-# (`benchmark` and `explain` have their own --feedback help and share the tuning flags).
-FEEDBACK_OPTION = typer.Option(
-    False, "--feedback", help="Score --model a second time with Rocchio pseudo-relevance feedback (each query plus "
-    "a share of its best documents' vectors; with --index, one built with `index --store-vectors`).",
+# Rocchio pseudo-relevance feedback (``retrieval/feedback.py``): `evaluate`, `search`, `benchmark`
+# and `explain` share the tuning flags; each command says in its own words what --feedback does.
+def feedback_option(help: str):
+    return typer.Option(False, "--feedback", help=help)
+
+
+FEEDBACK_OPTION = feedback_option(
+    "Score --model a second time with Rocchio pseudo-relevance feedback (each query plus "
+    "a share of its best documents' vectors; with --index, one built with `index --store-vectors`)."
 )
 FEEDBACK_DOCS_OPTION = typer.Option(None, "--feedback-docs", help="With --feedback: documents fed back (default 1).")
 FEEDBACK_WEIGHT_OPTION = typer.Option(
