@@ -18,7 +18,7 @@ from sparse_adapt.corpus.adapt import AdaptResult
 from sparse_adapt.data import load_documents, load_domain_terms, load_qrels, load_queries, load_query_groups
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
-from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+from sparse_adapt.retrieval.evaluation import encode_for_scoring, evaluate_run, score_in_memory, score_vectors
 from sparse_adapt.retrieval.feedback import Feedback
 
 SUMMARY = "summary.json"
@@ -49,8 +49,9 @@ def adapt_summary(
         original = SpladeEncoder.from_pretrained(base)
     for name, qpath, rpath, groups in sets:
         qs, judged = load_queries(qpath), load_qrels(rpath)
-        runs = {m: score_in_memory(model, documents, qs) for m, model in (("base", original), ("adapted", adapted))}
-        runs["feedback"] = score_in_memory(adapted, documents, qs, feedback=Feedback())
+        Q, D = encode_for_scoring(adapted, documents, qs)  # scored twice: as they are and with feedback
+        runs = {"base": score_in_memory(original, documents, qs), "adapted": score_vectors(Q, D, qs, documents),
+                "feedback": score_vectors(Q, D, qs, documents, Feedback())}
         for group, qids in {"all": [q.qid for q in qs], **groups}.items():
             keep = [q for q in qids if q in judged]
             if not keep:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Collection, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 from ranx import Qrels, Run, evaluate
 
 from sparse_adapt.atomic import atomic_file
@@ -89,8 +90,26 @@ def score_in_memory(
     inverted index never returns them; keeping them would let the metric library order
     those ties by doc id and credit whichever relevant document sorts first.
     """
-    D = splade.encode([d.text for d in documents], "document", batch_size, max_active_dims=max_active_dims)  # (n_docs, V)
-    Q = splade.encode([q.text for q in queries], "query", batch_size)  # (n_queries, V)
+    Q, D = encode_for_scoring(splade, documents, queries, batch_size, max_active_dims)
+    return score_vectors(Q, D, queries, documents, feedback)
+
+
+def encode_for_scoring(
+    splade: SpladeEncoder, documents: Sequence[Document], queries: Sequence[Query], batch_size: int = 32,
+    max_active_dims: int | None = None,
+) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """The query (n_queries, V) and document (n_docs, V) vectors :func:`score_in_memory` scores,
+    for callers that score the same vectors more than one way (:func:`score_vectors`)."""
+    D = splade.encode([d.text for d in documents], "document", batch_size, max_active_dims=max_active_dims)
+    Q = splade.encode([q.text for q in queries], "query", batch_size)
+    return Q, D
+
+
+def score_vectors(
+    Q: sp.csr_matrix, D: sp.csr_matrix, queries: Sequence[Query], documents: Sequence[Document],
+    feedback: Feedback | None = None,
+) -> dict[str, dict[str, float]]:
+    """:func:`score_in_memory` on already encoded vectors (rows in ``queries``/``documents`` order)."""
     S = (Q @ D.T).toarray()  # (n_queries, n_docs)
     if feedback is not None:
         S = (rocchio(Q, D, S, feedback) @ D.T).toarray()  # (n_queries, n_docs)

@@ -254,6 +254,9 @@ def test_cli_adapt_prints_and_writes_the_summary(setup, capsys):
     judged = load_qrels(out / "heldout_qrels.tsv")
     want = evaluate_run(judged, fed, ["ndcg@10"], qids=[q.qid for q in held if q.qid in judged])["ndcg@10"]
     assert rows["all"]["feedback"] == pytest.approx(want)
+    plain = score_in_memory(SpladeEncoder.from_pretrained(out / "final"), load_documents(setup["corpus"]), held)
+    qids = [q.qid for q in held if q.qid in judged]
+    assert rows["all"]["adapted"] == pytest.approx(evaluate_run(judged, plain, ["ndcg@10"], qids=qids)["ndcg@10"])
     assert set(rows) - {"all"} <= {"heldout-pseudo-explicit", "heldout-pseudo-semantic", "heldout-pseudo-control"}
     tokens = {t["token"] for t in summary["inspect"]["domain"]["tokens"]}
     assert "zentrofax" in tokens and summary["generated"] == ["terms", "dictionary", "train"]
