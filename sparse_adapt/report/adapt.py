@@ -18,7 +18,7 @@ from sparse_adapt.corpus.adapt import AdaptResult
 from sparse_adapt.data import load_documents, load_domain_terms, load_qrels, load_queries, load_query_groups
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
-from sparse_adapt.retrieval.evaluation import encode_for_scoring, evaluate_run, score_in_memory, score_vectors
+from sparse_adapt.retrieval.evaluation import encode_documents, encode_queries, evaluate_run, score_vectors
 from sparse_adapt.retrieval.feedback import Feedback
 
 SUMMARY = "summary.json"
@@ -46,12 +46,13 @@ def adapt_summary(
     rows = []
     sets = _sets(result, queries, qrels)
     if sets:
-        original = SpladeEncoder.from_pretrained(base)
+        models = {"base": SpladeEncoder.from_pretrained(base), "adapted": adapted}
+        corpus_vectors = {m: encode_documents(e, documents) for m, e in models.items()}  # once for every set
     for name, qpath, rpath, groups in sets:
         qs, judged = load_queries(qpath), load_qrels(rpath)
-        Q, D = encode_for_scoring(adapted, documents, qs)  # scored twice: as they are and with feedback
-        runs = {"base": score_in_memory(original, documents, qs), "adapted": score_vectors(Q, D, qs, documents),
-                "feedback": score_vectors(Q, D, qs, documents, Feedback())}
+        Q = {m: encode_queries(e, qs) for m, e in models.items()}
+        runs = {m: score_vectors(Q[m], corpus_vectors[m], qs, documents) for m in models}
+        runs["feedback"] = score_vectors(Q["adapted"], corpus_vectors["adapted"], qs, documents, Feedback())
         for group, qids in {"all": [q.qid for q in qs], **groups}.items():
             keep = [q for q in qids if q in judged]
             if not keep:

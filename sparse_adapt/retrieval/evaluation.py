@@ -90,19 +90,21 @@ def score_in_memory(
     inverted index never returns them; keeping them would let the metric library order
     those ties by doc id and credit whichever relevant document sorts first.
     """
-    Q, D = encode_for_scoring(splade, documents, queries, batch_size, max_active_dims)
-    return score_vectors(Q, D, queries, documents, feedback)
+    D = encode_documents(splade, documents, batch_size, max_active_dims)
+    return score_vectors(encode_queries(splade, queries, batch_size), D, queries, documents, feedback)
 
 
-def encode_for_scoring(
-    splade: SpladeEncoder, documents: Sequence[Document], queries: Sequence[Query], batch_size: int = 32,
-    max_active_dims: int | None = None,
-) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """The query (n_queries, V) and document (n_docs, V) vectors :func:`score_in_memory` scores,
-    for callers that score the same vectors more than one way (:func:`score_vectors`)."""
-    D = splade.encode([d.text for d in documents], "document", batch_size, max_active_dims=max_active_dims)
-    Q = splade.encode([q.text for q in queries], "query", batch_size)
-    return Q, D
+def encode_documents(
+    splade: SpladeEncoder, documents: Sequence[Document], batch_size: int = 32, max_active_dims: int | None = None,
+) -> sp.csr_matrix:
+    """The (n_docs, V) document vectors :func:`score_in_memory` scores, for callers that score
+    the same corpus for several query sets or more than one way (:func:`score_vectors`)."""
+    return splade.encode([d.text for d in documents], "document", batch_size, max_active_dims=max_active_dims)
+
+
+def encode_queries(splade: SpladeEncoder, queries: Sequence[Query], batch_size: int = 32) -> sp.csr_matrix:
+    """The (n_queries, V) query vectors :func:`score_in_memory` scores (queries are never cut)."""
+    return splade.encode([q.text for q in queries], "query", batch_size)
 
 
 def score_vectors(

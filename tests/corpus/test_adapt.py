@@ -262,6 +262,33 @@ def test_cli_adapt_prints_and_writes_the_summary(setup, capsys):
     assert "zentrofax" in tokens and summary["generated"] == ["terms", "dictionary", "train"]
 
 
+def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, monkeypatch):
+    from sparse_adapt.report import adapt as report
+    from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+
+    out = setup["root"] / "run"
+    if not (out / "final").is_dir():
+        _adapt(setup, out)
+    result = _adapt(setup, out)  # resumes
+    encoded = []
+    real = report.encode_documents
+    monkeypatch.setattr(report, "encode_documents",
+                        lambda m, docs, *a, **k: encoded.append(len(docs)) or real(m, docs, *a, **k))
+    # the held-out files given again as "your queries": a second set that must score the same
+    summary = report.adapt_summary(result, setup["corpus"], setup["base"], out / "heldout_queries.jsonl",
+                                   out / "heldout_qrels.tsv")
+    docs = load_documents(setup["corpus"])
+    assert encoded == [len(docs), len(docs)]  # base and adapted, not once per set
+    rows = {(r["set"], r["group"]): r for r in summary["evaluation"]}
+    pseudo, yours = rows[("pseudo held-out", "all")], rows[("your queries", "all")]
+    columns = ("base", "adapted", "feedback")
+    assert {k: pseudo[k] for k in columns} == {k: yours[k] for k in columns}
+    held, judged = load_queries(out / "heldout_queries.jsonl"), load_qrels(out / "heldout_qrels.tsv")
+    qids = [q.qid for q in held if q.qid in judged]
+    plain = score_in_memory(SpladeEncoder.from_pretrained(setup["base"]), docs, held)
+    assert pseudo["base"] == pytest.approx(evaluate_run(judged, plain, ["ndcg@10"], qids=qids)["ndcg@10"])
+
+
 def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_its_settings(setup, monkeypatch):
     from sparse_adapt.modeling.builtin import needs_pretraining
     from sparse_adapt.training import general
