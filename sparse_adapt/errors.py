@@ -16,3 +16,10 @@ class ModelLoadError(SparseAdaptError, RuntimeError):
 
 class OutputError(SparseAdaptError):
     """An output path cannot be written: it holds the user's files, is read-only or is in use."""
+
+
+def require_positive_int(value: object, what: str, error: type[Exception] = ValueError) -> None:
+    """Raise ``error("WHAT must be a positive integer, got VALUE")`` unless ``value`` is an int >= 1;
+    a bool is refused although Python counts it as an int (``True`` would pass as 1)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise error(f"{what} must be a positive integer, got {value!r}")

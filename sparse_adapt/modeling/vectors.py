@@ -12,6 +12,8 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from sparse_adapt.errors import require_positive_int
+
 
 def rank(ids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(ids, weights) of the positive entries, by descending weight, ties by ascending id."""
@@ -30,8 +32,8 @@ def ranked_row(matrix: sp.csr_matrix, row: int) -> tuple[np.ndarray, np.ndarray]
 
 def check_max_active_dims(k: int | None) -> None:
     """``max_active_dims`` is None (no limit) or a positive integer; ValueError otherwise."""
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-        raise ValueError(f"max_active_dims must be a positive integer, got {k!r}")
+    if k is not None:
+        require_positive_int(k, "max_active_dims")
 
 
 def keep_top(matrix: sp.csr_matrix, k: int) -> sp.csr_matrix:

@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparse_adapt.data import DataError, Document, iter_documents, iter_lines, require_file
-from sparse_adapt.errors import ConfigError
+from sparse_adapt.errors import ConfigError, require_positive_int
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.modeling.encoder import SORT_WINDOW_BATCHES, SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_sha256
@@ -53,10 +53,8 @@ class ExportConfig:
     max_active_dims: int | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.scale, bool) or not isinstance(self.scale, int) or self.scale < 1:
-            raise ConfigError(f"scale must be a positive integer, got {self.scale!r}")
-        if self.batch_size < 1:
-            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size!r}")
+        require_positive_int(self.scale, "scale", ConfigError)
+        require_positive_int(self.batch_size, "batch_size", ConfigError)
         try:
             check_max_active_dims(self.max_active_dims)
         except ValueError as e:

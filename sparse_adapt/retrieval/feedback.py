@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from sparse_adapt.errors import require_positive_int
 from sparse_adapt.modeling.vectors import keep_top
 
 
@@ -47,10 +48,8 @@ class Feedback:
     terms: int = 32
 
     def __post_init__(self) -> None:
-        if isinstance(self.docs, bool) or not isinstance(self.docs, int) or self.docs < 1:
-            raise ValueError(f"feedback docs must be a positive integer, got {self.docs!r}")
-        if isinstance(self.terms, bool) or not isinstance(self.terms, int) or self.terms < 1:
-            raise ValueError(f"feedback terms must be a positive integer, got {self.terms!r}")
+        require_positive_int(self.docs, "feedback docs")
+        require_positive_int(self.terms, "feedback terms")
         if not (isinstance(self.weight, (int, float)) and math.isfinite(self.weight) and self.weight > 0):
             raise ValueError(f"feedback weight must be a positive finite number, got {self.weight!r}")
 
