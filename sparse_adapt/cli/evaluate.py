@@ -194,9 +194,8 @@ def evaluate(
     from ranx import Run
     from ranx import compare as ranx_compare
 
-    name_a = model if index is None else f"{model} (lucene)"
-    if fb is not None:
-        name_a = f"{model} (feedback)"
+    how_searched = [w for w, used in (("lucene", index is not None), ("feedback", fb is not None)) if used]
+    name_a = f"{model} ({', '.join(how_searched)})" if how_searched else model
     if Path(compare).is_file():
         other = _read_run(Path(compare), compare)
     else:

@@ -197,6 +197,12 @@ def test_feedback_in_search_and_evaluate_cli(built, built_vectors, offline_base,
     want = LuceneRetriever(built_vectors, offline_base).search(query, 10, feedback=Feedback(terms=8))
     assert hits == [{"doc_id": h.doc_id, "score": h.score} for h in want]
     assert hits != [{"doc_id": h.doc_id, "score": h.score} for h in LuceneRetriever(built_vectors, offline_base).search(query, 10)]
+    # --compare names the system by every way it searched: Lucene and feedback.
+    assert main(["evaluate", "--model", "offline-minilm", "--index", str(built_vectors), "--queries",
+                 str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels), "--feedback",
+                 "--compare", "offline-minilm", "--docs", str(GATROCRAPTIC.docs), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert list(got["comparison"]["model_names"]) == ["offline-minilm (lucene, feedback)", "offline-minilm"]
     # An index without stored vectors: one line, exit 2.
     assert main(["evaluate", "--model", "offline-minilm", "--index", str(built["index"]), "--queries",
                  str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels), "--feedback"]) == 2
