@@ -9,6 +9,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from diagnostics.sections.checks import WARN
+
 
 @dataclass
 class Sources:
@@ -101,12 +103,17 @@ def _dictionary(term: str, s: Sources, checks: Sequence) -> Recommendation:
 
 
 def _query_expansion(term: str, s: Sources, checks: Sequence) -> Recommendation:
+    action = "raise the query-expansion loss weight in the distill config and re-run distillation"
+    if all(c.status == WARN for c in checks):  # checks.py: only feedback rescuing them makes a warning
+        action = ("search with --feedback (evaluate, search) to reach it now, as these queries do with "
+                  "feedback; for the model itself to expand them, " + action)
     return Recommendation(
         "query_expansion",
         f"queries without '{term}' in their text do not expand to it ("
-        + _details(checks, lambda c: f"{c.actual} queries")
+        + _details(checks, lambda c: c.actual.replace(" (", " queries (", 1) if " (" in c.actual
+                   else f"{c.actual} queries")
         + ")",
-        "raise the query-expansion loss weight in the distill config and re-run distillation",
+        action,
         [s.train_command(s.stages("distill")) + " --config DISTILL_CONFIG"],
     )
 

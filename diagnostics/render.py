@@ -191,6 +191,12 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
         console.print(head)
         for e in qe.expanding[:5]:
             console.print(Text(f"    {e.weight:.4f}  [{e.qid}] {_short(e.text, 70)}", style="dim"))
+        fb = qe.feedback
+        if fb is not None:
+            console.print(f"  with feedback (+ {fb.weight:g} x the mean of the best {fb.docs} document(s), "
+                          f"{fb.terms} terms): {len(fb.expanding)} of {qe.without_term} reach it")
+            for e in fb.expanding[:5]:
+                console.print(Text(f"    {e.weight:.4f}  [{e.qid}] {_short(e.text, 70)}", style="dim"))
 
     # [5] checks and recommendations
     _section(console, 5, "Checks and recommendations")

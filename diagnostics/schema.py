@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-DIAGNOSE_SCHEMA = "sparse-adapt.diagnose/1"
+DIAGNOSE_SCHEMA = "sparse-adapt.diagnose/2"
 EXPLAIN_SCHEMA = "sparse-adapt.explain/2"
 INSPECT_SCHEMA = "sparse-adapt.inspect/1"
 
@@ -96,6 +96,10 @@ DIAGNOSE = {
                     "expanding": [{"qid": str, "text": str, "weight": NUM}],
                     "with_term": int,
                     "with_term_active": int,
+                    "feedback": Nullable(
+                        {"docs": int, "weight": NUM, "terms": int,
+                         "expanding": [{"qid": str, "text": str, "weight": NUM}]}
+                    ),
                 }
             ),
         }

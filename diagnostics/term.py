@@ -37,6 +37,7 @@ from diagnostics.tokens import eval_mode
 from sparse_adapt.data import Document, Query
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vectors import ranked_row
+from sparse_adapt.retrieval.feedback import Feedback
 
 __all__ = ["FAIL", "HIGH_WEIGHT", "NA", "PASS", "TOP_RANK", "WARN", "TargetDiagnosis", "TermDiagnosis", "diagnose_term"]
 
@@ -70,14 +71,16 @@ def diagnose_term(
     terms: dict[str, list[str]] | None = None,
     queries: Sequence[Query] | None = None,
     sources: Sources | None = None,
+    feedback: Feedback | None = None,
 ) -> TermDiagnosis:
     """Run the five sections for ``term``; ``sources`` only fills in suggested commands.
 
     ``terms`` is the parsed terms file (``load_domain_terms``), ``queries`` the queries
-    checked for expansion to the term (``None``: check skipped).
+    checked for expansion to the term (``None``: check skipped); ``feedback`` checks them
+    a second time after pseudo-relevance feedback from ``documents``.
     """
     with eval_mode(splade):
-        return _diagnose(splade, term, documents, doc_id, terms, queries, sources)
+        return _diagnose(splade, term, documents, doc_id, terms, queries, sources, feedback)
 
 
 def _diagnose(
@@ -88,6 +91,7 @@ def _diagnose(
     terms: dict[str, list[str]] | None,
     queries: Sequence[Query] | None,
     sources: Sources | None,
+    feedback: Feedback | None,
 ) -> TermDiagnosis:
     sources = sources or Sources(model=splade.settings.base or "MODEL")
     vocab = vocabulary_check(splade, term, terms, sources.terms)
@@ -104,7 +108,7 @@ def _diagnose(
     ranked_ids, ranked_w = ranked_row(D, 0)
     text_ids = set(batch["input_ids"][0].tolist())
     vocab_strings = splade.id_to_token()
-    expansion = query_expansion(splade, ids, targets_ids, queries) if queries else {}
+    expansion = query_expansion(splade, ids, targets_ids, queries, documents, feedback) if queries else {}
 
     targets = []
     for j, t in enumerate(targets_ids):

@@ -1,13 +1,22 @@
-"""Query expansion: do queries that do not contain the term activate its token?"""
+"""Query expansion: do queries that do not contain the term activate its token?
+
+With pseudo-relevance feedback (``retrieval/feedback.py``, what ``evaluate/search --feedback``
+do) the same question is asked of each query after Rocchio: a paraphrase whose best
+document carries the term reaches it without the model expanding it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
 
+import scipy.sparse as sp
+
 from diagnostics.tokens import find_spans, input_ids
-from sparse_adapt.data import Query
+from sparse_adapt.data import Document, Query
 from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.retrieval.feedback import Feedback, rocchio
+
 
 @dataclass
 class ExpandingQuery:
@@ -17,31 +26,54 @@ class ExpandingQuery:
 
 
 @dataclass
+class FeedbackExpansion:
+    docs: int  # the Feedback settings used
+    weight: float
+    terms: int
+    expanding: list[ExpandingQuery]  # queries without the term that reach its token after feedback
+
+
+@dataclass
 class QueryExpansion:
     queries: int  # queries checked
     without_term: int  # of which do not contain the term in their text
     expanding: list[ExpandingQuery]  # queries without the term that activate the token
     with_term: int
     with_term_active: int  # queries containing the term whose vector has it
+    feedback: FeedbackExpansion | None = None  # the same after feedback (None: not asked)
+
+
+def _expanding(col, queries: Sequence[Query], contains: list[bool]) -> list[ExpandingQuery]:
+    return sorted(
+        (ExpandingQuery(q.qid, q.text, float(col[i])) for i, q in enumerate(queries) if not contains[i] and col[i] > 0),
+        key=lambda e: -e.weight,
+    )
 
 
 def query_expansion(
-    splade: SpladeEncoder, ids: list[int], targets: list[int], queries: Sequence[Query]
+    splade: SpladeEncoder, ids: list[int], targets: list[int], queries: Sequence[Query],
+    documents: Sequence[Document] = (), feedback: Feedback | None = None,
 ) -> dict[int, QueryExpansion]:
+    """Per target token id; ``feedback`` also searches ``documents`` and checks each query
+    after Rocchio feedback (no documents: nothing is fed back, so the query is unchanged)."""
     Q = splade.encode([q.text for q in queries], "query")  # (n_queries, V)
     contains = [bool(find_spans(input_ids(splade, q.text, "query"), ids)) for q in queries]
+    fed = None
+    if feedback is not None:
+        D = splade.encode([d.text for d in documents], "document") if documents else sp.csr_matrix((0, Q.shape[1]))
+        fed = rocchio(Q, D, (Q @ D.T).toarray(), feedback)  # (n_queries, V)
     out = {}
     for t in targets:
         col = Q[:, t].toarray().ravel()  # (n_queries,)
-        expanding = sorted(
-            (ExpandingQuery(q.qid, q.text, float(col[i])) for i, q in enumerate(queries) if not contains[i] and col[i] > 0),
-            key=lambda e: -e.weight,
-        )
         out[t] = QueryExpansion(
             queries=len(queries),
             without_term=contains.count(False),
-            expanding=expanding,
+            expanding=_expanding(col, queries, contains),
             with_term=contains.count(True),
             with_term_active=sum(1 for i in range(len(queries)) if contains[i] and col[i] > 0),
+            feedback=None if fed is None else FeedbackExpansion(
+                feedback.docs, feedback.weight, feedback.terms,
+                _expanding(fed[:, t].toarray().ravel(), queries, contains),
+            ),
         )
     return out

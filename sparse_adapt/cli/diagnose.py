@@ -27,6 +27,10 @@ DOCS_HELP = "docs.jsonl (default: the bundled Gatrocraptic corpus)."
 QUERIES_HELP = "queries.jsonl (default: the bundled queries when --docs is the bundled corpus)."
 JSON_HELP = "Print one JSON object (schema in the README) instead of tables."
 
+DIAGNOSE_FEEDBACK_HELP = (
+    "Also check the queries' expansion after Rocchio pseudo-relevance feedback from --docs (as "
+    "`evaluate --feedback`): do queries without the term reach it through their best document?"
+)
 EXPLAIN_FEEDBACK_HELP = (
     "Explain the query after Rocchio pseudo-relevance feedback (as `evaluate --feedback`): which "
     "documents were fed back and which tokens they added."
@@ -56,9 +60,14 @@ def diagnose(
     terms: Optional[Path] = typer.Option(None, "--terms", help="domain_terms.json (default: the bundled terms file)."),
     queries: Optional[Path] = typer.Option(None, "--queries", help=QUERIES_HELP + " Checked for expansion to the term."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    feedback: bool = feedback_option(DIAGNOSE_FEEDBACK_HELP),
+    feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
+    feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,
+    feedback_terms: Optional[int] = FEEDBACK_TERMS_OPTION,
 ) -> None:
     """Why does the model give TERM (no) weight? Vocabulary, logits, weight, rank, fixes."""
     require_text(term, "term")  # before the heavy imports: a typo should fail at once
+    fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
     from diagnostics import Sources, diagnose_term
     from diagnostics.render import render_term
     from sparse_adapt.data import load_documents, load_domain_terms, load_queries
@@ -69,12 +78,15 @@ def diagnose(
     documents = load_documents(docs_path)
     term_lists = load_domain_terms(terms_path)
     query_list = load_queries(queries_path) if queries_path is not None else None
+    if fb is not None and query_list is None:
+        raise ConfigError("--feedback checks the queries' expansion after feedback; give --queries")
     splade = _load_model(model, json_out)
     sources = Sources(
         model=model, docs=str(docs_path), terms=str(terms_path),
         dictionary=_str(companion(docs_path, None, "dictionary")), train=_str(companion(docs_path, None, "train")),
     )
-    result = diagnose_term(splade, term, documents, doc_id=doc, terms=term_lists, queries=query_list, sources=sources)
+    result = diagnose_term(splade, term, documents, doc_id=doc, terms=term_lists, queries=query_list, sources=sources,
+                           feedback=fb)
     _show(result, json_out, render_term)
 
 

@@ -71,8 +71,8 @@ def require_text(text: str, what: str) -> str:
 OVERWRITE_HELP = "Replace an existing output (a non-empty directory or a file) instead of refusing."
 
 
-# Rocchio pseudo-relevance feedback (``retrieval/feedback.py``): `evaluate`, `search`, `benchmark`
-# and `explain` share the tuning flags; each command says in its own words what --feedback does.
+# Rocchio pseudo-relevance feedback (``retrieval/feedback.py``): `evaluate`, `search`, `benchmark`,
+# `explain` and `diagnose` share the tuning flags; each command says in its own words what --feedback does.
 def feedback_option(help: str):
     return typer.Option(False, "--feedback", help=help)
 

@@ -222,6 +222,55 @@ def test_query_expansion_counts_match_encoded_queries(extended):
     assert qe.with_term_active == int(Q[1] > 0)
 
 
+def _fire_only_at(splade, token_id, doc, alpha=5.0, cut=0.9):
+    """Aim the token's decoder row at its hidden state in ``doc``: its logit is positive where
+    the token is the input (documents and queries naming the term) and negative elsewhere."""
+    mlm = splade.mlm
+    mlm.eval()
+    enc = splade.tokenizer(doc.text, return_tensors="pt")
+    pos = enc["input_ids"][0].tolist().index(token_id)
+    dec = mlm.get_output_embeddings()
+    with torch.no_grad():
+        v = mlm.cls.predictions.transform(mlm.bert(**enc).last_hidden_state[0, pos])  # (H,)
+        dec.weight = torch.nn.Parameter(dec.weight.detach().clone())  # untied: the input embedding stays
+        dec.weight[token_id] = alpha * v / v.norm()
+        dec.bias[token_id] = -alpha * cut * v.norm()
+
+
+def test_feedback_expansion_is_the_hand_worked_rocchio_and_turns_the_failure_into_a_warning(extended):
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
+    _fire_only_at(extended, tid, DOCS[2])
+    D = extended.encode([d.text for d in DOCS]).toarray()  # (4, V)
+    Q = extended.encode([q.text for q in QUERIES], "query").toarray()  # (3, V)
+    assert Q[0, tid] == Q[2, tid] == 0 and D[:, tid].max() > 0  # only texts naming the term have it
+    plain = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS, queries=QUERIES)
+    assert plain.targets[0].query_expansion.feedback is None
+    assert {c.name: c.status for c in plain.checks}["query_expansion"] == "fail"
+    assert "--feedback" not in plain.recommendations[-1].action
+
+    fb = Feedback(docs=1, weight=0.5, terms=32)
+    r = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS, queries=QUERIES, feedback=fb)
+    qe = r.targets[0].query_expansion
+    assert qe.expanding == [] and (qe.feedback.docs, qe.feedback.weight, qe.feedback.terms) == (1, 0.5, 32)
+    # by hand: each query without the term plus half its best document, that document cut to 32 terms
+    want = []
+    for i in (0, 2):
+        best = int(np.argmax(Q[i] @ D.T))
+        kept = np.argsort(-D[best], kind="stable")[:32]
+        w = Q[i, tid] + 0.5 * (D[best, tid] if tid in kept else 0.0)
+        if w > 0:
+            want.append((QUERIES[i].qid, pytest.approx(w)))
+    assert want and [(e.qid, e.weight) for e in qe.feedback.expanding] == want
+    [check] = [c for c in r.checks if c.name == "query_expansion"]
+    assert (check.status, check.actual) == ("warn", f"0 of 2 ({len(want)} with feedback)")
+    rec = r.recommendations[-1]
+    assert rec.id == "query_expansion" and "search with --feedback" in rec.action
+    assert f"0 of 2 queries ({len(want)} with feedback)" in rec.finding
+    validate(_roundtrip(r))
+
+
 def test_term_absent_from_every_document_uses_a_probe(extended):
     r = diagnose_term(extended, "OAuth2", DOCS, terms=TERMS, sources=Sources("m", docs="docs.jsonl"))
     assert r.document.source == "probe" and r.document.doc_id is None and r.document.docs_containing == []

@@ -52,6 +52,26 @@ def test_diagnose_json(files, capsys):
     assert out["targets"][0]["query_expansion"]["queries"] == 2
 
 
+def test_diagnose_with_feedback(files, capsys):
+    argv = ["diagnose", "Gatrocraptic", *_args(files), "--terms", str(files / "terms.json")]
+    queries = ["--queries", str(files / "queries.jsonl")]
+    rc = main([*argv, *queries, "--json", "--feedback", "--feedback-terms", "8"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    validate(out)
+    fed = out["targets"][0]["query_expansion"]["feedback"]
+    assert (fed["docs"], fed["weight"], fed["terms"]) == (1, 0.5, 8)
+    assert main([*argv, *queries, "--feedback"]) == 0
+    assert "with feedback (+ 0.5 x the mean of the best 1 document(s), 32 terms)" in " ".join(
+        capsys.readouterr().out.split())
+    for bad, says in (([*queries, "--feedback-docs", "2"], "add --feedback"),
+                      (["--feedback"], "give --queries"),
+                      ([*queries, "--feedback", "--feedback-terms", "0"], "--feedback-terms must be a positive integer")):
+        assert main([*argv, *bad]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert says in err and "Traceback" not in err
+
+
 def test_diagnose_tables(files, capsys):
     rc = main(["diagnose", "Gatrocraptic", *_args(files), "--terms", str(files / "terms.json"), "--doc", "d2"])
     out = capsys.readouterr().out
