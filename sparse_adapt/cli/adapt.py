@@ -197,11 +197,11 @@ def adapt(
                            teacher=teacher, seed=seed, glosses=glosses, pretrain=pretrain, hooks=hooks)
         summary = adapt_summary(result, corpus, base, queries, qrels, hooks)
     table = Table(title="nDCG@10, base vs adapted")
-    for c in ("queries", "group", "n", "base", "adapted", "change", "adapted + --feedback"):
+    for c in ("queries", "group", "n", "base", "adapted", "change", "base + --feedback", "adapted + --feedback"):
         table.add_column(c, justify="left" if c in ("queries", "group") else "right")
     for r in summary["evaluation"]:
         table.add_row(r["set"], r["group"], str(r["queries"]), f"{r['base']:.3f}", f"{r['adapted']:.3f}",
-                      f"{r['adapted'] - r['base']:+.3f}", f"{r['feedback']:.3f}")
+                      f"{r['adapted'] - r['base']:+.3f}", f"{r['base_feedback']:.3f}", f"{r['feedback']:.3f}")
     console.print(table)
     domain = summary["inspect"]["domain"]
     terms_table = Table(title="domain tokens: mean weight in documents using / not using them")

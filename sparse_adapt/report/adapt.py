@@ -4,7 +4,8 @@ Evaluation: nDCG@10 of the base and of the adapted model on the held-out pseudo-
 (per kind: explicit, semantic, control; never trained on) and on the user's own
 ``--queries/--qrels`` when given, with the number of queries behind each number; ``feedback``
 is the adapted model searched with pseudo-relevance feedback (``evaluate --feedback``'s
-defaults), so a user sees on their own queries what it would add.
+defaults), so a user sees on their own queries what it would add, and ``base_feedback`` the
+base searched the same way: what feedback alone gives without any training.
 Diagnostics: ``inspect`` of the adapted model on the corpus (sparsity, and each domain
 token's mean weight in documents that use it against documents that do not).
 """
@@ -22,7 +23,7 @@ from sparse_adapt.retrieval.evaluation import encode_documents, encode_queries, 
 from sparse_adapt.retrieval.feedback import Feedback
 
 SUMMARY = "summary.json"
-SCHEMA = "sparse-adapt.adapt-summary/1"
+SCHEMA = "sparse-adapt.adapt-summary/2"  # /1 had no "base_feedback"
 
 
 def _sets(result: AdaptResult, queries: Path | None, qrels: Path | None) -> list[tuple[str, Path, Path, dict]]:
@@ -52,6 +53,8 @@ def adapt_summary(
         qs, judged = load_queries(qpath), load_qrels(rpath)
         Q = {m: encode_queries(e, qs) for m, e in models.items()}
         runs = {m: score_vectors(Q[m], corpus_vectors[m], qs, documents) for m in models}
+        # the base with feedback too: training must beat what feedback alone gives the base
+        runs["base_feedback"] = score_vectors(Q["base"], corpus_vectors["base"], qs, documents, Feedback())
         runs["feedback"] = score_vectors(Q["adapted"], corpus_vectors["adapted"], qs, documents, Feedback())
         for group, qids in {"all": [q.qid for q in qs], **groups}.items():
             keep = [q for q in qids if q in judged]

@@ -265,6 +265,7 @@ def test_cli_adapt_prints_and_writes_the_summary(setup, capsys):
 def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, monkeypatch):
     from sparse_adapt.report import adapt as report
     from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+    from sparse_adapt.retrieval.feedback import Feedback
 
     out = setup["root"] / "run"
     if not (out / "final").is_dir():
@@ -281,12 +282,15 @@ def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, monk
     assert encoded == [len(docs), len(docs)]  # base and adapted, not once per set
     rows = {(r["set"], r["group"]): r for r in summary["evaluation"]}
     pseudo, yours = rows[("pseudo held-out", "all")], rows[("your queries", "all")]
-    columns = ("base", "adapted", "feedback")
+    columns = ("base", "adapted", "feedback", "base_feedback")
     assert {k: pseudo[k] for k in columns} == {k: yours[k] for k in columns}
     held, judged = load_queries(out / "heldout_queries.jsonl"), load_qrels(out / "heldout_qrels.tsv")
     qids = [q.qid for q in held if q.qid in judged]
-    plain = score_in_memory(SpladeEncoder.from_pretrained(setup["base"]), docs, held)
-    assert pseudo["base"] == pytest.approx(evaluate_run(judged, plain, ["ndcg@10"], qids=qids)["ndcg@10"])
+    base = SpladeEncoder.from_pretrained(setup["base"])
+    for column, feedback in (("base", None), ("base_feedback", Feedback())):
+        run = score_in_memory(base, docs, held, feedback=feedback)
+        assert pseudo[column] == pytest.approx(evaluate_run(judged, run, ["ndcg@10"], qids=qids)["ndcg@10"])
+    assert summary["schema"] == "sparse-adapt.adapt-summary/2"
 
 
 def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_its_settings(setup, monkeypatch):
