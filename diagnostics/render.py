@@ -314,6 +314,12 @@ def render_corpus(c: CorpusStats, console: Console) -> None:
                                     f" per query-document pair ({f.value_excluding_domain:.2f} without domain tokens)"))
         console.print(Text(f"  FLOPS = {f.definition}", style="dim"))
         console.print(Text(f"  FLOPS regulariser (non-domain, mean weights): {f.regularizer:.4f}", style="dim"))
+    if c.feedback is not None:
+        fb = c.feedback
+        console.print(Text.assemble(
+            ("With feedback ", "bold"), f"(+ {fb.weight:g} x the mean of the best {fb.docs} document(s), "
+            f"{fb.terms} terms): queries have {fb.queries.nonzero.mean:.1f} non-zero tokens on average, FLOPS ",
+            (f"{fb.flops:.2f}", "bold"), f" ({fb.flops / c.flops.value:.1f}x)" if c.flops.value > 0 else ""))
     dom = c.domain
     console.print()
     console.print(Text.assemble(("Domain tokens ", "bold"), f"{dom.count} (from {dom.source}): mean weight ",

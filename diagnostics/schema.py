@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 DIAGNOSE_SCHEMA = "sparse-adapt.diagnose/2"
 EXPLAIN_SCHEMA = "sparse-adapt.explain/2"
-INSPECT_SCHEMA = "sparse-adapt.inspect/1"
+INSPECT_SCHEMA = "sparse-adapt.inspect/2"
 
 NUM = (int, float)
 
@@ -177,6 +177,7 @@ INSPECT = {
         ],
     },
     "warnings": [str],
+    "feedback": Nullable({"docs": int, "weight": NUM, "terms": int, "queries": _TEXT_STATS, "flops": NUM}),
 }
 
 SHAPES = {DIAGNOSE_SCHEMA: DIAGNOSE, EXPLAIN_SCHEMA: EXPLAIN, INSPECT_SCHEMA: INSPECT}

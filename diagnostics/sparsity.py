@@ -30,6 +30,7 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import single_token_ids
 from sparse_adapt.progress import Hooks
+from sparse_adapt.retrieval.feedback import Feedback, rocchio
 
 FLOPS_DEFINITION = "sum_t p_q(t) * p_d(t), p = fraction of queries/documents with w^t > 0"
 
@@ -78,6 +79,18 @@ class DomainStats:
 
 
 @dataclass
+class FeedbackCost:
+    """The queries after Rocchio pseudo-relevance feedback (``retrieval/feedback.py``): each
+    gains up to ``terms`` tokens of its best documents, so it meets more postings."""
+
+    docs: int  # the Feedback settings used
+    weight: float
+    terms: int
+    queries: TextStats  # the expanded queries
+    flops: float  # FLOPS of the expanded queries against the same documents (definition above)
+
+
+@dataclass
 class CorpusStats:
     schema: str
     model: str
@@ -87,6 +100,7 @@ class CorpusStats:
     flops: Flops | None  # None without queries
     domain: DomainStats
     warnings: list[str] = field(default_factory=list)
+    feedback: FeedbackCost | None = None  # None: not asked
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -125,22 +139,26 @@ def inspect_corpus(
     model: str | None = None,
     batch_size: int = 32,
     progress: Hooks | None = None,
+    feedback: Feedback | None = None,
 ) -> CorpusStats:
     """Encode every document (and query) and summarise sparsity, FLOPS and domain tokens.
 
     Domain tokens are the model's registered ones plus the terms of ``terms`` that are a
     single token for this model (so an unextended base still reports e.g. ``api``).
+    ``feedback`` (needs queries) also measures the queries as feedback expands them.
     """
     if not documents:
         raise ConfigError("no documents to inspect")
+    if feedback is not None and not queries:
+        raise ConfigError("feedback expands queries: give queries to measure it on")
     D = splade.encode([d.text for d in documents], "document", batch_size, progress=progress)  # (n_d, V)
     Q = splade.encode([q.text for q in queries], "query", batch_size) if queries else None  # (n_q, V)
     domain, source = _domain_ids(splade, terms)
     warnings = []
 
-    flops = None
+    flops = cost = None
+    p_d = np.asarray((D > 0).mean(axis=0)).ravel()  # (V,)
     if Q is not None:
-        p_d = np.asarray((D > 0).mean(axis=0)).ravel()  # (V,)
         p_q = np.asarray((Q > 0).mean(axis=0)).ravel()  # (V,)
         keep = np.ones(D.shape[1], dtype=bool)
         keep[list(domain)] = False
@@ -154,6 +172,10 @@ def inspect_corpus(
         )
     else:
         warnings.append("no queries: per-query statistics and FLOPS need --queries")
+    if feedback is not None:
+        fed = rocchio(Q, D, (Q @ D.T).toarray(), feedback)  # (n_q, V)
+        p_fed = np.asarray((fed > 0).mean(axis=0)).ravel()  # (V,)
+        cost = FeedbackCost(feedback.docs, feedback.weight, feedback.terms, _text_stats(fed), float(p_fed @ p_d))
 
     text_ids = in_text_ids(splade, [d.text for d in documents], "document")
     tokens, all_in, all_out = [], [], []
@@ -180,4 +202,5 @@ def inspect_corpus(
         flops=flops,
         domain=DomainStats(len(domain), source, _mean(pooled_in), _mean(pooled_out), tokens),
         warnings=warnings,
+        feedback=cost,
     )

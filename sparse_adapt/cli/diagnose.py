@@ -31,6 +31,10 @@ DIAGNOSE_FEEDBACK_HELP = (
     "Also check the queries' expansion after Rocchio pseudo-relevance feedback from --docs (as "
     "`evaluate --feedback`): do queries without the term reach it through their best document?"
 )
+INSPECT_FEEDBACK_HELP = (
+    "Also measure the queries after Rocchio pseudo-relevance feedback from --docs (as `evaluate "
+    "--feedback`): their non-zero tokens and FLOPS, the search cost feedback adds."
+)
 EXPLAIN_FEEDBACK_HELP = (
     "Explain the query after Rocchio pseudo-relevance feedback (as `evaluate --feedback`): which "
     "documents were fed back and which tokens they added."
@@ -125,8 +129,13 @@ def inspect(
         "(default: the bundled terms when --docs is the bundled corpus)."
     ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    feedback: bool = feedback_option(INSPECT_FEEDBACK_HELP),
+    feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
+    feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,
+    feedback_terms: Optional[int] = FEEDBACK_TERMS_OPTION,
 ) -> None:
     """Corpus-level sparsity: non-zeros per text, estimated FLOPS, domain-token weights."""
+    fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
     from diagnostics import inspect_corpus
     from diagnostics.render import render_corpus
     from sparse_adapt.data import load_documents, load_domain_terms, load_queries
@@ -137,8 +146,10 @@ def inspect(
     terms_path = companion(docs_path, terms, "terms")
     query_list = load_queries(queries_path) if queries_path is not None else None
     term_lists = load_domain_terms(terms_path) if terms_path is not None else None
+    if fb is not None and query_list is None:
+        raise ConfigError("--feedback measures the queries as feedback expands them; give --queries")
     splade = _load_model(model, json_out)
-    result = inspect_corpus(splade, documents, query_list, term_lists, model=model)
+    result = inspect_corpus(splade, documents, query_list, term_lists, model=model, feedback=fb)
     _show(result, json_out, render_corpus)
 
 

@@ -72,7 +72,8 @@ OVERWRITE_HELP = "Replace an existing output (a non-empty directory or a file) i
 
 
 # Rocchio pseudo-relevance feedback (``retrieval/feedback.py``): `evaluate`, `search`, `benchmark`,
-# `explain` and `diagnose` share the tuning flags; each command says in its own words what --feedback does.
+# `explain`, `diagnose` and `inspect` share the tuning flags; each command says in its own words
+# what --feedback does.
 def feedback_option(help: str):
     return typer.Option(False, "--feedback", help=help)
 

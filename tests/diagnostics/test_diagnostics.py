@@ -396,6 +396,34 @@ def test_inspect_matches_independent_statistics(extended):
     assert {t.token_id for t in c.domain.tokens} == set(domain) and c.domain.source == "model"
 
 
+def test_inspect_with_feedback_measures_the_hand_expanded_queries(extended):
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    fb = Feedback(docs=2, weight=0.5, terms=5)
+    c = inspect_corpus(extended, DOCS, QUERIES, feedback=fb)
+    assert inspect_corpus(extended, DOCS, QUERIES).feedback is None
+    D = extended.encode([d.text for d in DOCS]).toarray()  # (4, V)
+    Q = extended.encode([q.text for q in QUERIES], "query").toarray()  # (3, V)
+    fed = []
+    for q in Q:  # by hand: q + 0.5 x the mean of its 2 best documents (score > 0), cut to 5 terms
+        best = [i for i in np.argsort(-(D @ q), kind="stable")[:2] if D[i] @ q > 0]
+        centroid = D[best].mean(0) if best else np.zeros_like(q)
+        cut = np.zeros_like(centroid)
+        top = np.lexsort((np.arange(len(centroid)), -centroid))[:5]
+        cut[top] = centroid[top]
+        fed.append(q + 0.5 * cut)
+    fed = np.array(fed)
+    nnz = (fed > 0).sum(1)
+    assert (c.feedback.docs, c.feedback.weight, c.feedback.terms) == (2, 0.5, 5)
+    assert c.feedback.queries.nonzero.mean == pytest.approx(nnz.mean()) and c.feedback.queries.count == 3
+    assert nnz.mean() > (Q > 0).sum(1).mean()  # feedback added tokens, so the numbers below differ
+    assert c.feedback.flops == pytest.approx(float((fed > 0).mean(0) @ (D > 0).mean(0)), rel=1e-6)
+    assert c.feedback.flops > c.flops.value
+    validate(_roundtrip(c))
+    with pytest.raises(ConfigError, match="give queries"):
+        inspect_corpus(extended, DOCS, feedback=fb)
+
+
 def test_inspect_without_queries_or_domain_tokens(sparse):
     tiny_bert = sparse
     c = inspect_corpus(tiny_bert, DOCS)

@@ -66,7 +66,8 @@ def test_diagnose_with_feedback(files, capsys):
         capsys.readouterr().out.split())
     for bad, says in (([*queries, "--feedback-docs", "2"], "add --feedback"),
                       (["--feedback"], "give --queries"),
-                      ([*queries, "--feedback", "--feedback-terms", "0"], "--feedback-terms must be a positive integer")):
+                      ([*queries, "--feedback", "--feedback-terms", "0"],
+                       "--feedback-terms must be a positive integer")):
         assert main([*argv, *bad]) == 2
         err = " ".join(capsys.readouterr().err.split())
         assert says in err and "Traceback" not in err
@@ -146,3 +147,17 @@ def test_inspect_json_and_tables(files, capsys):
     rc = main(["inspect", *_args(files)])
     out = capsys.readouterr().out
     assert rc == 0 and "non-zero tokens per text" in out and "no queries" in out
+    assert main(["inspect", *_args(files), "--queries", str(files / "queries.jsonl"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["feedback"] is None
+    rc = main(["inspect", *_args(files), "--queries", str(files / "queries.jsonl"), "--json", "--feedback",
+               "--feedback-terms", "3"])
+    fed = json.loads(capsys.readouterr().out)
+    validate(fed)
+    assert rc == 0 and fed["feedback"]["terms"] == 3 and fed["feedback"]["queries"]["count"] == 2
+    assert main(["inspect", *_args(files), "--queries", str(files / "queries.jsonl"), "--feedback"]) == 0
+    assert "With feedback (+ 0.5 x the mean of the best 1 document(s), 32 terms)" in " ".join(
+        capsys.readouterr().out.split())
+    assert main(["inspect", *_args(files), "--feedback"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "give --queries" in err and "Traceback" not in err
+
