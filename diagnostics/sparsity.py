@@ -30,7 +30,7 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import single_token_ids
 from sparse_adapt.progress import Hooks
-from sparse_adapt.retrieval.feedback import Feedback, rocchio
+from sparse_adapt.retrieval.feedback import Feedback, expand_in_memory
 
 FLOPS_DEFINITION = "sum_t p_q(t) * p_d(t), p = fraction of queries/documents with w^t > 0"
 
@@ -173,7 +173,7 @@ def inspect_corpus(
     else:
         warnings.append("no queries: per-query statistics and FLOPS need --queries")
     if feedback is not None:
-        fed = rocchio(Q, D, (Q @ D.T).toarray(), feedback)  # (n_q, V)
+        fed = expand_in_memory(Q, D, feedback)  # (n_q, V)
         p_fed = np.asarray((fed > 0).mean(axis=0)).ravel()  # (V,)
         cost = FeedbackCost(feedback.docs, feedback.weight, feedback.terms, _text_stats(fed), float(p_fed @ p_d))
 

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from diagnostics.tokens import find_spans, input_ids
 from sparse_adapt.data import Document, Query
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.retrieval.feedback import Feedback, rocchio
+from sparse_adapt.retrieval.feedback import Feedback, expand_in_memory
 
 
 @dataclass
@@ -61,7 +61,7 @@ def query_expansion(
     fed = None
     if feedback is not None:
         D = splade.encode([d.text for d in documents], "document") if documents else sp.csr_matrix((0, Q.shape[1]))
-        fed = rocchio(Q, D, (Q @ D.T).toarray(), feedback)  # (n_queries, V)
+        fed = expand_in_memory(Q, D, feedback)  # (n_queries, V)
     out = {}
     for t in targets:
         col = Q[:, t].toarray().ravel()  # (n_queries,)

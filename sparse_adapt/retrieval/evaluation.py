@@ -17,7 +17,7 @@ from sparse_adapt.atomic import atomic_file
 from sparse_adapt.data import Document, Query
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.retrieval.feedback import Feedback, rocchio
+from sparse_adapt.retrieval.feedback import Feedback, expand_in_memory
 
 # The metrics `sparse-adapt evaluate` reports, in ranx's names; keys of its --json output.
 DEFAULT_METRICS = ("ndcg@10", "mrr@10", "recall@5")
@@ -112,9 +112,9 @@ def score_vectors(
     feedback: Feedback | None = None,
 ) -> dict[str, dict[str, float]]:
     """:func:`score_in_memory` on already encoded vectors (rows in ``queries``/``documents`` order)."""
-    S = (Q @ D.T).toarray()  # (n_queries, n_docs)
     if feedback is not None:
-        S = (rocchio(Q, D, S, feedback) @ D.T).toarray()  # (n_queries, n_docs)
+        Q = expand_in_memory(Q, D, feedback)  # (n_queries, V)
+    S = (Q @ D.T).toarray()  # (n_queries, n_docs)
     doc_ids = [d.doc_id for d in documents]
     return {
         q.qid: {d: float(v) for d, v in zip(doc_ids, S[i].tolist()) if v > 0.0} for i, q in enumerate(queries)

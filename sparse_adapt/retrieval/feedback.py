@@ -80,3 +80,9 @@ def rocchio(Q: sp.csr_matrix, D: sp.csr_matrix, scores: np.ndarray, feedback: Fe
     mean = sp.csr_matrix((share, (rows, cols)), shape=(Q.shape[0], D.shape[0]))  # (n_queries, n_docs)
     centroid = keep_top(sp.csr_matrix(mean @ D, dtype=np.float64), feedback.terms)  # (n_queries, V)
     return sp.csr_matrix(Q, dtype=np.float64) + feedback.weight * centroid
+
+
+def expand_in_memory(Q: sp.csr_matrix, D: sp.csr_matrix, feedback: Feedback) -> sp.csr_matrix:
+    """:func:`rocchio` with its first pass ``Q D^T`` over every document of ``D``: the expanded
+    queries (n_queries, V) that in-memory scoring and the diagnostics search with."""
+    return rocchio(Q, D, (Q @ D.T).toarray(), feedback)
