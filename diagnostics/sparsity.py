@@ -140,18 +140,25 @@ def inspect_corpus(
     batch_size: int = 32,
     progress: Hooks | None = None,
     feedback: Feedback | None = None,
+    document_vectors: sp.csr_matrix | None = None,
 ) -> CorpusStats:
     """Encode every document (and query) and summarise sparsity, FLOPS and domain tokens.
 
     Domain tokens are the model's registered ones plus the terms of ``terms`` that are a
     single token for this model (so an unextended base still reports e.g. ``api``).
     ``feedback`` (needs queries) also measures the queries as feedback expands them.
+    ``document_vectors``: the (n_d, V) ``splade.encode`` of ``documents``, when the caller
+    already has it (not encoded again).
     """
     if not documents:
         raise ConfigError("no documents to inspect")
     if feedback is not None and not queries:
         raise ConfigError("feedback expands queries: give queries to measure it on")
-    D = splade.encode([d.text for d in documents], "document", batch_size, progress=progress)  # (n_d, V)
+    if document_vectors is not None and document_vectors.shape != (len(documents), splade.vocab_size):
+        raise ValueError(f"document_vectors have shape {document_vectors.shape}, expected "
+                         f"{(len(documents), splade.vocab_size)}")
+    D = (document_vectors if document_vectors is not None
+         else splade.encode([d.text for d in documents], "document", batch_size, progress=progress))  # (n_d, V)
     Q = splade.encode([q.text for q in queries], "query", batch_size) if queries else None  # (n_q, V)
     domain, source = _domain_ids(splade, terms)
     warnings = []

@@ -46,9 +46,10 @@ def adapt_summary(
     adapted = SpladeEncoder.from_pretrained(result.final)
     rows = []
     sets = _sets(result, queries, qrels)
+    adapted_docs = encode_documents(adapted, documents, progress=hooks)  # scored for every set, then inspected
     if sets:
         models = {"base": SpladeEncoder.from_pretrained(base), "adapted": adapted}
-        corpus_vectors = {m: encode_documents(e, documents) for m, e in models.items()}  # once for every set
+        corpus_vectors = {"base": encode_documents(models["base"], documents), "adapted": adapted_docs}
     for name, qpath, rpath, groups in sets:
         qs, judged = load_queries(qpath), load_qrels(rpath)
         Q = {m: encode_queries(e, qs) for m, e in models.items()}
@@ -64,7 +65,8 @@ def adapt_summary(
             rows.append({"set": name, "group": group, "queries": len(keep), **ndcg})
     probe = load_queries(result.files.heldout_queries) if result.files.heldout_queries else None
     inspect = inspect_corpus(
-        adapted, documents, probe, load_domain_terms(result.files.terms), model=str(result.final), progress=hooks
+        adapted, documents, probe, load_domain_terms(result.files.terms), model=str(result.final),
+        document_vectors=adapted_docs,
     )
     summary = {
         "schema": SCHEMA, "final": str(result.final), "base": base,

@@ -17,6 +17,7 @@ from sparse_adapt.atomic import atomic_file
 from sparse_adapt.data import Document, Query
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.progress import Hooks
 from sparse_adapt.retrieval.feedback import Feedback, expand_in_memory
 
 # The metrics `sparse-adapt evaluate` reports, in ranx's names; keys of its --json output.
@@ -96,10 +97,12 @@ def score_in_memory(
 
 def encode_documents(
     splade: SpladeEncoder, documents: Sequence[Document], batch_size: int = 32, max_active_dims: int | None = None,
+    progress: Hooks | None = None,
 ) -> sp.csr_matrix:
     """The (n_docs, V) document vectors :func:`score_in_memory` scores, for callers that score
     the same corpus for several query sets or more than one way (:func:`score_vectors`)."""
-    return splade.encode([d.text for d in documents], "document", batch_size, max_active_dims=max_active_dims)
+    return splade.encode([d.text for d in documents], "document", batch_size, progress=progress,
+                         max_active_dims=max_active_dims)
 
 
 def encode_queries(splade: SpladeEncoder, queries: Sequence[Query], batch_size: int = 32) -> sp.csr_matrix:

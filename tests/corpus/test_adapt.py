@@ -271,15 +271,15 @@ def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, monk
     if not (out / "final").is_dir():
         _adapt(setup, out)
     result = _adapt(setup, out)  # resumes
-    encoded = []
-    real = report.encode_documents
-    monkeypatch.setattr(report, "encode_documents",
-                        lambda m, docs, *a, **k: encoded.append(len(docs)) or real(m, docs, *a, **k))
+    encoded = []  # every document-side encode of the summary, inspect's included
+    real = SpladeEncoder.encode
+    monkeypatch.setattr(SpladeEncoder, "encode", lambda m, texts, kind="document", *a, **k: (
+        encoded.append(len(texts)) if kind == "document" else None) or real(m, texts, kind, *a, **k))
     # the held-out files given again as "your queries": a second set that must score the same
     summary = report.adapt_summary(result, setup["corpus"], setup["base"], out / "heldout_queries.jsonl",
                                    out / "heldout_qrels.tsv")
     docs = load_documents(setup["corpus"])
-    assert encoded == [len(docs), len(docs)]  # base and adapted, not once per set
+    assert encoded == [len(docs), len(docs)]  # adapted and base, not once per set nor again for inspect
     rows = {(r["set"], r["group"]): r for r in summary["evaluation"]}
     pseudo, yours = rows[("pseudo held-out", "all")], rows[("your queries", "all")]
     columns = ("base", "adapted", "feedback", "base_feedback")

@@ -424,6 +424,19 @@ def test_inspect_with_feedback_measures_the_hand_expanded_queries(extended):
         inspect_corpus(extended, DOCS, feedback=fb)
 
 
+def test_inspect_takes_document_vectors_the_caller_already_has(extended):
+    D = extended.encode([d.text for d in DOCS])
+    assert inspect_corpus(extended, DOCS, QUERIES, document_vectors=D) == inspect_corpus(extended, DOCS, QUERIES)
+    # the given vectors are what is measured, not a fresh encoding: vectors cut to 2 terms show 2
+    from sparse_adapt.modeling.vectors import keep_top
+
+    assert (D > 0).sum(1).max() > 2
+    assert inspect_corpus(extended, DOCS, QUERIES, document_vectors=keep_top(D, 2)).documents.nonzero.max == 2
+    other = extended.encode([d.text for d in DOCS[:2]])
+    with pytest.raises(ValueError, match="document_vectors have shape"):
+        inspect_corpus(extended, DOCS, QUERIES, document_vectors=other)
+
+
 def test_inspect_without_queries_or_domain_tokens(sparse):
     tiny_bert = sparse
     c = inspect_corpus(tiny_bert, DOCS)
