@@ -33,13 +33,22 @@ def _seeds(value: str) -> tuple[int, ...]:
 
 
 def benchmark(
-    out: Path = typer.Option(..., "--out", help="Benchmark directory: benchmark.md, benchmark.json, runs/, ablation/."),
+    out: Path = typer.Option(
+        ..., "--out", help="Benchmark directory: benchmark.md, benchmark.json, runs/, ablation/ "
+        "(--pipeline adapt: benchmark-adapt.md/.json, adapt/, pretrained/).",
+    ),
     domains: str = typer.Option(
         ",".join(corpora.MEASURED), "--domains",
         help=f"Comma-separated registered data sets (corpora: {', '.join(corpora.SPLITS['dev'])} = dev; "
         f"{', '.join(corpora.SPLITS['test'])} = test; gatrocraptic) or directories with the same files.",
     ),
-    seeds: str = typer.Option("0,1", "--seeds", help="Comma-separated seeds of the H4 runs."),
+    seeds: str = typer.Option("0,1", "--seeds", help="Comma-separated seeds of the runs."),
+    pipeline: str = typer.Option(
+        "train", "--pipeline",
+        help="train: `train`'s H4 stages; adapt: `sparse-adapt adapt` given each domain's hand-written terms, "
+        "dictionary and training lists (pretraining where the base needs it, made once into OUT/pretrained; "
+        "the final model averaged with `extend`), into benchmark-adapt.json/.md. No --ablation with adapt.",
+    ),
     base: str = typer.Option("offline-minilm", "--base", help="Model directory, hub id or offline-minilm."),
     config: Optional[Path] = typer.Option(None, "--config", help="Training config overrides (JSON or TOML), as for train."),
     ablation: str = typer.Option(
@@ -51,7 +60,7 @@ def benchmark(
     feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,
     feedback_terms: Optional[int] = FEEDBACK_TERMS_OPTION,
 ) -> None:
-    """Train (or resume) H4 on every domain and seed, evaluate base vs adapted per query group."""
+    """Train (or resume) every domain and seed, evaluate base vs adapted per query group."""
     from sparse_adapt.cli.output import console, feedback_settings, rich_hooks
     from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark
     from sparse_adapt.report.benchmark_md import bar_summary
@@ -59,7 +68,7 @@ def benchmark(
     inputs = BenchmarkInputs(
         out=out, domains=_names(domains), seeds=_seeds(seeds), base=base, config=config,
         ablation_domains=_names(ablation), ablation_seeds=_seeds(ablation_seeds),
-        feedback=feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms),
+        feedback=feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms), pipeline=pipeline,
     )
     with rich_hooks() as hooks:
         report = build_benchmark(inputs, hooks)

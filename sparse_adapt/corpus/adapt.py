@@ -213,13 +213,13 @@ def make_train(
     return records, stats
 
 
-def _pretrained(base: str | Path, where: Path, hooks: Hooks) -> str:
+def pretrained_base(base: str | Path, where: Path, hooks: Hooks = SILENT) -> str:
     """``where``, holding ``base`` after general-English pretraining (made once; a rerun reuses it)."""
     from sparse_adapt.training import rundir
     from sparse_adapt.training.general import run_general
 
     if not rundir.complete(where):
-        hooks.message(f"general-English pretraining of {base} (once per run directory) -> {where}")
+        hooks.message(f"general-English pretraining of {base} (once per directory) -> {where}")
         # The pretraining loads its own dense teacher even when adapt holds one for the
         # pseudo-labels: the teacher caches every text it embeds (up to ~115,000 pair texts,
         # ~180 MB), and a separate object frees that cache when the pretraining returns; a
@@ -294,7 +294,7 @@ def run_adapt(
     if not (out / MANIFEST).is_file():
         write_json_atomic(out / MANIFEST, manifest)
     if pretrain:
-        base = _pretrained(base, out / PRETRAINED, hooks)
+        base = pretrained_base(base, out / PRETRAINED, hooks)
     files, notes = prepare_inputs(
         corpus, out, str(base), terms=given["terms"], dictionary=given["dictionary"], train=given["train"],
         teacher=scorer, seed=seed, top=top, min_count=min_count, max_queries=max_queries,

@@ -16,6 +16,14 @@ models alike are scored with Rocchio pseudo-relevance feedback (``retrieval/feed
 into ``OUT/benchmark-feedback.json`` and ``.md`` instead, so a rerun of a finished benchmark
 with ``--feedback`` re-scores its models without retraining and keeps the plain tables.
 
+With ``pipeline="adapt"`` every domain and seed is adapted by ``sparse-adapt adapt`` instead
+(``corpus/adapt.py``: general-English pretraining where the base needs it, made once into
+``OUT/pretrained``; H4; the final model averaged with the ``extend`` checkpoint) from the
+domain's hand-written terms, dictionary and training lists, into
+``OUT/adapt/<domain>/seed<k>``, and written to ``OUT/benchmark-adapt.json`` / ``.md`` (with
+feedback ``benchmark-adapt-feedback``): the product path, measured by the same held-out
+groups and bar. It has no ablation (each term removed would be a whole ``adapt`` run).
+
 A domain is a name registered in ``corpora`` (its split comes from ``corpora.SPLITS``) or
 a directory holding the same files as a bundled domain (split ``outside``).
 """
@@ -44,8 +52,12 @@ from sparse_adapt.training.stages import EXPERIMENTS
 # H4 runs as its MLM prefix (OUT/prefix/<domain>/seed<k>) then distill (OUT/runs/...).
 PREFIX = tuple(s for s in EXPERIMENTS["H4"] if s != "distill")
 
-# Names of the result files (.json, .md): plain scoring, and with pseudo-relevance feedback.
-STEMS = ("benchmark", "benchmark-feedback")
+# How each domain and seed is adapted: `train`'s H4 stages, or `adapt` given the domain's
+# hand-written inputs (what a user runs; see the module docstring).
+PIPELINES = ("train", "adapt")
+
+# Names of the result files (.json, .md), per pipeline: plain scoring, and with pseudo-relevance feedback.
+STEMS = {"train": ("benchmark", "benchmark-feedback"), "adapt": ("benchmark-adapt", "benchmark-adapt-feedback")}
 
 FILES = {
     "docs": "docs.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv", "train": "train.jsonl",
@@ -125,14 +137,32 @@ class BenchmarkInputs:
     ablation_seeds: tuple[int, ...] = (0,)
     # Score base and adapted models with pseudo-relevance feedback; None: plain scoring.
     feedback: Feedback | None = None
+    # One of PIPELINES: `train`'s H4 (issue 11's measure) or `adapt` with the hand-written inputs.
+    pipeline: str = "train"
+
+    def __post_init__(self) -> None:
+        if self.pipeline not in PIPELINES:
+            raise ConfigError(f"--pipeline must be one of {', '.join(PIPELINES)}, got {self.pipeline!r}")
+        if self.pipeline == "adapt" and self.ablation_domains:
+            raise ConfigError("--ablation reruns `train`'s distill stage: give it without --pipeline adapt")
+        if self.pipeline == "adapt" and isinstance(self.config, TrainConfig):
+            raise ConfigError("pipeline adapt takes its config as a file (adapt --config), not a TrainConfig")
 
     @property
     def stem(self) -> str:
-        """The result files' name: ``benchmark`` or ``benchmark-feedback``, so both can sit in one OUT."""
-        return STEMS[self.feedback is not None]
+        """The result files' name (``STEMS``), so every pipeline and scoring can sit in one OUT."""
+        return STEMS[self.pipeline][self.feedback is not None]
 
-    def train_config(self) -> TrainConfig:
-        return self.config.validate() if isinstance(self.config, TrainConfig) else load_config(self.config, self.base)
+    def train_config(self, base: str | None = None) -> TrainConfig:
+        """The training config the runs use; ``base``: where training starts, if not ``self.base``
+        (``adapt``'s pretrained base carries its own recommended settings)."""
+        if isinstance(self.config, TrainConfig):
+            return self.config.validate()
+        if self.pipeline == "adapt":
+            from sparse_adapt.corpus.adapt import ADAPT_SETTINGS
+
+            return load_config(self.config, base or self.base, ADAPT_SETTINGS)
+        return load_config(self.config, base or self.base)
 
 
 @dataclass
@@ -167,7 +197,7 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
     """Train or resume every run, evaluate base and adapted models, write the files."""
     from sparse_adapt.training.pipeline import run_pipeline
 
-    cfg = inputs.train_config()
+    cfg = inputs.train_config()  # refuses a bad --config before anything is written
     out = Path(inputs.out)
     check_out(out)
     domains = [resolve_domain(d) for d in inputs.domains]
@@ -184,9 +214,10 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
             hooks=hooks, **kw,
         )
 
-    def measure(d: BenchDomain, seed: int, variant: str, final: Path) -> Measured:
+    def measure(d: BenchDomain, seed: int, variant: str, final: Path, run_dir: Path | None = None) -> Measured:
+        """``run_dir``: where the training log is, if not beside ``final``."""
         scores = evalsets[d.name].scores(SpladeEncoder.from_pretrained(final), inputs.feedback)
-        return Measured(d.name, d.split, seed, variant, scores, str(final), _distill_info(final.parent))
+        return Measured(d.name, d.split, seed, variant, scores, str(final), _distill_info(run_dir or final.parent))
 
     def prefix(d: BenchDomain, seed: int) -> Path:
         """The MLM stages, shared by the full run and every ablation of this domain and seed."""
@@ -197,21 +228,47 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         # seed + 3 for distill either way (stages.ORDER), so this equals the distill of one H4 run.
         return train(d, seed, run_dir, base=prefix(d, seed), reference=inputs.base, stages=("distill",), config=config)
 
-    def main_run(d: BenchDomain, seed: int) -> Path:
+    def h4_run(d: BenchDomain, seed: int) -> tuple[Path, Path]:
+        """The final model and the run directory holding its training log."""
         hooks.message(f"--- {d.name} ({d.split}) seed {seed}: H4")
-        return distill(d, seed, out / "runs" / d.name / f"seed{seed}", cfg)
+        final = distill(d, seed, out / "runs" / d.name / f"seed{seed}", cfg)
+        return final, final.parent
+
+    start = inputs.base
+
+    def adapt_run(d: BenchDomain, seed: int) -> tuple[Path, Path]:
+        from sparse_adapt.corpus.adapt import run_adapt
+
+        hooks.message(f"--- {d.name} ({d.split}) seed {seed}: adapt with the hand-written inputs")
+        f = d.files
+        result = run_adapt(
+            f.docs, out / "adapt" / d.name / f"seed{seed}", start, terms=f.terms, dictionary=f.dictionary,
+            train=f.train, config=inputs.config, seed=seed, pretrain=False, hooks=hooks,
+        )
+        return result.final, result.training
+
+    if inputs.pipeline == "adapt":
+        from sparse_adapt.corpus.adapt import pretrained_base
+        from sparse_adapt.modeling.builtin import needs_pretraining
+
+        if needs_pretraining(inputs.base):
+            # adapt pretrains per run directory with seed 0 whatever the run's seed: the same
+            # model for every domain and seed, so it is made once here.
+            start = pretrained_base(inputs.base, out / "pretrained", hooks)
+            cfg = inputs.train_config(start)
+    main_run = {"train": h4_run, "adapt": adapt_run}[inputs.pipeline]
 
     for d in domains:
         results.append(Measured(d.name, d.split, None, "base", base_scores[d.name], inputs.base))
         for seed in inputs.seeds:
-            results.append(measure(d, seed, "full", main_run(d, seed)))
+            results.append(measure(d, seed, "full", *main_run(d, seed)))
     for d in ablation:
         if d.name not in {r.domain for r in results}:
             results.append(Measured(d.name, d.split, None, "base", base_scores[d.name], inputs.base))
         for seed in inputs.ablation_seeds:
             full = main_run(d, seed)
             if not any(r.domain == d.name and r.seed == seed and r.variant == "full" for r in results):
-                results.append(measure(d, seed, "full", full))
+                results.append(measure(d, seed, "full", *full))
             for term in TERMS:
                 if getattr(cfg.distill, term) == 0:
                     continue  # already off in this config: the full run is this variant
@@ -222,7 +279,8 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         "schema": BENCHMARK_SCHEMA,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "inputs": {
-            "base": inputs.base, "domains": list(inputs.domains), "seeds": list(inputs.seeds),
+            "base": inputs.base, "pipeline": inputs.pipeline, "start": str(start),
+            "domains": list(inputs.domains), "seeds": list(inputs.seeds),
             "ablation_domains": list(inputs.ablation_domains), "ablation_seeds": list(inputs.ablation_seeds),
             "config": cfg.to_dict(),
             "feedback": None if inputs.feedback is None else dataclasses.asdict(inputs.feedback),
@@ -238,6 +296,7 @@ def check_out(out: Path) -> None:
     """Refuse to write into a non-empty directory that is not a benchmark of ours."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a directory")
-    ours = (out / "runs").is_dir() or (out / "prefix").is_dir() or any((out / f"{s}.json").is_file() for s in STEMS)
+    ours = (any((out / d).is_dir() for d in ("runs", "prefix", "adapt"))
+            or any((out / f"{s}.json").is_file() for stems in STEMS.values() for s in stems))
     if out.is_dir() and any(out.iterdir()) and not ours:
         raise ConfigError(f"--out {out} is not empty and holds no benchmark: refusing to write into it")

@@ -127,13 +127,22 @@ def _feedback_line(fb: dict | None) -> list[str]:
                 f"fed back at weight {fb['weight']:g}, {fb['terms']} terms (`evaluate --feedback`)."]
 
 
+# What each pipeline of `benchmark --pipeline` ran, for the tables' heading.
+PIPELINE_TEXT = {
+    "train": "H4 (extend, warmup, dictionary, distill)",
+    "adapt": "`adapt` with the hand-written inputs (pretraining where the base needs it, H4, the average with "
+             "`extend`)",
+}
+
+
 def render_benchmark(report: dict) -> str:
     i = report["inputs"]
     results = report["results"]
+    pipeline = PIPELINE_TEXT[i.get("pipeline", "train")]  # schema /1 files knew only `train`
     out = [
         "# Benchmark: adapting domains the defaults were not tuned on",
         "",
-        f"Base `{i['base']}`, H4 (extend, warmup, dictionary, distill), seeds {', '.join(map(str, i['seeds']))}; "
+        f"Base `{i['base']}`, {pipeline}, seeds {', '.join(map(str, i['seeds']))}; "
         f"nDCG@10 of every query group (exact in-memory ranking over the domain's documents, ranx). "
         f"Bar: held-out domain-semantic and domain-explicit >= 0.90 for every seed, held-out controls "
         f">= base - {CONTROL_TOLERANCE} for every seed. Created {report['created']}.",
@@ -166,7 +175,9 @@ def render_benchmark(report: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-BENCHMARK_SCHEMA = "sparse-adapt.benchmark/1"
+# /2 added inputs.pipeline and inputs.start; /1 files (pipeline `train`) still load.
+BENCHMARK_SCHEMA = "sparse-adapt.benchmark/2"
+READABLE_SCHEMAS = ("sparse-adapt.benchmark/1", BENCHMARK_SCHEMA)
 
 
 def load_benchmark(path: str | Path) -> dict:
@@ -179,8 +190,8 @@ def load_benchmark(path: str | Path) -> dict:
         report = json.loads(file.read_text(encoding="utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ConfigError(f"{file}: not a benchmark.json ({e})") from None
-    if not isinstance(report, dict) or report.get("schema") != BENCHMARK_SCHEMA:
-        raise ConfigError(f"{file}: field 'schema' is not {BENCHMARK_SCHEMA!r}")
+    if not isinstance(report, dict) or report.get("schema") not in READABLE_SCHEMAS:
+        raise ConfigError(f"{file}: field 'schema' is not one of {', '.join(map(repr, READABLE_SCHEMAS))}")
     if not isinstance(report.get("inputs"), dict) or not isinstance(report.get("results"), list):
         raise ConfigError(f"{file}: fields 'inputs' and 'results' are required")
     return report

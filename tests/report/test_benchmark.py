@@ -92,6 +92,69 @@ def test_benchmark_trains_each_seed_ablates_each_term_and_writes_tables(base_dir
     assert [r["groups"] for r in fed["results"]] != [r["groups"] for r in json.loads(plain)["results"][:2]]
 
 
+def test_pipeline_adapt_runs_adapt_on_the_hand_written_inputs_pretraining_once(base_dir, tmp_path, capsys, monkeypatch):
+    import hashlib
+
+    import sparse_adapt.corpus.adapt as adapt_module
+    import sparse_adapt.modeling.builtin as builtin
+
+    domain = write_domain(tmp_path / "mini")
+    config = tmp_path / "c.json"
+    # validation on, so each run's selection record is there to be read from DIR/training's log
+    config.write_text(json.dumps({**ONE_EPOCH, "distill": {**ONE_EPOCH["distill"], "valid_fraction": 0.5}}))
+    out = tmp_path / "bench"
+    # Stand in for offline-minilm's 25-minute pretraining: the base "needs" it, and the spy
+    # returns the tiny base, so the test sees where and how often it is made.
+    made = []
+
+    def pretrained_base(base, where, hooks=None):
+        made.append((base, where))
+        return str(base_dir)
+
+    monkeypatch.setattr(builtin, "needs_pretraining", lambda name: True)
+    monkeypatch.setattr(adapt_module, "pretrained_base", pretrained_base)
+    code = main(["benchmark", "--out", str(out), "--domains", str(domain), "--seeds", "0,1", "--base", str(base_dir),
+                 "--config", str(config), "--pipeline", "adapt"])
+    assert code == 0, capsys.readouterr().err
+    assert made == [(str(base_dir), out / "pretrained")]  # once for both seeds
+    assert not (out / "benchmark.json").exists() and not (out / "runs").exists()
+    report = json.loads((out / "benchmark-adapt.json").read_text())
+    assert report["schema"] == "sparse-adapt.benchmark/2"
+    assert report["inputs"]["pipeline"] == "adapt" and report["inputs"]["start"] == str(base_dir)
+    assert report["inputs"]["config"]["distill"]["interpolate"] == 0.5  # adapt's own setting
+    evalset = EvalSet.load(resolve_domain(str(domain)).files)
+    for seed, r in zip((0, 1), report["results"][1:]):
+        run = out / "adapt" / "mini" / f"seed{seed}"
+        assert r["variant"] == "full" and r["model"] == str(run / "final")
+        manifest = json.loads((run / "adapt.json").read_text())
+        sha = lambda name: hashlib.sha256((domain / name).read_bytes()).hexdigest()  # noqa: E731
+        assert manifest["given"] == {"terms": sha("domain_terms.json"), "dictionary": sha("dictionary.jsonl"),
+                                     "train": sha("train.jsonl")}
+        assert manifest["seed"] == seed and manifest["options"]["pretrain"] is False
+        assert not (run / "train.jsonl").exists()  # nothing generated: the hand-written lists trained
+        assert r["groups"] == evalset.scores(SpladeEncoder.from_pretrained(run / "final"))
+        assert r["selection"]["epochs_run"] == 1  # read from DIR/training's log
+    md = (out / "benchmark-adapt.md").read_text()
+    assert "`adapt` with the hand-written inputs" in md and "H4 (extend" not in md
+    # the H4 benchmark can share the directory: its own files, its own runs
+    code = main(["benchmark", "--out", str(out), "--domains", str(domain), "--seeds", "0", "--base", str(base_dir),
+                 "--config", str(config)])
+    assert code == 0, capsys.readouterr().err
+    assert json.loads((out / "benchmark.json").read_text())["inputs"]["pipeline"] == "train"
+    assert (out / "runs" / "mini" / "seed0").is_dir()
+
+
+def test_pipeline_adapt_refuses_an_ablation_and_unknown_pipelines(tmp_path, capsys):
+    assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "legal", "--pipeline", "adapt",
+                 "--ablation", "legal"]) == 2
+    err = capsys.readouterr().err
+    assert "--ablation" in err and "without --pipeline adapt" in err and len(err.strip().splitlines()) == 1
+    assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "legal", "--pipeline", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "--pipeline must be one of train, adapt" in err and "Traceback" not in err
+    assert not (tmp_path / "b").exists()
+
+
 def test_feedback_tuning_flag_alone_is_refused(tmp_path, capsys):
     assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "legal", "--feedback-docs", "2"]) == 2
     err = capsys.readouterr().err
