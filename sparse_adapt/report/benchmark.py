@@ -296,7 +296,8 @@ def check_out(out: Path) -> None:
     """Refuse to write into a non-empty directory that is not a benchmark of ours."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a directory")
-    ours = (any((out / d).is_dir() for d in ("runs", "prefix", "adapt"))
+    # pretrained/ alone: a --pipeline adapt benchmark stopped while pretraining, which a rerun resumes
+    ours = (any((out / d).is_dir() for d in ("runs", "prefix", "adapt", "pretrained"))
             or any((out / f"{s}.json").is_file() for stems in STEMS.values() for s in stems))
     if out.is_dir() and any(out.iterdir()) and not ours:
         raise ConfigError(f"--out {out} is not empty and holds no benchmark: refusing to write into it")

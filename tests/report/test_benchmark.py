@@ -204,3 +204,19 @@ def test_tables_from_constructed_results():
     assert "| no-pres | 0.700 | 0.500 | -0.200 |" in ablation
     assert "| full | 0.800 | 0.800 | - |" in ablation
     assert "| no-kd | (weight 0 in this config) | (weight 0 in this config) | - |" in ablation
+
+
+def test_check_out_refuses_a_foreign_directory_and_accepts_a_stopped_benchmark(tmp_path):
+    from sparse_adapt.report.benchmark import check_out
+
+    (tmp_path / "mine.txt").write_text("a user's file")
+    with pytest.raises(ConfigError, match="holds no benchmark"):
+        check_out(tmp_path)
+    for ours in ("runs", "prefix", "adapt", "pretrained"):  # a benchmark of ours, possibly stopped early
+        (tmp_path / ours).mkdir()
+        check_out(tmp_path)
+        (tmp_path / ours).rmdir()
+    (tmp_path / "benchmark-adapt-feedback.json").write_text("{}")
+    check_out(tmp_path)
+    with pytest.raises(ConfigError, match="is a file"):
+        check_out(tmp_path / "mine.txt")
