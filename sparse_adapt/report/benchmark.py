@@ -44,7 +44,7 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses import TERMS
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
-from sparse_adapt.report.benchmark_md import BENCHMARK_SCHEMA, HELDOUT, METRIC, render_benchmark
+from sparse_adapt.report.benchmark_md import BENCHMARK_SCHEMA, HELDOUT, METRIC, STEMS, render_benchmark
 from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.training.config import TrainConfig, load_config
 from sparse_adapt.training.stages import EXPERIMENTS
@@ -53,11 +53,9 @@ from sparse_adapt.training.stages import EXPERIMENTS
 PREFIX = tuple(s for s in EXPERIMENTS["H4"] if s != "distill")
 
 # How each domain and seed is adapted: `train`'s H4 stages, or `adapt` given the domain's
-# hand-written inputs (what a user runs; see the module docstring).
-PIPELINES = ("train", "adapt")
+# hand-written inputs (what a user runs; see the module docstring). Each writes its own STEMS.
+PIPELINES = tuple(STEMS)
 
-# Names of the result files (.json, .md), per pipeline: plain scoring, and with pseudo-relevance feedback.
-STEMS = {"train": ("benchmark", "benchmark-feedback"), "adapt": ("benchmark-adapt", "benchmark-adapt-feedback")}
 
 FILES = {
     "docs": "docs.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv", "train": "train.jsonl",

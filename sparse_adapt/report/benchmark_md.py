@@ -180,10 +180,21 @@ BENCHMARK_SCHEMA = "sparse-adapt.benchmark/2"
 READABLE_SCHEMAS = ("sparse-adapt.benchmark/1", BENCHMARK_SCHEMA)
 
 
+# The result files a benchmark --out can hold (.json and .md): per pipeline (`train`'s H4,
+# `adapt`), plain scoring and with pseudo-relevance feedback.
+STEMS = {"train": ("benchmark", "benchmark-feedback"), "adapt": ("benchmark-adapt", "benchmark-adapt-feedback")}
+
+
 def load_benchmark(path: str | Path) -> dict:
-    """A ``sparse-adapt benchmark`` result: its ``benchmark.json`` or the directory holding it."""
+    """A ``sparse-adapt benchmark`` result: one of its JSON files (``STEMS``), or the directory
+    holding exactly one of them."""
     path = Path(path)
-    file = path / "benchmark.json" if path.is_dir() else path
+    file = path
+    if path.is_dir():
+        found = [path / f"{s}.json" for stems in STEMS.values() for s in stems if (path / f"{s}.json").is_file()]
+        if len(found) > 1:
+            raise ConfigError(f"--benchmark {path} holds {', '.join(f.name for f in found)}: give the one to report")
+        file = found[0] if found else path / "benchmark.json"
     if not file.is_file():
         raise ConfigError(f"--benchmark {path}: no benchmark.json (write one with `sparse-adapt benchmark --out DIR`)")
     try:

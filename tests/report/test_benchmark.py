@@ -13,7 +13,7 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.report.benchmark import BenchmarkInputs, EvalSet, build_benchmark, resolve_domain, without
 from sparse_adapt.retrieval.feedback import Feedback
-from sparse_adapt.report.benchmark_md import ablation_table, bar_status, domain_table
+from sparse_adapt.report.benchmark_md import ablation_table, bar_status, domain_table, load_benchmark
 from sparse_adapt.training.config import TrainConfig
 from tests.report.test_report import tiny_base
 from tests.training.test_stages import DICTIONARY, DOCS, TERMS_JSON, TRAIN, _jsonl
@@ -136,6 +136,7 @@ def test_pipeline_adapt_runs_adapt_on_the_hand_written_inputs_pretraining_once(b
         assert r["selection"]["epochs_run"] == 1  # read from DIR/training's log
     md = (out / "benchmark-adapt.md").read_text()
     assert "`adapt` with the hand-written inputs" in md and "H4 (extend" not in md
+    assert load_benchmark(out) == report  # `report --benchmark OUT` finds the only result file
     # the H4 benchmark can share the directory: its own files, its own runs
     code = main(["benchmark", "--out", str(out), "--domains", str(domain), "--seeds", "0", "--base", str(base_dir),
                  "--config", str(config)])

@@ -310,6 +310,14 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     (tmp_path / "benchmark.json").write_text(json.dumps({"schema": "other"}))
     assert main(["report", "--out", str(tmp_path / "o"), "--benchmark", str(tmp_path)]) == 2
     assert "'schema'" in capsys.readouterr().err
+    (tmp_path / "benchmark-adapt.json").write_text(json.dumps({"schema": "other"}))
+    assert main(["report", "--out", str(tmp_path / "o"), "--benchmark", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "holds benchmark.json, benchmark-adapt.json: give the one to report" in err
+    assert len(err.strip().splitlines()) == 1
+    (tmp_path / "benchmark.json").unlink()  # one left: the directory names it
+    assert main(["report", "--out", str(tmp_path / "o"), "--benchmark", str(tmp_path)]) == 2
+    assert "benchmark-adapt.json: field 'schema'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
     assert main(["report", "--out", str(tmp_path / "o"), "--heldout-queries", str(G.heldout_queries)]) == 2
     assert "go together" in capsys.readouterr().err
