@@ -56,7 +56,6 @@ PREFIX = tuple(s for s in EXPERIMENTS["H4"] if s != "distill")
 # hand-written inputs (what a user runs; see the module docstring). Each writes its own STEMS.
 PIPELINES = tuple(STEMS)
 
-
 FILES = {
     "docs": "docs.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv", "train": "train.jsonl",
     "terms": "domain_terms.json", "dictionary": "dictionary.jsonl", "heldout_queries": "heldout_queries.jsonl",
