@@ -154,6 +154,8 @@ def test_pipeline_adapt_refuses_an_ablation_and_unknown_pipelines(tmp_path, caps
     err = capsys.readouterr().err
     assert "--pipeline must be one of train, adapt" in err and "Traceback" not in err
     assert not (tmp_path / "b").exists()
+    with pytest.raises(ConfigError, match="as a file"):  # adapt hashes its --config file into adapt.json
+        BenchmarkInputs(out=tmp_path / "b", pipeline="adapt", config=TrainConfig())
 
 
 def test_feedback_tuning_flag_alone_is_refused(tmp_path, capsys):
