@@ -50,7 +50,8 @@ def report(
     experiments: str = typer.Option("H1,H2,H3,H4", "--experiments", help="Which experiments to run, e.g. H1,H4."),
     benchmark: Optional[Path] = typer.Option(
         None, "--benchmark", help="Include the per-domain and ablation tables of a `sparse-adapt benchmark` "
-        "output (its directory or benchmark.json)."
+        "output: one of its result files (benchmark.json, benchmark-feedback.json, benchmark-adapt.json ...) "
+        "or its directory when it holds only one."
     ),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Write into a non-empty --out holding no report (beside its files), and "

@@ -39,7 +39,7 @@ class ReportInputs:
     experiments: tuple[str, ...] = ("H1", "H2", "H3", "H4")
     # Write into a non-empty --out that holds no report, and retrain runs whose settings differ.
     overwrite: bool = False
-    # A `sparse-adapt benchmark` output (directory or benchmark.json) whose per-domain and
+    # A `sparse-adapt benchmark` output (a result file, or a directory holding one) whose per-domain and
     # ablation tables the report includes; None: no such section.
     benchmark: Path | None = None
 
