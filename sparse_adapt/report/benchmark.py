@@ -44,17 +44,13 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses import TERMS
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
-from sparse_adapt.report.benchmark_md import BENCHMARK_SCHEMA, HELDOUT, METRIC, STEMS, render_benchmark
+from sparse_adapt.report.benchmark_md import BENCHMARK_SCHEMA, HELDOUT, METRIC, PIPELINES, STEMS, render_benchmark
 from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.training.config import TrainConfig, load_config
 from sparse_adapt.training.stages import EXPERIMENTS
 
 # H4 runs as its MLM prefix (OUT/prefix/<domain>/seed<k>) then distill (OUT/runs/...).
 PREFIX = tuple(s for s in EXPERIMENTS["H4"] if s != "distill")
-
-# How each domain and seed is adapted: `train`'s H4 stages, or `adapt` given the domain's
-# hand-written inputs (what a user runs; see the module docstring). Each writes its own STEMS.
-PIPELINES = tuple(STEMS)
 
 FILES = {
     "docs": "docs.jsonl", "queries": "queries.jsonl", "qrels": "qrels.tsv", "train": "train.jsonl",
@@ -147,8 +143,8 @@ class BenchmarkInputs:
 
     @property
     def stem(self) -> str:
-        """The result files' name (``STEMS``), so every pipeline and scoring can sit in one OUT."""
-        return STEMS[self.pipeline][self.feedback is not None]
+        """The result files' name, so every pipeline and scoring can sit in one OUT."""
+        return PIPELINES[self.pipeline].stems[self.feedback is not None]
 
     def train_config(self, base: str | None = None) -> TrainConfig:
         """The training config the runs use; ``base``: where training starts, if not ``self.base``
@@ -295,6 +291,6 @@ def check_out(out: Path) -> None:
         raise ConfigError(f"--out {out} is a file, not a directory")
     # pretrained/ alone: a --pipeline adapt benchmark stopped while pretraining, which a rerun resumes
     ours = (any((out / d).is_dir() for d in ("runs", "prefix", "adapt", "pretrained"))
-            or any((out / f"{s}.json").is_file() for stems in STEMS.values() for s in stems))
+            or any((out / f"{s}.json").is_file() for s in STEMS))
     if out.is_dir() and any(out.iterdir()) and not ours:
         raise ConfigError(f"--out {out} is not empty and holds no benchmark: refusing to write into it")

@@ -4,6 +4,7 @@ quality bar) and the ablation table (each loss term removed in turn), from ``ben
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
 from typing import Sequence
@@ -127,18 +128,28 @@ def _feedback_line(fb: dict | None) -> list[str]:
                 f"fed back at weight {fb['weight']:g}, {fb['terms']} terms (`evaluate --feedback`)."]
 
 
-# What each pipeline of `benchmark --pipeline` ran, for the tables' heading.
-PIPELINE_TEXT = {
-    "train": "H4 (extend, warmup, dictionary, distill)",
-    "adapt": "`adapt` with the hand-written inputs (pretraining where the base needs it, H4, the average with "
-             "`extend`)",
+@dataclass(frozen=True)
+class Pipeline:
+    """One way `benchmark --pipeline` adapts each domain and seed, as its files and tables show it."""
+
+    heading: str  # what ran, in the tables' heading
+    stems: tuple[str, str]  # the result files' names (.json, .md): plain scoring, with feedback
+
+
+# `train`'s H4 stages (issue 11's measure), or `adapt` given the domain's hand-written inputs.
+PIPELINES = {
+    "train": Pipeline("H4 (extend, warmup, dictionary, distill)", ("benchmark", "benchmark-feedback")),
+    "adapt": Pipeline("`adapt` with the hand-written inputs (pretraining where the base needs it, H4, the average "
+                      "with `extend`)", ("benchmark-adapt", "benchmark-adapt-feedback")),
 }
+# Every result file name a benchmark --out can hold.
+STEMS = tuple(stem for p in PIPELINES.values() for stem in p.stems)
 
 
 def render_benchmark(report: dict) -> str:
     i = report["inputs"]
     results = report["results"]
-    pipeline = PIPELINE_TEXT[i.get("pipeline", "train")]  # schema /1 files knew only `train`
+    pipeline = PIPELINES[i.get("pipeline", "train")].heading  # schema /1 files knew only `train`
     out = [
         "# Benchmark: adapting domains the defaults were not tuned on",
         "",
@@ -180,18 +191,13 @@ BENCHMARK_SCHEMA = "sparse-adapt.benchmark/2"
 READABLE_SCHEMAS = ("sparse-adapt.benchmark/1", BENCHMARK_SCHEMA)
 
 
-# The result files a benchmark --out can hold (.json and .md): per pipeline (`train`'s H4,
-# `adapt`), plain scoring and with pseudo-relevance feedback.
-STEMS = {"train": ("benchmark", "benchmark-feedback"), "adapt": ("benchmark-adapt", "benchmark-adapt-feedback")}
-
-
 def load_benchmark(path: str | Path) -> dict:
     """A ``sparse-adapt benchmark`` result: one of its JSON files (``STEMS``), or the directory
     holding exactly one of them."""
     path = Path(path)
     file = path
     if path.is_dir():
-        found = [path / f"{s}.json" for stems in STEMS.values() for s in stems if (path / f"{s}.json").is_file()]
+        found = [path / f"{s}.json" for s in STEMS if (path / f"{s}.json").is_file()]
         if len(found) > 1:
             raise ConfigError(f"--benchmark {path} holds {', '.join(f.name for f in found)}: give the one to report")
         file = found[0] if found else path / "benchmark.json"
