@@ -227,7 +227,16 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         final = distill(d, seed, out / "runs" / d.name / f"seed{seed}", cfg)
         return final, final.parent
 
-    start = inputs.base
+    start = inputs.base  # where adapt's runs train from
+    if inputs.pipeline == "adapt":
+        from sparse_adapt.corpus.adapt import pretrained_base
+        from sparse_adapt.modeling.builtin import needs_pretraining
+
+        if needs_pretraining(inputs.base):
+            # adapt pretrains per run directory with seed 0 whatever the run's seed: the same
+            # model for every domain and seed, so it is made once here.
+            start = pretrained_base(inputs.base, out / "pretrained", hooks)
+            cfg = inputs.train_config(start)
 
     def adapt_run(d: BenchDomain, seed: int) -> tuple[Path, Path]:
         from sparse_adapt.corpus.adapt import run_adapt
@@ -240,15 +249,6 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         )
         return result.final, result.training
 
-    if inputs.pipeline == "adapt":
-        from sparse_adapt.corpus.adapt import pretrained_base
-        from sparse_adapt.modeling.builtin import needs_pretraining
-
-        if needs_pretraining(inputs.base):
-            # adapt pretrains per run directory with seed 0 whatever the run's seed: the same
-            # model for every domain and seed, so it is made once here.
-            start = pretrained_base(inputs.base, out / "pretrained", hooks)
-            cfg = inputs.train_config(start)
     main_run = {"train": h4_run, "adapt": adapt_run}[inputs.pipeline]
 
     for d in domains:
