@@ -35,7 +35,8 @@ def _seeds(value: str) -> tuple[int, ...]:
 def benchmark(
     out: Path = typer.Option(
         ..., "--out", help="Benchmark directory: benchmark.md, benchmark.json, runs/, ablation/ "
-        "(--pipeline adapt: benchmark-adapt.md/.json, adapt/, pretrained/).",
+        "(--pipeline adapt: benchmark-adapt.md/.json, adapt/, pretrained/; adapt-corpus: "
+        "benchmark-adapt-corpus.md/.json, adapt-corpus/, pretrained/).",
     ),
     domains: str = typer.Option(
         ",".join(corpora.MEASURED), "--domains",
@@ -47,9 +48,15 @@ def benchmark(
         "train", "--pipeline",
         help="train: `train`'s H4 stages; adapt: `sparse-adapt adapt` given each domain's hand-written terms, "
         "dictionary and training lists (pretraining where the base needs it, made once into OUT/pretrained; "
-        "the final model averaged with `extend`), into benchmark-adapt.json/.md. No --ablation with adapt.",
+        "the final model averaged with `extend`), into benchmark-adapt.json/.md; adapt-corpus: the same given only "
+        "each domain's docs.jsonl (mined terms, built dictionary, pseudo-labelled lists), marked against "
+        "bring-your-own-corpus's bar (semantic >= base + 0.10, controls >= base - 0.02). No --ablation with either.",
     ),
     base: str = typer.Option("offline-minilm", "--base", help="Model directory, hub id or offline-minilm."),
+    teacher: Optional[str] = typer.Option(
+        None, "--teacher", help="adapt-corpus: the teacher of the pseudo-labelled lists, as adapt --teacher "
+        "(default: adapt's, the offline dense all-MiniLM-L6-v2).",
+    ),
     config: Optional[Path] = typer.Option(None, "--config", help="Training config overrides (JSON or TOML), as for train."),
     ablation: str = typer.Option(
         "", "--ablation", help="Comma-separated domains of the ablation (each loss term removed in turn); empty: none."
@@ -63,16 +70,17 @@ def benchmark(
     """Train (or resume) every domain and seed, evaluate base vs adapted per query group."""
     from sparse_adapt.cli.output import console, feedback_settings, rich_hooks
     from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark
-    from sparse_adapt.report.benchmark_md import bar_summary
+    from sparse_adapt.report.benchmark_md import PIPELINES, bar_summary
 
     inputs = BenchmarkInputs(
         out=out, domains=_names(domains), seeds=_seeds(seeds), base=base, config=config,
         ablation_domains=_names(ablation), ablation_seeds=_seeds(ablation_seeds),
         feedback=feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms), pipeline=pipeline,
+        teacher=teacher,
     )
     with rich_hooks() as hooks:
         report = build_benchmark(inputs, hooks)
-    for line in bar_summary(report["results"], inputs.seeds):
+    for line in bar_summary(report["results"], inputs.seeds, PIPELINES[inputs.pipeline].bar):
         console.print(line, markup=False, highlight=False)
     console.print(f"[green]wrote[/green] {out / f'{inputs.stem}.md'} (numbers in {inputs.stem}.json)")
 

@@ -23,9 +23,14 @@ domain's hand-written terms, dictionary and training lists, into
 ``OUT/adapt/<domain>/seed<k>``, and written to ``OUT/benchmark-adapt.json`` / ``.md`` (with
 feedback ``benchmark-adapt-feedback``): the product path, measured by the same held-out
 groups and bar. It has no ablation (each term removed would be a whole ``adapt`` run).
+``pipeline="adapt-corpus"`` is the same given only each domain's ``docs.jsonl`` (``adapt``
+mines the terms, builds the dictionary and pseudo-labels the training lists), into
+``OUT/adapt-corpus/<domain>/seed<k>`` and ``OUT/benchmark-adapt-corpus.json`` / ``.md``, with
+bring-your-own-corpus's bar (semantic >= base + 0.10, controls >= base - 0.02).
 
 A domain is a name registered in ``corpora`` (its split comes from ``corpora.SPLITS``) or
-a directory holding the same files as a bundled domain (split ``outside``).
+a directory holding the same files as a bundled domain (split ``outside``; without the
+hand-written terms, dictionary and training lists for ``adapt-corpus``).
 """
 
 from __future__ import annotations
@@ -66,8 +71,13 @@ class BenchDomain:
     files: corpora.CorpusFiles
 
 
-def resolve_domain(spec: str) -> BenchDomain:
-    """A registered data set name, or a directory with the bundled file names."""
+# What only the pipelines trained on hand-written inputs read.
+HAND_WRITTEN = ("train", "terms", "dictionary")
+
+
+def resolve_domain(spec: str, hand_written: bool = True) -> BenchDomain:
+    """A registered data set name, or a directory with the bundled file names (``hand_written``
+    False: the terms, dictionary and training lists may be missing)."""
     if spec in corpora.names():
         files = corpora.get(spec)
         try:
@@ -78,7 +88,7 @@ def resolve_domain(spec: str) -> BenchDomain:
     root = Path(spec)
     if not root.is_dir():
         raise ConfigError(f"--domains: {spec!r} is neither a registered data set ({', '.join(corpora.names())}) nor a directory")
-    missing = [n for n in FILES.values() if not (root / n).is_file()]
+    missing = [n for k, n in FILES.items() if not (root / n).is_file() and (hand_written or k not in HAND_WRITTEN)]
     if missing:
         raise ConfigError(f"--domains: {root} lacks {', '.join(missing)}")
     files = corpora.CorpusFiles(name=root.resolve().name, **{k: root / v for k, v in FILES.items()})
@@ -130,16 +140,22 @@ class BenchmarkInputs:
     ablation_seeds: tuple[int, ...] = (0,)
     # Score base and adapted models with pseudo-relevance feedback; None: plain scoring.
     feedback: Feedback | None = None
-    # One of PIPELINES: `train`'s H4 (issue 11's measure) or `adapt` with the hand-written inputs.
+    # One of PIPELINES: `train`'s H4 (issue 11's measure), `adapt` with the hand-written inputs
+    # or `adapt-corpus` from docs.jsonl alone (bring-your-own-corpus's measure).
     pipeline: str = "train"
+    # adapt-corpus's teacher of the pseudo-labelled lists (adapt --teacher); None: adapt's default.
+    teacher: str | None = None
 
     def __post_init__(self) -> None:
         if self.pipeline not in PIPELINES:
             raise ConfigError(f"--pipeline must be one of {', '.join(PIPELINES)}, got {self.pipeline!r}")
-        if self.pipeline == "adapt" and self.ablation_domains:
-            raise ConfigError("--ablation reruns `train`'s distill stage: give it without --pipeline adapt")
-        if self.pipeline == "adapt" and isinstance(self.config, TrainConfig):
-            raise ConfigError("pipeline adapt takes its config as a file (adapt --config), not a TrainConfig")
+        if self.pipeline != "train" and self.ablation_domains:
+            raise ConfigError(f"--ablation reruns `train`'s distill stage: give it without --pipeline {self.pipeline}")
+        if self.teacher is not None and PIPELINES[self.pipeline].hand_written:
+            raise ConfigError(f"--teacher scores generated training lists: pipeline {self.pipeline} trains on the "
+                              "hand-written ones (give --pipeline adapt-corpus)")
+        if self.pipeline != "train" and isinstance(self.config, TrainConfig):
+            raise ConfigError(f"pipeline {self.pipeline} takes its config as a file (adapt --config), not a TrainConfig")
 
     @property
     def stem(self) -> str:
@@ -151,7 +167,7 @@ class BenchmarkInputs:
         (``adapt``'s pretrained base carries its own recommended settings)."""
         if isinstance(self.config, TrainConfig):
             return self.config.validate()
-        if self.pipeline == "adapt":
+        if self.pipeline != "train":
             from sparse_adapt.corpus.adapt import ADAPT_SETTINGS
 
             return load_config(self.config, base or self.base, ADAPT_SETTINGS)
@@ -193,7 +209,8 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
     cfg = inputs.train_config()  # refuses a bad --config before anything is written
     out = Path(inputs.out)
     check_out(out)
-    domains = [resolve_domain(d) for d in inputs.domains]
+    hand_written = PIPELINES[inputs.pipeline].hand_written
+    domains = [resolve_domain(d, hand_written) for d in inputs.domains]
     ablation = [resolve_domain(d) for d in inputs.ablation_domains]
     evalsets = {d.name: EvalSet.load(d.files) for d in [*domains, *ablation]}  # validate before training
     base = SpladeEncoder.from_pretrained(inputs.base)
@@ -228,7 +245,7 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         return final, final.parent
 
     start = inputs.base  # where adapt's runs train from
-    if inputs.pipeline == "adapt":
+    if inputs.pipeline != "train":
         from sparse_adapt.corpus.adapt import pretrained_base
         from sparse_adapt.modeling.builtin import needs_pretraining
 
@@ -241,15 +258,20 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
     def adapt_run(d: BenchDomain, seed: int) -> tuple[Path, Path]:
         from sparse_adapt.corpus.adapt import run_adapt
 
-        hooks.message(f"--- {d.name} ({d.split}) seed {seed}: adapt with the hand-written inputs")
         f = d.files
+        if hand_written:
+            hooks.message(f"--- {d.name} ({d.split}) seed {seed}: adapt with the hand-written inputs")
+            given = {"terms": f.terms, "dictionary": f.dictionary, "train": f.train}
+        else:
+            hooks.message(f"--- {d.name} ({d.split}) seed {seed}: adapt from docs.jsonl alone")
+            given = {} if inputs.teacher is None else {"teacher": inputs.teacher}
         result = run_adapt(
-            f.docs, out / "adapt" / d.name / f"seed{seed}", start, terms=f.terms, dictionary=f.dictionary,
-            train=f.train, config=inputs.config, seed=seed, pretrain=False, hooks=hooks,
+            f.docs, out / inputs.pipeline / d.name / f"seed{seed}", start, config=inputs.config, seed=seed,
+            pretrain=False, hooks=hooks, **given,
         )
         return result.final, result.training
 
-    main_run = {"train": h4_run, "adapt": adapt_run}[inputs.pipeline]
+    main_run = h4_run if inputs.pipeline == "train" else adapt_run
 
     for d in domains:
         results.append(Measured(d.name, d.split, None, "base", base_scores[d.name], inputs.base))
@@ -272,7 +294,7 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         "schema": BENCHMARK_SCHEMA,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "inputs": {
-            "base": inputs.base, "pipeline": inputs.pipeline, "start": str(start),
+            "base": inputs.base, "pipeline": inputs.pipeline, "start": str(start), "teacher": inputs.teacher,
             "domains": list(inputs.domains), "seeds": list(inputs.seeds),
             "ablation_domains": list(inputs.ablation_domains), "ablation_seeds": list(inputs.ablation_seeds),
             "config": cfg.to_dict(),
@@ -290,7 +312,7 @@ def check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a directory")
     # pretrained/ alone: a --pipeline adapt benchmark stopped while pretraining, which a rerun resumes
-    ours = (any((out / d).is_dir() for d in ("runs", "prefix", "adapt", "pretrained"))
+    ours = (any((out / d).is_dir() for d in ("runs", "prefix", "pretrained", "adapt", "adapt-corpus"))
             or any((out / f"{s}.json").is_file() for s in STEMS))
     if out.is_dir() and any(out.iterdir()) and not ours:
         raise ConfigError(f"--out {out} is not empty and holds no benchmark: refusing to write into it")

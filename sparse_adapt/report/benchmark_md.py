@@ -15,11 +15,27 @@ from sparse_adapt.losses import TERMS
 METRIC = "ndcg@10"
 # The groups the quality bar reads (held-out queries, never trained on).
 HELDOUT = ("heldout-domain-semantic", "heldout-domain-explicit", "heldout-control")
-# The bar of the generalisation issue: semantic and explicit >= 0.90, controls >= base - 0.01.
-BAR = {"heldout-domain-semantic": 0.90, "heldout-domain-explicit": 0.90}
-CONTROL_TOLERANCE = 0.01
-
 SHORT = {"heldout-domain-semantic": "semantic", "heldout-domain-explicit": "explicit", "heldout-control": "control"}
+
+
+@dataclass(frozen=True)
+class Bar:
+    """A quality bar on the held-out groups, met when every seed meets it."""
+
+    floor: dict[str, float]  # group -> least nDCG@10
+    gain: dict[str, float]  # group -> least nDCG@10 above the base
+    control_tolerance: float  # heldout-control >= base - this
+
+    def text(self) -> str:
+        parts = [f"held-out domain-{SHORT[g]} >= {v:.2f}" for g, v in self.floor.items()]
+        parts += [f"held-out domain-{SHORT[g]} >= base + {v:.2f}" for g, v in self.gain.items()]
+        return ", ".join(parts + [f"held-out controls >= base - {self.control_tolerance}"]) + ", for every seed"
+
+
+# The generalisation issue's bar (semantic and explicit >= 0.90, controls >= base - 0.01).
+BAR = Bar({"heldout-domain-semantic": 0.90, "heldout-domain-explicit": 0.90}, {}, 0.01)
+# Bring-your-own-corpus's bar: given only docs.jsonl, semantic >= base + 0.10, controls >= base - 0.02.
+CORPUS_BAR = Bar({}, {"heldout-domain-semantic": 0.10}, 0.02)
 
 
 def groups_of(results: Sequence[dict]) -> list[str]:
@@ -36,18 +52,21 @@ def _value(r: dict, group: str) -> float | None:
     return r["groups"].get(group, {}).get(METRIC)
 
 
-def bar_status(group: str, base: float | None, adapted: Sequence[float | None]) -> str:
-    """``pass``/``fail`` against the bar for a held-out group, ``""`` for other groups."""
+def bar_status(group: str, base: float | None, adapted: Sequence[float | None], bar: Bar = BAR) -> str:
+    """``pass``/``fail`` against ``bar`` for a held-out group, ``""`` for a group it does not read."""
     if group not in HELDOUT or not adapted or any(v is None for v in adapted):
         return ""
-    if group in BAR:
-        return "pass" if all(v >= BAR[group] for v in adapted) else "fail"
-    if base is None:
+    if group in bar.floor:
+        return "pass" if all(v >= bar.floor[group] for v in adapted) else "fail"
+    if group in bar.gain and base is not None:
+        # the rounding slack keeps a gain printed as +0.100 from failing on float noise
+        return "pass" if all(v - base >= bar.gain[group] - 1e-9 for v in adapted) else "fail"
+    if group != "heldout-control" or base is None:
         return ""
-    return "pass" if all(v >= base - CONTROL_TOLERANCE for v in adapted) else "fail"
+    return "pass" if all(v >= base - bar.control_tolerance for v in adapted) else "fail"
 
 
-def domain_table(results: list[dict], seeds: Sequence[int]) -> list[str]:
+def domain_table(results: list[dict], seeds: Sequence[int], bar: Bar = BAR) -> list[str]:
     lines = [
         "| domain | split | group | queries | base | " + " | ".join(f"seed {s}" for s in seeds)
         + " | mean | mean - base | bar |",
@@ -68,12 +87,12 @@ def domain_table(results: list[dict], seeds: Sequence[int]) -> list[str]:
             lines.append(
                 f"| {name} | {base['split']} | {g} | {base['groups'][g]['queries']} | {_fmt(b)} | "
                 + " | ".join(_fmt(v) for v in vals)
-                + f" | {_fmt(m)} | {'-' if delta is None else f'{delta:+.3f}'} | {bar_status(g, b, vals)} |"
+                + f" | {_fmt(m)} | {'-' if delta is None else f'{delta:+.3f}'} | {bar_status(g, b, vals, bar)} |"
             )
     return lines
 
 
-def bar_summary(results: list[dict], seeds: Sequence[int]) -> list[str]:
+def bar_summary(results: list[dict], seeds: Sequence[int], bar: Bar = BAR) -> list[str]:
     lines = []
     for name in dict.fromkeys(r["domain"] for r in results):
         rows = [r for r in results if r["domain"] == name]
@@ -84,7 +103,7 @@ def bar_summary(results: list[dict], seeds: Sequence[int]) -> list[str]:
         marks = []
         for g in HELDOUT:
             if g in base["groups"]:
-                status = bar_status(g, _value(base, g), [_value(r, g) for r in full])
+                status = bar_status(g, _value(base, g), [_value(r, g) for r in full], bar)
                 marks.append(f"{SHORT[g]} {status or 'n/a'}")
         lines.append(f"- **{name}** ({base['split']}): " + ", ".join(marks))
     return lines
@@ -134,13 +153,20 @@ class Pipeline:
 
     heading: str  # what ran, in the tables' heading
     stems: tuple[str, str]  # the result files' names (.json, .md): plain scoring, with feedback
+    bar: Bar  # the bar its tables mark
+    hand_written: bool = True  # trains on the domain's hand-written terms, dictionary and lists
 
 
-# `train`'s H4 stages (issue 11's measure), or `adapt` given the domain's hand-written inputs.
+# `train`'s H4 stages (issue 11's measure), `adapt` given the domain's hand-written inputs, or
+# `adapt` given only its docs.jsonl (bring-your-own-corpus's measure, with that issue's bar).
 PIPELINES = {
-    "train": Pipeline("H4 (extend, warmup, dictionary, distill)", ("benchmark", "benchmark-feedback")),
+    "train": Pipeline("H4 (extend, warmup, dictionary, distill)", ("benchmark", "benchmark-feedback"), BAR),
     "adapt": Pipeline("`adapt` with the hand-written inputs (pretraining where the base needs it, H4, the average "
-                      "with `extend`)", ("benchmark-adapt", "benchmark-adapt-feedback")),
+                      "with `extend`)", ("benchmark-adapt", "benchmark-adapt-feedback"), BAR),
+    "adapt-corpus": Pipeline(
+        "`adapt` given only docs.jsonl (mined terms, built dictionary, pseudo-labelled training lists; pretraining "
+        "where the base needs it, H4, the average with `extend`)",
+        ("benchmark-adapt-corpus", "benchmark-adapt-corpus-feedback"), CORPUS_BAR, hand_written=False),
 }
 # Every result file name a benchmark --out can hold.
 STEMS = tuple(stem for p in PIPELINES.values() for stem in p.stems)
@@ -149,23 +175,22 @@ STEMS = tuple(stem for p in PIPELINES.values() for stem in p.stems)
 def render_benchmark(report: dict) -> str:
     i = report["inputs"]
     results = report["results"]
-    pipeline = PIPELINES[i.get("pipeline", "train")].heading  # schema /1 files knew only `train`
+    pipeline = PIPELINES[i.get("pipeline", "train")]  # schema /1 files knew only `train`
     out = [
         "# Benchmark: adapting domains the defaults were not tuned on",
         "",
-        f"Base `{i['base']}`, {pipeline}, seeds {', '.join(map(str, i['seeds']))}; "
+        f"Base `{i['base']}`, {pipeline.heading}, seeds {', '.join(map(str, i['seeds']))}; "
         f"nDCG@10 of every query group (exact in-memory ranking over the domain's documents, ranx). "
-        f"Bar: held-out domain-semantic and domain-explicit >= 0.90 for every seed, held-out controls "
-        f">= base - {CONTROL_TOLERANCE} for every seed. Created {report['created']}.",
+        f"Bar: {pipeline.bar.text()}. Created {report['created']}.",
         *_feedback_line(i.get("feedback")),
         "",
         "## Per domain: base vs adapted",
         "",
-        *domain_table(results, i["seeds"]),
+        *domain_table(results, i["seeds"], pipeline.bar),
         "",
         "### The bar",
         "",
-        *bar_summary(results, i["seeds"]),
+        *bar_summary(results, i["seeds"], pipeline.bar),
     ]
     ablation = ablation_table(results, i["ablation_seeds"])
     if ablation:

@@ -13,8 +13,9 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.report.benchmark import BenchmarkInputs, EvalSet, build_benchmark, resolve_domain, without
 from sparse_adapt.retrieval.feedback import Feedback
-from sparse_adapt.report.benchmark_md import ablation_table, bar_status, domain_table, load_benchmark
+from sparse_adapt.report.benchmark_md import CORPUS_BAR, ablation_table, bar_status, domain_table, load_benchmark
 from sparse_adapt.training.config import TrainConfig
+from tests.corpus.test_adapt import setup  # noqa: F401 (fixture: tiny base, tiny cross-encoder, one-epoch config)
 from tests.report.test_report import tiny_base
 from tests.training.test_stages import DICTIONARY, DOCS, TERMS_JSON, TRAIN, _jsonl
 
@@ -152,7 +153,7 @@ def test_pipeline_adapt_refuses_an_ablation_and_unknown_pipelines(tmp_path, caps
     assert "--ablation" in err and "without --pipeline adapt" in err and len(err.strip().splitlines()) == 1
     assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "legal", "--pipeline", "nope"]) == 2
     err = capsys.readouterr().err
-    assert "--pipeline must be one of train, adapt" in err and "Traceback" not in err
+    assert "--pipeline must be one of train, adapt, adapt-corpus" in err and "Traceback" not in err
     assert not (tmp_path / "b").exists()
     with pytest.raises(ConfigError, match="as a file"):  # adapt hashes its --config file into adapt.json
         BenchmarkInputs(out=tmp_path / "b", pipeline="adapt", config=TrainConfig())
@@ -183,12 +184,79 @@ def test_without_zeroes_one_weight():
     assert cfg.distill.qexp == 0.0 and cfg.distill.dom == TrainConfig().distill.dom
 
 
+CORPUS_QUERIES = [{"qid": "q1", "text": "Zentrofax pump coolant"}, {"qid": "q2", "text": "sourdough bread"}]
+CORPUS_HELDOUT = [{"qid": "h1", "text": "pump that circulates coolant"}, {"qid": "h2", "text": "Zentrofax seals"},
+                  {"qid": "h3", "text": "jury trial witnesses"}]
+
+
+def write_corpus_domain(root: Path) -> Path:
+    """A domain of docs.jsonl and judged queries only: nothing hand-written to train on."""
+    from tests.corpus.test_adapt import DOCS as CORPUS_DOCS
+
+    root.mkdir(parents=True)
+    _jsonl(root / "docs.jsonl", [{"doc_id": i, "text": t} for i, t in CORPUS_DOCS])
+    _jsonl(root / "queries.jsonl", CORPUS_QUERIES)
+    _jsonl(root / "heldout_queries.jsonl", CORPUS_HELDOUT)
+    (root / "query_groups.json").write_text(json.dumps(GROUPS))
+    (root / "qrels.tsv").write_text("q1 0 d1 2\nq2 0 d8 2\n")
+    (root / "heldout_qrels.tsv").write_text("h1 0 d4 2\nh2 0 d2 2\nh3 0 d5 2\n")
+    return root
+
+
+def test_pipeline_adapt_corpus_generates_every_input_and_marks_the_corpus_bar(setup, tmp_path, capsys):
+    domain = write_corpus_domain(tmp_path / "byoc")
+    out = tmp_path / "bench"
+    args = ["benchmark", "--out", str(out), "--domains", str(domain), "--seeds", "0", "--base", setup["base"],
+            "--config", str(setup["config"]), "--pipeline", "adapt-corpus"]
+    assert main([*args, "--teacher", str(tmp_path / "no-such-teacher")]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+    code = main([*args, "--teacher", setup["teacher"]])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((out / "benchmark-adapt-corpus.json").read_text())
+    assert report["inputs"]["pipeline"] == "adapt-corpus" and report["inputs"]["teacher"] == setup["teacher"]
+    run = out / "adapt-corpus" / "byoc" / "seed0"
+    manifest = json.loads((run / "adapt.json").read_text())
+    assert manifest["given"] == {"terms": None, "dictionary": None, "train": None}
+    assert manifest["teacher"] == setup["teacher"]
+    for name in ("domain_terms.json", "dictionary.jsonl", "train.jsonl"):  # generated into the run dir
+        assert (run / name).is_file() and not (domain / name).exists()
+    assert "zentrofax" in (run / "domain_terms.json").read_text().lower()  # mined from the corpus
+    final = report["results"][1]
+    assert final["model"] == str(run / "final")
+    evalset = EvalSet.load(resolve_domain(str(domain), hand_written=False).files)
+    assert final["groups"] == evalset.scores(SpladeEncoder.from_pretrained(run / "final"))
+    md = (out / "benchmark-adapt-corpus.md").read_text()
+    assert "`adapt` given only docs.jsonl" in md
+    assert "held-out domain-semantic >= base + 0.10, held-out controls >= base - 0.02" in md
+    base = report["results"][0]["groups"]
+    gain = final["groups"]["heldout-domain-semantic"]["ndcg@10"] - base["heldout-domain-semantic"]["ndcg@10"]
+    status = "pass" if gain >= 0.10 - 1e-9 else "fail"
+    assert f"semantic {status}, explicit n/a" in md  # the corpus bar reads no explicit floor
+
+
+def test_a_domain_without_hand_written_inputs_is_refused_for_the_pipelines_that_train_on_them(tmp_path, capsys):
+    domain = write_corpus_domain(tmp_path / "byoc")
+    assert resolve_domain(str(domain), hand_written=False).split == "outside"
+    code = main(["benchmark", "--out", str(tmp_path / "b"), "--domains", str(domain), "--pipeline", "adapt"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "lacks train.jsonl, domain_terms.json, dictionary.jsonl" in err and len(err.strip().splitlines()) == 1
+    assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "legal", "--teacher", "x"]) == 2
+    assert "give --pipeline adapt-corpus" in capsys.readouterr().err
+
+
 def test_bar_status():
     assert bar_status("heldout-domain-semantic", 0.5, [0.91, 0.95]) == "pass"
     assert bar_status("heldout-domain-semantic", 0.5, [0.91, 0.89]) == "fail"
     assert bar_status("heldout-control", 0.96, [0.955, 0.951]) == "pass"
     assert bar_status("heldout-control", 0.96, [0.955, 0.949]) == "fail"
     assert bar_status("control", 0.96, [0.5]) == ""
+    # bring-your-own-corpus: semantic >= base + 0.10 (0.6 - 0.5 is 0.09999... in floats), controls >= base - 0.02
+    assert bar_status("heldout-domain-semantic", 0.5, [0.6, 0.7], CORPUS_BAR) == "pass"
+    assert bar_status("heldout-domain-semantic", 0.5, [0.6, 0.59], CORPUS_BAR) == "fail"
+    assert bar_status("heldout-domain-explicit", 0.5, [0.1], CORPUS_BAR) == ""
+    assert bar_status("heldout-control", 0.96, [0.945], CORPUS_BAR) == "pass"
+    assert bar_status("heldout-control", 0.96, [0.935], CORPUS_BAR) == "fail"
 
 
 def _r(domain, seed, variant, sem, ctl):
@@ -215,7 +283,7 @@ def test_check_out_refuses_a_foreign_directory_and_accepts_a_stopped_benchmark(t
     (tmp_path / "mine.txt").write_text("a user's file")
     with pytest.raises(ConfigError, match="holds no benchmark"):
         check_out(tmp_path)
-    for ours in ("runs", "prefix", "adapt", "pretrained"):  # a benchmark of ours, possibly stopped early
+    for ours in ("runs", "prefix", "adapt", "adapt-corpus", "pretrained"):  # a benchmark of ours, possibly stopped early
         (tmp_path / ours).mkdir()
         check_out(tmp_path)
         (tmp_path / ours).rmdir()
