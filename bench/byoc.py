@@ -36,22 +36,15 @@ import numpy as np
 from scipy import stats
 
 import corpora
-from sparse_adapt.data import Document, load_documents
+from sparse_adapt.data import Document
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.report.benchmark import METRIC, EvalSet, resolve_domain
+from sparse_adapt.report.benchmark import METRIC, EvalSet, pool_documents, resolve_domain
 from sparse_adapt.retrieval.evaluation import evaluate_per_query, score_in_memory
 from sparse_adapt.retrieval.feedback import Feedback
 
 GROUPS = ("heldout-domain-semantic", "heldout-domain-explicit", "heldout-control")
 INPUTS = ("corpus", "hand-written")
 SEMANTIC_GAIN, CONTROL_LOSS = 0.10, 0.02
-
-
-def pool_documents(domain: str) -> list[Document]:
-    """Every registered domain's documents except ``domain``'s, ids prefixed ``<name>/`` (so
-    they never clash with ``domain``'s ids or its qrels)."""
-    return [Document(f"{name}/{d.doc_id}", d.text)
-            for name in corpora.names() if name != domain for d in load_documents(corpora.get(name).docs)]
 
 
 def heldout_per_query(

@@ -62,6 +62,10 @@ def benchmark(
         "", "--ablation", help="Comma-separated domains of the ablation (each loss term removed in turn); empty: none."
     ),
     ablation_seeds: str = typer.Option("0", "--ablation-seeds", help="Seeds of the ablation runs."),
+    pool: bool = typer.Option(
+        False, "--pool", help="Search each domain's queries among every registered domain's documents (the others' "
+        "never relevant), not its own alone, into <result>-pool.json/.md (a rerun on a finished --out only re-scores).",
+    ),
     feedback: bool = feedback_option(FEEDBACK_HELP),
     feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
     feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,
@@ -76,7 +80,7 @@ def benchmark(
         out=out, domains=_names(domains), seeds=_seeds(seeds), base=base, config=config,
         ablation_domains=_names(ablation), ablation_seeds=_seeds(ablation_seeds),
         feedback=feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms), pipeline=pipeline,
-        teacher=teacher,
+        teacher=teacher, pool=pool,
     )
     with rich_hooks() as hooks:
         report = build_benchmark(inputs, hooks)

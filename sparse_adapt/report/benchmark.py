@@ -28,6 +28,12 @@ mines the terms, builds the dictionary and pseudo-labels the training lists), in
 ``OUT/adapt-corpus/<domain>/seed<k>`` and ``OUT/benchmark-adapt-corpus.json`` / ``.md``, with
 bring-your-own-corpus's bar (semantic >= base + 0.10, controls >= base - 0.02).
 
+With ``pool``, every domain's queries are searched among every registered domain's documents
+(the others' never relevant; ids prefixed ``<domain>/``) instead of its own alone: a
+paraphrase's few relevant documents are harder to find in 400 documents than in 40. The
+files get ``-pool`` before ``-feedback`` (``benchmark-adapt-corpus-pool.json``); a rerun on
+a finished ``--out`` only re-scores.
+
 A domain is a name registered in ``corpora`` (its split comes from ``corpora.SPLITS``) or
 a directory holding the same files as a bundled domain (split ``outside``; without the
 hand-written terms, dictionary and training lists for ``adapt-corpus``).
@@ -95,6 +101,15 @@ def resolve_domain(spec: str, hand_written: bool = True) -> BenchDomain:
     return BenchDomain(files.name, "outside", files)
 
 
+def pool_documents(own: str | None = None) -> list[Document]:
+    """Every registered domain's documents but ``own``'s, ids prefixed ``<name>/`` (so they never
+    clash with a domain's own ids or its qrels)."""
+    from sparse_adapt.data import load_documents
+
+    return [Document(f"{name}/{d.doc_id}", d.text)
+            for name in corpora.names() if name != own for d in load_documents(corpora.get(name).docs)]
+
+
 @dataclass
 class EvalSet:
     documents: list[Document]
@@ -109,6 +124,11 @@ class EvalSet:
         queries = load_queries(files.queries) + load_queries(files.heldout_queries)
         qrels = {**load_qrels(files.qrels), **load_qrels(files.heldout_qrels)}
         return cls(load_documents(files.docs), queries, qrels, load_query_groups(files.query_groups))
+
+    def pooled(self, own: str | None) -> "EvalSet":
+        """The same queries searched among every registered domain's documents too (``own``:
+        the registered domain these are, whose documents are already here)."""
+        return dataclasses.replace(self, documents=[*self.documents, *pool_documents(own)])
 
     def scores(self, splade: SpladeEncoder, feedback: Feedback | None = None) -> dict[str, dict]:
         """``{group: {"queries": n, "ndcg@10": mean}}`` over each group's judged queries."""
@@ -140,6 +160,8 @@ class BenchmarkInputs:
     ablation_seeds: tuple[int, ...] = (0,)
     # Score base and adapted models with pseudo-relevance feedback; None: plain scoring.
     feedback: Feedback | None = None
+    # Search each domain's queries among every registered domain's documents, not its own alone.
+    pool: bool = False
     # One of PIPELINES: `train`'s H4 (issue 11's measure), `adapt` with the hand-written inputs
     # or `adapt-corpus` from docs.jsonl alone (bring-your-own-corpus's measure).
     pipeline: str = "train"
@@ -160,7 +182,7 @@ class BenchmarkInputs:
     @property
     def stem(self) -> str:
         """The result files' name, so every pipeline and scoring can sit in one OUT."""
-        return PIPELINES[self.pipeline].stems[self.feedback is not None]
+        return PIPELINES[self.pipeline].result_stem(self.pool, self.feedback is not None)
 
     def train_config(self, base: str | None = None) -> TrainConfig:
         """The training config the runs use; ``base``: where training starts, if not ``self.base``
@@ -213,6 +235,9 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
     domains = [resolve_domain(d, hand_written) for d in inputs.domains]
     ablation = [resolve_domain(d) for d in inputs.ablation_domains]
     evalsets = {d.name: EvalSet.load(d.files) for d in [*domains, *ablation]}  # validate before training
+    if inputs.pool:
+        evalsets = {d.name: evalsets[d.name].pooled(None if d.split == "outside" else d.name)
+                    for d in [*domains, *ablation]}
     base = SpladeEncoder.from_pretrained(inputs.base)
     base_scores = {name: ev.scores(base, inputs.feedback) for name, ev in evalsets.items()}
     results: list[Measured] = []
@@ -299,6 +324,7 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
             "ablation_domains": list(inputs.ablation_domains), "ablation_seeds": list(inputs.ablation_seeds),
             "config": cfg.to_dict(),
             "feedback": None if inputs.feedback is None else dataclasses.asdict(inputs.feedback),
+            "pool": {"documents": len(pool_documents())} if inputs.pool else None,
         },
         "results": [dataclasses.asdict(r) for r in results],
     }

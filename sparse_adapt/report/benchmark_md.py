@@ -147,29 +147,41 @@ def _feedback_line(fb: dict | None) -> list[str]:
                 f"fed back at weight {fb['weight']:g}, {fb['terms']} terms (`evaluate --feedback`)."]
 
 
+def _pool_line(pool: dict | None) -> list[str]:
+    if not pool:
+        return []
+    return ["", f"Pooled corpus (`--pool`): each domain's queries searched among every registered domain's "
+                f"documents ({pool['documents']}; a domain directory's own added), the other domains' never "
+                "relevant, instead of among its own alone."]
+
+
 @dataclass(frozen=True)
 class Pipeline:
     """One way `benchmark --pipeline` adapts each domain and seed, as its files and tables show it."""
 
     heading: str  # what ran, in the tables' heading
-    stems: tuple[str, str]  # the result files' names (.json, .md): plain scoring, with feedback
+    stem: str  # the result files' name (.json, .md) with plain scoring in each domain's own documents
     bar: Bar  # the bar its tables mark
     hand_written: bool = True  # trains on the domain's hand-written terms, dictionary and lists
+
+    def result_stem(self, pool: bool = False, feedback: bool = False) -> str:
+        """One name per way of scoring, so every result can sit in one OUT."""
+        return self.stem + ("-pool" if pool else "") + ("-feedback" if feedback else "")
 
 
 # `train`'s H4 stages (issue 11's measure), `adapt` given the domain's hand-written inputs, or
 # `adapt` given only its docs.jsonl (bring-your-own-corpus's measure, with that issue's bar).
 PIPELINES = {
-    "train": Pipeline("H4 (extend, warmup, dictionary, distill)", ("benchmark", "benchmark-feedback"), BAR),
+    "train": Pipeline("H4 (extend, warmup, dictionary, distill)", "benchmark", BAR),
     "adapt": Pipeline("`adapt` with the hand-written inputs (pretraining where the base needs it, H4, the average "
-                      "with `extend`)", ("benchmark-adapt", "benchmark-adapt-feedback"), BAR),
+                      "with `extend`)", "benchmark-adapt", BAR),
     "adapt-corpus": Pipeline(
         "`adapt` given only docs.jsonl (mined terms, built dictionary, pseudo-labelled training lists; pretraining "
         "where the base needs it, H4, the average with `extend`)",
-        ("benchmark-adapt-corpus", "benchmark-adapt-corpus-feedback"), CORPUS_BAR, hand_written=False),
+        "benchmark-adapt-corpus", CORPUS_BAR, hand_written=False),
 }
 # Every result file name a benchmark --out can hold.
-STEMS = tuple(stem for p in PIPELINES.values() for stem in p.stems)
+STEMS = tuple(p.result_stem(pool, fb) for p in PIPELINES.values() for pool in (False, True) for fb in (False, True))
 
 
 def render_benchmark(report: dict) -> str:
@@ -183,6 +195,7 @@ def render_benchmark(report: dict) -> str:
         f"nDCG@10 of every query group (exact in-memory ranking over the domain's documents, ranx). "
         f"Bar: {pipeline.bar.text()}. Created {report['created']}.",
         *_feedback_line(i.get("feedback")),
+        *_pool_line(i.get("pool")),
         "",
         "## Per domain: base vs adapted",
         "",

@@ -184,6 +184,53 @@ def test_without_zeroes_one_weight():
     assert cfg.distill.qexp == 0.0 and cfg.distill.dom == TrainConfig().distill.dom
 
 
+def test_pool_searches_every_registered_domains_documents_into_its_own_files(base_dir, tmp_path, capsys, monkeypatch):
+    import corpora
+    import sparse_adapt.retrieval.evaluation as evaluation
+    from sparse_adapt.data import load_documents
+
+    domain = write_domain(tmp_path / "mini")
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps(ONE_EPOCH))
+    out = tmp_path / "bench"
+    args = ["benchmark", "--out", str(out), "--domains", str(domain), "--seeds", "0", "--base", str(base_dir),
+            "--config", str(config)]
+    assert main(args) == 0, capsys.readouterr().err
+    plain = (out / "benchmark.json").read_bytes()
+    searched = []
+    real = evaluation.score_in_memory
+    monkeypatch.setattr(evaluation, "score_in_memory",
+                        lambda m, docs, *a, **k: searched.append([d.doc_id for d in docs]) or real(m, docs, *a, **k))
+    assert main([*args, "--pool"]) == 0, capsys.readouterr().err
+    assert "resuming: distill already complete" in capsys.readouterr().out  # re-scored, not retrained
+    assert (out / "benchmark.json").read_bytes() == plain
+    pooled = json.loads((out / "benchmark-pool.json").read_text())
+    registered = sum(len(load_documents(corpora.get(n).docs)) for n in corpora.names())
+    assert pooled["inputs"]["pool"] == {"documents": registered}
+    # base and the one adapted model, each over the domain's 3 documents and every registered one
+    assert [len(ids) for ids in searched] == [3 + registered] * 2
+    assert len(set(searched[0])) == len(searched[0]) and {"d1", "d2", "d3"} <= set(searched[0])
+    evalset = EvalSet.load(resolve_domain(str(domain)).files).pooled(None)
+    monkeypatch.setattr(evaluation, "score_in_memory", real)
+    for r in pooled["results"]:
+        assert r["groups"] == evalset.scores(SpladeEncoder.from_pretrained(r["model"]))
+    assert "Pooled corpus (`--pool`)" in (out / "benchmark-pool.md").read_text()
+    assert load_benchmark(out / "benchmark-pool.json") == pooled
+    fed = BenchmarkInputs(out=out, pool=True, feedback=Feedback(), pipeline="adapt-corpus")
+    assert fed.stem == "benchmark-adapt-corpus-pool-feedback"
+
+
+def test_a_registered_domain_is_pooled_without_its_own_documents_twice():
+    import corpora
+
+    own = EvalSet.load(corpora.get("legal"))
+    pooled = own.pooled("legal")
+    ids = [d.doc_id for d in pooled.documents]
+    assert len(ids) == len(set(ids))
+    assert not any(i.startswith("legal/") for i in ids) and {d.doc_id for d in own.documents} <= set(ids)
+    assert {i.split("/")[0] for i in ids if "/" in i} == set(corpora.names()) - {"legal"}
+
+
 CORPUS_QUERIES = [{"qid": "q1", "text": "Zentrofax pump coolant"}, {"qid": "q2", "text": "sourdough bread"}]
 CORPUS_HELDOUT = [{"qid": "h1", "text": "pump that circulates coolant"}, {"qid": "h2", "text": "Zentrofax seals"},
                   {"qid": "h3", "text": "jury trial witnesses"}]
