@@ -33,12 +33,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 import corpora
 from sparse_adapt.data import Document
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.report.benchmark import METRIC, EvalSet, pool_documents, resolve_domain
+from sparse_adapt.report.paired import paired_test
 from sparse_adapt.retrieval.evaluation import evaluate_per_query, score_in_memory
 from sparse_adapt.retrieval.feedback import Feedback
 
@@ -71,27 +71,6 @@ def group_mean(per_query: dict[str, float]) -> float:
 def row_key(row: dict) -> tuple:
     """What identifies a result row (rows written before seeds existed are seed 0)."""
     return row["domain"], row["base"], row["inputs"], row.get("seed", 0)
-
-
-# scipy enumerates all 2^n sign flips while 2^n <= RESAMPLES (n <= 16 queries), and draws
-# RESAMPLES of them (seeded) beyond that.
-RESAMPLES = 100_000
-
-
-def paired_test(adapted: np.ndarray, base: np.ndarray, tie: float) -> dict:
-    """Wins / ties / losses of ``adapted`` over ``base`` (per-query values in the same order; a
-    difference within ``tie`` is a tie) and the two-sided p-value of a paired permutation test
-    of the mean difference (sign flips of the per-query differences)."""
-    diff = adapted - base
-    if not np.any(np.abs(diff) > tie):
-        p = 1.0
-    else:
-        p = float(stats.permutation_test(
-            (adapted, base), lambda x, y: np.mean(x - y), permutation_type="samples", n_resamples=RESAMPLES,
-            alternative="two-sided", random_state=0,
-        ).pvalue)
-    return {"wins": int((diff > tie).sum()), "ties": int((np.abs(diff) <= tie).sum()),
-            "losses": int((diff < -tie).sum()), "p_value": round(min(p, 1.0), 4)}
 
 
 def paired_change(base: dict[str, float], adapted: dict[str, float]) -> dict:

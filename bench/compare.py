@@ -4,7 +4,7 @@
 
 Rows are matched on (domain, base, inputs, seed); for each held-out group the per-query nDCG@10
 of every matched row are pooled (a query of two seeds counts twice), and the change is tested
-with ``bench.byoc.paired_test`` (a paired permutation test: exact up to 16 pairs, 100,000
+with ``sparse_adapt.report.paired.paired_test`` (a paired permutation test: exact up to 16 pairs, 100,000
 seeded Monte Carlo draws beyond). Per domain it
 prints the mean of each group over the matched seeds. Decide with a rule written down before
 the variant runs; this tool only reports.
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.byoc import GROUPS, paired_test, row_key
+from bench.byoc import GROUPS, row_key
+from sparse_adapt.report.paired import paired_test
 
 # byoc.json rounds values to 6 decimals, so smaller differences are rounding, counted as ties.
 TIE = 1e-5

@@ -137,14 +137,17 @@ class EvalSet:
         return self.run_scores(score_in_memory(splade, self.documents, self.queries, feedback=feedback))
 
     def run_scores(self, run: dict[str, dict[str, float]]) -> dict[str, dict]:
-        """The same for a run ``{qid: {doc_id: score}}`` from any retriever."""
-        from sparse_adapt.retrieval.evaluation import evaluate_run
+        """The same for a run ``{qid: {doc_id: score}}`` from any retriever, with each judged
+        query's own value (``per_query``) for paired tests across domains and seeds."""
+        from sparse_adapt.retrieval.evaluation import evaluate_per_query, evaluate_run
 
+        per_query = evaluate_per_query(self.qrels, run, METRIC)
         out = {}
         for group, qids in self.groups.items():
             judged = [q for q in qids if q in self.qrels and q in run]
             value = evaluate_run(self.qrels, run, (METRIC,), qids=judged)[METRIC] if judged else None
-            out[group] = {"queries": len(judged), METRIC: value}
+            out[group] = {"queries": len(judged), METRIC: value,
+                          "per_query": {q: round(per_query[q], 6) for q in judged}}
         return out
 
 

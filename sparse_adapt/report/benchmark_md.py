@@ -109,6 +109,44 @@ def bar_summary(results: list[dict], seeds: Sequence[int], bar: Bar = BAR) -> li
     return lines
 
 
+def pooled_table(results: list[dict], seeds: Sequence[int]) -> list[str]:
+    """Per split and held-out group, every query-seed pair of its domains pooled (a query of
+    two seeds counts twice): base -> adapted means and the paired permutation test
+    (``paired.py``). Empty for results without per-query values (schema /1, older /2 files)."""
+    from sparse_adapt.report.paired import paired_test
+
+    pairs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    for name in dict.fromkeys(r["domain"] for r in results):
+        rows = [r for r in results if r["domain"] == name]
+        base = next((r for r in rows if r["variant"] == "base"), None)
+        full = [r for r in rows if r["variant"] == "full" and r["seed"] in seeds]
+        if base is None:
+            continue
+        for g in (g for g in HELDOUT if g in base["groups"]):
+            before = base["groups"][g].get("per_query")
+            for r in full:
+                after = r["groups"].get(g, {}).get("per_query")
+                if before is None or after is None:
+                    return []
+                b, a = pairs.setdefault((base["split"], g), ([], []))
+                for q in after:
+                    b.append(before[q])
+                    a.append(after[q])
+    lines = ["| split | group | query-seed pairs | base | adapted | change | wins / ties / losses | p |",
+             "|---|---|---|---|---|---|---|---|"]
+    for (split, g), (b, a) in pairs.items():
+        if not a:
+            continue
+        t = paired_test(a, b)
+        lines.append(f"| {split} | {SHORT[g]} | {len(a)} | {mean(b):.3f} | {mean(a):.3f} | {mean(a) - mean(b):+.3f} | "
+                     f"{t['wins']} / {t['ties']} / {t['losses']} | {_p(t['p_value'])} |")
+    return lines if len(lines) > 2 else []
+
+
+def _p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def ablation_table(results: list[dict], seeds: Sequence[int]) -> list[str]:
     domains = list(dict.fromkeys(r["domain"] for r in results if r["variant"].startswith("no-")))
     if not domains:
@@ -205,6 +243,12 @@ def render_benchmark(report: dict) -> str:
         "",
         *bar_summary(results, i["seeds"], pipeline.bar),
     ]
+    pooled = pooled_table(results, i["seeds"])
+    if pooled:
+        out += ["", "## Pooled by split: every query-seed pair", "",
+                "Each held-out group's queries of a split's domains, every seed (a query of two seeds counts twice); "
+                "p: two-sided paired permutation test of the mean change (sign flips; exact up to 16 pairs).", "",
+                *pooled]
     ablation = ablation_table(results, i["ablation_seeds"])
     if ablation:
         out += [

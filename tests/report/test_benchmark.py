@@ -13,7 +13,9 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.report.benchmark import BenchmarkInputs, EvalSet, build_benchmark, resolve_domain, without
 from sparse_adapt.retrieval.feedback import Feedback
-from sparse_adapt.report.benchmark_md import CORPUS_BAR, ablation_table, bar_status, domain_table, load_benchmark
+from sparse_adapt.report.benchmark_md import (
+    CORPUS_BAR, ablation_table, bar_status, domain_table, load_benchmark, pooled_table,
+)
 from sparse_adapt.training.config import TrainConfig
 from tests.corpus.test_adapt import setup  # noqa: F401 (fixture: tiny base, tiny cross-encoder, one-epoch config)
 from tests.report.test_report import tiny_base
@@ -275,6 +277,8 @@ def test_pipeline_adapt_corpus_generates_every_input_and_marks_the_corpus_bar(se
     md = (out / "benchmark-adapt-corpus.md").read_text()
     assert "`adapt` given only docs.jsonl" in md
     assert "held-out domain-semantic >= base + 0.10, held-out controls >= base - 0.02" in md
+    assert "## Pooled by split" in md and "| outside | semantic | 1 |" in md
+    assert final["groups"]["heldout-domain-semantic"]["per_query"].keys() == {"h1"}
     base = report["results"][0]["groups"]
     gain = final["groups"]["heldout-domain-semantic"]["ndcg@10"] - base["heldout-domain-semantic"]["ndcg@10"]
     status = "pass" if gain >= 0.10 - 1e-9 else "fail"
@@ -322,6 +326,35 @@ def test_tables_from_constructed_results():
     assert "| no-pres | 0.700 | 0.500 | -0.200 |" in ablation
     assert "| full | 0.800 | 0.800 | - |" in ablation
     assert "| no-kd | (weight 0 in this config) | (weight 0 in this config) | - |" in ablation
+
+
+def _pq(domain, split, seed, variant, values):
+    return {"domain": domain, "split": split, "seed": seed, "variant": variant,
+            "groups": {"heldout-domain-semantic": {"queries": len(values), "ndcg@10": sum(values.values()) / len(values),
+                                                   "per_query": values}}}
+
+
+def test_pooled_table_pairs_every_query_and_seed_of_a_split():
+    results = [_pq("a", "test", None, "base", {"q1": 0.5, "q2": 0.5}),
+               _pq("a", "test", 0, "full", {"q1": 1.0, "q2": 0.5}),
+               _pq("a", "test", 1, "full", {"q1": 1.0, "q2": 1.0}),
+               _pq("b", "dev", None, "base", {"x": 0.8}), _pq("b", "dev", 0, "full", {"x": 0.6})]
+    rows = pooled_table(results, [0, 1])
+    # test: pairs (0.5, 1), (0.5, 0.5), (0.5, 1), (0.5, 1); differences 0.5, 0, 0.5, 0.5 -> mean +0.375;
+    # of the 16 sign flips, 4 reach |mean| >= 0.375 (the three 0.5s alike, either sign of the 0): p = 0.25
+    assert "| test | semantic | 4 | 0.500 | 0.875 | +0.375 | 3 / 1 / 0 | 0.250 |" in rows
+    assert "| dev | semantic | 1 | 0.800 | 0.600 | -0.200 | 0 / 0 / 1 | 1.000 |" in rows  # one pair: no test
+    assert pooled_table(results, [0]) [2].startswith("| test | semantic | 2 |")
+    old = [{**r, "groups": {"heldout-domain-semantic": {"queries": 1, "ndcg@10": 0.5}}} for r in results]
+    assert pooled_table(old, [0, 1]) == []  # files written before per-query values: no table
+
+
+def test_paired_test_by_hand():
+    from sparse_adapt.report.paired import paired_test
+
+    # 7 pairs all +0.4: of 128 sign flips only all-plus and all-minus are as extreme, p = 2/128
+    assert paired_test([0.9] * 7, [0.5] * 7) == {"wins": 7, "ties": 0, "losses": 0, "p_value": round(2 / 128, 4)}
+    assert paired_test([0.5, 0.5], [0.5, 0.5])["p_value"] == 1.0
 
 
 def test_check_out_refuses_a_foreign_directory_and_accepts_a_stopped_benchmark(tmp_path):
