@@ -37,17 +37,24 @@ def base_dir(tmp_path_factory) -> Path:
 
 
 def write_domain(root: Path) -> Path:
-    root.mkdir(parents=True)
-    _jsonl(root / "docs.jsonl", DOCS)
+    write_judged(root, DOCS, [{"qid": t["qid"], "text": t["query"]} for t in TRAIN], HELDOUT,
+                 "q1 0 d1 2\nq1 0 d3 2\nq2 0 d2 2\n", "h1 0 d1 2\nh2 0 d3 2\nh3 0 d2 2\n")
     _jsonl(root / "train.jsonl", TRAIN)
     _jsonl(root / "dictionary.jsonl", DICTIONARY)
-    _jsonl(root / "queries.jsonl", [{"qid": t["qid"], "text": t["query"]} for t in TRAIN])
-    _jsonl(root / "heldout_queries.jsonl", HELDOUT)
     (root / "domain_terms.json").write_text(json.dumps(TERMS_JSON))
-    (root / "query_groups.json").write_text(json.dumps(GROUPS))
-    (root / "qrels.tsv").write_text("q1 0 d1 2\nq1 0 d3 2\nq2 0 d2 2\n")
-    (root / "heldout_qrels.tsv").write_text("h1 0 d1 2\nh2 0 d3 2\nh3 0 d2 2\n")
     return root
+
+
+def write_judged(root: Path, docs: list[dict], queries: list[dict], heldout: list[dict], qrels: str,
+                 heldout_qrels: str) -> None:
+    """What every benchmark domain has: documents, queries in GROUPS, their judgements."""
+    root.mkdir(parents=True)
+    _jsonl(root / "docs.jsonl", docs)
+    _jsonl(root / "queries.jsonl", queries)
+    _jsonl(root / "heldout_queries.jsonl", heldout)
+    (root / "query_groups.json").write_text(json.dumps(GROUPS))
+    (root / "qrels.tsv").write_text(qrels)
+    (root / "heldout_qrels.tsv").write_text(heldout_qrels)
 
 
 def test_benchmark_trains_each_seed_ablates_each_term_and_writes_tables(base_dir, tmp_path, capsys):
@@ -242,13 +249,8 @@ def write_corpus_domain(root: Path) -> Path:
     """A domain of docs.jsonl and judged queries only: nothing hand-written to train on."""
     from tests.corpus.test_adapt import DOCS as CORPUS_DOCS
 
-    root.mkdir(parents=True)
-    _jsonl(root / "docs.jsonl", [{"doc_id": i, "text": t} for i, t in CORPUS_DOCS])
-    _jsonl(root / "queries.jsonl", CORPUS_QUERIES)
-    _jsonl(root / "heldout_queries.jsonl", CORPUS_HELDOUT)
-    (root / "query_groups.json").write_text(json.dumps(GROUPS))
-    (root / "qrels.tsv").write_text("q1 0 d1 2\nq2 0 d8 2\n")
-    (root / "heldout_qrels.tsv").write_text("h1 0 d4 2\nh2 0 d2 2\nh3 0 d5 2\n")
+    write_judged(root, [{"doc_id": i, "text": t} for i, t in CORPUS_DOCS], CORPUS_QUERIES, CORPUS_HELDOUT,
+                 "q1 0 d1 2\nq2 0 d8 2\n", "h1 0 d4 2\nh2 0 d2 2\nh3 0 d5 2\n")
     return root
 
 
