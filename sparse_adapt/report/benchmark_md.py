@@ -109,13 +109,30 @@ def bar_summary(results: list[dict], seeds: Sequence[int], bar: Bar = BAR) -> li
     return lines
 
 
-def pooled_table(results: list[dict], seeds: Sequence[int]) -> list[str]:
-    """Per split and held-out group, every query-seed pair of its domains pooled (a query of
-    two seeds counts twice): base -> adapted means and the paired permutation test
-    (``paired.py``). Empty for results without per-query values (schema /1, older /2 files)."""
-    from sparse_adapt.report.paired import paired_test
+@dataclass(frozen=True)
+class Pooled:
+    """One split's held-out group, every query-seed pair of its domains pooled."""
 
-    pairs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    split: str
+    group: str
+    base: list[float]
+    adapted: list[float]
+
+    def line(self) -> str:
+        b, a = mean(self.base), mean(self.adapted)
+        return (f"{self.split} {SHORT[self.group]}: {b:.3f} -> {a:.3f} ({a - b:+.3f}, n={len(self.adapted)} "
+                f"query-seed pairs, p {_p(self.test()['p_value'])})")
+
+    def test(self) -> dict:
+        from sparse_adapt.report.paired import paired_test
+
+        return paired_test(self.adapted, self.base)
+
+
+def pooled(results: list[dict], seeds: Sequence[int]) -> list[Pooled]:
+    """Per split and held-out group, every query-seed pair of its domains (a query of two seeds
+    counts twice). Empty for results without per-query values (schema /1, older /2 files)."""
+    pairs: dict[tuple[str, str], Pooled] = {}
     for name in dict.fromkeys(r["domain"] for r in results):
         rows = [r for r in results if r["domain"] == name]
         base = next((r for r in rows if r["variant"] == "base"), None)
@@ -128,19 +145,25 @@ def pooled_table(results: list[dict], seeds: Sequence[int]) -> list[str]:
                 after = r["groups"].get(g, {}).get("per_query")
                 if before is None or after is None:
                     return []
-                b, a = pairs.setdefault((base["split"], g), ([], []))
+                group = pairs.setdefault((base["split"], g), Pooled(base["split"], g, [], []))
                 for q in after:
-                    b.append(before[q])
-                    a.append(after[q])
+                    group.base.append(before[q])
+                    group.adapted.append(after[q])
+    return [p for p in pairs.values() if p.adapted]
+
+
+def pooled_table(results: list[dict], seeds: Sequence[int]) -> list[str]:
+    """:func:`pooled` as a table, with the paired permutation test (``paired.py``)."""
+    groups = pooled(results, seeds)
+    if not groups:
+        return []
     lines = ["| split | group | query-seed pairs | base | adapted | change | wins / ties / losses | p |",
              "|---|---|---|---|---|---|---|---|"]
-    for (split, g), (b, a) in pairs.items():
-        if not a:
-            continue
-        t = paired_test(a, b)
-        lines.append(f"| {split} | {SHORT[g]} | {len(a)} | {mean(b):.3f} | {mean(a):.3f} | {mean(a) - mean(b):+.3f} | "
+    for p in groups:
+        b, a, t = mean(p.base), mean(p.adapted), p.test()
+        lines.append(f"| {p.split} | {SHORT[p.group]} | {len(p.adapted)} | {b:.3f} | {a:.3f} | {a - b:+.3f} | "
                      f"{t['wins']} / {t['ties']} / {t['losses']} | {_p(t['p_value'])} |")
-    return lines if len(lines) > 2 else []
+    return lines
 
 
 def _p(p: float) -> str:
