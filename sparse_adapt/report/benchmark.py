@@ -131,7 +131,8 @@ class EvalSet:
         return dataclasses.replace(self, documents=[*self.documents, *pool_documents(own)])
 
     def scores(self, splade: SpladeEncoder, feedback: Feedback | None = None) -> dict[str, dict]:
-        """``{group: {"queries": n, "ndcg@10": mean}}`` over each group's judged queries."""
+        """``{group: {"queries": n, "ndcg@10": mean, "per_query": {qid: value}}}`` over each
+        group's judged queries."""
         from sparse_adapt.retrieval.evaluation import score_in_memory
 
         return self.run_scores(score_in_memory(splade, self.documents, self.queries, feedback=feedback))
