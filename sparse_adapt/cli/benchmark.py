@@ -74,7 +74,7 @@ def benchmark(
     """Train (or resume) every domain and seed, evaluate base vs adapted per query group."""
     from sparse_adapt.cli.output import console, feedback_settings, rich_hooks
     from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark
-    from sparse_adapt.report.benchmark_md import PIPELINES, bar_summary, pooled
+    from sparse_adapt.report.benchmark_md import PIPELINES, bar_summary, pooled_line
 
     inputs = BenchmarkInputs(
         out=out, domains=_names(domains), seeds=_seeds(seeds), base=base, config=config,
@@ -86,8 +86,8 @@ def benchmark(
         report = build_benchmark(inputs, hooks)
     for line in bar_summary(report["results"], inputs.seeds, PIPELINES[inputs.pipeline].bar):
         console.print(line, markup=False, highlight=False)
-    for group in pooled(report["results"], inputs.seeds):
-        console.print(f"- pooled, {group.line()}", markup=False, highlight=False)
+    for group in report["pooled"]:
+        console.print(f"- pooled, {pooled_line(group)}", markup=False, highlight=False)
     console.print(f"[green]wrote[/green] {out / f'{inputs.stem}.md'} (numbers in {inputs.stem}.json)")
 
 

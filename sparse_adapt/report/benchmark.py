@@ -55,7 +55,9 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses import TERMS
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
-from sparse_adapt.report.benchmark_md import BENCHMARK_SCHEMA, HELDOUT, METRIC, PIPELINES, STEMS, render_benchmark
+from sparse_adapt.report.benchmark_md import (
+    BENCHMARK_SCHEMA, HELDOUT, METRIC, PIPELINES, STEMS, pooled, render_benchmark,
+)
 from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.training.config import TrainConfig, load_config
 from sparse_adapt.training.stages import EXPERIMENTS
@@ -332,6 +334,7 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         },
         "results": [dataclasses.asdict(r) for r in results],
     }
+    report["pooled"] = pooled(report["results"], inputs.seeds)
     write_atomic(out / f"{inputs.stem}.json", json.dumps(report, indent=2) + "\n")
     write_atomic(out / f"{inputs.stem}.md", render_benchmark(report))
     return report
@@ -342,7 +345,9 @@ def check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a directory")
     # pretrained/ alone: a --pipeline adapt benchmark stopped while pretraining, which a rerun resumes
-    ours = (any((out / d).is_dir() for d in ("runs", "prefix", "pretrained", "adapt", "adapt-corpus"))
+    # runs/ and prefix/: train's; adapt's pipelines run into OUT/<pipeline>
+    run_dirs = ("runs", "prefix", "pretrained", *(p for p in PIPELINES if p != "train"))
+    ours = (any((out / d).is_dir() for d in run_dirs)
             or any((out / f"{s}.json").is_file() for s in STEMS))
     if out.is_dir() and any(out.iterdir()) and not ours:
         raise ConfigError(f"--out {out} is not empty and holds no benchmark: refusing to write into it")

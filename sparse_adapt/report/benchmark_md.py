@@ -66,18 +66,26 @@ def bar_status(group: str, base: float | None, adapted: Sequence[float | None], 
     return "pass" if all(v >= base - bar.control_tolerance for v in adapted) else "fail"
 
 
+def _measured(results: list[dict], seeds: Sequence[int]):
+    """Per domain that has a base row, in order: ``(name, rows, base, full)``, ``full`` the
+    adapted (variant ``full``) rows of ``seeds``, possibly empty."""
+    for name in dict.fromkeys(r["domain"] for r in results):
+        rows = [r for r in results if r["domain"] == name]
+        base = next((r for r in rows if r["variant"] == "base"), None)
+        if base is not None:
+            yield name, rows, base, [r for r in rows if r["variant"] == "full" and r["seed"] in seeds]
+
+
 def domain_table(results: list[dict], seeds: Sequence[int], bar: Bar = BAR) -> list[str]:
     lines = [
         "| domain | split | group | queries | base | " + " | ".join(f"seed {s}" for s in seeds)
         + " | mean | mean - base | bar |",
         "|---|---|---|---|---|" + "---|" * len(seeds) + "---|---|---|",
     ]
-    for name in dict.fromkeys(r["domain"] for r in results):
-        rows = [r for r in results if r["domain"] == name]
-        base = next((r for r in rows if r["variant"] == "base"), None)
-        full = {r["seed"]: r for r in rows if r["variant"] == "full" and r["seed"] in seeds}
-        if base is None or not full:
+    for name, rows, base, adapted in _measured(results, seeds):
+        if not adapted:
             continue
+        full = {r["seed"]: r for r in adapted}
         for g in groups_of(rows):
             b = _value(base, g)
             vals = [_value(full[s], g) if s in full else None for s in seeds]
@@ -94,11 +102,8 @@ def domain_table(results: list[dict], seeds: Sequence[int], bar: Bar = BAR) -> l
 
 def bar_summary(results: list[dict], seeds: Sequence[int], bar: Bar = BAR) -> list[str]:
     lines = []
-    for name in dict.fromkeys(r["domain"] for r in results):
-        rows = [r for r in results if r["domain"] == name]
-        base = next((r for r in rows if r["variant"] == "base"), None)
-        full = [r for r in rows if r["variant"] == "full" and r["seed"] in seeds]
-        if base is None or not full:
+    for name, _, base, full in _measured(results, seeds):
+        if not full:
             continue
         marks = []
         for g in HELDOUT:
@@ -109,60 +114,46 @@ def bar_summary(results: list[dict], seeds: Sequence[int], bar: Bar = BAR) -> li
     return lines
 
 
-@dataclass(frozen=True)
-class Pooled:
-    """One split's held-out group, every query-seed pair of its domains pooled."""
-
-    split: str
-    group: str
-    base: list[float]
-    adapted: list[float]
-
-    def line(self) -> str:
-        b, a = mean(self.base), mean(self.adapted)
-        return (f"{self.split} {SHORT[self.group]}: {b:.3f} -> {a:.3f} ({a - b:+.3f}, n={len(self.adapted)} "
-                f"query-seed pairs, p {_p(self.test()['p_value'])})")
-
-    def test(self) -> dict:
-        from sparse_adapt.report.paired import paired_test
-
-        return paired_test(self.adapted, self.base)
-
-
-def pooled(results: list[dict], seeds: Sequence[int]) -> list[Pooled]:
+def pooled(results: list[dict], seeds: Sequence[int]) -> list[dict]:
     """Per split and held-out group, every query-seed pair of its domains (a query of two seeds
-    counts twice). Empty for results without per-query values (schema /1, older /2 files)."""
-    pairs: dict[tuple[str, str], Pooled] = {}
-    for name in dict.fromkeys(r["domain"] for r in results):
-        rows = [r for r in results if r["domain"] == name]
-        base = next((r for r in rows if r["variant"] == "base"), None)
-        full = [r for r in rows if r["variant"] == "full" and r["seed"] in seeds]
-        if base is None:
-            continue
+    counts twice): ``{split, group, pairs, base, adapted}`` means and the paired permutation test
+    (``paired.py``: wins, ties, losses, p_value). Empty for results without per-query values
+    (schema /1, older /2 files). The benchmark stores it as ``pooled``: the test takes seconds
+    on a hundred pairs, so the tables and the CLI read it instead of testing again."""
+    from sparse_adapt.report.paired import paired_test
+
+    pairs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    for _, _, base, full in _measured(results, seeds):
         for g in (g for g in HELDOUT if g in base["groups"]):
             before = base["groups"][g].get("per_query")
             for r in full:
                 after = r["groups"].get(g, {}).get("per_query")
                 if before is None or after is None:
                     return []
-                group = pairs.setdefault((base["split"], g), Pooled(base["split"], g, [], []))
+                b, a = pairs.setdefault((base["split"], g), ([], []))
                 for q in after:
-                    group.base.append(before[q])
-                    group.adapted.append(after[q])
-    return [p for p in pairs.values() if p.adapted]
+                    b.append(before[q])
+                    a.append(after[q])
+    return [{"split": split, "group": g, "pairs": len(a), "base": mean(b), "adapted": mean(a), **paired_test(a, b)}
+            for (split, g), (b, a) in pairs.items() if a]
 
 
-def pooled_table(results: list[dict], seeds: Sequence[int]) -> list[str]:
-    """:func:`pooled` as a table, with the paired permutation test (``paired.py``)."""
-    groups = pooled(results, seeds)
-    if not groups:
+def pooled_line(p: dict) -> str:
+    """One :func:`pooled` entry as a line of text."""
+    return (f"{p['split']} {SHORT[p['group']]}: {p['base']:.3f} -> {p['adapted']:.3f} "
+            f"({p['adapted'] - p['base']:+.3f}, n={p['pairs']} query-seed pairs, p {_p(p['p_value'])})")
+
+
+def pooled_table(summaries: list[dict]) -> list[str]:
+    """:func:`pooled`'s entries as a table; empty without any."""
+    if not summaries:
         return []
     lines = ["| split | group | query-seed pairs | base | adapted | change | wins / ties / losses | p |",
              "|---|---|---|---|---|---|---|---|"]
-    for p in groups:
-        b, a, t = mean(p.base), mean(p.adapted), p.test()
-        lines.append(f"| {p.split} | {SHORT[p.group]} | {len(p.adapted)} | {b:.3f} | {a:.3f} | {a - b:+.3f} | "
-                     f"{t['wins']} / {t['ties']} / {t['losses']} | {_p(t['p_value'])} |")
+    for p in summaries:
+        lines.append(f"| {p['split']} | {SHORT[p['group']]} | {p['pairs']} | {p['base']:.3f} | {p['adapted']:.3f} | "
+                     f"{p['adapted'] - p['base']:+.3f} | {p['wins']} / {p['ties']} / {p['losses']} | "
+                     f"{_p(p['p_value'])} |")
     return lines
 
 
@@ -266,12 +257,13 @@ def render_benchmark(report: dict) -> str:
         "",
         *bar_summary(results, i["seeds"], pipeline.bar),
     ]
-    pooled = pooled_table(results, i["seeds"])
-    if pooled:
+    # files written before the benchmark stored its pooled test: tested here
+    pooled_rows = pooled_table(report["pooled"] if "pooled" in report else pooled(results, i["seeds"]))
+    if pooled_rows:
         out += ["", "## Pooled by split: every query-seed pair", "",
                 "Each held-out group's queries of a split's domains, every seed (a query of two seeds counts twice); "
                 "p: two-sided paired permutation test of the mean change (sign flips; exact up to 16 pairs).", "",
-                *pooled]
+                *pooled_rows]
     ablation = ablation_table(results, i["ablation_seeds"])
     if ablation:
         out += [

@@ -14,7 +14,7 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.report.benchmark import BenchmarkInputs, EvalSet, build_benchmark, resolve_domain, without
 from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.report.benchmark_md import (
-    CORPUS_BAR, ablation_table, bar_status, domain_table, load_benchmark, pooled, pooled_table,
+    CORPUS_BAR, ablation_table, bar_status, domain_table, load_benchmark, pooled, pooled_line, pooled_table,
 )
 from sparse_adapt.training.config import TrainConfig
 from tests.corpus.test_adapt import setup  # noqa: F401 (fixture: tiny base, tiny cross-encoder, one-epoch config)
@@ -281,6 +281,7 @@ def test_pipeline_adapt_corpus_generates_every_input_and_marks_the_corpus_bar(se
     assert "held-out domain-semantic >= base + 0.10, held-out controls >= base - 0.02" in md
     assert "## Pooled by split" in md and "| outside | semantic | 1 |" in md
     assert "- pooled, outside semantic: " in capsys.readouterr().out  # printed at the end too
+    assert report["pooled"] == pooled(report["results"], [0])  # tested once, stored for the tables and the CLI
     assert final["groups"]["heldout-domain-semantic"]["per_query"].keys() == {"h1"}
     base = report["results"][0]["groups"]
     gain = final["groups"]["heldout-domain-semantic"]["ndcg@10"] - base["heldout-domain-semantic"]["ndcg@10"]
@@ -342,15 +343,15 @@ def test_pooled_table_pairs_every_query_and_seed_of_a_split():
                _pq("a", "test", 0, "full", {"q1": 1.0, "q2": 0.5}),
                _pq("a", "test", 1, "full", {"q1": 1.0, "q2": 1.0}),
                _pq("b", "dev", None, "base", {"x": 0.8}), _pq("b", "dev", 0, "full", {"x": 0.6})]
-    rows = pooled_table(results, [0, 1])
+    rows = pooled_table(pooled(results, [0, 1]))
     # test: pairs (0.5, 1), (0.5, 0.5), (0.5, 1), (0.5, 1); differences 0.5, 0, 0.5, 0.5 -> mean +0.375;
     # of the 16 sign flips, 4 reach |mean| >= 0.375 (the three 0.5s alike, either sign of the 0): p = 0.25
     assert "| test | semantic | 4 | 0.500 | 0.875 | +0.375 | 3 / 1 / 0 | 0.250 |" in rows
     assert "| dev | semantic | 1 | 0.800 | 0.600 | -0.200 | 0 / 0 / 1 | 1.000 |" in rows  # one pair: no test
-    assert pooled_table(results, [0])[2].startswith("| test | semantic | 2 |")
-    assert pooled(results, [0, 1])[0].line() == "test semantic: 0.500 -> 0.875 (+0.375, n=4 query-seed pairs, p 0.250)"
+    assert pooled_table(pooled(results, [0]))[2].startswith("| test | semantic | 2 |")
+    assert pooled_line(pooled(results, [0, 1])[0]) == "test semantic: 0.500 -> 0.875 (+0.375, n=4 query-seed pairs, p 0.250)"
     old = [{**r, "groups": {"heldout-domain-semantic": {"queries": 1, "ndcg@10": 0.5}}} for r in results]
-    assert pooled_table(old, [0, 1]) == []  # files written before per-query values: no table
+    assert pooled_table(pooled(old, [0, 1])) == []  # files written before per-query values: no table
 
 
 def test_paired_test_by_hand():
