@@ -18,7 +18,8 @@ generated file goes into ``DIR`` for inspection and editing:
 
 A rerun resumes: a generated file already in ``DIR`` is reused (so an edited one is what
 trains; the pipeline then refuses to mix it into an older run and says so), the pipeline
-resumes after its last finished stage. A rerun with another corpus, base, teacher, options
+resumes after its last finished stage, and ``DIR/final`` is copied again only when
+``training/final`` was rewritten (its ``made_from.json`` differs), so an edited card stays. A rerun with another corpus, base, teacher, options
 or given files is refused, as is a ``DIR`` holding anything but an adapt run.
 """
 
@@ -267,6 +268,7 @@ def run_adapt(
     from sparse_adapt.modeling.builtin import needs_pretraining
     from sparse_adapt.training.config import load_config
     from sparse_adapt.training.pipeline import run_pipeline
+    from sparse_adapt.training.rundir import final_record
 
     corpus, out = Path(corpus), Path(out)
     given = {k: (None if v is None else Path(v)) for k, v in (("terms", terms), ("dictionary", dictionary), ("train", train))}
@@ -304,7 +306,10 @@ def run_adapt(
         base=base, corpus=corpus, terms=files.terms, dictionary=files.dictionary, train=files.train,
         out=out / TRAINING, config=load_config(config, base, ADAPT_SETTINGS), seed=seed, hooks=hooks,
     )
-    with atomic_directory(out / FINAL) as tmp:
-        shutil.copytree(trained, tmp, dirs_exist_ok=True)
+    made = final_record(trained)
+    if made is None or made != final_record(out / FINAL):
+        with atomic_directory(out / FINAL) as tmp:
+            shutil.copytree(trained, tmp, dirs_exist_ok=True)
+    # else: the copy of this very training/final is kept, with any edit to its card
     hooks.message(f"adapted model: {out / FINAL}")
     return AdaptResult(files=files, final=out / FINAL, training=out / TRAINING, notes=notes)

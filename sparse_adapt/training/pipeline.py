@@ -190,6 +190,7 @@ def run_pipeline(
         if main:
             rundir.write_manifest(out, manifest)  # only now: the inputs and the base have loaded
             if start < len(names):  # a finished run reused as is leaves its log alone
+                rundir.forget_final(out)
                 resumed = names[start]
                 rundir.restart_log(log_path, done, (resumed, _partial_steps(out, resumed)))
         processes.barrier()
@@ -228,9 +229,14 @@ def run_pipeline(
             log({"event": "stage_end", "stage": name, "seconds": round(seconds, 2), **ctx.info})
             hooks.message(f"stage {name} done in {seconds:.1f}s -> {out / name}")
         alpha = cfg.distill.interpolate
-        if alpha > 0 and "distill" in names:
-            # The run's starting point: the base with the domain terms added, nothing trained.
-            anchor = out / "extend" if "extend" in names else base
+        # The run's starting point: the base with the domain terms added, nothing trained.
+        anchor = (out / "extend" if "extend" in names else base) if alpha > 0 and "distill" in names else None
+        recipe = rundir.final_recipe(manifest, alpha, anchor)
+        final = out / FINAL
+        if start == len(names) and rundir.final_is_current(out, recipe):
+            hooks.message(f"{final} is up to date with its checkpoints; kept as it is")
+            return final
+        if anchor is not None:
             # The average activates more terms than the distilled model (measured on the dev
             # domains: offline-minilm documents 1.4-1.7x), so the index-size cost is said, not hidden.
             sample = density_sample(data.train)
@@ -244,10 +250,10 @@ def run_pipeline(
             hooks.message(f"final = {1 - alpha:g} x {out / 'distill'} + {alpha:g} x {anchor} (distill.interpolate); "
                           f"documents activate {density['final']:.0f} terms on average ({density['distilled']:.0f} distilled; "
                           f"`export --max-active-dims N` caps a document's postings)")
-        final = out / FINAL
         if main:
             splade.save_pretrained(final)
             write_model_card(final, splade, manifest, log_path)
+            rundir.record_final(out, recipe)
         processes.barrier()
         hooks.message(f"wrote {final}")
     return final

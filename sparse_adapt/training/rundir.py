@@ -12,6 +12,11 @@ A directory with no checkpoint holds nothing to mix and is simply reused.
 ``OUT/train_log.jsonl`` keeps the records of completed stages only: when a run resumes,
 the records of the interrupted attempt's unfinished stages are dropped and a ``resume``
 event marks the new attempt.
+
+``OUT/final/made_from.json`` records what ``OUT/final`` was made from (the run's manifest,
+the interpolation weight and anchor) and when. A rerun that trains nothing and would make
+the same ``final`` keeps it as it is, with any edit to its model card; any stage that
+trains removes the record first, so a ``final`` older than its checkpoints is never kept.
 """
 
 from __future__ import annotations
@@ -34,10 +39,11 @@ RUN_FILE = "run.json"
 LOG_FILE = "train_log.jsonl"
 FINAL = "final"
 PARTIAL = ".partial"  # suffix of a stage's mid-stage checkpoint directory (``OUT/warmup.partial/``)
-# Settings that shape only OUT/final, which every rerun rewrites from the last stage's
-# checkpoint: a rerun that changes them (or a run recorded before they existed) is not
+# Settings that shape only OUT/final, which a rerun rewrites from the last stage's
+# checkpoint when they changed: a rerun that changes them (or a run recorded before they existed) is not
 # refused, and another value needs no retraining.
 FINAL_ONLY = {"distill": ("interpolate",)}
+FINAL_RECORD = "made_from.json"  # in OUT/final
 
 
 class RunMismatchError(SparseAdaptError):
@@ -57,6 +63,39 @@ def completed_stages(out: Path, names: Sequence[str]) -> list[str]:
             break
         done.append(name)
     return done
+
+
+def final_recipe(manifest: dict, interpolate: float, anchor: str | Path | None) -> dict:
+    """What makes ``OUT/final``: the run, and the average with ``anchor`` (None: the last checkpoint as it is)."""
+    return {"schema": "sparse-adapt.final/1", "run": manifest,
+            "interpolate": float(interpolate) if anchor is not None else 0.0,
+            "anchor": None if anchor is None else str(anchor)}
+
+
+def final_record(final: Path) -> dict | None:
+    """The record ``OUT/final`` was written with (``written`` included); None when it has none."""
+    try:
+        record = json.loads((final / FINAL_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def final_is_current(out: Path, recipe: dict) -> bool:
+    record = final_record(out / FINAL)
+    if record is None or not complete(out / FINAL):
+        return False
+    return {k: v for k, v in record.items() if k != "written"} == recipe
+
+
+def record_final(out: Path, recipe: dict) -> None:
+    # ``written`` makes every rewrite of final a new record: adapt copies final only when it changed.
+    write_json_atomic(out / FINAL / FINAL_RECORD, {**recipe, "written": time.time()})
+
+
+def forget_final(out: Path) -> None:
+    """Before a stage trains: the ``final`` on disk no longer matches the checkpoints."""
+    (out / FINAL / FINAL_RECORD).unlink(missing_ok=True)
 
 
 def _stage_part(cfg: dict, section: str) -> dict:

@@ -119,6 +119,22 @@ def test_adapts_final_is_the_average_of_extend_and_distill_unless_the_config_say
     assert all(torch.equal(trained[k], final[k]) for k in trained)
 
 
+def test_a_rerun_keeps_an_edited_final_until_training_rewrites_it(setup):
+    import shutil
+
+    out = setup["root"] / "run-edited"
+    _adapt(setup, out)
+    card = out / "final" / "README.md"
+    card.write_text("notes for my team\n")
+    _adapt(setup, out)  # trains nothing: training/final is the one DIR/final was copied from
+    assert card.read_text() == "notes for my team\n"
+    shutil.rmtree(out / "training" / "distill")
+    _adapt(setup, out)  # distill trains again: training/final is rewritten, and copied
+    assert card.read_text() == (out / "training" / "final" / "README.md").read_text() != "notes for my team\n"
+    made = json.loads((out / "final" / "made_from.json").read_text())
+    assert made == json.loads((out / "training" / "final" / "made_from.json").read_text())
+
+
 def test_given_files_are_used_and_never_written(setup):
     out = setup["root"] / "given"
     mine = setup["root"] / "my_terms.json"

@@ -131,3 +131,53 @@ def test_a_commands_defaults_sit_under_the_bases_recommendation_and_the_users_fi
     assert load_config(None, None, defaults).distill.interpolate == 0.5
     assert defaults == {"distill": {"interpolate": 0.5, "pres": 1.0}}  # not mutated by the merge
     assert load_config(None).distill.interpolate == 0.0
+
+
+def test_a_rerun_that_trains_nothing_keeps_final_and_its_edited_card(tiny_dir, inputs, tmp_path):
+    config = {**SMALL, "distill": {**SMALL["distill"], "interpolate": 0.5}}
+    out = tmp_path / "run"
+    _run(tiny_dir, inputs, out, config=config)
+    card = out / "final" / "README.md"
+    card.write_text("my own notes on this model\n")
+    weights = (out / "final" / "model.safetensors").stat().st_mtime_ns
+    said = Messages()
+    _run(tiny_dir, inputs, out, config=config, messages=said)
+    assert card.read_text() == "my own notes on this model\n"
+    assert (out / "final" / "model.safetensors").stat().st_mtime_ns == weights
+    assert "is up to date with its checkpoints; kept as it is" in said.text()
+    # Another weight makes another final: rewritten, card included.
+    _run(tiny_dir, inputs, out, config={**SMALL, "distill": {**SMALL["distill"], "interpolate": 1.0}})
+    assert card.read_text() != "my own notes on this model\n"
+    start, final = _params(out / "extend"), _params(out / "final")
+    assert all(torch.equal(start[k], final[k]) for k in start if not k.endswith("bias"))
+    assert json.loads((out / "final" / "made_from.json").read_text())["interpolate"] == 1.0
+
+
+def test_a_stage_that_trains_again_makes_final_stale_even_when_the_attempt_is_killed(tiny_dir, inputs, tmp_path, monkeypatch):
+    import shutil
+
+    from sparse_adapt.training import pipeline
+
+    config = {**SMALL, "distill": {**SMALL["distill"], "interpolate": 0.5}}
+    out = tmp_path / "run"
+    _run(tiny_dir, inputs, out, config=config)
+    card = out / "final" / "README.md"
+    card.write_text("edited\n")
+    shutil.rmtree(out / "distill")
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "interpolate", killed)
+    with pytest.raises(KeyboardInterrupt):  # distill is saved again, final is not written
+        _run(tiny_dir, inputs, out, config=config)
+    assert (out / "distill" / "model.safetensors").is_file() and card.read_text() == "edited\n"
+    monkeypatch.undo()
+    said = Messages()
+    _run(tiny_dir, inputs, out, config=config, messages=said)
+    assert "kept as it is" not in said.text() and card.read_text() != "edited\n"
+    start, trained, final = _params(out / "extend"), _params(out / "distill"), _params(out / "final")
+    moved = [k for k in final if final[k].is_floating_point() and not k.endswith("bias") and not torch.equal(start[k], trained[k])]
+    assert moved
+    for key in moved:
+        torch.testing.assert_close(final[key], 0.5 * trained[key] + 0.5 * start[key], rtol=0, atol=1e-5, msg=key)
