@@ -19,7 +19,7 @@ from sparse_adapt.cli.output import (
     BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, feedback_option,
     feedback_settings, require_text,
 )
-from sparse_adapt.defaults import bundled, companion, docs_or_bundled
+from sparse_adapt.defaults import companion, docs_or_bundled
 from sparse_adapt.errors import ConfigError
 
 MODEL_HELP = BASE_HELP
@@ -61,7 +61,10 @@ def diagnose(
     model: str = typer.Option("offline-minilm", "--model", help=MODEL_HELP),
     docs: Optional[Path] = typer.Option(None, "--docs", help=DOCS_HELP),
     doc: Optional[str] = typer.Option(None, "--doc", help="Analyse this doc_id (default: first document containing the term)."),
-    terms: Optional[Path] = typer.Option(None, "--terms", help="domain_terms.json (default: the bundled terms file)."),
+    terms: Optional[Path] = typer.Option(
+        None, "--terms", help="domain_terms.json the term is checked against (default: the bundled terms when --docs "
+        "is the bundled corpus; else no terms-file check)."
+    ),
     queries: Optional[Path] = typer.Option(None, "--queries", help=QUERIES_HELP + " Checked for expansion to the term."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     feedback: bool = feedback_option(DIAGNOSE_FEEDBACK_HELP),
@@ -77,16 +80,17 @@ def diagnose(
     from sparse_adapt.data import load_documents, load_domain_terms, load_queries
 
     docs_path = docs_or_bundled(docs)
-    terms_path = bundled(terms, "terms")
+    # Another corpus's terms are not the bundled ones: without --terms that check is n/a.
+    terms_path = companion(docs_path, terms, "terms")
     queries_path = companion(docs_path, queries, "queries")
     documents = load_documents(docs_path)
-    term_lists = load_domain_terms(terms_path)
+    term_lists = load_domain_terms(terms_path) if terms_path is not None else None
     query_list = load_queries(queries_path) if queries_path is not None else None
     if fb is not None and query_list is None:
         raise ConfigError("--feedback checks the queries' expansion after feedback; give --queries")
     splade = _load_model(model, json_out)
     sources = Sources(
-        model=model, docs=str(docs_path), terms=str(terms_path),
+        model=model, docs=str(docs_path), terms=_str(terms_path),
         dictionary=_str(companion(docs_path, None, "dictionary")), train=_str(companion(docs_path, None, "train")),
     )
     result = diagnose_term(splade, term, documents, doc_id=doc, terms=term_lists, queries=query_list, sources=sources,

@@ -52,6 +52,17 @@ def test_diagnose_json(files, capsys):
     assert out["targets"][0]["query_expansion"]["queries"] == 2
 
 
+def test_diagnose_on_another_corpus_without_terms_checks_no_terms_file(files, capsys):
+    # The bundled terms file belongs to the bundled corpus: before, it was checked here and "API" failed it.
+    rc = main(["diagnose", "API", *_args(files), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert out["vocabulary"]["terms_file"] is None and not out["vocabulary"]["in_terms_file"]
+    [check] = [c for c in out["checks"] if c["name"] == "in_terms_file"]
+    assert check["status"] == "n/a"
+    assert not any("domain_terms.json" in r["action"] for r in out["recommendations"])
+
+
 def test_diagnose_with_feedback(files, capsys):
     argv = ["diagnose", "Gatrocraptic", *_args(files), "--terms", str(files / "terms.json")]
     queries = ["--queries", str(files / "queries.jsonl")]
