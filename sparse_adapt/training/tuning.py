@@ -115,7 +115,8 @@ def run_tuning(
             data=data, config=trial_cfg, seed=int(seed) + ORDER.index("distill"), log=log, reference=reference,
             on_validation=report,
         )
-        hooks.message(f"tune: trial {trial.number + 1}/{trials}: " + " ".join(f"{k}={v:.3g}" for k, v in values.items()))
+        # Trials are named by Optuna's number (from 0), as in trials.md, trials.json and best.toml.
+        hooks.message(f"tune: trial {trial.number} ({trial.number + 1} of {trials}): " + " ".join(f"{k}={v:.3g}" for k, v in values.items()))
         DistillStage().run(splade, ctx)
         if "best_epoch" not in ctx.info:
             raise ConfigError("tune: the validation split is empty; raise distill.valid_fraction or pass --valid")
@@ -130,7 +131,7 @@ def run_tuning(
             len(trial.intermediate_values)),
         })
         write_atomic(out / "trials.md", trials_table(rows, space))
-        hooks.message(f"tune: trial {trial.number + 1} {rows[-1]['state']}, objective "
+        hooks.message(f"tune: trial {trial.number} {rows[-1]['state']}, objective "
                       f"{'-' if trial.value is None else f'{trial.value:+.4f}'}")
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -14,7 +14,7 @@ from sparse_adapt.training import validation as validation_mod
 from sparse_adapt.training.config import load_config
 from sparse_adapt.training.stages import TrainData
 from sparse_adapt.training.tuning import Range, run_tuning, trials_table
-from tests.training.test_stages import SMALL, inputs, tiny_dir  # noqa: F401 (fixtures)
+from tests.training.test_stages import SMALL, Messages, inputs, tiny_dir  # noqa: F401 (fixtures)
 
 SPACE = {"lr": Range(1e-4, 1e-2), "pres": Range(0.1, 10.0)}
 
@@ -40,7 +40,9 @@ def test_tune_prunes_a_trailing_trial_and_writes_the_best_config(tiny_dir, input
     script = iter(good + better + flat)
     monkeypatch.setattr(validation_mod.ValidationSet, "measure", lambda self, s: {"domain": next(script), "control": 1.0})
     out = tmp_path / "study"
-    summary = run_tuning(_data(inputs), out, str(tiny_dir), trials=3, seed=0, config=_config(tmp_path), space=SPACE)
+    said = Messages()
+    summary = run_tuning(_data(inputs), out, str(tiny_dir), trials=3, seed=0, config=_config(tmp_path), space=SPACE,
+                         hooks=said.hooks())
     states = [r["state"] for r in summary["trials"]]
     assert states == ["complete", "complete", "pruned"]
     assert summary["best_trial"] == 1 and summary["best_value"] == pytest.approx(0.45)
@@ -51,6 +53,9 @@ def test_tune_prunes_a_trailing_trial_and_writes_the_best_config(tiny_dir, input
     table = (out / "trials.md").read_text(encoding="utf-8")
     assert table.count("\n| ") == 3 and "pruned" in table
     assert (out / "trials" / "2.jsonl").is_file()
+    # The console names trials as the files do: the best one, 1, is the one that scored 0.45.
+    assert "tune: trial 1 (2 of 3): " in said.text() and "tune: trial 1 complete, objective +0.4500" in said.text()
+    assert "tune: trial 2 pruned" in said.text()
 
 
 def test_tune_with_the_same_seed_samples_the_same_trials(tiny_dir, inputs, tmp_path):
