@@ -110,8 +110,7 @@ def _query_expansion(term: str, s: Sources, checks: Sequence) -> Recommendation:
     return Recommendation(
         "query_expansion",
         f"queries without '{term}' in their text do not expand to it ("
-        + _details(checks, lambda c: c.actual.replace(" (", " queries (", 1) if " (" in c.actual
-                   else f"{c.actual} queries")
+        + _details(checks, lambda c: c.actual)
         + ")",
         action,
         [s.train_command(s.stages("distill")) + " --config DISTILL_CONFIG"],

@@ -57,7 +57,7 @@ def checks(vocab: VocabularyCheck, doc: DocumentChoice, targets: list[TargetDiag
             if qe.without_term == 0:
                 out.append(Check("query_expansion", NA, ">= 1 query w/o term", "every query has it", name))
             else:
-                actual = f"{len(qe.expanding)} of {qe.without_term}"
+                actual = f"{len(qe.expanding)} of {qe.without_term} queries"
                 status = PASS if qe.expanding else FAIL
                 if qe.feedback is not None:
                     actual += f" ({len(qe.feedback.expanding)} with feedback)"

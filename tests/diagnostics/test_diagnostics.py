@@ -264,7 +264,7 @@ def test_feedback_expansion_is_the_hand_worked_rocchio_and_turns_the_failure_int
             want.append((QUERIES[i].qid, pytest.approx(w)))
     assert want and [(e.qid, e.weight) for e in qe.feedback.expanding] == want
     [check] = [c for c in r.checks if c.name == "query_expansion"]
-    assert (check.status, check.actual) == ("warn", f"0 of 2 ({len(want)} with feedback)")
+    assert (check.status, check.actual) == ("warn", f"0 of 2 queries ({len(want)} with feedback)")
     rec = r.recommendations[-1]
     assert rec.id == "query_expansion" and "search with --feedback" in rec.action
     assert f"0 of 2 queries ({len(want)} with feedback)" in rec.finding
