@@ -127,6 +127,15 @@ class SpladeEncoder(nn.Module):
                 raise ModelLoadError(f"not a model directory: {name}")
             if path.is_dir() and not (path / "config.json").is_file():
                 raise ModelLoadError(f"{name} has no config.json: not a Hugging Face model directory")
+            if path.is_dir() and not any(path.glob("*.safetensors")):
+                # Said before transformers' own message, which for a pickle-only or weightless
+                # directory reads like a missing MLM head.
+                pickles = sorted(p.name for p in path.glob("*.bin"))
+                raise ModelLoadError(
+                    f"{name} holds only pickle weights ({', '.join(pickles)}); sparse-adapt loads safetensors only: "
+                    "re-save the model with save_pretrained(..., safe_serialization=True)" if pickles else
+                    f"{name} holds no model weights (no *.safetensors file beside its config.json)"
+                )
             try:
                 tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
                 mlm = AutoModelForMaskedLM.from_pretrained(

@@ -83,6 +83,17 @@ def test_unknown_model_path_is_a_clear_error(tmp_path):
         SpladeEncoder.from_pretrained(tmp_path / "empty")
 
 
+def test_a_directory_without_safetensors_weights_says_so(tiny_bert, tmp_path):
+    target = tmp_path / "m"
+    tiny_bert.save_pretrained(target)
+    (target / "model.safetensors").unlink()
+    with pytest.raises(ModelLoadError, match=r"holds no model weights \(no \*\.safetensors file"):
+        SpladeEncoder.from_pretrained(target)
+    (target / "pytorch_model.bin").write_bytes(b"a pickle")
+    with pytest.raises(ModelLoadError, match=r"only pickle weights \(pytorch_model\.bin\); sparse-adapt loads safetensors only"):
+        SpladeEncoder.from_pretrained(target)
+
+
 def test_max_active_dims_cuts_each_row_to_its_largest_weights(tiny_bert):
     full = tiny_bert.encode(TEXTS)
     cut = tiny_bert.encode_document(TEXTS, max_active_dims=5)
