@@ -188,7 +188,20 @@ def _unique(path: Path, records: list, key: str, lines: list[int] | None = None)
         seen[k] = i
 
 
+# Other tools' document records, recognised by their id field, so a missing ``doc_id`` says
+# which format the file is in and how its fields map to ours (nothing is read from them).
+_FOREIGN_DOCUMENTS = {
+    "_id": "BEIR's corpus.jsonl ('_id', 'title', 'text'): write 'doc_id' = '_id' and 'text' = title + ' ' + text",
+    "id": "a Pyserini JsonCollection ('id', 'contents'): write 'doc_id' = 'id' and 'text' = 'contents'",
+    "docid": "a record keyed by 'docid' (TREC's name): write it as 'doc_id'",
+}
+
+
 def _parse_document(p: Path, n: int, o: dict) -> Document:
+    if "doc_id" not in o:
+        for key, how in _FOREIGN_DOCUMENTS.items():
+            if key in o:
+                raise DataError(p, n, "doc_id", f"missing; this looks like {how}")
     return Document(_str_field(p, n, o, "doc_id"), _str_field(p, n, o, "text"))
 
 

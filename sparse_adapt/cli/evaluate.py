@@ -155,7 +155,7 @@ def evaluate(
 ) -> None:
     """Rank every document for every query and report nDCG@10, MRR@10 and Recall@5 (ranx)."""
     from sparse_adapt.atomic import check_output
-    from sparse_adapt.retrieval.evaluation import DEFAULT_METRICS, check_qrels, evaluate_run, save_run_file
+    from sparse_adapt.retrieval.evaluation import DEFAULT_METRICS, check_qrels, evaluate_run, quiet_ranx, save_run_file
 
     if stat_test not in STAT_TESTS:
         raise ConfigError(f"--stat-test must be one of {', '.join(STAT_TESTS)}, got {stat_test!r}")
@@ -208,9 +208,10 @@ def evaluate(
         raise ConfigError(f"--compare {compare}: the run has none of the evaluated queries")
     ranx_qrels = RanxQrels({q: data.qrels[q] for q in judged})
     this = Run({q: run[q] for q in judged if q in run}, name=name_a)
-    report = ranx_compare(
-        ranx_qrels, [this, other], list(DEFAULT_METRICS), stat_test=stat_test, max_p=max_p, make_comparable=True,
-    )
+    with quiet_ranx():
+        report = ranx_compare(
+            ranx_qrels, [this, other], list(DEFAULT_METRICS), stat_test=stat_test, max_p=max_p, make_comparable=True,
+        )
     if as_json:
         print(json.dumps({"metrics": metrics, "comparison": report.to_dict()}))
         return

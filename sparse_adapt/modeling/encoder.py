@@ -36,7 +36,7 @@ from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support
-from sparse_adapt.modeling.interop import write_sentence_transformers_files
+from sparse_adapt.modeling.interop import sentence_transformers_mismatch, write_sentence_transformers_files
 from sparse_adapt.modeling.vectors import check_max_active_dims, keep_top, rows_to_dicts
 from sparse_adapt.progress import Hooks
 
@@ -56,6 +56,8 @@ class SpecialTokensNotExcludedWarning(UserWarning):
     """The MLM head has no decoder bias: other SPLADE implementations will keep special tokens."""
 
 Kind = Literal["query", "document"]
+# How messages name several texts of a kind (progress bars, truncation notes).
+PLURAL: dict[str, str] = {"query": "queries", "document": "documents"}
 
 # Texts are sorted by length within windows of this many batches: long enough that batches
 # are nearly padding-free, short enough that a huge corpus is never tokenised all at once.
@@ -136,6 +138,10 @@ class SpladeEncoder(nn.Module):
                     "re-save the model with save_pretrained(..., safe_serialization=True)" if pickles else
                     f"{name} holds no model weights (no *.safetensors file beside its config.json)"
                 )
+            mismatch = sentence_transformers_mismatch(path) if path.is_dir() else None
+            if mismatch:
+                raise ModelLoadError(f"{name} is a sentence-transformers model that sparse-adapt would encode "
+                                     f"differently: {mismatch}")
             try:
                 tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
                 mlm = AutoModelForMaskedLM.from_pretrained(
@@ -305,7 +311,7 @@ class SpladeEncoder(nn.Module):
         task = None
         if progress is not None:
             n_batches = sum(-(-min(window, n - w0) // batch_size) for w0 in range(0, n, window))
-            task = progress.task(f"encoding {kind}s", n_batches)
+            task = progress.task(f"encoding {PLURAL[kind]}", n_batches)
         rows: list[sp.csr_matrix] = []
         order: list[int] = []  # input index of each encoded row, in encoding order
         try:

@@ -58,3 +58,54 @@ def write_sentence_transformers_files(directory: str | Path, query_max_length: i
         path = Path(directory) / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+
+
+# Module classes sentence-transformers saves as a SPLADE model's masked-LM (6.x; 5.x's name).
+_MLM_MODULES = ("Transformer", "MLMTransformer")
+# SPLADE pooling as sparse-adapt computes it: max over positions of log(1 + relu(logit)).
+_OUR_POOLING = {"pooling_strategy": "max", "activation_function": "relu"}
+
+
+def sentence_transformers_mismatch(directory: str | Path) -> str | None:
+    """Why a sentence-transformers model directory would encode differently here, or None.
+
+    sparse-adapt reads the masked-LM from the directory's root and pools it its own way, so
+    a ``modules.json`` with other modules (a ``Router`` for inference-free queries, a
+    ``SparseStaticEmbedding``, a CSR autoencoder), ``SpladePooling`` with sum pooling or the
+    ``log1p_relu`` activation, or query/document prompts would give other vectors than the
+    model's own library gives, silently. Directories without ``modules.json`` (plain
+    transformers models) are not sentence-transformers models: None.
+    """
+    root = Path(directory)
+    modules_path = root / MODULES_FILE
+    if not modules_path.is_file():
+        return None
+    try:
+        modules = json.loads(modules_path.read_text(encoding="utf-8"))
+        kinds = [(str(m["type"]).rsplit(".", 1)[-1], str(m.get("path", ""))) for m in modules]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return f"its {MODULES_FILE} is not a sentence-transformers module list"
+    names = [k for k, _ in kinds]
+    if len(kinds) != 2 or kinds[0][0] not in _MLM_MODULES or kinds[0][1] != "" or kinds[1][0] != "SpladePooling":
+        return (f"its {MODULES_FILE} lists {', '.join(names) or 'no modules'}; sparse-adapt encodes a masked-LM "
+                "saved in the directory's root followed by SpladePooling, nothing else")
+    pooling_path = root / kinds[1][1] / "config.json"
+    try:
+        pooling = json.loads(pooling_path.read_text(encoding="utf-8")) if pooling_path.is_file() else {}
+    except ValueError:
+        return f"its {kinds[1][1]}/config.json is not JSON"
+    differs = {k: pooling.get(k, v) for k, v in _OUR_POOLING.items() if pooling.get(k, v) != v}
+    if differs:
+        settings = ", ".join(f"{k}={v!r}" for k, v in differs.items())
+        return (f"its SpladePooling sets {settings}; sparse-adapt pools max over positions of log(1 + relu(logit)) "
+                "(pooling_strategy='max', activation_function='relu') only")
+    config_path = root / MODEL_CONFIG
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+    except ValueError:
+        return f"its {MODEL_CONFIG} is not JSON"
+    prompts = {k: v for k, v in (config.get("prompts") or {}).items() if v}
+    if prompts:
+        return (f"its {MODEL_CONFIG} prepends prompts {prompts}; sparse-adapt encodes texts as they are, so the "
+                "model would not see the input it was trained on")
+    return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
+from sparse_adapt.modeling.encoder import PLURAL, Kind, SpladeEncoder
 
 
 def truncated(splade: SpladeEncoder, texts: Sequence[str], kind: Kind) -> list[int]:
@@ -27,5 +27,5 @@ def truncation_note(splade: SpladeEncoder, texts: Sequence[str], kind: Kind, wha
     cut = truncated(splade, texts, kind)
     if not cut:
         return None
-    what = what or f"{kind}s"
+    what = what or PLURAL[kind]
     return f"{len(cut)} of {len(texts)} {what} are longer than {splade.max_length(kind)} pieces and were truncated"

@@ -6,8 +6,10 @@ with every document; metrics come from ranx (never re-implemented here).
 
 from __future__ import annotations
 
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Collection, Sequence
+from typing import Collection, Iterator, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,6 +28,22 @@ DEFAULT_METRICS = ("ndcg@10", "mrr@10", "recall@5")
 
 class QrelsMismatchError(SparseAdaptError):
     """The qrels judge nothing that is being evaluated: every metric would be a meaningless 0."""
+
+
+@contextmanager
+def quiet_ranx() -> Iterator[None]:
+    """Run ranx without numba's ``NumbaTypeSafetyWarning`` ("unsafe cast from uint64 to int64").
+
+    ranx compiles its metric kernels on first use; a query whose ranking is empty (it shares
+    no term with any document) compiles a variant whose loop index numba flags. The value is
+    right (0 for that query), and the warning's file and line inside ranx would only puzzle
+    a user, once per installation.
+    """
+    from numba.core.errors import NumbaTypeSafetyWarning
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=NumbaTypeSafetyWarning)
+        yield
 
 
 def _examples(ids: Sequence[str]) -> str:
@@ -137,9 +155,10 @@ def evaluate_run(
     keep = [q for q in (qids if qids is not None else run) if q in qrels and q in run]
     if not keep:
         raise ValueError("no query of the run has relevance judgements")
-    result = evaluate(
-        Qrels({q: qrels[q] for q in keep}), Run({q: run[q] for q in keep}), list(metrics), make_comparable=True
-    )
+    with quiet_ranx():
+        result = evaluate(
+            Qrels({q: qrels[q] for q in keep}), Run({q: run[q] for q in keep}), list(metrics), make_comparable=True
+        )
     if isinstance(result, float):  # ranx returns a bare float for a single metric
         result = {metrics[0]: result}
     return {m: float(np.round(v, 6)) for m, v in result.items()}
@@ -150,7 +169,8 @@ def evaluate_per_query(
 ) -> dict[str, float]:
     keep = [q for q in run if q in qrels]
     r = Run({q: run[q] for q in keep})
-    evaluate(Qrels({q: qrels[q] for q in keep}), r, metric, make_comparable=True)
+    with quiet_ranx():
+        evaluate(Qrels({q: qrels[q] for q in keep}), r, metric, make_comparable=True)
     return {q: float(v) for q, v in r.scores[metric].items()}
 
 

@@ -118,3 +118,26 @@ def test_a_local_beir_folder_with_boms_gives_the_same_metrics(tiny_model_dir, tm
     assert json.loads(results[1].out) == json.loads(results[0].out)
     (bom / "qrels/test.tsv").write_text("q1\td1\t1\n")  # no header line: ir_datasets asserts on it
     assert_one_line_error(cli(capsys, ["evaluate", "--model", tiny_model_dir, "--dataset", bom]), "header line")
+
+
+@pytest.mark.parametrize("record, fragment", [
+    ({"_id": "d1", "title": "Valves", "text": "A relief valve opens."}, "BEIR's corpus.jsonl"),
+    ({"id": "d1", "contents": "A relief valve opens."}, "Pyserini JsonCollection"),
+    ({"docid": "d1", "text": "A relief valve opens."}, "'docid'"),
+])
+def test_another_tools_document_format_is_named_in_the_error(record, fragment, tmp_path, capsys):
+    docs = _write(tmp_path / "corpus.jsonl", [json.dumps(record)])
+    with pytest.raises(data.DataError) as caught:
+        data.load_documents(docs)
+    assert str(caught.value).startswith(f"{docs}:1: field 'doc_id': missing; this looks like")
+    assert fragment in str(caught.value)
+    out = tmp_path / "adapted"
+    result = cli(capsys, ["adapt", "--corpus", docs, "--out", out, "--base", "offline-splade-tiny"])
+    assert_one_line_error(result, f"{docs}:1: field 'doc_id'", fragment)
+    assert not out.exists()
+
+
+def test_a_record_of_no_known_format_says_only_what_is_missing(tmp_path):
+    docs = _write(tmp_path / "docs.jsonl", [json.dumps({"key": "d1", "text": "A relief valve opens."})])
+    with pytest.raises(data.DataError, match=r"docs.jsonl:1: field 'doc_id': missing$"):
+        data.load_documents(docs)

@@ -108,3 +108,13 @@ def test_max_active_dims_cuts_each_row_to_its_largest_weights(tiny_bert):
                                tiny_bert.encode(TEXTS, "query").toarray())
     with pytest.raises(ValueError, match="max_active_dims"):
         tiny_bert.encode(TEXTS, max_active_dims=0)
+
+
+@pytest.mark.parametrize("kind, label", [("query", "encoding queries"), ("document", "encoding documents")])
+def test_encoding_progress_names_the_kind_in_plain_english(tiny_mlm, kind, label):
+    from sparse_adapt.progress import Hooks, _NullTask
+
+    started = []
+    hooks = Hooks(task=lambda description, total: started.append((description, total)) or _NullTask())
+    tiny_mlm.encode(TEXTS, kind, batch_size=2, progress=hooks)
+    assert started == [(label, 2)]

@@ -184,3 +184,49 @@ def test_offline_base_in_sparse_encoder(offline_base, tmp_path):
     queries = [q.text for q in load_queries(GATROCRAPTIC.queries)]
     assert_identical(offline_base.encode_document(docs), st_encode(tmp_path / "m", docs, "document"))
     assert_identical(offline_base.encode_query(queries), st_encode(tmp_path / "m", queries, "query"))
+
+
+def _saved_by_sentence_transformers(tiny_mlm, tmp_path, name: str, pooling: dict | None = None, prompts=None):
+    """A model directory written by sentence-transformers' own ``save`` (not by sparse-adapt)."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+
+    tiny_mlm.save_pretrained(tmp_path / "source")
+    modules = [Transformer(str(tmp_path / "source"), transformer_task="fill-mask"), SpladePooling(**(pooling or {}))]
+    model = SparseEncoder(modules=modules, device="cpu", prompts=prompts)
+    model.save(str(tmp_path / name))
+    return tmp_path / name
+
+
+def test_a_model_saved_by_sentence_transformers_loads_with_its_own_vectors(tiny_mlm, tmp_path):
+    directory = _saved_by_sentence_transformers(tiny_mlm, tmp_path, "st")
+    loaded = SpladeEncoder.from_pretrained(directory)
+    for kind, texts in (("query", QUERIES), ("document", DOCUMENTS)):
+        assert_identical(loaded.encode(texts, kind), st_encode(directory, texts, kind))
+
+
+@pytest.mark.parametrize("pooling, prompts, fragment", [
+    ({"pooling_strategy": "sum"}, None, "pooling_strategy='sum'"),
+    ({"activation_function": "log1p_relu"}, None, "activation_function='log1p_relu'"),
+    (None, {"query": "query: ", "document": ""}, "prompts {'query': 'query: '}"),
+])
+def test_a_sentence_transformers_model_pooled_otherwise_is_refused(tiny_mlm, tmp_path, pooling, prompts, fragment):
+    from sparse_adapt.modeling.encoder import ModelLoadError
+
+    directory = _saved_by_sentence_transformers(tiny_mlm, tmp_path, "st", pooling, prompts)
+    with pytest.raises(ModelLoadError, match="is a sentence-transformers model that sparse-adapt would encode differently") as e:
+        SpladeEncoder.from_pretrained(directory)
+    assert fragment in str(e.value)
+
+
+def test_a_sentence_transformers_model_with_other_modules_is_refused(tiny_mlm, tmp_path):
+    from sparse_adapt.modeling.encoder import ModelLoadError
+
+    directory = _saved_by_sentence_transformers(tiny_mlm, tmp_path, "st")
+    modules = json.loads((directory / MODULES_FILE).read_text())
+    modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
+                    "type": "sentence_transformers.base.modules.normalize.Normalize"})
+    (directory / MODULES_FILE).write_text(json.dumps(modules))
+    with pytest.raises(ModelLoadError, match="lists Transformer, SpladePooling, Normalize"):
+        SpladeEncoder.from_pretrained(directory)

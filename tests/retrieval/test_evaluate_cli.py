@@ -188,3 +188,29 @@ def test_compare_with_a_saved_run_prints_ranx_table(models, tmp_path, capsys):
     assert main(["evaluate", "--model", models[0], *FILES, "--compare", str(run_file)]) == 0
     out = capsys.readouterr().out
     assert "NDCG@10" in out and str(run_file) in out and "student" in out
+
+
+def test_a_query_with_an_empty_ranking_scores_zero_without_numba_warnings(monkeypatch):
+    import warnings
+
+    from numba.core.errors import NumbaTypeSafetyWarning
+
+    import sparse_adapt.retrieval.evaluation as evaluation
+
+    real = evaluation.evaluate
+
+    def compiling_evaluate(*args, **kwargs):
+        # What ranx's kernels do the first time they compile for an empty ranking.
+        warnings.warn("unsafe cast from uint64 to int64. Precision may be lost.", NumbaTypeSafetyWarning)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "evaluate", compiling_evaluate)
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}}
+    run = {"q1": {"d3": 2.0, "d1": 1.0}, "q2": {}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mean = evaluation.evaluate_run(qrels, run, ["mrr@10"])
+        per_query = evaluation.evaluate_per_query(qrels, run, "mrr@10")
+    assert mean == {"mrr@10": 0.25}  # (1/2 + 0) / 2
+    assert per_query == {"q1": 0.5, "q2": 0.0}
+    assert [str(w.message) for w in caught] == []
