@@ -20,6 +20,10 @@ def register(app: typer.Typer) -> None:
         valid: Optional[Path] = typer.Option(
             None, "--valid", help="Validation queries (train.jsonl format); default: distill.valid_fraction of --train."
         ),
+        valid_fraction: Optional[float] = typer.Option(
+            None, "--valid-fraction", help="Hold out this fraction of --train's queries (seeded, per query kind) as "
+            "the validation split; sets distill.valid_fraction, so best.toml holds it too.",
+        ),
         out: Path = typer.Option(..., "--out", help="Study directory: prefix/, best.toml, trials.md, trials.json, trials/."),
         config: Optional[Path] = typer.Option(None, "--config", help="Starting config (JSON or TOML), as for train."),
         trials: int = typer.Option(20, "--trials", min=1, help="Trial budget (each trial is one distill run)."),
@@ -33,7 +37,15 @@ def register(app: typer.Typer) -> None:
         from sparse_adapt.training.stages import TrainData
         from sparse_adapt.training.tuning import PREFIX_STAGES, run_tuning
 
+        from sparse_adapt.errors import ConfigError
+
         cfg = load_config(config, base)
+        if valid_fraction is not None:
+            if valid is not None:
+                raise ConfigError("--valid and --valid-fraction both choose the validation queries; pass one of them")
+            if not 0.0 < valid_fraction < 1.0:  # written so that NaN fails too
+                raise ConfigError(f"--valid-fraction must be between 0 and 1 (exclusive), got {valid_fraction}")
+            cfg.distill.valid_fraction = valid_fraction
         data = TrainData(
             corpus=Path(corpus), terms=load_domain_terms(terms), dictionary=load_dictionary(dictionary),
             train=load_train(train_file), valid=load_train(valid) if valid is not None else None,

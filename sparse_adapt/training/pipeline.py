@@ -236,6 +236,9 @@ def run_pipeline(
         if start == len(names) and rundir.final_is_current(out, recipe):
             hooks.message(f"{final} is up to date with its checkpoints; kept as it is")
             return final
+        # One record per write of OUT/final, also from a rerun that trained nothing (another
+        # distill.interpolate): the log's last "final" event always says what OUT/final is.
+        event = {"event": "final", "interpolate": recipe["interpolate"], "anchor": recipe["anchor"]}
         if anchor is not None:
             # The average activates more terms than the distilled model (measured on the dev
             # domains: offline-minilm documents 1.4-1.7x), so the index-size cost is said, not hidden.
@@ -244,14 +247,13 @@ def run_pipeline(
             splade = interpolate(splade, SpladeEncoder.from_pretrained(anchor, device=device), alpha)
             require_finite(splade.mlm, "interpolate")
             density["final"] = document_density(splade, sample)
-            if start < len(names):
-                log({"event": "interpolate", "alpha": alpha, "anchor": str(anchor), "time": time.time(),
-                     "doc_terms": {k: round(v, 1) for k, v in density.items()}})
+            event["doc_terms"] = {k: round(v, 1) for k, v in density.items()}
             hooks.message(f"final = {1 - alpha:g} x {out / 'distill'} + {alpha:g} x {anchor} (distill.interpolate); "
                           f"documents activate {density['final']:.0f} terms on average ({density['distilled']:.0f} distilled; "
                           f"`export --max-active-dims N` caps a document's postings)")
         if main:
             splade.save_pretrained(final)
+            log({**event, "time": time.time()})
             write_model_card(final, splade, manifest, log_path)
             rundir.record_final(out, recipe)
         processes.barrier()

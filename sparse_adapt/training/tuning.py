@@ -85,7 +85,8 @@ def run_tuning(
     cfg = config if isinstance(config, TrainConfig) else load_config(config, base)
     cfg.validate()
     if data.valid is None and cfg.distill.valid_fraction <= 0:
-        raise ConfigError("tune needs validation queries: pass --valid FILE or set distill.valid_fraction > 0")
+        raise ConfigError("tune needs validation queries: pass --valid FILE or --valid-fraction F "
+                          "(or set distill.valid_fraction > 0 in --config)")
     if trials < 1:
         raise ConfigError(f"--trials must be >= 1, got {trials}")
     space = SEARCH_SPACE if space is None else space
@@ -119,7 +120,8 @@ def run_tuning(
         hooks.message(f"tune: trial {trial.number} ({trial.number + 1} of {trials}): " + " ".join(f"{k}={v:.3g}" for k, v in values.items()))
         DistillStage().run(splade, ctx)
         if "best_epoch" not in ctx.info:
-            raise ConfigError("tune: the validation split is empty; raise distill.valid_fraction or pass --valid")
+            raise ConfigError("tune: the validation split is empty; raise --valid-fraction (distill.valid_fraction) "
+                              "or pass --valid")
         trial.set_user_attr("best_epoch", ctx.info["best_epoch"])
         trial.set_user_attr("epochs_run", ctx.info["epochs_run"])
         return float(ctx.info["best_objective"])

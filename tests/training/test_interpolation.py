@@ -63,13 +63,17 @@ def test_alpha_outside_zero_one_is_refused(alpha):
         config_from_dict({"distill": {"interpolate": alpha}})
 
 
+def _log(out) -> list[dict]:
+    return [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+
+
 def test_the_pipeline_saves_the_blend_of_extend_and_distill_and_keeps_distill(tiny_dir, inputs, tmp_path):
     config = {**SMALL, "distill": {**SMALL["distill"], "interpolate": 0.25}}
     out = tmp_path / "run"
     buf = Messages()
     _run(tiny_dir, inputs, out, config=config, messages=buf)
-    [event] = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines() if '"interpolate"' in line]
-    assert event["alpha"] == 0.25 and event["anchor"] == str(out / "extend")
+    [event] = [r for r in _log(out) if r.get("event") == "final"]
+    assert event["interpolate"] == 0.25 and event["anchor"] == str(out / "extend")
     assert set(event["doc_terms"]) == {"distilled", "final"} and event["doc_terms"]["final"] > 0
     assert f"documents activate {event['doc_terms']['final']:.0f} terms on average" in buf.text()
     assert "--max-active-dims" in buf.text()
@@ -105,7 +109,19 @@ def test_a_rerun_with_another_alpha_rewrites_final_without_retraining(tiny_dir, 
     log = (out / "train_log.jsonl").read_text()
     stamps = {n: (out / n / "model.safetensors").stat().st_mtime_ns for n in ("extend", "warmup", "dictionary", "distill")}
     _run(tiny_dir, inputs, out, config={**SMALL, "distill": {**SMALL["distill"], "interpolate": 1.0}})
-    assert (out / "train_log.jsonl").read_text() == log
+    # The earlier records stay; one "final" record says what the rewritten final is.
+    before, after = log.splitlines(), (out / "train_log.jsonl").read_text().splitlines()
+    assert after[: len(before)] == before and len(after) == len(before) + 1
+    assert [r.get("event") for r in _log(out)].count("final") == 2
+    last = json.loads(after[-1])
+    assert (last["event"], last["interpolate"], last["anchor"]) == ("final", 1.0, str(out / "extend"))
+    # And back to the distilled model itself: logged too, so the last record never goes stale.
+    _run(tiny_dir, inputs, out)
+    last = _log(out)[-1]
+    assert (last["event"], last["interpolate"], last["anchor"]) == ("final", 0.0, None) and "doc_terms" not in last
+    a, b = _params(out / "distill"), _params(out / "final")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    _run(tiny_dir, inputs, out, config={**SMALL, "distill": {**SMALL["distill"], "interpolate": 1.0}})
     assert {n: (out / n / "model.safetensors").stat().st_mtime_ns for n in stamps} == stamps
     start, final = _params(out / "extend"), _params(out / "final")
     assert all(torch.equal(start[k], final[k]) for k in start if not k.endswith("bias"))

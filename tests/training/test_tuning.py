@@ -80,13 +80,14 @@ def test_trials_table_lists_best_first():
 
 def test_tune_cli_best_toml_is_accepted_by_train(tiny_dir, inputs, tmp_path, capsys):
     start = tmp_path / "start.json"
-    start.write_text(json.dumps({**SMALL, "distill": {**SMALL["distill"], "epochs": 1, "valid_fraction": 0.5}}))
+    start.write_text(json.dumps({**SMALL, "distill": {**SMALL["distill"], "epochs": 1}}))
     files = ["--corpus", str(inputs["corpus"]), "--terms", str(inputs["terms"]), "--dictionary",
              str(inputs["dictionary"]), "--train", str(inputs["train"])]
     code = main(["tune", "--base", str(tiny_dir), *files, "--out", str(tmp_path / "study"), "--config", str(start),
-                 "--trials", "1", "--seed", "0"])
+                 "--trials", "1", "--seed", "0", "--valid-fraction", "0.5"])
     assert code == 0, capsys.readouterr()
     assert (tmp_path / "study" / "prefix" / "dictionary" / "config.json").is_file()
+    assert load_config(tmp_path / "study" / "best.toml").distill.valid_fraction == 0.5
     code = main(["train", "--base", str(tiny_dir), *files, "--out", str(tmp_path / "run"), "--stages", "extend,distill",
                  "--config", str(tmp_path / "study" / "best.toml")])
     assert code == 0, capsys.readouterr()
@@ -112,3 +113,19 @@ def test_a_run_of_the_mlm_stages_survives_a_change_of_distill_settings(tiny_dir,
     changed = {**SMALL, "warmup": {**SMALL["warmup"], "lr": 0.5}}
     with pytest.raises(RunMismatchError, match=r"config \[warmup\] differ"):
         run_pipeline(base=str(tiny_dir), out=out, stages=stages, config=config_from_dict(changed), seed=0, **inputs)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "tune needs validation queries: pass --valid FILE or --valid-fraction F"),
+    (["--valid-fraction", "1.0"], "--valid-fraction must be between 0 and 1 (exclusive), got 1.0"),
+    (["--valid-fraction", "nan"], "--valid-fraction must be between 0 and 1 (exclusive), got nan"),
+    (["--valid-fraction", "0.5", "--valid", "TRAIN"], "--valid and --valid-fraction both choose the validation queries"),
+])
+def test_tune_cli_validation_choices_are_one_line_errors(tiny_dir, inputs, tmp_path, capsys, extra, message):
+    extra = [str(inputs["train"]) if a == "TRAIN" else a for a in extra]
+    files = ["--corpus", str(inputs["corpus"]), "--terms", str(inputs["terms"]), "--dictionary",
+             str(inputs["dictionary"]), "--train", str(inputs["train"])]
+    code = main(["tune", "--base", str(tiny_dir), *files, "--out", str(tmp_path / "study"), "--trials", "1", *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "study").exists()
