@@ -48,16 +48,19 @@ def mine_terms(
     """Mine candidate domain terms: rare in English, fragmented by the tokenizer, acronyms and codes."""
     from sparse_adapt.atomic import write_json_atomic
     from sparse_adapt.cli.output import rich_hooks
-    from sparse_adapt.corpus.mining import mine_terms as mine, terms_json
+    from sparse_adapt.corpus.mining import check_top, score_candidates, terms_json
     from sparse_adapt.data import load_documents
     from sparse_adapt.modeling.builtin import load_tokenizer
 
     _check_out(out, force, corpus)
     documents = load_documents(corpus)
+    check_top(top)
     with rich_hooks() as hooks:
-        candidates = mine(documents, load_tokenizer(base), top=top, min_count=min_count, hooks=hooks)
+        scored = score_candidates(documents, load_tokenizer(base), min_count=min_count, hooks=hooks)
+    candidates = scored[:top]
     write_json_atomic(out, terms_json(candidates))
-    table = Table(title=f"{len(candidates)} candidate terms")
+    table = Table(title=f"{len(candidates)} of {len(scored)} candidate terms" if len(scored) > top
+                  else f"{len(candidates)} candidate terms")
     columns = ["#", "term", "category", "score", "docs"]
     if explain:
         columns += ["frequency", "rarity", "fragmentation", "pattern", "zipf", "pieces"]
@@ -70,6 +73,9 @@ def mine_terms(
             row += [f"{c.zipf:.2f}", " ".join(c.pieces)]
         table.add_row(*row)
     console.print(table)
+    if len(scored) > top:
+        console.print(f"{len(scored) - top} more scored below the cut (the next: "
+                      f"{', '.join(c.term for c in scored[top:top + 5])}); --top {len(scored)} keeps them all")
     if explain:
         console.print("score = frequency log2(docs) + rarity (4 - Zipf in general English) "
                       "+ fragmentation log2(pieces) + pattern (1 for capitals, digits, joiners)")

@@ -8,7 +8,7 @@ generated file goes into ``DIR`` for inspection and editing:
 | file | what |
 |---|---|
 | ``DIR/adapt.json`` | what this run is (corpus and given files' sha256, base, teacher, options) |
-| ``DIR/domain_terms.json``, ``DIR/mining.json`` | mined terms (the spec's format) and every score's parts |
+| ``DIR/domain_terms.json``, ``DIR/mining.json`` | mined terms (the spec's format); every candidate's score and its parts, ``kept`` marking the mined ones |
 | ``DIR/dictionary.jsonl`` | harvested entries (``"harvested"`` marks the fields and their documents) |
 | ``DIR/train.jsonl`` | pseudo-queries with hard negatives and teacher scores |
 | ``DIR/heldout_queries.jsonl``, ``heldout_qrels.tsv``, ``query_groups.json`` | every ``HOLDOUT_EVERY``-th pseudo-query, never trained on, for the evaluation summary |
@@ -34,7 +34,7 @@ from pathlib import Path
 from sparse_adapt.atomic import atomic_directory, write_atomic, write_json_atomic
 from sparse_adapt.corpus.glosses import select_glosses
 from sparse_adapt.corpus.harvest import build_dictionary
-from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, mine_terms, terms_json
+from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, check_top, score_candidates, terms_json
 from sparse_adapt.corpus.pseudo import (
     DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, generate_queries, hard_negatives, label, lay_queries,
 )
@@ -163,10 +163,16 @@ def prepare_inputs(
     if terms is None and not files.terms.is_file():
         from sparse_adapt.modeling.builtin import load_tokenizer
 
-        candidates = mine_terms(documents, load_tokenizer(base), top=top, min_count=min_count, hooks=hooks)
-        write_json_atomic(out / "mining.json", [c.to_dict() for c in candidates])
+        check_top(top)
+        scored = score_candidates(documents, load_tokenizer(base), min_count=min_count, hooks=hooks)
+        candidates = scored[:top]
+        write_json_atomic(out / "mining.json", [{**c.to_dict(), "kept": i < top} for i, c in enumerate(scored)])
         write_json_atomic(files.terms, terms_json(candidates))
         hooks.message(f"mined {len(candidates)} terms: {', '.join(c.term for c in candidates)} -> {files.terms}")
+        if len(scored) > top:
+            hooks.message(f"{len(scored) - top} more candidate terms scored below the cut (--top {top}; the next: "
+                          f"{', '.join(c.term for c in scored[top:top + 5])}); {out / 'mining.json'} lists all "
+                          f"{len(scored)}, and --top or an edited {files.terms.name} keeps more")
     groups = locate_terms(documents, load_domain_terms(files.terms), files.terms)
     make_dictionary, make_pseudo = _to_generate(out, dictionary, train)
     # One selection serves both the dictionary and the queries (it scores every gloss on the corpus).

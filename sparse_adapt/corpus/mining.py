@@ -93,8 +93,22 @@ def mine_terms(
     hooks: Hooks = SILENT,
 ) -> list[Candidate]:
     """The ``top`` best candidates, best first; :class:`MiningError` when there is none."""
-    if top < 1 or min_count < 1:
-        raise MiningError(f"--top and --min-count must be >= 1 (got {top}, {min_count})")
+    check_top(top)
+    return score_candidates(documents, tokenizer, min_count, hooks)[:top]
+
+
+def check_top(top: int) -> None:
+    if top < 1:
+        raise MiningError(f"--top must be >= 1 (got {top})")
+
+
+def score_candidates(
+    documents: Sequence[Document], tokenizer, min_count: int = DEFAULT_MIN_COUNT, hooks: Hooks = SILENT,
+) -> list[Candidate]:
+    """Every candidate, best first (``mine_terms`` keeps the first ``top``): a corpus of many
+    topics can hold more real terms than the default cut, and the user sees what fell below it."""
+    if min_count < 1:
+        raise MiningError(f"--min-count must be >= 1 (got {min_count})")
     docs_of: dict[str, set[str]] = {}
     forms_of: dict[str, dict[str, int]] = {}
     task = hooks.task("mining terms", len(documents))
@@ -140,7 +154,7 @@ def mine_terms(
             "acronym or code; lower --min-count, or write the terms file yourself (--terms)"
         )
     out.sort(key=lambda c: (-c.score, -c.documents, key(c.term)))
-    return out[:top]
+    return out
 
 
 def terms_json(candidates: Sequence[Candidate]) -> dict[str, list[str]]:

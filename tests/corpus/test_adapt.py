@@ -87,7 +87,9 @@ def test_adapt_generates_every_input_trains_and_resumes(setup):
     train = load_train(out / "train.jsonl")
     held = load_queries(out / "heldout_queries.jsonl")
     assert train and held and not {q.qid for q in held} & {t.qid for t in train}
-    assert (out / "heldout_qrels.tsv").read_text().strip() and (out / "mining.json").is_file()
+    assert (out / "heldout_qrels.tsv").read_text().strip()
+    mined = json.loads((out / "mining.json").read_text())
+    assert {t for c in mined if c["kept"] for t in c["forms"]} == {t for ts in terms.values() for t in ts}
     model = SpladeEncoder.from_pretrained(out / "final")
     assert model.tokenizer.convert_tokens_to_ids("zentrofax") in model.settings.domain_token_ids
     # progress on every long step: mining, harvesting, encoding for negatives, teacher, each stage
@@ -342,3 +344,23 @@ def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_i
     with pytest.raises(AdaptMismatchError, match="options"):  # the same directory without it is another run
         _adapt(setup, out, pretrain=False)
     assert not (setup["root"] / "run" / "pretrained").exists()  # the default run above did not pretrain
+
+
+def test_adapt_says_what_the_term_cut_left_out_and_lists_every_candidate(setup, tmp_path):
+    from sparse_adapt.corpus.adapt import prepare_inputs
+
+    docs = DOCS + [(f"x{i}", f"The Qvirrelmont valve was serviced in bay {i}.") for i in range(3)]
+    corpus = _write_docs(tmp_path / "docs.jsonl", docs)
+    given = tmp_path / "given"
+    given.mkdir()
+    dictionary = given / "dictionary.jsonl"
+    dictionary.write_text(json.dumps({"term": "Zentrofax", "definition": "a pump", "examples": ["coolant"]}) + "\n")
+    rec = Recorder()
+    prepare_inputs(corpus, tmp_path / "out", setup["base"], terms=None, dictionary=dictionary,
+                   train=setup["root"] / "unused-train.jsonl", teacher=None, seed=0, top=1, min_count=2,
+                   max_queries=10, negatives=3, siblings=0, term_labels=True, glosses=False, hooks=rec.hooks())
+    mined = json.loads((tmp_path / "out" / "mining.json").read_text())
+    assert [(c["term"], c["kept"]) for c in mined][:2] == [("Zentrofax", True), ("Qvirrelmont", False)]
+    assert load_domain_terms(tmp_path / "out" / "domain_terms.json") == {"jargon": ["Zentrofax", "zentrofax"]}
+    [note] = [m for m in rec.messages if "below the cut" in m]
+    assert note.startswith(f"{len(mined) - 1} more candidate terms scored below the cut (--top 1; the next: Qvirrelmont")

@@ -57,3 +57,27 @@ def test_corpus_without_candidates_is_a_clear_error(tokenizer):
     docs = [Document("a", "The cat sat on the mat."), Document("b", "The dog sat on the cat.")]
     with pytest.raises(MiningError, match="no candidate domain terms in 2 documents"):
         mine_terms(docs, tokenizer)
+
+
+def test_the_cut_keeps_the_best_and_the_rest_stay_visible(tokenizer, tmp_path, capsys):
+    import json
+
+    from sparse_adapt.cli import main
+    from sparse_adapt.corpus.mining import score_candidates
+
+    names = ["Zentrofax", "Qvirrelmont", "Brakkenstol", "Yeldrimane"]
+    docs = [Document(f"d{i}", f"{' and '.join(names[: 4 - i // 2])} in report {i}.") for i in range(8)]
+    scored = score_candidates(docs, tokenizer)
+    assert [c.term for c in scored] == names  # more documents, higher score
+    assert mine_terms(docs, tokenizer, top=2) == scored[:2]
+    with pytest.raises(MiningError, match="--top must be >= 1"):
+        mine_terms(docs, tokenizer, top=0)
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"doc_id": d.doc_id, "text": d.text}) + "\n" for d in docs))
+    out = tmp_path / "terms.json"
+    assert main(["mine-terms", "--corpus", str(corpus), "--out", str(out), "--base", "offline-splade-tiny",
+                 "--top", "2"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "2 of 4 candidate terms" in said
+    assert "2 more scored below the cut (the next: Brakkenstol, Yeldrimane); --top 4 keeps them all" in said
+    assert json.loads(out.read_text()) == {"jargon": ["Zentrofax", "Qvirrelmont"]}
