@@ -37,7 +37,9 @@ class MLMConfig:
     weight_decay: float = 0.01
     # Clip the global gradient norm: new rows start far from equilibrium and spike early.
     max_grad_norm: float = 1.0
-    # Pieces per text; the bundled documents and dictionary entries are < 80 pieces.
+    # Pieces per training text; the bundled documents and dictionary entries are < 80 pieces.
+    # Warmup cuts a longer document into windows of this size (mlm_data.WindowedTexts), so
+    # all of it is trained on; a dictionary entry is truncated.
     max_length: int = 128
     # Padded tokens per batch (longest text x texts) with length bucketing; 0: batch_size texts
     # per batch. A budget evens out the work of steps on corpora of mixed lengths.

@@ -75,6 +75,76 @@ class JsonlTexts:
             self._file = None
 
 
+class WindowedTexts:
+    """Every text of ``source`` cut into windows of at most ``max_length`` pieces (special
+    tokens included), so masked-LM training sees the whole of a long document, not only the
+    first ``max_length`` pieces that truncation would keep.
+
+    Windows end at a word boundary (no word is split between two windows) and are stored as
+    character spans of the text, so a window re-tokenises to the same pieces. Memory: four
+    numbers per window. ``lengths`` are the windows' piece counts for :func:`plan_epoch`.
+    A text within the limit is one window, the whole text: short corpora train exactly as
+    before. A tokenizer without offsets (a slow one) cannot cut at pieces: its long texts
+    stay truncated, and ``truncated`` counts them so the stage can say so.
+    """
+
+    def __init__(self, source: TextSource, tokenizer, max_length: int, chunk: int = 512) -> None:
+        self.source = source
+        inner = max_length - tokenizer.num_special_tokens_to_add(pair=False)
+        if inner < 1:
+            raise ValueError(f"max_length {max_length} leaves no room for text after the special tokens")
+        records: list[int] = []
+        spans: list[tuple[int, int]] = []
+        lengths: list[int] = []
+        self.truncated = 0
+        for start in range(0, len(source), chunk):
+            texts = [source.text(i) for i in range(start, min(len(source), start + chunk))]
+            if not tokenizer.is_fast:
+                ids = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+                for j, (text, pieces) in enumerate(zip(texts, ids)):
+                    self.truncated += len(pieces) > inner
+                    records.append(start + j)
+                    spans.append((0, len(text)))
+                    lengths.append(min(len(pieces), inner) + max_length - inner)
+                continue
+            enc = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+            for j, text in enumerate(texts):
+                offsets, words = enc["offset_mapping"][j], enc.word_ids(j)
+                n = len(offsets)
+                if n <= inner:
+                    records.append(start + j)
+                    spans.append((0, len(text)))
+                    lengths.append(n + max_length - inner)
+                    continue
+                p = 0
+                while p < n:
+                    q = min(n, p + inner)
+                    if q < n:  # back off to a word start; a word longer than a window is cut
+                        b = q
+                        while b > p and words[b] is not None and words[b] == words[b - 1]:
+                            b -= 1
+                        q = b if b > p else q
+                    records.append(start + j)
+                    spans.append((offsets[p][0], offsets[q - 1][1]))
+                    lengths.append(q - p + max_length - inner)
+                    p = q
+        self.records = np.asarray(records, dtype=np.int64)
+        self.spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+        self.lengths = np.asarray(lengths, dtype=np.int32)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def text(self, index: int) -> str:
+        c0, c1 = self.spans[index]
+        return self.source.text(int(self.records[index]))[int(c0) : int(c1)]
+
+    @property
+    def texts(self) -> int:
+        """How many texts the windows come from."""
+        return len(self.source)
+
+
 def validate_corpus(path: str | Path) -> int:
     """Check every record (file:line:field errors) one at a time; returns the record count."""
     return sum(1 for _ in iter_documents(path))

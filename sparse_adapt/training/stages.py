@@ -12,6 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 
 from sparse_adapt.data import DictionaryEntry, Document, TrainExample, load_documents
@@ -27,7 +28,7 @@ from sparse_adapt.training.freezing import stage_weight_decay, trainable_rows
 from sparse_adapt.training.distributed import Processes, SingleProcess
 from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything, shuffled_batches
 from sparse_adapt.training.masking import mask_tokens, occurrences, span_occurrences
-from sparse_adapt.training.mlm_data import JsonlTexts, ListTexts, TextSource, plan_epoch, token_lengths
+from sparse_adapt.training.mlm_data import JsonlTexts, ListTexts, TextSource, WindowedTexts, plan_epoch, token_lengths
 from sparse_adapt.training.reference import ReferenceVectors, load_reference
 from sparse_adapt.training.validation import EpochSelector, ValidationSet, split_valid
 
@@ -113,6 +114,10 @@ class _MLMStage(Stage):
         """(B, L) bool positions always masked, or None."""
         return None
 
+    def lengths(self, source: TextSource, tokenizer, cfg: MLMConfig, ctx: StageContext) -> np.ndarray:
+        """(T,) pieces of each training text as the batches will hold it."""
+        return token_lengths(tokenizer, source, cfg.max_length)
+
     def run(self, splade: SpladeEncoder, ctx: StageContext) -> None:
         cfg = self.section(ctx)
         gen = seed_everything(ctx.seed)
@@ -120,7 +125,7 @@ class _MLMStage(Stage):
         tok = splade.tokenizer
         if tok.mask_token_id is None:
             raise ConfigError(f"{self.name}: the tokenizer of this model has no [MASK] token; MLM stages need one")
-        lengths = token_lengths(tok, source, cfg.max_length)  # (T,): the only per-text memory
+        lengths = self.lengths(source, tok, cfg, ctx)  # (T,): the only per-text memory
         special = torch.tensor(tok.all_special_ids)
 
         def step(idx: Sequence[int], step_number: int) -> StepResult | None:
@@ -154,7 +159,20 @@ class WarmupStage(_MLMStage):
 
     def texts(self, splade: SpladeEncoder, ctx: StageContext) -> TextSource:
         self._domain = domain_token_ids(splade, ctx.data.terms)
-        return JsonlTexts(ctx.data.corpus, validate=False)  # validated when the inputs were loaded
+        documents = JsonlTexts(ctx.data.corpus, validate=False)  # validated when the inputs were loaded
+        # A document longer than max_length trains as several windows, not as its first window alone.
+        windows = WindowedTexts(documents, splade.tokenizer, ctx.config.warmup.max_length)
+        if len(windows) > len(documents):
+            ctx.hooks.message(f"warmup: {len(documents)} documents -> {len(windows)} windows of <= "
+                              f"{ctx.config.warmup.max_length} pieces (longer documents are cut between words)")
+        if windows.truncated:
+            ctx.hooks.message(f"warmup: the tokenizer gives no offsets, so {windows.truncated} documents longer than "
+                              f"{ctx.config.warmup.max_length} pieces train on their first "
+                              f"{ctx.config.warmup.max_length} only")
+        return windows
+
+    def lengths(self, source, tokenizer, cfg, ctx):
+        return source.lengths
 
     def forced(self, splade, ctx, input_ids, index):
         if not ctx.config.warmup.domain_focused:

@@ -295,3 +295,51 @@ def test_domain_ids_without_extension_are_existing_single_tokens(tiny_bert):
     ids = domain_ids_for(tiny_bert, {"acronyms": ["API", "data"], "jargon": ["Zorblatt"]})
     tok = tiny_bert.tokenizer
     assert ids == sorted(tok.convert_tokens_to_ids(["api", "data"]))
+
+
+def test_windows_cover_a_long_text_between_words_and_leave_short_texts_whole():
+    from tests.conftest import _tokenizer
+    from sparse_adapt.training.mlm_data import ListTexts, WindowedTexts
+
+    tok = _tokenizer()
+    long = " ".join(f"Zorblatt review {i} of departmental spending, quarterly." for i in range(40))
+    giant = "zx" * 45  # one word of 90 pieces, longer than a window: cut inside it, never stuck
+    texts = ["A short budget note.", long, giant]
+    windows = WindowedTexts(ListTexts(texts), tok, max_length=24)
+    assert windows.texts == 3 and windows.truncated == 0
+    by_text = {i: [w for w in range(len(windows)) if windows.records[w] == i] for i in range(3)}
+    assert [windows.text(w) for w in by_text[0]] == [texts[0]]
+    for i in (1, 2):
+        pieces = [tok(windows.text(w), add_special_tokens=False)["input_ids"] for w in by_text[i]]
+        assert len(pieces) > 1 and all(len(p) <= 22 for p in pieces)  # 24 with [CLS] and [SEP]
+        assert "".join(windows.text(w) for w in by_text[i]).replace(" ", "") == texts[i].replace(" ", "")
+    # cut between words, the windows are exactly the text's pieces, in order
+    pieces = [tok(windows.text(w), add_special_tokens=False)["input_ids"] for w in by_text[1]]
+    assert [t for p in pieces for t in p] == tok(long, add_special_tokens=False)["input_ids"]
+    assert [len(p) + 2 for p in pieces] == [int(windows.lengths[w]) for w in by_text[1]]
+    # the long text's windows start at words: none begins with a continuation piece
+    assert not any(tok.tokenize(windows.text(w))[0].startswith("##") for w in by_text[1])
+
+
+def test_warmup_trains_on_a_term_that_only_a_long_documents_tail_uses(tiny_dir, inputs, tmp_path, monkeypatch):
+    from sparse_adapt.training import stages
+
+    head = " ".join(["Install the agent with apt-get and check the logs."] * 30)  # ~360 pieces
+    docs = [DOCS[1], {"doc_id": "long", "text": f"{head} A Zorblatt review closes the quarter."}]
+    inputs["corpus"] = _jsonl(tmp_path / "long.jsonl", docs)
+    seen: list[torch.Tensor] = []
+    real = stages.mlm_loss
+
+    def recording(mlm, input_ids, attention_mask, labels):
+        seen.append(labels.clone())
+        return real(mlm, input_ids, attention_mask, labels)
+
+    monkeypatch.setattr(stages, "mlm_loss", recording)
+    buf = Messages()
+    out = tmp_path / "run"
+    _run(tiny_dir, inputs, out, stages="extend,warmup",
+         config={**SMALL, "warmup": {**SMALL["warmup"], "epochs": 1}}, messages=buf)
+    zorblatt = SpladeEncoder.from_pretrained(out / "warmup").tokenizer.convert_tokens_to_ids("zorblatt")
+    # the long document's only "Zorblatt" sits past piece 128: truncation would never show it
+    assert any((labels == zorblatt).any() for labels in seen)
+    assert "warmup: 2 documents -> " in buf.text() and "windows of <= 128 pieces" in buf.text()
