@@ -18,12 +18,13 @@ from sparse_adapt.atomic import write_json_atomic
 from sparse_adapt.corpus.adapt import AdaptResult
 from sparse_adapt.data import load_documents, load_domain_terms, load_qrels, load_queries, load_query_groups
 from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.truncation import truncated
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.retrieval.evaluation import encode_documents, encode_queries, evaluate_run, score_vectors
 from sparse_adapt.retrieval.feedback import Feedback
 
 SUMMARY = "summary.json"
-SCHEMA = "sparse-adapt.adapt-summary/2"  # /1 had no "base_feedback"
+SCHEMA = "sparse-adapt.adapt-summary/3"  # /1 had no "base_feedback", /2 no "truncated"
 
 
 def _sets(result: AdaptResult, queries: Path | None, qrels: Path | None) -> list[tuple[str, Path, Path, dict]]:
@@ -44,6 +45,14 @@ def adapt_summary(
 
     documents = load_documents(corpus)
     adapted = SpladeEncoder.from_pretrained(result.final)
+    # Retrieval sees a document's first doc_max_length pieces only; a corpus of long documents
+    # is best split into passages, and the user learns that here rather than from weak results.
+    cut = truncated(adapted, [d.text for d in documents], "document")
+    limit = adapted.max_length("document")
+    if cut:
+        hooks.message(f"{len(cut)} of {len(documents)} documents are longer than {limit} pieces: the model encodes "
+                      "only their start, so a term used later in them is not in their vectors; split long documents "
+                      "into passages (e.g. by paragraph) before adapting and indexing")
     rows = []
     sets = _sets(result, queries, qrels)
     adapted_docs = encode_documents(adapted, documents, progress=hooks)  # scored for every set, then inspected
@@ -72,6 +81,7 @@ def adapt_summary(
         "schema": SCHEMA, "final": str(result.final), "base": base,
         "files": {k: (None if v is None else str(v)) for k, v in result.files.__dict__.items() if k != "generated"},
         "generated": result.files.generated, "notes": result.notes, "evaluation": rows, "inspect": inspect.to_dict(),
+        "truncated": {"documents": len(cut), "of": len(documents), "max_length": limit},
     }
     write_json_atomic(result.final.parent / SUMMARY, summary)
     return summary

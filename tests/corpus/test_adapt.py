@@ -308,7 +308,17 @@ def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, monk
     for column, feedback in (("base", None), ("base_feedback", Feedback())):
         run = score_in_memory(base, docs, held, feedback=feedback)
         assert pseudo[column] == pytest.approx(evaluate_run(judged, run, ["ndcg@10"], qids=qids)["ndcg@10"])
-    assert summary["schema"] == "sparse-adapt.adapt-summary/2"
+    assert summary["schema"] == "sparse-adapt.adapt-summary/3"
+    limit = base.max_length("document")
+    assert summary["truncated"] == {"documents": 0, "of": len(docs), "max_length": limit}
+    # A corpus with a document past the encoder's limit: counted, and the user told to split it.
+    long = _write_docs(out.parent / "long-docs.jsonl", DOCS + [("long", "Zentrofax seals leak coolant. " * 60)])
+    assert len(base.tokenizer("Zentrofax seals leak coolant. " * 60)["input_ids"]) > limit
+    rec = Recorder()
+    summary = report.adapt_summary(result, long, setup["base"], hooks=rec.hooks())
+    assert summary["truncated"] == {"documents": 1, "of": len(DOCS) + 1, "max_length": limit}
+    assert any(m.startswith(f"1 of {len(DOCS) + 1} documents are longer than {limit} pieces") and "split long" in m
+               for m in rec.messages)
 
 
 def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_its_settings(setup, monkeypatch):
