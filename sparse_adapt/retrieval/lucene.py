@@ -22,8 +22,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -86,6 +88,40 @@ def _temporary_env(values: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
+# What the JVM and Lucene print to stderr on every start, saying nothing a user can act on:
+# the incubator vector module Pyserini asks for (the JVM's own notice, no switch turns it off)
+# and Lucene's MMapDirectory note about Java versions newer than it knows (java.util.logging).
+_JVM_NOISE = (
+    re.compile(r"^WARNING: Using incubator modules: "),
+    re.compile(r" org\.apache\.lucene\.store\.MMapDirectory lookupProvider$"),
+    re.compile(r"^WARNING: You are running with Java \d+ or later\. To make full use of MMapDirectory"),
+)
+
+
+@contextlib.contextmanager
+def _without_jvm_noise() -> Iterator[None]:
+    """Capture file descriptor 2 for the block (the JVM writes there directly, not through
+    ``sys.stderr``) and pass on every line except :data:`_JVM_NOISE`: a real error still shows."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as captured:
+            os.dup2(captured.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                captured.seek(0)
+                lines = captured.read().decode("utf-8", "replace").splitlines()
+                kept = [line for line in lines if not any(p.search(line) for p in _JVM_NOISE)]
+                if kept:
+                    sys.stderr.write("\n".join(kept) + "\n")
+                    sys.stderr.flush()
+    finally:
+        os.close(saved)
+
+
 def _import_env(java: JavaInfo) -> dict[str, str]:
     env = {"JAVA_HOME": str(java.home)}
     if not os.environ.get("OPENAI_API_KEY"):
@@ -135,7 +171,7 @@ def _prepare(module: str) -> ModuleType:
         _JAVA = find_java()
         _drop_vector_module_if_missing(_JAVA)
         _quiet_unsafe_warning(_JAVA)
-    with _temporary_env(_import_env(_JAVA) if _JAVA else {}):
+    with _temporary_env(_import_env(_JAVA) if _JAVA else {}), _without_jvm_noise():
         try:
             return importlib.import_module(module)
         except SystemError as e:  # pyjnius reports a JVM that cannot start this way
@@ -162,7 +198,8 @@ def impact_searcher(index_dir: Path, query_encoder) -> object:
     if not any(index_dir.glob("segments_*")):
         raise LuceneError(f"{index_dir}: not a Lucene index (no segments file); build one with `sparse-adapt index`")
     module = searcher_module()
-    return module.LuceneImpactSearcher(str(index_dir), query_encoder, min_idf=-1)
+    with _without_jvm_noise():  # the first index opened loads MMapDirectory, which logs its note
+        return module.LuceneImpactSearcher(str(index_dir), query_encoder, min_idf=-1)
 
 
 def build_index(vectors_dir: Path, index_dir: Path, threads: int = 1, store_vectors: bool = False) -> float:

@@ -264,3 +264,29 @@ def test_search_errors_are_one_line(tmp_path, capsys):
     (tmp_path / "empty" / "sparse_adapt_index.json").write_text('{"scale": 100, "model": "m", "documents": 1, "seconds": 1}')
     assert main(["search", "--index", str(tmp_path / "empty"), "--model", "offline-minilm", "query"]) == 2
     assert "not a Lucene index" in " ".join(capsys.readouterr().err.split())
+
+
+def test_jvm_start_notices_are_dropped_and_anything_else_is_kept(capfd):
+    from sparse_adapt.retrieval.lucene import _without_jvm_noise
+
+    with _without_jvm_noise():
+        # the JVM and Lucene write to file descriptor 2 directly, not through sys.stderr
+        os.write(2, b"WARNING: Using incubator modules: jdk.incubator.vector\n")
+        os.write(2, b"Nov 25, 2026 3:43:19 AM org.apache.lucene.store.MMapDirectory lookupProvider\n")
+        os.write(2, b"WARNING: You are running with Java 22 or later. To make full use of MMapDirectory, "
+                    b"please update Apache Lucene.\n")
+        os.write(2, b"Error: a real problem the user must see\n")
+    assert capfd.readouterr().err == "Error: a real problem the user must see\n"
+    os.write(2, b"after the block\n")  # file descriptor 2 is the terminal again
+    assert capfd.readouterr().err == "after the block\n"
+
+
+def test_a_search_in_a_new_process_prints_only_its_hits(built):
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparse_adapt", "search", "gatrocraptic spending", "--index", str(built["index"]),
+         "--model", "offline-minilm", "--k", "3", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(json.loads(proc.stdout)) == 3
+    assert proc.stderr.strip() == ""  # no JVM or Lucene start-up notices
