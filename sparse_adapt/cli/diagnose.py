@@ -63,7 +63,7 @@ def diagnose(
     doc: Optional[str] = typer.Option(None, "--doc", help="Analyse this doc_id (default: first document containing the term)."),
     terms: Optional[Path] = typer.Option(
         None, "--terms", help="domain_terms.json the term is checked against (default: the bundled terms when --docs "
-        "is the bundled corpus; else no terms-file check)."
+        "is the bundled corpus, the mined terms when --model is an adapt run's final; else no terms-file check)."
     ),
     queries: Optional[Path] = typer.Option(None, "--queries", help=QUERIES_HELP + " Checked for expansion to the term."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -77,11 +77,14 @@ def diagnose(
     fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
     from diagnostics import Sources, diagnose_term
     from diagnostics.render import render_term
+    from sparse_adapt.corpus.adapt import generated_inputs
     from sparse_adapt.data import load_documents, load_domain_terms, load_queries
 
     docs_path = docs_or_bundled(docs)
-    # Another corpus's terms are not the bundled ones: without --terms that check is n/a.
-    terms_path = companion(docs_path, terms, "terms")
+    # Another corpus's terms are not the bundled ones: without --terms (or an adapt run's own
+    # mined terms beside --model) that check is n/a.
+    own = generated_inputs(model)
+    terms_path = companion(docs_path, terms, "terms") or own.get("terms")
     queries_path = companion(docs_path, queries, "queries")
     documents = load_documents(docs_path)
     term_lists = load_domain_terms(terms_path) if terms_path is not None else None
@@ -91,7 +94,8 @@ def diagnose(
     splade = _load_model(model, json_out)
     sources = Sources(
         model=model, docs=str(docs_path), terms=_str(terms_path),
-        dictionary=_str(companion(docs_path, None, "dictionary")), train=_str(companion(docs_path, None, "train")),
+        dictionary=_str(companion(docs_path, None, "dictionary") or own.get("dictionary")),
+        train=_str(companion(docs_path, None, "train") or own.get("train")),
     )
     result = diagnose_term(splade, term, documents, doc_id=doc, terms=term_lists, queries=query_list, sources=sources,
                            feedback=fb)
@@ -130,7 +134,8 @@ def inspect(
     queries: Optional[Path] = typer.Option(None, "--queries", help=QUERIES_HELP),
     terms: Optional[Path] = typer.Option(
         None, "--terms", help="domain_terms.json whose single-token terms count as domain tokens too "
-        "(default: the bundled terms when --docs is the bundled corpus)."
+        "(default: the bundled terms when --docs is the bundled corpus, the mined terms when --model is an adapt "
+        "run's final)."
     ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     feedback: bool = feedback_option(INSPECT_FEEDBACK_HELP),
@@ -142,12 +147,13 @@ def inspect(
     fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
     from diagnostics import inspect_corpus
     from diagnostics.render import render_corpus
+    from sparse_adapt.corpus.adapt import generated_inputs
     from sparse_adapt.data import load_documents, load_domain_terms, load_queries
 
     docs_path = docs_or_bundled(docs)
     documents = load_documents(docs_path)
     queries_path = companion(docs_path, queries, "queries")
-    terms_path = companion(docs_path, terms, "terms")
+    terms_path = companion(docs_path, terms, "terms") or generated_inputs(model).get("terms")
     query_list = load_queries(queries_path) if queries_path is not None else None
     term_lists = load_domain_terms(terms_path) if terms_path is not None else None
     if fb is not None and query_list is None:

@@ -45,6 +45,8 @@ from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.progress import SILENT, Hooks
 
 MANIFEST = "adapt.json"
+# Where adapt writes the inputs it generates, in DIR (a user's own files stay where they are).
+GENERATED = {"terms": "domain_terms.json", "dictionary": "dictionary.jsonl", "train": "train.jsonl"}
 PRETRAINED = "pretrained"
 TRAINING = "training"
 FINAL = "final"
@@ -158,7 +160,8 @@ def prepare_inputs(
     """The three training inputs: the user's, reused from ``out``, or generated into ``out``."""
     documents = load_documents(corpus)
     notes: dict = {}
-    files = AdaptFiles(terms or out / "domain_terms.json", dictionary or out / "dictionary.jsonl", train or out / "train.jsonl")
+    files = AdaptFiles(terms or out / GENERATED["terms"], dictionary or out / GENERATED["dictionary"],
+                       train or out / GENERATED["train"])
     files.generated = [name for name, given in (("terms", terms), ("dictionary", dictionary), ("train", train)) if given is None]
     if terms is None and not files.terms.is_file():
         from sparse_adapt.modeling.builtin import load_tokenizer
@@ -218,6 +221,23 @@ def make_train(
             "candidate lists (2 needed: one to train on, one to hold out); try another --teacher, or give --train"
         )
     return records, stats
+
+
+def generated_inputs(model: str | Path) -> dict[str, Path]:
+    """The inputs ``adapt`` generated for ``model`` when it is an adapt run's ``DIR/final`` (or
+    ``DIR/training/final``): ``{"terms" | "dictionary" | "train": path}`` for those ``DIR``
+    holds; files the run took from the user are not in ``DIR`` and not returned."""
+    path = Path(model)
+    if path.name != FINAL:
+        return {}
+    for run in (path.parent, path.parent.parent):
+        if (run / MANIFEST).is_file():
+            try:
+                given = json.loads((run / MANIFEST).read_text(encoding="utf-8")).get("given") or {}
+            except (OSError, ValueError, AttributeError):
+                return {}
+            return {k: run / name for k, name in GENERATED.items() if given.get(k) is None and (run / name).is_file()}
+    return {}
 
 
 def pretrained_base(base: str | Path, where: Path, hooks: Hooks = SILENT) -> str:

@@ -172,3 +172,38 @@ def test_inspect_json_and_tables(files, capsys):
     err = " ".join(capsys.readouterr().err.split())
     assert "give --queries" in err and "Traceback" not in err
 
+
+
+def test_diagnose_and_inspect_an_adapt_runs_model_use_its_mined_terms(files, tmp_path, capsys):
+    import shutil
+
+    from sparse_adapt.corpus.adapt import generated_inputs
+
+    run = tmp_path / "run"
+    shutil.copytree(files / "model", run / "final")
+    shutil.copytree(files / "model", run / "training" / "final")
+    (run / "adapt.json").write_text(json.dumps({"given": {"terms": None, "dictionary": None, "train": "ab12"}}))
+    (run / "domain_terms.json").write_text(json.dumps({"jargon": ["Gatrocraptic", "password"]}))
+    (run / "dictionary.jsonl").write_text(json.dumps({"term": "Gatrocraptic", "definition": "d", "examples": ["e"]}) + "\n")
+    (run / "train.jsonl").write_text("not read: the run was given its train file, which lives elsewhere\n")
+    mined = {"terms": run / "domain_terms.json", "dictionary": run / "dictionary.jsonl"}
+    assert generated_inputs(run / "final") == mined == generated_inputs(run / "training" / "final")
+    assert generated_inputs(files / "model") == {} and generated_inputs(run / "training") == {}
+    rc = main(["diagnose", "Gatrocraptic", "--model", str(run / "final"), "--docs", str(files / "docs.jsonl"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert out["vocabulary"]["terms_file"] == str(run / "domain_terms.json") and out["vocabulary"]["in_terms_file"]
+    # "API" is a domain token of the model but adapt did not mine it: the check says so
+    rc = main(["diagnose", "API", "--model", str(run / "final"), "--docs", str(files / "docs.jsonl"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    [check] = [c for c in out["checks"] if c["name"] == "in_terms_file"]
+    assert rc == 0 and check["status"] == "fail"
+    assert any("domain_terms.json" in r["action"] for r in out["recommendations"])
+    # --terms still wins
+    rc = main(["diagnose", "API", "--model", str(run / "final"), "--docs", str(files / "docs.jsonl"),
+               "--terms", str(files / "terms.json"), "--json"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["vocabulary"]["in_terms_file"]
+    rc = main(["inspect", "--model", str(run / "final"), "--docs", str(files / "docs.jsonl"), "--json"])
+    domain = json.loads(capsys.readouterr().out)["domain"]
+    # "password", a single token the run's terms name, counts as a domain token beside the model's own
+    assert rc == 0 and domain["source"] == "model+terms" and "password" in {t["token"] for t in domain["tokens"]}
