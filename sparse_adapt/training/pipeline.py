@@ -47,9 +47,8 @@ from sparse_adapt.training.interpolation import interpolate
 from sparse_adapt.training.loop import NonFiniteError, require_finite
 from sparse_adapt.training.mlm_data import validate_corpus
 from sparse_adapt.training.rundir import FINAL, LOG_FILE, PARTIAL, RUN_FILE, RunMismatchError  # noqa: F401  (public names)
-from sparse_adapt.training.stages import (
-    EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, density_sample, document_density, parse_stages,
-)
+from sparse_adapt.training.density import density_sample, document_density
+from sparse_adapt.training.stages import EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, parse_stages
 
 TRAINER_STATE = "trainer_state.pt"
 

@@ -221,5 +221,5 @@ def test_overwrite_discards_a_different_run_but_never_other_files(tiny_model_dir
     _pipeline(tiny_model_dir, train_inputs, out, stages="distill", overwrite=True)
     assert (out / "final" / "model.safetensors").read_bytes() != first
     assert json.loads((out / "run.json").read_text())["config"]["distill"]["lr"] == config["distill"]["lr"]
-    assert [r["event"] for r in _log(out) if "event" in r] == ["stage_start", "stage_end"]  # the old log went too
+    assert [r["event"] for r in _log(out) if "event" in r] == ["stage_start", "stage_end", "final"]  # the old log went too
     assert (out / "notes.txt").read_text() == "keep me"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from sparse_adapt.training.stages import DENSITY_WARNING, density_warning, document_density
+from sparse_adapt.training.density import DENSITY_WARNING, density_warning, document_density
 from tests.training.test_stages import Messages, _run, inputs, tiny_dir  # noqa: F401 (fixtures)
 
 
