@@ -16,7 +16,7 @@ import codecs
 import json
 import math
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from sparse_adapt.errors import SparseAdaptError
 
@@ -209,6 +209,20 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
     """``docs.jsonl`` records one at a time (for corpora larger than memory); validated like
     :func:`load_documents` except for duplicate ids, which would need memory per document."""
     return iter_jsonl(path, _parse_document)
+
+
+def find_documents(path: str | Path, doc_ids: Iterable[str]) -> dict[str, str]:
+    """``{doc_id: text}`` of the ``doc_ids`` that ``path`` holds, streamed and stopped once all
+    are found (a corpus larger than memory is fine); ids the file lacks are simply absent."""
+    wanted, found = set(doc_ids), {}
+    if not wanted:
+        return found
+    for d in iter_documents(path):
+        if d.doc_id in wanted:
+            found[d.doc_id] = d.text
+            if len(found) == len(wanted):
+                break
+    return found
 
 
 def load_documents(path: str | Path) -> list[Document]:

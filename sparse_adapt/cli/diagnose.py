@@ -107,6 +107,10 @@ def explain(
     model: str = typer.Option("offline-minilm", "--model", help=MODEL_HELP),
     docs: Optional[Path] = typer.Option(None, "--docs", help=DOCS_HELP),
     k: int = typer.Option(3, "--k", help="How many top documents to explain."),
+    index: Optional[Path] = typer.Option(
+        None, "--index", help="Lucene index of --docs (`sparse-adapt index`): its top --k hits are the documents "
+        "explained, with exact weights, instead of encoding every document (for a large corpus)."
+    ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     feedback: bool = feedback_option(EXPLAIN_FEEDBACK_HELP),
     feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
@@ -122,10 +126,40 @@ def explain(
     from diagnostics.render import render_explanation
     from sparse_adapt.data import load_documents
 
-    documents = load_documents(docs_or_bundled(docs))
+    if index is not None and fb is not None:
+        raise ConfigError("--feedback re-ranks every document of --docs; it cannot start from --index's hits")
+    docs_path = docs_or_bundled(docs)
+    documents = load_documents(docs_path) if index is None else None
     splade = _load_model(model, json_out)
+    if index is not None:
+        documents = _index_candidates(index, splade, model, query, k, docs_path)
+        if not json_out:
+            Console(stderr=True).print(f"documents: the top {len(documents)} hits of {index} (Lucene's quantised "
+                                       "scores); below, their exact scores and contributions", style="dim")
     result = explain_query(splade, query, documents, k, model=model, feedback=fb)
     _show(result, json_out, render_explanation)
+
+
+def _index_candidates(index: Path, splade, model: str, query: str, k: int, docs: Path) -> list:
+    """The index's top ``k`` documents for ``query``, with their texts from ``docs``."""
+    from sparse_adapt.cli.output import warn
+    from sparse_adapt.data import Document, find_documents, require_file
+    from sparse_adapt.retrieval.searcher import LuceneRetriever
+
+    require_file(docs)
+    retriever = LuceneRetriever(index, splade)
+    mismatch = retriever.model_warning(model)
+    if mismatch:
+        warn(mismatch)
+    hits = retriever.search(query, k)
+    texts = find_documents(docs, [h.doc_id for h in hits])
+    missing = [h.doc_id for h in hits if h.doc_id not in texts]
+    if missing:
+        raise ConfigError(f"{len(missing)} of the index's {len(hits)} hits are not in {docs} (e.g. {missing[0]}): "
+                          "pass the --docs the index was built from")
+    if not hits:
+        raise ConfigError(f"the query matches no document of {index}")
+    return [Document(h.doc_id, texts[h.doc_id]) for h in hits]
 
 
 def inspect(

@@ -145,16 +145,11 @@ SNIPPET_WIDTH = 60
 
 
 def _hit_texts(docs: Path, ids: list[str]) -> dict[str, str]:
-    """The texts of ``ids`` in ``docs``, streamed (a corpus larger than memory is fine); ids
-    the file lacks are warned about: the index was built from other documents."""
-    from sparse_adapt.data import iter_documents
+    """The texts of ``ids`` in ``docs``; ids the file lacks are warned about: the index was
+    built from other documents."""
+    from sparse_adapt.data import find_documents
 
-    wanted, found = set(ids), {}
-    for d in iter_documents(docs):
-        if d.doc_id in wanted:
-            found[d.doc_id] = d.text
-            if len(found) == len(wanted):
-                break
+    found = find_documents(docs, ids)
     missing = [i for i in ids if i not in found]
     if missing:
         warn(f"{len(missing)} of {len(ids)} hits are not in {docs} (e.g. {missing[0]}): "
