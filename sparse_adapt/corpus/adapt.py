@@ -40,8 +40,9 @@ from sparse_adapt.corpus.pseudo import (
 )
 from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
 from sparse_adapt.corpus.text import locate_terms
-from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms, load_train
+from sparse_adapt.data import Document, load_dictionary, load_documents, load_domain_terms, load_train
 from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.modeling.truncation import visible_texts
 from sparse_adapt.progress import SILENT, Hooks
 
 MANIFEST = "adapt.json"
@@ -211,6 +212,11 @@ def make_train(
     """Pseudo-queries (crops, and with ``glosses`` from ``select_glosses`` lay-word queries) ->
     hard negatives (and term siblings) from ``splade`` -> scored train records (teacher scores,
     term-consistent unless ``term_labels`` is False), and stats."""
+    # Pseudo-queries, negatives and labels come from the part of each document the model reads:
+    # a query cropped from past its first doc_max_length pieces would ask it to match words its
+    # vector cannot hold (the summary tells the user to split such documents into passages).
+    visible = visible_texts(splade, [d.text for d in documents], "document")
+    documents = [Document(d.doc_id, text) for d, text in zip(documents, visible)]
     extra = lay_queries(documents, glosses) if glosses else ()
     queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries, extra=extra)
     negs = hard_negatives(splade, documents, queries, k=negatives, hooks=hooks, groups=groups, siblings=siblings)

@@ -29,3 +29,22 @@ def truncation_note(splade: SpladeEncoder, texts: Sequence[str], kind: Kind, wha
         return None
     what = what or PLURAL[kind]
     return f"{len(cut)} of {len(texts)} {what} are longer than {splade.max_length(kind)} pieces and were truncated"
+
+
+def visible_texts(splade: SpladeEncoder, texts: Sequence[str], kind: Kind) -> list[str]:
+    """Each text cut to the characters ``splade`` reads of it (its first ``max_length(kind)``
+    pieces); a text within the limit is returned whole. A slow tokenizer gives no offsets:
+    its texts are returned whole."""
+    limit = splade.max_length(kind)
+    batch = splade.tokenizer(list(texts), truncation=True, max_length=limit, return_offsets_mapping=True) \
+        if splade.tokenizer.is_fast else None
+    if batch is None:
+        return list(texts)
+    out = []
+    for text, encoding, offsets in zip(texts, batch.encodings, batch["offset_mapping"]):
+        if not encoding.overflowing:
+            out.append(text)
+            continue
+        end = max(e for _, e in offsets)  # special tokens have (0, 0)
+        out.append(text[:end])
+    return out

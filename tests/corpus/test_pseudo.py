@@ -128,3 +128,26 @@ def test_label_with_groups_makes_scores_term_consistent_and_resorts():
     # d2 names Zentrofax like the source: floored at +2; d4 names no term: capped at 0
     assert records[0]["doc_ids"] == ["d1", "d2", "d4"] and records[0]["teacher_scores"] == [10.0, SIBLING_FLOOR, 0.0]
     assert stats.term_adjusted == 2
+
+
+def test_make_train_draws_only_on_what_the_model_reads_of_a_long_document(tiny_bert):
+    from sparse_adapt.corpus.adapt import make_train
+    from tests.corpus.test_glosses import OverlapTeacher
+
+    limit = tiny_bert.max_length("document")
+    tail = "Relief valves vent the Zentrofax loop overnight."
+    head = " ".join(f"Gantry cranes hoist steel containers onto barges at berth {i}." for i in range(12))
+    long = Document("long", f"{head} {tail}")
+    assert len(tiny_bert.tokenizer(head)["input_ids"]) > limit  # the tail lies past what the model reads
+    docs = DOCS + [long]
+    records, _ = make_train(docs, locate_terms(docs, TERMS), tiny_bert, OverlapTeacher(), seed=0, negatives=3, siblings=0)
+    read = tiny_bert.tokenizer.decode(tiny_bert.tokenizer(long.text, truncation=True, max_length=limit,
+                                                          add_special_tokens=False)["input_ids"])
+    from_long = [r for r in records if r["source_doc"] == "long"]
+    assert from_long, "the long document gave no pseudo-query: the test could not look at its crops"
+    for r in from_long:
+        assert all(w.casefold() in read.casefold() for w in r["query"].split()), r["query"]
+        assert "relief" not in r["query"].casefold() and r["kind"] == "control"  # the term is only in the tail
+    texts = {d: t for r in records for d, t in zip(r["doc_ids"], r["doc_texts"])}
+    if "long" in texts:  # as a candidate, the long document's text is what the model reads of it
+        assert texts["long"] == long.text[: len(texts["long"])] and "Relief" not in texts["long"]
