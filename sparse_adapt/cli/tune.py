@@ -32,12 +32,11 @@ def register(app: typer.Typer) -> None:
         """Search distill weights and learning rate (TPE, median pruning); write OUT/best.toml."""
         from sparse_adapt.cli.output import console, rich_hooks
         from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
+        from sparse_adapt.errors import ConfigError
         from sparse_adapt.training.config import load_config
         from sparse_adapt.training.pipeline import run_pipeline
         from sparse_adapt.training.stages import TrainData
         from sparse_adapt.training.tuning import PREFIX_STAGES, run_tuning
-
-        from sparse_adapt.errors import ConfigError
 
         cfg = load_config(config, base)
         if valid_fraction is not None:
