@@ -48,16 +48,14 @@ def mine_terms(
     """Mine candidate domain terms: rare in English, fragmented by the tokenizer, acronyms and codes."""
     from sparse_adapt.atomic import write_json_atomic
     from sparse_adapt.cli.output import rich_hooks
-    from sparse_adapt.corpus.mining import check_top, score_candidates, terms_json
+    from sparse_adapt.corpus.mining import mine_with_rest, terms_json
     from sparse_adapt.data import load_documents
     from sparse_adapt.modeling.builtin import load_tokenizer
 
     _check_out(out, force, corpus)
     documents = load_documents(corpus)
-    check_top(top)
     with rich_hooks() as hooks:
-        scored = score_candidates(documents, load_tokenizer(base), min_count=min_count, hooks=hooks)
-    candidates = scored[:top]
+        candidates, scored = mine_with_rest(documents, load_tokenizer(base), top=top, min_count=min_count, hooks=hooks)
     write_json_atomic(out, terms_json(candidates))
     table = Table(title=f"{len(candidates)} of {len(scored)} candidate terms" if len(scored) > top
                   else f"{len(candidates)} candidate terms")

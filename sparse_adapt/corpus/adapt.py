@@ -34,7 +34,7 @@ from pathlib import Path
 from sparse_adapt.atomic import atomic_directory, write_atomic, write_json_atomic
 from sparse_adapt.corpus.glosses import select_glosses
 from sparse_adapt.corpus.harvest import build_dictionary
-from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, check_top, score_candidates, terms_json
+from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, mine_with_rest, terms_json
 from sparse_adapt.corpus.pseudo import (
     DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, generate_queries, hard_negatives, label, lay_queries,
 )
@@ -167,9 +167,7 @@ def prepare_inputs(
     if terms is None and not files.terms.is_file():
         from sparse_adapt.modeling.builtin import load_tokenizer
 
-        check_top(top)
-        scored = score_candidates(documents, load_tokenizer(base), min_count=min_count, hooks=hooks)
-        candidates = scored[:top]
+        candidates, scored = mine_with_rest(documents, load_tokenizer(base), top=top, min_count=min_count, hooks=hooks)
         write_json_atomic(out / "mining.json", [{**c.to_dict(), "kept": i < top} for i, c in enumerate(scored)])
         write_json_atomic(files.terms, terms_json(candidates))
         hooks.message(f"mined {len(candidates)} terms: {', '.join(c.term for c in candidates)} -> {files.terms}")

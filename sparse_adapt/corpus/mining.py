@@ -93,13 +93,19 @@ def mine_terms(
     hooks: Hooks = SILENT,
 ) -> list[Candidate]:
     """The ``top`` best candidates, best first; :class:`MiningError` when there is none."""
-    check_top(top)
-    return score_candidates(documents, tokenizer, min_count, hooks)[:top]
+    return mine_with_rest(documents, tokenizer, top, min_count, hooks)[0]
 
 
-def check_top(top: int) -> None:
+def mine_with_rest(
+    documents: Sequence[Document], tokenizer, top: int = DEFAULT_TOP, min_count: int = DEFAULT_MIN_COUNT,
+    hooks: Hooks = SILENT,
+) -> tuple[list[Candidate], list[Candidate]]:
+    """``(the top best candidates, every candidate)``, both best first: what the cut kept, and
+    what a user should see fell below it."""
     if top < 1:
         raise MiningError(f"--top must be >= 1 (got {top})")
+    scored = score_candidates(documents, tokenizer, min_count, hooks)
+    return scored[:top], scored
 
 
 def score_candidates(

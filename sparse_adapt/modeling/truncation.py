@@ -35,11 +35,10 @@ def visible_texts(splade: SpladeEncoder, texts: Sequence[str], kind: Kind) -> li
     """Each text cut to the characters ``splade`` reads of it (its first ``max_length(kind)``
     pieces); a text within the limit is returned whole. A slow tokenizer gives no offsets:
     its texts are returned whole."""
-    limit = splade.max_length(kind)
-    batch = splade.tokenizer(list(texts), truncation=True, max_length=limit, return_offsets_mapping=True) \
-        if splade.tokenizer.is_fast else None
-    if batch is None:
+    if not splade.tokenizer.is_fast:
         return list(texts)
+    batch = splade.tokenizer(list(texts), truncation=True, max_length=splade.max_length(kind),
+                             return_offsets_mapping=True)
     out = []
     for text, encoding, offsets in zip(texts, batch.encodings, batch["offset_mapping"]):
         if not encoding.overflowing:
