@@ -11,6 +11,7 @@ from typing import Sequence
 
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
+from sparse_adapt.modeling.vocabulary import running_text_ids
 
 
 @contextmanager
@@ -26,10 +27,13 @@ def eval_mode(splade: SpladeEncoder):
 
 
 def term_ids(splade: SpladeEncoder, term: str) -> list[int]:
-    """The ids the model's tokenizer gives ``term`` on its own (no special tokens)."""
+    """The ids the model's tokenizer gives ``term`` in running text (no special tokens).
+
+    After a space, as in a sentence: byte-level BPE splits a text's first word otherwise.
+    """
     if not term.strip():
         raise ConfigError("the term is empty")
-    ids = splade.tokenizer(term, add_special_tokens=False)["input_ids"]
+    ids = running_text_ids(splade.tokenizer, term)
     if not ids:
         raise ConfigError(f"term {term!r} tokenizes to nothing")
     return list(ids)
@@ -40,13 +44,18 @@ def base_pieces(splade: SpladeEncoder, term: str) -> list[str] | None:
 
     Added tokens live beside the WordPiece/BPE vocabulary, not in it, so running the
     tokenizer's own normaliser, pre-tokeniser and subword model reproduces the split of the
-    base the model was extended from. ``None`` for slow tokenizers (no backend to ask).
+    base the model was extended from; the term follows a word, as in running text (see
+    :func:`running_text_ids`). ``None`` for slow tokenizers (no backend to ask).
     """
     backend = getattr(splade.tokenizer, "backend_tokenizer", None)
     if backend is None:
         return None
-    text = backend.normalizer.normalize_str(term) if backend.normalizer is not None else term
-    words = [w for w, _ in backend.pre_tokenizer.pre_tokenize_str(text)] if backend.pre_tokenizer else [text]
+    if backend.pre_tokenizer is None:
+        words = [backend.normalizer.normalize_str(term) if backend.normalizer is not None else term]
+    else:
+        text = f"a {term}"
+        text = backend.normalizer.normalize_str(text) if backend.normalizer is not None else text
+        words = [w for w, _ in backend.pre_tokenizer.pre_tokenize_str(text)][1:]  # without the "a"
     return [t.value for w in words for t in backend.model.tokenize(w)]
 
 

@@ -3,9 +3,15 @@ vocabulary (tokenizer files from the offline base package; weights are tiny and 
 
 from __future__ import annotations
 
+import functools
+import json
+
 import pytest
 import torch
-from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM
+from transformers import (
+    AutoTokenizer, BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM, RobertaConfig,
+    RobertaForMaskedLM, RobertaTokenizerFast, XLMRobertaConfig, XLMRobertaForMaskedLM, XLMRobertaTokenizerFast,
+)
 
 from sparse_adapt.modeling.encoder import SpladeEncoder, SpladeSettings
 
@@ -37,6 +43,72 @@ def make_tiny_distilbert(seed: int = 0, hidden: int = 32) -> SpladeEncoder:
     return SpladeEncoder(mlm, tok, SpladeSettings(query_max_length=16, doc_max_length=48, base="tiny-distilbert"))
 
 
+_SPECIAL = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+
+
+def _corpus_texts() -> list[str]:
+    """Every bundled domain's documents but Gatrocraptic's, so its term stays fragmented."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "corpora"
+    return [
+        json.loads(line)["text"]
+        for d in sorted(root.iterdir()) if (d / "docs.jsonl").is_file() and d.name != "gatrocraptic"
+        for line in (d / "docs.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+
+
+@functools.cache
+def _bpe_vocab() -> tuple[dict, list]:
+    """A byte-level BPE (RoBERTa's scheme) trained here in ~0.1 s: no tokenizer files needed."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(_corpus_texts(), vocab_size=800, min_frequency=2, special_tokens=_SPECIAL, show_progress=False)
+    model = json.loads(bpe._tokenizer.to_str())["model"]
+    return model["vocab"], [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+
+
+@functools.cache
+def _unigram_vocab() -> list:
+    """A SentencePiece unigram model (XLM-R's scheme), trained here likewise."""
+    from tokenizers import SentencePieceUnigramTokenizer
+
+    uni = SentencePieceUnigramTokenizer()
+    uni.train_from_iterator(_corpus_texts(), vocab_size=800, special_tokens=_SPECIAL, unk_token="<unk>", show_progress=False)
+    return [tuple(v) for v in json.loads(uni._tokenizer.to_str())["model"]["vocab"]]
+
+
+def make_tiny_roberta(seed: int = 0, hidden: int = 32) -> SpladeEncoder:
+    vocab, merges = _bpe_vocab()
+    tok = RobertaTokenizerFast(vocab=dict(vocab), merges=list(merges))
+    return _tiny_roberta_like(RobertaConfig, RobertaForMaskedLM, tok, seed, hidden, "tiny-roberta")
+
+
+def make_tiny_xlmr(seed: int = 0, hidden: int = 32) -> SpladeEncoder:
+    tok = XLMRobertaTokenizerFast(vocab=list(_unigram_vocab()))
+    return _tiny_roberta_like(XLMRobertaConfig, XLMRobertaForMaskedLM, tok, seed, hidden, "tiny-xlm-roberta")
+
+
+def _tiny_roberta_like(config_cls, mlm_cls, tok, seed: int, hidden: int, name: str) -> SpladeEncoder:
+    torch.manual_seed(seed)
+    tok.model_max_length = 128  # as RoBERTa's own tokenizer says 512 for its 514 positions
+    cfg = config_cls(
+        vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=2 * hidden, max_position_embeddings=130, pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+    )
+    mlm = mlm_cls(cfg).eval()
+    return SpladeEncoder(mlm, tok, SpladeSettings(query_max_length=16, doc_max_length=48, base=name))
+
+
+@pytest.fixture(params=["roberta", "xlm-roberta"])
+def tiny_bpe(request) -> SpladeEncoder:
+    """A tokenizer that folds the space before a word into its first piece (Ġ, ▁)."""
+    return make_tiny_roberta() if request.param == "roberta" else make_tiny_xlmr()
+
+
 @pytest.fixture
 def tiny_bert() -> SpladeEncoder:
     return make_tiny_bert()
@@ -47,9 +119,16 @@ def tiny_distilbert() -> SpladeEncoder:
     return make_tiny_distilbert()
 
 
-@pytest.fixture(params=["bert", "distilbert"])
+
+
+
+_TINY = {"bert": make_tiny_bert, "distilbert": make_tiny_distilbert, "roberta": make_tiny_roberta, "xlm-roberta": make_tiny_xlmr}
+
+
+@pytest.fixture(params=list(_TINY))
 def tiny_mlm(request) -> SpladeEncoder:
-    return make_tiny_bert() if request.param == "bert" else make_tiny_distilbert()
+    """Every registered head family, with WordPiece, byte-level BPE and SentencePiece tokenizers."""
+    return _TINY[request.param]()
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, console, require_text, warn
@@ -122,7 +123,8 @@ def extend_vocab(
     for col in ("term", "category", "token id", "base pieces", "action"):
         table.add_column(col)
     for t in shown:
-        table.add_row(t.term, t.category, str(t.token_id), " ".join(t.pieces), "added" if t.added else "existing token")
+        action = "added" if t.added else "existing token, now used in running text" if t.bound else "existing token"
+        table.add_row(t.term, t.category, str(t.token_id), escape(" ".join(t.pieces)), action)
     console.print(table)
     added = len(report.added)
     summary = f"{len(report.terms)} terms: {added} added, {len(report.terms) - added} existing tokens"

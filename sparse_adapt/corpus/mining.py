@@ -30,6 +30,7 @@ from typing import Sequence
 from sparse_adapt.corpus.text import key, words
 from sparse_adapt.data import Document
 from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.modeling.vocabulary import running_text_ids
 from sparse_adapt.progress import SILENT, Hooks
 
 CATEGORIES = ("jargon", "acronyms", "codes")
@@ -139,7 +140,7 @@ def score_candidates(
         zipf = general_zipf(term)
         if zipf >= (RARE_JARGON_ZIPF if category == "jargon" else COMMON_ZIPF):
             continue
-        pieces = tokenizer.tokenize(term)
+        pieces = tokenizer.convert_ids_to_tokens(running_text_ids(tokenizer, term))
         if category == "jargon" and len(pieces) < (MIN_PIECES if zipf > 0 else 2):
             continue
         parts = {

@@ -35,7 +35,7 @@ from sparse_adapt.errors import ModelLoadError
 from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
-from sparse_adapt.modeling.heads import head_support
+from sparse_adapt.modeling.heads import head_support, max_pieces
 from sparse_adapt.modeling.interop import sentence_transformers_mismatch, write_sentence_transformers_files
 from sparse_adapt.modeling.vectors import check_max_active_dims, keep_top, rows_to_dicts
 from sparse_adapt.progress import Hooks
@@ -50,6 +50,10 @@ SETTINGS_FILE = "sparse_adapt.json"
 # float32 (so no MLM gradient either), and biases get no weight decay (training/loop.py).
 # Finite on purpose: -1e4 fits float16 and bfloat16, and -inf would turn 0 * inf into NaN.
 EXCLUDED_BIAS = -1.0e4
+
+
+class PositionLimitWarning(UserWarning):
+    """The saved query or document length is longer than the model has positions for."""
 
 
 class SpecialTokensNotExcludedWarning(UserWarning):
@@ -106,7 +110,27 @@ class SpladeEncoder(nn.Module):
         rows = self.mlm.get_output_embeddings().weight.shape[0]
         if rows < len(tokenizer):
             raise ModelLoadError(f"the MLM head has {rows} rows but the tokenizer has {len(tokenizer)} tokens")
+        self._fit_lengths()
         self.refresh_vocabulary()
+
+    def _fit_lengths(self) -> None:
+        """Cut the query and document lengths to the model's position embeddings.
+
+        A longer window would index past them (an IndexError deep in the model at the first
+        long text). A default length is lowered quietly: it was never a choice; a saved one,
+        with a warning.
+        """
+        limit = max_pieces(self.mlm)
+        if limit is None:
+            return
+        for name in ("query_max_length", "doc_max_length"):
+            value = getattr(self.settings, name)
+            if value > limit and value != SpladeSettings.__dataclass_fields__[name].default:
+                warnings.warn(
+                    f"{name} {value} is more than the {limit} pieces {type(self.mlm).__name__} has positions for; "
+                    f"using {limit}", PositionLimitWarning, stacklevel=3,
+                )
+            setattr(self.settings, name, min(value, limit))
 
     # ------------------------------------------------------------------ loading
     @classmethod

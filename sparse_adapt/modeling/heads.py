@@ -10,7 +10,7 @@ so pooling (``pooling.py``) and the MLM loss (``losses/mlm.py``) can run the voc
 projection on selected positions only, and, for building a head on a headless encoder
 (``base.py``), which LayerNorms and dense layer make up the head.
 
-Adding a family (RoBERTa, say) means adding one :class:`HeadFamily` to :data:`HEADS`.
+Adding a family (ModernBERT, say) means adding one :class:`HeadFamily` to :data:`HEADS`.
 Lookup walks the class hierarchy, so subclasses of a registered class use its entry.
 """
 
@@ -21,7 +21,8 @@ from typing import Callable
 
 import torch
 from torch import nn
-from transformers import BertForMaskedLM, DistilBertForMaskedLM, PreTrainedModel
+from transformers import BertForMaskedLM, DistilBertForMaskedLM, PreTrainedModel, RobertaForMaskedLM, XLMRobertaForMaskedLM
+from transformers.activations import gelu
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,22 @@ class HeadLayers:
     head_norm: nn.LayerNorm  # the head's LayerNorm (before the decoder)
 
 
+def _positions(config) -> int:
+    return config.max_position_embeddings
+
+
+def _roberta_positions(config) -> int:
+    # RoBERTa numbers positions from pad_token_id + 1: 514 embeddings hold 512 pieces.
+    return config.max_position_embeddings - config.pad_token_id - 1
+
+
 @dataclass(frozen=True)
 class HeadFamily:
     mlm_class: type[PreTrainedModel]
     backbone_attr: str  # attribute of the backbone inside the MLM (``mlm.bert``)
     parts: Callable[[PreTrainedModel], HeadParts]
     layers: Callable[[PreTrainedModel], HeadLayers]
+    positions: Callable[..., int] = _positions  # config -> the most pieces one text may have
 
     @property
     def model_type(self) -> str:
@@ -83,9 +94,27 @@ def _distilbert_layers(mlm: DistilBertForMaskedLM) -> HeadLayers:
     return HeadLayers(last, mlm.vocab_transform, mlm.vocab_layer_norm)
 
 
+def _roberta_parts(mlm: RobertaForMaskedLM | XLMRobertaForMaskedLM) -> HeadParts:
+    head = mlm.lm_head
+
+    def transform(h: torch.Tensor) -> torch.Tensor:
+        # The order of RobertaLMHead.forward; its decoder's bias is lm_head.bias (tied).
+        return head.layer_norm(gelu(head.dense(h)))
+
+    return HeadParts(mlm.roberta, transform, mlm.get_output_embeddings())
+
+
+def _roberta_layers(mlm: RobertaForMaskedLM | XLMRobertaForMaskedLM) -> HeadLayers:
+    return HeadLayers(mlm.roberta.encoder.layer[-1].output.LayerNorm, mlm.lm_head.dense, mlm.lm_head.layer_norm)
+
+
 HEADS: dict[type[PreTrainedModel], HeadFamily] = {
     BertForMaskedLM: HeadFamily(BertForMaskedLM, "bert", _bert_parts, _bert_layers),
     DistilBertForMaskedLM: HeadFamily(DistilBertForMaskedLM, "distilbert", _distilbert_parts, _distilbert_layers),
+    # Byte-level BPE (ibm-granite/granite-embedding-30m-sparse is a RobertaForMaskedLM) and
+    # SentencePiece (XLM-RoBERTa, the usual multilingual backbone): one head, two tokenizers.
+    RobertaForMaskedLM: HeadFamily(RobertaForMaskedLM, "roberta", _roberta_parts, _roberta_layers, _roberta_positions),
+    XLMRobertaForMaskedLM: HeadFamily(XLMRobertaForMaskedLM, "roberta", _roberta_parts, _roberta_layers, _roberta_positions),
 }
 
 
@@ -103,6 +132,12 @@ def family_for_model_type(model_type: str) -> HeadFamily | None:
         if family.model_type == model_type:
             return family
     return None
+
+
+def max_pieces(mlm: PreTrainedModel) -> int | None:
+    """The longest input ``mlm`` has position embeddings for; None for an unregistered family."""
+    family = family_of(mlm)
+    return family.positions(mlm.config) if family is not None else None
 
 
 def known_families() -> str:

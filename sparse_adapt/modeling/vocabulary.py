@@ -1,6 +1,7 @@
 """Vocabulary + MLM-head extension: every domain term becomes one token.
 
-For a term split by the base tokenizer into pieces p_1..p_k, the new row is
+For a term split by the base tokenizer into pieces p_1..p_k (as in running text, after a
+space: byte-level BPE splits a text's first word otherwise), the new row is
 
     E[new]      = mean_j E[p_j]          (input embedding; MOSAIC's initialisation)
     W_dec[new]  = mean_j W_dec[p_j]      (decoder row, only when not tied to E)
@@ -31,8 +32,11 @@ class TermReport:
     normalized: str  # as the tokenizer sees it (e.g. lowercased)
     category: str
     token_id: int
-    pieces: list[str]  # how the base tokenizer split it
+    pieces: list[str]  # how the base tokenizer split it (in running text)
     added: bool  # False: it already was a single token
+    # A vocabulary entry that byte-level BPE uses only at a text's start ("XR" beside "ĠX",
+    # "R"): no new row, the tokenizer is told to use the entry in running text too.
+    bound: bool = False
 
 
 @dataclass
@@ -46,6 +50,37 @@ class ExtensionReport:
         return [t for t in self.terms if t.added]
 
 
+# A neutral word put before a term to see it as running text does: byte-level BPE gives a
+# word after a space other pieces ("ĠGat", "ro") than at the start of a text ("G", "atro").
+_LEAD = "a"
+
+
+def marks_word_starts(tokenizer) -> bool:
+    """Whether the space before a word is part of its first piece (``Ġword``, ``▁word``).
+
+    WordPiece drops spaces (and marks continuations, ``##ing``); byte-level BPE (RoBERTa)
+    and SentencePiece (XLM-R) fold the space into the next piece, so a space left before an
+    added token would become a piece of its own unless the token absorbs it.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or backend.pre_tokenizer is None:
+        return False
+    return [w for w, _ in backend.pre_tokenizer.pre_tokenize_str(f"{_LEAD} b")][-1] != "b"
+
+
+def running_text_ids(tokenizer, term: str) -> list[int]:
+    """The ids of ``term`` where it usually stands: after a space, inside a sentence.
+
+    The same as ``tokenizer(term)`` for WordPiece and SentencePiece; for byte-level BPE the
+    pieces of `` term``, which are the ones the base has learnt for the word.
+    """
+    lead = tokenizer(_LEAD, add_special_tokens=False)["input_ids"]
+    ids = tokenizer(f"{_LEAD} {term}", add_special_tokens=False)["input_ids"]
+    if ids[: len(lead)] != lead:  # the lead merged into the term: no cleaner split to take
+        return tokenizer(term, add_special_tokens=False)["input_ids"]
+    return ids[len(lead):]
+
+
 def normalize_term(tokenizer, term: str) -> str:
     """The form of ``term`` after the tokenizer's normaliser (lowercasing, accents)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -54,8 +89,12 @@ def normalize_term(tokenizer, term: str) -> str:
 
 
 def single_token_id(tokenizer, term: str) -> int | None:
-    """The id of ``term`` when the tokenizer already keeps it whole (``api``), else None."""
-    ids = tokenizer(term, add_special_tokens=False)["input_ids"]
+    """The id of ``term`` when the tokenizer already keeps it whole (``api``), else None.
+
+    Whole in running text: byte-level BPE may keep ``XR`` whole at a text's start and still
+    split `` XR``, and the model mostly sees the second.
+    """
+    ids = running_text_ids(tokenizer, term)
     return ids[0] if len(ids) == 1 and ids[0] != tokenizer.unk_token_id else None
 
 
@@ -85,9 +124,11 @@ def domain_token_ids(splade: SpladeEncoder, terms: dict[str, list[str]] | None) 
     return sorted(single_token_ids(splade.tokenizer, terms))
 
 
-def _added_tokens(terms: list[TermReport]) -> list[AddedToken]:
-    # single_word: "oauth" must not match inside "oauth2"; normalized: match after lowercasing.
-    return [AddedToken(t.normalized, single_word=True, normalized=True) for t in terms]
+def _added_tokens(tokenizer, terms: list[TermReport]) -> list[AddedToken]:
+    # single_word: "oauth" must not match inside "oauth2"; normalized: match after lowercasing;
+    # lstrip: the token takes the space before it, which would otherwise be a lone "Ġ" or "▁".
+    lstrip = marks_word_starts(tokenizer)
+    return [AddedToken(t.normalized, single_word=True, normalized=True, lstrip=lstrip) for t in terms]
 
 
 def check_not_special(tokenizer, terms: dict[str, list[str]], source: str = "<terms>") -> None:
@@ -122,18 +163,26 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
                 continue
             where[norm] = field_name
             existing = tokenizer.convert_tokens_to_ids(norm)
+            # A WordPiece vocabulary entry is the word itself; a BPE one ("XR") may be only
+            # the text-initial form of a word that running text splits.
+            in_vocab = existing is not None and existing != unk and norm in tokenizer.get_vocab()
             single = single_token_id(tokenizer, term)
-            if single is not None or (existing is not None and existing != unk and norm in tokenizer.get_vocab()):
+            pieces = tokenizer.convert_ids_to_tokens(running_text_ids(tokenizer, term))
+            if single is not None or (in_vocab and not marks_word_starts(tokenizer)):
                 token_id = single if single is not None else existing
-                planned[norm] = TermReport(term, norm, category, token_id, tokenizer.convert_ids_to_tokens(ids), False)
+                planned[norm] = TermReport(term, norm, category, token_id, pieces, False)
+            elif in_vocab:
+                planned[norm] = TermReport(term, norm, category, existing, pieces, False, bound=True)
             else:
-                planned[norm] = TermReport(term, norm, category, -1, tokenizer.convert_ids_to_tokens(ids), True)
-    new = [t for t in planned.values() if t.added]
+                planned[norm] = TermReport(term, norm, category, -1, pieces, True)
+    new = [t for t in planned.values() if t.added or t.bound]
     if new:
         trial = copy.deepcopy(tokenizer)  # add to a copy: a refused term must leave the model as it was
-        trial.add_tokens(_added_tokens(new))
+        trial.add_tokens(_added_tokens(tokenizer, new))
         for t in planned.values():
-            pieces = trial(t.term, add_special_tokens=False)["input_ids"]
+            pieces = running_text_ids(trial, t.term)
+            if (t.added or t.bound) and len(pieces) == 1:
+                pieces = trial(t.term, add_special_tokens=False)["input_ids"]  # and at a text's start
             if len(pieces) != 1 or (not t.added and pieces != [t.token_id]):
                 raise DataError(
                     source, None, where[t.normalized],
@@ -153,9 +202,12 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
     planned = {t.normalized: t for t in plan_extension(tokenizer, terms, source)}
 
     new = [t for t in planned.values() if t.added]
-    piece_ids = {t.normalized: tokenizer(t.term, add_special_tokens=False)["input_ids"] for t in new}
+    bound = [t for t in planned.values() if t.bound]
+    piece_ids = {t.normalized: running_text_ids(tokenizer, t.term) for t in new}
+    if bound:
+        tokenizer.add_tokens(_added_tokens(tokenizer, bound))  # existing ids: no row to add
     if new:
-        tokenizer.add_tokens(_added_tokens(new))
+        tokenizer.add_tokens(_added_tokens(tokenizer, new))
         old_rows = mlm.get_input_embeddings().weight.shape[0]
         mlm.resize_token_embeddings(len(tokenizer), mean_resizing=False)
         emb = mlm.get_input_embeddings().weight
@@ -179,7 +231,9 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
         mlm.config.vocab_size = len(tokenizer)
 
     for t in planned.values():
-        check = tokenizer(t.term, add_special_tokens=False)["input_ids"]
+        check = running_text_ids(tokenizer, t.term)
+        if (t.added or t.bound) and check == [t.token_id]:
+            check = tokenizer(t.term, add_special_tokens=False)["input_ids"]
         if check != [t.token_id]:
             raise RuntimeError(f"term {t.term!r} still tokenizes to {check} after extension")
 

@@ -5,7 +5,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 from corpora import GATROCRAPTIC
 from sparse_adapt.data import load_domain_terms
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.modeling.vocabulary import extend_vocabulary
+from sparse_adapt.modeling.vocabulary import extend_vocabulary, normalize_term, running_text_ids
 
 TERMS = {"jargon": ["Gatrocraptic", "gatrocraptic", "restore-tool"], "acronyms": ["API", "OAuth2", "OAuth"]}
 
@@ -16,15 +16,18 @@ def _pieces(tokenizer, term):
 
 def test_each_term_becomes_one_token_and_rows_grow_together(tiny_mlm):
     tok = tiny_mlm.tokenizer
-    before = {t: _pieces(tok, t) for t in ("Gatrocraptic", "restore-tool", "OAuth2", "OAuth")}
+    words = [t for ts in TERMS.values() for t in ts]
+    # In running text, where byte-level BPE splits a word otherwise than at a text's start.
+    before = {t: running_text_ids(tok, t) for t in words if len(running_text_ids(tok, t)) > 1}
+    assert {"Gatrocraptic", "restore-tool", "OAuth2", "OAuth"} <= set(before)  # "API" is whole for WordPiece
     old_emb = tiny_mlm.mlm.get_input_embeddings().weight.detach().clone()
     old_bias = tiny_mlm.mlm.get_output_embeddings().bias.detach().clone()
     report = extend_vocabulary(tiny_mlm, TERMS)
 
     added = {t.normalized for t in report.added}
-    assert added == {"gatrocraptic", "restore-tool", "oauth2", "oauth"}  # "api" already is one token
+    assert added == {normalize_term(tok, t) for t in before}  # one token for case variants of an uncased model
     n = len(tok)
-    assert n == report.old_vocab_size + 4
+    assert n == report.old_vocab_size + len(added)
     assert tiny_mlm.mlm.get_input_embeddings().weight.shape[0] == n
     assert tiny_mlm.mlm.get_output_embeddings().weight.shape[0] == n
     assert tiny_mlm.mlm.get_output_embeddings().bias.shape[0] == n

@@ -1,0 +1,175 @@
+"""Bases whose tokenizer folds the space before a word into its first piece.
+
+Byte-level BPE (RoBERTa: ``Ġword``) and SentencePiece (XLM-R: ``▁word``), against the
+WordPiece of BERT. Their tokenizers are trained in the fixtures on the bundled documents.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, AutoTokenizer, RobertaConfig, RobertaModel
+
+from corpora import GATROCRAPTIC
+from diagnostics.tokens import base_pieces
+from sparse_adapt.corpus.mining import score_candidates
+from sparse_adapt.data import load_documents
+from sparse_adapt.modeling.base import build_mlm_from_encoder
+from sparse_adapt.modeling.encoder import PositionLimitWarning, SpladeEncoder, SpladeSettings
+from sparse_adapt.modeling.heads import head_support, max_pieces
+from sparse_adapt.modeling.onnx import OnnxSpladeEncoder, export_onnx
+from sparse_adapt.modeling.vocabulary import extend_vocabulary, marks_word_starts, running_text_ids
+from sparse_adapt.training.config import config_from_dict
+from sparse_adapt.training.pipeline import run_pipeline
+from sparse_adapt.training.stages import EXPERIMENTS
+from tests.conftest import make_tiny_bert, make_tiny_roberta
+
+TERMS = {"jargon": ["Gatrocraptic", "restore-tool"], "codes": ["XR-7200"]}
+def test_the_word_start_marker_is_detected(tiny_bpe):
+    assert marks_word_starts(tiny_bpe.tokenizer)
+    assert not marks_word_starts(make_tiny_bert().tokenizer)
+
+
+def test_byte_level_bpe_splits_a_texts_first_word_otherwise():
+    # Why the pieces of a term are taken after a space: the premise of the tests below.
+    tok = make_tiny_roberta().tokenizer
+    alone = tok("Gatrocraptic", add_special_tokens=False)["input_ids"]
+    assert running_text_ids(tok, "Gatrocraptic") != alone
+    assert tok.convert_ids_to_tokens(running_text_ids(tok, "Gatrocraptic"))[0].startswith("Ġ")
+
+
+def _ids(tok, text: str) -> list[int]:
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def test_an_added_term_takes_the_space_before_it(tiny_bpe, tmp_path):
+    tok = tiny_bpe.tokenizer
+    report = extend_vocabulary(tiny_bpe, TERMS)
+    assert {t.term for t in report.added} == {"Gatrocraptic", "restore-tool", "XR-7200"}
+    reloaded = AutoTokenizer.from_pretrained(tiny_bpe.save_pretrained(tmp_path / "ext"))
+    for t in report.added:
+        for tokenizer in (tok, reloaded):
+            # Without the space taken, "see " ends in a piece of its own ("Ġ" or "▁").
+            assert _ids(tokenizer, f"see {t.term} now") == _ids(tokenizer, "see") + [t.token_id] + _ids(tokenizer, " now")
+            assert _ids(tokenizer, t.term) == [t.token_id]  # at a text's start too
+    # "restore-tool" must not match inside a longer word (single_word)
+    assert report.added[1].token_id not in _ids(tok, "see restore-tools")
+
+
+def test_new_rows_start_from_the_pieces_of_running_text(tiny_bpe):
+    tok = tiny_bpe.tokenizer
+    pieces = running_text_ids(tok, "Gatrocraptic")
+    old_emb = tiny_bpe.mlm.get_input_embeddings().weight.detach().clone()
+    old_bias = tiny_bpe.mlm.get_output_embeddings().bias.detach().clone()
+    report = extend_vocabulary(tiny_bpe, {"jargon": ["Gatrocraptic"]})
+    (added,) = report.added
+    assert added.pieces == tok.convert_ids_to_tokens(pieces)
+    torch.testing.assert_close(tiny_bpe.mlm.get_input_embeddings().weight[added.token_id], old_emb[pieces].mean(0))
+    torch.testing.assert_close(tiny_bpe.mlm.get_output_embeddings().bias[added.token_id], old_bias[pieces].mean())
+
+
+def test_a_word_whole_only_at_a_texts_start_is_bound_not_added():
+    splade = make_tiny_roberta()
+    tok = splade.tokenizer
+    vocab = tok.get_vocab()
+    rows = splade.mlm.get_input_embeddings().weight.shape[0]
+    word = next(
+        w for w in sorted(vocab) if w.isalpha() and len(w) >= 4 and len(running_text_ids(tok, w)) > 1
+    )  # a vocabulary entry byte-level BPE only uses for the first word of a text
+    report = extend_vocabulary(splade, {"jargon": [word]})
+    (t,) = report.terms
+    assert t.bound and not t.added and t.token_id == vocab[word]
+    assert running_text_ids(tok, word) == [t.token_id] == splade.domain_token_ids
+    assert splade.mlm.get_input_embeddings().weight.shape[0] == rows and len(tok) == len(vocab)
+
+
+def test_mining_counts_the_pieces_of_running_text():
+    tok = make_tiny_roberta().tokenizer
+    docs = load_documents(GATROCRAPTIC.docs)
+    (cand,) = [c for c in score_candidates(docs, tok) if c.term == "Gatrocraptic"]
+    assert cand.pieces == tok.convert_ids_to_tokens(running_text_ids(tok, "Gatrocraptic"))
+
+
+def test_diagnose_shows_the_split_of_the_base(tiny_bpe):
+    before = tiny_bpe.tokenizer.convert_ids_to_tokens(running_text_ids(tiny_bpe.tokenizer, "Gatrocraptic"))
+    extend_vocabulary(tiny_bpe, TERMS)
+    assert base_pieces(tiny_bpe, "Gatrocraptic") == before
+
+
+def test_lengths_past_the_position_embeddings_are_lowered_with_a_warning():
+    splade = make_tiny_roberta()  # 130 positions, numbered from pad + 1 = 2: 128 pieces
+    assert max_pieces(splade.mlm) == 128
+    with pytest.warns(PositionLimitWarning, match="doc_max_length 300 .* 128 pieces"):
+        lowered = SpladeEncoder(splade.mlm, splade.tokenizer, SpladeSettings(doc_max_length=300))
+    assert lowered.settings.doc_max_length == 128 and lowered.settings.query_max_length == 64
+    vec = lowered.encode(["relay " * 400])  # past the limit before: an IndexError inside the model
+    assert vec.nnz > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PositionLimitWarning)
+        default = SpladeEncoder(splade.mlm, splade.tokenizer, SpladeSettings())  # 256 was no one's choice
+        assert default.settings.doc_max_length == 128
+
+
+def test_a_headless_roberta_gets_an_exact_identity_head():
+    torch.manual_seed(0)
+    enc = RobertaModel(RobertaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=34, pad_token_id=1)).eval()
+    with torch.no_grad():
+        for p in enc.parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.3)
+    ids = torch.randint(3, 50, (2, 7))
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        h = enc(input_ids=ids, attention_mask=mask).last_hidden_state  # (2, 7, 16)
+        expected = h @ enc.get_input_embeddings().weight.T - 2.0
+        mlm = build_mlm_from_encoder(enc, bias=-2.0)
+        got = mlm(input_ids=ids, attention_mask=mask).logits
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert head_support(mlm).parts is not None
+
+
+def test_extended_model_loads_in_plain_transformers_and_onnx_runtime(tiny_bpe, tmp_path):
+    extend_vocabulary(tiny_bpe, TERMS)
+    out = tiny_bpe.save_pretrained(tmp_path / "ext")
+    plain = AutoModelForMaskedLM.from_pretrained(out)
+    assert plain.get_output_embeddings().weight.shape[0] == len(tiny_bpe.tokenizer)
+    texts = ["the Gatrocraptic relay", "XR-7200 firmware and restore-tool"]
+    meta = export_onnx(tiny_bpe, tmp_path / "onnx")  # verifies the graph against PyTorch itself
+    onnx = OnnxSpladeEncoder(tmp_path / "onnx")
+    assert meta.vocab_size == len(tiny_bpe.tokenizer)
+    np.testing.assert_allclose(onnx.encode(texts, "document").toarray(), tiny_bpe.encode(texts).toarray(), atol=1e-4)
+
+
+def test_the_staged_pipeline_runs_on_a_byte_level_bpe_base(tmp_path):
+    base = make_tiny_roberta().save_pretrained(tmp_path / "base")
+    docs = [
+        {"doc_id": "d1", "text": "Zorblatt metrics track spending across departments."},
+        {"doc_id": "d2", "text": "Install the agent with apt-get and check the API."},
+        {"doc_id": "d3", "text": "A Zorblatt review of budgets each fiscal quarter."},
+    ]
+    train = [{"qid": "q1", "query": "monitoring company spending", "doc_ids": ["d1", "d2"],
+              "doc_texts": [docs[0]["text"], docs[1]["text"]], "teacher_scores": [10.0, -8.0]}]
+    dictionary = [{"term": "Zorblatt", "definition": "the tracking of corporate spending", "examples": ["a Zorblatt review"]}]
+
+    def jsonl(name, rows):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        return tmp_path / name
+
+    (tmp_path / "terms.json").write_text(json.dumps({"jargon": ["Zorblatt"]}), encoding="utf-8")
+    small = {s: {"epochs": 1, "batch_size": 2, "lr": 1e-3} for s in ("warmup", "dictionary", "distill")}
+    final = run_pipeline(
+        base=str(base), out=tmp_path / "run", stages=EXPERIMENTS["H4"], config=config_from_dict(small), seed=0,
+        corpus=jsonl("docs.jsonl", docs), terms=tmp_path / "terms.json", dictionary=jsonl("dict.jsonl", dictionary),
+        train=jsonl("train.jsonl", train),
+    )
+    model = SpladeEncoder.from_pretrained(final)
+    zid = model.tokenizer.convert_tokens_to_ids("Zorblatt")
+    assert running_text_ids(model.tokenizer, "Zorblatt") == [zid] and model.domain_token_ids == [zid]
+    tok = model.tokenizer
+    assert _ids(tok, "A Zorblatt review") == _ids(tok, "A") + [zid] + _ids(tok, " review")
+    assert np.isfinite(model.encode(["A Zorblatt review"]).toarray()).all()
