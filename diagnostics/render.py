@@ -99,7 +99,7 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
     console.print(Text.assemble(("Document ", "bold"), (doc.doc_id or "(probe)", "bold magenta"), f"  {where}"))
     console.print(Text(_short(doc.text, 240), style="italic"))
     spans = ", ".join(str(s) if e - s == 1 else f"{s}-{e - 1}" for s, e in doc.term_spans)
-    console.print(f"Term at token position(s): {spans or 'none'}   ({doc.num_tokens} tokens with [CLS]/[SEP])")
+    console.print(f"Term at token position(s): {spans or 'none'}   ({doc.num_tokens} tokens, special tokens included)")
     targets = d.targets
     shown = set(range(min(SHOWN_POSITIONS, doc.num_tokens)))
     for t in targets:
