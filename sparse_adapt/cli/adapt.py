@@ -188,6 +188,10 @@ def adapt(
         help="General-English pretraining of the base first (as `sparse-adapt pretrain`, into DIR/pretrained). "
              "Default: for a built-in base that is no trained SPLADE (offline-minilm).",
     ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Discard a different adapt run found in --out instead of refusing "
+        "(its generated files, training/ and final/; files you give this command and pretrained/ stay).",
+    ),
 ) -> None:
     """Mine terms, harvest a dictionary, pseudo-label training data, train, and summarise; rerun resumes."""
     from sparse_adapt.cli.output import rich_hooks
@@ -198,7 +202,8 @@ def adapt(
         raise ConfigError("--queries and --qrels go together")
     with rich_hooks() as hooks:
         result = run_adapt(corpus, out, base, terms=terms, dictionary=dictionary, train=train, config=config,
-                           teacher=teacher, seed=seed, glosses=glosses, pretrain=pretrain, hooks=hooks)
+                           teacher=teacher, seed=seed, glosses=glosses, pretrain=pretrain, overwrite=overwrite,
+                           keep=tuple(p for p in (queries, qrels) if p is not None), hooks=hooks)
         summary = adapt_summary(result, corpus, base, queries, qrels, hooks)
     table = Table(title="nDCG@10, base vs adapted")
     for c in ("queries", "group", "n", "base", "adapted", "change", "base + --feedback", "adapted + --feedback"):

@@ -107,19 +107,45 @@ def grade(score: float) -> int:
 LEGACY_OPTIONS = {"siblings": 0, "term_labels": False, "glosses": False, "pretrain": False}
 
 
-def _check_out(out: Path, manifest: dict) -> None:
+# What a run writes into DIR, and --overwrite removes; not ``pretrained/``, which depends on the
+# base alone and says in its own manifest which base it came from.
+RUN_OUTPUTS = (
+    MANIFEST, *GENERATED.values(), "heldout_queries.jsonl", "heldout_qrels.tsv", "query_groups.json", "mining.json",
+    "summary.json", TRAINING, FINAL,
+)
+
+
+def _check_out(out: Path, manifest: dict, overwrite: bool = False, keep: tuple[Path, ...] = (), hooks: Hooks = SILENT) -> None:
     path = out / MANIFEST
     if path.is_file():
         old = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(old.get("options"), dict):
             old["options"] = {**LEGACY_OPTIONS, **old["options"]}
         diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
-        if diff:
+        if diff and not overwrite:
             raise AdaptMismatchError(
-                f"{out} holds an adapt run with other {', '.join(diff)}; use another --out or delete {out}"
+                f"{out} holds an adapt run with other {', '.join(diff)}; use another --out, pass --overwrite "
+                f"to discard that run, or delete {out}"
             )
+        if diff:
+            _discard_run(out, keep)
+            hooks.message(f"--overwrite: discarded the adapt run in {out} ({', '.join(diff)} differed)")
     elif out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise AdaptMismatchError(f"{out} exists and holds no {MANIFEST}: refusing to write an adapt run into it")
+
+
+def _discard_run(out: Path, keep: tuple[Path, ...]) -> None:
+    """Remove a run's own outputs from ``out``; a file the user gave this command (an edited
+    ``domain_terms.json`` passed as ``--terms``) is theirs and stays."""
+    kept = {p.resolve() for p in keep}
+    for name in RUN_OUTPUTS:
+        path = out / name
+        if path.resolve() in kept or any(path.resolve() in k.parents for k in kept):
+            continue
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
 
 
 def _pseudo_data_done(out: Path) -> bool:
@@ -287,13 +313,16 @@ def run_adapt(
     dictionary: str | Path | None = None, train: str | Path | None = None, config: str | Path | None = None,
     teacher: str = DEFAULT_TEACHER, seed: int = 0, top: int = DEFAULT_TOP, min_count: int = DEFAULT_MIN_COUNT,
     max_queries: int = DEFAULT_MAX_QUERIES, negatives: int = DEFAULT_NEGATIVES, siblings: int = DEFAULT_SIBLINGS,
-    term_labels: bool = True, glosses: bool = False, pretrain: bool | None = None, hooks: Hooks = SILENT,
+    term_labels: bool = True, glosses: bool = False, pretrain: bool | None = None, overwrite: bool = False,
+    keep: tuple[Path, ...] = (), hooks: Hooks = SILENT,
 ) -> AdaptResult:
     """Generate what is missing, train, and return where everything is (see the module docstring).
 
     ``pretrain``: give the base general-English pretraining first (``DIR/pretrained``, with
     ``GeneralConfig``'s defaults and seed 0 whatever ``seed`` is: it does not depend on the
     corpus); None: when the base is a built-in that is no trained SPLADE (``offline-minilm``).
+    ``overwrite``: discard a different run found in ``out`` instead of refusing, except the
+    given inputs and ``keep`` (files the caller reads later).
     """
     from sparse_adapt.modeling.builtin import needs_pretraining
     from sparse_adapt.training.config import load_config
@@ -317,7 +346,8 @@ def run_adapt(
         "given": {k: (None if p is None else _sha256(p)) for k, p in given.items()},
         "config": None if config is None else _sha256(Path(config)),
     }
-    _check_out(out, manifest)
+    inputs = (corpus, *(p for p in given.values() if p is not None), *([Path(config)] if config else []), *keep)
+    _check_out(out, manifest, overwrite, tuple(Path(p) for p in inputs), hooks)
     # The teacher loads before anything is written: one that fails leaves no half-made run.
     make_dictionary, make_pseudo = _to_generate(out, given["dictionary"], given["train"])
     needs_teacher = make_pseudo or (glosses and make_dictionary)

@@ -163,6 +163,39 @@ def test_a_different_run_or_a_foreign_directory_is_refused(setup):
     assert (foreign / "notes.txt").read_text() == "mine"
 
 
+def test_overwrite_discards_a_different_run_but_keeps_what_the_user_gave(setup):
+    import shutil
+
+    out = setup["root"] / "overwritten"
+    _adapt(setup, out)
+    (out / "notes.txt").write_text("mine")  # not the run's: stays
+    terms = out / "domain_terms.json"  # the generated file, edited and given back as --terms
+    edited = json.loads(terms.read_text())
+    edited["jargon"] = ["Zentrofax"]
+    terms.write_text(json.dumps(edited))
+    old_train = (out / "train.jsonl").read_bytes()
+    with pytest.raises(AdaptMismatchError, match="pass --overwrite"):
+        _adapt(setup, out, terms=terms)
+    rec = Recorder()
+    result = _adapt(setup, out, rec.hooks(), terms=terms, seed=4, overwrite=True)
+    assert any("--overwrite: discarded the adapt run" in m for m in rec.messages)
+    assert json.loads(terms.read_text()) == edited and (out / "notes.txt").read_text() == "mine"
+    assert result.files.terms == terms and result.files.generated == ["dictionary", "train"]
+    assert (out / "train.jsonl").read_bytes() != old_train  # made again, for seed 4
+    assert json.loads((out / "adapt.json").read_text())["seed"] == 4
+    assert (out / "final" / "sparse_adapt.json").is_file()
+    shutil.rmtree(out)
+
+
+def test_overwrite_never_writes_into_a_directory_that_holds_no_adapt_run(setup):
+    foreign = setup["root"] / "foreign-overwrite"
+    foreign.mkdir()
+    (foreign / "domain_terms.json").write_text("{}")
+    with pytest.raises(AdaptMismatchError, match="holds no adapt.json"):
+        _adapt(setup, foreign, overwrite=True)
+    assert (foreign / "domain_terms.json").read_text() == "{}"
+
+
 def test_a_run_from_before_an_option_existed_resumes_with_the_options_old_behaviour(tmp_path):
     from sparse_adapt.corpus.adapt import _check_out
 
