@@ -9,7 +9,8 @@ import json
 import pytest
 import torch
 from transformers import (
-    AutoTokenizer, BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM, RobertaConfig,
+    AutoTokenizer, BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM, ModernBertConfig,
+    ModernBertForMaskedLM, RobertaConfig,
     RobertaForMaskedLM, RobertaTokenizerFast, XLMRobertaConfig, XLMRobertaForMaskedLM, XLMRobertaTokenizerFast,
 )
 
@@ -91,6 +92,22 @@ def make_tiny_xlmr(seed: int = 0, hidden: int = 32) -> SpladeEncoder:
     return _tiny_roberta_like(XLMRobertaConfig, XLMRobertaForMaskedLM, tok, seed, hidden, "tiny-xlm-roberta")
 
 
+def make_tiny_modernbert(seed: int = 0, hidden: int = 32) -> SpladeEncoder:
+    """Rotary positions, alternating local and global attention (a 16-piece window), BPE."""
+    vocab, merges = _bpe_vocab()
+    tok = RobertaTokenizerFast(vocab=dict(vocab), merges=list(merges))
+    tok.model_max_length = 128
+    torch.manual_seed(seed)
+    cfg = ModernBertConfig(
+        vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=2 * hidden, max_position_embeddings=128, local_attention=16, global_attn_every_n_layers=2,
+        pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        cls_token_id=tok.cls_token_id, sep_token_id=tok.sep_token_id,
+    )
+    mlm = ModernBertForMaskedLM(cfg).eval()
+    return SpladeEncoder(mlm, tok, SpladeSettings(query_max_length=16, doc_max_length=48, base="tiny-modernbert"))
+
+
 def _tiny_roberta_like(config_cls, mlm_cls, tok, seed: int, hidden: int, name: str) -> SpladeEncoder:
     torch.manual_seed(seed)
     tok.model_max_length = 128  # as RoBERTa's own tokenizer says 512 for its 514 positions
@@ -103,10 +120,10 @@ def _tiny_roberta_like(config_cls, mlm_cls, tok, seed: int, hidden: int, name: s
     return SpladeEncoder(mlm, tok, SpladeSettings(query_max_length=16, doc_max_length=48, base=name))
 
 
-@pytest.fixture(params=["roberta", "xlm-roberta"])
+@pytest.fixture(params=["roberta", "xlm-roberta", "modernbert"])
 def tiny_bpe(request) -> SpladeEncoder:
     """A tokenizer that folds the space before a word into its first piece (Ġ, ▁)."""
-    return make_tiny_roberta() if request.param == "roberta" else make_tiny_xlmr()
+    return {"roberta": make_tiny_roberta, "xlm-roberta": make_tiny_xlmr, "modernbert": make_tiny_modernbert}[request.param]()
 
 
 @pytest.fixture
@@ -122,7 +139,10 @@ def tiny_distilbert() -> SpladeEncoder:
 
 
 
-_TINY = {"bert": make_tiny_bert, "distilbert": make_tiny_distilbert, "roberta": make_tiny_roberta, "xlm-roberta": make_tiny_xlmr}
+_TINY = {
+    "bert": make_tiny_bert, "distilbert": make_tiny_distilbert, "roberta": make_tiny_roberta,
+    "xlm-roberta": make_tiny_xlmr, "modernbert": make_tiny_modernbert,
+}
 
 
 @pytest.fixture(params=list(_TINY))

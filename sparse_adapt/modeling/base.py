@@ -48,8 +48,8 @@ def build_mlm_from_encoder(encoder: PreTrainedModel, bias: float) -> PreTrainedM
     """Wrap a headless encoder of a registered family in a tied MLM head with identity transform."""
     config = encoder.config
     family = family_for_model_type(config.model_type)
-    if family is None:
-        supported = ", ".join(f.model_type for f in HEADS.values())
+    if family is None or family.layers is None:
+        supported = ", ".join(f.model_type for f in HEADS.values() if f.layers is not None)
         raise ModelLoadError(f"cannot build an MLM head for model_type {config.model_type!r}; supported: {supported}")
     cls = family.mlm_class
     config = AutoConfig.for_model(**config.to_dict())

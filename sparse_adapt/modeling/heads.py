@@ -21,7 +21,10 @@ from typing import Callable
 
 import torch
 from torch import nn
-from transformers import BertForMaskedLM, DistilBertForMaskedLM, PreTrainedModel, RobertaForMaskedLM, XLMRobertaForMaskedLM
+from transformers import (
+    BertForMaskedLM, DistilBertForMaskedLM, ModernBertForMaskedLM, PreTrainedModel, RobertaForMaskedLM,
+    XLMRobertaForMaskedLM,
+)
 from transformers.activations import gelu
 
 
@@ -61,7 +64,8 @@ class HeadFamily:
     mlm_class: type[PreTrainedModel]
     backbone_attr: str  # attribute of the backbone inside the MLM (``mlm.bert``)
     parts: Callable[[PreTrainedModel], HeadParts]
-    layers: Callable[[PreTrainedModel], HeadLayers]
+    # None: no identity head can be built with this family's layers (``base`` refuses it)
+    layers: Callable[[PreTrainedModel], HeadLayers] | None
     positions: Callable[..., int] = _positions  # config -> the most pieces one text may have
 
     @property
@@ -108,6 +112,10 @@ def _roberta_layers(mlm: RobertaForMaskedLM | XLMRobertaForMaskedLM) -> HeadLaye
     return HeadLayers(mlm.roberta.encoder.layer[-1].output.LayerNorm, mlm.lm_head.dense, mlm.lm_head.layer_norm)
 
 
+def _modernbert_parts(mlm: ModernBertForMaskedLM) -> HeadParts:
+    return HeadParts(mlm.model, mlm.head, mlm.get_output_embeddings())
+
+
 HEADS: dict[type[PreTrainedModel], HeadFamily] = {
     BertForMaskedLM: HeadFamily(BertForMaskedLM, "bert", _bert_parts, _bert_layers),
     DistilBertForMaskedLM: HeadFamily(DistilBertForMaskedLM, "distilbert", _distilbert_parts, _distilbert_layers),
@@ -115,6 +123,9 @@ HEADS: dict[type[PreTrainedModel], HeadFamily] = {
     # SentencePiece (XLM-RoBERTa, the usual multilingual backbone): one head, two tokenizers.
     RobertaForMaskedLM: HeadFamily(RobertaForMaskedLM, "roberta", _roberta_parts, _roberta_layers, _roberta_positions),
     XLMRobertaForMaskedLM: HeadFamily(XLMRobertaForMaskedLM, "roberta", _roberta_parts, _roberta_layers, _roberta_positions),
+    # Rotary positions, byte-level BPE. Its head's dense layer and LayerNorms have no bias by
+    # default, which the identity head of ``base.py`` needs: only trained masked-LMs are taken.
+    ModernBertForMaskedLM: HeadFamily(ModernBertForMaskedLM, "model", _modernbert_parts, None),
 }
 
 

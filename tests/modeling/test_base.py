@@ -63,8 +63,18 @@ def test_saved_base_loads_with_plain_transformers(tmp_path):
 def test_unsupported_architecture_is_refused():
     from transformers import GPT2Config, GPT2Model
 
-    with pytest.raises(ModelLoadError, match="supported: bert, distilbert"):
+    with pytest.raises(ModelLoadError, match="supported: bert, distilbert, roberta, xlm-roberta$"):
         build_mlm_from_encoder(GPT2Model(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=20)), bias=-1.0)
+
+
+def test_a_family_whose_head_cannot_be_the_identity_is_refused():
+    from transformers import ModernBertConfig, ModernBertModel
+
+    # ModernBERT's head has no dense bias to keep GELU linear: its masked-LMs load, its encoders don't convert
+    enc = ModernBertModel(ModernBertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                           intermediate_size=16, pad_token_id=0))
+    with pytest.raises(ModelLoadError, match="cannot build an MLM head for model_type 'modernbert'"):
+        build_mlm_from_encoder(enc, bias=-1.0)
 
 
 def test_calibration_hits_the_target_median(tiny_bert):
