@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from sparse_adapt.cli.output import BASE_HELP, console
+from sparse_adapt.corpus.language import check_language
 from sparse_adapt.errors import ConfigError
 
 TEACHER_HELP = (
@@ -36,6 +37,20 @@ def _check_out(out: Path, force: bool, *inputs: Optional[Path]) -> None:
         raise ConfigError(f"--out {out} exists; pass --force to replace it")
 
 
+LANG_HELP = ("Language of the corpus for general-language word frequencies (wordfreq code: en, de, fr...); "
+             "auto: English unless the corpus's words are clearly more common in another language.")
+
+
+def _language(lang: str, documents) -> str:
+    """The language code to mine with; a detected one is said, with the evidence."""
+    from sparse_adapt.corpus.language import resolve_language
+
+    code, guess = resolve_language(lang, (d.text for d in documents))
+    if guess is not None and code != "en":
+        console.print(f"language: {code!r} ({guess.describe()}); --lang en to mine against English")
+    return code
+
+
 def mine_terms(
     corpus: Path = typer.Option(..., "--corpus", help="docs.jsonl of your corpus."),
     out: Path = typer.Option(..., "--out", help="domain_terms.json to write (category -> terms)."),
@@ -43,9 +58,10 @@ def mine_terms(
     top: int = typer.Option(20, "--top", min=1, help="How many terms to keep, best first."),
     min_count: int = typer.Option(2, "--min-count", min=1, help="Documents a term must appear in."),
     explain: bool = typer.Option(False, "--explain", help="Print each score's parts."),
+    lang: str = typer.Option("auto", "--lang", help=LANG_HELP),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
-    """Mine candidate domain terms: rare in English, fragmented by the tokenizer, acronyms and codes."""
+    """Mine candidate domain terms: rare in the language, fragmented by the tokenizer, acronyms and codes."""
     from sparse_adapt.atomic import write_json_atomic
     from sparse_adapt.cli.output import rich_hooks
     from sparse_adapt.corpus.mining import mine_with_rest, terms_json
@@ -53,9 +69,12 @@ def mine_terms(
     from sparse_adapt.modeling.builtin import load_tokenizer
 
     _check_out(out, force, corpus)
+    check_language(lang)
     documents = load_documents(corpus)
+    lang = _language(lang, documents)
     with rich_hooks() as hooks:
-        candidates, scored = mine_with_rest(documents, load_tokenizer(base), top=top, min_count=min_count, hooks=hooks)
+        candidates, scored = mine_with_rest(documents, load_tokenizer(base), top=top, min_count=min_count, hooks=hooks,
+                                            lang=lang)
     write_json_atomic(out, terms_json(candidates))
     table = Table(title=f"{len(candidates)} of {len(scored)} candidate terms" if len(scored) > top
                   else f"{len(candidates)} candidate terms")
@@ -75,7 +94,7 @@ def mine_terms(
         console.print(f"{len(scored) - top} more scored below the cut (the next: "
                       f"{', '.join(c.term for c in scored[top:top + 5])}); --top {len(scored)} keeps them all")
     if explain:
-        console.print("score = frequency log2(docs) + rarity (4 - Zipf in general English) "
+        console.print(f"score = frequency log2(docs) + rarity (4 - Zipf in general {lang!r}) "
                       "+ fragmentation log2(pieces) + pattern (1 for capitals, digits, joiners)")
     console.print(f"[green]wrote[/green] {out}")
 
@@ -188,6 +207,7 @@ def adapt(
         help="General-English pretraining of the base first (as `sparse-adapt pretrain`, into DIR/pretrained). "
              "Default: for a built-in base that is no trained SPLADE (offline-minilm).",
     ),
+    lang: str = typer.Option("auto", "--lang", help=LANG_HELP),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Discard a different adapt run found in --out instead of refusing "
         "(its generated files, training/ and final/; files you give this command and pretrained/ stay).",
@@ -203,7 +223,7 @@ def adapt(
     with rich_hooks() as hooks:
         result = run_adapt(corpus, out, base, terms=terms, dictionary=dictionary, train=train, config=config,
                            teacher=teacher, seed=seed, glosses=glosses, pretrain=pretrain, overwrite=overwrite,
-                           keep=tuple(p for p in (queries, qrels) if p is not None), hooks=hooks)
+                           keep=tuple(p for p in (queries, qrels) if p is not None), lang=lang, hooks=hooks)
         summary = adapt_summary(result, corpus, base, queries, qrels, hooks)
     table = Table(title="nDCG@10, base vs adapted")
     for c in ("queries", "group", "n", "base", "adapted", "change", "base + --feedback", "adapted + --feedback"):

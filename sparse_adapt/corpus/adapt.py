@@ -104,7 +104,7 @@ def grade(score: float) -> int:
 # Options added to make-train after runs were made with it: an older adapt.json lacks them, and
 # its files were made as each option's value here still makes them (no siblings, the teacher's
 # own labels, no glosses), so such a run resumes with those values and is refused with others.
-LEGACY_OPTIONS = {"siblings": 0, "term_labels": False, "glosses": False, "pretrain": False}
+LEGACY_OPTIONS = {"siblings": 0, "term_labels": False, "glosses": False, "pretrain": False, "lang": "en"}
 
 
 # What a run writes into DIR, and --overwrite removes; not ``pretrained/``, which depends on the
@@ -182,7 +182,7 @@ def _to_generate(out: Path, dictionary: Path | None, train: Path | None) -> tupl
 def prepare_inputs(
     corpus: Path, out: Path, base: str, *, terms: Path | None, dictionary: Path | None, train: Path | None,
     teacher: Teacher | None, seed: int, top: int, min_count: int, max_queries: int, negatives: int, siblings: int,
-    term_labels: bool, glosses: bool, hooks: Hooks,
+    term_labels: bool, glosses: bool, hooks: Hooks, lang: str = "en",
 ) -> tuple[AdaptFiles, dict]:
     """The three training inputs: the user's, reused from ``out``, or generated into ``out``."""
     documents = load_documents(corpus)
@@ -193,7 +193,8 @@ def prepare_inputs(
     if terms is None and not files.terms.is_file():
         from sparse_adapt.modeling.builtin import load_tokenizer
 
-        candidates, scored = mine_with_rest(documents, load_tokenizer(base), top=top, min_count=min_count, hooks=hooks)
+        candidates, scored = mine_with_rest(documents, load_tokenizer(base), top=top, min_count=min_count, hooks=hooks,
+                                            lang=lang)
         write_json_atomic(out / "mining.json", [{**c.to_dict(), "kept": i < top} for i, c in enumerate(scored)])
         write_json_atomic(files.terms, terms_json(candidates))
         hooks.message(f"mined {len(candidates)} terms: {', '.join(c.term for c in candidates)} -> {files.terms}")
@@ -314,7 +315,7 @@ def run_adapt(
     teacher: str = DEFAULT_TEACHER, seed: int = 0, top: int = DEFAULT_TOP, min_count: int = DEFAULT_MIN_COUNT,
     max_queries: int = DEFAULT_MAX_QUERIES, negatives: int = DEFAULT_NEGATIVES, siblings: int = DEFAULT_SIBLINGS,
     term_labels: bool = True, glosses: bool = False, pretrain: bool | None = None, overwrite: bool = False,
-    keep: tuple[Path, ...] = (), hooks: Hooks = SILENT,
+    keep: tuple[Path, ...] = (), lang: str = "auto", hooks: Hooks = SILENT,
 ) -> AdaptResult:
     """Generate what is missing, train, and return where everything is (see the module docstring).
 
@@ -322,8 +323,10 @@ def run_adapt(
     ``GeneralConfig``'s defaults and seed 0 whatever ``seed`` is: it does not depend on the
     corpus); None: when the base is a built-in that is no trained SPLADE (``offline-minilm``).
     ``overwrite``: discard a different run found in ``out`` instead of refusing, except the
-    given inputs and ``keep`` (files the caller reads later).
+    given inputs and ``keep`` (files the caller reads later). ``lang``: the corpus's language
+    for mining (``language.py``); ``auto`` detects it.
     """
+    from sparse_adapt.corpus.language import ENGLISH, resolve_language
     from sparse_adapt.modeling.builtin import needs_pretraining
     from sparse_adapt.training.config import load_config
     from sparse_adapt.training.pipeline import run_pipeline
@@ -331,7 +334,7 @@ def run_adapt(
 
     corpus, out = Path(corpus), Path(out)
     given = {k: (None if v is None else Path(v)) for k, v in (("terms", terms), ("dictionary", dictionary), ("train", train))}
-    load_documents(corpus)  # every given input is validated before anything is written
+    lang, guess = resolve_language(lang, (d.text for d in load_documents(corpus)))  # validates the corpus too
     checks = {"terms": load_domain_terms, "dictionary": load_dictionary, "train": load_train}
     for name, path in given.items():
         if path is not None:
@@ -342,12 +345,16 @@ def run_adapt(
         "corpus": _sha256(corpus), "base": str(base), "teacher": str(teacher), "seed": int(seed),
         "options": {"top": top, "min_count": min_count, "max_queries": max_queries, "negatives": negatives,
                     "siblings": siblings, "term_labels": term_labels, "glosses": glosses,
-                    "pretrain": pretrain},
+                    "pretrain": pretrain, "lang": lang},
         "given": {k: (None if p is None else _sha256(p)) for k, p in given.items()},
         "config": None if config is None else _sha256(Path(config)),
     }
     inputs = (corpus, *(p for p in given.values() if p is not None), *([Path(config)] if config else []), *keep)
     _check_out(out, manifest, overwrite, tuple(Path(p) for p in inputs), hooks)
+    if lang != ENGLISH:
+        hooks.message(f"language: {lang!r}" + (f" ({guess.describe()})" if guess else "") + "; terms are mined against it"
+                      + ("; the default teacher reads English only: --teacher a cross-encoder for the language"
+                         if teacher == DEFAULT_TEACHER else ""))
     # The teacher loads before anything is written: one that fails leaves no half-made run.
     make_dictionary, make_pseudo = _to_generate(out, given["dictionary"], given["train"])
     needs_teacher = make_pseudo or (glosses and make_dictionary)
@@ -360,7 +367,7 @@ def run_adapt(
     files, notes = prepare_inputs(
         corpus, out, str(base), terms=given["terms"], dictionary=given["dictionary"], train=given["train"],
         teacher=scorer, seed=seed, top=top, min_count=min_count, max_queries=max_queries,
-        negatives=negatives, siblings=siblings, term_labels=term_labels, glosses=glosses, hooks=hooks,
+        negatives=negatives, siblings=siblings, term_labels=term_labels, glosses=glosses, hooks=hooks, lang=lang,
     )
     trained = run_pipeline(
         base=base, corpus=corpus, terms=files.terms, dictionary=files.dictionary, train=files.train,

@@ -10,8 +10,9 @@ Every word of the corpus (``text.WORD``) is a candidate of one category by its s
   tokenizer splits it into at least ``MIN_PIECES`` pieces (``gatrocraptic``), or into two
   when general English never uses it at all (``vardle`` -> ``var ##dle``, Zipf 0).
 
-Kept candidates are used in at least ``min_count`` documents and are not common English
-(wordfreq's Zipf frequency below ``COMMON_ZIPF``). Their score is a sum of four parts, each
+Kept candidates are used in at least ``min_count`` documents and are not common in the
+corpus's language (wordfreq's Zipf frequency below ``COMMON_ZIPF``; English unless told or
+detected otherwise, ``language.py``). Their score is a sum of four parts, each
 on a log scale so that none dominates by units alone (``--explain`` prints them):
 
     score = frequency + rarity + fragmentation + pattern
@@ -58,7 +59,7 @@ class Candidate:
     parts: dict[str, float]  # frequency, rarity, fragmentation, pattern (they sum to score)
     documents: int
     occurrences: int
-    zipf: float  # wordfreq's general-English Zipf frequency of the lowercased term
+    zipf: float  # wordfreq's Zipf frequency of the lowercased term in the corpus's language
     pieces: list[str]  # how the base tokenizer splits it
     forms: list[str] = field(default_factory=list)  # every surface form in the corpus, most used first
 
@@ -79,11 +80,11 @@ def shape(word: str) -> tuple[str, bool]:
     return "jargon", joined or bool(digits)
 
 
-def general_zipf(word: str) -> float:
-    """Zipf frequency of ``word`` in general English (wordfreq; 0 for unseen words)."""
+def general_zipf(word: str, lang: str = "en") -> float:
+    """Zipf frequency of ``word`` in the general language ``lang`` (wordfreq; 0 for unseen words)."""
     from wordfreq import zipf_frequency
 
-    return float(zipf_frequency(word.casefold(), "en"))
+    return float(zipf_frequency(word.casefold(), lang))
 
 
 def mine_terms(
@@ -92,25 +93,27 @@ def mine_terms(
     top: int = DEFAULT_TOP,
     min_count: int = DEFAULT_MIN_COUNT,
     hooks: Hooks = SILENT,
+    lang: str = "en",
 ) -> list[Candidate]:
     """The ``top`` best candidates, best first; :class:`MiningError` when there is none."""
-    return mine_with_rest(documents, tokenizer, top, min_count, hooks)[0]
+    return mine_with_rest(documents, tokenizer, top, min_count, hooks, lang)[0]
 
 
 def mine_with_rest(
     documents: Sequence[Document], tokenizer, top: int = DEFAULT_TOP, min_count: int = DEFAULT_MIN_COUNT,
-    hooks: Hooks = SILENT,
+    hooks: Hooks = SILENT, lang: str = "en",
 ) -> tuple[list[Candidate], list[Candidate]]:
     """``(the top best candidates, every candidate)``, both best first: what the cut kept, and
     what a user should see fell below it."""
     if top < 1:
         raise MiningError(f"--top must be >= 1 (got {top})")
-    scored = score_candidates(documents, tokenizer, min_count, hooks)
+    scored = score_candidates(documents, tokenizer, min_count, hooks, lang)
     return scored[:top], scored
 
 
 def score_candidates(
     documents: Sequence[Document], tokenizer, min_count: int = DEFAULT_MIN_COUNT, hooks: Hooks = SILENT,
+    lang: str = "en",
 ) -> list[Candidate]:
     """Every candidate, best first (``mine_terms`` keeps the first ``top``): a corpus of many
     topics can hold more real terms than the default cut, and the user sees what fell below it."""
@@ -137,7 +140,7 @@ def score_candidates(
         category, unusual = shape(term)
         if category == "jargon" and len(term) < MIN_JARGON_LENGTH:
             continue
-        zipf = general_zipf(term)
+        zipf = general_zipf(term, lang)
         if zipf >= (RARE_JARGON_ZIPF if category == "jargon" else COMMON_ZIPF):
             continue
         pieces = tokenizer.convert_ids_to_tokens(running_text_ids(tokenizer, term))
@@ -156,8 +159,8 @@ def score_candidates(
     if not out:
         raise MiningError(
             f"no candidate domain terms in {len(documents)} documents: no word used in >= {min_count} documents "
-            f"is rare in general English and either fragments into >= {MIN_PIECES} pieces (2 for a word "
-            "general English never uses) or looks like an "
+            f"is rare in general {'English' if lang == 'en' else repr(lang)} and either fragments into >= {MIN_PIECES} pieces (2 for a word "
+            "the language never uses) or looks like an "
             "acronym or code; lower --min-count, or write the terms file yourself (--terms)"
         )
     out.sort(key=lambda c: (-c.score, -c.documents, key(c.term)))

@@ -88,6 +88,7 @@ def test_adapt_generates_every_input_trains_and_resumes(setup):
     held = load_queries(out / "heldout_queries.jsonl")
     assert train and held and not {q.qid for q in held} & {t.qid for t in train}
     assert (out / "heldout_qrels.tsv").read_text().strip()
+    assert json.loads((out / "adapt.json").read_text())["options"]["lang"] == "en"  # detected: the run says which
     mined = json.loads((out / "mining.json").read_text())
     assert {t for c in mined if c["kept"] for t in c["forms"]} == {t for ts in terms.values() for t in ts}
     model = SpladeEncoder.from_pretrained(out / "final")
@@ -203,9 +204,9 @@ def test_a_run_from_before_an_option_existed_resumes_with_the_options_old_behavi
                 "options": {"top": 20, "min_count": 2, "max_queries": 60, "negatives": 7}}
     (tmp_path / "adapt.json").write_text(json.dumps(manifest))
     legacy = {**manifest, "options": {**manifest["options"], "siblings": 0, "term_labels": False, "glosses": False,
-                                      "pretrain": False}}
+                                      "pretrain": False, "lang": "en"}}
     _check_out(tmp_path, legacy)  # what the older code did: resumes
-    for changed in ({"siblings": 3}, {"term_labels": True}, {"glosses": True}, {"pretrain": True}):
+    for changed in ({"siblings": 3}, {"term_labels": True}, {"glosses": True}, {"pretrain": True}, {"lang": "de"}):
         with pytest.raises(AdaptMismatchError, match="options"):
             _check_out(tmp_path, {**legacy, "options": {**legacy["options"], **changed}})
 

@@ -1,0 +1,81 @@
+"""The corpus's language for mining: detected by wordfreq coverage, or given with --lang."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparse_adapt.cli import main
+from sparse_adapt.corpus.language import ENGLISH_COVERAGE, MARGIN, coverage, detect_language, sample_words
+from sparse_adapt.corpus.mining import mine_terms
+from sparse_adapt.data import Document, load_documents
+from sparse_adapt.defaults import BUNDLED
+from tests.conftest import _tokenizer
+
+# A German corpus around a made-up valve, with the everyday words of a maintenance text.
+GERMAN = [
+    "Das Quorbelventil regelt den Druck im Kühlkreislauf der Anlage und schließt bei Überlast automatisch.",
+    "Nach dem Einbau muss das Quorbelventil vom Techniker kalibriert werden, sonst schwankt der Druck.",
+    "Ein defektes Quorbelventil erkennt man an einem pfeifenden Geräusch und an steigender Temperatur.",
+    "Die Wartung des Quorbelventils erfolgt jährlich durch einen zertifizierten Techniker.",
+    "Die Temperatur im Lager darf zwanzig Grad nicht überschreiten, sonst verdirbt die Ware.",
+    "Unser Techniker kommt am Montag, um die Heizung im Büro zu prüfen.",
+    "Der Kalender zeigt alle Termine für die Wartung der Maschinen in der Halle.",
+    "Die Wartung der Heizung kostet im Jahr weniger als eine neue Anlage mit höherer Temperatur.",
+]
+
+
+def _docs(texts):
+    return [Document(f"d{i}", t) for i, t in enumerate(texts)]
+
+
+def test_english_corpora_stay_english_without_reading_other_lists():
+    texts = [d.text for d in load_documents(BUNDLED.docs)]
+    guess = detect_language(texts)
+    assert guess.lang == "en" and guess.coverage >= ENGLISH_COVERAGE and guess.coverage == guess.english
+
+
+def test_a_german_corpus_is_told_apart_by_coverage():
+    guess = detect_language(GERMAN)
+    words = sample_words(GERMAN)
+    assert guess.lang == "de" and guess.coverage == coverage(words, "de")
+    assert guess.english < ENGLISH_COVERAGE and guess.coverage >= guess.english + MARGIN
+    assert "English" in guess.describe()
+
+
+def test_no_words_is_english():
+    assert detect_language(["1234 5678", ""]).lang == "en"
+
+
+def test_mining_against_the_corpus_language_drops_its_everyday_words():
+    tokenizer = _tokenizer()
+    as_english = {c.term for c in mine_terms(_docs(GERMAN), tokenizer, lang="en")}
+    as_german = {c.term for c in mine_terms(_docs(GERMAN), tokenizer, lang="de")}
+    assert {"Techniker", "Wartung"} <= as_english  # rare in English: everyday German
+    assert "Quorbelventil" in as_german and not {"Techniker", "Wartung", "Temperatur"} & as_german
+
+
+def test_cli_detects_the_language_and_refuses_an_unknown_one(tmp_path, capsys):
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"doc_id": d.doc_id, "text": d.text}) + "\n" for d in _docs(GERMAN)))
+    out = tmp_path / "terms.json"
+    assert main(["mine-terms", "--corpus", str(corpus), "--out", str(out), "--base", "offline-splade-tiny"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "language: 'de'" in said and "--lang en to mine against English" in said
+    assert "Wartung" not in json.loads(out.read_text()).get("jargon", [])
+    assert main(["mine-terms", "--corpus", str(corpus), "--out", str(tmp_path / "x.json"), "--lang", "xx"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--lang 'xx': wordfreq has no word list for it" in err[0]
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("lang", ["en", "de"])
+def test_a_given_language_is_used_as_is(lang, tmp_path, capsys):
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"doc_id": d.doc_id, "text": d.text}) + "\n" for d in _docs(GERMAN)))
+    out = tmp_path / "terms.json"
+    assert main(["mine-terms", "--corpus", str(corpus), "--out", str(out), "--base", "offline-splade-tiny",
+                 "--lang", lang]) == 0
+    assert "language:" not in capsys.readouterr().out
+    assert ("Wartung" in json.loads(out.read_text())["jargon"]) == (lang == "en")
