@@ -39,7 +39,7 @@ from sparse_adapt.corpus.pseudo import (
     DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, generate_queries, hard_negatives, label, lay_queries,
 )
 from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
-from sparse_adapt.corpus.text import locate_terms
+from sparse_adapt.corpus.text import locate_terms, regroup
 from sparse_adapt.data import Document, load_dictionary, load_documents, load_domain_terms, load_train
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.truncation import visible_texts
@@ -240,8 +240,11 @@ def make_train(
     # Pseudo-queries, negatives and labels come from the part of each document the model reads:
     # a query cropped from past its first doc_max_length pieces would ask it to match words its
     # vector cannot hold (the summary tells the user to split such documents into passages).
+    # The term groups too: a document naming a term only past that point does not use it
+    # for the siblings and the term-consistent labels either.
     visible = visible_texts(splade, [d.text for d in documents], "document")
     documents = [Document(d.doc_id, text) for d, text in zip(documents, visible)]
+    groups = regroup(groups, documents)
     extra = lay_queries(documents, glosses) if glosses else ()
     queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries, extra=extra)
     negs = hard_negatives(splade, documents, queries, k=negatives, hooks=hooks, groups=groups, siblings=siblings)

@@ -9,6 +9,7 @@ so ``OAuth`` does not occur inside ``OAuth2`` and ``PRVT`` does not occur inside
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,15 +83,7 @@ def locate_terms(
     Every later step (dictionary entries, pseudo-queries, training) needs the term in the
     corpus, so an absent one (a typo, the wrong corpus) is refused here, naming it.
     """
-    groups = group_terms(terms)
-    for g in groups:
-        pattern = g.pattern
-        for d in documents:
-            found = pattern.findall(d.text)
-            if found:
-                g.doc_ids.append(d.doc_id)
-                for f in found:
-                    g.seen[f] = g.seen.get(f, 0) + 1
+    groups = regroup(group_terms(terms), documents)
     absent = [g.forms[0] for g in groups if not g.doc_ids]
     if absent:
         where = terms_path if terms_path is not None else "<terms>"
@@ -100,6 +93,21 @@ def locate_terms(
             "(check the spelling, or drop them from the terms file)",
         )
     return groups
+
+
+def regroup(groups: Sequence[TermGroup], documents: Sequence[Document]) -> list[TermGroup]:
+    """``groups`` located again in ``documents`` (the part of each the model reads); a term
+    these texts no longer hold keeps its group, with no documents."""
+    out = [dataclasses.replace(g, doc_ids=[], seen={}) for g in groups]
+    for g in out:
+        pattern = g.pattern
+        for d in documents:
+            found = pattern.findall(d.text)
+            if found:
+                g.doc_ids.append(d.doc_id)
+                for f in found:
+                    g.seen[f] = g.seen.get(f, 0) + 1
+    return out
 
 
 def window(tokens: Sequence[str], center: int, size: int, start_offset: int) -> list[str]:

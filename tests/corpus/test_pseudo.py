@@ -144,10 +144,15 @@ def test_make_train_draws_only_on_what_the_model_reads_of_a_long_document(tiny_b
     read = tiny_bert.tokenizer.decode(tiny_bert.tokenizer(long.text, truncation=True, max_length=limit,
                                                           add_special_tokens=False)["input_ids"])
     from_long = [r for r in records if r["source_doc"] == "long"]
+    texts_of = {d.doc_id: d.text for d in docs}
     assert from_long, "the long document gave no pseudo-query: the test could not look at its crops"
     for r in from_long:
         assert all(w.casefold() in read.casefold() for w in r["query"].split()), r["query"]
         assert "relief" not in r["query"].casefold() and r["kind"] == "control"  # the term is only in the tail
+        # Nor is it a Zentrofax document for the labels: candidates naming the term are capped at 0
+        # against a source without it (floored at +2 as its siblings when the tail counted).
+        named = [s for d, s in zip(r["doc_ids"], r["teacher_scores"]) if d != "long" and "zentrofax" in texts_of[d].casefold()]
+        assert named and max(named) <= 0.0, r
     texts = {d: t for r in records for d, t in zip(r["doc_ids"], r["doc_texts"])}
     if "long" in texts:  # as a candidate, the long document's text is what the model reads of it
         assert texts["long"] == long.text[: len(texts["long"])] and "Relief" not in texts["long"]
