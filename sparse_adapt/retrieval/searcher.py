@@ -9,6 +9,7 @@ evaluation needs, and divide by ``scale**2`` to compare a score with the exact o
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,10 +199,17 @@ def _pyclass():
     return searcher_module().autoclass
 
 
+@functools.cache
+def _map_classes() -> tuple[object, object]:
+    """``(java.util.HashMap, java.lang.Integer)``, looked up once per process, not per query."""
+    pyclass = _pyclass()
+    return pyclass("java.util.HashMap"), pyclass("java.lang.Integer")
+
+
 def _java_query(vector: dict[str, int]) -> object:
     """A quantised query as the ``java.util.HashMap<String, Integer>`` Anserini's impact searcher takes."""
-    pyclass = _pyclass()
-    jmap, jint = pyclass("java.util.HashMap")(), pyclass("java.lang.Integer")
+    hashmap, jint = _map_classes()
+    jmap = hashmap()
     for term, w in vector.items():
         jmap.put(term, jint(w))
     return jmap
