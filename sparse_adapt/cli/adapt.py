@@ -47,7 +47,7 @@ def _language(lang: str, documents) -> str:
 
     code, guess = resolve_language(lang, (d.text for d in documents))
     if guess is not None and code != "en":
-        console.print(f"language: {code!r} ({guess.describe()}); --lang en to mine against English")
+        console.print(f"language: {code!r} ({guess.describe()}); --lang en to treat the corpus as English")
     return code
 
 
@@ -154,6 +154,7 @@ def make_train(
                                      help="Floor a term's other documents at +2 and cap the other side of the domain "
                                           "line at 0 (default), or keep the teacher's scores as they are."),
     glosses: bool = typer.Option(False, "--glosses", help=GLOSSES_HELP + " Here: the queries only."),
+    lang: str = typer.Option("auto", "--lang", help=LANG_HELP + " Here: the function words trimmed off crops."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run code shipped with the teacher."),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
@@ -167,7 +168,9 @@ def make_train(
     from sparse_adapt.modeling.encoder import SpladeEncoder
 
     _check_out(out, force, corpus, terms)
+    check_language(lang)
     documents = load_documents(corpus)
+    lang = _language(lang, documents)
     groups = locate_terms(documents, load_domain_terms(terms), terms)
     scorer = load_teacher(teacher, trust_remote_code=trust_remote_code)
     splade = SpladeEncoder.from_pretrained(base)
@@ -175,7 +178,7 @@ def make_train(
         selected = select_glosses(documents, groups, scorer, hooks=hooks) if glosses else None
         records, stats = build(documents, groups, splade, scorer, seed=seed, max_queries=max_queries,
                                negatives=negatives, siblings=siblings, term_labels=term_labels, glosses=selected,
-                               hooks=hooks)
+                               hooks=hooks, lang=lang)
     write_jsonl(out, records)
     table = Table(title=f"{len(records)} training queries (teacher {scorer.name})")
     for c in ("kind", "generated", "kept"):

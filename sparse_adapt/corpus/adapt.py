@@ -219,7 +219,7 @@ def prepare_inputs(
             records, stats = make_train(
                 documents, groups, SpladeEncoder.from_pretrained(base), teacher,
                 seed=seed, max_queries=max_queries, negatives=negatives, siblings=siblings, term_labels=term_labels,
-                glosses=selected, hooks=hooks,
+                glosses=selected, hooks=hooks, lang=lang,
             )
             fit, held_out = _split_heldout(records)
             write_jsonl(files.train, fit)
@@ -232,7 +232,7 @@ def prepare_inputs(
 def make_train(
     documents, groups, splade, teacher, *, seed: int = 0, max_queries: int = DEFAULT_MAX_QUERIES,
     negatives: int = DEFAULT_NEGATIVES, siblings: int = DEFAULT_SIBLINGS, term_labels: bool = True,
-    glosses: dict | None = None, hooks: Hooks = SILENT,
+    glosses: dict | None = None, hooks: Hooks = SILENT, lang: str = "en",
 ):
     """Pseudo-queries (crops, and with ``glosses`` from ``select_glosses`` lay-word queries) ->
     hard negatives (and term siblings) from ``splade`` -> scored train records (teacher scores,
@@ -246,7 +246,7 @@ def make_train(
     documents = [Document(d.doc_id, text) for d, text in zip(documents, visible)]
     groups = regroup(groups, documents)
     extra = lay_queries(documents, glosses) if glosses else ()
-    queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries, extra=extra)
+    queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries, extra=extra, lang=lang)
     negs = hard_negatives(splade, documents, queries, k=negatives, hooks=hooks, groups=groups, siblings=siblings)
     records, stats = label(queries, negs, documents, teacher, hooks=hooks, groups=groups if term_labels else None)
     if len(records) < 2:
@@ -355,7 +355,7 @@ def run_adapt(
     inputs = (corpus, *(p for p in given.values() if p is not None), *([Path(config)] if config else []), *keep)
     _check_out(out, manifest, overwrite, tuple(Path(p) for p in inputs), hooks)
     if lang != ENGLISH:
-        hooks.message(f"language: {lang!r}" + (f" ({guess.describe()})" if guess else "") + "; terms are mined against it"
+        hooks.message(f"language: {lang!r}" + (f" ({guess.describe()})" if guess else "") + "; terms are mined and crops trimmed against it"
                       + ("; the default teacher reads English only: --teacher a cross-encoder for the language"
                          if teacher == DEFAULT_TEACHER else ""))
     # The teacher loads before anything is written: one that fails leaves no half-made run.

@@ -84,21 +84,21 @@ def _tokens(sentence: str) -> list[str]:
     return [t.strip(_PUNCT) for t in sentence.split() if t.strip(_PUNCT)]
 
 
-def _trim_edges(tokens: list[str]) -> list[str]:
+def _trim_edges(tokens: list[str], lang: str = "en") -> list[str]:
     lo, hi = 0, len(tokens)
-    while lo < hi and general_zipf(tokens[lo]) >= EDGE_ZIPF:
+    while lo < hi and general_zipf(tokens[lo], lang) >= EDGE_ZIPF:
         lo += 1
-    while hi > lo and general_zipf(tokens[hi - 1]) >= EDGE_ZIPF:
+    while hi > lo and general_zipf(tokens[hi - 1], lang) >= EDGE_ZIPF:
         hi -= 1
     return tokens[lo:hi]
 
 
-def _crop(tokens: list[str], center: int, rng: random.Random) -> list[str]:
+def _crop(tokens: list[str], center: int, rng: random.Random, lang: str = "en") -> list[str]:
     size = rng.randint(MIN_WORDS, MAX_WORDS)
     if len(tokens) <= size:
-        return _trim_edges(tokens)
+        return _trim_edges(tokens, lang)
     start = max(0, min(center - rng.randint(0, size - 1), len(tokens) - size))
-    return _trim_edges(tokens[start : start + size])
+    return _trim_edges(tokens[start : start + size], lang)
 
 
 def _is_term(token: str, groups: Sequence[TermGroup]) -> bool:
@@ -127,7 +127,7 @@ def lay_queries(documents: Sequence[Document], selected: dict, per_doc: int = LA
 
 def generate_queries(
     documents: Sequence[Document], groups: Sequence[TermGroup], seed: int = 0, max_queries: int = DEFAULT_MAX_QUERIES,
-    extra: Sequence[PseudoQuery] = (),
+    extra: Sequence[PseudoQuery] = (), lang: str = "en",
 ) -> list[PseudoQuery]:
     """Explicit, semantic and control pseudo-queries (see the module docstring), deduplicated;
     ``extra`` queries (:func:`lay_queries`) join them before the ``max_queries`` cap."""
@@ -151,11 +151,11 @@ def generate_queries(
         with_term = [s for s in split if any(_is_term(t, groups) for t in s)]
         if not with_term:
             s = rng.choice(split)
-            add(_crop(s, rng.randrange(len(s)), rng), "control", d.doc_id)
+            add(_crop(s, rng.randrange(len(s)), rng, lang), "control", d.doc_id)
             continue
         s = rng.choice(with_term)
         hits = [i for i, t in enumerate(s) if _is_term(t, groups)]
-        add(_crop(s, rng.choice(hits), rng), "explicit", d.doc_id)
+        add(_crop(s, rng.choice(hits), rng, lang), "explicit", d.doc_id)
         s = rng.choice(with_term)
         kept: list[str] = []
         removed_at = 0
@@ -167,7 +167,7 @@ def generate_queries(
             else:
                 kept.append(t)
         if len(kept) >= MIN_WORDS:
-            add(_crop(kept, min(removed_at, len(kept) - 1), rng), "semantic", d.doc_id)
+            add(_crop(kept, min(removed_at, len(kept) - 1), rng, lang), "semantic", d.doc_id)
     for q in extra:
         add(q.text.split(), q.kind, q.doc_id, q.qid)
     if len(out) > max_queries:

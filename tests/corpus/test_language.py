@@ -62,7 +62,7 @@ def test_cli_detects_the_language_and_refuses_an_unknown_one(tmp_path, capsys):
     out = tmp_path / "terms.json"
     assert main(["mine-terms", "--corpus", str(corpus), "--out", str(out), "--base", "offline-splade-tiny"]) == 0
     said = " ".join(capsys.readouterr().out.split())
-    assert "language: 'de'" in said and "--lang en to mine against English" in said
+    assert "language: 'de'" in said and "--lang en to treat the corpus as English" in said
     assert "Wartung" not in json.loads(out.read_text()).get("jargon", [])
     assert main(["mine-terms", "--corpus", str(corpus), "--out", str(tmp_path / "x.json"), "--lang", "xx"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -79,3 +79,11 @@ def test_a_given_language_is_used_as_is(lang, tmp_path, capsys):
                  "--lang", lang]) == 0
     assert "language:" not in capsys.readouterr().out
     assert ("Wartung" in json.loads(out.read_text())["jargon"]) == (lang == "en")
+
+
+def test_crops_trim_the_function_words_of_the_corpus_language():
+    from sparse_adapt.corpus.pseudo import _trim_edges
+
+    crop = ["der", "Druck", "im", "Kreislauf", "und"]
+    assert _trim_edges(crop, "de") == ["Druck", "im", "Kreislauf"]
+    assert _trim_edges(crop, "en") == crop  # "der" and "und" are no English function words
