@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from sparse_adapt.cli.output import BASE_HELP, console
+from sparse_adapt.cli.output import BASE_HELP, console, warn
 from sparse_adapt.corpus.language import check_language
 from sparse_adapt.errors import ConfigError
 
@@ -48,6 +48,8 @@ def _language(lang: str, documents) -> str:
     code, guess = resolve_language(lang, (d.text for d in documents))
     if guess is not None and code != "en":
         console.print(f"language: {code!r} ({guess.describe()}); --lang en to treat the corpus as English")
+    if guess is not None and guess.warning():
+        warn(guess.warning())
     return code
 
 

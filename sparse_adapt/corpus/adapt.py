@@ -354,6 +354,8 @@ def run_adapt(
     }
     inputs = (corpus, *(p for p in given.values() if p is not None), *([Path(config)] if config else []), *keep)
     _check_out(out, manifest, overwrite, tuple(Path(p) for p in inputs), hooks)
+    if guess is not None and guess.warning():
+        hooks.message(f"warning: {guess.warning()}")
     if lang != ENGLISH:
         hooks.message(f"language: {lang!r}" + (f" ({guess.describe()})" if guess else "") + "; terms are mined and crops trimmed against it"
                       + ("; the default teacher reads English only: --teacher a cross-encoder for the language"

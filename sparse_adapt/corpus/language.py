@@ -26,6 +26,9 @@ AUTO = "auto"
 COMMON_ZIPF = 3.0
 ENGLISH_COVERAGE = 0.75
 MARGIN = 0.10
+# Below this share of common words in the best language, no list describes the corpus (a CJK
+# text without its segmenter reads as whole sentences; logs of codes): rarity means little.
+LOW_COVERAGE = 0.5
 SAMPLE_WORDS = 5000  # words read from the start of the corpus; coverage settles long before
 _WORD = re.compile(r"[^\W\d_]+")
 
@@ -36,6 +39,18 @@ class LanguageGuess:
     coverage: float  # share of the sampled words common in ``lang``
     english: float  # the same for English
     words: int  # how many words were sampled
+
+    @property
+    def trusted(self) -> bool:
+        return self.coverage >= LOW_COVERAGE
+
+    def warning(self) -> str | None:
+        """A line for the user when no word list describes the corpus, else None."""
+        if self.trusted:
+            return None
+        return (f"only {self.coverage:.0%} of the corpus's {self.words} sampled words are common in any wordfreq "
+                "list this machine reads (zh, ja and ko need their segmenters): which words are rare means little "
+                "here; check the mined terms, or give your own with --terms")
 
     def describe(self) -> str:
         share = f"{self.coverage:.0%} of {self.words} words common in wordfreq's {self.lang!r} list"

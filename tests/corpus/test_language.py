@@ -87,3 +87,15 @@ def test_crops_trim_the_function_words_of_the_corpus_language():
     crop = ["der", "Druck", "im", "Kreislauf", "und"]
     assert _trim_edges(crop, "de") == ["Druck", "im", "Kreislauf"]
     assert _trim_edges(crop, "en") == crop  # "der" and "und" are no English function words
+
+
+def test_a_corpus_no_word_list_describes_gets_a_warning(tmp_path, capsys):
+    # Without jieba, wordfreq cannot segment Chinese: each sentence reads as one unknown word.
+    texts = ["阀门调节压力。Quorbel阀门很重要。", "压力过高时Quorbel阀门自动关闭。"]
+    guess = detect_language(texts)
+    assert not guess.trusted and "--terms" in guess.warning()
+    assert detect_language(GERMAN).warning() is None
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"doc_id": f"c{i}", "text": t}, ensure_ascii=False) + "\n" for i, t in enumerate(texts)))
+    main(["mine-terms", "--corpus", str(corpus), "--out", str(tmp_path / "t.json"), "--base", "offline-splade-tiny"])
+    assert "which words are rare means little here" in " ".join(capsys.readouterr().err.split())
