@@ -103,7 +103,8 @@ def grade(score: float) -> int:
 
 # Options added to make-train after runs were made with it: an older adapt.json lacks them, and
 # its files were made as each option's value here still makes them (no siblings, the teacher's
-# own labels, no glosses), so such a run resumes with those values and is refused with others.
+# own labels, no glosses, mined against English), so such a run resumes with those values and
+# is refused with others.
 LEGACY_OPTIONS = {"siblings": 0, "term_labels": False, "glosses": False, "pretrain": False, "lang": "en"}
 
 
@@ -115,7 +116,9 @@ RUN_OUTPUTS = (
 )
 
 
-def _check_out(out: Path, manifest: dict, overwrite: bool = False, keep: tuple[Path, ...] = (), hooks: Hooks = SILENT) -> None:
+def _check_out(
+    out: Path, manifest: dict, overwrite: bool = False, keep: tuple[Path, ...] = (), hooks: Hooks = SILENT,
+) -> None:
     path = out / MANIFEST
     if path.is_file():
         old = json.loads(path.read_text(encoding="utf-8"))

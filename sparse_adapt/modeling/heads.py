@@ -10,7 +10,7 @@ so pooling (``pooling.py``) and the MLM loss (``losses/mlm.py``) can run the voc
 projection on selected positions only, and, for building a head on a headless encoder
 (``base.py``), which LayerNorms and dense layer make up the head.
 
-Adding a family (ModernBERT, say) means adding one :class:`HeadFamily` to :data:`HEADS`.
+Adding a family (ELECTRA, say) means adding one :class:`HeadFamily` to :data:`HEADS`.
 Lookup walks the class hierarchy, so subclasses of a registered class use its entry.
 """
 
