@@ -283,7 +283,10 @@ def pretrained_base(base: str | Path, where: Path, hooks: Hooks = SILENT) -> str
     from sparse_adapt.training.general import run_general
 
     if not rundir.complete(where):
-        hooks.message(f"general-English pretraining of {base} (once per directory) -> {where}")
+        # Said before it starts: the longest step of a first run, and avoidable for the next corpus.
+        hooks.message(f"general-English pretraining of {base} -> {where}: the longest step (~25 min for "
+                      f"offline-minilm on 2 CPU cores), done once per --out; `--base {where}` adapts another "
+                      "corpus from it without pretraining again")
         # The pretraining loads its own dense teacher even when adapt holds one for the
         # pseudo-labels: the teacher caches every text it embeds (up to ~115,000 pair texts,
         # ~180 MB), and a separate object frees that cache when the pretraining returns; a

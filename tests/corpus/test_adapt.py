@@ -373,7 +373,8 @@ def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_i
     run = json.loads((out / "training" / "run.json").read_text())
     assert run["base"] == str(out / "pretrained") and run["config"]["distill"]["pres_form"] == "all-texts"
     assert json.loads((out / "adapt.json").read_text())["options"]["pretrain"] is True
-    assert any("general-English pretraining" in m for m in rec.messages)
+    assert any("general-English pretraining" in m and f"`--base {out / 'pretrained'}` adapts another corpus" in m
+               for m in rec.messages)
     again = Recorder()
     assert _adapt(setup, out, again.hooks(), pretrain=True).final == result.final
     assert calls == [0] and not any("general-English pretraining" in m for m in again.messages)
