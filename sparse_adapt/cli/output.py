@@ -3,6 +3,7 @@ plus the help texts and options several commands share."""
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
@@ -24,15 +25,30 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+# Without a terminal (a log file, CI, nohup) rich draws the bars once, at the end: a line per
+# task this often, and when it completes, shows a 25-minute step is alive.
+PLAIN_EVERY_S = 60.0
+
+
 class _RichTask:
     def __init__(self, progress: Progress, task_id) -> None:
         self.progress, self.task_id = progress, task_id
+        self.plain = not progress.console.is_terminal
+        self.said = time.monotonic()
 
     def advance(self, steps: int = 1, description: str | None = None) -> None:
         if description is None:
             self.progress.update(self.task_id, advance=steps)
         else:
             self.progress.update(self.task_id, advance=steps, description=description)
+        if self.plain:
+            task = next(t for t in self.progress.tasks if t.id == self.task_id)
+            now = time.monotonic()
+            if task.finished or now - self.said >= PLAIN_EVERY_S:
+                self.said = now
+                of = f"/{task.total:g}" if task.total is not None else ""
+                self.progress.console.print(f"{task.description}: {task.completed:g}{of} ({task.elapsed or 0:.0f} s)",
+                                            markup=False, highlight=False, soft_wrap=True)
 
 
 @contextmanager
