@@ -284,7 +284,7 @@ def pretrained_base(base: str | Path, where: Path, hooks: Hooks = SILENT) -> str
 
     if not rundir.complete(where):
         # Said before it starts: the longest step of a first run, and avoidable for the next corpus.
-        hooks.message(f"general-English pretraining of {base} -> {where}: the longest step (~25 min for "
+        hooks.message(f"general-English pretraining of {base} -> {where}: the longest step (~25-30 min for "
                       f"offline-minilm on 2 CPU cores), done once per --out; `--base {where}` adapts another "
                       "corpus from it without pretraining again")
         # The pretraining loads its own dense teacher even when adapt holds one for the
