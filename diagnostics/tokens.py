@@ -11,7 +11,7 @@ from typing import Sequence
 
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
-from sparse_adapt.modeling.vocabulary import running_text_ids
+from sparse_adapt.modeling.vocabulary import LEAD_WORD, running_text_ids
 
 
 @contextmanager
@@ -53,9 +53,9 @@ def base_pieces(splade: SpladeEncoder, term: str) -> list[str] | None:
     if backend.pre_tokenizer is None:
         words = [backend.normalizer.normalize_str(term) if backend.normalizer is not None else term]
     else:
-        text = f"a {term}"
+        text = f"{LEAD_WORD} {term}"
         text = backend.normalizer.normalize_str(text) if backend.normalizer is not None else text
-        words = [w for w, _ in backend.pre_tokenizer.pre_tokenize_str(text)][1:]  # without the "a"
+        words = [w for w, _ in backend.pre_tokenizer.pre_tokenize_str(text)][1:]  # without the lead word
     return [t.value for w in words for t in backend.model.tokenize(w)]
 
 

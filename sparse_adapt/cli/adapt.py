@@ -43,10 +43,10 @@ LANG_HELP = ("Language of the corpus for general-language word frequencies (word
 
 def _language(lang: str, documents) -> str:
     """The language code to mine with; a detected one is said, with the evidence."""
-    from sparse_adapt.corpus.language import resolve_language
+    from sparse_adapt.corpus.language import ENGLISH, resolve_language
 
     code, guess = resolve_language(lang, (d.text for d in documents))
-    if guess is not None and code != "en":
+    if guess is not None and code != ENGLISH:
         console.print(f"language: {code!r} ({guess.describe()}); --lang en to treat the corpus as English")
     if guess is not None and guess.warning():
         warn(guess.warning())

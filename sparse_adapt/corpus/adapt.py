@@ -363,9 +363,10 @@ def run_adapt(
     if guess is not None and guess.warning():
         hooks.message(f"warning: {guess.warning()}")
     if lang != ENGLISH:
-        hooks.message(f"language: {lang!r}" + (f" ({guess.describe()})" if guess else "") + "; terms are mined and crops trimmed against it"
-                      + ("; the default teacher reads English only: --teacher a cross-encoder for the language"
-                         if teacher == DEFAULT_TEACHER else ""))
+        evidence = f" ({guess.describe()})" if guess else ""
+        teacher_note = ("; the default teacher reads English only: --teacher a cross-encoder for the language"
+                        if teacher == DEFAULT_TEACHER else "")
+        hooks.message(f"language: {lang!r}{evidence}; terms are mined and crops trimmed against it{teacher_note}")
     # The teacher loads before anything is written: one that fails leaves no half-made run.
     make_dictionary, make_pseudo = _to_generate(out, given["dictionary"], given["train"])
     needs_teacher = make_pseudo or (glosses and make_dictionary)

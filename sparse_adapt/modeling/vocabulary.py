@@ -52,7 +52,7 @@ class ExtensionReport:
 
 # A neutral word put before a term to see it as running text does: byte-level BPE gives a
 # word after a space other pieces ("ĠGat", "ro") than at the start of a text ("G", "atro").
-_LEAD = "a"
+LEAD_WORD = "a"
 
 
 def marks_word_starts(tokenizer) -> bool:
@@ -65,7 +65,7 @@ def marks_word_starts(tokenizer) -> bool:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or backend.pre_tokenizer is None:
         return False
-    return [w for w, _ in backend.pre_tokenizer.pre_tokenize_str(f"{_LEAD} b")][-1] != "b"
+    return [w for w, _ in backend.pre_tokenizer.pre_tokenize_str(f"{LEAD_WORD} b")][-1] != "b"
 
 
 def running_text_ids(tokenizer, term: str) -> list[int]:
@@ -74,8 +74,8 @@ def running_text_ids(tokenizer, term: str) -> list[int]:
     The same as ``tokenizer(term)`` for WordPiece and SentencePiece; for byte-level BPE the
     pieces of `` term``, which are the ones the base has learnt for the word.
     """
-    lead = tokenizer(_LEAD, add_special_tokens=False)["input_ids"]
-    ids = tokenizer(f"{_LEAD} {term}", add_special_tokens=False)["input_ids"]
+    lead = tokenizer(LEAD_WORD, add_special_tokens=False)["input_ids"]
+    ids = tokenizer(f"{LEAD_WORD} {term}", add_special_tokens=False)["input_ids"]
     if ids[: len(lead)] != lead:  # the lead merged into the term: no cleaner split to take
         return tokenizer(term, add_special_tokens=False)["input_ids"]
     return ids[len(lead):]
@@ -150,6 +150,7 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
     """
     check_not_special(tokenizer, terms, source)
     unk = tokenizer.unk_token_id
+    marks = marks_word_starts(tokenizer)
     planned: dict[str, TermReport] = {}
     where: dict[str, str] = {}
     for category, items in terms.items():
@@ -168,7 +169,7 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
             in_vocab = existing is not None and existing != unk and norm in tokenizer.get_vocab()
             single = single_token_id(tokenizer, term)
             pieces = tokenizer.convert_ids_to_tokens(running_text_ids(tokenizer, term))
-            if single is not None or (in_vocab and not marks_word_starts(tokenizer)):
+            if single is not None or (in_vocab and not marks):
                 token_id = single if single is not None else existing
                 planned[norm] = TermReport(term, norm, category, token_id, pieces, False)
             elif in_vocab:
