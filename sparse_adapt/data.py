@@ -63,6 +63,9 @@ class DictionaryEntry(NamedTuple):
 Qrels = dict[str, dict[str, int]]
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def require_file(path: str | Path) -> Path:
     """The path of an existing regular file, else a DataError naming it."""
     p = Path(path)
@@ -86,6 +89,8 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     p = require_file(path)
     with p.open("rb") as f:
         for line_no, raw in enumerate(f, start=1):
+            if line_no == 1 and raw.startswith(GZIP_MAGIC):
+                raise DataError(p, None, None, f"is gzip-compressed; decompress it first (gunzip -k {p})")
             yield line_no, _utf8_line(p, line_no, raw)
 
 
@@ -188,27 +193,61 @@ def _unique(path: Path, records: list, key: str, lines: list[int] | None = None)
         seen[k] = i
 
 
-# Other tools' document records, recognised by their id field, so a missing ``doc_id`` says
-# which format the file is in and how its fields map to ours (nothing is read from them).
+def _parse_ours(p: Path, n: int, o: dict) -> Document:
+    return Document(_str_field(p, n, o, "doc_id"), _str_field(p, n, o, "text"))
+
+
+def _optional_str(p: Path, n: int, o: dict, field: str) -> str:
+    value = o.get(field, "")
+    if not isinstance(value, str):
+        raise DataError(p, n, field, f"expected a string, got {value!r:.60}")
+    return _checked_text(p, n, field, value).strip()
+
+
+def _parse_beir(p: Path, n: int, o: dict) -> Document:
+    # BEIR's models read the title in front of the body; either may be empty, not both.
+    doc_id = _str_field(p, n, o, "_id")
+    text = " ".join(s for s in (_optional_str(p, n, o, "title"), _optional_str(p, n, o, "text")) if s)
+    if not text:
+        raise DataError(p, n, "text", "a BEIR record needs a non-empty 'title' or 'text'")
+    return Document(doc_id, text)
+
+
+def _parse_pyserini(p: Path, n: int, o: dict) -> Document:
+    if "contents" not in o:
+        raise DataError(p, n, "contents", "missing; a record keyed by 'id' is read as a Pyserini JsonCollection ('id', 'contents')")
+    return Document(_str_field(p, n, o, "id"), _str_field(p, n, o, "contents"))
+
+
+# The document formats read, recognised by their id field and tried in this order (a record
+# holding two id fields is read by the first): ours, BEIR's corpus.jsonl, Pyserini's
+# JsonCollection. ``Document.text`` of a BEIR record is its title and text joined by a space.
+DOCUMENT_FORMATS: dict[str, Callable[[Path, int, dict], Document]] = {
+    "doc_id": _parse_ours,
+    "_id": _parse_beir,
+    "id": _parse_pyserini,
+}
+# Id fields of formats that are not read, so the error says how to map them.
 _FOREIGN_DOCUMENTS = {
-    "_id": "BEIR's corpus.jsonl ('_id', 'title', 'text'): write 'doc_id' = '_id' and 'text' = title + ' ' + text",
-    "id": "a Pyserini JsonCollection ('id', 'contents'): write 'doc_id' = 'id' and 'text' = 'contents'",
     "docid": "a record keyed by 'docid' (TREC's name): write it as 'doc_id'",
 }
 
 
-def _parse_document(p: Path, n: int, o: dict) -> Document:
-    if "doc_id" not in o:
-        for key, how in _FOREIGN_DOCUMENTS.items():
-            if key in o:
-                raise DataError(p, n, "doc_id", f"missing; this looks like {how}")
-    return Document(_str_field(p, n, o, "doc_id"), _str_field(p, n, o, "text"))
+def parse_document(p: Path, n: int, o: dict) -> Document:
+    """One document record in any of :data:`DOCUMENT_FORMATS`."""
+    for key, parse in DOCUMENT_FORMATS.items():
+        if key in o:
+            return parse(p, n, o)
+    for key, how in _FOREIGN_DOCUMENTS.items():
+        if key in o:
+            raise DataError(p, n, "doc_id", f"missing; this looks like {how}")
+    raise DataError(p, n, "doc_id", "missing")
 
 
 def iter_documents(path: str | Path) -> Iterator[Document]:
     """``docs.jsonl`` records one at a time (for corpora larger than memory); validated like
     :func:`load_documents` except for duplicate ids, which would need memory per document."""
-    return iter_jsonl(path, _parse_document)
+    return iter_jsonl(path, parse_document)
 
 
 def find_documents(path: str | Path, doc_ids: Iterable[str]) -> dict[str, str]:
@@ -227,16 +266,18 @@ def find_documents(path: str | Path, doc_ids: Iterable[str]) -> dict[str, str]:
 
 def load_documents(path: str | Path) -> list[Document]:
     """``docs.jsonl``: one ``{"doc_id": str, "text": str}`` per line, ids unique."""
-    docs = _read_jsonl(path, _parse_document)
+    docs = _read_jsonl(path, parse_document)
     _unique(Path(path), docs, "doc_id")
     return docs
 
 
 def load_queries(path: str | Path) -> list[Query]:
-    """``queries.jsonl``: one ``{"qid": str, "text": str}`` per line, ids unique."""
+    """``queries.jsonl``: one ``{"qid": str, "text": str}`` per line (BEIR's ``_id`` for
+    ``qid`` too), ids unique."""
 
     def parse(p: Path, n: int, o: dict) -> Query:
-        return Query(_str_field(p, n, o, "qid"), _str_field(p, n, o, "text"))
+        id_field = "_id" if "qid" not in o and "_id" in o else "qid"  # BEIR's queries.jsonl: '_id', 'text'
+        return Query(_str_field(p, n, o, id_field), _str_field(p, n, o, "text"))
 
     queries = _read_jsonl(path, parse)
     _unique(Path(path), queries, "qid")
@@ -274,17 +315,25 @@ def load_dictionary(path: str | Path) -> list[DictionaryEntry]:
     return _read_jsonl(path, parse)
 
 
+# BEIR's qrels/*.tsv start with this header line; its rows are 'query-id corpus-id score'.
+BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
+
+
 def load_qrels(path: str | Path) -> Qrels:
-    """TREC qrels: ``qid 0 doc_id grade`` per line (whitespace separated, grade an integer)."""
+    """TREC qrels, ``qid 0 doc_id grade`` per line, or BEIR's ``qid doc_id grade`` (its header
+    line allowed first); whitespace separated, grade an integer."""
     p = require_file(path)
     qrels: Qrels = {}
     for n, raw in iter_lines(p):
-        if not raw.strip():
-            continue
         parts = raw.split()
-        if len(parts) != 4:
-            raise DataError(p, n, None, f"expected 4 columns 'qid 0 doc_id grade', got {len(parts)}")
-        qid, _, doc_id, grade = parts
+        if not parts or (not qrels and tuple(parts) == BEIR_QRELS_HEADER):
+            continue
+        if len(parts) == 4:
+            qid, _, doc_id, grade = parts
+        elif len(parts) == 3:
+            qid, doc_id, grade = parts
+        else:
+            raise DataError(p, n, None, f"expected 4 columns 'qid 0 doc_id grade' (or BEIR's 3), got {len(parts)}")
         try:
             g = int(grade)
         except ValueError:

@@ -97,3 +97,37 @@ def test_registry_refuses_duplicates_and_creates_from_local_files(tmp_path):
     assert corpora.get(name) == ds and ds.train is None
     with pytest.raises(KeyError, match="unknown data set"):
         corpora.get("nope")
+
+
+def test_pyserini_and_beir_records_read_as_documents(tmp_path):
+    """The id field names the format: a JsonCollection's 'contents' is the text; BEIR's title
+    goes in front of its text, an empty one adds nothing."""
+    from sparse_adapt.training.mlm_data import JsonlTexts
+
+    ours = load_documents(GATROCRAPTIC.docs)
+    pyserini = _write(tmp_path, "collection.jsonl", [json.dumps({"id": d.doc_id, "contents": d.text}) for d in ours])
+    assert load_documents(pyserini) == ours
+    beir = _write(tmp_path, "corpus.jsonl", [
+        json.dumps({"_id": "a", "title": "Relief valves", "text": "They open at set pressure."}),
+        json.dumps({"_id": "b", "title": "", "text": "No title here."}),
+        json.dumps({"_id": "c", "title": "Only a title"}),
+    ])
+    expected = [("a", "Relief valves They open at set pressure."), ("b", "No title here."), ("c", "Only a title")]
+    assert [tuple(d) for d in load_documents(beir)] == expected
+    # warmup reads texts by byte offset, not through load_documents: it must read the same
+    texts = JsonlTexts(beir)
+    assert [texts.text(i) for i in range(len(texts))] == [t for _, t in expected]
+    texts.close()
+
+
+def test_beir_queries_and_three_column_qrels(tmp_path):
+    queries = _write(tmp_path, "queries.jsonl", [json.dumps({"_id": "q1", "text": "valve", "metadata": {}})])
+    assert [tuple(q) for q in load_queries(queries)] == [("q1", "valve")]
+    beir = _write(tmp_path, "test.tsv", ["query-id\tcorpus-id\tscore", "q1\td1\t2", "q1\td2\t0"])
+    trec = _write(tmp_path, "qrels.tsv", ["q1 0 d1 2", "q1 0 d2 0"])
+    assert load_qrels(beir) == load_qrels(trec) == {"q1": {"d1": 2, "d2": 0}}
+    # the header is BEIR's first line only; elsewhere it is a bad grade
+    late = _write(tmp_path, "late.tsv", ["q1\td1\t2", "query-id\tcorpus-id\tscore"])
+    with pytest.raises(DataError) as e:
+        load_qrels(late)
+    assert (e.value.line, e.value.field) == (2, "grade")

@@ -20,7 +20,7 @@ from typing import Protocol, Sequence
 import numpy as np
 import torch
 
-from sparse_adapt.data import iter_documents
+from sparse_adapt.data import iter_documents, parse_document
 
 
 class TextSource(Protocol):
@@ -43,7 +43,8 @@ class ListTexts:
 
 
 class JsonlTexts:
-    """The ``text`` field of a docs.jsonl, read by byte offset (validated once, streamed)."""
+    """The texts of a docs.jsonl (any of ``data.DOCUMENT_FORMATS``), read by byte offset
+    (validated once, streamed)."""
 
     def __init__(self, path: str | Path, validate: bool = True) -> None:
         self.path = Path(path)
@@ -67,7 +68,7 @@ class JsonlTexts:
             self._file = self.path.open("rb")
         self._file.seek(int(self.offsets[index]))
         raw = self._file.readline().decode("utf-8")
-        return json.loads(raw.lstrip("\ufeff"))["text"]
+        return parse_document(self.path, None, json.loads(raw.lstrip("\ufeff"))).text
 
     def close(self) -> None:
         if self._file is not None:

@@ -120,21 +120,38 @@ def test_a_local_beir_folder_with_boms_gives_the_same_metrics(tiny_model_dir, tm
     assert_one_line_error(cli(capsys, ["evaluate", "--model", tiny_model_dir, "--dataset", bom]), "header line")
 
 
-@pytest.mark.parametrize("record, fragment", [
-    ({"_id": "d1", "title": "Valves", "text": "A relief valve opens."}, "BEIR's corpus.jsonl"),
-    ({"id": "d1", "contents": "A relief valve opens."}, "Pyserini JsonCollection"),
-    ({"docid": "d1", "text": "A relief valve opens."}, "'docid'"),
+def test_a_trec_docid_record_is_named_in_the_error(tmp_path, capsys):
+    docs = _write(tmp_path / "corpus.jsonl", [json.dumps({"docid": "d1", "text": "A relief valve opens."})])
+    with pytest.raises(data.DataError) as caught:
+        data.load_documents(docs)
+    assert str(caught.value) == f"{docs}:1: field 'doc_id': missing; this looks like {data._FOREIGN_DOCUMENTS['docid']}"
+    out = tmp_path / "adapted"
+    result = cli(capsys, ["adapt", "--corpus", docs, "--out", out, "--base", "offline-splade-tiny"])
+    assert_one_line_error(result, f"{docs}:1: field 'doc_id'", "'docid'")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("record, field", [
+    ({"_id": "d1", "title": "", "text": " "}, "text"),  # BEIR: title or text must hold words
+    ({"_id": "d1", "title": 7, "text": "A relief valve opens."}, "title"),
+    ({"id": "d1", "text": "A relief valve opens."}, "contents"),  # 'id' is Pyserini's: 'contents' is its text
+    ({"id": "", "contents": "A relief valve opens."}, "id"),
 ])
-def test_another_tools_document_format_is_named_in_the_error(record, fragment, tmp_path, capsys):
+def test_a_broken_beir_or_pyserini_record_names_its_field(record, field, tmp_path):
     docs = _write(tmp_path / "corpus.jsonl", [json.dumps(record)])
     with pytest.raises(data.DataError) as caught:
         data.load_documents(docs)
-    assert str(caught.value).startswith(f"{docs}:1: field 'doc_id': missing; this looks like")
-    assert fragment in str(caught.value)
-    out = tmp_path / "adapted"
-    result = cli(capsys, ["adapt", "--corpus", docs, "--out", out, "--base", "offline-splade-tiny"])
-    assert_one_line_error(result, f"{docs}:1: field 'doc_id'", fragment)
-    assert not out.exists()
+    assert (caught.value.line, caught.value.field) == (1, field)
+
+
+def test_a_gzip_file_is_refused_in_one_line(tmp_path, capsys):
+    import gzip
+
+    docs = tmp_path / "docs.jsonl.gz"
+    docs.write_bytes(gzip.compress(GATROCRAPTIC.docs.read_bytes()))
+    with pytest.raises(data.DataError, match=r"docs.jsonl.gz: is gzip-compressed; decompress it first"):
+        data.load_documents(docs)
+    assert_one_line_error(cli(capsys, ["mine-terms", "--corpus", docs, "--out", tmp_path / "t.json"]), "gzip-compressed")
 
 
 def test_a_record_of_no_known_format_says_only_what_is_missing(tmp_path):

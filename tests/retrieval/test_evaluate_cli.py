@@ -214,3 +214,17 @@ def test_a_query_with_an_empty_ranking_scores_zero_without_numba_warnings(monkey
     assert mean == {"mrr@10": 0.25}  # (1/2 + 0) / 2
     assert per_query == {"q1": 0.5, "q2": 0.0}
     assert [str(w.message) for w in caught] == []
+
+
+def test_beir_files_given_one_by_one_read_as_ir_datasets_reads_the_folder(models, tmp_path, capsys):
+    """`--docs/--queries/--qrels` take BEIR's own files (ids '_id', title + text, a 3-column qrels
+    with its header): the same documents as ir_datasets' BEIR reader and the same metrics."""
+    from sparse_adapt.retrieval.datasets import load_dataset
+
+    beir = write_beir(tmp_path / "beir", titles={"d2": "Timeouts", "d5": "LDAP"})
+    assert load_documents(beir / "corpus.jsonl") == list(load_dataset(str(beir)).documents())
+    assert load_qrels(beir / "qrels" / "test.tsv") == load_qrels(GATROCRAPTIC.qrels)
+    files = ["--docs", str(beir / "corpus.jsonl"), "--queries", str(beir / "queries.jsonl"), "--qrels", str(beir / "qrels" / "test.tsv")]
+    via_files = run_json(capsys, ["evaluate", "--model", models[0], *files, "--json"])
+    via_dataset = run_json(capsys, ["evaluate", "--model", models[0], "--dataset", str(beir), "--json"])
+    assert via_files == via_dataset
