@@ -69,6 +69,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 def require_file(path: str | Path) -> Path:
     """The path of an existing regular file, else a DataError naming it."""
     p = Path(path)
+    if p.is_dir():  # e.g. a Pyserini collection split over several files
+        raise DataError(p, None, None, "is a directory; give the file itself (join a collection's files into one first)")
     if not p.is_file():
         raise DataError(p, None, None, "file not found" if not p.exists() else "not a regular file")
     return p

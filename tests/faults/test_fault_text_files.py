@@ -158,3 +158,12 @@ def test_a_record_of_no_known_format_says_only_what_is_missing(tmp_path):
     docs = _write(tmp_path / "docs.jsonl", [json.dumps({"key": "d1", "text": "A relief valve opens."})])
     with pytest.raises(data.DataError, match=r"docs.jsonl:1: field 'doc_id': missing$"):
         data.load_documents(docs)
+
+
+def test_a_directory_given_as_a_file_is_one_line(tmp_path, capsys):
+    collection = tmp_path / "collection"
+    collection.mkdir()
+    (collection / "docs00.json").write_text(json.dumps({"id": "d1", "contents": "A relief valve opens."}) + "\n")
+    with pytest.raises(data.DataError, match=r"collection: is a directory; give the file itself"):
+        data.load_documents(collection)
+    assert_one_line_error(cli(capsys, ["mine-terms", "--corpus", collection, "--out", tmp_path / "t.json"]), "is a directory")
