@@ -12,15 +12,27 @@ bias rows with the mean over the *whole* vocabulary: for SPLADE that bias decide
 readily the new term fires, and the term's own pieces are the best prior we have.
 Terms that are already one token (e.g. ``api``) are not added again; their existing id
 is recorded as a domain token so the FLOPS exclusion and the domain hinge cover them.
+
+On a tokenizer that keeps case (RoBERTa, XLM-R, cased BERT), an added term matches in any
+case: its normaliser gains a rule that rewrites ``brindlewick`` or ``BRINDLEWICK`` to the
+term's own spelling, so the query a user types in lower case meets the term's token (an
+uncased model's normaliser already does this for every word). The rule is saved in
+``tokenizer.json``, so sentence-transformers and every other reader of the tokenizer
+apply it too. Only added terms get it: the base vocabulary lacks them as words, so no
+everyday word (``ace`` beside a term ``ACE``) changes.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import re
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
-from tokenizers import AddedToken
+from tokenizers import AddedToken, Regex, normalizers
 
 from sparse_adapt.data import DataError
 from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -88,6 +100,44 @@ def normalize_term(tokenizer, term: str) -> str:
     return normalizer.normalize_str(term) if normalizer is not None else term
 
 
+def keeps_case(tokenizer) -> bool:
+    """Whether the tokenizer tells ``Word`` from ``word`` (no lowercasing normaliser)."""
+    return normalize_term(tokenizer, "A") == "A"
+
+
+def _case_rule(term: str) -> normalizers.Normalizer:
+    # The boundaries of AddedToken(single_word=True): no word character on either side.
+    return normalizers.Replace(Regex(rf"(?i)(?<!\w){re.escape(term)}(?!\w)"), term)
+
+
+# transformers 5 rebuilds a model-specific tokenizer (RobertaTokenizer, BertTokenizer) from
+# its vocabulary on loading, dropping a normaliser it did not make; the generic class loads
+# tokenizer.json as written (and is the name transformers 4 gives the same thing).
+GENERIC_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+
+
+def fold_case(tokenizer, terms: list[str]):
+    """``tokenizer`` with every other-case spelling of ``terms`` rewritten to the term before
+    tokenization (its normaliser gains one rule per term that has case); reloaded as the
+    generic class when rules were added, so that a saved copy keeps them."""
+    rules = [_case_rule(t) for t in terms if t.lower() != t.upper()]
+    if not rules:
+        return tokenizer
+    backend = tokenizer.backend_tokenizer
+    before = [backend.normalizer] if backend.normalizer is not None else []
+    backend.normalizer = normalizers.Sequence([*before, *rules])
+    if type(tokenizer).__name__ in ("TokenizersBackend", GENERIC_TOKENIZER_CLASS):
+        return tokenizer
+    from transformers import AutoTokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer.save_pretrained(tmp)
+        config = Path(tmp) / "tokenizer_config.json"
+        settings = json.loads(config.read_text(encoding="utf-8"))
+        config.write_text(json.dumps({**settings, "tokenizer_class": GENERIC_TOKENIZER_CLASS}), encoding="utf-8")
+        return AutoTokenizer.from_pretrained(tmp)
+
+
 def single_token_id(tokenizer, term: str) -> int | None:
     """The id of ``term`` when the tokenizer already keeps it whole (``api``), else None.
 
@@ -150,9 +200,10 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
     """
     check_not_special(tokenizer, terms, source)
     unk = tokenizer.unk_token_id
-    marks = marks_word_starts(tokenizer)
+    marks, cased = marks_word_starts(tokenizer), keeps_case(tokenizer)
     planned: dict[str, TermReport] = {}
     where: dict[str, str] = {}
+    folded: set[str] = set()  # casefolded spellings of added or bound terms on a cased tokenizer
     for category, items in terms.items():
         for i, term in enumerate(items):
             field_name = f"{category}[{i}]"
@@ -160,7 +211,7 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
             if not ids:
                 raise DataError(source, None, field_name, f"{term!r} tokenizes to nothing (the tokenizer drops every character)")
             norm = normalize_term(tokenizer, term)
-            if norm in planned:  # "Gatrocraptic" and "gatrocraptic" are one token for an uncased model
+            if norm in planned or norm.casefold() in folded:  # "Gatrocraptic" and "gatrocraptic" are one token
                 continue
             where[norm] = field_name
             existing = tokenizer.convert_tokens_to_ids(norm)
@@ -176,9 +227,13 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
                 planned[norm] = TermReport(term, norm, category, existing, pieces, False, bound=True)
             else:
                 planned[norm] = TermReport(term, norm, category, -1, pieces, True)
+            if cased and (planned[norm].added or planned[norm].bound):
+                folded.add(norm.casefold())
     new = [t for t in planned.values() if t.added or t.bound]
     if new:
         trial = copy.deepcopy(tokenizer)  # add to a copy: a refused term must leave the model as it was
+        if cased:
+            trial = fold_case(trial, [t.normalized for t in new])
         trial.add_tokens(_added_tokens(tokenizer, new))
         for t in planned.values():
             pieces = running_text_ids(trial, t.term)
@@ -197,6 +252,8 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
     """Add every term as a single token, grow embeddings and MLM head, initialise new rows.
 
     Every term is checked first (:func:`plan_extension`); a refused term changes nothing.
+    On a tokenizer that keeps case, ``splade.tokenizer`` is replaced by its generic-class copy
+    with the case rules (:func:`fold_case`): take the tokenizer from ``splade`` afterwards.
     """
     tokenizer, mlm = splade.tokenizer, splade.mlm
     report = ExtensionReport(old_vocab_size=len(tokenizer))
@@ -205,6 +262,9 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
     new = [t for t in planned.values() if t.added]
     bound = [t for t in planned.values() if t.bound]
     piece_ids = {t.normalized: running_text_ids(tokenizer, t.term) for t in new}
+    if keeps_case(tokenizer):  # before adding: the added tokens are matched in normalised text
+        fresh = [t.normalized for t in [*bound, *new] if t.normalized not in splade.settings.domain_terms]
+        tokenizer = splade.tokenizer = fold_case(tokenizer, fresh)
     if bound:
         tokenizer.add_tokens(_added_tokens(tokenizer, bound))  # existing ids: no row to add
     if new:

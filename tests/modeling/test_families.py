@@ -22,7 +22,7 @@ from sparse_adapt.modeling.base import build_mlm_from_encoder
 from sparse_adapt.modeling.encoder import PositionLimitWarning, SpladeEncoder, SpladeSettings
 from sparse_adapt.modeling.heads import head_support, max_pieces
 from sparse_adapt.modeling.onnx import OnnxSpladeEncoder, export_onnx
-from sparse_adapt.modeling.vocabulary import extend_vocabulary, marks_word_starts, running_text_ids
+from sparse_adapt.modeling.vocabulary import extend_vocabulary, keeps_case, marks_word_starts, running_text_ids
 from sparse_adapt.training.config import config_from_dict
 from sparse_adapt.training.pipeline import run_pipeline
 from sparse_adapt.training.stages import EXPERIMENTS
@@ -47,8 +47,8 @@ def _ids(tok, text: str) -> list[int]:
 
 
 def test_an_added_term_takes_the_space_before_it(tiny_bpe, tmp_path):
-    tok = tiny_bpe.tokenizer
     report = extend_vocabulary(tiny_bpe, TERMS)
+    tok = tiny_bpe.tokenizer
     assert {t.term for t in report.added} == {"Gatrocraptic", "restore-tool", "XR-7200"}
     reloaded = AutoTokenizer.from_pretrained(tiny_bpe.save_pretrained(tmp_path / "ext"))
     for t in report.added:
@@ -81,10 +81,56 @@ def test_a_word_whole_only_at_a_texts_start_is_bound_not_added():
         w for w in sorted(vocab) if w.isalpha() and len(w) >= 4 and len(running_text_ids(tok, w)) > 1
     )  # a vocabulary entry byte-level BPE only uses for the first word of a text
     report = extend_vocabulary(splade, {"jargon": [word]})
+    tok = splade.tokenizer  # with the term's case rule: a copy of the generic class
     (t,) = report.terms
     assert t.bound and not t.added and t.token_id == vocab[word]
     assert running_text_ids(tok, word) == [t.token_id] == splade.domain_token_ids
     assert splade.mlm.get_input_embeddings().weight.shape[0] == rows and len(tok) == len(vocab)
+
+
+def _variants(term: str) -> list[str]:
+    return [term.lower(), term.upper(), f"see {term.lower()} now", f"({term.upper()})"]
+
+
+def test_an_added_term_matches_in_any_case_on_a_cased_tokenizer(tiny_bpe, tmp_path):
+    """A user types "gatrocraptic"; the corpus says "Gatrocraptic": one token for both, in this
+    process, after saving, and in sentence-transformers (which reads tokenizer.json)."""
+    from sentence_transformers import SparseEncoder
+
+    assert keeps_case(tiny_bpe.tokenizer)
+    report = extend_vocabulary(tiny_bpe, {"jargon": ["Gatrocraptic", "gatrocraptic"], "codes": ["XR-7200"]})
+    assert [t.term for t in report.terms] == ["Gatrocraptic", "XR-7200"]  # a case variant is the same term
+    out = tiny_bpe.save_pretrained(tmp_path / "ext")
+    loaded = SpladeEncoder.from_pretrained(out)
+    for t in report.terms:
+        for tok in (tiny_bpe.tokenizer, loaded.tokenizer, AutoTokenizer.from_pretrained(out)):
+            for text in _variants(t.term):
+                assert t.token_id in _ids(tok, text), (type(tok).__name__, text)
+            assert t.token_id not in _ids(tok, f"see {t.term.lower()}s now")  # not inside a longer word
+    lower, written = "a gatrocraptic fault on xr-7200", "a Gatrocraptic fault on XR-7200"
+    assert _ids(loaded.tokenizer, lower) == _ids(loaded.tokenizer, written)
+    st = SparseEncoder(str(out), device="cpu")
+    np.testing.assert_allclose(st.encode_query([lower]).to_dense().numpy(), loaded.encode([written], "query").toarray(), atol=1e-5)
+
+
+def test_words_of_the_base_vocabulary_keep_their_case(tiny_bpe):
+    tok = tiny_bpe.tokenizer
+    word = next(  # a word the base keeps whole in running text
+        w for w in (v[1:] for v in sorted(tok.get_vocab()) if v[:1] in "Ġ▁")
+        if len(w) >= 4 and w.isalpha() and len(running_text_ids(tok, w)) == 1
+    )
+    before = {text: _ids(tok, text) for text in (f"see {word.upper()}", f"see {word.title()}", f"see {word.lower()}")}
+    report = extend_vocabulary(tiny_bpe, {"jargon": [word, "Gatrocraptic"]})
+    assert not report.terms[0].added
+    assert {text: _ids(tiny_bpe.tokenizer, text) for text in before} == before
+
+
+def test_an_uncased_tokenizer_is_left_as_it_was():
+    splade = make_tiny_bert()
+    tok, normalizer = splade.tokenizer, splade.tokenizer.backend_tokenizer.normalizer.__getstate__()
+    assert not keeps_case(tok)
+    extend_vocabulary(splade, TERMS)
+    assert splade.tokenizer is tok and tok.backend_tokenizer.normalizer.__getstate__() == normalizer
 
 
 def test_mining_counts_the_pieces_of_running_text():
@@ -173,3 +219,15 @@ def test_the_staged_pipeline_runs_on_a_byte_level_bpe_base(tmp_path):
     tok = model.tokenizer
     assert _ids(tok, "A Zorblatt review") == _ids(tok, "A") + [zid] + _ids(tok, " review")
     assert np.isfinite(model.encode(["A Zorblatt review"]).toarray()).all()
+
+
+def test_a_cased_wordpiece_tokenizer_gets_the_case_rules_too(tmp_path):
+    from transformers import BertTokenizer
+
+    splade = make_tiny_bert()
+    splade.tokenizer = BertTokenizer(vocab=splade.tokenizer.get_vocab(), do_lower_case=False)
+    assert keeps_case(splade.tokenizer)
+    (t,) = extend_vocabulary(splade, {"codes": ["XR-7200"]}).terms
+    out = splade.save_pretrained(tmp_path / "cased")
+    for tok in (splade.tokenizer, SpladeEncoder.from_pretrained(out).tokenizer):
+        assert _ids(tok, "see xr-7200 now") == _ids(tok, "see") + [t.token_id] + _ids(tok, "now")
