@@ -43,3 +43,36 @@ def test_in_a_terminal_only_the_bars_are_drawn():
         task = hooks.task("warmup", 2)
         task.advance(2)
     assert "warmup: 2/2" not in buf.getvalue()
+
+
+def _groups_table():
+    from rich.table import Table
+
+    table = Table(title="nDCG@10, base vs adapted")
+    for c in ("queries", "group", "n", "base", "adapted", "change", "base + --feedback", "adapted + --feedback"):
+        table.add_column(c)
+    for group in ("heldout-pseudo-explicit", "heldout-pseudo-semantic", "heldout-pseudo-control"):
+        table.add_row("pseudo held-out", group, "4", "0.970", "0.969", "-0.001", "0.940", "0.940")
+    return table
+
+
+def test_without_a_terminal_a_table_keeps_its_labels_whole():
+    # rich's 80-column fallback cut all three groups to "heldout-…" in a log of `adapt`
+    buf = io.StringIO()
+    log = output.LogConsole(file=buf, force_terminal=False, _environ={})
+    assert log.width == output.LOG_WIDTH
+    log.print(_groups_table())
+    for group in ("heldout-pseudo-explicit", "heldout-pseudo-semantic", "heldout-pseudo-control"):
+        assert group in buf.getvalue()
+    assert "…" not in buf.getvalue()
+
+
+def test_a_log_width_gives_way_to_columns_an_explicit_width_and_a_terminal():
+    buf = io.StringIO()
+    assert output.LogConsole(file=buf, force_terminal=False, _environ={"COLUMNS": "90"}).width == 90
+    assert output.LogConsole(file=buf, force_terminal=False, width=100, _environ={}).width == 100
+    terminal = output.LogConsole(file=buf, force_terminal=True, _environ={})
+    assert terminal.width == Console(file=buf, force_terminal=True, _environ={}).width
+    narrowed = output.LogConsole(file=buf, force_terminal=False, _environ={})
+    narrowed.width = 400  # the setter still works (tests widen cli.console this way)
+    assert narrowed.width == 400

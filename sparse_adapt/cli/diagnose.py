@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from sparse_adapt.cli.output import (
-    BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, feedback_option,
-    feedback_settings, require_text,
+    BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, console, err_console,
+    feedback_option, feedback_settings, require_text,
 )
 from sparse_adapt.defaults import companion, docs_or_bundled
 from sparse_adapt.errors import ConfigError
@@ -44,7 +43,7 @@ EXPLAIN_FEEDBACK_HELP = (
 def _load_model(model: str, json_out: bool):
     from sparse_adapt.modeling.encoder import SpladeEncoder
 
-    with Console(stderr=True).status(f"loading {model}") if not json_out else nullcontext():
+    with err_console.status(f"loading {model}") if not json_out else nullcontext():
         return SpladeEncoder.from_pretrained(model)
 
 
@@ -53,7 +52,7 @@ def _show(result, json_out: bool, render) -> None:
     if json_out:
         typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     else:
-        render(result, Console())
+        render(result, console)
 
 
 def diagnose(
@@ -134,8 +133,8 @@ def explain(
     if index is not None:
         documents = _index_candidates(index, splade, model, query, k, docs_path)
         if not json_out:
-            Console(stderr=True).print(f"documents: the top {len(documents)} hits of {index} (Lucene's quantised "
-                                       "scores); below, their exact scores and contributions", style="dim")
+            err_console.print(f"documents: the top {len(documents)} hits of {index} (Lucene's quantised "
+                              "scores); below, their exact scores and contributions", style="dim")
     result = explain_query(splade, query, documents, k, model=model, feedback=fb)
     _show(result, json_out, render_explanation)
 

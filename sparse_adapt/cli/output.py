@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -21,8 +21,27 @@ if TYPE_CHECKING:
 # modeling.builtin.BUILTIN_BASES so that `--help` needs no torch import; a test checks they agree.
 BASE_HELP = "Model directory, hub id or a built-in base (offline-minilm, offline-splade-tiny)."
 
-console = Console()
-err_console = Console(stderr=True)
+# Width of output that goes to a file or pipe (a log, CI, `| tee`). Rich lays such output out
+# at its 80-column fallback, which squeezed adapt's table of groups until three rows read
+# "heldout-…"; a log cannot be widened afterwards, and tables take only the width they need.
+LOG_WIDTH = 200
+
+
+class LogConsole(Console):
+    """A rich console that, writing to no terminal, lays out :data:`LOG_WIDTH` columns instead
+    of 80. A terminal keeps its own width, and ``COLUMNS`` or an explicit width still win."""
+
+    def _size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)
+        if self._width is None and not self.is_terminal and "COLUMNS" not in self._environ:
+            return ConsoleDimensions(LOG_WIDTH, size.height)
+        return size
+
+    size = property(_size, Console.size.fset)
+
+
+console = LogConsole()
+err_console = LogConsole(stderr=True)
 
 
 # Without a terminal (a log file, CI, nohup) rich draws the bars once, at the end: a line per
