@@ -186,13 +186,20 @@ def _read_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any]) -> li
     return list(iter_jsonl(path, parse))
 
 
-def _unique(path: Path, records: list, key: str, lines: list[int] | None = None) -> None:
-    seen: dict[str, int] = {}
-    for i, r in enumerate(records):
-        k = getattr(r, key)
-        if k in seen:
-            raise DataError(path, None, key, f"duplicate {key} {k!r} (records {seen[k] + 1} and {i + 1})")
-        seen[k] = i
+def _read_unique(path: str | Path, parse: Callable[[Path, int, dict], Any], id_field: Callable[[dict], str]) -> list[Any]:
+    """:func:`_read_jsonl` for records whose first element is an id that must be unique; a
+    repeated id is an error on the line repeating it, named by the file's own id field
+    (``_id`` in a BEIR file), with the line of its first use."""
+    first: dict[str, int] = {}
+
+    def parse_once(p: Path, n: int, o: dict) -> Any:
+        record = parse(p, n, o)
+        if record[0] in first:
+            raise DataError(p, n, id_field(o), f"duplicate id {record[0]!r} (first on line {first[record[0]]})")
+        first[record[0]] = n
+        return record
+
+    return _read_jsonl(path, parse_once)
 
 
 def _parse_ours(p: Path, n: int, o: dict) -> Document:
@@ -268,22 +275,20 @@ def find_documents(path: str | Path, doc_ids: Iterable[str]) -> dict[str, str]:
 
 def load_documents(path: str | Path) -> list[Document]:
     """``docs.jsonl``: one ``{"doc_id": str, "text": str}`` per line, ids unique."""
-    docs = _read_jsonl(path, parse_document)
-    _unique(Path(path), docs, "doc_id")
-    return docs
+    return _read_unique(path, parse_document, lambda o: next(k for k in DOCUMENT_FORMATS if k in o))
 
 
 def load_queries(path: str | Path) -> list[Query]:
     """``queries.jsonl``: one ``{"qid": str, "text": str}`` per line (BEIR's ``_id`` for
     ``qid`` too), ids unique."""
 
-    def parse(p: Path, n: int, o: dict) -> Query:
-        id_field = "_id" if "qid" not in o and "_id" in o else "qid"  # BEIR's queries.jsonl: '_id', 'text'
-        return Query(_str_field(p, n, o, id_field), _str_field(p, n, o, "text"))
+    def id_field(o: dict) -> str:
+        return "_id" if "qid" not in o and "_id" in o else "qid"  # BEIR's queries.jsonl: '_id', 'text'
 
-    queries = _read_jsonl(path, parse)
-    _unique(Path(path), queries, "qid")
-    return queries
+    def parse(p: Path, n: int, o: dict) -> Query:
+        return Query(_str_field(p, n, o, id_field(o)), _str_field(p, n, o, "text"))
+
+    return _read_unique(path, parse, id_field)
 
 
 def load_train(path: str | Path) -> list[TrainExample]:

@@ -60,8 +60,14 @@ def test_bad_document_lines(tmp_path, line, field):
 
 def test_duplicate_ids_and_missing_files(tmp_path):
     p = _write(tmp_path, "q.jsonl", ['{"qid": "q1", "text": "a"}', '{"qid": "q1", "text": "b"}'])
-    with pytest.raises(DataError, match="duplicate qid"):
+    with pytest.raises(DataError, match="duplicate id 'q1' \\(first on line 1\\)") as e:
         load_queries(p)
+    assert (e.value.line, e.value.field) == (2, "qid")
+    # a blank line between them: the error names lines, not record numbers; a BEIR file's own field
+    p = _write(tmp_path, "corpus.jsonl", ['{"_id": "a", "title": "", "text": "x"}', "", '{"_id": "a", "text": "y"}'])
+    with pytest.raises(DataError, match="duplicate id 'a' \\(first on line 1\\)") as e:
+        load_documents(p)
+    assert (e.value.line, e.value.field) == (3, "_id")
     with pytest.raises(DataError, match="file not found"):
         load_documents(tmp_path / "missing.jsonl")
 
