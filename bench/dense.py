@@ -28,7 +28,8 @@ def dense_run(teacher, documents, queries) -> dict[str, dict[str, float]]:
 def dense_scores(teacher, domain: str) -> dict[str, dict]:
     from sparse_adapt.report.benchmark import EvalSet, resolve_domain
 
-    ev = EvalSet.load(resolve_domain(domain).files)
+    # only the evaluation files: a directory domain without hand-written inputs is scored too
+    ev = EvalSet.load(resolve_domain(domain, hand_written=False).files)
     return ev.run_scores(dense_run(teacher, ev.documents, ev.queries))
 
 

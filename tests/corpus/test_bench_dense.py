@@ -28,3 +28,20 @@ def test_the_given_model_is_the_one_scored(tmp_path, capsys):
     assert printed["heldout-domain-semantic"]["queries"] == 7
     other = dense_scores(DenseTeacher.load(b), "pharma")
     assert any(printed[g]["ndcg@10"] != other[g]["ndcg@10"] for g in printed)
+
+
+def test_a_directory_domain_needs_only_its_evaluation_files(tmp_path):
+    # a domain outside the repository, as `benchmark --pipeline adapt-corpus` takes it: no terms,
+    # dictionary or training lists
+    import shutil
+
+    import corpora
+
+    files = corpora.get("pharma")
+    domain = tmp_path / "outside"
+    domain.mkdir()
+    for name in ("docs", "queries", "qrels", "heldout_queries", "heldout_qrels", "query_groups"):
+        src = getattr(files, name)
+        shutil.copy(src, domain / src.name)
+    scores = dense_scores(DenseTeacher.load(_bi_encoder(tmp_path / "a", 0)), str(domain))
+    assert scores["heldout-domain-semantic"]["queries"] == 7
