@@ -232,8 +232,9 @@ def adapt(
         summary = adapt_summary(result, corpus, base, queries, qrels, hooks)
     table = Table(title="nDCG@10, base vs adapted")
     for c in ("queries", "group", "n", "base", "adapted", "change", "base + --feedback", "adapted + --feedback"):
-        # fold, not "…": in a narrow terminal three groups were cut to the same "heldout-…"
-        table.add_column(c, justify="left", overflow="fold") if c in ("queries", "group") else table.add_column(c, justify="right")
+        label = c in ("queries", "group")
+        # labels fold, not "…": in a narrow terminal three groups were cut to the same "heldout-…"
+        table.add_column(c, justify="left" if label else "right", overflow="fold" if label else "ellipsis")
     for r in summary["evaluation"]:
         table.add_row(r["set"], r["group"], str(r["queries"]), f"{r['base']:.3f}", f"{r['adapted']:.3f}",
                       f"{r['adapted'] - r['base']:+.3f}", f"{r['base_feedback']:.3f}", f"{r['feedback']:.3f}")
