@@ -76,3 +76,23 @@ def test_a_log_width_gives_way_to_columns_an_explicit_width_and_a_terminal():
     narrowed = output.LogConsole(file=buf, force_terminal=False, _environ={})
     narrowed.width = 400  # the setter still works (tests widen cli.console this way)
     assert narrowed.width == 400
+
+
+def test_without_a_terminal_a_message_is_one_line():
+    # hard-wrapped at the width, "N candidate scores made term-consistent" fell across two lines
+    buf = io.StringIO()
+    message = "dropped: 3 the teacher could not separate; " + "x " * 100 + "12 candidate scores made term-consistent"
+    output.LogConsole(file=buf, force_terminal=False, _environ={}).print(message)
+    assert buf.getvalue() == message + "\n"
+    buf = io.StringIO()
+    output.LogConsole(file=buf, force_terminal=True, _environ={}, width=80).print(message)
+    assert len(buf.getvalue().splitlines()) > 1  # a terminal still wraps at its width
+
+
+def test_without_a_terminal_text_in_a_panel_still_wraps():
+    from rich.panel import Panel
+
+    buf = io.StringIO()
+    words = " ".join(f"word{i}" for i in range(60))
+    output.LogConsole(file=buf, force_terminal=False, _environ={}).print(Panel(words))
+    assert "word59" in buf.getvalue() and max(len(line) for line in buf.getvalue().splitlines()) <= output.LOG_WIDTH

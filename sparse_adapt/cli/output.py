@@ -30,7 +30,14 @@ LOG_WIDTH = 120
 
 class LogConsole(Console):
     """A rich console that, writing to no terminal, lays out :data:`LOG_WIDTH` columns instead
-    of 80. A terminal keeps its own width, and ``COLUMNS`` or an explicit width still win."""
+    of 80 and leaves a message's line whole (a log line found by grep is the whole message). A
+    terminal keeps its own width and wrapping, and ``COLUMNS`` or an explicit width still win."""
+
+    def print(self, *objects, soft_wrap: bool | None = None, **kwargs) -> None:
+        # Text only: soft wrap inside a table or panel would crop its cells instead of wrapping.
+        if soft_wrap is None and not self.is_terminal and all(isinstance(o, str) for o in objects):
+            soft_wrap = True
+        super().print(*objects, soft_wrap=soft_wrap, **kwargs)
 
     def _size(self) -> ConsoleDimensions:
         size = Console.size.fget(self)
