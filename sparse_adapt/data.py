@@ -214,9 +214,11 @@ def _optional_str(p: Path, n: int, o: dict, field: str) -> str:
 
 
 def _parse_beir(p: Path, n: int, o: dict) -> Document:
-    # BEIR's models read the title in front of the body; either may be empty, not both.
+    # BEIR's models read the title in front of the body; either may be empty, not both. Runs of
+    # whitespace become one space, as `evaluate --dataset` (ir_datasets) reads the same file:
+    # a byte-level BPE tokenizer would otherwise give the two paths different pieces.
     doc_id = _str_field(p, n, o, "_id")
-    text = " ".join(s for s in (_optional_str(p, n, o, "title"), _optional_str(p, n, o, "text")) if s)
+    text = " ".join(f"{_optional_str(p, n, o, 'title')} {_optional_str(p, n, o, 'text')}".split())
     if not text:
         raise DataError(p, n, "text", "a BEIR record needs a non-empty 'title' or 'text'")
     return Document(doc_id, text)
@@ -286,7 +288,9 @@ def load_queries(path: str | Path) -> list[Query]:
         return "_id" if "qid" not in o and "_id" in o else "qid"  # BEIR's queries.jsonl: '_id', 'text'
 
     def parse(p: Path, n: int, o: dict) -> Query:
-        return Query(_str_field(p, n, o, id_field(o)), _str_field(p, n, o, "text"))
+        key, text = id_field(o), _str_field(p, n, o, "text")
+        # a BEIR query's whitespace as `evaluate --dataset` (ir_datasets) reads it, like its documents
+        return Query(_str_field(p, n, o, key), " ".join(text.split()) if key == "_id" else text)
 
     return _read_unique(path, parse, id_field)
 

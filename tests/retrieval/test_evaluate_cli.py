@@ -130,6 +130,30 @@ def test_local_beir_folder_loads_through_ir_datasets(tmp_path):
     assert ds.qrels() == load_qrels(GATROCRAPTIC.qrels)
 
 
+def test_a_beir_corpus_file_reads_as_its_folder_does(tmp_path):
+    # --docs corpus.jsonl (data.py) and --dataset FOLDER (ir_datasets) give the same texts, line
+    # breaks and runs of spaces included: a byte-level BPE tokenizer tells them apart
+    from sparse_adapt.data import load_documents, load_queries
+    from sparse_adapt.retrieval.datasets import load_dataset
+
+    beir = write_beir(tmp_path / "beir", titles={"d2": "Timeouts  and\nretries"})
+    corpus = beir / "corpus.jsonl"
+    lines = corpus.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[0])
+    record["text"] = "  two  spaces\nand a line break  "
+    corpus.write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n", encoding="utf-8")
+    via_file = {d.doc_id: d.text for d in load_documents(corpus)}
+    assert via_file == {d.doc_id: d.text for d in load_dataset(str(beir)).documents()}
+    assert via_file[record["_id"]] == "two spaces and a line break"
+    queries = beir / "queries.jsonl"
+    lines = queries.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[0])
+    record["text"] = record["text"].replace(" ", "\n ", 1)
+    queries.write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n", encoding="utf-8")
+    via_file = {q.qid: q.text for q in load_queries(queries)}
+    assert all(via_file[q.qid] == q.text for q in load_dataset(str(beir)).queries())
+
+
 def test_dataset_option_equals_the_same_files(models, tmp_path, capsys):
     beir = write_beir(tmp_path / "beir")
     via_dataset = run_json(capsys, ["evaluate", "--model", models[0], "--dataset", str(beir), "--json"])
