@@ -389,3 +389,11 @@ def load_query_groups(path: str | Path) -> dict[str, list[str]]:
     ):
         raise DataError(p, None, None, "expected an object of group -> list of qids")
     return obj
+
+
+def check_query_groups(path: str | Path, groups: dict[str, list[str]], known: set[str]) -> None:
+    """Every qid a group of ``path`` lists is in ``known``, else a DataError naming the group."""
+    for name, qids in groups.items():
+        stray = [q for q in qids if q not in known]
+        if stray:
+            raise DataError(path, None, name, f"lists unknown query ids: {', '.join(stray[:5])}")

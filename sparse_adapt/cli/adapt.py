@@ -205,6 +205,9 @@ def adapt(
     teacher: str = typer.Option("offline-minilm", "--teacher", help=TEACHER_HELP),
     queries: Optional[Path] = typer.Option(None, "--queries", help="Your queries.jsonl, evaluated in the summary."),
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="qrels of --queries."),
+    groups: Optional[Path] = typer.Option(
+        None, "--groups", help="query_groups.json ({group: [qid, ...]}) of --queries: the summary scores each group too.",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seeds crops and training; a rerun reproduces the run."),
     glosses: bool = typer.Option(False, "--glosses/--no-glosses", help=GLOSSES_HELP),
     pretrain: Optional[bool] = typer.Option(
@@ -221,15 +224,19 @@ def adapt(
     """Mine terms, harvest a dictionary, pseudo-label training data, train, and summarise; rerun resumes."""
     from sparse_adapt.cli.output import rich_hooks
     from sparse_adapt.corpus.adapt import run_adapt
-    from sparse_adapt.report.adapt import SUMMARY, adapt_summary
+    from sparse_adapt.report.adapt import SUMMARY, QuerySet, adapt_summary
 
     if (queries is None) != (qrels is None):
         raise ConfigError("--queries and --qrels go together")
+    if groups is not None and queries is None:
+        raise ConfigError("--groups splits --queries into groups: give --queries and --qrels too")
+    # Read now, not at the summary: a malformed file found after training would cost the whole run.
+    yours = QuerySet.load("your queries", queries, qrels, groups) if queries is not None else None
     with rich_hooks() as hooks:
         result = run_adapt(corpus, out, base, terms=terms, dictionary=dictionary, train=train, config=config,
                            teacher=teacher, seed=seed, glosses=glosses, pretrain=pretrain, overwrite=overwrite,
-                           keep=tuple(p for p in (queries, qrels) if p is not None), lang=lang, hooks=hooks)
-        summary = adapt_summary(result, corpus, base, queries, qrels, hooks)
+                           keep=tuple(p for p in (queries, qrels, groups) if p is not None), lang=lang, hooks=hooks)
+        summary = adapt_summary(result, corpus, base, yours, hooks)
     table = Table(title="nDCG@10, base vs adapted")
     for c in ("queries", "group", "n", "base", "adapted", "change", "base + --feedback", "adapted + --feedback"):
         label = c in ("queries", "group")

@@ -2,7 +2,7 @@
 
 Evaluation: nDCG@10 of the base and of the adapted model on the held-out pseudo-queries
 (per kind: explicit, semantic, control; never trained on) and on the user's own
-``--queries/--qrels`` when given, with the number of queries behind each number; ``feedback``
+``--queries/--qrels`` when given (per group of ``--groups`` too), with the number of queries behind each number; ``feedback``
 is the adapted model searched with pseudo-relevance feedback (``evaluate --feedback``'s
 defaults), so a user sees on their own queries what it would add, and ``base_feedback`` the
 base searched the same way: what feedback alone gives without any training.
@@ -12,11 +12,14 @@ token's mean weight in documents that use it against documents that do not).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from sparse_adapt.atomic import write_json_atomic
 from sparse_adapt.corpus.adapt import AdaptResult
-from sparse_adapt.data import load_documents, load_domain_terms, load_qrels, load_queries, load_query_groups
+from sparse_adapt.data import (
+    Qrels, Query, check_query_groups, load_documents, load_domain_terms, load_qrels, load_queries, load_query_groups,
+)
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.truncation import truncated
 from sparse_adapt.progress import SILENT, Hooks
@@ -27,19 +30,38 @@ SUMMARY = "summary.json"
 SCHEMA = "sparse-adapt.adapt-summary/3"  # /1 had no "base_feedback", /2 no "truncated"
 
 
-def _sets(result: AdaptResult, queries: Path | None, qrels: Path | None) -> list[tuple[str, Path, Path, dict]]:
+@dataclass
+class QuerySet:
+    """Queries scored in the summary, with their qrels and groups (``{}``: only "all")."""
+
+    name: str
+    queries: list[Query]
+    qrels: Qrels
+    groups: dict[str, list[str]]
+
+    @classmethod
+    def load(cls, name: str, queries: Path, qrels: Path, groups: Path | None = None) -> "QuerySet":
+        """Read and cross-check the files (``adapt`` does so before training: a malformed file
+        found at the summary would cost the whole run)."""
+        qs, judged = load_queries(queries), load_qrels(qrels)
+        grouped = load_query_groups(groups) if groups is not None else {}
+        if groups is not None:
+            check_query_groups(groups, grouped, {q.qid for q in qs})
+        return cls(name, qs, judged, grouped)
+
+
+def _sets(result: AdaptResult, yours: QuerySet | None) -> list[QuerySet]:
     out = []
     f = result.files
     if f.heldout_queries is not None and f.heldout_queries.is_file():
-        out.append(("pseudo held-out", f.heldout_queries, f.heldout_qrels, load_query_groups(f.query_groups)))
-    if queries is not None and qrels is not None:
-        out.append(("your queries", queries, qrels, {}))
+        out.append(QuerySet.load("pseudo held-out", f.heldout_queries, f.heldout_qrels, f.query_groups))
+    if yours is not None:
+        out.append(yours)
     return out
 
 
 def adapt_summary(
-    result: AdaptResult, corpus: Path, base: str, queries: Path | None = None, qrels: Path | None = None,
-    hooks: Hooks = SILENT,
+    result: AdaptResult, corpus: Path, base: str, yours: QuerySet | None = None, hooks: Hooks = SILENT,
 ) -> dict:
     from diagnostics import inspect_corpus
 
@@ -54,13 +76,13 @@ def adapt_summary(
                       "only their start, so a term used later in them is not in their vectors; split long documents "
                       "into passages (e.g. by paragraph) before adapting and indexing")
     rows = []
-    sets = _sets(result, queries, qrels)
+    sets = _sets(result, yours)
     adapted_docs = encode_documents(adapted, documents, progress=hooks)  # scored for every set, then inspected
     if sets:
         models = {"base": SpladeEncoder.from_pretrained(base), "adapted": adapted}
         corpus_vectors = {"base": encode_documents(models["base"], documents), "adapted": adapted_docs}
-    for name, qpath, rpath, groups in sets:
-        qs, judged = load_queries(qpath), load_qrels(rpath)
+    for qset in sets:
+        name, qs, judged, groups = qset.name, qset.queries, qset.qrels, qset.groups
         Q = {m: encode_queries(e, qs) for m, e in models.items()}
         runs = {m: score_vectors(Q[m], corpus_vectors[m], qs, documents) for m in models}
         # the base with feedback too: training must beat what feedback alone gives the base

@@ -127,7 +127,9 @@ def derive_groups(queries: Sequence[Query], heldout: Sequence[Query], terms: dic
 
 def load_report_data(inputs: ReportInputs) -> ReportData:
     """Load and cross-check every input (before any training starts)."""
-    from sparse_adapt.data import load_documents, load_domain_terms, load_qrels, load_queries, load_query_groups
+    from sparse_adapt.data import (
+        check_query_groups, load_documents, load_domain_terms, load_qrels, load_queries, load_query_groups,
+    )
 
     i = inputs.resolved()
     documents, queries, qrels = load_documents(i.corpus), load_queries(i.queries), load_qrels(i.qrels)
@@ -141,10 +143,7 @@ def load_report_data(inputs: ReportInputs) -> ReportData:
     if i.groups is not None:
         groups, source = load_query_groups(i.groups), "file"
         known = {q.qid for q in queries} | {q.qid for q in heldout}
-        for name, qids in groups.items():
-            stray = [q for q in qids if q not in known]
-            if stray:
-                raise ConfigError(f"{i.groups}: group {name!r} lists unknown query ids: {', '.join(stray[:5])}")
+        check_query_groups(i.groups, groups, known)
         grouped = {q for qids in groups.values() for q in qids}
         ungrouped = sorted(known - grouped)
         if ungrouped:

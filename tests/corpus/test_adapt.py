@@ -245,6 +245,28 @@ def test_cli_teacher_that_fails_to_load_exits_2_and_writes_nothing(setup, tmp_pa
     assert not (tmp_path / "out").exists()
 
 
+def test_cli_bad_queries_qrels_or_groups_exit_2_before_anything_is_written(setup, tmp_path, capsys):
+    # found at the summary, a malformed --queries file cost the whole run (the 25-minute pretraining included)
+    queries, qrels, groups = tmp_path / "q.jsonl", tmp_path / "qrels.tsv", tmp_path / "groups.json"
+    queries.write_text('{"qid": "q1", "text": "Zentrofax seals"}\n{"qid": "q2"}\n')
+    qrels.write_text("q1 0 d1 1\n")
+    yours = ("--queries", str(queries), "--qrels", str(qrels))
+    assert main(_cli(setup, tmp_path / "out", *yours)) == 2
+    assert f"{queries}:2: field 'text': missing" in _err(capsys)
+    assert not (tmp_path / "out").exists()
+    queries.write_text('{"qid": "q1", "text": "Zentrofax seals"}\n')
+    qrels.write_text("q1 0 d1\n")
+    assert main(_cli(setup, tmp_path / "out", *yours)) == 2
+    assert f"{qrels}:1:" in _err(capsys)
+    qrels.write_text("q1 0 d1 1\n")
+    groups.write_text(json.dumps({"lay": ["q1", "q9"]}))
+    assert main(_cli(setup, tmp_path / "out", *yours, "--groups", str(groups))) == 2
+    assert f"{groups}: field 'lay': lists unknown query ids: q9" in _err(capsys)
+    assert main(_cli(setup, tmp_path / "out", "--groups", str(groups))) == 2
+    assert "--groups splits --queries into groups" in _err(capsys)
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_adapt_glosses_reaches_the_run(setup, capsys):
     out = setup["root"] / "run"
     if not (out / "adapt.json").is_file():
@@ -327,15 +349,20 @@ def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, monk
     real = SpladeEncoder.encode
     monkeypatch.setattr(SpladeEncoder, "encode", lambda m, texts, kind="document", *a, **k: (
         encoded.append(len(texts)) if kind == "document" else None) or real(m, texts, kind, *a, **k))
-    # the held-out files given again as "your queries": a second set that must score the same
-    summary = report.adapt_summary(result, setup["corpus"], setup["base"], out / "heldout_queries.jsonl",
-                                   out / "heldout_qrels.tsv")
+    # the held-out files given again as "your queries" with their groups: a second set that must
+    # score the same, group by group
+    yours = report.QuerySet.load("your queries", out / "heldout_queries.jsonl", out / "heldout_qrels.tsv",
+                                 out / "query_groups.json")
+    summary = report.adapt_summary(result, setup["corpus"], setup["base"], yours)
     docs = load_documents(setup["corpus"])
     assert encoded == [len(docs), len(docs)]  # adapted and base, not once per set nor again for inspect
     rows = {(r["set"], r["group"]): r for r in summary["evaluation"]}
-    pseudo, yours = rows[("pseudo held-out", "all")], rows[("your queries", "all")]
-    columns = ("base", "adapted", "feedback", "base_feedback")
-    assert {k: pseudo[k] for k in columns} == {k: yours[k] for k in columns}
+    columns = ("base", "adapted", "feedback", "base_feedback", "queries")
+    groups = [g for s, g in rows if s == "pseudo held-out"]
+    assert len(groups) > 1 and groups == [g for s, g in rows if s == "your queries"]
+    for group in groups:
+        assert {k: rows[("pseudo held-out", group)][k] for k in columns} == {k: rows[("your queries", group)][k] for k in columns}
+    pseudo = rows[("pseudo held-out", "all")]
     held, judged = load_queries(out / "heldout_queries.jsonl"), load_qrels(out / "heldout_qrels.tsv")
     qids = [q.qid for q in held if q.qid in judged]
     base = SpladeEncoder.from_pretrained(setup["base"])
