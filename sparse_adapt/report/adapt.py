@@ -38,16 +38,22 @@ class QuerySet:
     queries: list[Query]
     qrels: Qrels
     groups: dict[str, list[str]]
+    skipped: tuple[str, ...] = ()  # groups of the file naming none of these queries
 
     @classmethod
     def load(cls, name: str, queries: Path, qrels: Path, groups: Path | None = None) -> "QuerySet":
         """Read and cross-check the files (``adapt`` does so before training: a malformed file
-        found at the summary would cost the whole run)."""
+        found at the summary would cost the whole run). A group naming none of ``queries`` is
+        skipped (a suite's file also groups its training queries); one naming some is checked
+        whole, so a mistyped id is an error."""
         qs, judged = load_queries(queries), load_qrels(qrels)
         grouped = load_query_groups(groups) if groups is not None else {}
+        known = {q.qid for q in qs}
+        skipped = tuple(g for g, qids in grouped.items() if not known.intersection(qids))
+        grouped = {g: qids for g, qids in grouped.items() if g not in skipped}
         if groups is not None:
-            check_query_groups(groups, grouped, {q.qid for q in qs})
-        return cls(name, qs, judged, grouped)
+            check_query_groups(groups, grouped, known)
+        return cls(name, qs, judged, grouped, skipped)
 
 
 def _sets(result: AdaptResult, yours: QuerySet | None) -> list[QuerySet]:

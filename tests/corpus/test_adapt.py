@@ -259,9 +259,9 @@ def test_cli_bad_queries_qrels_or_groups_exit_2_before_anything_is_written(setup
     assert main(_cli(setup, tmp_path / "out", *yours)) == 2
     assert f"{qrels}:1:" in _err(capsys)
     qrels.write_text("q1 0 d1 1\n")
-    groups.write_text(json.dumps({"lay": ["q1", "q9"]}))
+    groups.write_text(json.dumps({"lay": ["q1", "q9"], "training": ["t1", "t2"]}))
     assert main(_cli(setup, tmp_path / "out", *yours, "--groups", str(groups))) == 2
-    assert f"{groups}: field 'lay': lists unknown query ids: q9" in _err(capsys)
+    assert f"{groups}: field 'lay': lists unknown query ids: q9" in _err(capsys)  # a typo among its queries
     assert main(_cli(setup, tmp_path / "out", "--groups", str(groups))) == 2
     assert "--groups splits --queries into groups" in _err(capsys)
     assert not (tmp_path / "out").exists()
@@ -363,6 +363,11 @@ def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, monk
     for group in groups:
         assert {k: rows[("pseudo held-out", group)][k] for k in columns} == {k: rows[("your queries", group)][k] for k in columns}
     pseudo = rows[("pseudo held-out", "all")]
+    # a suite's groups file also groups queries of another file: those groups are skipped, and said
+    other = out.parent / "groups-with-training.json"
+    other.write_text(json.dumps({**json.loads((out / "query_groups.json").read_text()), "control": ["t1", "t2"]}))
+    loaded = report.QuerySet.load("your queries", out / "heldout_queries.jsonl", out / "heldout_qrels.tsv", other)
+    assert loaded.skipped == ("control",) and loaded.groups == yours.groups
     held, judged = load_queries(out / "heldout_queries.jsonl"), load_qrels(out / "heldout_qrels.tsv")
     qids = [q.qid for q in held if q.qid in judged]
     base = SpladeEncoder.from_pretrained(setup["base"])
