@@ -210,7 +210,13 @@ def _optional_str(p: Path, n: int, o: dict, field: str) -> str:
     value = o.get(field, "")
     if not isinstance(value, str):
         raise DataError(p, n, field, f"expected a string, got {value!r:.60}")
-    return _checked_text(p, n, field, value).strip()
+    return _checked_text(p, n, field, value)
+
+
+def collapse_whitespace(text: str) -> str:
+    """Runs of whitespace as one space, no space at either end: how ir_datasets' BEIR texts are
+    read here (`evaluate --dataset`), and so how a BEIR file given as --docs/--queries is read."""
+    return " ".join(text.split())
 
 
 def _parse_beir(p: Path, n: int, o: dict) -> Document:
@@ -218,7 +224,7 @@ def _parse_beir(p: Path, n: int, o: dict) -> Document:
     # whitespace become one space, as `evaluate --dataset` (ir_datasets) reads the same file:
     # a byte-level BPE tokenizer would otherwise give the two paths different pieces.
     doc_id = _str_field(p, n, o, "_id")
-    text = " ".join(f"{_optional_str(p, n, o, 'title')} {_optional_str(p, n, o, 'text')}".split())
+    text = collapse_whitespace(f"{_optional_str(p, n, o, 'title')} {_optional_str(p, n, o, 'text')}")
     if not text:
         raise DataError(p, n, "text", "a BEIR record needs a non-empty 'title' or 'text'")
     return Document(doc_id, text)
@@ -290,7 +296,7 @@ def load_queries(path: str | Path) -> list[Query]:
     def parse(p: Path, n: int, o: dict) -> Query:
         key, text = id_field(o), _str_field(p, n, o, "text")
         # a BEIR query's whitespace as `evaluate --dataset` (ir_datasets) reads it, like its documents
-        return Query(_str_field(p, n, o, key), " ".join(text.split()) if key == "_id" else text)
+        return Query(_str_field(p, n, o, key), collapse_whitespace(text) if key == "_id" else text)
 
     return _read_unique(path, parse, id_field)
 

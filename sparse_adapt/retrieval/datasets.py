@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from sparse_adapt.data import Document, Qrels, Query
+from sparse_adapt.data import Document, Qrels, Query, collapse_whitespace
 from sparse_adapt.errors import SparseAdaptError
 
 
@@ -26,7 +26,7 @@ class DatasetError(SparseAdaptError, ValueError):
 
 def _text(record) -> str:
     text = record.default_text() if hasattr(record, "default_text") else record.text
-    return " ".join(text.split())  # BEIR's "title text" leaves a leading space when the title is empty
+    return collapse_whitespace(text)  # BEIR's "title text" leaves a leading space when the title is empty
 
 
 @dataclass
