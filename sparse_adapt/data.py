@@ -187,9 +187,8 @@ def _read_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any]) -> li
 
 
 def _read_unique(path: str | Path, parse: Callable[[Path, int, dict], Any], id_field: Callable[[dict], str]) -> list[Any]:
-    """:func:`_read_jsonl` for records whose first element is an id that must be unique; a
-    repeated id is an error on the line repeating it, named by the file's own id field
-    (``_id`` in a BEIR file), with the line of its first use."""
+    """:func:`_read_jsonl` of records whose first element is a unique id: a repeat is an error on
+    its line, named by the file's own id field (``_id`` in BEIR), with the line of its first use."""
     first: dict[str, int] = {}
 
     def parse_once(p: Path, n: int, o: dict) -> Any:
@@ -214,15 +213,13 @@ def _optional_str(p: Path, n: int, o: dict, field: str) -> str:
 
 
 def collapse_whitespace(text: str) -> str:
-    """Runs of whitespace as one space, no space at either end: how ir_datasets' BEIR texts are
-    read here (`evaluate --dataset`), and so how a BEIR file given as --docs/--queries is read."""
+    """Runs of whitespace as one space, none at the ends: BEIR texts, read either way."""
     return " ".join(text.split())
 
 
 def _parse_beir(p: Path, n: int, o: dict) -> Document:
-    # BEIR's models read the title in front of the body; either may be empty, not both. Runs of
-    # whitespace become one space, as `evaluate --dataset` (ir_datasets) reads the same file:
-    # a byte-level BPE tokenizer would otherwise give the two paths different pieces.
+    # BEIR's models read the title in front of the body; either may be empty, not both. Collapsed
+    # as `evaluate --dataset` (ir_datasets) reads it, or byte-level BPE would see other pieces.
     doc_id = _str_field(p, n, o, "_id")
     text = collapse_whitespace(f"{_optional_str(p, n, o, 'title')} {_optional_str(p, n, o, 'text')}")
     if not text:
@@ -237,8 +234,7 @@ def _parse_pyserini(p: Path, n: int, o: dict) -> Document:
 
 
 # The document formats read, recognised by their id field and tried in this order (a record
-# holding two id fields is read by the first): ours, BEIR's corpus.jsonl, Pyserini's
-# JsonCollection. ``Document.text`` of a BEIR record is its title and text joined by a space.
+# holding two id fields is read by the first): ours, BEIR's corpus.jsonl, Pyserini's JsonCollection.
 DOCUMENT_FORMATS: dict[str, Callable[[Path, int, dict], Document]] = {
     "doc_id": _parse_ours,
     "_id": _parse_beir,
@@ -287,8 +283,7 @@ def load_documents(path: str | Path) -> list[Document]:
 
 
 def load_queries(path: str | Path) -> list[Query]:
-    """``queries.jsonl``: one ``{"qid": str, "text": str}`` per line (BEIR's ``_id`` for
-    ``qid`` too), ids unique."""
+    """``queries.jsonl``: one ``{"qid": str, "text": str}`` per line (BEIR's ``_id`` too), ids unique."""
 
     def id_field(o: dict) -> str:
         return "_id" if "qid" not in o and "_id" in o else "qid"  # BEIR's queries.jsonl: '_id', 'text'
