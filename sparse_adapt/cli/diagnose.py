@@ -105,7 +105,7 @@ def explain(
     query: str = typer.Argument(..., help="The query text."),
     model: str = typer.Option("offline-minilm", "--model", help=MODEL_HELP),
     docs: Optional[Path] = typer.Option(None, "--docs", help=DOCS_HELP),
-    k: int = typer.Option(3, "--k", help="How many top documents to explain."),
+    k: int = typer.Option(3, "--k", "-k", help="How many top documents to explain."),
     index: Optional[Path] = typer.Option(
         None, "--index", help="Lucene index of --docs (`sparse-adapt index`): its top --k hits are the documents "
         "explained, with exact weights, instead of encoding every document (for a large corpus)."

@@ -83,7 +83,7 @@ def search(
     onnx: Optional[Path] = typer.Option(
         None, "--onnx", help="Encode the query in ONNX Runtime with this `sparse-adapt onnx` export instead of --model."
     ),
-    k: int = typer.Option(10, "--k", min=1, help="Number of hits."),
+    k: int = typer.Option(10, "--k", "-k", min=1, help="Number of hits."),
     feedback: bool = FEEDBACK_OPTION,
     feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
     feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,

@@ -138,7 +138,7 @@ def encode(
     text: str = typer.Argument(..., help="Text to encode."),
     model: str = typer.Option("offline-minilm", "--model", help=BASE_HELP),
     query: bool = typer.Option(False, "--query", help="Encode as a query (query max length)."),
-    k: int = typer.Option(20, "--k", help="How many top terms to show."),
+    k: int = typer.Option(20, "--k", "-k", min=1, help="How many top terms to show."),
 ) -> None:
     """Print the top-weighted terms of one text's SPLADE vector."""
     from sparse_adapt.modeling.encoder import SpladeEncoder

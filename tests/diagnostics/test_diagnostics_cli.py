@@ -122,6 +122,8 @@ def test_explain_json_and_tables(files, capsys):
     assert rc == 0 and out["query"]["feedback"] is None
     validate(out)
     assert out["schema"] == EXPLAIN_SCHEMA and len(out["results"]) == 2
+    rc = main(["explain", "gatrocraptic spending tools", *_args(files), "-k", "1", "--json"])
+    assert rc == 0 and len(json.loads(capsys.readouterr().out)["results"]) == 1
     for m in out["results"]:
         assert sum(s["contribution"] for s in m["shared"]) == pytest.approx(m["score"], rel=1e-5)
     rc = main(["explain", "gatrocraptic spending tools", *_args(files)])

@@ -82,6 +82,15 @@ def test_encode_says_when_a_text_was_truncated(tiny_model_dir, capsys):
     assert short.code == 0 and "warning" not in short.err
 
 
+def test_encode_k_short_form_and_bounds(tiny_model_dir, capsys):
+    # the JSON-free table prints one row per term: -k is --k's short form
+    one = cli(capsys, ["encode", "budget spending", "--model", tiny_model_dir, "-k", "1"])
+    three = cli(capsys, ["encode", "budget spending", "--model", tiny_model_dir, "--k", "3"])
+    assert one.code == 0 and three.code == 0
+    assert len(three.out.strip().splitlines()) > len(one.out.strip().splitlines())
+    assert cli(capsys, ["encode", "budget", "--model", tiny_model_dir, "-k", "0"]).code == 2
+
+
 def test_export_counts_truncated_documents(tiny_model_dir, tmp_path, capsys):
     docs = tmp_path / "docs.jsonl"
     docs.write_text(json.dumps({"doc_id": "long", "text": "budget " * 5000}) + "\n"

@@ -109,6 +109,9 @@ def test_search_and_evaluate_cli(built, retriever, capsys):
     want = retriever.search("database connection timeout", 5)
     assert hits == [{"doc_id": h.doc_id, "score": h.score} for h in want] and len(hits) == 5
     assert hits[0]["doc_id"] in {"d2", "d3"}  # the two database-timeout documents
+    assert main(["search", "--index", str(built["index"]), "--model", "offline-minilm", "-k", "2", "--json",
+                 "database connection timeout"]) == 0
+    assert json.loads(capsys.readouterr().out) == hits[:2]
     # --docs: each hit's own text beside it
     assert main(["search", "--index", str(built["index"]), "--model", "offline-minilm", "--k", "5", "--json",
                  "--docs", str(GATROCRAPTIC.docs), "database connection timeout"]) == 0
