@@ -43,7 +43,7 @@ class ListTexts:
 
 
 class JsonlTexts:
-    """The texts of a docs.jsonl (any of ``data.DOCUMENT_FORMATS``), read by byte offset
+    """The texts of a docs.jsonl (any of ``data.documents.DOCUMENT_FORMATS``), read by byte offset
     (validated once, streamed)."""
 
     def __init__(self, path: str | Path, validate: bool = True) -> None:

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every loader of ``sparse_adapt/data.py`` and of the config
+"""Property-based fuzzing of every loader of ``sparse_adapt/data`` and of the config
 loader: whatever the bytes, the result is a clear error (a ``SparseAdaptError`` naming
 the file) or records that are valid, never a traceback from somewhere inside."""
 

@@ -12,6 +12,7 @@ import pytest
 
 from corpora import GATROCRAPTIC
 from sparse_adapt import data
+from sparse_adapt.data import documents
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.training.config import load_config
 from tests.faults.conftest import assert_one_line_error, cli, train_argv
@@ -124,7 +125,7 @@ def test_a_trec_docid_record_is_named_in_the_error(tmp_path, capsys):
     docs = _write(tmp_path / "corpus.jsonl", [json.dumps({"docid": "d1", "text": "A relief valve opens."})])
     with pytest.raises(data.DataError) as caught:
         data.load_documents(docs)
-    assert str(caught.value) == f"{docs}:1: field 'doc_id': missing; this looks like {data._FOREIGN_DOCUMENTS['docid']}"
+    assert str(caught.value) == f"{docs}:1: field 'doc_id': missing; this looks like {documents._FOREIGN_DOCUMENTS['docid']}"
     out = tmp_path / "adapted"
     result = cli(capsys, ["adapt", "--corpus", docs, "--out", out, "--base", "offline-splade-tiny"])
     assert_one_line_error(result, f"{docs}:1: field 'doc_id'", "'docid'")

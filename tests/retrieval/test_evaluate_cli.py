@@ -131,7 +131,7 @@ def test_local_beir_folder_loads_through_ir_datasets(tmp_path):
 
 
 def test_a_beir_corpus_file_reads_as_its_folder_does(tmp_path):
-    # --docs corpus.jsonl (data.py) and --dataset FOLDER (ir_datasets) give the same texts, line
+    # --docs corpus.jsonl (sparse_adapt.data) and --dataset FOLDER (ir_datasets) give the same texts, line
     # breaks and runs of spaces included: a byte-level BPE tokenizer tells them apart
     from sparse_adapt.data import load_documents, load_queries
     from sparse_adapt.retrieval.datasets import load_dataset

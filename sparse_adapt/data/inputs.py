@@ -1,0 +1,61 @@
+"""The training inputs: ``train.jsonl``, ``dictionary.jsonl`` and ``domain_terms.json``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sparse_adapt.data.reading import checked_text, float_list_field, read_json, read_jsonl, str_field, str_list_field
+from sparse_adapt.data.records import DataError, DictionaryEntry, TrainExample
+
+
+def load_train(path: str | Path) -> list[TrainExample]:
+    """``train.jsonl``: ``qid, query, doc_ids, doc_texts, teacher_scores`` with equal list lengths."""
+
+    def parse(p: Path, n: int, o: dict) -> TrainExample:
+        qid = str_field(p, n, o, "qid")
+        query = str_field(p, n, o, "query")
+        doc_ids = str_list_field(p, n, o, "doc_ids")
+        doc_texts = str_list_field(p, n, o, "doc_texts")
+        scores = float_list_field(p, n, o, "teacher_scores")
+        if len(doc_texts) != len(doc_ids):
+            raise DataError(p, n, "doc_texts", f"has {len(doc_texts)} entries but doc_ids has {len(doc_ids)}")
+        if len(scores) != len(doc_ids):
+            raise DataError(p, n, "teacher_scores", f"has {len(scores)} entries but doc_ids has {len(doc_ids)}")
+        if len(doc_ids) < 2:
+            raise DataError(p, n, "doc_ids", "needs at least 2 candidates to rank")
+        return TrainExample(qid, query, doc_ids, doc_texts, scores)
+
+    return read_jsonl(path, parse)
+
+
+def load_dictionary(path: str | Path) -> list[DictionaryEntry]:
+    """``dictionary.jsonl``: ``{"term", "definition", "examples": [str, ...]}`` per line."""
+
+    def parse(p: Path, n: int, o: dict) -> DictionaryEntry:
+        return DictionaryEntry(
+            str_field(p, n, o, "term"), str_field(p, n, o, "definition"), str_list_field(p, n, o, "examples")
+        )
+
+    return read_jsonl(path, parse)
+
+
+
+def load_domain_terms(path: str | Path) -> dict[str, list[str]]:
+    """``domain_terms.json``: an object of category -> list of terms (the spec's format)."""
+    p, obj = read_json(path)
+    if not isinstance(obj, dict):
+        raise DataError(p, None, None, "expected an object of category -> list of terms")
+    out: dict[str, list[str]] = {}
+    for category, terms in obj.items():
+        if not isinstance(terms, list):
+            raise DataError(p, None, category, "expected a list of terms")
+        for i, t in enumerate(terms):
+            if not isinstance(t, str) or not t.strip():
+                raise DataError(p, None, f"{category}[{i}]", f"expected a non-empty string, got {t!r:.60}")
+            if t != t.strip() or any(c.isspace() for c in t):
+                raise DataError(p, None, f"{category}[{i}]", f"a term must be one word without spaces, got {t!r}")
+            checked_text(p, None, f"{category}[{i}]", t)
+        out[category] = list(terms)
+    if not any(out.values()):
+        raise DataError(p, None, None, "no terms: every category is empty")
+    return out

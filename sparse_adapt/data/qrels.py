@@ -1,0 +1,54 @@
+"""Relevance judgements (TREC and BEIR qrels) and query groups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sparse_adapt.data.reading import iter_lines, read_json, require_file
+from sparse_adapt.data.records import DataError, Qrels
+
+
+BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
+
+
+def load_qrels(path: str | Path) -> Qrels:
+    """TREC qrels, ``qid 0 doc_id grade`` per line, or BEIR's ``qid doc_id grade`` (its header
+    line allowed first); whitespace separated, grade an integer."""
+    p = require_file(path)
+    qrels: Qrels = {}
+    for n, raw in iter_lines(p):
+        parts = raw.split()
+        if not parts or (not qrels and tuple(parts) == BEIR_QRELS_HEADER):
+            continue
+        if len(parts) == 4:
+            qid, _, doc_id, grade = parts
+        elif len(parts) == 3:
+            qid, doc_id, grade = parts
+        else:
+            raise DataError(p, n, None, f"expected 4 columns 'qid 0 doc_id grade' (or BEIR's 3), got {len(parts)}")
+        try:
+            g = int(grade)
+        except ValueError:
+            raise DataError(p, n, "grade", f"expected an integer, got {grade[:60]!r}") from None
+        qrels.setdefault(qid, {})[doc_id] = g
+    if not qrels:
+        raise DataError(p, None, None, "no judgements in file")
+    return qrels
+
+
+def load_query_groups(path: str | Path) -> dict[str, list[str]]:
+    """``query_groups.json``: group name -> list of qids (used by reports)."""
+    p, obj = read_json(path)
+    if not isinstance(obj, dict) or not all(
+        isinstance(v, list) and all(isinstance(q, str) for q in v) for v in obj.values()
+    ):
+        raise DataError(p, None, None, "expected an object of group -> list of qids")
+    return obj
+
+
+def check_query_groups(path: str | Path, groups: dict[str, list[str]], known: set[str]) -> None:
+    """Every qid a group of ``path`` lists is in ``known``, else a DataError naming the group."""
+    for name, qids in groups.items():
+        stray = [q for q in qids if q not in known]
+        if stray:
+            raise DataError(path, None, name, f"lists unknown query ids: {', '.join(stray[:5])}")

@@ -1,0 +1,154 @@
+"""Reading a user's file: UTF-8 lines, JSON, typed fields, each problem a DataError naming
+file, line and field."""
+
+from __future__ import annotations
+
+import codecs
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from sparse_adapt.data.records import DataError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def require_file(path: str | Path) -> Path:
+    """The path of an existing regular file, else a DataError naming it."""
+    p = Path(path)
+    if p.is_dir():  # e.g. a Pyserini collection split over several files
+        raise DataError(p, None, None, "is a directory; give the file itself (join a collection's files into one first)")
+    if not p.is_file():
+        raise DataError(p, None, None, "file not found" if not p.exists() else "not a regular file")
+    return p
+
+
+def _utf8_line(path: Path, line: int, raw: bytes) -> str:
+    if line == 1 and raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8):]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        column = len(raw[: e.start].decode("utf-8", "replace")) + 1
+        raise DataError(path, line, None, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {column})") from None
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) of a UTF-8 file, BOM dropped; bad bytes name their line."""
+    p = require_file(path)
+    with p.open("rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            if line_no == 1 and raw.startswith(GZIP_MAGIC):
+                raise DataError(p, None, None, f"is gzip-compressed; decompress it first (gunzip -k {p})")
+            yield line_no, _utf8_line(p, line_no, raw)
+
+
+def read_text(path: str | Path) -> str:
+    """A whole UTF-8 file (BOM dropped); bad bytes are a DataError naming their line."""
+    p = require_file(path)
+    return "".join(text for _, text in iter_lines(p))
+
+
+def parse_json(path: Path, line: int | None, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        where = line if line is not None else e.lineno
+        column = "" if line is None else f" at column {e.colno}"
+        raise DataError(path, where, None, f"invalid JSON ({e.msg}{column})") from None
+    except (ValueError, RecursionError) as e:  # e.g. an integer of 5000 digits, nesting 10^5 deep
+        raise DataError(path, line, None, f"invalid JSON ({str(e)[:80] or type(e).__name__})") from None
+
+
+def checked_text(path: Path, line: int | None, field: str, value: str) -> str:
+    # JSON may spell an unpaired surrogate (\ud800): a valid str that no tokenizer can take.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DataError(path, line, field, f"contains an unpaired surrogate, not text: {value!r:.60}") from None
+    return value
+
+
+def str_field(path: Path, line: int, obj: dict, field: str) -> str:
+    if field not in obj:
+        raise DataError(path, line, field, "missing")
+    value = obj[field]
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(path, line, field, f"expected a non-empty string, got {value!r:.60}")
+    return checked_text(path, line, field, value)
+
+
+def str_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[str, ...]:
+    if field not in obj:
+        raise DataError(path, line, field, "missing")
+    value = obj[field]
+    if not isinstance(value, list) or not value:
+        raise DataError(path, line, field, "expected a non-empty list of strings")
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            raise DataError(path, line, f"{field}[{i}]", f"expected a non-empty string, got {item!r:.60}")
+        checked_text(path, line, f"{field}[{i}]", item)
+    return tuple(value)
+
+
+def float_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[float, ...]:
+    if field not in obj:
+        raise DataError(path, line, field, "missing")
+    value = obj[field]
+    if not isinstance(value, list) or not value:
+        raise DataError(path, line, field, "expected a non-empty list of numbers")
+    for i, item in enumerate(value):
+        # bool is an int subclass; "true" as a teacher score is a mistake, not a 1.
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            raise DataError(path, line, f"{field}[{i}]", f"expected a number, got {item!r:.60}")
+        if not math.isfinite(item if isinstance(item, float) else _int_as_float(item)):
+            raise DataError(path, line, f"{field}[{i}]", f"expected a finite number, got {item!r:.60}")
+    return tuple(float(v) for v in value)
+
+
+def _int_as_float(value: int) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond float range is no usable score either
+        return math.inf
+
+
+def iter_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any]) -> Iterator[Any]:
+    """Parse a JSONL file lazily, one record per non-blank line; errors name file and line."""
+    p = require_file(path)
+    seen_any = False
+    for line_no, raw in iter_lines(p):
+        if not raw.strip():
+            continue
+        obj = parse_json(p, line_no, raw)
+        if not isinstance(obj, dict):
+            raise DataError(p, line_no, None, f"expected a JSON object, got {type(obj).__name__}")
+        seen_any = True
+        yield parse(p, line_no, obj)
+    if not seen_any:
+        raise DataError(p, None, None, "no records in file")
+
+
+def read_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any]) -> list[Any]:
+    return list(iter_jsonl(path, parse))
+
+
+def read_unique(path: str | Path, parse: Callable[[Path, int, dict], Any], id_field: Callable[[dict], str]) -> list[Any]:
+    """:func:`read_jsonl` of records whose first element is a unique id: a repeat is an error on
+    its line, named by the file's own id field (``_id`` in BEIR), with the line of its first use."""
+    first: dict[str, int] = {}
+
+    def parse_once(p: Path, n: int, o: dict) -> Any:
+        record = parse(p, n, o)
+        if record[0] in first:
+            raise DataError(p, n, id_field(o), f"duplicate id {record[0]!r} (first on line {first[record[0]]})")
+        first[record[0]] = n
+        return record
+
+    return read_jsonl(path, parse_once)
+
+
+def read_json(path: str | Path) -> tuple[Path, Any]:
+    p = require_file(path)
+    return p, parse_json(p, None, read_text(p))
