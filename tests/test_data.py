@@ -5,7 +5,7 @@ import pytest
 import corpora
 from corpora import GATROCRAPTIC
 from sparse_adapt.data import (
-    DataError, load_dictionary, load_documents, load_domain_terms, load_qrels, load_queries, load_train,
+    DataError, iter_documents, load_dictionary, load_documents, load_domain_terms, load_qrels, load_queries, load_train,
 )
 
 
@@ -108,7 +108,7 @@ def test_registry_refuses_duplicates_and_creates_from_local_files(tmp_path):
 def test_pyserini_and_beir_records_read_as_documents(tmp_path):
     """The id field names the format: a JsonCollection's 'contents' is the text; BEIR's title
     goes in front of its text, an empty one adds nothing."""
-    from sparse_adapt.training.mlm_data import JsonlTexts
+    from sparse_adapt.training.mlm_data import CorpusTexts
 
     ours = load_documents(GATROCRAPTIC.docs)
     pyserini = _write(tmp_path, "collection.jsonl", [json.dumps({"id": d.doc_id, "contents": d.text}) for d in ours])
@@ -121,9 +121,51 @@ def test_pyserini_and_beir_records_read_as_documents(tmp_path):
     expected = [("a", "Relief valves They open at set pressure."), ("b", "No title here."), ("c", "Only a title")]
     assert [tuple(d) for d in load_documents(beir)] == expected
     # warmup reads texts by byte offset, not through load_documents: it must read the same
-    texts = JsonlTexts(beir)
+    texts = CorpusTexts(beir)
     assert [texts.text(i) for i in range(len(texts))] == [t for _, t in expected]
     texts.close()
+
+
+def test_tsv_documents_and_queries_read_like_jsonl(tmp_path):
+    """A file named .tsv is 'id<TAB>text' (MS MARCO's collection.tsv and queries.tsv): the same
+    records as our JSONL, a byte-order mark and CRLF accepted, text kept as written."""
+    from sparse_adapt.training.mlm_data import CorpusTexts
+
+    ours = load_documents(GATROCRAPTIC.docs)
+    tsv = tmp_path / "collection.tsv"
+    tsv.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(f"{d.doc_id}\t{d.text}" for d in ours).encode() + b"\r\n\r\n")
+    assert load_documents(tsv) == ours == list(iter_documents(tsv))
+    texts = CorpusTexts(tsv)  # warmup's reader, by byte offset
+    assert [texts.text(i) for i in range(len(texts))] == [d.text for d in ours]
+    texts.close()
+    queries = _write(tmp_path, "queries.dev.tsv", ["1048585\twhat is paula deen's brother", "2\t  two  spaces  kept "])
+    assert [tuple(q) for q in load_queries(queries)] == [("1048585", "what is paula deen's brother"),
+                                                          ("2", "  two  spaces  kept ")]
+
+
+@pytest.mark.parametrize("line, where", [
+    ("d2\ttitle\tbody", "docs.tsv:2: expected 2 tab-separated columns 'doc_id<TAB>text', got 3"),
+    ("d2 no tab", "docs.tsv:2: expected 2 tab-separated columns 'doc_id<TAB>text', got 1"),
+    ("d2\t ", "docs.tsv:2: field 'text': expected a non-empty string"),
+    ("\tsome text", "docs.tsv:2: field 'doc_id': expected a non-empty string"),
+    ("d1\tagain", "docs.tsv:2: field 'doc_id': duplicate id 'd1' (first on line 1)"),
+])
+def test_tsv_errors_name_file_line_and_column(tmp_path, line, where):
+    path = _write(tmp_path, "docs.tsv", ["d1\tfirst", line])
+    with pytest.raises(DataError) as e:
+        load_documents(path)
+    assert str(e.value).startswith(f"{path.parent}/{where}")
+
+
+def test_a_tab_separated_file_named_jsonl_says_how_tsv_is_read(tmp_path):
+    path = _write(tmp_path, "docs.jsonl", ["d1\tfirst document"])
+    with pytest.raises(DataError, match=r"docs.jsonl:1: invalid JSON .*; a tab-separated 'id<TAB>text' file is read "
+                                        r"as such when its name ends in .tsv"):
+        load_documents(path)
+    plain = _write(tmp_path, "plain.jsonl", ["not json"])
+    with pytest.raises(DataError) as e:
+        load_queries(plain)
+    assert "tab-separated" not in str(e.value)
 
 
 def test_beir_queries_and_three_column_qrels(tmp_path):

@@ -2,11 +2,60 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from sparse_adapt.data.reading import checked_text, iter_jsonl, read_unique, str_field
+from sparse_adapt.data.reading import Objects, checked_text, iter_jsonl, iter_lines, json_objects, read_unique, str_field
 from sparse_adapt.data.records import DataError, Document, Query
+
+# A file whose name ends in .tsv holds 'id<TAB>text' lines (MS MARCO's collection.tsv and
+# queries.tsv, Pyserini's TsvCollection); any other name is JSONL. Chosen by name, not by
+# sniffing the content, so one odd line cannot switch a file's format.
+TSV_SUFFIX = ".tsv"
+
+
+def is_tsv(path: str | Path) -> bool:
+    return Path(path).suffix.lower() == TSV_SUFFIX
+
+
+def _tsv_cells(p: Path, n: int | None, raw: str, columns: tuple[str, str]) -> dict:
+    cells = raw.rstrip("\r\n").split("\t")
+    if len(cells) != 2:
+        raise DataError(p, n, None, f"expected 2 tab-separated columns '{columns[0]}<TAB>{columns[1]}', got {len(cells)}")
+    return dict(zip(columns, cells))
+
+
+def _tsv_hint(p: Path, error: DataError) -> DataError:
+    """A JSON error on a line holding a tab: say how a TSV file is read."""
+    if error.line is None or not error.message.startswith("invalid JSON"):
+        return error
+    line = next((raw for n, raw in iter_lines(p) if n == error.line), "")
+    if "\t" not in line:
+        return error
+    return DataError(p, error.line, error.field, f"{error.message}; a tab-separated 'id<TAB>text' file is read "
+                     f"as such when its name ends in {TSV_SUFFIX}")
+
+
+def _objects(columns: tuple[str, str]) -> Objects:
+    """How a document or query file's lines become objects: TSV cells named ``columns``, or JSON."""
+
+    def tsv(p: Path) -> Iterator[tuple[int, dict]]:
+        for n, raw in iter_lines(p):
+            if raw.strip():
+                yield n, _tsv_cells(p, n, raw, columns)
+
+    def jsonl(p: Path) -> Iterator[tuple[int, dict]]:
+        try:
+            yield from json_objects(p)
+        except DataError as e:
+            raise _tsv_hint(p, e) from None
+
+    return lambda p: tsv(p) if is_tsv(p) else jsonl(p)
+
+
+_DOCUMENT_COLUMNS = ("doc_id", "text")  # a TSV document is read as our own record
+_QUERY_COLUMNS = ("qid", "text")
 
 
 def _parse_ours(p: Path, n: int, o: dict) -> Document:
@@ -65,10 +114,18 @@ def parse_document(p: Path, n: int, o: dict) -> Document:
     raise DataError(p, n, "doc_id", "missing")
 
 
+def document_from_line(p: Path, raw: str) -> Document:
+    """The document of one line of ``p`` read on its own (by byte offset, so no line number)."""
+    raw = raw.lstrip("\ufeff")  # the first line of a file written with a byte-order mark
+    if is_tsv(p):
+        return parse_document(p, None, _tsv_cells(p, None, raw, _DOCUMENT_COLUMNS))
+    return parse_document(p, None, json.loads(raw))
+
+
 def iter_documents(path: str | Path) -> Iterator[Document]:
-    """``docs.jsonl`` records one at a time (for corpora larger than memory); validated like
+    """A document file's records one at a time (for corpora larger than memory); validated like
     :func:`load_documents` except for duplicate ids, which would need memory per document."""
-    return iter_jsonl(path, parse_document)
+    return iter_jsonl(path, parse_document, _objects(_DOCUMENT_COLUMNS))
 
 
 def find_documents(path: str | Path, doc_ids: Iterable[str]) -> dict[str, str]:
@@ -86,12 +143,15 @@ def find_documents(path: str | Path, doc_ids: Iterable[str]) -> dict[str, str]:
 
 
 def load_documents(path: str | Path) -> list[Document]:
-    """``docs.jsonl``: one ``{"doc_id": str, "text": str}`` per line, ids unique."""
-    return read_unique(path, parse_document, lambda o: next(k for k in DOCUMENT_FORMATS if k in o))
+    """``docs.jsonl``: one ``{"doc_id": str, "text": str}`` per line (or any of
+    :data:`DOCUMENT_FORMATS`), or ``docs.tsv``: ``doc_id<TAB>text``; ids unique."""
+    id_field = lambda o: next(k for k in DOCUMENT_FORMATS if k in o)  # noqa: E731
+    return read_unique(path, parse_document, id_field, _objects(_DOCUMENT_COLUMNS))
 
 
 def load_queries(path: str | Path) -> list[Query]:
-    """``queries.jsonl``: one ``{"qid": str, "text": str}`` per line (BEIR's ``_id`` too), ids unique."""
+    """``queries.jsonl``: one ``{"qid": str, "text": str}`` per line (BEIR's ``_id`` too), or
+    ``queries.tsv``: ``qid<TAB>text`` (MS MARCO's); ids unique."""
 
     def id_field(o: dict) -> str:
         return "_id" if "qid" not in o and "_id" in o else "qid"  # BEIR's queries.jsonl: '_id', 'text'
@@ -101,4 +161,4 @@ def load_queries(path: str | Path) -> list[Query]:
         # a BEIR query's whitespace as `evaluate --dataset` (ir_datasets) reads it, like its documents
         return Query(str_field(p, n, o, key), collapse_whitespace(text) if key == "_id" else text)
 
-    return read_unique(path, parse, id_field)
+    return read_unique(path, parse, id_field, _objects(_QUERY_COLUMNS))

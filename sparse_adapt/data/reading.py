@@ -114,27 +114,41 @@ def _int_as_float(value: int) -> float:
         return math.inf
 
 
-def iter_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any]) -> Iterator[Any]:
-    """Parse a JSONL file lazily, one record per non-blank line; errors name file and line."""
-    p = require_file(path)
-    seen_any = False
+# How a file's lines become (line number, object) pairs: JSONL by default, TSV for documents and queries.
+Objects = Callable[[Path], Iterator[tuple[int, dict]]]
+
+
+def json_objects(p: Path) -> Iterator[tuple[int, dict]]:
+    """(line, object) of every non-blank line of a JSONL file; a line that is no JSON object is
+    a DataError naming it."""
     for line_no, raw in iter_lines(p):
         if not raw.strip():
             continue
         obj = parse_json(p, line_no, raw)
         if not isinstance(obj, dict):
             raise DataError(p, line_no, None, f"expected a JSON object, got {type(obj).__name__}")
+        yield line_no, obj
+
+
+def iter_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any], objects: Objects = json_objects) -> Iterator[Any]:
+    """Parse a file's records lazily, one per non-blank line; errors name file and line."""
+    p = require_file(path)
+    seen_any = False
+    for line_no, obj in objects(p):
         seen_any = True
         yield parse(p, line_no, obj)
     if not seen_any:
         raise DataError(p, None, None, "no records in file")
 
 
-def read_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any]) -> list[Any]:
-    return list(iter_jsonl(path, parse))
+def read_jsonl(path: str | Path, parse: Callable[[Path, int, dict], Any], objects: Objects = json_objects) -> list[Any]:
+    return list(iter_jsonl(path, parse, objects))
 
 
-def read_unique(path: str | Path, parse: Callable[[Path, int, dict], Any], id_field: Callable[[dict], str]) -> list[Any]:
+def read_unique(
+    path: str | Path, parse: Callable[[Path, int, dict], Any], id_field: Callable[[dict], str],
+    objects: Objects = json_objects,
+) -> list[Any]:
     """:func:`read_jsonl` of records whose first element is a unique id: a repeat is an error on
     its line, named by the file's own id field (``_id`` in BEIR), with the line of its first use."""
     first: dict[str, int] = {}
@@ -146,7 +160,7 @@ def read_unique(path: str | Path, parse: Callable[[Path, int, dict], Any], id_fi
         first[record[0]] = n
         return record
 
-    return read_jsonl(path, parse_once)
+    return read_jsonl(path, parse_once, objects)
 
 
 def read_json(path: str | Path) -> tuple[Path, Any]:

@@ -13,14 +13,14 @@ With ``batch_tokens`` = 0 batches are ``batch_size`` consecutive texts of the or
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
 import torch
 
-from sparse_adapt.data import iter_documents, parse_document
+from sparse_adapt.data import iter_documents
+from sparse_adapt.data.documents import document_from_line
 
 
 class TextSource(Protocol):
@@ -42,9 +42,9 @@ class ListTexts:
         return self.texts[index]
 
 
-class JsonlTexts:
-    """The texts of a docs.jsonl (any of ``data.documents.DOCUMENT_FORMATS``), read by byte offset
-    (validated once, streamed)."""
+class CorpusTexts:
+    """The texts of a document file (JSONL in any of ``data.documents.DOCUMENT_FORMATS``, or TSV),
+    read by byte offset (validated once, streamed)."""
 
     def __init__(self, path: str | Path, validate: bool = True) -> None:
         self.path = Path(path)
@@ -68,7 +68,7 @@ class JsonlTexts:
             self._file = self.path.open("rb")
         self._file.seek(int(self.offsets[index]))
         raw = self._file.readline().decode("utf-8")
-        return parse_document(self.path, None, json.loads(raw.lstrip("\ufeff"))).text
+        return document_from_line(self.path, raw).text
 
     def close(self) -> None:
         if self._file is not None:

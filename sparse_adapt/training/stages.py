@@ -29,7 +29,7 @@ from sparse_adapt.training.freezing import stage_weight_decay, trainable_rows
 from sparse_adapt.training.distributed import Processes, SingleProcess
 from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything, shuffled_batches
 from sparse_adapt.training.masking import mask_tokens, occurrences, span_occurrences
-from sparse_adapt.training.mlm_data import JsonlTexts, ListTexts, TextSource, WindowedTexts, plan_epoch, token_lengths
+from sparse_adapt.training.mlm_data import CorpusTexts, ListTexts, TextSource, WindowedTexts, plan_epoch, token_lengths
 from sparse_adapt.training.reference import ReferenceVectors, load_reference
 from sparse_adapt.training.validation import EpochSelector, ValidationSet, split_valid
 
@@ -160,7 +160,7 @@ class WarmupStage(_MLMStage):
 
     def texts(self, splade: SpladeEncoder, ctx: StageContext) -> TextSource:
         self._domain = domain_token_ids(splade, ctx.data.terms)
-        documents = JsonlTexts(ctx.data.corpus, validate=False)  # validated when the inputs were loaded
+        documents = CorpusTexts(ctx.data.corpus, validate=False)  # validated when the inputs were loaded
         # A document longer than max_length trains as several windows, not as its first window alone.
         windows = WindowedTexts(documents, splade.tokenizer, ctx.config.warmup.max_length)
         if len(windows) > len(documents):

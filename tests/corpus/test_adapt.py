@@ -286,6 +286,20 @@ def test_cli_generators_never_overwrite_without_force(setup, tmp_path, capsys):
     assert "fragmentation" in capsys.readouterr().out
 
 
+def test_cli_generators_read_a_tsv_corpus_like_its_jsonl(setup, tmp_path):
+    """An MS MARCO-style collection.tsv gives the same mined terms and training lists."""
+    tsv = tmp_path / "collection.tsv"
+    tsv.write_text("".join(f"{d.doc_id}\t{d.text}\n" for d in load_documents(setup["corpus"])))
+    outs = {}
+    for name, corpus in (("jsonl", setup["corpus"]), ("tsv", tsv)):
+        terms, train = tmp_path / f"{name}-terms.json", tmp_path / f"{name}-train.jsonl"
+        assert main(["mine-terms", "--corpus", str(corpus), "--out", str(terms), "--base", setup["base"]]) == 0
+        assert main(["make-train", "--corpus", str(corpus), "--terms", str(terms), "--out", str(train),
+                     "--base", setup["base"], "--teacher", setup["teacher"]]) == 0
+        outs[name] = (terms.read_text(), train.read_text())
+    assert outs["tsv"] == outs["jsonl"] and "Zentrofax" in outs["tsv"][0]
+
+
 def test_cli_make_train_writes_a_loadable_train_file(setup, tmp_path, capsys):
     terms = tmp_path / "terms.json"
     terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))

@@ -84,6 +84,9 @@ LOADERS = {
     "qrels": (data.load_qrels, lambda out: _check_qrels(out)),
     "domain terms": (data.load_domain_terms, lambda out: _check_terms(out)),
     "query groups": (data.load_query_groups, lambda out: _check_groups(out)),
+    "documents tsv": (data.load_documents, lambda out: [_check_document(d) for d in out]),
+    "iter_documents tsv": (lambda p: list(data.iter_documents(p)), lambda out: [_check_document(d) for d in out]),
+    "queries tsv": (data.load_queries, lambda out: [_check_query(q) for q in out]),
 }
 
 # Lines that are almost right: the fields each loader wants, with values drawn from ``values``.
@@ -95,7 +98,8 @@ FIELDS = {
 
 def _load(work: Path, kind: str, raw: bytes):
     loader, check = LOADERS[kind]
-    path = work / f"{kind.replace(' ', '_')}.input"
+    # the name chooses the format of documents and queries: 'x.tsv' is read as TSV
+    path = work / (f"{kind.split()[0]}.tsv" if kind.endswith(" tsv") else f"{kind.replace(' ', '_')}.input")
     path.write_bytes(raw)
     try:
         out = loader(path)
@@ -139,6 +143,15 @@ def test_objects_of_lists(work, kind, obj):
 @given(lines=st.lists(st.tuples(values, values, values, values), max_size=4))
 def test_qrels_of_any_columns(work, lines):
     _load(work, "qrels", "\n".join(" ".join(json.dumps(c) for c in row) for row in lines).encode("utf-8", "surrogatepass"))
+
+
+@pytest.mark.parametrize("kind", ["documents tsv", "iter_documents tsv", "queries tsv"])
+@SETTINGS
+@given(rows=st.lists(st.lists(st.text(max_size=8) | st.sampled_from(["", " ", "\u200b", "\r"]), max_size=4), max_size=4),
+       bom=st.booleans(), crlf=st.booleans())
+def test_tsv_lines_of_any_cells(work, kind, rows, bom, crlf):
+    text = ("\r\n" if crlf else "\n").join("\t".join(cells) for cells in rows)
+    _load(work, kind, (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8", "surrogatepass"))
 
 
 CONFIG_KEYS = {

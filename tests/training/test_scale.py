@@ -23,7 +23,7 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.training import loop as loop_mod
 from sparse_adapt.training.config import config_from_dict
-from sparse_adapt.training.mlm_data import JsonlTexts, plan_epoch
+from sparse_adapt.training.mlm_data import CorpusTexts, plan_epoch
 from sparse_adapt.training.pipeline import run_pipeline
 from tests.training.test_stages import DICTIONARY, DOCS, TERMS_JSON, TRAIN, _jsonl
 
@@ -106,7 +106,7 @@ def test_fixed_batches_are_the_shuffled_order_in_chunks():
 def test_streamed_texts_equal_the_loaded_documents(tmp_path):
     path = _jsonl(tmp_path / "d.jsonl", MORE_DOCS)
     path.write_text(path.read_text().replace("\n", "\n\n", 2))  # blank lines are skipped by both
-    source = JsonlTexts(path)
+    source = CorpusTexts(path)
     assert [source.text(i) for i in range(len(source))] == [d.text for d in load_documents(path)]
     assert [source.text(i) for i in (4, 0, 4)] == [MORE_DOCS[4]["text"], MORE_DOCS[0]["text"], MORE_DOCS[4]["text"]]
     assert source.offsets.dtype == np.int64 and not hasattr(source, "texts")
