@@ -257,6 +257,8 @@ def adapt(
         terms_table.add_row(t["token"], str(t["docs_occurring"]), fmt(t.get("mean_weight_occurring")),
                             fmt(t.get("mean_weight_not_occurring")))
     console.print(terms_table)
+    for line in summary["warnings"]:
+        warn(line)
     console.print(f"[green]adapted model[/green] {result.final}; generated: {', '.join(result.files.generated) or 'nothing'}; "
                   f"summary: {out / SUMMARY}")
 

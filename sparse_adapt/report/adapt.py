@@ -27,7 +27,10 @@ from sparse_adapt.retrieval.evaluation import encode_documents, encode_queries, 
 from sparse_adapt.retrieval.feedback import Feedback
 
 SUMMARY = "summary.json"
-SCHEMA = "sparse-adapt.adapt-summary/3"  # /1 had no "base_feedback", /2 no "truncated"
+SCHEMA = "sparse-adapt.adapt-summary/4"  # /1 had no "base_feedback", /2 no "truncated", /3 no "warnings"
+# Below this many queries a set's change is a reading, not a verdict: one 7-query test domain's
+# paraphrases moved by up to 0.05 between two seeds of the same adapt run (bench/RESULTS.md).
+FEW_QUERIES = 20
 
 
 @dataclass
@@ -63,6 +66,25 @@ def _sets(result: AdaptResult, yours: QuerySet | None) -> list[QuerySet]:
         out.append(QuerySet.load("pseudo held-out", f.heldout_queries, f.heldout_qrels, f.query_groups))
     if yours is not None:
         out.append(yours)
+    return out
+
+
+def worse_than_base(rows: list[dict]) -> list[str]:
+    """One warning per query set the adapted model scores below the base on (its "all" row):
+    a run that made retrieval worse must say so, not leave it to a minus sign in a table."""
+    out = []
+    for r in rows:
+        if r["group"] != "all" or r["adapted"] >= r["base"]:
+            continue
+        n = r["queries"]
+        few = f"; {n} queries are a reading, not a verdict" if n < FEW_QUERIES else ""
+        if r["set"] == "pseudo held-out":
+            advice = "judge on held-out queries you write (--queries, --qrels) before choosing the adapted model"
+        else:
+            advice = ("keep the base for such queries, or see which terms fail with `sparse-adapt diagnose TERM "
+                      "--model FINAL`")
+        out.append(f"on {r['set']} ({n} queries) the adapted model scores nDCG@10 {r['adapted']:.3f}, below the "
+                   f"base's {r['base']:.3f}{few}: {advice}")
     return out
 
 
@@ -110,6 +132,7 @@ def adapt_summary(
         "files": {k: (None if v is None else str(v)) for k, v in result.files.__dict__.items() if k != "generated"},
         "generated": result.files.generated, "notes": result.notes, "evaluation": rows, "inspect": inspect.to_dict(),
         "truncated": {"documents": len(cut), "of": len(documents), "max_length": limit},
+        "warnings": worse_than_base(rows),
     }
     write_json_atomic(result.final.parent / SUMMARY, summary)
     return summary

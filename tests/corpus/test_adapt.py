@@ -350,6 +350,19 @@ def test_cli_adapt_prints_and_writes_the_summary(setup, capsys):
     assert "zentrofax" in tokens and summary["generated"] == ["terms", "dictionary", "train"]
 
 
+def test_cli_adapt_prints_each_summary_warning(setup, monkeypatch, capsys):
+    from sparse_adapt.report import adapt as report
+
+    out = setup["root"] / "run"
+    if not (out / "final").is_dir():
+        _adapt(setup, out)
+    seen = []
+    monkeypatch.setattr(report, "worse_than_base", lambda rows: seen.append(rows) or ["on a set the adapted model is worse"])
+    assert main(_cli(setup, out)) == 0
+    assert seen and "warning: on a set the adapted model is worse" in _err(capsys)
+    assert json.loads((out / "summary.json").read_text())["warnings"] == ["on a set the adapted model is worse"]
+
+
 def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, monkeypatch):
     from sparse_adapt.report import adapt as report
     from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
@@ -388,7 +401,8 @@ def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, monk
     for column, feedback in (("base", None), ("base_feedback", Feedback())):
         run = score_in_memory(base, docs, held, feedback=feedback)
         assert pseudo[column] == pytest.approx(evaluate_run(judged, run, ["ndcg@10"], qids=qids)["ndcg@10"])
-    assert summary["schema"] == "sparse-adapt.adapt-summary/3"
+    assert summary["schema"] == "sparse-adapt.adapt-summary/4"
+    assert summary["warnings"] == report.worse_than_base(summary["evaluation"])
     limit = base.max_length("document")
     assert summary["truncated"] == {"documents": 0, "of": len(docs), "max_length": limit}
     # A corpus with a document past the encoder's limit: counted, and the user told to split it.
@@ -399,6 +413,26 @@ def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, monk
     assert summary["truncated"] == {"documents": 1, "of": len(DOCS) + 1, "max_length": limit}
     assert any(m.startswith(f"1 of {len(DOCS) + 1} documents are longer than {limit} pieces") and "split long" in m
                for m in rec.messages)
+
+
+def test_a_set_scored_below_the_base_is_a_warning():
+    from sparse_adapt.report.adapt import FEW_QUERIES, worse_than_base
+
+    def row(set_, group, n, base, adapted):
+        return {"set": set_, "group": group, "queries": n, "base": base, "adapted": adapted}
+
+    rows = [
+        row("pseudo held-out", "all", 7, 0.675, 0.644),  # worse, few queries
+        row("pseudo held-out", "heldout-pseudo-control", 6, 0.638, 0.601),  # a group: the "all" row speaks for it
+        row("your queries", "all", FEW_QUERIES, 0.80, 0.80),  # equal: no warning
+        row("your queries", "semantic", 12, 0.90, 0.70),
+    ]
+    (pseudo,) = worse_than_base(rows)
+    assert pseudo.startswith("on pseudo held-out (7 queries) the adapted model scores nDCG@10 0.644, below the base's 0.675; "
+                             "7 queries are a reading, not a verdict: judge on held-out queries you write")
+    yours = worse_than_base([row("your queries", "all", FEW_QUERIES, 0.80, 0.79)])
+    assert len(yours) == 1 and "reading" not in yours[0] and "keep the base for such queries" in yours[0]
+    assert worse_than_base([row("your queries", "all", 30, 0.5, 0.9)]) == []
 
 
 def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_its_settings(setup, monkeypatch):
