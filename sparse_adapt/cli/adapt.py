@@ -37,6 +37,19 @@ def _check_out(out: Path, force: bool, *inputs: Optional[Path]) -> None:
         raise ConfigError(f"--out {out} exists; pass --force to replace it")
 
 
+# The generation options of mine-terms and make-train, shared with adapt so that the two
+# spell them alike. The defaults are the library's (corpus.mining.DEFAULT_TOP ...; a test
+# checks): importing those here would load torch for every command's --help.
+TOP_OPTION = typer.Option(20, "--top", min=1, help="How many terms to keep, best first.")
+MIN_COUNT_OPTION = typer.Option(2, "--min-count", min=1, help="Documents a term must appear in.")
+MAX_QUERIES_OPTION = typer.Option(60, "--max-queries", min=1, help="At most this many pseudo-queries.")
+NEGATIVES_OPTION = typer.Option(7, "--negatives", min=1, help="Hard negatives per query.")
+SIBLINGS_OPTION = typer.Option(3, "--siblings", min=0,
+                               help="Documents sharing the source's domain term added to each list (0: none).")
+TERM_LABELS_OPTION = typer.Option(True, "--term-labels/--teacher-labels",
+                                  help="Floor a term's other documents at +2 and cap the other side of the domain "
+                                       "line at 0 (default), or keep the teacher's scores as they are.")
+
 LANG_HELP = ("Language of the corpus for general-language word frequencies (wordfreq code: en, de, fr...); "
              "auto: English unless the corpus's words are clearly more common in another language.")
 
@@ -57,8 +70,8 @@ def mine_terms(
     corpus: Path = typer.Option(..., "--corpus", help="docs.jsonl of your corpus."),
     out: Path = typer.Option(..., "--out", help="domain_terms.json to write (category -> terms)."),
     base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP + " Its tokenizer counts pieces."),
-    top: int = typer.Option(20, "--top", min=1, help="How many terms to keep, best first."),
-    min_count: int = typer.Option(2, "--min-count", min=1, help="Documents a term must appear in."),
+    top: int = TOP_OPTION,
+    min_count: int = MIN_COUNT_OPTION,
     explain: bool = typer.Option(False, "--explain", help="Print each score's parts."),
     lang: str = typer.Option("auto", "--lang", help=LANG_HELP),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
@@ -148,13 +161,10 @@ def make_train(
     teacher: str = typer.Option("offline-minilm", "--teacher", help=TEACHER_HELP),
     base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP + " It mines the hard negatives."),
     seed: int = typer.Option(0, "--seed", help="Seeds the crops."),
-    max_queries: int = typer.Option(60, "--max-queries", min=1, help="At most this many pseudo-queries."),
-    negatives: int = typer.Option(7, "--negatives", min=1, help="Hard negatives per query."),
-    siblings: int = typer.Option(3, "--siblings", min=0,
-                                 help="Documents sharing the source's domain term added to each list (0: none)."),
-    term_labels: bool = typer.Option(True, "--term-labels/--teacher-labels",
-                                     help="Floor a term's other documents at +2 and cap the other side of the domain "
-                                          "line at 0 (default), or keep the teacher's scores as they are."),
+    max_queries: int = MAX_QUERIES_OPTION,
+    negatives: int = NEGATIVES_OPTION,
+    siblings: int = SIBLINGS_OPTION,
+    term_labels: bool = TERM_LABELS_OPTION,
     glosses: bool = typer.Option(False, "--glosses", help=GLOSSES_HELP + " Here: the queries only."),
     lang: str = typer.Option("auto", "--lang", help=LANG_HELP + " Here: the function words trimmed off crops."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run code shipped with the teacher."),
@@ -209,6 +219,12 @@ def adapt(
         None, "--groups", help="query_groups.json ({group: [qid, ...]}) of --queries: the summary scores each group too.",
     ),
     seed: int = typer.Option(0, "--seed", help="Seeds crops and training; a rerun reproduces the run."),
+    top: int = TOP_OPTION,
+    min_count: int = MIN_COUNT_OPTION,
+    max_queries: int = MAX_QUERIES_OPTION,
+    negatives: int = NEGATIVES_OPTION,
+    siblings: int = SIBLINGS_OPTION,
+    term_labels: bool = TERM_LABELS_OPTION,
     glosses: bool = typer.Option(False, "--glosses/--no-glosses", help=GLOSSES_HELP),
     pretrain: Optional[bool] = typer.Option(
         None, "--pretrain/--no-pretrain",
@@ -236,7 +252,9 @@ def adapt(
         warn(f"{groups}: groups naming none of {queries}'s queries are not scored: {', '.join(yours.skipped)}")
     with rich_hooks() as hooks:
         result = run_adapt(corpus, out, base, terms=terms, dictionary=dictionary, train=train, config=config,
-                           teacher=teacher, seed=seed, glosses=glosses, pretrain=pretrain, overwrite=overwrite,
+                           teacher=teacher, seed=seed, top=top, min_count=min_count, max_queries=max_queries,
+                           negatives=negatives, siblings=siblings, term_labels=term_labels,
+                           glosses=glosses, pretrain=pretrain, overwrite=overwrite,
                            keep=tuple(p for p in (queries, qrels, groups) if p is not None), lang=lang, hooks=hooks)
         summary = adapt_summary(result, corpus, base, yours, hooks)
     table = Table(title="nDCG@10, base vs adapted")

@@ -11,6 +11,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from sparse_adapt.cli import main
 from sparse_adapt.corpus.adapt import AdaptMismatchError, run_adapt
+from sparse_adapt.errors import ConfigError
 from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms, load_qrels, load_queries, load_train
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import Hooks
@@ -273,6 +274,42 @@ def test_cli_adapt_glosses_reaches_the_run(setup, capsys):
         _adapt(setup, out)
     assert main(_cli(setup, out, "--glosses")) == 2  # the finished run was made without glosses
     assert "holds an adapt run with other options" in _err(capsys)
+
+
+def test_cli_generation_options_default_to_the_librarys():
+    """mine-terms, make-train and adapt spell --top ... alike, with run_adapt's defaults."""
+    import inspect
+
+    import typer.main
+
+    from sparse_adapt.cli import app
+    from sparse_adapt.corpus.adapt import run_adapt
+
+    library = inspect.signature(run_adapt).parameters
+    commands = {c.name: typer.main.get_command(app).commands[c.name] for c in app.registered_commands
+                if c.name in ("mine-terms", "make-train", "adapt")}
+    shared = {"top", "min_count", "max_queries", "negatives", "siblings", "term_labels"}
+    for name, command in commands.items():
+        params = {p.name: p.default for p in command.params if p.name in shared}
+        assert params and params == {k: library[k].default for k in params}, name
+    assert shared == {p.name for p in commands["adapt"].params} & shared
+
+
+def test_cli_adapt_top_reaches_mining(setup, tmp_path, monkeypatch):
+    from sparse_adapt.corpus import adapt as corpus_adapt
+
+    seen = {}
+
+    def stop(*args, **kwargs):  # the options as the CLI passed them; no training needed to check that
+        seen.update(kwargs)
+        raise ConfigError("stopped")
+
+    monkeypatch.setattr(corpus_adapt, "run_adapt", stop)
+    argv = _cli(setup, tmp_path / "out", "--top", "1", "--min-count", "3", "--max-queries", "9", "--negatives", "4",
+                "--siblings", "0", "--teacher-labels")
+    assert main(argv) == 2
+    assert {k: seen[k] for k in ("top", "min_count", "max_queries", "negatives", "siblings", "term_labels")} == {
+        "top": 1, "min_count": 3, "max_queries": 9, "negatives": 4, "siblings": 0, "term_labels": False}
 
 
 def test_cli_generators_never_overwrite_without_force(setup, tmp_path, capsys):
