@@ -23,6 +23,8 @@ def test_without_a_terminal_a_task_says_when_it_completes():
         assert "warmup" not in buf.getvalue()  # within the minute: nothing yet
         task.advance()
         assert "warmup epoch 1: 3/3 (" in buf.getvalue()
+    # and the bars are not printed once more at the end: one line per step in a log
+    assert buf.getvalue().count("warmup epoch 1") == 1 and "━" not in buf.getvalue()
 
 
 def test_without_a_terminal_a_long_task_says_how_far_it_is(monkeypatch):
@@ -42,7 +44,7 @@ def test_in_a_terminal_only_the_bars_are_drawn():
     with output.rich_hooks(console) as hooks:
         task = hooks.task("warmup", 2)
         task.advance(2)
-    assert "warmup: 2/2" not in buf.getvalue()
+    assert "warmup: 2/2" not in buf.getvalue() and "━" in buf.getvalue()  # the bar, left drawn
 
 
 def _groups_table():

@@ -82,7 +82,10 @@ class _RichTask:
 def rich_hooks(out: Console | None = None) -> Iterator[Hooks]:
     """Hooks that draw progress bars and print messages above them."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=out or console, transient=False) as progress:
+    target = out or console
+    # Without a terminal each step already printed its own "step: n/total (s)" lines; rich would
+    # then print every bar once more at the end, a second copy of the whole run in a log.
+    with Progress(*columns, console=target, transient=not target.is_terminal) as progress:
 
         def message(text: str) -> None:
             progress.console.print(text, soft_wrap=True, markup=False, highlight=False)
