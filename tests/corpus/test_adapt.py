@@ -458,18 +458,21 @@ def test_a_set_scored_below_the_base_is_a_warning():
     def row(set_, group, n, base, adapted):
         return {"set": set_, "group": group, "queries": n, "base": base, "adapted": adapted}
 
-    rows = [
-        row("pseudo held-out", "all", 7, 0.675, 0.644),  # worse, few queries
+    pseudo = [
+        row("pseudo held-out", "all", 7, 0.675, 0.644),  # 0.031 worse, few queries
         row("pseudo held-out", "heldout-pseudo-control", 6, 0.638, 0.601),  # a group: the "all" row speaks for it
-        row("your queries", "all", FEW_QUERIES, 0.80, 0.80),  # equal: no warning
-        row("your queries", "semantic", 12, 0.90, 0.70),
     ]
-    (pseudo,) = worse_than_base(rows)
-    assert pseudo.startswith("on pseudo held-out (7 queries) the adapted model scores nDCG@10 0.644, below the base's 0.675; "
-                             "7 queries are a reading, not a verdict: judge on held-out queries you write")
-    yours = worse_than_base([row("your queries", "all", FEW_QUERIES, 0.80, 0.79)])
-    assert len(yours) == 1 and "reading" not in yours[0] and "keep the base for such queries" in yours[0]
-    assert worse_than_base([row("your queries", "all", 30, 0.5, 0.9)]) == []
+    (line,) = worse_than_base(pseudo)
+    assert line.startswith("on pseudo held-out (7 queries) the adapted model scores nDCG@10 0.644, below the base's "
+                           "0.675; 7 queries are a reading, not a verdict: judge on held-out queries you write")
+    # within the tolerance (0.01, issue 11's for controls) a change is no loss
+    assert worse_than_base([row("pseudo held-out", "all", 9, 0.955, 0.953)]) == []
+    # with queries of the user's own, they decide: the pseudo set is not warned about
+    yours = [row("your queries", "all", FEW_QUERIES, 0.80, 0.75), row("your queries", "semantic", 12, 0.90, 0.70)]
+    (line,) = worse_than_base(pseudo + yours)
+    assert line.startswith("on your queries (20 queries)") and "reading" not in line
+    assert "keep the base for such queries" in line
+    assert worse_than_base(pseudo + [row("your queries", "all", 30, 0.5, 0.9)]) == []
 
 
 def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_its_settings(setup, monkeypatch):
