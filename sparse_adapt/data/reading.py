@@ -79,12 +79,17 @@ def str_field(path: Path, line: int, obj: dict, field: str) -> str:
     return checked_text(path, line, field, value)
 
 
-def str_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[str, ...]:
+def _list_field(path: Path, line: int, obj: dict, field: str, of: str) -> list:
     if field not in obj:
         raise DataError(path, line, field, "missing")
     value = obj[field]
     if not isinstance(value, list) or not value:
-        raise DataError(path, line, field, "expected a non-empty list of strings")
+        raise DataError(path, line, field, f"expected a non-empty list of {of}")
+    return value
+
+
+def str_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[str, ...]:
+    value = _list_field(path, line, obj, field, "strings")
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item.strip():
             raise DataError(path, line, f"{field}[{i}]", f"expected a non-empty string, got {item!r:.60}")
@@ -93,11 +98,7 @@ def str_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[str, .
 
 
 def float_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[float, ...]:
-    if field not in obj:
-        raise DataError(path, line, field, "missing")
-    value = obj[field]
-    if not isinstance(value, list) or not value:
-        raise DataError(path, line, field, "expected a non-empty list of numbers")
+    value = _list_field(path, line, obj, field, "numbers")
     for i, item in enumerate(value):
         # bool is an int subclass; "true" as a teacher score is a mistake, not a 1.
         if isinstance(item, bool) or not isinstance(item, (int, float)):
