@@ -57,6 +57,14 @@ def benchmark(
         None, "--teacher", help="adapt-corpus: the teacher of the pseudo-labelled lists, as adapt --teacher "
         "(default: adapt's, the offline dense all-MiniLM-L6-v2).",
     ),
+    top: Optional[int] = typer.Option(None, "--top", min=1, help="adapt-corpus: as adapt --top (default: adapt's)."),
+    min_count: Optional[int] = typer.Option(None, "--min-count", min=1, help="adapt-corpus: as adapt --min-count."),
+    max_queries: Optional[int] = typer.Option(None, "--max-queries", min=1, help="adapt-corpus: as adapt --max-queries."),
+    negatives: Optional[int] = typer.Option(None, "--negatives", min=1, help="adapt-corpus: as adapt --negatives."),
+    siblings: Optional[int] = typer.Option(None, "--siblings", min=0, help="adapt-corpus: as adapt --siblings."),
+    term_labels: Optional[bool] = typer.Option(
+        None, "--term-labels/--teacher-labels", help="adapt-corpus: as adapt's (default: adapt's, --term-labels).",
+    ),
     config: Optional[Path] = typer.Option(None, "--config", help="Training config overrides (JSON or TOML), as for train."),
     ablation: str = typer.Option(
         "", "--ablation", help="Comma-separated domains of the ablation (each loss term removed in turn); empty: none."
@@ -80,7 +88,9 @@ def benchmark(
         out=out, domains=_names(domains), seeds=_seeds(seeds), base=base, config=config,
         ablation_domains=_names(ablation), ablation_seeds=_seeds(ablation_seeds),
         feedback=feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms), pipeline=pipeline,
-        teacher=teacher, pool=pool,
+        teacher=teacher, pool=pool, generation={k: v for k, v in (
+            ("top", top), ("min_count", min_count), ("max_queries", max_queries), ("negatives", negatives),
+            ("siblings", siblings), ("term_labels", term_labels)) if v is not None},
     )
     with rich_hooks() as hooks:
         report = build_benchmark(inputs, hooks)

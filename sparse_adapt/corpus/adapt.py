@@ -48,6 +48,9 @@ from sparse_adapt.progress import SILENT, Hooks
 MANIFEST = "adapt.json"
 # Where adapt writes the inputs it generates, in DIR (a user's own files stay where they are).
 GENERATED = {"terms": "domain_terms.json", "dictionary": "dictionary.jsonl", "train": "train.jsonl"}
+# run_adapt's keywords that shape the generated inputs (mining and make-train), which a
+# benchmark passes through, so they can be measured (README "A larger corpus").
+GENERATION = ("top", "min_count", "max_queries", "negatives", "siblings", "term_labels")
 PRETRAINED = "pretrained"
 TRAINING = "training"
 FINAL = "final"

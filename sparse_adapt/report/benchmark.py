@@ -173,6 +173,9 @@ class BenchmarkInputs:
     pipeline: str = "train"
     # adapt-corpus's teacher of the pseudo-labelled lists (adapt --teacher); None: adapt's default.
     teacher: str | None = None
+    # adapt-corpus's generation options (corpus.adapt.GENERATION: top, max_queries ...) as
+    # run_adapt keywords; a missing one is adapt's default.
+    generation: dict[str, int | bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.pipeline not in PIPELINES:
@@ -182,6 +185,16 @@ class BenchmarkInputs:
         if self.teacher is not None and PIPELINES[self.pipeline].hand_written:
             raise ConfigError(f"--teacher scores generated training lists: pipeline {self.pipeline} trains on the "
                               "hand-written ones (give --pipeline adapt-corpus)")
+        if self.generation and PIPELINES[self.pipeline].hand_written:
+            key, value = next(iter(self.generation.items()))
+            flag = ("term-labels" if value else "teacher-labels") if key == "term_labels" else key.replace("_", "-")
+            raise ConfigError(f"--{flag} shapes generated inputs: pipeline {self.pipeline} trains on the "
+                              "hand-written ones (give --pipeline adapt-corpus)")
+        from sparse_adapt.corpus.adapt import GENERATION
+
+        unknown = sorted(set(self.generation) - set(GENERATION))
+        if unknown:
+            raise ConfigError(f"generation options are {', '.join(GENERATION)}; got {', '.join(unknown)}")
         if self.pipeline != "train" and isinstance(self.config, TrainConfig):
             raise ConfigError(f"pipeline {self.pipeline} takes its config as a file (adapt --config), not a TrainConfig")
 
@@ -295,7 +308,7 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
             given = {"terms": f.terms, "dictionary": f.dictionary, "train": f.train}
         else:
             hooks.message(f"--- {d.name} ({d.split}) seed {seed}: adapt from docs.jsonl alone")
-            given = {} if inputs.teacher is None else {"teacher": inputs.teacher}
+            given = {**inputs.generation, **({} if inputs.teacher is None else {"teacher": inputs.teacher})}
         result = run_adapt(
             f.docs, out / inputs.pipeline / d.name / f"seed{seed}", start, config=inputs.config, seed=seed,
             pretrain=False, hooks=hooks, **given,
@@ -326,6 +339,7 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "inputs": {
             "base": inputs.base, "pipeline": inputs.pipeline, "start": str(start), "teacher": inputs.teacher,
+            "generation": dict(inputs.generation),
             "domains": list(inputs.domains), "seeds": list(inputs.seeds),
             "ablation_domains": list(inputs.ablation_domains), "ablation_seeds": list(inputs.ablation_seeds),
             "config": cfg.to_dict(),

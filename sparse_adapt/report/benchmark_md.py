@@ -18,6 +18,16 @@ HELDOUT = ("heldout-domain-semantic", "heldout-domain-explicit", "heldout-contro
 SHORT = {"heldout-domain-semantic": "semantic", "heldout-domain-explicit": "explicit", "heldout-control": "control"}
 
 
+def _generation_line(inputs: dict) -> list[str]:
+    """adapt-corpus's options that differ from adapt's defaults, spelled as the CLI takes them."""
+    given = [f"--{k.replace('_', '-')} {v}" for k, v in inputs.get("generation", {}).items() if k != "term_labels"]
+    if "term_labels" in inputs.get("generation", {}):
+        given.append("--term-labels" if inputs["generation"]["term_labels"] else "--teacher-labels")
+    if inputs.get("teacher"):
+        given.append(f"--teacher {inputs['teacher']}")
+    return ["", f"Options given to every `adapt`: `{' '.join(given)}` (the others adapt's defaults)."] if given else []
+
+
 @dataclass(frozen=True)
 class Bar:
     """A quality bar on the held-out groups, met when every seed meets it."""
@@ -248,6 +258,7 @@ def render_benchmark(report: dict) -> str:
         f"Bar: {pipeline.bar.text()}. Created {report['created']}.",
         *_feedback_line(i.get("feedback")),
         *_pool_line(i.get("pool")),
+        *_generation_line(i),
         "",
         "## Per domain: base vs adapted",
         "",

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sparse_adapt.cli import main
+from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.report.benchmark import BenchmarkInputs, EvalSet, build_benchmark, resolve_domain, without
@@ -261,14 +262,20 @@ def test_pipeline_adapt_corpus_generates_every_input_and_marks_the_corpus_bar(se
             "--config", str(setup["config"]), "--pipeline", "adapt-corpus"]
     assert main([*args, "--teacher", str(tmp_path / "no-such-teacher")]) == 2
     assert "Traceback" not in capsys.readouterr().err
-    code = main([*args, "--teacher", setup["teacher"]])
+    code = main([*args, "--teacher", setup["teacher"], "--negatives", "2", "--siblings", "0"])
     assert code == 0, capsys.readouterr().err
     report = json.loads((out / "benchmark-adapt-corpus.json").read_text())
     assert report["inputs"]["pipeline"] == "adapt-corpus" and report["inputs"]["teacher"] == setup["teacher"]
+    assert report["inputs"]["generation"] == {"negatives": 2, "siblings": 0}
     run = out / "adapt-corpus" / "byoc" / "seed0"
     manifest = json.loads((run / "adapt.json").read_text())
     assert manifest["given"] == {"terms": None, "dictionary": None, "train": None}
     assert manifest["teacher"] == setup["teacher"]
+    # the generation options reached adapt; the ones not given are adapt's defaults
+    assert manifest["options"]["negatives"] == 2 and manifest["options"]["siblings"] == 0
+    assert manifest["options"]["max_queries"] == DEFAULT_MAX_QUERIES
+    lists = [json.loads(line)["doc_ids"] for line in (run / "train.jsonl").read_text().splitlines()]
+    assert lists and all(len(ids) == 3 for ids in lists)  # the source and 2 negatives; adapt's 7 + 3 would fill 8
     for name in ("domain_terms.json", "dictionary.jsonl", "train.jsonl"):  # generated into the run dir
         assert (run / name).is_file() and not (domain / name).exists()
     assert "zentrofax" in (run / "domain_terms.json").read_text().lower()  # mined from the corpus
@@ -278,6 +285,7 @@ def test_pipeline_adapt_corpus_generates_every_input_and_marks_the_corpus_bar(se
     assert final["groups"] == evalset.scores(SpladeEncoder.from_pretrained(run / "final"))
     md = (out / "benchmark-adapt-corpus.md").read_text()
     assert "`adapt` given only docs.jsonl" in md
+    assert f"Options given to every `adapt`: `--negatives 2 --siblings 0 --teacher {setup['teacher']}`" in md
     assert "held-out domain-semantic >= base + 0.10, held-out controls >= base - 0.02" in md
     assert "## Pooled by split" in md and "| outside | semantic | 1 |" in md
     assert "- pooled, outside semantic: " in capsys.readouterr().out  # printed at the end too
@@ -298,6 +306,22 @@ def test_a_domain_without_hand_written_inputs_is_refused_for_the_pipelines_that_
     assert "lacks train.jsonl, domain_terms.json, dictionary.jsonl" in err and len(err.strip().splitlines()) == 1
     assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "legal", "--teacher", "x"]) == 2
     assert "give --pipeline adapt-corpus" in capsys.readouterr().err
+    for option in (["--max-queries", "5"], ["--teacher-labels"]):
+        assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "legal", "--pipeline", "adapt", *option]) == 2
+        err = capsys.readouterr().err
+        assert f"{option[0]} shapes generated inputs" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "b").exists()
+
+
+def test_generation_options_are_run_adapts_keywords():
+    import inspect
+
+    from sparse_adapt.corpus.adapt import GENERATION, run_adapt
+
+    keywords = inspect.signature(run_adapt).parameters
+    assert all(k in keywords and keywords[k].kind is inspect.Parameter.KEYWORD_ONLY for k in GENERATION)
+    with pytest.raises(ConfigError, match="got maxqueries"):
+        BenchmarkInputs(out=Path("x"), pipeline="adapt-corpus", generation={"maxqueries": 5})
 
 
 def test_bar_status():
