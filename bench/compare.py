@@ -1,4 +1,5 @@
-"""Compare two ``bench.byoc`` result files (a default and a variant) query by query.
+"""Compare two ``bench.byoc`` result files (a default and a variant) query by query; a
+``sparse-adapt benchmark`` JSON (``benchmark-adapt-corpus.json``...) is read too.
 
     python -m bench.compare default.json variant.json [--domains pharma,hardware,software] [--base offline-minilm] [--inputs corpus]
 
@@ -25,9 +26,25 @@ from sparse_adapt.report.paired import paired_test
 TIE = 1e-5
 
 
+def benchmark_rows(report: dict) -> list[dict]:
+    """A ``sparse-adapt benchmark`` JSON's adapted runs as ``bench.byoc`` rows: ``inputs`` is the
+    pipeline and each query's ``per_query`` value is ``[base model, adapted]``."""
+    base = {r["domain"]: r["groups"] for r in report["results"] if r["variant"] == "base"}
+    rows = []
+    for r in report["results"]:
+        if r["variant"] != "full":
+            continue  # ablation rows are not the adapted model
+        groups = {g: {"per_query": {q: [base[r["domain"]][g]["per_query"][q], v]
+                                    for q, v in r["groups"][g]["per_query"].items()}} for g in GROUPS}
+        rows.append({"domain": r["domain"], "base": report["inputs"]["base"], "inputs": report["inputs"]["pipeline"],
+                     "seed": r["seed"], "groups": groups})
+    return rows
+
+
 def _rows(path: Path, domains: set[str] | None, base: str | None, inputs: str | None) -> dict[tuple, dict]:
     out = {}
-    for r in json.loads(path.read_text(encoding="utf-8")):
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for r in benchmark_rows(data) if isinstance(data, dict) else data:
         if (domains and r["domain"] not in domains) or (base and r["base"] != base) or (inputs and r["inputs"] != inputs):
             continue
         if any("per_query" not in r["groups"][g] for g in GROUPS):

@@ -53,3 +53,29 @@ def test_rows_without_per_query_values_are_refused_by_name(tmp_path):
     path.write_text(json.dumps([old]))
     with pytest.raises(ValueError, match="pharma/b/corpus/seed 0 has no per-query values"):
         _rows(path, None, None, None)
+
+
+def _benchmark(adapted: dict[int, float]) -> dict:
+    """A benchmark JSON of one domain and one query per group: the base scores 0.5."""
+    def groups(v: float) -> dict:
+        return {g: {"queries": 1, "ndcg@10": v, "per_query": {"h1": v}} for g in GROUPS}
+
+    results = [{"domain": "joined", "split": "outside", "seed": None, "variant": "base", "groups": groups(0.5)}]
+    results += [{"domain": "joined", "split": "outside", "seed": s, "variant": "full", "groups": groups(v)}
+                for s, v in adapted.items()]
+    results.append({"domain": "joined", "split": "outside", "seed": 0, "variant": "no-kd", "groups": groups(0.0)})
+    return {"schema": "x", "inputs": {"base": "b", "pipeline": "adapt-corpus"}, "results": results}
+
+
+def test_benchmark_files_compare_their_adapted_runs_seed_by_seed(tmp_path):
+    paths = []
+    for name, adapted in (("default", {0: 0.6, 1: 0.7}), ("variant", {0: 0.9, 1: 0.7})):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(_benchmark(adapted)))
+    default, variant = (_rows(p, None, None, None) for p in paths)
+    assert set(default) == {("joined", "b", "adapt-corpus", 0), ("joined", "b", "adapt-corpus", 1)}  # no ablation row
+    assert default[("joined", "b", "adapt-corpus", 0)]["groups"]["heldout-control"]["per_query"] == {"h1": [0.5, 0.6]}
+    out = compare(default, variant)["heldout-domain-semantic"]
+    # seed 0: 0.6 -> 0.9, seed 1: 0.7 -> 0.7; one non-zero difference: both sign flips are as extreme
+    assert (out["pairs"], out["wins"], out["losses"], out["p_value"]) == (2, 1, 0, 1.0)
+    assert out["change"] == pytest.approx(0.15)
