@@ -207,7 +207,8 @@ def prepare_inputs(
         if len(scored) > top:
             hooks.message(f"{len(scored) - top} more candidate terms scored below the cut (--top {top}; the next: "
                           f"{', '.join(c.term for c in scored[top:top + 5])}); {out / 'mining.json'} lists all "
-                          f"{len(scored)}, and --top or an edited {files.terms.name} keeps more")
+                          f"{len(scored)}; an edited {files.terms.name} keeps a term you need (keeping them all with a higher "
+                          "--top scored lower on a larger corpus: README, 'A larger corpus')")
     groups = locate_terms(documents, load_domain_terms(files.terms), files.terms)
     make_dictionary, make_pseudo = _to_generate(out, dictionary, train)
     # One selection serves both the dictionary and the queries (it scores every gloss on the corpus).
