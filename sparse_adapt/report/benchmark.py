@@ -56,7 +56,7 @@ from sparse_adapt.losses import TERMS
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.report.benchmark_md import (
-    BENCHMARK_SCHEMA, HELDOUT, METRIC, PIPELINES, STEMS, pooled, render_benchmark,
+    BENCHMARK_SCHEMA, HELDOUT, METRIC, PIPELINES, STEMS, generation_flags, pooled, render_benchmark,
 )
 from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.training.config import TrainConfig, load_config
@@ -186,9 +186,8 @@ class BenchmarkInputs:
             raise ConfigError(f"--teacher scores generated training lists: pipeline {self.pipeline} trains on the "
                               "hand-written ones (give --pipeline adapt-corpus)")
         if self.generation and PIPELINES[self.pipeline].hand_written:
-            key, value = next(iter(self.generation.items()))
-            flag = ("term-labels" if value else "teacher-labels") if key == "term_labels" else key.replace("_", "-")
-            raise ConfigError(f"--{flag} shapes generated inputs: pipeline {self.pipeline} trains on the "
+            flag = generation_flags(self.generation)[0].split()[0]
+            raise ConfigError(f"{flag} shapes generated inputs: pipeline {self.pipeline} trains on the "
                               "hand-written ones (give --pipeline adapt-corpus)")
         from sparse_adapt.corpus.adapt import GENERATION
 

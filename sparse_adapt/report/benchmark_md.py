@@ -18,11 +18,15 @@ HELDOUT = ("heldout-domain-semantic", "heldout-domain-explicit", "heldout-contro
 SHORT = {"heldout-domain-semantic": "semantic", "heldout-domain-explicit": "explicit", "heldout-control": "control"}
 
 
+def generation_flags(generation: dict) -> list[str]:
+    """adapt-corpus's generation options (run_adapt keywords) spelled as the CLI takes them."""
+    return [("--term-labels" if v else "--teacher-labels") if k == "term_labels" else f"--{k.replace('_', '-')} {v}"
+            for k, v in generation.items()]
+
+
 def _generation_line(inputs: dict) -> list[str]:
-    """adapt-corpus's options that differ from adapt's defaults, spelled as the CLI takes them."""
-    given = [f"--{k.replace('_', '-')} {v}" for k, v in inputs.get("generation", {}).items() if k != "term_labels"]
-    if "term_labels" in inputs.get("generation", {}):
-        given.append("--term-labels" if inputs["generation"]["term_labels"] else "--teacher-labels")
+    """The generation options and teacher the benchmark was given (the others are adapt's defaults)."""
+    given = generation_flags(inputs.get("generation", {}))
     if inputs.get("teacher"):
         given.append(f"--teacher {inputs['teacher']}")
     return ["", f"Options given to every `adapt`: `{' '.join(given)}` (the others adapt's defaults)."] if given else []
