@@ -49,6 +49,7 @@ class MLMConfig:
     bucket_window: int = 4096
     grad_accum: int = 1  # micro-batches per optimiser step (a larger batch in the same memory)
     max_steps: int = 0  # optimiser steps of the stage; 0: epochs decide
+    step_cap: int = 0  # at most this many optimiser steps; below it the epochs decide (0: no cap)
     # Optimiser steps between mid-stage checkpoints (model, optimiser, RNG, data position).
     # 200 keeps small runs (the bundled corpus needs < 100 steps per stage) free of the
     # checkpoint's disk time, while an hours-long warmup loses at most 200 steps to a crash.
@@ -62,7 +63,7 @@ class MLMConfig:
         _positive(section, "grad_accum", self.grad_accum)
         _positive(section, "bucket_window", self.bucket_window)
         _check_rows(section, self.train_rows)
-        for key in ("batch_tokens", "max_steps", "checkpoint_every"):
+        for key in ("batch_tokens", "max_steps", "step_cap", "checkpoint_every"):
             _positive(section, key, getattr(self, key), allow_zero=True)
         _positive(section, "lr", self.lr)
         _positive(section, "batch_size", self.batch_size)
@@ -147,6 +148,7 @@ class DistillConfig:
     log_every: int = 3
     grad_accum: int = 1  # batches per optimiser step
     max_steps: int = 0  # optimiser steps of the stage; 0: epochs decide
+    step_cap: int = 0  # as in MLMConfig
     checkpoint_every: int = 200  # optimiser steps between mid-stage checkpoints; 0: none (see MLMConfig)
     # Knowledge preservation (sparse_adapt/losses/preservation.py): self-distillation from the
     # frozen starting model on the texts the domain does not concern. Chosen on the dev domains
@@ -184,6 +186,7 @@ class DistillConfig:
         _positive(section, "epochs", self.epochs, allow_zero=True)
         _positive(section, "grad_accum", self.grad_accum)
         _positive(section, "max_steps", self.max_steps, allow_zero=True)
+        _positive(section, "step_cap", self.step_cap, allow_zero=True)
         _positive(section, "checkpoint_every", self.checkpoint_every, allow_zero=True)
         for key in ("lr", "batch_size", "max_grad_norm", "temperature", "log_every"):
             _positive(section, key, getattr(self, key))

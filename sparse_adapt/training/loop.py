@@ -7,7 +7,8 @@ to ``step(indices, step_number)``, which returns a :class:`StepResult` (the name
 the objective under ``"loss"``, and the tokens processed) or ``None`` to skip a batch with
 nothing to learn from (e.g. no position was masked). ``grad_accum`` micro-batches make one
 optimiser step. ``max_steps`` > 0 ends the stage after that many optimiser steps whatever
-the epochs.
+the epochs; ``step_cap`` > 0 lets the epochs decide but stops at that many steps, so a stage
+sized in epochs for a small corpus stays bounded on a large one.
 
 Every ``checkpoint_every`` optimiser steps the loop hands ``checkpoint`` a state dict:
 optimiser, scheduler, every RNG state, the epoch's batch plan and the position in it. Fed
@@ -103,6 +104,11 @@ def _check_finite(cfg: "LoopConfig", epoch: int, step: int, what: str, values: d
         )
 
 
+# Optimiser steps above which an epoch-sized stage says how to bound it: epochs chosen on corpora
+# of ~40 documents take hours on one of thousands (warmup's 10 epochs: 1.25 steps a document).
+LONG_STAGE = 1000
+
+
 @dataclass
 class LoopConfig:
     name: str  # the stage's name, in log records and progress
@@ -115,6 +121,7 @@ class LoopConfig:
     grad_accum: int = 1  # micro-batches per optimiser step
     max_steps: int = 0  # optimiser steps of the stage; 0: the epochs decide
     checkpoint_every: int = 0  # optimiser steps between mid-stage checkpoints; 0: none
+    step_cap: int = 0  # at most this many optimiser steps; below it the epochs decide (0: no cap)
 
 
 @dataclass
@@ -145,10 +152,16 @@ def set_rng_state(state: dict, generator: torch.Generator) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def _epoch_steps(cfg: LoopConfig, batches_per_epoch: int, world: int) -> int:
+    """Optimiser steps of ``cfg.epochs`` whole epochs (the last step of an epoch may be short)."""
+    return cfg.epochs * -(-batches_per_epoch // (cfg.grad_accum * world))
+
+
 def _total_steps(cfg: LoopConfig, batches_per_epoch: int, world: int) -> int:
     if cfg.max_steps > 0:
         return cfg.max_steps
-    return cfg.epochs * -(-batches_per_epoch // (cfg.grad_accum * world))
+    steps = _epoch_steps(cfg, batches_per_epoch, world)
+    return min(steps, cfg.step_cap) if cfg.step_cap > 0 else steps
 
 
 def run_loop(
@@ -190,6 +203,13 @@ def run_loop(
         sums, counted = resume["sums"], resume["counted"]
         result = LoopResult(resume["steps"], resume["epoch_means"], resume["last"], resume["tokens"])
     total = _total_steps(cfg, len(batches), world)
+    capped = cfg.max_steps <= 0 and 0 < cfg.step_cap < _epoch_steps(cfg, len(batches), world)
+    if capped and resume is None:
+        hooks.message(f"{cfg.name}: {cfg.step_cap} optimiser steps (its step_cap), not the "
+                      f"{_epoch_steps(cfg, len(batches), world)} of {cfg.epochs} epochs")
+    elif cfg.max_steps <= 0 and cfg.step_cap <= 0 and total > LONG_STAGE and resume is None:
+        hooks.message(f"{cfg.name}: {total:,} optimiser steps ({cfg.epochs} epochs of "
+                      f"{-(-len(batches) // group):,}); {cfg.name}.step_cap in --config bounds them")
     sched = linear_schedule(opt, max(1, total))
     if resume is not None:
         opt.load_state_dict(resume["optimizer"])
@@ -204,7 +224,7 @@ def run_loop(
     pending_tokens, consumed, started = 0, 0, time.perf_counter()
 
     def finished() -> bool:
-        return cfg.max_steps > 0 and result.steps >= cfg.max_steps
+        return (cfg.max_steps > 0 or capped) and result.steps >= total
 
     while (epochs is None or epoch < epochs) and not finished() and batches:
         while position < len(batches) and not finished():

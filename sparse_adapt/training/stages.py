@@ -73,7 +73,7 @@ class StageContext:
         return LoopConfig(
             name, section.epochs, section.batch_size, section.lr,
             stage_weight_decay(section.train_rows, section.weight_decay), section.max_grad_norm,
-            log_every, section.grad_accum, section.max_steps, section.checkpoint_every,
+            log_every, section.grad_accum, section.max_steps, section.checkpoint_every, section.step_cap,
         )
 
 

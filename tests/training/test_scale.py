@@ -21,6 +21,7 @@ from sparse_adapt.data import load_documents
 from sparse_adapt.device import resolve_device
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.progress import Hooks
 from sparse_adapt.training import loop as loop_mod
 from sparse_adapt.training.config import config_from_dict
 from sparse_adapt.training.mlm_data import CorpusTexts, plan_epoch
@@ -123,6 +124,41 @@ def test_max_steps_and_grad_accum_set_the_number_of_optimiser_steps(files, tmp_p
     # 2 examples, batch 1, 2 micro-batches per step: one optimiser step per epoch
     assert [r["step"] for r in records if r["stage"] == "distill"] == [1, 2]
     assert all(r["tokens"] > 0 and r["tokens_per_s"] > 0 for r in records)
+
+
+def test_step_cap_stops_a_long_stage_and_leaves_a_short_one_to_its_epochs(files, tmp_path):
+    n_docs = len(MORE_DOCS)
+    messages: list[str] = []
+    capped = tmp_path / "capped"
+    cfg = {"warmup": {"epochs": 50, "batch_size": 2, "lr": 1e-3, "step_cap": 3}}
+    run_pipeline(out=capped, stages="warmup", config=config_from_dict(cfg), seed=1,
+                 hooks=Hooks(message=messages.append), **files)
+    assert f"warmup: 3 optimiser steps (its step_cap), not the {50 * -(-n_docs // 2)} of 50 epochs" in messages
+    steps = [r for r in _log(capped) if r.get("stage") == "warmup" and "step" in r]
+    assert [r["step"] for r in steps] == [1, 2, 3]
+    assert steps[-1]["lr"] == 0.0  # the linear schedule spans the 3 capped steps, not 50 epochs
+    free = tmp_path / "free"
+    cfg = {"warmup": {"epochs": 2, "batch_size": 2, "lr": 1e-3, "step_cap": 1000}}
+    run_pipeline(out=free, stages="warmup", config=config_from_dict(cfg), seed=1,
+                 hooks=Hooks(message=(quiet := []).append), **files)
+    assert quiet and not any("(its step_cap)" in m for m in quiet)
+    steps = [r for r in _log(free) if r.get("stage") == "warmup" and "step" in r]
+    assert len(steps) == 2 * -(-n_docs // 2)  # unlike max_steps = 1000, the cap is not a target
+    assert steps[-1]["lr"] == 0.0
+
+
+def test_a_long_uncapped_stage_says_how_to_bound_it(files, tmp_path, monkeypatch):
+    monkeypatch.setattr(loop_mod, "LONG_STAGE", 5)
+    per_epoch = -(-len(MORE_DOCS) // 2)
+    said: dict[str, list[str]] = {}
+    for name, section in {"long": {"epochs": 2}, "short": {"epochs": 1, "max_steps": 6},
+                          "capped": {"epochs": 2, "step_cap": 4}}.items():
+        cfg = {"warmup": {"batch_size": 2, "lr": 1e-3, **section}}
+        run_pipeline(out=tmp_path / name, stages="warmup", config=config_from_dict(cfg), seed=1,
+                     hooks=Hooks(message=said.setdefault(name, []).append), **files)
+    assert f"warmup: {2 * per_epoch} optimiser steps (2 epochs of {per_epoch}); warmup.step_cap in --config bounds them" \
+        in said["long"]
+    assert not any("bounds them" in m for m in said["short"] + said["capped"])
 
 
 def test_token_budget_warmup_trains(files, tmp_path):
