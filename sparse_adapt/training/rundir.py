@@ -81,11 +81,30 @@ def final_record(final: Path) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
+def _with_defaults(cfg: dict) -> dict:
+    """``cfg`` (a run's recorded config) with every key a later version added at its default.
+
+    A key joins a section with the default that keeps the older behaviour (``step_cap = 0``:
+    no cap), so a run recorded before it existed trained as today's default does, and a
+    rerun after an upgrade must resume rather than be refused as a different run.
+    """
+    full = dataclasses.asdict(TrainConfig())
+    return {s: {**full[s], **v} if s in full and isinstance(v, dict) else v for s, v in cfg.items()}
+
+
 def final_is_current(out: Path, recipe: dict) -> bool:
     record = final_record(out / FINAL)
     if record is None or not complete(out / FINAL):
         return False
-    return {k: v for k, v in record.items() if k != "written"} == recipe
+    record = {k: v for k, v in record.items() if k != "written"}
+
+    def same_config(r: dict) -> dict:
+        run = r.get("run")
+        if isinstance(run, dict) and isinstance(run.get("config"), dict):
+            return {**r, "run": {**run, "config": _with_defaults(run["config"])}}
+        return r
+
+    return same_config(record) == same_config(recipe)
 
 
 def record_final(out: Path, recipe: dict) -> None:
@@ -100,7 +119,7 @@ def forget_final(out: Path) -> None:
 
 def _stage_part(cfg: dict, section: str) -> dict:
     """A section's settings without those that shape only OUT/final."""
-    values = dict(cfg.get(section) or {})
+    values = dict(_with_defaults(cfg).get(section) or {})
     for key in FINAL_ONLY.get(section, ()):
         values.pop(key, None)
     return values

@@ -223,3 +223,24 @@ def test_overwrite_discards_a_different_run_but_never_other_files(tiny_model_dir
     assert json.loads((out / "run.json").read_text())["config"]["distill"]["lr"] == config["distill"]["lr"]
     assert [r["event"] for r in _log(out) if "event" in r] == ["stage_start", "stage_end", "final"]  # the old log went too
     assert (out / "notes.txt").read_text() == "keep me"
+
+
+def test_a_run_recorded_before_a_config_key_existed_resumes_after_an_upgrade(tiny_model_dir, train_inputs, tmp_path):
+    out = tmp_path / "run"
+    _pipeline(tiny_model_dir, train_inputs, out, stages="extend,distill")
+    made = json.loads((out / "final" / "made_from.json").read_text())["written"]
+    # An older version wrote no step_cap: its run.json and final record lack the key.
+    for path, where in ((out / "run.json", lambda r: r), (out / "final" / "made_from.json", lambda r: r["run"])):
+        record = json.loads(path.read_text())
+        for section in where(record)["config"].values():
+            section.pop("step_cap")
+        path.write_text(json.dumps(record))
+    _pipeline(tiny_model_dir, train_inputs, out, stages="extend,distill")  # resumes: nothing to train
+    assert [r["event"] for r in _log(out) if "event" in r].count("stage_end") == 2
+    assert json.loads((out / "final" / "made_from.json").read_text())["written"] == made  # final kept as it was
+    # A key whose recorded value differs from today's is still a different run.
+    record = json.loads((out / "run.json").read_text())
+    record["config"]["distill"]["step_cap"] = 7
+    (out / "run.json").write_text(json.dumps(record))
+    with pytest.raises(SparseAdaptError, match=r"config \[distill\] differ"):
+        _pipeline(tiny_model_dir, train_inputs, out, stages="extend,distill")
