@@ -152,16 +152,10 @@ def set_rng_state(state: dict, generator: torch.Generator) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _epoch_steps(cfg: LoopConfig, batches_per_epoch: int, world: int) -> int:
-    """Optimiser steps of ``cfg.epochs`` whole epochs (the last step of an epoch may be short)."""
-    return cfg.epochs * -(-batches_per_epoch // (cfg.grad_accum * world))
-
-
-def _total_steps(cfg: LoopConfig, batches_per_epoch: int, world: int) -> int:
+def _total_steps(cfg: LoopConfig, epoch_steps: int) -> int:
     if cfg.max_steps > 0:
         return cfg.max_steps
-    steps = _epoch_steps(cfg, batches_per_epoch, world)
-    return min(steps, cfg.step_cap) if cfg.step_cap > 0 else steps
+    return min(cfg.epochs * epoch_steps, cfg.step_cap) if cfg.step_cap > 0 else cfg.epochs * epoch_steps
 
 
 def run_loop(
@@ -202,14 +196,15 @@ def run_loop(
         epoch, position, batches = resume["epoch"], resume["position"], resume["plan"]
         sums, counted = resume["sums"], resume["counted"]
         result = LoopResult(resume["steps"], resume["epoch_means"], resume["last"], resume["tokens"])
-    total = _total_steps(cfg, len(batches), world)
-    capped = cfg.max_steps <= 0 and 0 < cfg.step_cap < _epoch_steps(cfg, len(batches), world)
+    epoch_steps = -(-len(batches) // group)  # optimiser steps an epoch (its last may be short)
+    total = _total_steps(cfg, epoch_steps)
+    capped = cfg.max_steps <= 0 and 0 < cfg.step_cap < cfg.epochs * epoch_steps
     if capped and resume is None:
-        hooks.message(f"{cfg.name}: {cfg.step_cap} optimiser steps (its step_cap), not the "
-                      f"{_epoch_steps(cfg, len(batches), world)} of {cfg.epochs} epochs")
+        hooks.message(f"{cfg.name}: {cfg.step_cap:,} optimiser steps (its step_cap), not the "
+                      f"{cfg.epochs * epoch_steps:,} of {cfg.epochs} epochs")
     elif cfg.max_steps <= 0 and cfg.step_cap <= 0 and total > LONG_STAGE and resume is None:
-        hooks.message(f"{cfg.name}: {total:,} optimiser steps ({cfg.epochs} epochs of "
-                      f"{-(-len(batches) // group):,}); {cfg.name}.step_cap in --config bounds them")
+        hooks.message(f"{cfg.name}: {total:,} optimiser steps ({cfg.epochs} epochs of {epoch_steps:,}); "
+                      f"{cfg.name}.step_cap in --config bounds them")
     sched = linear_schedule(opt, max(1, total))
     if resume is not None:
         opt.load_state_dict(resume["optimizer"])

@@ -133,7 +133,7 @@ def test_step_cap_stops_a_long_stage_and_leaves_a_short_one_to_its_epochs(files,
     cfg = {"warmup": {"epochs": 50, "batch_size": 2, "lr": 1e-3, "step_cap": 3}}
     run_pipeline(out=capped, stages="warmup", config=config_from_dict(cfg), seed=1,
                  hooks=Hooks(message=messages.append), **files)
-    assert f"warmup: 3 optimiser steps (its step_cap), not the {50 * -(-n_docs // 2)} of 50 epochs" in messages
+    assert f"warmup: 3 optimiser steps (its step_cap), not the {50 * -(-n_docs // 2):,} of 50 epochs" in messages
     steps = [r for r in _log(capped) if r.get("stage") == "warmup" and "step" in r]
     assert [r["step"] for r in steps] == [1, 2, 3]
     assert steps[-1]["lr"] == 0.0  # the linear schedule spans the 3 capped steps, not 50 epochs
