@@ -6,8 +6,8 @@ For the bundled 26-document Gatrocraptic corpus and a synthetic corpus (``--docs
 documents of ``--min-words``..``--max-words`` words drawn, seeded, from the Gatrocraptic
 vocabulary) it measures, with the offline base:
 
-* export: documents/s of ``sparse_adapt.export.export_vectors`` (model already loaded);
-* index: wall seconds of ``sparse_adapt.lucene.build_index`` (Anserini in a child process:
+* export: documents/s of ``sparse_adapt.retrieval.export.export_vectors`` (model already loaded);
+* index: wall seconds of ``sparse_adapt.retrieval.lucene.build_index`` (Anserini in a child process:
   Python imports and JVM start included, which dominate for small corpora);
 * search latency per query, after warm-up, for the 26 Gatrocraptic queries (15 + 11 held
   out): query encoding alone; Lucene alone (quantised query already built); exact

@@ -5,7 +5,7 @@
 
 The notebook's first cell (tagged ``parameters``) is replaced by the given values, the
 notebook runs with nbclient in ``notebooks/`` (so ``OUT`` is relative to it), and the
-result is written atomically. ``tests/test_notebook.py`` calls :func:`execute` with a
+result is written atomically. ``tests/report/test_notebook.py`` calls :func:`execute` with a
 tiny model.
 """
 

@@ -1,6 +1,8 @@
 """Bundled defaults: which bundled file stands in for an input the user did not give.
 
-Every command works on a fresh install with the bundled Gatrocraptic corpus. The rule,
+The commands whose corpus is optional (``diagnose``, ``explain``, ``inspect``, ``base``'s
+calibration, ``report``) work on a fresh install with the bundled Gatrocraptic corpus;
+``train`` and ``tune`` require their inputs. The rule,
 for every command alike: a missing **documents** file means the bundled corpus; a missing
 companion file (queries, qrels, terms, dictionary, train, held-out queries, groups) means
 the bundled one **only when the documents are the bundled ones**, so a user's corpus is

@@ -18,7 +18,7 @@ from sparse_adapt.cli import app
 from sparse_adapt.training.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ["README.md", "bench/README.md", "bench/RESULTS.md", "corpora/README.md", "notebooks/README.md"]
+DOCS = ["README.md", "bench/README.md", "bench/RESULTS.md", "corpora/README.md"]
 
 
 def code_text(markdown: str) -> list[tuple[int, str]]:

@@ -10,6 +10,7 @@ import typer
 
 import corpora
 from sparse_adapt.cli.output import (
+    BASE_HELP,
     FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, feedback_option,
 )
 
@@ -52,7 +53,7 @@ def benchmark(
         "each domain's docs.jsonl (mined terms, built dictionary, pseudo-labelled lists), marked against "
         "bring-your-own-corpus's bar (semantic >= base + 0.10, controls >= base - 0.02). No --ablation with either.",
     ),
-    base: str = typer.Option("offline-minilm", "--base", help="Model directory, hub id or offline-minilm."),
+    base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP),
     teacher: Optional[str] = typer.Option(
         None, "--teacher", help="adapt-corpus: the teacher of the pseudo-labelled lists, as adapt --teacher "
         "(default: adapt's, the offline dense all-MiniLM-L6-v2).",

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import typer
 
-from sparse_adapt.cli.output import console
+from sparse_adapt.cli.output import BASE_HELP, console
 
 
 def onnx(
-    model: str = typer.Option(..., "--model", help="Model directory, hub id or offline-minilm."),
+    model: str = typer.Option(..., "--model", help=BASE_HELP),
     out: Path = typer.Option(..., "--out", help="Output directory: model.onnx + tokenizer (replaced atomically)."),
     opset: int = typer.Option(18, "--opset", help="ONNX opset (>= 18, torch's ONNX exporter)."),
 ) -> None:

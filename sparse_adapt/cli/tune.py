@@ -8,11 +8,13 @@ from typing import Optional
 
 import typer
 
+from sparse_adapt.cli.output import BASE_HELP
+
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def tune(
-        base: str = typer.Option("offline-minilm", "--base", help="Model directory, hub id or offline-minilm."),
+        base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP),
         corpus: Path = typer.Option(..., "--corpus", help="docs.jsonl of the domain corpus."),
         terms: Path = typer.Option(..., "--terms", help="domain_terms.json: category -> list of terms."),
         dictionary: Path = typer.Option(..., "--dictionary", help="dictionary.jsonl: term, definition, examples."),

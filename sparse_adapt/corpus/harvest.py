@@ -4,8 +4,9 @@ Per term (case variants are one term), in the spec's entry format
 ``{"term", "definition", "examples"}``:
 
 - **definition**: the first definitional sentence about the term, by the patterns of
-  :data:`DEFINITION_PATTERNS` in order ("X is a ...", "X refers to ...", "X means ...",
-  "X (...)", "X, a ...,", "... called X", "X is ..." opening a sentence); the matched
+  :data:`DEFINITION_PATTERNS` in order ("X is defined as ...", "X refers to ...",
+  "X means ...", "X is a ...", "X (...)", "X, a ...,", "... called X", "X is ..." opening a
+  sentence); the matched
   description becomes the definition.
   Without any, the *context* fallback: the sentence using the term that shares the most
   words with the term's other sentences (its most typical use), whole.

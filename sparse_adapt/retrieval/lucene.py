@@ -3,7 +3,7 @@
 Three things must be right before ``import pyserini``; this module does all of them:
 
 * pyjnius finds the JVM through ``JAVA_HOME`` when ``jnius`` is first imported, so it is
-  set to :func:`sparse_adapt.java.find_java`'s answer for the duration of the import and
+  set to :func:`sparse_adapt.retrieval.java.find_java`'s answer for the duration of the import and
   restored afterwards (the JVM, once started, no longer reads it);
 * ``pyserini.encode._openai`` builds an ``openai.OpenAI`` client at import time, which
   recent ``openai`` versions refuse without an API key. Nobody here calls OpenAI, so a

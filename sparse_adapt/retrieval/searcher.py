@@ -1,8 +1,8 @@
 """Retrieval through a Lucene impact index, producing runs ``{qid: {doc_id: score}}`` like
-:func:`sparse_adapt.evaluation.score_in_memory` does in memory.
+:func:`sparse_adapt.retrieval.evaluation.score_in_memory` does in memory.
 
 Queries are encoded by our model and quantised with the index's scale
-(:func:`sparse_adapt.export.quantise`); Lucene's score is then the integer dot product
+(:func:`sparse_adapt.retrieval.export.quantise`); Lucene's score is then the integer dot product
 ``sum_t round(s*q_t) * round(s*d_t)``. Runs keep Lucene's raw scores: rankings are what
 evaluation needs, and divide by ``scale**2`` to compare a score with the exact one.
 """

@@ -87,7 +87,7 @@ class Stage:
 
 
 class ExtendStage(Stage):
-    """Add each domain term as a single token (``sparse_adapt.vocabulary.extend_vocabulary``)."""
+    """Add each domain term as a single token (``sparse_adapt.modeling.vocabulary.extend_vocabulary``)."""
 
     name = "extend"
 
