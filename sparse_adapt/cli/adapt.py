@@ -21,20 +21,22 @@ TEACHER_HELP = (
 )
 
 
-FORCE_HELP = "Replace --out if it exists (never one of the inputs)."
+FILE_OVERWRITE_HELP = "Replace --out if it exists (never one of the inputs). --force is the same flag's older name."
 GLOSSES_HELP = (
     "Lay-word glosses (Open English WordNet) of the corpus's rare nouns, kept where the teacher's best document "
     "for them names a domain term: appended to harvested definitions and asked as extra domain-semantic queries."
 )
 
 
-def _check_out(out: Path, force: bool, *inputs: Optional[Path]) -> None:
-    """Never write over an input, nor over an existing file unless asked: it may be hand-edited."""
+def _check_out(out: Path, overwrite: bool, *inputs: Optional[Path]) -> None:
+    """Never write over an input, nor over an existing file unless asked: it may be hand-edited.
+    A directory, or a path under a file, is refused before any work (``check_output``)."""
+    from sparse_adapt.atomic import check_output
+
     for p in inputs:
         if p is not None and Path(p).resolve() == Path(out).resolve():
             raise ConfigError(f"--out {out} is also an input; write the result somewhere else")
-    if Path(out).exists() and not force:
-        raise ConfigError(f"--out {out} exists; pass --force to replace it")
+    check_output(out, overwrite, kind="file")
 
 
 # The generation options of mine-terms and make-train, shared with adapt so that the two
@@ -74,7 +76,7 @@ def mine_terms(
     min_count: int = MIN_COUNT_OPTION,
     explain: bool = typer.Option(False, "--explain", help="Print each score's parts."),
     lang: str = typer.Option("auto", "--lang", help=LANG_HELP),
-    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    overwrite: bool = typer.Option(False, "--overwrite", "--force", help=FILE_OVERWRITE_HELP),
 ) -> None:
     """Mine candidate domain terms: rare in the language, fragmented by the tokenizer, acronyms and codes."""
     from sparse_adapt.atomic import write_json_atomic
@@ -83,7 +85,7 @@ def mine_terms(
     from sparse_adapt.data import load_documents
     from sparse_adapt.modeling.builtin import load_tokenizer
 
-    _check_out(out, force, corpus)
+    _check_out(out, overwrite, corpus)
     check_language(lang)
     documents = load_documents(corpus)
     lang = _language(lang, documents)
@@ -124,7 +126,7 @@ def build_dictionary(
     glosses: bool = typer.Option(False, "--glosses", help=GLOSSES_HELP + " Here: definitions only."),
     teacher: str = typer.Option("offline-minilm", "--teacher", help="With --glosses, picks and checks them: " + TEACHER_HELP),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run code shipped with the teacher."),
-    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    overwrite: bool = typer.Option(False, "--overwrite", "--force", help=FILE_OVERWRITE_HELP),
 ) -> None:
     """Harvest a definition and usage examples per term from the corpus."""
     from sparse_adapt.cli.output import rich_hooks
@@ -135,7 +137,7 @@ def build_dictionary(
     from sparse_adapt.corpus.text import locate_terms
     from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms
 
-    _check_out(out, force, corpus, terms, dictionary)
+    _check_out(out, overwrite, corpus, terms, dictionary)
     documents = load_documents(corpus)
     existing = load_dictionary(dictionary) if dictionary is not None else []
     groups = locate_terms(documents, load_domain_terms(terms), terms)
@@ -168,7 +170,7 @@ def make_train(
     glosses: bool = typer.Option(False, "--glosses", help=GLOSSES_HELP + " Here: the queries only."),
     lang: str = typer.Option("auto", "--lang", help=LANG_HELP + " Here: the function words trimmed off crops."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run code shipped with the teacher."),
-    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    overwrite: bool = typer.Option(False, "--overwrite", "--force", help=FILE_OVERWRITE_HELP),
 ) -> None:
     """Pseudo-queries from the documents, hard negatives from the base, scores from a teacher."""
     from sparse_adapt.cli.output import rich_hooks
@@ -179,7 +181,7 @@ def make_train(
     from sparse_adapt.data import load_documents, load_domain_terms
     from sparse_adapt.modeling.encoder import SpladeEncoder
 
-    _check_out(out, force, corpus, terms)
+    _check_out(out, overwrite, corpus, terms)
     check_language(lang)
     documents = load_documents(corpus)
     lang = _language(lang, documents)

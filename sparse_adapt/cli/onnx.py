@@ -7,18 +7,24 @@ from pathlib import Path
 
 import typer
 
-from sparse_adapt.cli.output import BASE_HELP, console
+from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, console
+from sparse_adapt.errors import ConfigError
 
 
 def onnx(
     model: str = typer.Option(..., "--model", help=BASE_HELP),
-    out: Path = typer.Option(..., "--out", help="Output directory: model.onnx + tokenizer (replaced atomically)."),
+    out: Path = typer.Option(..., "--out", help="Output directory: model.onnx + tokenizer (written atomically)."),
     opset: int = typer.Option(18, "--opset", help="ONNX opset (>= 18, torch's ONNX exporter)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """Export input_ids/attention_mask -> pooled (batch, vocab) SPLADE weights, checked in ONNX Runtime."""
+    from sparse_adapt.atomic import check_output
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.modeling.onnx import ONNX_FILE, TOP_K, export_onnx
 
+    if Path(model).exists() and Path(model).resolve() == out.resolve():
+        raise ConfigError(f"--out {out} is the model being exported; write the ONNX model somewhere else")
+    check_output(out, overwrite)
     splade = SpladeEncoder.from_pretrained(model)
     # torch's exporter logs a warning per torchvision operator it cannot register.
     exporter_log = logging.getLogger("torch.onnx")

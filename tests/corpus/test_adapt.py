@@ -312,15 +312,40 @@ def test_cli_adapt_top_reaches_mining(setup, tmp_path, monkeypatch):
         "top": 1, "min_count": 3, "max_queries": 9, "negatives": 4, "siblings": 0, "term_labels": False}
 
 
-def test_cli_generators_never_overwrite_without_force(setup, tmp_path, capsys):
+def test_cli_generators_never_overwrite_without_overwrite(setup, tmp_path, capsys):
     out = tmp_path / "terms.json"
     out.write_text("{}")
     argv = ["mine-terms", "--corpus", str(setup["corpus"]), "--out", str(out), "--base", setup["base"]]
     assert main(argv) == 2
-    assert "exists; pass --force" in _err(capsys) and out.read_text() == "{}"
-    assert main(argv + ["--force", "--explain"]) == 0
+    assert "existing file; pass --overwrite" in _err(capsys) and out.read_text() == "{}"
+    assert main(argv + ["--overwrite", "--explain"]) == 0
     assert "Zentrofax" in load_domain_terms(out)["jargon"]
     assert "fragmentation" in capsys.readouterr().out
+    out.write_text("{}")
+    assert main(argv + ["--force"]) == 0  # the flag's older name
+    assert "Zentrofax" in load_domain_terms(out)["jargon"]
+
+
+@pytest.mark.parametrize("where", ["directory", "under-a-file"])
+def test_cli_generators_refuse_an_out_that_cannot_be_their_file(setup, tmp_path, capsys, where):
+    """A directory (even with --overwrite) or a path under a file: one line before any work."""
+    terms = tmp_path / "terms.json"
+    terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
+    holder = tmp_path / "holder"
+    if where == "directory":
+        holder.mkdir()
+        (holder / "notes.txt").write_text("keep")
+        out, want = holder, "is a directory"
+    else:
+        holder.write_text("keep")
+        out, want = holder / "terms.json", "is a file, not a directory"
+    for command in (["mine-terms"], ["build-dictionary", "--terms", str(terms)],
+                    ["make-train", "--terms", str(terms)]):
+        argv = [*command, "--corpus", str(setup["corpus"]), "--out", str(out), "--overwrite"]
+        assert main(argv) == 2, command
+        err = _err(capsys)
+        assert want in err and len(err.strip().splitlines()) == 1, (command, err)
+    assert (holder / "notes.txt").read_text() == "keep" if where == "directory" else holder.read_text() == "keep"
 
 
 def test_cli_generators_read_a_tsv_corpus_like_its_jsonl(setup, tmp_path):
@@ -352,7 +377,7 @@ def test_cli_make_train_writes_a_loadable_train_file(setup, tmp_path, capsys):
     assert all(r.teacher_scores[r.doc_ids.index(r.qid.rsplit("-", 1)[0])] > 0 for r in records)
     assert all(8 <= len(r.doc_ids) <= 11 for r in records)
     assert "candidate scores made term-consistent" in capsys.readouterr().out
-    assert main(argv + ["--force", "--siblings", "0", "--teacher-labels"]) == 0
+    assert main(argv + ["--overwrite", "--siblings", "0", "--teacher-labels"]) == 0
     records = load_train(out)  # the teacher's own map: best 10, worst -8, 1 + 7 candidates
     assert records and all(max(r.teacher_scores) == 10.0 and min(r.teacher_scores) == -8.0 for r in records)
     assert all(len(r.doc_ids) == 8 for r in records)

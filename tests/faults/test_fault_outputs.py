@@ -48,6 +48,7 @@ DIR_WRITERS = {
     "export": lambda f: ["export", "--model", f["model"], "--docs", f["docs"], "--out"],
     "base": lambda f: ["base", "--from-encoder", f["encoder"], "--bias", "-1.0", "--out"],
     "index": lambda f: ["index", "--vectors", f["vectors"], "--index"],
+    "onnx": lambda f: ["onnx", "--model", f["model"], "--out"],
     # report keeps its own results in --out (reruns reuse them); anything else there is refused
     "report": lambda f: ["report", "--base", f["model"], "--experiments", "H1", "--out"],
 }
@@ -102,6 +103,15 @@ def test_overwrite_replaces_only_when_the_new_output_is_complete(command, files,
     file_out.write_text("x")
     assert cli(capsys, DIR_WRITERS[command](files) + [file_out, "--overwrite"]).code == 0
     assert file_out.is_dir() and hidden_leftovers(tmp_path) == []
+
+
+def test_onnx_refuses_to_replace_the_model_it_exports(files, tmp_path, capsys):
+    model = tmp_path / "model"
+    SpladeEncoder.from_pretrained(files["model"]).save_pretrained(model)
+    before = sorted(p.name for p in model.iterdir())
+    result = cli(capsys, ["onnx", "--model", model, "--out", model, "--overwrite"])
+    assert_one_line_error(result, str(model), "is the model being exported")
+    assert sorted(p.name for p in model.iterdir()) == before
 
 
 def test_save_run_overwrite_replaces_the_file(files, tmp_path, capsys):
