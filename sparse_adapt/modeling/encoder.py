@@ -17,9 +17,7 @@ export) computes ``log(1 + relu(.))`` of the same logits and so drops them too.
 
 from __future__ import annotations
 
-import json
 import warnings
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -37,12 +35,11 @@ from sparse_adapt.modeling.base import OFFLINE_MINILM
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support, max_pieces
 from sparse_adapt.modeling.interop import sentence_transformers_mismatch, write_sentence_transformers_files
+from sparse_adapt.modeling.settings import SETTINGS_FILE, SpladeSettings
 from sparse_adapt.modeling.vectors import check_max_active_dims, keep_top, rows_to_dicts
 from sparse_adapt.progress import Hooks
 
-__all__ = ["OFFLINE_MINILM", "ModelLoadError", "SpladeEncoder", "SpladeSettings", "Kind"]
-
-SETTINGS_FILE = "sparse_adapt.json"
+__all__ = ["OFFLINE_MINILM", "ModelLoadError", "SETTINGS_FILE", "SpladeEncoder", "SpladeSettings", "Kind"]
 
 # Decoder bias of excluded rows (special tokens, head rows beyond the tokenizer). Logits of
 # trained encoders are within a few tens, so h . W_t - 1e4 is below 0 for any text: relu
@@ -66,37 +63,6 @@ PLURAL: dict[str, str] = {"query": "queries", "document": "documents"}
 # Texts are sorted by length within windows of this many batches: long enough that batches
 # are nearly padding-free, short enough that a huge corpus is never tokenised all at once.
 SORT_WINDOW_BATCHES = 64
-
-
-@dataclass
-class SpladeSettings:
-    """What sparse-adapt stores beside the Hugging Face files (``sparse_adapt.json``)."""
-
-    # Queries are short; 64 pieces keeps long questions whole while bounding cost.
-    query_max_length: int = 64
-    # 256 pieces covers a passage of ~180 words, the usual SPLADE document window.
-    doc_max_length: int = 256
-    # Token ids of the user's domain terms: excluded from FLOPS, targeted by the hinge.
-    domain_token_ids: list[int] = field(default_factory=list)
-    # Normalised term -> category from domain_terms.json.
-    domain_terms: dict[str, str] = field(default_factory=dict)
-    # Where the weights came from, for humans reading the directory.
-    base: str = ""
-
-    @classmethod
-    def load(cls, directory: Path) -> "SpladeSettings":
-        path = directory / SETTINGS_FILE
-        if not path.is_file():
-            return cls()
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = set(raw) - known
-        if unknown:
-            raise ModelLoadError(f"{path}: unknown settings {sorted(unknown)}")
-        return cls(**raw)
-
-    def save(self, directory: Path) -> None:
-        (directory / SETTINGS_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
 
 
 class SpladeEncoder(nn.Module):
@@ -166,18 +132,28 @@ class SpladeEncoder(nn.Module):
             if mismatch:
                 raise ModelLoadError(f"{name} is a sentence-transformers model that sparse-adapt would encode "
                                      f"differently: {mismatch}")
+            settings = SpladeSettings.load(path) if path.is_dir() else SpladeSettings(base=name)
+            # A local directory's files may be truncated or hand-edited: whatever the loaders
+            # raise then (a safetensors header, JSON, a tokenizer.json key) is the directory's fault.
+            expected = Exception if path.is_dir() else (OSError, ValueError)
             try:
                 tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
                 mlm = AutoModelForMaskedLM.from_pretrained(
                     name, trust_remote_code=trust_remote_code, use_safetensors=True
                 )
-            except (OSError, ValueError) as e:
+            except expected as e:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                if not isinstance(e, (OSError, ValueError)):
+                    raise ModelLoadError(f"cannot load {name!r}: a file of it is damaged or edited by hand "
+                                         f"({type(e).__name__}: {first})") from None
                 raise ModelLoadError(
                     f"cannot load {name!r} as a masked-LM with safetensors weights: {first}. "
                     f"For an encoder without an MLM head run `sparse-adapt base --from-encoder {name}`."
                 ) from None
-            settings = SpladeSettings.load(path) if path.is_dir() else SpladeSettings(base=name)
+            not_finite = [n for n, p in mlm.named_parameters() if not bool(torch.isfinite(p).all())]
+            if not_finite:
+                raise ModelLoadError(f"{name}: {len(not_finite)} weight tensors hold NaN or infinite values "
+                                     f"(e.g. {not_finite[0]}); not a usable model")
             if not settings.base:
                 settings.base = name
             enc = cls(mlm, tokenizer, settings)

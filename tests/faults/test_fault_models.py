@@ -1,0 +1,88 @@
+"""Issue rows: a model directory that is damaged or edited by hand. Every command that loads
+a model refuses it in one line naming the directory (or the settings file and its field),
+before any work; a model holding NaN or infinite weights is never encoded, exported or
+extended into a new model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from tests.faults.conftest import assert_one_line_error, cli
+
+
+def _copy(model: Path, tmp_path: Path, name: str) -> Path:
+    target = tmp_path / name
+    shutil.copytree(model, target)
+    return target
+
+
+def _poison(model: Path, key_part: str) -> None:
+    """One weight tensor (the first whose name contains ``key_part``) gets a NaN."""
+    weights = load_file(model / "model.safetensors")
+    key = next(k for k in weights if key_part in k)
+    weights[key] = weights[key].clone()
+    weights[key].view(-1)[0] = float("nan")
+    save_file(weights, model / "model.safetensors", metadata={"format": "pt"})
+
+
+def _settings(model: Path, text: str) -> None:
+    (model / "sparse_adapt.json").write_text(text, encoding="utf-8")
+
+
+# (directory name, how to damage it, fragments of the one-line error)
+DAMAGES = {
+    "truncated-weights": (lambda m: (m / "model.safetensors").write_bytes((m / "model.safetensors").read_bytes()[:40]),
+                          ["damaged", "SafetensorError"]),
+    "config-not-an-object": (lambda m: (m / "config.json").write_text("[1]"), ["damaged", "config"]),
+    "tokenizer-json-edited": (lambda m: (m / "tokenizer.json").write_text("{}"), ["damaged"]),
+    "settings-not-json": (lambda m: _settings(m, "{oops"), ["sparse_adapt.json", "not valid JSON"]),
+    "settings-a-list": (lambda m: _settings(m, "[1, 2]"), ["sparse_adapt.json", "JSON object"]),
+    "settings-length-text": (lambda m: _settings(m, json.dumps({"doc_max_length": "long"})),
+                             ["sparse_adapt.json", "'doc_max_length'", "positive integer", "'long'"]),
+    "settings-length-negative": (lambda m: _settings(m, json.dumps({"query_max_length": -5})),
+                                 ["sparse_adapt.json", "'query_max_length'", "-5"]),
+    "settings-ids-text": (lambda m: _settings(m, json.dumps({"domain_token_ids": ["a"]})),
+                          ["sparse_adapt.json", "'domain_token_ids'"]),
+    "nan-encoder-weight": (lambda m: _poison(m, "attention.self.query.weight"), ["NaN or infinite", "query.weight"]),
+    "nan-decoder-bias": (lambda m: _poison(m, "predictions.bias"), ["NaN or infinite", "bias"]),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_model_directory_is_one_line(damage, tiny_model_dir, tmp_path, capsys):
+    model = _copy(tiny_model_dir, tmp_path, damage)
+    make, fragments = DAMAGES[damage]
+    make(model)
+    result = cli(capsys, ["encode", "--model", model, "--query", "hello world"])
+    assert_one_line_error(result, str(model), *fragments)
+
+
+@pytest.mark.parametrize("command", ["extend-vocab", "export", "onnx"])
+def test_a_nan_model_becomes_no_new_output(command, tiny_model_dir, tmp_path, capsys):
+    model = _copy(tiny_model_dir, tmp_path, "nan")
+    _poison(model, "predictions.bias")
+    terms, docs = tmp_path / "terms.json", tmp_path / "docs.jsonl"
+    terms.write_text(json.dumps({"jargon": ["Zorblatt"]}))
+    docs.write_text(json.dumps({"doc_id": "d1", "text": "Zorblatt metrics."}) + "\n")
+    argv = {
+        "extend-vocab": ["extend-vocab", "--base", model, "--terms", terms],
+        "export": ["export", "--model", model, "--docs", docs],
+        "onnx": ["onnx", "--model", model],
+    }[command]
+    out = tmp_path / "out"
+    assert_one_line_error(cli(capsys, [*argv, "--out", out]), "NaN or infinite")
+    assert not out.exists()
+
+
+def test_the_intact_copy_still_loads(tiny_model_dir, tmp_path, capsys):
+    """The damages above are what fails: an untouched copy encodes."""
+    model = _copy(tiny_model_dir, tmp_path, "intact")
+    result = cli(capsys, ["encode", "--model", model, "--query", "hello world"])
+    assert result.code == 0, result.err
+    assert torch.isfinite(load_file(model / "model.safetensors")["cls.predictions.bias"]).all()
