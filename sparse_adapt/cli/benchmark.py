@@ -24,13 +24,24 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
-def _seeds(value: str) -> tuple[int, ...]:
+def _required(names: tuple[str, ...], flag: str) -> tuple[str, ...]:
+    from sparse_adapt.errors import ConfigError
+
+    if not names:
+        raise ConfigError(f"{flag} names no domain")
+    return names
+
+
+def _seeds(value: str, flag: str = "--seeds") -> tuple[int, ...]:
     from sparse_adapt.errors import ConfigError
 
     try:
-        return tuple(int(v) for v in _names(value))
+        seeds = tuple(int(v) for v in _names(value))
     except ValueError:
-        raise ConfigError(f"seeds must be comma-separated integers, got {value!r}") from None
+        raise ConfigError(f"{flag} must be comma-separated integers, got {value!r}") from None
+    if not seeds:
+        raise ConfigError(f"{flag} names no seed")
+    return seeds
 
 
 def benchmark(
@@ -86,8 +97,8 @@ def benchmark(
     from sparse_adapt.report.benchmark_md import PIPELINES, bar_summary, pooled_line
 
     inputs = BenchmarkInputs(
-        out=out, domains=_names(domains), seeds=_seeds(seeds), base=base, config=config,
-        ablation_domains=_names(ablation), ablation_seeds=_seeds(ablation_seeds),
+        out=out, domains=_required(_names(domains), "--domains"), seeds=_seeds(seeds), base=base, config=config,
+        ablation_domains=_names(ablation), ablation_seeds=_seeds(ablation_seeds, "--ablation-seeds"),
         feedback=feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms), pipeline=pipeline,
         teacher=teacher, pool=pool, generation={k: v for k, v in (
             ("top", top), ("min_count", min_count), ("max_queries", max_queries), ("negatives", negatives),

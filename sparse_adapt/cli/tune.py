@@ -30,6 +30,8 @@ def register(app: typer.Typer) -> None:
         config: Optional[Path] = typer.Option(None, "--config", help="Starting config (JSON or TOML), as for train."),
         trials: int = typer.Option(20, "--trials", min=1, help="Trial budget (each trial is one distill run)."),
         seed: int = typer.Option(0, "--seed", help="Seeds the TPE sampler, the validation split and every run."),
+        overwrite: bool = typer.Option(False, "--overwrite", help="Write the study into a non-empty --out that holds "
+                                       "no earlier study (beside its files, replacing same-named ones)."),
     ) -> None:
         """Search distill weights and learning rate (TPE, median pruning); write OUT/best.toml."""
         from sparse_adapt.cli.output import console, rich_hooks
@@ -40,6 +42,9 @@ def register(app: typer.Typer) -> None:
         from sparse_adapt.training.stages import TrainData
         from sparse_adapt.training.tuning import PREFIX_STAGES, run_tuning
 
+        from sparse_adapt.training.tuning import check_study_dir
+
+        check_study_dir(out, overwrite)  # before the prefix trains: refuse early
         cfg = load_config(config, base)
         if valid_fraction is not None:
             if valid is not None:
@@ -59,7 +64,7 @@ def register(app: typer.Typer) -> None:
                     stages=PREFIX_STAGES, config=cfg, seed=seed, hooks=hooks,
                 )
 
-            summary = run_tuning(data, out, base, trials, seed, cfg, prefix=prefix, hooks=hooks)
+            summary = run_tuning(data, out, base, trials, seed, cfg, prefix=prefix, hooks=hooks, overwrite=overwrite)
         console.print(f"best trial {summary['best_trial']}: objective {summary['best_value']:+.4f}")
         console.print(f"[green]wrote[/green] {out / 'best.toml'} (use: sparse-adapt train --config {out / 'best.toml'}) "
                       f"and {out / 'trials.md'}")

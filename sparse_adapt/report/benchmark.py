@@ -83,7 +83,7 @@ class BenchDomain:
 HAND_WRITTEN = ("train", "terms", "dictionary")
 
 
-def resolve_domain(spec: str, hand_written: bool = True) -> BenchDomain:
+def resolve_domain(spec: str, hand_written: bool = True, flag: str = "--domains") -> BenchDomain:
     """A registered data set name, or a directory with the bundled file names (``hand_written``
     False: the terms, dictionary and training lists may be missing)."""
     if spec in corpora.names():
@@ -95,7 +95,7 @@ def resolve_domain(spec: str, hand_written: bool = True) -> BenchDomain:
         return BenchDomain(spec, which, files)
     root = Path(spec)
     if not root.is_dir():
-        raise ConfigError(f"--domains: {spec!r} is neither a registered data set ({', '.join(corpora.names())}) nor a directory")
+        raise ConfigError(f"{flag}: {spec!r} is neither a registered data set ({', '.join(corpora.names())}) nor a directory")
     missing = [n for k, n in FILES.items() if not (root / n).is_file() and (hand_written or k not in HAND_WRITTEN)]
     if missing:
         raise ConfigError(f"--domains: {root} lacks {', '.join(missing)}")
@@ -251,7 +251,7 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
     check_out(out)
     hand_written = PIPELINES[inputs.pipeline].hand_written
     domains = [resolve_domain(d, hand_written) for d in inputs.domains]
-    ablation = [resolve_domain(d) for d in inputs.ablation_domains]
+    ablation = [resolve_domain(d, flag="--ablation") for d in inputs.ablation_domains]
     evalsets = {d.name: EvalSet.load(d.files) for d in [*domains, *ablation]}  # validate before training
     if inputs.pool:
         evalsets = {d.name: evalsets[d.name].pooled(None if d.split == "outside" else d.name)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from sparse_adapt.atomic import write_atomic
-from sparse_adapt.errors import ConfigError
+from sparse_adapt.atomic import check_writable, write_atomic
+from sparse_adapt.errors import ConfigError, OutputError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.config import TrainConfig, config_to_toml, load_config
@@ -74,12 +74,30 @@ def trials_table(rows: list[dict], space: dict[str, Range]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def check_study_dir(out: Path, overwrite: bool) -> None:
+    """Before any work: ``out`` can hold a study (module docstring of :func:`run_tuning`)."""
+    check_writable(out, into=True)
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out} is an existing file; a study needs a directory")
+    # What a study writes first: prefix/run.json (the CLI), trials/ (then every trial), trials.json (last).
+    earlier = (out / "prefix" / "run.json").is_file() or (out / "trials").is_dir() or (out / "trials.json").is_file()
+    entries = [p.name for p in out.iterdir()] if out.is_dir() else []
+    if entries and not earlier and not overwrite:
+        raise OutputError(f"--out {out} is not empty and holds no tune study ({len(entries)} entries); "
+                          "pass --overwrite to write the study beside them, or choose another path")
+
+
 def run_tuning(
     data: TrainData, out: Path, base: str | Path, trials: int, seed: int = 0, config: TrainConfig | str | Path | None = None,
     prefix: Callable[[Path], Path] | None = None, space: dict[str, Range] | None = None, hooks: Hooks = SILENT,
+    overwrite: bool = False,
 ) -> dict:
     """Run the study; ``prefix(out_dir)`` trains the stages before distill and returns the
-    checkpoint to start every trial from (the CLI passes ``run_pipeline``). Returns the summary."""
+    checkpoint to start every trial from (the CLI passes ``run_pipeline``). Returns the summary.
+
+    ``out`` may be new, empty or an earlier study (rerun: its trials are rewritten); a
+    directory holding anything else is refused unless ``overwrite``, which writes the
+    study's files beside (and over same-named ones of) what is there."""
     import optuna
 
     cfg = config if isinstance(config, TrainConfig) else load_config(config, base)
@@ -91,6 +109,7 @@ def run_tuning(
         raise ConfigError(f"--trials must be >= 1, got {trials}")
     space = SEARCH_SPACE if space is None else space
     out = Path(out)
+    check_study_dir(out, overwrite)
     start = prefix(out / "prefix") if prefix is not None else Path(base)
     reference = SpladeEncoder.from_pretrained(base)
     (out / "trials").mkdir(parents=True, exist_ok=True)

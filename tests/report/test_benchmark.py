@@ -184,6 +184,20 @@ def test_unknown_domain_is_one_error_line(tmp_path, capsys):
         resolve_domain(str(tmp_path))
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--domains", "legal", "--seeds", ""], "--seeds names no seed"),
+    (["--domains", ","], "--domains names no domain"),
+    (["--domains", "legal", "--ablation", "nope"], "--ablation: 'nope' is neither"),
+    (["--domains", "legal", "--ablation-seeds", "x"], "--ablation-seeds must be comma-separated integers"),
+])
+def test_empty_or_wrong_lists_are_one_error_line_before_any_run(argv, message, tmp_path, capsys):
+    """An empty --seeds or --domains once wrote an empty benchmark.md and exited 0."""
+    assert main(["benchmark", "--out", str(tmp_path / "b"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "b").exists()
+
+
 def test_registered_domains_carry_their_split():
     assert resolve_domain("legal").split == "test" and resolve_domain("pharma").split == "dev"
     assert resolve_domain("gatrocraptic").split == "bundled"

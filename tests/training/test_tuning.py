@@ -9,7 +9,8 @@ import pytest
 
 from sparse_adapt.cli import main
 from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
-from sparse_adapt.errors import ConfigError
+from sparse_adapt.errors import ConfigError, OutputError
+from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.training import validation as validation_mod
 from sparse_adapt.training.config import load_config
 from sparse_adapt.training.stages import TrainData
@@ -129,3 +130,21 @@ def test_tune_cli_validation_choices_are_one_line_errors(tiny_dir, inputs, tmp_p
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
     assert not (tmp_path / "study").exists()
+
+
+def test_tune_refuses_a_directory_of_other_files_before_any_work(tiny_dir, inputs, tmp_path, monkeypatch):
+    """A user's own best.toml is never replaced by a study unless --overwrite; an earlier
+    study's directory is rerun in place."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "best.toml").write_text("# my settings\n")
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
+    with pytest.raises(OutputError, match="holds no tune study .*--overwrite"):
+        run_tuning(_data(inputs), out, str(tiny_dir), trials=1, config=_config(tmp_path, epochs=1), space=SPACE)
+    assert (out / "best.toml").read_text() == "# my settings\n"
+    monkeypatch.undo()
+    first = run_tuning(_data(inputs), out, str(tiny_dir), trials=1, config=_config(tmp_path, epochs=1), space=SPACE,
+                       overwrite=True)
+    assert "my settings" not in (out / "best.toml").read_text()
+    again = run_tuning(_data(inputs), out, str(tiny_dir), trials=1, config=_config(tmp_path, epochs=1), space=SPACE)
+    assert again["trials"][0]["params"] == first["trials"][0]["params"]
