@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 # ranx's paired tests; "student" (paired t-test) is ranx's default and needs no sampling.
 STAT_TESTS = ("student", "fisher", "tukey")
 # ranx infers these run-file kinds from the extension; anything else is read as TREC.
-_RANX_KINDS = {".json", ".trec", ".txt", ".gz", ".lz4"}
+# A --compare ending so is a run file, never a model name (no hub lookup for a mistyped path).
+_RUN_SUFFIXES = {".json", ".trec", ".txt", ".run", ".tsv", ".lz4"}
 
 
 @dataclass
@@ -108,11 +109,14 @@ def _through_lucene(
 def _read_run(path: Path, name: str):
     from ranx import Run
 
-    kind = None if path.suffix in _RANX_KINDS else "trec"
-    try:
-        return Run.from_file(str(path), kind=kind, name=name)
-    except (ValueError, KeyError, json.JSONDecodeError) as e:
-        raise ConfigError(f"--compare {path}: not a TREC or ranx JSON run file ({e})") from None
+    from sparse_adapt.data.runs import load_run
+
+    if path.suffix == ".lz4":  # ranx's own binary format: ranx reads it
+        try:
+            return Run.from_file(str(path), kind="lz4", name=name)
+        except Exception as e:  # noqa: BLE001 - whatever its decoder raises, the file is the cause
+            raise ConfigError(f"--compare {path}: not a ranx lz4 run file ({type(e).__name__}: {e})") from None
+    return Run(load_run(path), name=name)
 
 
 def _print_metrics(title: str, metrics: dict[str, float]) -> None:
@@ -165,8 +169,11 @@ def evaluate(
     if save_run is not None:
         check_output(save_run, overwrite, kind="file", flag="--save-run")
     data = _load_data(docs, queries, qrels, dataset)
+    other_run = None  # --compare's run file, read before any encoding
+    if compare is not None and (Path(compare).is_file() or Path(compare).suffix in _RUN_SUFFIXES):
+        other_run = _read_run(Path(compare), compare)
     documents = None
-    if index is None or (compare is not None and not Path(compare).is_file()):
+    if index is None or (compare is not None and other_run is None):
         if data.documents is None:
             raise ConfigError("in-memory scoring needs --docs (or --dataset); or pass --index to rank through Lucene")
         documents = list(data.documents())
@@ -196,8 +203,8 @@ def evaluate(
 
     how_searched = [w for w, used in (("lucene", index is not None), ("feedback", fb is not None)) if used]
     name_a = f"{model} ({', '.join(how_searched)})" if how_searched else model
-    if Path(compare).is_file():
-        other = _read_run(Path(compare), compare)
+    if other_run is not None:
+        other = other_run
     else:
         other = Run(_in_memory(compare, data, documents, notes=False), name=compare)
     if other.name == name_a:

@@ -12,7 +12,8 @@ of a model into NaN.
 Where things are: the records and :class:`DataError` in ``records.py``; lines, JSON and
 typed fields in ``reading.py``; document and query formats in ``documents.py``; the
 training inputs (train, dictionary, domain terms) in ``inputs.py``; qrels and query groups
-in ``qrels.py``. This module only gathers their public names.
+in ``qrels.py``; run files (``evaluate --compare``) in ``runs.py``. This module only gathers
+their public names.
 """
 
 from sparse_adapt.data.documents import (
@@ -28,10 +29,11 @@ from sparse_adapt.data.inputs import load_dictionary, load_domain_terms, load_tr
 from sparse_adapt.data.qrels import BEIR_QRELS_HEADER, check_query_groups, load_qrels, load_query_groups
 from sparse_adapt.data.reading import GZIP_MAGIC, iter_jsonl, iter_lines, read_text, require_file
 from sparse_adapt.data.records import DataError, DictionaryEntry, Document, Qrels, Query, TrainExample
+from sparse_adapt.data.runs import load_run
 
 __all__ = [
     "BEIR_QRELS_HEADER", "DOCUMENT_FORMATS", "GZIP_MAGIC", "DataError", "DictionaryEntry", "Document", "Qrels",
     "Query", "TrainExample", "check_query_groups", "collapse_whitespace", "find_documents", "iter_documents",
     "iter_jsonl", "iter_lines", "load_dictionary", "load_documents", "load_domain_terms", "load_qrels",
-    "load_queries", "load_query_groups", "load_train", "parse_document", "read_text", "require_file",
+    "load_queries", "load_query_groups", "load_run", "load_train", "parse_document", "read_text", "require_file",
 ]

@@ -10,6 +10,9 @@ from sparse_adapt.data.records import DataError, Qrels
 
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
 
+# Graded relevance is a small integer (TREC uses 0-3); this bound only keeps a typo out of ranx's int64.
+GRADE_LIMIT = 1_000_000
+
 
 def load_qrels(path: str | Path) -> Qrels:
     """TREC qrels, ``qid 0 doc_id grade`` per line, or BEIR's ``qid doc_id grade`` (its header
@@ -30,6 +33,9 @@ def load_qrels(path: str | Path) -> Qrels:
             g = int(grade)
         except ValueError:
             raise DataError(p, n, "grade", f"expected an integer, got {grade[:60]!r}") from None
+        if not -GRADE_LIMIT <= g <= GRADE_LIMIT:  # ranx stores grades as 64-bit integers
+            raise DataError(p, n, "grade", f"expected a relevance grade between {-GRADE_LIMIT} and {GRADE_LIMIT}, "
+                                           f"got {grade[:60]}")
         qrels.setdefault(qid, {})[doc_id] = g
     if not qrels:
         raise DataError(p, None, None, "no judgements in file")

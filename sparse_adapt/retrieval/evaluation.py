@@ -69,6 +69,11 @@ def check_qrels(
         raise QrelsMismatchError(
             f"{qrels_name}: none of its {len(qrels)} judged queries is in {queries_name} (e.g. {_examples(unknown_q)})"
         )
+    if not any(g > 0 for q in evaluated for g in qrels[q].values()):
+        raise QrelsMismatchError(
+            f"{qrels_name}: no judgement of its {len(evaluated)} evaluated queries has a grade above 0; "
+            "every metric would be 0"
+        )
     warnings = []
     if unknown_q:
         warnings.append(

@@ -214,6 +214,45 @@ def test_compare_with_a_saved_run_prints_ranx_table(models, tmp_path, capsys):
     assert "NDCG@10" in out and str(run_file) in out and "student" in out
 
 
+@pytest.mark.parametrize("name, text, message", [
+    ("nan.trec", "q11 Q0 d21 1 NaN run\n", "nan.trec:1: field 'score': expected a finite number"),
+    ("text.trec", "q11 Q0 d21 1 abc run\n", "text.trec:1: field 'score': expected a number, got 'abc'"),
+    ("short.trec", "q11 Q0 d21 1\n", "short.trec:1: expected 6 columns"),
+    ("twice.trec", "q11 Q0 d21 1 2.0 run\nq11 Q0 d21 2 1.0 run\n", "twice.trec:2: field 'doc_id': 'd21' is ranked twice"),
+    ("empty.trec", "\n", "empty.trec: no ranked documents"),
+    ("list.json", "[1, 2]", "list.json: expected an object of query id"),
+    ("inner.json", '{"q11": [1]}', "inner.json: field 'q11': expected an object of doc_id -> score"),
+    ("nan.json", '{"q11": {"d21": NaN}}', "field 'q11.d21': expected a finite number"),
+    ("missing.trec", None, "missing.trec: file not found"),
+])
+def test_a_bad_compare_run_is_one_line_before_any_encoding(name, text, message, tmp_path, capsys, monkeypatch):
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+
+    run_file = tmp_path / name
+    if text is not None:
+        run_file.write_text(text)
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("encoding started")))
+    capsys.readouterr()
+    assert main(["evaluate", "--model", "unused", *FILES, "--compare", str(run_file)]) == 2
+    err = capsys.readouterr().err
+    assert message in " ".join(err.split()) and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("grades, message", [
+    ("0", "no judgement of its"),
+    ("99999999999999999999999999", "field 'grade': expected a relevance grade between"),
+])
+def test_qrels_that_could_only_score_zero_or_overflow_are_refused(grades, message, tmp_path, capsys):
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text(f"q11 0 d21 {grades}\nq11 0 d22 0\n")
+    argv = ["evaluate", "--model", "unused", "--docs", str(GATROCRAPTIC.docs), "--queries", str(GATROCRAPTIC.queries),
+            "--qrels", str(qrels)]
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in " ".join(err.split()) and "Traceback" not in err
+
+
 def test_a_query_with_an_empty_ranking_scores_zero_without_numba_warnings(monkeypatch):
     import warnings
 

@@ -1,0 +1,56 @@
+"""Run files a user hands to ``evaluate --compare``: TREC (``qid Q0 doc_id rank score tag``)
+or ranx's JSON (``{qid: {doc_id: score}}``), each problem a DataError naming file, line and
+field. ranx parses these formats too, but its errors name neither, and it accepts a NaN
+score, which then ranks arbitrarily."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from sparse_adapt.data.reading import iter_lines, read_json, require_file
+from sparse_adapt.data.records import DataError
+
+Run = dict[str, dict[str, float]]
+
+
+def _score(path: Path, line: int | None, field: str, value: object) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise DataError(path, line, field, f"expected a number, got {value[:60]!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DataError(path, line, field, f"expected a number, got {value!r:.60}")
+    if not math.isfinite(value):
+        raise DataError(path, line, field, f"expected a finite number, got {value}")
+    return float(value)
+
+
+def load_run(path: str | Path) -> Run:
+    """``{qid: {doc_id: score}}`` from a TREC run, or from a ``.json`` file in ranx's layout."""
+    p = require_file(path)
+    run: Run = {}
+    if p.suffix == ".json":
+        _, obj = read_json(p)
+        if not isinstance(obj, dict):
+            raise DataError(p, None, None, f"expected an object of query id -> {{doc_id: score}}, got {type(obj).__name__}")
+        for qid, docs in obj.items():
+            if not isinstance(docs, dict):
+                raise DataError(p, None, qid, f"expected an object of doc_id -> score, got {type(docs).__name__}")
+            run[qid] = {d: _score(p, None, f"{qid}.{d}", s) for d, s in docs.items()}
+    else:
+        for n, text in iter_lines(p):
+            parts = text.split()
+            if not parts:
+                continue
+            if len(parts) != 6:
+                raise DataError(p, n, None, f"expected 6 columns 'qid Q0 doc_id rank score tag', got {len(parts)}")
+            qid, _, doc_id, _, score, _ = parts
+            docs = run.setdefault(qid, {})
+            if doc_id in docs:
+                raise DataError(p, n, "doc_id", f"{doc_id!r} is ranked twice for query {qid!r}")
+            docs[doc_id] = _score(p, n, "score", score)
+    if not any(run.values()):
+        raise DataError(p, None, None, "no ranked documents in file")
+    return run
