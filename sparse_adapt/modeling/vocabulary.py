@@ -200,7 +200,7 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
     """
     check_not_special(tokenizer, terms, source)
     unk = tokenizer.unk_token_id
-    marks, cased = marks_word_starts(tokenizer), keeps_case(tokenizer)
+    cased = keeps_case(tokenizer)
     planned: dict[str, TermReport] = {}
     where: dict[str, str] = {}
     folded: set[str] = set()  # casefolded spellings of added or bound terms on a cased tokenizer
@@ -215,14 +215,14 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
                 continue
             where[norm] = field_name
             existing = tokenizer.convert_tokens_to_ids(norm)
-            # A WordPiece vocabulary entry is the word itself; a BPE one ("XR") may be only
-            # the text-initial form of a word that running text splits.
+            # A vocabulary entry that text never reaches is bound to the term (made reachable as
+            # an added token, no new row): a BPE text-initial form ("XR"), or a WordPiece entry
+            # the pre-tokenizer always splits ("..." is one entry, but punctuation splits apart).
             in_vocab = existing is not None and existing != unk and norm in tokenizer.get_vocab()
             single = single_token_id(tokenizer, term)
             pieces = tokenizer.convert_ids_to_tokens(running_text_ids(tokenizer, term))
-            if single is not None or (in_vocab and not marks):
-                token_id = single if single is not None else existing
-                planned[norm] = TermReport(term, norm, category, token_id, pieces, False)
+            if single is not None:
+                planned[norm] = TermReport(term, norm, category, single, pieces, False)
             elif in_vocab:
                 planned[norm] = TermReport(term, norm, category, existing, pieces, False, bound=True)
             else:

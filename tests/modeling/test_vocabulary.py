@@ -61,6 +61,19 @@ def test_case_variants_share_one_token_and_existing_tokens_are_domain_ids(tiny_b
     assert tok.convert_ids_to_tokens(_pieces(tok, "use OAuth2 or OAuth")) == ["use", "oauth2", "or", "oauth"]
 
 
+def test_a_wordpiece_entry_text_never_reaches_is_bound_not_refused(tiny_bert):
+    """'...' is one WordPiece entry, but BERT's pre-tokenizer splits punctuation apart: the
+    term is bound to that entry (no new row) and text then reaches it; it once crashed."""
+    rows = tiny_bert.mlm.get_input_embeddings().weight.shape[0]
+    entry = tiny_bert.tokenizer.convert_tokens_to_ids("...")
+    assert _pieces(tiny_bert.tokenizer, "wait ...") != [_pieces(tiny_bert.tokenizer, "wait")[0], entry]
+    report = extend_vocabulary(tiny_bert, {"marks": ["..."]})
+    (term,) = report.terms
+    assert term.bound and not term.added and term.token_id == entry
+    assert tiny_bert.mlm.get_input_embeddings().weight.shape[0] == rows
+    assert _pieces(tiny_bert.tokenizer, "wait ... now")[1] == entry and entry in tiny_bert.domain_token_ids
+
+
 def test_tied_decoder_stays_tied_through_save_and_load(tmp_path, tiny_mlm):
     extend_vocabulary(tiny_mlm, TERMS)
     out = tiny_mlm.save_pretrained(tmp_path / "ext")
