@@ -5,7 +5,7 @@ import pytest
 import corpora
 from corpora import GATROCRAPTIC
 from sparse_adapt.data import (
-    DataError, iter_documents, load_dictionary, load_documents, load_domain_terms, load_qrels, load_queries, load_train,
+    DataError, check_documents, iter_documents, load_dictionary, load_documents, load_domain_terms, load_qrels, load_queries, load_train,
 )
 
 
@@ -70,6 +70,18 @@ def test_duplicate_ids_and_missing_files(tmp_path):
     assert (e.value.line, e.value.field) == (3, "_id")
     with pytest.raises(DataError, match="file not found"):
         load_documents(tmp_path / "missing.jsonl")
+
+
+def test_streamed_check_finds_a_repeated_id_like_the_loader(tmp_path):
+    """export and the warmup stream the corpus; a repeated id is still the loader's error."""
+    p = _write(tmp_path, "corpus.jsonl", ['{"_id": "a", "text": "x"}', '{"_id": "b", "text": "y"}', "",
+                                          '{"_id": "a", "text": "z"}'])
+    with pytest.raises(DataError, match="duplicate id 'a' \\(first on line 1\\)") as e:
+        check_documents(p)
+    assert (e.value.line, e.value.field) == (4, "_id")
+    tsv = tmp_path / "docs.tsv"
+    tsv.write_text("d1\tone\nd2\ttwo\nd3\tthree\n")
+    assert check_documents(tsv) == 3
 
 
 def test_bad_scores_dictionary_qrels_and_terms(tmp_path):

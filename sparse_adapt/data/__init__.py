@@ -18,6 +18,7 @@ their public names.
 
 from sparse_adapt.data.documents import (
     DOCUMENT_FORMATS,
+    check_documents,
     collapse_whitespace,
     find_documents,
     iter_documents,
@@ -33,7 +34,7 @@ from sparse_adapt.data.runs import load_run
 
 __all__ = [
     "BEIR_QRELS_HEADER", "DOCUMENT_FORMATS", "GZIP_MAGIC", "DataError", "DictionaryEntry", "Document", "Qrels",
-    "Query", "TrainExample", "check_query_groups", "collapse_whitespace", "find_documents", "iter_documents",
+    "Query", "TrainExample", "check_documents", "check_query_groups", "collapse_whitespace", "find_documents", "iter_documents",
     "iter_jsonl", "iter_lines", "load_dictionary", "load_documents", "load_domain_terms", "load_qrels",
     "load_queries", "load_query_groups", "load_run", "load_train", "parse_document", "read_text", "require_file",
 ]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from array import array
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
+
+import numpy as np
 
 from sparse_adapt.data.reading import Objects, checked_text, iter_jsonl, iter_lines, json_objects, read_unique, str_field
 from sparse_adapt.data.records import DataError, Document, Query
@@ -126,6 +130,21 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
     """A document file's records one at a time (for corpora larger than memory); validated like
     :func:`load_documents` except for duplicate ids, which would need memory per document."""
     return iter_jsonl(path, parse_document, _objects(_DOCUMENT_COLUMNS))
+
+
+def check_documents(path: str | Path) -> int:
+    """Validate a document file as :func:`load_documents` does, duplicate ids included, while
+    streaming it; returns the record count. Memory is 8 bytes a document (a 64-bit digest of
+    each id); only when two digests agree is the file read again to find the lines."""
+    p = Path(path)
+    id_field = lambda o: next((k for k in DOCUMENT_FORMATS if k in o), "doc_id")  # noqa: E731
+    digests = array("Q")
+    for d in iter_documents(p):
+        digests.append(int.from_bytes(hashlib.blake2b(d.doc_id.encode("utf-8"), digest_size=8).digest(), "little"))
+    ordered = np.sort(np.frombuffer(digests, dtype=np.uint64)) if digests else np.empty(0, dtype=np.uint64)
+    if len(ordered) > 1 and bool((ordered[1:] == ordered[:-1]).any()):
+        read_unique(p, parse_document, id_field, _objects(_DOCUMENT_COLUMNS))  # raises on the repeated id's line
+    return len(digests)
 
 
 def find_documents(path: str | Path, doc_ids: Iterable[str]) -> dict[str, str]:

@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from sparse_adapt.data import DataError, Document, iter_documents, iter_lines, require_file
+from sparse_adapt.data import DataError, Document, check_documents, iter_documents, iter_lines, require_file
 from sparse_adapt.errors import ConfigError, require_positive_int
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.modeling.encoder import SORT_WINDOW_BATCHES, SpladeEncoder
@@ -125,6 +125,8 @@ def export_vectors(
     """Encode ``docs`` (a docs.jsonl path) into ``out/vectors.jsonl`` (+ ``sparse_adapt_export.json``)."""
     config = config or ExportConfig()
     vocab = lucene_vocabulary(splade)
+    # Every record checked before any encoding: a repeated id would be two Lucene documents.
+    check_documents(docs)
     task = progress.task("exporting", count_lines(Path(docs))) if progress is not None else None
     n_docs = postings = n_truncated = 0
     digest = model_sha256(splade)

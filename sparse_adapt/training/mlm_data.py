@@ -19,7 +19,7 @@ from typing import Protocol, Sequence
 import numpy as np
 import torch
 
-from sparse_adapt.data import iter_documents
+from sparse_adapt.data import check_documents, iter_documents
 from sparse_adapt.data.documents import document_from_line
 
 
@@ -147,8 +147,8 @@ class WindowedTexts:
 
 
 def validate_corpus(path: str | Path) -> int:
-    """Check every record (file:line:field errors) one at a time; returns the record count."""
-    return sum(1 for _ in iter_documents(path))
+    """Check every record (file:line:field errors, a repeated id too) one at a time; returns the record count."""
+    return check_documents(path)
 
 
 def token_lengths(tokenizer, source: TextSource, max_length: int, chunk: int = 512) -> np.ndarray:
