@@ -84,6 +84,26 @@ def test_streamed_check_finds_a_repeated_id_like_the_loader(tmp_path):
     assert check_documents(tsv) == 3
 
 
+def test_repeats_inside_training_lists_and_json_objects_are_errors(tmp_path):
+    rec = {"qid": "q1", "query": "a", "doc_ids": ["d1", "d2"], "doc_texts": ["x", "y"], "teacher_scores": [1.0, 0.0]}
+    p = _write(tmp_path, "train.jsonl", [json.dumps(rec), json.dumps({**rec, "query": "b"})])
+    with pytest.raises(DataError, match="duplicate id 'q1' \\(first on line 1\\)") as e:
+        load_train(p)
+    assert (e.value.line, e.value.field) == (2, "qid")
+    p = _write(tmp_path, "train2.jsonl", [json.dumps({**rec, "doc_ids": ["d1", "d1"]})])
+    with pytest.raises(DataError, match="lists 'd1' twice") as e:
+        load_train(p)
+    assert (e.value.line, e.value.field) == (1, "doc_ids")
+    # a category written twice: json keeps the last, and the first one's terms would vanish
+    terms = tmp_path / "terms.json"
+    terms.write_text('{"drugs": ["Kelquidone"], "codes": ["XR-7200"], "drugs": ["Ombrine"]}')
+    with pytest.raises(DataError, match="'drugs': appears twice in one JSON object"):
+        load_domain_terms(terms)
+    p = _write(tmp_path, "docs.jsonl", ['{"doc_id": "a", "text": "x", "text": "y"}'])
+    with pytest.raises(DataError, match="docs.jsonl:1: field 'text': appears twice") as e:
+        load_documents(p)
+
+
 def test_bad_scores_dictionary_qrels_and_terms(tmp_path):
     ex = {"qid": "q1", "query": "x", "doc_ids": ["a", "b"], "doc_texts": ["A", "B"], "teacher_scores": [1, "hi"]}
     with pytest.raises(DataError) as e:

@@ -50,9 +50,26 @@ def read_text(path: str | Path) -> str:
     return "".join(text for _, text in iter_lines(p))
 
 
+class _RepeatedKey(Exception):
+    def __init__(self, key: str):
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        raise _RepeatedKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return obj
+
+
 def parse_json(path: Path, line: int | None, text: str) -> Any:
+    """JSON of a user's file or line. A key repeated in one object is an error: JSON parsers
+    keep only its last value, so a category or field written twice would vanish silently."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _RepeatedKey as e:
+        raise DataError(path, line, e.key, "appears twice in one JSON object (only the last would count)") from None
     except json.JSONDecodeError as e:
         where = line if line is not None else e.lineno
         column = "" if line is None else f" at column {e.colno}"
