@@ -119,6 +119,12 @@ def check_output(
     return target
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_directory(target: str | Path) -> Iterator[Path]:
     """Yield a temporary directory that replaces ``target`` when the block succeeds."""
@@ -126,6 +132,8 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     clean_leftovers(target.parent, target.name)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
+    # mkdtemp makes the directory 0700; the output is to be shared like any the user makes.
+    os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
     except BaseException:

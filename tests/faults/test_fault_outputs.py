@@ -181,3 +181,21 @@ def test_train_into_an_existing_read_only_run_directory_fails_before_any_work(
 ):
     result = cli(capsys, train_argv(files["model"], train_inputs, read_only_dir))
     assert_one_line_error(result, "cannot write in", str(read_only_dir))
+
+
+def test_an_atomic_directory_gets_the_mode_of_any_directory_the_user_makes(tmp_path):
+    """mkdtemp's 0700 once made every model, export and index readable by its owner alone."""
+    from sparse_adapt.atomic import atomic_directory
+
+    old = os.umask(0o027)
+    try:
+        with atomic_directory(tmp_path / "out") as tmp:
+            (tmp / "f").write_text("x")
+        (tmp_path / "plain").mkdir()
+    finally:
+        os.umask(old)
+    assert stat_mode(tmp_path / "out") == stat_mode(tmp_path / "plain") == 0o750
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
