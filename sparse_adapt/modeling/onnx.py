@@ -95,7 +95,11 @@ class OnnxMeta:
         path = directory / META_FILE
         if not path.is_file():
             raise ModelLoadError(f"{directory}: no {META_FILE}; not a directory written by `sparse-adapt onnx`")
-        return cls(**json.loads(path.read_text(encoding="utf-8")))
+        try:
+            return cls(**json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, TypeError) as e:  # not JSON, not an object, or other fields
+            raise ModelLoadError(f"{path}: not the metadata `sparse-adapt onnx` writes ({type(e).__name__}: "
+                                 f"{str(e).splitlines()[0] if str(e) else ''}); export the model again") from None
 
 
 @dataclass
@@ -129,8 +133,11 @@ def export_onnx(splade: SpladeEncoder, out: str | Path, opset: int = DEFAULT_OPS
     Raises :class:`OnnxExportError` when the graph's vectors differ from PyTorch's by more
     than :data:`TOLERANCE` or in a top-10 term on the probe texts (nothing is written then).
     """
-    if opset < MIN_OPSET:
-        raise ConfigError(f"--opset must be >= {MIN_OPSET} (torch's ONNX exporter), got {opset}")
+    import onnx
+
+    if not MIN_OPSET <= opset <= onnx.defs.onnx_opset_version():
+        raise ConfigError(f"--opset must be between {MIN_OPSET} (torch's ONNX exporter) and "
+                          f"{onnx.defs.onnx_opset_version()} (the installed onnx), got {opset}")
     t0 = time.perf_counter()
     splade.exclude_special_tokens()  # the graph carries the exclusion in its weights
     model = PooledSplade(splade.mlm, splade.vocab_size).eval()
@@ -155,7 +162,10 @@ def export_onnx(splade: SpladeEncoder, out: str | Path, opset: int = DEFAULT_OPS
             opset=opset, max_abs_diff=0.0, top10_identical=0, probes=len(PROBE_TEXTS), seconds=0.0,
         )
         _write_meta(tmp, meta)
-        agreement = verify_export(splade, tmp)
+        try:
+            agreement = verify_export(splade, tmp)
+        except ModelLoadError as e:  # e.g. an opset newer than the installed ONNX Runtime runs
+            raise OnnxExportError(f"ONNX Runtime cannot run the exported opset-{opset} graph: {e}") from None
         meta.max_abs_diff, meta.top10_identical = agreement.max_abs_diff, agreement.top_identical
         meta.seconds = round(time.perf_counter() - t0, 2)
         _write_meta(tmp, meta)
@@ -196,12 +206,17 @@ class OnnxSpladeEncoder:
             raise ModelLoadError("ONNX Runtime is not installed (pip install onnxruntime)") from None
         from transformers import AutoTokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(self.directory)
         options = ort.SessionOptions()
         if threads is not None:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(self.directory / ONNX_FILE), options, providers=["CPUExecutionProvider"])
+        try:  # a truncated or hand-edited file: whatever the loaders raise is the directory's fault
+            self.tokenizer = AutoTokenizer.from_pretrained(self.directory)
+            self.session = ort.InferenceSession(str(self.directory / ONNX_FILE), options,
+                                                providers=["CPUExecutionProvider"])
+        except Exception as e:  # noqa: BLE001
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise ModelLoadError(f"{directory}: cannot load the ONNX export ({type(e).__name__}: {first})") from None
 
     @property
     def vocab_size(self) -> int:

@@ -102,14 +102,32 @@ def test_a_directory_without_an_export_is_one_clear_error(tmp_path):
         OnnxSpladeEncoder(tmp_path)
 
 
+@pytest.mark.parametrize("damage, message", [
+    ("meta", "sparse_adapt_onnx.json: not the metadata"),
+    ("graph", "cannot load the ONNX export (InvalidProtobuf"),
+])
+def test_a_damaged_export_is_one_clear_error(exported, tmp_path, damage, message):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(exported[1], copy)
+    if damage == "meta":
+        (copy / "sparse_adapt_onnx.json").write_text("{oops")
+    else:
+        (copy / ONNX_FILE).write_bytes((copy / ONNX_FILE).read_bytes()[:100])
+    with pytest.raises(ModelLoadError, match=message.replace("(", "\\(")):
+        OnnxSpladeEncoder(copy)
+
+
 def test_cli_errors_are_one_line(tmp_path, capsys):
     model = tmp_path / "tiny"
     make_tiny_bert().save_pretrained(model)
     assert main(["onnx", "--model", str(model), "--out", str(tmp_path / "o"), "--opset", "17"]) == 2
+    assert main(["onnx", "--model", str(model), "--out", str(tmp_path / "o"), "--opset", "99"]) == 2
     assert main(["onnx", "--model", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
     assert main(["search", "--index", str(tmp_path), "query"]) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "--opset must be >= 18" in err and "model directory not found" in err
+    assert err.count("--opset must be between 18") == 2 and "got 99" in err and "model directory not found" in err
     assert "exactly one of --model (PyTorch) or --onnx" in err
     assert "Traceback" not in err and not (tmp_path / "o").exists()
 
