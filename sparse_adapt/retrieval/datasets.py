@@ -29,6 +29,24 @@ def _text(record) -> str:
     return collapse_whitespace(text)  # BEIR's "title text" leaves a leading space when the title is empty
 
 
+def _checked(name: str, what: str, number: int, record, seen: set[str]) -> tuple[str, str]:
+    """The checks ``--docs``/``--queries`` files get, on a record ir_datasets parsed: its
+    position (record N of the file) is all ir_datasets tells of where it was."""
+    where = f"{name}: {what} record {number}"
+    for field, value in zip(record._fields[1:], record[1:]):  # BEIR's title and text ("_id" below)
+        if not isinstance(value, str):
+            raise DatasetError(f"{where}: field {field!r}: expected a string, got {value!r:.60}")
+    record_id, text = record[0], _text(record)
+    if not isinstance(record_id, str) or not record_id.strip():
+        raise DatasetError(f"{where}: field '_id': expected a non-empty string, got {record_id!r:.60}")
+    if not text:
+        raise DatasetError(f"{where} ({record_id!r}): empty text")
+    if record_id in seen:
+        raise DatasetError(f"{where}: field '_id': duplicate id {record_id!r}")
+    seen.add(record_id)
+    return record_id, text
+
+
 @dataclass
 class IRDataset:
     """An ir_datasets dataset seen as our records; documents are streamed on demand."""
@@ -37,16 +55,20 @@ class IRDataset:
     dataset: object  # ir_datasets Dataset
 
     def documents(self) -> Iterator[Document]:
+        seen: set[str] = set()
         with self._reading("documents"):
-            for d in self.dataset.docs_iter():
-                yield Document(d.doc_id, _text(d))
+            for n, d in enumerate(self.dataset.docs_iter(), start=1):
+                yield Document(*_checked(self.name, "document", n, d, seen))
 
     @contextmanager
     def _reading(self, what: str) -> Iterator[None]:
         # ir_datasets parses the files itself; a bad byte or line surfaces as its exception.
         try:
             yield
-        except (UnicodeDecodeError, ValueError, KeyError, RuntimeError) as e:
+        except DatasetError:
+            raise
+        except (UnicodeDecodeError, ValueError, KeyError, RuntimeError, TypeError, AttributeError) as e:
+            # TypeError/AttributeError: a field of the wrong JSON type (a number for a text, a line that is a list)
             raise DatasetError(f"{self.name}: cannot read its {what} ({type(e).__name__}: {str(e)[:160]})") from None
         except AssertionError:  # how BeirQrels reports a file without BEIR's header line
             raise DatasetError(f"{self.name}: its {what} file lacks BEIR's header line "
@@ -64,8 +86,11 @@ class IRDataset:
     def queries(self, judged_only: bool = True) -> list[Query]:
         """Queries (only those with judgements by default: BEIR's queries.jsonl holds every split)."""
         judged = set(self.qrels()) if judged_only else None
+        seen: set[str] = set()
         with self._reading("queries"):
-            out = [Query(q.query_id, _text(q)) for q in self.dataset.queries_iter() if judged is None or q.query_id in judged]
+            out = [Query(*_checked(self.name, "query", n, q, seen))
+                   for n, q in enumerate(self.dataset.queries_iter(), start=1)]
+        out = [q for q in out if judged is None or q.qid in judged]
         if not out:
             raise DatasetError(f"{self.name}: no queries" + (" with judgements" if judged_only else ""))
         return out

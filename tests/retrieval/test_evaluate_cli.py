@@ -161,6 +161,25 @@ def test_dataset_option_equals_the_same_files(models, tmp_path, capsys):
     assert via_dataset == via_files
 
 
+@pytest.mark.parametrize("part, line, message", [
+    ("corpus", {"_id": 5, "title": "", "text": "x"}, "document record 27: field '_id': expected a non-empty string, got 5"),
+    ("corpus", {"_id": "z", "title": "", "text": None}, "document record 27: field 'text': expected a string, got None"),
+    ("corpus", {"_id": "z", "title": "", "text": " "}, "document record 27 ('z'): empty text"),
+    ("corpus", {"_id": "d1", "title": "", "text": "again"}, "document record 27: field '_id': duplicate id 'd1'"),
+    ("queries", {"_id": "q99", "text": ""}, "query record 17 ('q99'): empty text"),
+])
+def test_a_bad_beir_record_is_refused_like_the_same_line_of_a_docs_file(part, line, message, tmp_path, capsys):
+    """ir_datasets parses the folder without these checks; the records it yields get them."""
+    from sparse_adapt.retrieval.datasets import DatasetError, load_dataset
+
+    beir = write_beir(tmp_path / "beir")
+    with (beir / f"{part}.jsonl").open("a") as f:
+        f.write(json.dumps(line) + "\n")
+    with pytest.raises(DatasetError, match=message.replace("(", "\\(").replace(")", "\\)")):
+        ds = load_dataset(str(beir))
+        list(ds.documents()) if part == "corpus" else ds.queries()
+
+
 def test_beir_folder_without_qrels_is_a_clear_error(models, tmp_path, capsys):
     beir = write_beir(tmp_path / "beir")
     (beir / "qrels" / "test.tsv").unlink()
