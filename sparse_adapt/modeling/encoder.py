@@ -113,7 +113,11 @@ class SpladeEncoder(nn.Module):
             enc = cls(mlm, tokenizer, SpladeSettings(base=name))
         else:
             path = Path(name)
-            if not path.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
+            # A hub id is "name" or "org/name"; a missing path whose parent directory exists here
+            # ("models/mine") is a typo of a local one, not worth a minute of hub retries.
+            local = name.startswith((".", "/", "~")) or name.count("/") > 1 or (
+                "/" in name and path.parent.is_dir())
+            if not path.exists() and local:
                 raise ModelLoadError(f"model directory not found: {name}")
             if path.exists() and not path.is_dir():
                 raise ModelLoadError(f"not a model directory: {name}")

@@ -66,6 +66,8 @@ class ReportInputs:
         heldout_r = pick(self.heldout_qrels, G.heldout_qrels if bundled and bundled_queries else None)
         groups = pick(self.groups, G.query_groups if bundled_queries and (
             heldout_q is None or heldout_q.resolve() == G.heldout_queries.resolve()) else None)
+        if self.term is not None and not self.term.strip():
+            raise ConfigError("--term is empty: give the term of the criteria table, or leave --term out")
         unknown = [e for e in self.experiments if e not in EXPERIMENTS]
         if unknown or not self.experiments:
             raise ConfigError(f"--experiments: unknown {unknown or 'empty'}; valid: {', '.join(EXPERIMENTS)}")

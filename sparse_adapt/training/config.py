@@ -289,6 +289,8 @@ def load_config(path: str | Path | None, base: str | Path | None = None, default
     if path is None:
         return config_from_dict(with_recommended({}, base, defaults), f"the settings recommended for {base}")
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{p}: is a directory; give the config file itself (JSON or TOML)")
     if not p.is_file():
         raise ConfigError(f"{p}: config file not found")
     text = read_text(p)

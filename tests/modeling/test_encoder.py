@@ -75,9 +75,16 @@ def test_save_is_atomic_and_replaces_previous(tmp_path, tiny_bert):
     assert [p.name for p in tmp_path.iterdir()] == ["m"]  # no temp dirs left behind
 
 
-def test_unknown_model_path_is_a_clear_error(tmp_path):
+def test_unknown_model_path_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(ModelLoadError, match="not found"):
         SpladeEncoder.from_pretrained(str(tmp_path / "nope" / "model"))
+    # "models/mine" looks like a hub id "org/name", but ./models exists: a mistyped local path,
+    # refused without asking the hub (which retried for ~45 s offline)
+    (tmp_path / "models").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", lambda *a, **k: pytest.fail("asked the hub"))
+    with pytest.raises(ModelLoadError, match="model directory not found: models/mine"):
+        SpladeEncoder.from_pretrained("models/mine")
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelLoadError, match="config.json"):
         SpladeEncoder.from_pretrained(tmp_path / "empty")

@@ -283,6 +283,11 @@ def test_primary_term_from_relevant_documents_and_override():
     assert choose_primary_term(["API", "Gatrocraptic"], data, "API") == ("API", "given with --term")
 
 
+def test_an_empty_term_is_refused_before_anything_is_evaluated(tmp_path):
+    with pytest.raises(ConfigError, match="--term is empty"):
+        ReportInputs(out=tmp_path / "o", term=" ").resolved()
+
+
 def test_own_corpus_needs_queries_and_derives_groups(tmp_path):
     docs = tmp_path / "docs.jsonl"
     docs.write_text('{"doc_id": "x1", "text": "Gatrocraptic budget"}\n{"doc_id": "x2", "text": "password"}\n')

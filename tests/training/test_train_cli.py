@@ -55,3 +55,11 @@ def test_bad_config_key_names_file_and_key(tmp_path, capsys):
     assert main(argv + ["--out", str(tmp_path / "run")]) == 2
     err = "".join(capsys.readouterr().err.split())  # rich may wrap inside the path
     assert f"{cfg}:unknownkeydistill.margn" in err
+
+
+def test_a_config_path_that_is_a_directory_says_so(tmp_path, capsys):
+    argv = _files(tmp_path)
+    argv[argv.index("--config") + 1] = str(tmp_path)
+    assert main(argv + ["--out", str(tmp_path / "run")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "is a directory; give the config file itself" in err and "not found" not in err
