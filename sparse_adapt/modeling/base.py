@@ -76,6 +76,14 @@ def build_mlm_from_encoder(encoder: PreTrainedModel, bias: float) -> PreTrainedM
     return mlm
 
 
+def require_finite_weights(model: torch.nn.Module, name: str) -> None:
+    """A loaded model holding a NaN or infinite weight is refused: everything made from it would be NaN."""
+    bad = [n for n, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    if bad:
+        raise ModelLoadError(f"{name}: {len(bad)} weight tensors hold NaN or infinite values (e.g. {bad[0]}); "
+                             "not a usable model")
+
+
 def load_encoder(name_or_path: str, trust_remote_code: bool = False) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A headless encoder and its tokenizer (safetensors only)."""
     try:
@@ -84,6 +92,7 @@ def load_encoder(name_or_path: str, trust_remote_code: bool = False) -> tuple[Pr
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelLoadError(f"cannot load encoder {name_or_path!r}: {first}") from None
+    require_finite_weights(encoder, str(name_or_path))
     return encoder, tokenizer
 
 

@@ -31,7 +31,7 @@ from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.device import resolve_device
 from sparse_adapt.errors import ModelLoadError
 from sparse_adapt.modeling import pooling
-from sparse_adapt.modeling.base import OFFLINE_MINILM
+from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support, max_pieces
 from sparse_adapt.modeling.interop import sentence_transformers_mismatch, write_sentence_transformers_files
@@ -154,10 +154,7 @@ class SpladeEncoder(nn.Module):
                     f"cannot load {name!r} as a masked-LM with safetensors weights: {first}. "
                     f"For an encoder without an MLM head run `sparse-adapt base --from-encoder {name}`."
                 ) from None
-            not_finite = [n for n, p in mlm.named_parameters() if not bool(torch.isfinite(p).all())]
-            if not_finite:
-                raise ModelLoadError(f"{name}: {len(not_finite)} weight tensors hold NaN or infinite values "
-                                     f"(e.g. {not_finite[0]}); not a usable model")
+            require_finite_weights(mlm, name)
             if not settings.base:
                 settings.base = name
             enc = cls(mlm, tokenizer, settings)

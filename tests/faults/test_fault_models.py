@@ -86,3 +86,22 @@ def test_the_intact_copy_still_loads(tiny_model_dir, tmp_path, capsys):
     result = cli(capsys, ["encode", "--model", model, "--query", "hello world"])
     assert result.code == 0, result.err
     assert torch.isfinite(load_file(model / "model.safetensors")["cls.predictions.bias"]).all()
+
+
+def test_a_nan_encoder_becomes_no_splade_base(tmp_path, capsys):
+    """`base --from-encoder` reads a headless encoder: a NaN in it is refused like a SPLADE model's."""
+    from transformers import BertConfig, BertModel
+
+    from tests.conftest import make_tiny_bert
+
+    encoder = tmp_path / "encoder"
+    model = BertModel(BertConfig(vocab_size=len(make_tiny_bert().tokenizer), hidden_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=64))
+    with torch.no_grad():
+        model.embeddings.word_embeddings.weight[3, 0] = float("inf")
+    model.save_pretrained(encoder)
+    make_tiny_bert().tokenizer.save_pretrained(encoder)
+    out = tmp_path / "base"
+    result = cli(capsys, ["base", "--from-encoder", encoder, "--bias", "-1.0", "--out", out])
+    assert_one_line_error(result, str(encoder), "NaN or infinite", "word_embeddings")
+    assert not out.exists()
