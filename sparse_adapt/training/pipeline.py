@@ -48,6 +48,7 @@ from sparse_adapt.training.loop import NonFiniteError, require_finite
 from sparse_adapt.training.mlm_data import validate_corpus
 from sparse_adapt.training.rundir import FINAL, LOG_FILE, PARTIAL, RUN_FILE, RunMismatchError  # noqa: F401  (public names)
 from sparse_adapt.training.density import density_sample, document_density
+from sparse_adapt.training.validation import mentions_term
 from sparse_adapt.training.stages import EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, parse_stages
 
 TRAINER_STATE = "trainer_state.pt"
@@ -65,6 +66,13 @@ def _load_inputs(corpus: Path, terms: Path, dictionary: Path, train: Path, valid
         dictionary=load_dictionary(dictionary), train=load_train(train),
         valid=load_train(valid) if valid is not None else None,
     )
+
+
+def stray_entries(data: TrainData) -> list[str]:
+    """Dictionary terms naming no domain term (case aside; "Brindlewick clause" names
+    ``Brindlewick``): most often a typo of one."""
+    terms = [t for items in data.terms.values() for t in items]
+    return [e.term for e in data.dictionary if not mentions_term(e.term, terms)]
 
 
 def _check_terms(splade: SpladeEncoder, data: TrainData, terms_path: Path, extending: bool) -> None:
@@ -154,6 +162,11 @@ def run_pipeline(
     if valid is not None:
         paths["valid"] = Path(valid)
     data = _load_inputs(**paths)  # validate every input before any training or writing
+    if "dictionary" in names:
+        stray = stray_entries(data)
+        if stray:
+            hooks.message(f"warning: {paths['dictionary']}: {len(stray)} of {len(data.dictionary)} entries define a "
+                          f"term that is not in {paths['terms']} (e.g. {stray[0]!r}); no domain token learns from them")
     out = Path(out)
     check_writable(out, into=True)
     if out.exists() and not out.is_dir():

@@ -63,3 +63,14 @@ def test_a_config_path_that_is_a_directory_says_so(tmp_path, capsys):
     assert main(argv + ["--out", str(tmp_path / "run")]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "is a directory; give the config file itself" in err and "not found" not in err
+
+
+def test_a_dictionary_entry_naming_no_domain_term_is_a_warning(tmp_path, capsys):
+    """A typo in a dictionary term ('Zorblat') trains nothing for the real term: said before training."""
+    argv = _files(tmp_path)
+    dictionary = tmp_path / "dict.jsonl"
+    dictionary.write_text(dictionary.read_text() + json.dumps(
+        {"term": "Zorblat", "definition": "a typo", "examples": ["Zorblat twice"]}) + "\n")
+    assert main(argv + ["--out", str(tmp_path / "run"), "--stages", "extend,dictionary"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "warning:" in out and "1 of" in out and "'Zorblat'" in out and "no domain token learns from them" in out
