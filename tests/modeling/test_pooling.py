@@ -34,10 +34,14 @@ def reference(splade: SpladeEncoder, input_ids, attention_mask) -> torch.Tensor:
 
 
 @pytest.fixture
-def small_chunks(monkeypatch):
-    """7-row chunks, so texts straddle chunk boundaries and one text spans several chunks."""
-    monkeypatch.setattr(encoding, "CHUNK_BYTES", 7 * 4 * 30522)
-    assert encoding.rows_per_chunk(30522) == 7
+def small_chunks(monkeypatch, tiny_mlm):
+    """7-row chunks of this family's vocabulary (the tiny BPE families have 800 entries, not
+    BERT's 30,522), so texts straddle chunk boundaries and one text spans several chunks."""
+    vocab = tiny_mlm.vocab_size
+    monkeypatch.setattr(encoding, "CHUNK_BYTES", 7 * 4 * vocab)
+    assert encoding.rows_per_chunk(vocab) == 7
+    rows = int(tiny_mlm.tokenize(TEXTS, "document")["attention_mask"].sum())
+    assert rows > 3 * 7  # several chunks, whatever the tokenizer
 
 
 def test_chunked_forward_equals_full_logits_with_padding(tiny_mlm, small_chunks):

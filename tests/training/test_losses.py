@@ -100,22 +100,32 @@ def test_distillation_combines_the_six_terms_with_their_weights():
     teacher = torch.tensor([[10.0, -8.0]])
     mask = torch.tensor([[True, True]])
     w = dict(kd=0.5, ret=2.0, sp=3.0, dom=4.0, ctr=5.0, qexp=6.0)
-    fn = DistillationLoss(**w, temperature=1.0, tau_min=2.0, margin=1.0, sp_warmup_steps=4)
+    # margin 2: the contrastive hinge is active (at 1 it would sit on its kink, where the
+    # gradient is a convention)
+    fn = DistillationLoss(**w, temperature=1.0, tau_min=2.0, margin=2.0, sp_warmup_steps=4)
     out = fn(query_weights=q, query_input_ids=q_ids, doc_weights=d, doc_input_ids=d_ids, doc_index=index,
              teacher=teacher, mask=mask, domain_ids=[3], step=2)
-    s = torch.tensor([[2.0, 1.0]])  # q . doc1 = 0 + 0 + 2 = 2 ; q . doc0 = 1
+    # s: q . doc1 = 0 + 0 + 2 = 2 ; q . doc0 = 1
     assert out["kd"].item() == pytest.approx(((10 - 2) ** 2 + (-8 - 1) ** 2) / 2)
     assert out["ret"].item() == pytest.approx(-(2.0 - math.log(math.exp(2.0) + math.exp(1.0))))
     assert out["sp"].item() == pytest.approx(1.0 * 0.5 + 0.0 * 1.5 + 2.0 * 0.5)  # token 3 excluded
     # hinge: query lacks token 3; doc0 weight 1 -> 1, doc1 weight 0.5 -> 1.5; mean over 3 texts
     assert out["dom"].item() == pytest.approx((0 + 1.0 + 1.5) / 3)
-    assert out["ctr"].item() == pytest.approx(max(0.0, 1.0 - (2.0 - 1.0)))
+    assert out["ctr"].item() == pytest.approx(max(0.0, 2.0 - (2.0 - 1.0)))
     assert out["qexp"].item() == pytest.approx(math.log(2.0))  # w_q^3 = 0, in the positive doc1
     ramp = (2 / 4) ** 2
     expected = sum(w[k] * out[k].item() * (ramp if k == "sp" else 1.0) for k in w)
     assert out["total"].item() == pytest.approx(expected)
     out["total"].backward()
-    assert s.shape == (1, 2) and q.grad is not None and d.grad is not None
+    # d total / d doc0[token 2]; s(doc0) = q . doc0 moves by q_2 = 2 per unit:
+    #   KD   0.5 x (s0 + 8) x 2           = 9
+    #   Ret  2 x softmax(s)_doc0 x 2      = 4 / (e + 1)
+    #   Sp   3 x ramp 1/4 x q_2 x 1/2     = 0.75   (mean over the 2 documents)
+    #   Ctr  5 x 2 (hinge active)         = 10
+    #   Dom, QExp: no token-2 term        = 0
+    assert d.grad[0, 2].item() == pytest.approx(9 + 4 / (math.e + 1) + 0.75 + 10)
+    # token 3 is a domain token that q does not fire: only the hinge reaches it, -dom / 3 texts
+    assert d.grad[:, 3].tolist() == pytest.approx([-4 / 3, -4 / 3])
 
 
 def test_distillation_gradients_repeat_bit_for_bit_on_several_threads():

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 
 from sparse_adapt.data import Document, TrainExample
@@ -88,6 +90,34 @@ def test_validation_set_ranks_the_corpus_plus_missing_candidates(tiny_bert):
     assert vset.kinds == {"domain": ["v1"], "control": ["v2"]}
     scores = vset.measure(tiny_bert)
     assert set(scores) == {"domain", "control"} and all(0.0 <= v <= 1.0 for v in scores.values())
+
+
+class TableEncoder:
+    """Vectors looked up by text: rankings worked out by hand."""
+
+    def __init__(self, table: dict[str, list[float]]):
+        self.table = table
+
+    def encode(self, texts, kind, batch_size=32, **options):
+        return sp.csr_matrix(np.array([self.table[t] for t in texts]))
+
+
+def test_validation_measures_each_kind_s_ndcg_as_worked_by_hand():
+    table = {
+        "Zorblatt": [1, 0], "depot": [0, 1],  # the queries
+        "Zorblatt routing": [1.0, 0], "Zorblatt fleet routing": [0.5, 0], "noise one": [2.0, 0],
+        "a bus depot": [0, 1.0], "the depot yard": [0, 3.0], "noise two": [0, 0],
+    }
+    docs = [Document("x1", "a bus depot"), Document("x2", "Zorblatt routing")]
+    v1 = _ex("v1", "Zorblatt", "Zorblatt fleet routing", "noise one")  # domain: names the term
+    v2 = _ex("v2", "depot", "the depot yard", "noise two")  # control
+    vset = ValidationSet.build([v1, v2], docs, ["Zorblatt"])
+    # v1 ranks v1- (2.0), x2 (1.0), v1+ (0.5): its one relevant document (grade 2) third,
+    # nDCG@10 = (2 / log2(4)) / (2 / log2(2)) = 0.5. v2 ranks v2+ (3.0) first: 1.0.
+    assert vset.measure(TableEncoder(table)) == {"domain": pytest.approx(0.5), "control": pytest.approx(1.0)}
+    # no domain query at all: None, not 0 (objective() then leaves the kind out)
+    only_control = ValidationSet.build([v2], docs, ["Zorblatt"])
+    assert only_control.measure(TableEncoder(table)) == {"domain": None, "control": pytest.approx(1.0)}
 
 
 def test_distill_keeps_the_best_epoch_and_stops_early(tiny_dir, inputs, tmp_path, monkeypatch):
