@@ -148,8 +148,11 @@ def test_supported_families_do_not_warn(tiny_mlm):
 
 
 @pytest.mark.slow
-def test_offline_base_chunked_equals_full_logits(offline_base):
+def test_offline_base_chunked_equals_full_logits(offline_base, monkeypatch):
+    # 7-row chunks: the default (~549 rows of MiniLM's vocabulary) would hold the whole batch
+    monkeypatch.setattr(encoding, "CHUNK_BYTES", 7 * 4 * offline_base.vocab_size)
     batch = offline_base.tokenize(TEXTS, "document")
+    assert int(batch["attention_mask"].sum()) > 3 * 7
     with torch.inference_mode():
         got = offline_base(batch["input_ids"], batch["attention_mask"])
         want = reference(offline_base, batch["input_ids"], batch["attention_mask"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from ranx import Qrels, Run, evaluate
 
@@ -71,28 +72,51 @@ def test_max_active_dims_scores_cut_documents(models, capsys):
         assert got[m] == pytest.approx(cut[m], abs=1e-5)
 
 
-def test_feedback_scores_the_expanded_queries(models, capsys):
+def feedback_metrics(model: str, docs_k: int, weight: float, terms: int = 32) -> dict[str, float]:
+    """Rocchio worked in dense numpy, independent of ``retrieval/feedback.py``: each query plus
+    ``weight`` x the mean of its ``docs_k`` best positive-scoring documents (ties: file order),
+    that mean cut to its ``terms`` largest weights (ties: lower id); ranked by ranx."""
     from sparse_adapt.modeling.encoder import SpladeEncoder
-    from sparse_adapt.retrieval.feedback import Feedback, rocchio
 
+    splade = SpladeEncoder.from_pretrained(model)
+    docs, queries = load_documents(GATROCRAPTIC.docs), load_queries(GATROCRAPTIC.queries)
+    D = splade.encode([d.text for d in docs], "document").toarray().astype(np.float64)
+    Q = splade.encode([q.text for q in queries], "query").toarray().astype(np.float64)
+    first = Q @ D.T
+    expanded = Q.copy()
+    for i, row in enumerate(first):
+        best = [j for j in sorted(range(len(docs)), key=lambda j: (-row[j], j))[:docs_k] if row[j] > 0]
+        if not best:
+            continue
+        centroid = D[best].mean(axis=0)
+        keep = sorted((t for t in range(len(centroid)) if centroid[t] > 0), key=lambda t: (-centroid[t], t))[:terms]
+        cut = np.zeros_like(centroid)
+        cut[keep] = centroid[keep]
+        expanded[i] += weight * cut
+    S = expanded @ D.T
+    run = {q.qid: {d.doc_id: float(S[i, j]) for j, d in enumerate(docs) if S[i, j] > 0} for i, q in enumerate(queries)}
+    return evaluate(Qrels(load_qrels(GATROCRAPTIC.qrels)), Run(run), METRICS, make_comparable=True)
+
+
+def test_feedback_scores_the_expanded_queries(models, capsys):
     got = run_json(capsys, ["evaluate", "--model", models[0], *FILES, "--feedback", "--feedback-docs", "2",
                             "--feedback-weight", "1.5", "--json"])
-    # Independently: the Rocchio queries' dot products with every document, ranked by ranx.
-    splade = SpladeEncoder.from_pretrained(models[0])
-    docs, queries = load_documents(GATROCRAPTIC.docs), load_queries(GATROCRAPTIC.queries)
-    D = splade.encode([d.text for d in docs], "document")
-    Q = splade.encode([q.text for q in queries], "query")
-    S = (rocchio(Q, D, (Q @ D.T).toarray(), Feedback(docs=2, weight=1.5)) @ D.T).toarray()
-    run = {q.qid: {d.doc_id: float(S[i, j]) for j, d in enumerate(docs) if S[i, j] > 0} for i, q in enumerate(queries)}
-    want = evaluate(Qrels(load_qrels(GATROCRAPTIC.qrels)), Run(run), METRICS, make_comparable=True)
+    want = feedback_metrics(models[0], 2, 1.5)
     assert want != independent_metrics(models[0])  # feedback changes this random model's ranking
     for m in METRICS:
         assert got[m] == pytest.approx(want[m], abs=1e-5)
 
 
 def test_feedback_against_the_same_model_without_it(models, capsys):
+    """--compare names the other system as given: the same model, scored without feedback."""
     got = run_json(capsys, ["evaluate", "--model", models[0], *FILES, "--feedback", "--compare", models[0], "--json"])
-    assert list(got["comparison"]["model_names"]) == [f"{models[0]} (feedback)", models[0]]
+    report = got["comparison"]
+    assert list(report["model_names"]) == [f"{models[0]} (feedback)", models[0]]
+    with_fb, without = feedback_metrics(models[0], 1, 0.5), independent_metrics(models[0])  # the defaults: 1 / 0.5 / 32
+    assert with_fb != without
+    for m in METRICS:
+        assert report[f"{models[0]} (feedback)"]["scores"][m] == pytest.approx(with_fb[m], abs=1e-5)
+        assert report[models[0]]["scores"][m] == pytest.approx(without[m], abs=1e-5)
 
 
 def write_beir(folder: Path, titles: dict[str, str] | None = None) -> Path:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from sparse_adapt.training.density import DENSITY_WARNING, density_warning, document_density
+from sparse_adapt.data import load_train
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.training.density import DENSITY_WARNING, density_sample, density_warning, document_density
 from tests.training.test_stages import Messages, _run, inputs, tiny_dir  # noqa: F401 (fixtures)
 
 
@@ -28,12 +30,18 @@ def test_the_warning_fires_only_above_the_ratio_and_names_the_setting():
     assert density_warning(0.0, 50.0, 3.5) is None  # nothing to compare with
 
 
-def test_a_run_logs_the_density_and_says_it(tiny_dir, inputs, tmp_path):  # noqa: F811
+def test_a_run_logs_the_density_and_says_it(tiny_dir, inputs, tmp_path, monkeypatch):  # noqa: F811
     buf = Messages()
     out = tmp_path / "run"
+    # a threshold every run crosses: the warning's path through a real run is what is checked
+    monkeypatch.setattr("sparse_adapt.training.density.DENSITY_WARNING", 0.0)
     _run(tiny_dir, inputs, out, messages=buf)
     end = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     distill = next(r for r in end if r.get("event") == "stage_end" and r["stage"] == "distill")
     assert set(distill["doc_terms"]) == {"before", "after"}
-    assert distill["doc_terms"]["before"] > 0 and distill["doc_terms"]["after"] > 0
+    # "before" is the model distill started from (the dictionary checkpoint), "after" the distilled one
+    sample = density_sample(load_train(inputs["train"]))
+    assert distill["doc_terms"]["before"] == round(document_density(SpladeEncoder.from_pretrained(out / "dictionary"), sample), 1)
+    assert distill["doc_terms"]["after"] == round(document_density(SpladeEncoder.from_pretrained(out / "distill"), sample), 1)
     assert f"documents activate {distill['doc_terms']['after']:.0f} terms on average" in buf.text()
+    assert "distill: WARNING documents now activate" in buf.text()
