@@ -34,7 +34,9 @@ from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support, max_pieces
-from sparse_adapt.modeling.interop import sentence_transformers_mismatch, write_sentence_transformers_files
+from sparse_adapt.modeling.interop import (
+    sentence_transformers_lengths, sentence_transformers_mismatch, write_sentence_transformers_files,
+)
 from sparse_adapt.modeling.settings import SETTINGS_FILE, SpladeSettings
 from sparse_adapt.modeling.vectors import check_max_active_dims, keep_top, rows_to_dicts
 from sparse_adapt.progress import Hooks
@@ -155,6 +157,9 @@ class SpladeEncoder(nn.Module):
                     f"For an encoder without an MLM head run `sparse-adapt base --from-encoder {name}`."
                 ) from None
             require_finite_weights(mlm, name)
+            lengths = None if (path / SETTINGS_FILE).is_file() else sentence_transformers_lengths(path, tokenizer)
+            if lengths is not None:  # saved by sentence-transformers: encode as it does
+                settings.query_max_length, settings.doc_max_length = lengths
             if not settings.base:
                 settings.base = name
             enc = cls(mlm, tokenizer, settings)

@@ -109,3 +109,35 @@ def sentence_transformers_mismatch(directory: str | Path) -> str | None:
         return (f"its {MODEL_CONFIG} prepends prompts {prompts}; sparse-adapt encodes texts as they are, so the "
                 "model would not see the input it was trained on")
     return None
+
+
+# A tokenizer without a real limit reports 1e30 (transformers' VERY_LARGE_INTEGER) as its
+# model_max_length; such a value is no length to adopt.
+_NO_LIMIT = 1_000_000
+
+
+def sentence_transformers_lengths(directory: str | Path, tokenizer) -> tuple[int, int] | None:
+    """(query, document) maximum lengths sentence-transformers encodes a model directory with,
+    for a directory it saved (``modules.json``) without our ``sparse_adapt.json``; else None.
+
+    Its ``Transformer`` truncates a query to ``query_length``, a document to
+    ``document_length``, either falling back to ``max_seq_length`` and then to the
+    tokenizer's ``model_max_length``; sparse-adapt's own defaults (64/256) would give other
+    vectors for longer texts.
+    """
+    root = Path(directory)
+    if not (root / MODULES_FILE).is_file():
+        return None
+    try:
+        config = json.loads((root / TRANSFORMER_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    if not isinstance(config, dict):
+        config = {}
+
+    def length(value: object) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < _NO_LIMIT else None
+
+    fallback = length(config.get("max_seq_length")) or length(getattr(tokenizer, "model_max_length", None))
+    query, document = length(config.get("query_length")) or fallback, length(config.get("document_length")) or fallback
+    return (query, document) if query and document else None

@@ -206,6 +206,26 @@ def test_a_model_saved_by_sentence_transformers_loads_with_its_own_vectors(tiny_
         assert_identical(loaded.encode(texts, kind), st_encode(directory, texts, kind))
 
 
+def test_a_sentence_transformers_model_without_our_settings_is_encoded_at_its_own_lengths(tiny_bert, tmp_path):
+    """Built the ordinary sentence-transformers way (no per-task lengths, a 100-piece limit):
+    sparse-adapt's own defaults (64 / 256) would cut a long query elsewhere than it does."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+
+    tiny_bert.save_pretrained(tmp_path / "source")
+    transformer = Transformer(str(tmp_path / "source"), transformer_task="fill-mask")
+    transformer.query_length = transformer.document_length = None
+    transformer.max_seq_length = 100
+    SparseEncoder(modules=[transformer, SpladePooling()], device="cpu").save(str(tmp_path / "st"), create_model_card=False)
+    loaded = SpladeEncoder.from_pretrained(tmp_path / "st")
+    assert (loaded.settings.query_max_length, loaded.settings.doc_max_length) == (100, 100)
+    long = ["Certificate management includes renewal, revocation, and validation of SSL certificates. " * 8]
+    assert len(loaded.tokenizer(long[0])["input_ids"]) > 100  # cut at 100, not at 64 or 256
+    for kind in ("query", "document"):
+        assert_identical(loaded.encode(long + QUERIES, kind), st_encode(tmp_path / "st", long + QUERIES, kind))
+
+
 @pytest.mark.parametrize("pooling, prompts, fragment", [
     ({"pooling_strategy": "sum"}, None, "pooling_strategy='sum'"),
     ({"activation_function": "log1p_relu"}, None, "activation_function='log1p_relu'"),
