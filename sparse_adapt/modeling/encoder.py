@@ -191,12 +191,22 @@ class SpladeEncoder(nn.Module):
         baked = self.exclude_special_tokens()
         with atomic_directory(target) as tmp:
             self.mlm.save_pretrained(tmp)
-            self.tokenizer.save_pretrained(tmp)
+            self.save_tokenizer(tmp)
             self.settings.save(tmp)
             if baked:  # without the baked exclusion SparseEncoder would give different vectors
                 rows = self.mlm.get_output_embeddings().weight.shape[0]
                 write_sentence_transformers_files(tmp, self.settings.query_max_length, self.settings.doc_max_length, rows)
         return target
+
+    def save_tokenizer(self, directory: str | Path) -> None:
+        """The tokenizer's files without the truncation and padding of its last call: transformers
+        sets them on the fast backend per call, and ``tokenizer.json`` would keep them for
+        readers that apply them (the ``tokenizers`` library in Rust, JS, Java pipelines)."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is not None:
+            backend.no_truncation()
+            backend.no_padding()
+        self.tokenizer.save_pretrained(directory)
 
     # ------------------------------------------------------------------ vocabulary
     @property

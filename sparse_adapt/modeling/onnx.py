@@ -155,7 +155,7 @@ def export_onnx(splade: SpladeEncoder, out: str | Path, opset: int = DEFAULT_OPS
                 input_names=list(INPUTS), output_names=[OUTPUT], opset_version=opset, dynamo=True, verbose=False,
                 dynamic_shapes={name: {0: batch, 1: length} for name in INPUTS}, external_data=big,
             )
-        splade.tokenizer.save_pretrained(tmp)
+        splade.save_tokenizer(tmp)
         meta = OnnxMeta(
             source=source or splade.settings.base, vocab_size=splade.vocab_size,
             query_max_length=splade.settings.query_max_length, doc_max_length=splade.settings.doc_max_length,

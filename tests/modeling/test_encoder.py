@@ -66,6 +66,21 @@ def test_save_load_round_trip(tmp_path, tiny_mlm):
     np.testing.assert_allclose(again.encode(TEXTS).toarray(), tiny_mlm.encode(TEXTS).toarray(), atol=1e-5)
 
 
+def test_saved_tokenizer_json_carries_no_truncation_or_padding_of_the_last_call(tmp_path, tiny_mlm):
+    """Readers of tokenizer.json that apply its truncation (the tokenizers library) would cut
+    every text at whatever length the last encode used."""
+    import json
+
+    tiny_mlm.encode(["a text long enough to be cut " * 10, "short"], "document")  # truncates and pads
+    tiny_mlm.save_pretrained(tmp_path / "m")
+    saved = json.loads((tmp_path / "m" / "tokenizer.json").read_text(encoding="utf-8"))
+    assert saved["truncation"] is None and saved["padding"] is None
+    from tokenizers import Tokenizer
+
+    raw = Tokenizer.from_file(str(tmp_path / "m" / "tokenizer.json"))
+    assert len(raw.encode("a text long enough to be cut " * 10).ids) > tiny_mlm.settings.doc_max_length
+
+
 def test_save_is_atomic_and_replaces_previous(tmp_path, tiny_bert):
     target = tmp_path / "m"
     tiny_bert.save_pretrained(target)
