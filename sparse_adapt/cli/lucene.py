@@ -114,7 +114,7 @@ def search(
     mismatch = retriever.model_warning(model)
     if mismatch:
         warn(mismatch)
-    if isinstance(encoder, SpladeEncoder) and truncated(encoder, [query], "query"):
+    if truncated(encoder, [query], "query"):  # a SpladeEncoder or an ONNX export: both have tokenizer and lengths
         warn(f"the query is longer than {encoder.max_length('query')} pieces: only its start was searched")
     if docs is not None:
         from sparse_adapt.data import require_file

@@ -34,6 +34,7 @@ from torch import nn
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.errors import ConfigError, ModelLoadError, SparseAdaptError
 from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
+from sparse_adapt.modeling.fingerprint import model_sha256
 from sparse_adapt.modeling.vectors import ranked_row
 
 ONNX_FILE = "model.onnx"
@@ -89,6 +90,9 @@ class OnnxMeta:
     top10_identical: int  # probe texts whose top-10 term ids (in order) are identical
     probes: int
     seconds: float
+    # The source's weights and vocabulary (fingerprint.model_sha256): what `search --onnx` checks
+    # against the index's export. Empty in exports written before it was recorded.
+    model_sha256: str = ""
 
     @classmethod
     def load(cls, directory: Path) -> "OnnxMeta":
@@ -160,6 +164,7 @@ def export_onnx(splade: SpladeEncoder, out: str | Path, opset: int = DEFAULT_OPS
             source=source or splade.settings.base, vocab_size=splade.vocab_size,
             query_max_length=splade.settings.query_max_length, doc_max_length=splade.settings.doc_max_length,
             opset=opset, max_abs_diff=0.0, top10_identical=0, probes=len(PROBE_TEXTS), seconds=0.0,
+            model_sha256=model_sha256(splade),
         )
         _write_meta(tmp, meta)
         try:

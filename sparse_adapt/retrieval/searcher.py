@@ -98,10 +98,13 @@ class LuceneRetriever:
         if not self.meta.model_sha256:
             return (f"{self.index_dir} records no model hash (built by an older version): "
                     f"cannot check that {model!r} encoded its documents")
-        if not isinstance(self.encoder.splade, SpladeEncoder):  # an ONNX export: no torch weights to hash
-            return None if self.meta.model == model else (
-                f"{self.index_dir} was exported with {self.meta.model!r}; the ONNX query encoder comes from {model!r}")
-        mine = model_sha256(self.encoder.splade)
+        if not isinstance(self.encoder.splade, SpladeEncoder):  # an ONNX export: its metadata holds the hash
+            mine = self.encoder.splade.meta.model_sha256
+            if not mine:  # exported before the hash was recorded: the path is all there is
+                return None if self.meta.model == model else (
+                    f"{self.index_dir} was exported with {self.meta.model!r}; the ONNX query encoder comes from {model!r}")
+        else:
+            mine = model_sha256(self.encoder.splade)
         if mine != self.meta.model_sha256:
             return (f"{self.index_dir} was built from a different model than {model!r} "
                     f"(weights sha256 {self.meta.model_sha256[:12]} vs {mine[:12]}; exported as {self.meta.model!r}): "

@@ -62,3 +62,10 @@ def test_search_warns_when_the_model_behind_the_path_changed(tiny_model_dir, tmp
     assert changed.code == 0
     assert f"{index} was built from a different model than {str(model)!r}" in changed.err_line, changed.err
     json.loads(changed.out)  # stdout stays the JSON result
+    # the same check through an ONNX export of the retrained model: its metadata carries the hash
+    onnx = tmp_path / "onnx"
+    assert cli(capsys, ["onnx", "--model", model, "--out", onnx]).code == 0
+    through_onnx = cli(capsys, ["search", "budget", "--index", index, "--onnx", onnx, "--json"])
+    assert through_onnx.code == 0 and "was built from a different model" in through_onnx.err_line, through_onnx.err
+    long = cli(capsys, ["search", "budget " * 80, "--index", index, "--onnx", onnx, "--json"])
+    assert "the query is longer than" in long.err_line, long.err
