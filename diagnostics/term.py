@@ -137,6 +137,6 @@ def _diagnose(
     if full_length > doc.num_tokens:
         warnings.append(f"the document has {full_length} tokens; the model sees (and this analyses) the first "
                         f"{doc.num_tokens}")
-    found = checks(vocab, doc, targets)
+    found = checks(vocab, doc, targets, terms_given=terms is not None)
     recs = recommend(term, [c for c in found if c.status in (WARN, FAIL)], sources)
     return TermDiagnosis(DIAGNOSE_SCHEMA, term, sources.model, vocab, doc, targets, found, recs, warnings)

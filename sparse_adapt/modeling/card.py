@@ -161,6 +161,11 @@ def model_card(
             "Configuration (`sparse-adapt train --config`):", "",
             "```json", json.dumps(manifest.get("config", {}), indent=2, sort_keys=True), "```", "",
         ]
+        interpolate = ((manifest.get("config") or {}).get("distill") or {}).get("interpolate") or 0
+        if interpolate:
+            lines += [f"These weights are {1 - interpolate:g} x the distilled model + {interpolate:g} x the run's "
+                      "starting point (`distill.interpolate`, WiSE-FT); the distilled model alone is the run's "
+                      "`distill` checkpoint.", ""]
     lines += _evaluation(evaluation, records)
     lines += _usage(splade)
     lines += ["## License", "", "Set `license` in the metadata above before sharing: the base model's license "
@@ -176,6 +181,8 @@ def write_model_card(
     directory = Path(directory)
     records = stage_ends(log_path) if log_path is not None else []
     name = directory.parent.name if directory.name == "final" else directory.name
+    if name == "training" and (directory.parent.parent / "adapt.json").is_file():  # adapt's DIR/training/final
+        name = directory.parent.parent.name
     path = directory / CARD_FILE
     write_atomic(path, model_card(splade, manifest, records, evaluation, name=name))
     return path

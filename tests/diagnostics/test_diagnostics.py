@@ -108,6 +108,16 @@ def test_vocabulary_extended_term_is_one_domain_token_with_base_split(extended):
     assert not any(rec.id == "extend" for rec in r.recommendations)
 
 
+def test_terms_given_from_python_are_checked_without_a_file_path(extended):
+    """A terms dict without sources= once left the check at n/a although the term was listed."""
+    listed = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS)
+    assert {c.name: c.status for c in listed.checks}["in_terms_file"] == "pass"
+    absent = diagnose_term(extended, "password", DOCS, terms=TERMS)
+    assert {c.name: c.status for c in absent.checks}["in_terms_file"] == "fail"
+    unknown = diagnose_term(extended, "Gatrocraptic", DOCS)
+    assert {c.name: (c.status, c.actual) for c in unknown.checks}["in_terms_file"] == ("n/a", "no terms file")
+
+
 def test_vocabulary_not_in_terms_file(extended):
     r = diagnose_term(extended, "password", DOCS, terms=TERMS, sources=Sources("m", terms="terms.json"))
     assert not r.vocabulary.in_terms_file and r.vocabulary.categories == []

@@ -60,3 +60,17 @@ def test_card_with_evaluation_numbers_and_written_atomically(tiny_bert, tmp_path
     assert "no retrieval metrics" not in card
     assert "# base_model:" in card  # tiny-bert is no Hub id: a commented key to fill in
     assert sorted(p.name for p in final.iterdir()) == ["README.md"]
+
+
+def test_card_of_an_adapt_run_is_named_by_it_and_says_the_average(tiny_bert, tmp_path):
+    """adapt keeps its training run in DIR/training: the card is named after DIR, and its
+    weights (distill.interpolate 0.5) are an average the card must not pass off as the distilled model."""
+    run = tmp_path / "mine"
+    (run / "training" / "final").mkdir(parents=True)
+    (run / "adapt.json").write_text("{}")
+    averaged = {**MANIFEST, "config": {"distill": {"lr": 0.00025, "interpolate": 0.5}}}
+    card = write_model_card(run / "training" / "final", tiny_bert, averaged).read_text(encoding="utf-8")
+    assert card.splitlines()[card.splitlines().index("---", 1) + 2] == "# mine: domain-adapted with sparse-adapt"
+    assert "These weights are 0.5 x the distilled model + 0.5 x the run's starting point" in card
+    plain = write_model_card(tmp_path / "h4" / "final", tiny_bert, MANIFEST).read_text(encoding="utf-8")
+    assert "# h4: domain-adapted" in plain and "These weights are" not in plain
