@@ -20,6 +20,10 @@ the head LayerNorm's mean subtraction. Net effect: the head reproduces ``h_i``.
 
 from __future__ import annotations
 
+import logging
+from contextlib import contextmanager
+from typing import Iterator
+
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -74,6 +78,19 @@ def build_mlm_from_encoder(encoder: PreTrainedModel, bias: float) -> PreTrainedM
         mlm.get_output_embeddings().bias.fill_(bias)
     mlm.eval()
     return mlm
+
+
+@contextmanager
+def quiet_hub_retries() -> Iterator[None]:
+    """Hold back huggingface_hub's line per retried request (~20 lines offline) while a model
+    loads: a failed load becomes one error line of ours, naming what failed."""
+    hub_http = logging.getLogger("huggingface_hub.utils._http")
+    level = hub_http.level
+    hub_http.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        hub_http.setLevel(level)
 
 
 def require_finite_weights(model: torch.nn.Module, name: str) -> None:

@@ -31,7 +31,7 @@ from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.device import resolve_device
 from sparse_adapt.errors import ModelLoadError
 from sparse_adapt.modeling import pooling
-from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
+from sparse_adapt.modeling.base import OFFLINE_MINILM, quiet_hub_retries, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support, max_pieces
 from sparse_adapt.modeling.interop import (
@@ -143,15 +143,19 @@ class SpladeEncoder(nn.Module):
             # raise then (a safetensors header, JSON, a tokenizer.json key) is the directory's fault.
             expected = Exception if path.is_dir() else (OSError, ValueError)
             try:
-                tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
-                mlm = AutoModelForMaskedLM.from_pretrained(
-                    name, trust_remote_code=trust_remote_code, use_safetensors=True
-                )
+                with quiet_hub_retries():
+                    tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+                    mlm = AutoModelForMaskedLM.from_pretrained(
+                        name, trust_remote_code=trust_remote_code, use_safetensors=True
+                    )
             except expected as e:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 if not isinstance(e, (OSError, ValueError)):
                     raise ModelLoadError(f"cannot load {name!r}: a file of it is damaged or edited by hand "
                                          f"({type(e).__name__}: {first})") from None
+                if not path.exists():  # a Hub id, or a local path mistyped
+                    raise ModelLoadError(f"cannot load {name!r}: no such local directory, and as a Hugging Face "
+                                         f"Hub id: {first}") from None
                 raise ModelLoadError(
                     f"cannot load {name!r} as a masked-LM with safetensors weights: {first}. "
                     f"For an encoder without an MLM head run `sparse-adapt base --from-encoder {name}`."

@@ -105,6 +105,23 @@ def test_unknown_model_path_is_a_clear_error(tmp_path, monkeypatch):
         SpladeEncoder.from_pretrained(tmp_path / "empty")
 
 
+def test_an_unreachable_hub_id_is_one_line_without_the_retry_log(monkeypatch, caplog):
+    """Offline, huggingface_hub logs each retried request (~20 lines) before failing."""
+    import logging
+
+    def offline(*args, **kwargs):
+        logging.getLogger("huggingface_hub.utils._http").warning("'[Errno -2]' thrown while requesting HEAD ...")
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.")
+
+    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", offline)
+    before = logging.getLogger("huggingface_hub.utils._http").level
+    with caplog.at_level(logging.WARNING), pytest.raises(
+            ModelLoadError, match="'no-such-model': no such local directory, and as a Hugging Face Hub id: We couldn't"):
+        SpladeEncoder.from_pretrained("no-such-model")
+    assert not [r for r in caplog.records if "thrown while requesting" in r.getMessage()]
+    assert logging.getLogger("huggingface_hub.utils._http").level == before  # put back
+
+
 def test_a_directory_without_safetensors_weights_says_so(tiny_bert, tmp_path):
     target = tmp_path / "m"
     tiny_bert.save_pretrained(target)
