@@ -24,16 +24,13 @@ class Check:
     target: str | None = None  # the piece a per-token check is about
 
 
-def checks(vocab: VocabularyCheck, doc: DocumentChoice, targets: list[TargetDiagnosis],
-           terms_given: bool | None = None) -> list[Check]:
-    """``terms_given``: whether domain terms were passed (as a file or, from Python, a dict);
-    None: judged by ``vocab.terms_file``."""
-    given = vocab.terms_file is not None if terms_given is None else terms_given
+def checks(vocab: VocabularyCheck, doc: DocumentChoice, targets: list[TargetDiagnosis], terms_given: bool) -> list[Check]:
+    """``terms_given``: whether domain terms were passed (a file, or from Python a dict)."""
     out = [
         Check("single_token", PASS if vocab.single_token else FAIL, "one token",
               f"id {vocab.token_ids[0]}" if vocab.single_token else f"{len(vocab.token_ids)} pieces: {' '.join(vocab.pieces)}"),
-        Check("in_terms_file", NA if not given else PASS if vocab.in_terms_file else FAIL,
-              "listed", ", ".join(vocab.categories) or ("no terms file" if not given else "absent")),
+        Check("in_terms_file", NA if not terms_given else PASS if vocab.in_terms_file else FAIL,
+              "listed", ", ".join(vocab.categories) or ("no terms file" if not terms_given else "absent")),
     ]
     if vocab.single_token:
         out.append(Check("domain_token", PASS if vocab.domain_token else FAIL, "registered domain token",

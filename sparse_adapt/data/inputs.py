@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparse_adapt.data.reading import checked_text, float_list_field, read_json, read_jsonl, read_unique, str_field, str_list_field
+from sparse_adapt.data.reading import (
+    checked_text, first_repeat, float_list_field, read_json, read_jsonl, read_unique, str_field, str_list_field,
+)
 from sparse_adapt.data.records import DataError, DictionaryEntry, TrainExample
 
 
@@ -23,9 +25,8 @@ def load_train(path: str | Path) -> list[TrainExample]:
             raise DataError(p, n, "teacher_scores", f"has {len(scores)} entries but doc_ids has {len(doc_ids)}")
         if len(doc_ids) < 2:
             raise DataError(p, n, "doc_ids", "needs at least 2 candidates to rank")
-        if len(set(doc_ids)) != len(doc_ids):
-            seen: set[str] = set()
-            twice = next(d for d in doc_ids if d in seen or seen.add(d))
+        twice = first_repeat(doc_ids)
+        if twice is not None:
             raise DataError(p, n, "doc_ids", f"lists {twice!r} twice; a candidate is scored once")
         return TrainExample(qid, query, doc_ids, doc_texts, scores)
 

@@ -7,7 +7,7 @@ import codecs
 import json
 import math
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from sparse_adapt.data.records import DataError
 
@@ -50,6 +50,16 @@ def read_text(path: str | Path) -> str:
     return "".join(text for _, text in iter_lines(p))
 
 
+def first_repeat(items: Iterable[str]) -> str | None:
+    """The first item that appeared before it, or None."""
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
+
+
 class _RepeatedKey(Exception):
     def __init__(self, key: str):
         self.key = key
@@ -58,8 +68,7 @@ class _RepeatedKey(Exception):
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     obj = dict(pairs)
     if len(obj) != len(pairs):
-        seen: set[str] = set()
-        raise _RepeatedKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
+        raise _RepeatedKey(first_repeat(k for k, _ in pairs))
     return obj
 
 

@@ -93,9 +93,14 @@ def quiet_hub_retries() -> Iterator[None]:
         hub_http.setLevel(level)
 
 
+def nonfinite_parameters(model: torch.nn.Module) -> list[str]:
+    """Names of the parameters holding a NaN or infinite value."""
+    return [n for n, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+
+
 def require_finite_weights(model: torch.nn.Module, name: str) -> None:
     """A loaded model holding a NaN or infinite weight is refused: everything made from it would be NaN."""
-    bad = [n for n, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    bad = nonfinite_parameters(model)
     if bad:
         raise ModelLoadError(f"{name}: {len(bad)} weight tensors hold NaN or infinite values (e.g. {bad[0]}); "
                              "not a usable model")

@@ -29,6 +29,7 @@ from torch import nn
 
 from sparse_adapt.device import autocast
 from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.modeling.base import nonfinite_parameters
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.distributed import Processes, SingleProcess
 
@@ -89,7 +90,7 @@ class NonFiniteError(SparseAdaptError):
 
 def require_finite(model: nn.Module, stage: str) -> None:
     """Refuse to go on with (and save) a model holding a NaN or infinite weight."""
-    bad = [n for n, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    bad = nonfinite_parameters(model)
     if bad:
         raise NonFiniteError(f"{stage}: {len(bad)} weight tensors are not finite (e.g. {bad[0]}); not saved")
 
