@@ -42,9 +42,6 @@ def register(app: typer.Typer) -> None:
         from sparse_adapt.training.stages import TrainData
         from sparse_adapt.training.tuning import PREFIX_STAGES, run_tuning
 
-        from sparse_adapt.training.tuning import check_study_dir
-
-        check_study_dir(out, overwrite)  # before the prefix trains: refuse early
         cfg = load_config(config, base)
         if valid_fraction is not None:
             if valid is not None:

@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from sparse_adapt.data import DataError, Document, check_documents, iter_documents, iter_lines, require_file
+from sparse_adapt.data import DataError, Document, check_documents, iter_documents, iter_lines
 from sparse_adapt.errors import ConfigError, require_positive_int
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.modeling.encoder import SORT_WINDOW_BATCHES, SpladeEncoder
@@ -98,11 +98,6 @@ def quantise(matrix: sp.csr_matrix, vocab: Sequence[str], scale: int) -> list[di
     return out
 
 
-def count_lines(path: Path) -> int:
-    with require_file(path).open("rb") as f:
-        return sum(1 for line in f if line.strip())
-
-
 def _batches(docs: Iterator[Document], size: int) -> Iterator[list[Document]]:
     batch: list[Document] = []
     for d in docs:
@@ -125,9 +120,10 @@ def export_vectors(
     """Encode ``docs`` (a docs.jsonl path) into ``out/vectors.jsonl`` (+ ``sparse_adapt_export.json``)."""
     config = config or ExportConfig()
     vocab = lucene_vocabulary(splade)
-    # Every record checked before any encoding: a repeated id would be two Lucene documents.
-    check_documents(docs)
-    task = progress.task("exporting", count_lines(Path(docs))) if progress is not None else None
+    # Every record checked before any encoding (a repeated id would be two Lucene documents);
+    # the same pass counts them for the progress bar.
+    total = check_documents(docs)
+    task = progress.task("exporting", total) if progress is not None else None
     n_docs = postings = n_truncated = 0
     digest = model_sha256(splade)
     start = time.perf_counter()
