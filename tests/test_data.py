@@ -94,6 +94,14 @@ def test_repeats_inside_training_lists_and_json_objects_are_errors(tmp_path):
     with pytest.raises(DataError, match="lists 'd1' twice") as e:
         load_train(p)
     assert (e.value.line, e.value.field) == (1, "doc_ids")
+    # one id, two texts: the second list would have been trained on the first list's text
+    second = {**rec, "qid": "q2", "doc_ids": ["d3", "d2"], "doc_texts": ["z", "y, edited"]}
+    p = _write(tmp_path, "train3.jsonl", [json.dumps(rec), json.dumps(second)])
+    with pytest.raises(DataError, match="differs from the text of 'd2' on line 1") as e:
+        load_train(p)
+    assert (e.value.line, e.value.field) == (2, "doc_texts[1]")
+    p = _write(tmp_path, "train4.jsonl", [json.dumps(rec), json.dumps({**second, "doc_texts": ["z", "y"]})])
+    assert [ex.doc_texts for ex in load_train(p)] == [("x", "y"), ("z", "y")]
     # a category written twice: json keeps the last, and the first one's terms would vanish
     terms = tmp_path / "terms.json"
     terms.write_text('{"drugs": ["Kelquidone"], "codes": ["XR-7200"], "drugs": ["Ombrine"]}')

@@ -11,7 +11,11 @@ from sparse_adapt.data.records import DataError, DictionaryEntry, TrainExample
 
 
 def load_train(path: str | Path) -> list[TrainExample]:
-    """``train.jsonl``: ``qid, query, doc_ids, doc_texts, teacher_scores`` with equal list lengths."""
+    """``train.jsonl``: ``qid, query, doc_ids, doc_texts, teacher_scores`` with equal list lengths.
+
+    A candidate id names one text across the file: a batch encodes each id once, so a second
+    text under the same id would silently be trained as the first."""
+    text_of: dict[str, tuple[str, int]] = {}  # doc id -> (its text, the line that first gave it)
 
     def parse(p: Path, n: int, o: dict) -> TrainExample:
         qid = str_field(p, n, o, "qid")
@@ -28,6 +32,12 @@ def load_train(path: str | Path) -> list[TrainExample]:
         twice = first_repeat(doc_ids)
         if twice is not None:
             raise DataError(p, n, "doc_ids", f"lists {twice!r} twice; a candidate is scored once")
+        for i, (did, text) in enumerate(zip(doc_ids, doc_texts)):
+            first = text_of.setdefault(did, (text, n))
+            if first[0] != text:
+                raise DataError(
+                    p, n, f"doc_texts[{i}]", f"differs from the text of {did!r} on line {first[1]}; one id names one text",
+                )
         return TrainExample(qid, query, doc_ids, doc_texts, scores)
 
     return read_unique(path, parse, lambda o: "qid")
