@@ -25,6 +25,17 @@ def test_without_a_terminal_a_task_says_when_it_completes():
         assert "warmup epoch 1: 3/3 (" in buf.getvalue()
     # and the bars are not printed once more at the end: one line per step in a log
     assert buf.getvalue().count("warmup epoch 1") == 1 and "━" not in buf.getvalue()
+    assert buf.getvalue().endswith(")\n")  # rich's closing blank line is not written either
+
+
+def test_without_a_terminal_hooks_left_early_write_nothing():
+    console, buf = _plain_console()
+    try:
+        with output.rich_hooks(console):
+            raise ValueError("bad input, found before any work")
+    except ValueError:
+        pass
+    assert buf.getvalue() == ""  # was "\n": a stray line on stdout before the error line
 
 
 def test_without_a_terminal_a_long_task_says_how_far_it_is(monkeypatch):

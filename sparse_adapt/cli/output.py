@@ -78,6 +78,17 @@ class _RichTask:
                                             markup=False, highlight=False, soft_wrap=True)
 
 
+class _Progress(Progress):
+    def stop(self) -> None:
+        # Rich ends a bar with no terminal by a blank line after its one final drawing; the bars
+        # here are transient there (nothing drawn), so only the blank line was left: a stray line
+        # on stdout at the end of every logged run, and before an error on stderr.
+        if self.live.transient and not self.console.is_interactive and not self.disable:
+            self.live.stop()
+        else:
+            super().stop()
+
+
 @contextmanager
 def rich_hooks(out: Console | None = None) -> Iterator[Hooks]:
     """Hooks that draw progress bars and print messages above them."""
@@ -85,7 +96,7 @@ def rich_hooks(out: Console | None = None) -> Iterator[Hooks]:
     target = out or console
     # Without a terminal each step already printed its own "step: n/total (s)" lines; rich would
     # then print every bar once more at the end, a second copy of the whole run in a log.
-    with Progress(*columns, console=target, transient=not target.is_terminal) as progress:
+    with _Progress(*columns, console=target, transient=not target.is_terminal) as progress:
 
         def message(text: str) -> None:
             progress.console.print(text, soft_wrap=True, markup=False, highlight=False)
