@@ -18,6 +18,11 @@ class OutputError(SparseAdaptError):
     """An output path cannot be written: it holds the user's files, is read-only or is in use."""
 
 
+class SparseAdaptWarning(UserWarning):
+    """Base of the warnings a user should read (a length lowered, a model taken from a cache);
+    the CLI prints each as one ``warning:`` line."""
+
+
 def require_positive_int(value: object, what: str, error: type[Exception] = ValueError) -> None:
     """Raise ``error("WHAT must be a positive integer, got VALUE")`` unless ``value`` is an int >= 1;
     a bool is refused although Python counts it as an int (``True`` would pass as 1)."""

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import errno
 import sys
+import warnings
 from typing import Optional
 
 import typer
 from rich.markup import escape
 
 from sparse_adapt.cli.output import err_console
-from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.errors import SparseAdaptError, SparseAdaptWarning
 
 app = typer.Typer(
     name="sparse-adapt",
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    shown = warnings.showwarning
+    warnings.showwarning = _one_line_warnings(shown)
     try:
         app(args=argv, prog_name="sparse-adapt", standalone_mode=True)
     except SystemExit as e:
@@ -82,7 +85,24 @@ def main(argv: list[str] | None = None) -> int:
         err_console.print(f"[bold red]error:[/bold red] {escape(e.strerror or str(e))}{escape(where)}",
                           highlight=False, soft_wrap=True)
         return 2
+    finally:
+        warnings.showwarning = shown
     return 0
+
+
+def _one_line_warnings(default):
+    """Our warnings (:class:`SparseAdaptWarning`) as one ``warning:`` line; Python's own format
+    (a source path, then the ``warnings.warn(`` line) stays for everyone else's."""
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, SparseAdaptWarning):
+            from sparse_adapt.cli.output import warn
+
+            warn(str(message))
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    return show
 
 
 _ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}

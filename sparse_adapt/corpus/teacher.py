@@ -23,6 +23,7 @@ from typing import Callable, Protocol, Sequence
 import torch
 
 from sparse_adapt.errors import ModelLoadError
+from sparse_adapt.modeling.hub import HubAccess, quiet_hub_retries
 
 SPEC_MAX, SPEC_MIN = 10.0, -8.0
 DEFAULT_TEACHER = "offline-minilm"
@@ -54,11 +55,16 @@ class DenseTeacher:
     def load(cls, name_or_path: str | Path, name: str | None = None) -> "DenseTeacher":
         from transformers import AutoModel, AutoTokenizer
 
+        hub = HubAccess.probe(str(name_or_path))
         try:
-            tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
-            model = AutoModel.from_pretrained(str(name_or_path), use_safetensors=True)
+            with quiet_hub_retries():
+                tokenizer = AutoTokenizer.from_pretrained(str(name_or_path), **hub.kwargs)
+                model = AutoModel.from_pretrained(str(name_or_path), use_safetensors=True, **hub.kwargs)
         except (OSError, ValueError) as e:
-            raise ModelLoadError(f"cannot load the teacher {str(name_or_path)!r} as a bi-encoder: {_first_line(e)}") from None
+            raise ModelLoadError(
+                f"cannot load the teacher {str(name_or_path)!r} as a bi-encoder: {hub.failure(_first_line(e))}"
+            ) from None
+        hub.loaded()
         return cls(model, tokenizer, name or str(name_or_path))
 
     @torch.inference_mode()
@@ -98,13 +104,18 @@ class CrossEncoderTeacher:
         path = Path(name)
         if not path.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
             raise ModelLoadError(f"teacher directory not found: {name}")
+        hub = HubAccess.probe(name)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
-            model, info = AutoModelForSequenceClassification.from_pretrained(
-                name, use_safetensors=True, trust_remote_code=trust_remote_code, output_loading_info=True
-            )
+            with quiet_hub_retries():
+                tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code, **hub.kwargs)
+                model, info = AutoModelForSequenceClassification.from_pretrained(
+                    name, use_safetensors=True, trust_remote_code=trust_remote_code, output_loading_info=True, **hub.kwargs
+                )
         except (OSError, ValueError) as e:
-            raise ModelLoadError(f"cannot load the teacher {name!r} as a cross-encoder: {_first_line(e)}") from None
+            raise ModelLoadError(
+                f"cannot load the teacher {name!r} as a cross-encoder: {hub.failure(_first_line(e))}"
+            ) from None
+        hub.loaded()
         # A checkpoint without a trained classification head loads "successfully" with a random
         # one; its scores would be noise, so it is refused rather than silently used.
         if info.get("missing_keys"):

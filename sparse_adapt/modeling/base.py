@@ -20,15 +20,12 @@ the head LayerNorm's mean subtraction. Net effect: the head reproduces ``h_i``.
 
 from __future__ import annotations
 
-import logging
-from contextlib import contextmanager
-from typing import Iterator
-
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from sparse_adapt.errors import ModelLoadError
 from sparse_adapt.modeling.heads import HEADS, family_for_model_type
+from sparse_adapt.modeling.hub import HubAccess, quiet_hub_retries
 
 # The built-in offline default base (see offline_minilm).
 OFFLINE_MINILM = "offline-minilm"
@@ -80,19 +77,6 @@ def build_mlm_from_encoder(encoder: PreTrainedModel, bias: float) -> PreTrainedM
     return mlm
 
 
-@contextmanager
-def quiet_hub_retries() -> Iterator[None]:
-    """Hold back huggingface_hub's line per retried request (~20 lines offline) while a model
-    loads: a failed load becomes one error line of ours, naming what failed."""
-    hub_http = logging.getLogger("huggingface_hub.utils._http")
-    level = hub_http.level
-    hub_http.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        hub_http.setLevel(level)
-
-
 def nonfinite_parameters(model: torch.nn.Module) -> list[str]:
     """Names of the parameters holding a NaN or infinite value."""
     return [n for n, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
@@ -108,12 +92,17 @@ def require_finite_weights(model: torch.nn.Module, name: str) -> None:
 
 def load_encoder(name_or_path: str, trust_remote_code: bool = False) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A headless encoder and its tokenizer (safetensors only)."""
+    hub = HubAccess.probe(str(name_or_path))
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
-        encoder = AutoModel.from_pretrained(name_or_path, trust_remote_code=trust_remote_code, use_safetensors=True)
+        with quiet_hub_retries():
+            tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code, **hub.kwargs)
+            encoder = AutoModel.from_pretrained(
+                name_or_path, trust_remote_code=trust_remote_code, use_safetensors=True, **hub.kwargs
+            )
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelLoadError(f"cannot load encoder {name_or_path!r}: {first}") from None
+        raise ModelLoadError(f"cannot load encoder {name_or_path!r}: {hub.failure(first)}") from None
+    hub.loaded()
     require_finite_weights(encoder, str(name_or_path))
     return encoder, tokenizer
 

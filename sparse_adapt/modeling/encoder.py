@@ -29,9 +29,10 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, P
 
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.device import resolve_device
-from sparse_adapt.errors import ModelLoadError
+from sparse_adapt.errors import ModelLoadError, SparseAdaptWarning
 from sparse_adapt.modeling import pooling
-from sparse_adapt.modeling.base import OFFLINE_MINILM, quiet_hub_retries, require_finite_weights
+from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
+from sparse_adapt.modeling.hub import model_directory
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support, max_pieces
 from sparse_adapt.modeling.interop import (
@@ -51,7 +52,7 @@ __all__ = ["OFFLINE_MINILM", "ModelLoadError", "SETTINGS_FILE", "SpladeEncoder",
 EXCLUDED_BIAS = -1.0e4
 
 
-class PositionLimitWarning(UserWarning):
+class PositionLimitWarning(SparseAdaptWarning):
     """The saved query or document length is longer than the model has positions for."""
 
 
@@ -114,18 +115,10 @@ class SpladeEncoder(nn.Module):
             mlm, tokenizer = BUILTIN_BASES[name].load()
             enc = cls(mlm, tokenizer, SpladeSettings(base=name))
         else:
-            path = Path(name)
-            # A hub id is "name" or "org/name"; a missing path whose parent directory exists here
-            # ("models/mine") is a typo of a local one, not worth a minute of hub retries.
-            local = name.startswith((".", "/", "~")) or name.count("/") > 1 or (
-                "/" in name and path.parent.is_dir())
-            if not path.exists() and local:
-                raise ModelLoadError(f"model directory not found: {name}")
-            if path.exists() and not path.is_dir():
-                raise ModelLoadError(f"not a model directory: {name}")
-            if path.is_dir() and not (path / "config.json").is_file():
+            path, hub = model_directory(name, trust_remote_code)
+            if not (path / "config.json").is_file():
                 raise ModelLoadError(f"{name} has no config.json: not a Hugging Face model directory")
-            if path.is_dir() and not any(path.glob("*.safetensors")):
+            if not any(path.glob("*.safetensors")):
                 # Said before transformers' own message, which for a pickle-only or weightless
                 # directory reads like a missing MLM head.
                 pickles = sorted(p.name for p in path.glob("*.bin"))
@@ -134,32 +127,25 @@ class SpladeEncoder(nn.Module):
                     "re-save the model with save_pretrained(..., safe_serialization=True)" if pickles else
                     f"{name} holds no model weights (no *.safetensors file beside its config.json)"
                 )
-            mismatch = sentence_transformers_mismatch(path) if path.is_dir() else None
+            mismatch = sentence_transformers_mismatch(path)
             if mismatch:
                 raise ModelLoadError(f"{name} is a sentence-transformers model that sparse-adapt would encode "
                                      f"differently: {mismatch}")
-            settings = SpladeSettings.load(path) if path.is_dir() else SpladeSettings(base=name)
-            # A local directory's files may be truncated or hand-edited: whatever the loaders
-            # raise then (a safetensors header, JSON, a tokenizer.json key) is the directory's fault.
-            expected = Exception if path.is_dir() else (OSError, ValueError)
+            settings = SpladeSettings.load(path)
             try:
-                with quiet_hub_retries():
-                    tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
-                    mlm = AutoModelForMaskedLM.from_pretrained(
-                        name, trust_remote_code=trust_remote_code, use_safetensors=True
-                    )
-            except expected as e:
+                tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+                mlm = AutoModelForMaskedLM.from_pretrained(path, trust_remote_code=trust_remote_code, use_safetensors=True)
+            except Exception as e:  # the files are here: whatever the loaders raise is their fault
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                if not isinstance(e, (OSError, ValueError)):
+                if not isinstance(e, (OSError, ValueError)):  # a safetensors header, JSON, a tokenizer.json key
                     raise ModelLoadError(f"cannot load {name!r}: a file of it is damaged or edited by hand "
                                          f"({type(e).__name__}: {first})") from None
-                if not path.exists():  # a Hub id, or a local path mistyped
-                    raise ModelLoadError(f"cannot load {name!r}: no such local directory, and as a Hugging Face "
-                                         f"Hub id: {first}") from None
                 raise ModelLoadError(
                     f"cannot load {name!r} as a masked-LM with safetensors weights: {first}. "
                     f"For an encoder without an MLM head run `sparse-adapt base --from-encoder {name}`."
                 ) from None
+            if hub is not None:
+                hub.loaded()
             require_finite_weights(mlm, name)
             lengths = None if (path / SETTINGS_FILE).is_file() else sentence_transformers_lengths(path, tokenizer)
             if lengths is not None:  # saved by sentence-transformers: encode as it does

@@ -31,6 +31,7 @@ import warnings
 
 import torch
 
+from sparse_adapt.errors import SparseAdaptWarning
 from sparse_adapt.modeling.heads import HeadParts
 
 # Bytes of one (rows, V) logits block. 64 MiB is 549 rows at V = 30,522: the GEMM is at its
@@ -43,7 +44,7 @@ CHUNK_BYTES = 64 * 2**20
 BACKWARD_CHUNK_BYTES = 32 * 2**20
 
 
-class FullLogitsWarning(UserWarning):
+class FullLogitsWarning(SparseAdaptWarning):
     """A masked-LM family without a registered head split: pooling materialises (B, L, V)."""
 
 

@@ -113,7 +113,9 @@ def test_an_unreachable_hub_id_is_one_line_without_the_retry_log(monkeypatch, ca
         logging.getLogger("huggingface_hub.utils._http").warning("'[Errno -2]' thrown while requesting HEAD ...")
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.")
 
-    monkeypatch.setattr("transformers.AutoTokenizer.from_pretrained", offline)
+    # the probe got an answer, then the transfer failed: huggingface_hub's own retries and error
+    monkeypatch.setattr("sparse_adapt.modeling.hub.hub_unreachable", lambda name: None)
+    monkeypatch.setattr("huggingface_hub.snapshot_download", offline)
     before = logging.getLogger("huggingface_hub.utils._http").level
     with caplog.at_level(logging.WARNING), pytest.raises(
             ModelLoadError, match="'no-such-model': no such local directory, and as a Hugging Face Hub id: We couldn't"):

@@ -1,0 +1,145 @@
+"""How a model name that is no local directory reaches the Hugging Face Hub.
+
+transformers resolves a Hub id through huggingface_hub, which retries a failed connection five
+times with backoff (~24 s); ``AutoTokenizer`` alone asks for ``config.json`` twice. Offline, a
+mistyped or unreachable id therefore cost ~50 s and ~20 log lines before its error. Here one
+request without retries first asks whether the Hub answers at all. When it does not, the
+model comes from the local Hugging Face cache, as transformers itself would take it after its
+retries (with a warning that the copy may be older than the Hub's), or is refused at once.
+Any answer, even 404 or 401, leaves the rest to huggingface_hub and its messages.
+
+A SPLADE model is fetched as a snapshot of its files (:func:`model_directory`) and then loaded
+as the local directory it now is: the same checks, and the ``sparse_adapt.json`` or
+sentence-transformers settings that loading a Hub id through transformers alone would lose (a
+pushed adapted model kept its lengths and domain tokens only when loaded from a path).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from sparse_adapt.errors import ModelLoadError, SparseAdaptWarning
+
+# The files of a model a snapshot fetches: configs and tokenizer files (``*.json``, WordPiece's
+# ``vocab.txt``, BPE's ``merges.txt``, SentencePiece's ``*.model``, sentence-transformers' module
+# configs) and the top-level safetensors weights (sharded too); never pickles, ONNX exports or
+# checkpoints in subfolders, which a repository may also hold at many times the size.
+MODEL_FILES = ["*.json", "*.txt", "*.model", "model.safetensors", "model-*.safetensors"]
+# Remote code, fetched only when the user trusts it.
+CODE_FILES = ["*.py"]
+
+# Seconds the one probe waits for a connection and an answer: a black-holed network (no
+# refusal, no DNS error) would otherwise hang here as long as transformers' retries.
+PROBE_TIMEOUT_S = 10.0
+
+
+class HubUnreachableWarning(SparseAdaptWarning):
+    """A Hub id loaded from the local cache because the Hub did not answer."""
+
+
+@contextmanager
+def quiet_hub_retries() -> Iterator[None]:
+    """Hold back huggingface_hub's line per retried request while a model loads: a failed
+    load becomes one error line of ours, naming what failed."""
+    hub_http = logging.getLogger("huggingface_hub.utils._http")
+    level = hub_http.level
+    hub_http.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        hub_http.setLevel(level)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def hub_unreachable(name: str) -> str | None:
+    """Why the Hub cannot be asked for ``name`` (one request, no retries), or None: it answered,
+    ``name`` is a local path, the name is no valid Hub id (transformers says so), or offline
+    mode is set (``HF_HUB_OFFLINE``: transformers goes to the cache without asking)."""
+    from huggingface_hub import constants, get_session, hf_hub_url
+
+    if Path(name).exists() or constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        url = hf_hub_url(name, constants.CONFIG_NAME)
+    except Exception:  # an invalid repo id: transformers' own error names the rule it breaks
+        return None
+    try:
+        get_session().head(url, timeout=PROBE_TIMEOUT_S)
+    except Exception as e:  # any transport failure (DNS, refused, timeout, proxy): no answer
+        return _first_line(e)
+    return None
+
+
+@dataclass(frozen=True)
+class HubAccess:
+    """How to load one name: ``kwargs`` for ``from_pretrained`` and what to say if it fails."""
+
+    name: str
+    unreachable: str | None  # why the Hub did not answer; None: ask it as usual
+
+    @classmethod
+    def probe(cls, name: str) -> "HubAccess":
+        return cls(name, hub_unreachable(name))
+
+    @property
+    def kwargs(self) -> dict:
+        return {"local_files_only": True} if self.unreachable else {}
+
+    def loaded(self) -> None:
+        """Call after a load succeeded: a cached copy while the Hub is unreachable is said."""
+        if self.unreachable:
+            warnings.warn(
+                f"the Hugging Face Hub did not answer ({self.unreachable}); {self.name!r} was loaded from the "
+                "local cache, which may be older than the Hub's copy", HubUnreachableWarning, stacklevel=3,
+            )
+
+    def failure(self, detail: str) -> str:
+        """Why loading failed, for an error line: the unreachable Hub when it was the cause."""
+        if self.unreachable:
+            return (f"the Hugging Face Hub did not answer ({self.unreachable}) and the local cache holds no copy; "
+                    "check the name or the network, or give a local directory")
+        return detail
+
+
+def local_model_path(name: str) -> Path | None:
+    """``name`` as a local path when it exists or is meant as one (None: a Hub id).
+
+    A Hub id is ``name`` or ``org/name``; a missing path whose parent directory exists here
+    (``models/mine``) is a typo of a local one, not worth asking the Hub."""
+    path = Path(name)
+    if path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1 or ("/" in name and path.parent.is_dir()):
+        return path
+    return None
+
+
+def model_directory(name: str, trust_remote_code: bool = False) -> tuple[Path, HubAccess | None]:
+    """Where the files of ``name`` are: the local directory, or the snapshot of a Hub id in the
+    Hugging Face cache (fetched, or taken from the cache when the Hub does not answer) with how
+    it was reached. A missing local path or an unknown id is a :class:`ModelLoadError`."""
+    path = local_model_path(name)
+    if path is not None:
+        if not path.exists():
+            raise ModelLoadError(f"model directory not found: {name}")
+        if not path.is_dir():
+            raise ModelLoadError(f"not a model directory: {name}")
+        return path, None
+    from huggingface_hub import snapshot_download
+
+    hub = HubAccess.probe(name)
+    patterns = MODEL_FILES + (CODE_FILES if trust_remote_code else [])
+    try:
+        with quiet_hub_retries():
+            snapshot = snapshot_download(name, allow_patterns=patterns, local_files_only=bool(hub.unreachable))
+    except Exception as e:  # unknown or gated id, no cached copy, a failed transfer: one line
+        raise ModelLoadError(f"cannot load {name!r}: no such local directory, and as a Hugging Face Hub id: "
+                             f"{hub.failure(_first_line(e))}") from None
+    return Path(snapshot), hub

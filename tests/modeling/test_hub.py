@@ -1,0 +1,125 @@
+"""Hub ids: one probe instead of ~50 s of retries offline, the cache when the Hub is silent, and
+a pushed model's own settings (``sparse_adapt.json``) kept, as they are from a local path."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from sparse_adapt.cli import main
+from sparse_adapt.errors import ModelLoadError
+from sparse_adapt.modeling import hub
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.hub import HubUnreachableWarning, hub_unreachable
+
+TEXTS = ["the gatrocraptic relay", "reset your password"]
+
+
+class _Session:
+    def __init__(self, error: Exception | None = None):
+        self.error, self.asked = error, []
+
+    def head(self, url, timeout):
+        self.asked.append((url, timeout))
+        if self.error is not None:
+            raise self.error
+
+
+def test_the_probe_asks_once_and_says_why_the_hub_is_silent(monkeypatch, tmp_path):
+    import huggingface_hub
+
+    silent = _Session(ConnectionError("[Errno -2] Name or service not known"))
+    monkeypatch.setattr(huggingface_hub, "get_session", lambda: silent)
+    assert hub_unreachable("org/model") == "[Errno -2] Name or service not known"
+    assert silent.asked == [("https://huggingface.co/org/model/resolve/main/config.json", hub.PROBE_TIMEOUT_S)]
+    answering = _Session()  # any answer, 404 included, is the Hub's to explain
+    monkeypatch.setattr(huggingface_hub, "get_session", lambda: answering)
+    assert hub_unreachable("org/model") is None and len(answering.asked) == 1
+    # never asked: a local path, an id the Hub would refuse by its form, offline mode set
+    monkeypatch.setattr(huggingface_hub, "get_session", lambda: pytest.fail("asked the Hub"))
+    assert hub_unreachable(str(tmp_path)) is None
+    assert hub_unreachable("not a valid//id") is None
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    assert hub_unreachable("org/model") is None
+
+
+def _cache(tmp_path, monkeypatch, repo: str, model: SpladeEncoder | None) -> None:
+    """A Hugging Face cache holding ``repo`` at one revision (or nothing), as snapshot_download leaves it."""
+    import huggingface_hub
+
+    cache = tmp_path / "hf-cache"
+    if model is not None:
+        folder = cache / f"models--{repo.replace('/', '--')}"
+        model.save_pretrained(folder / "snapshots" / "0123abcd")
+        (folder / "refs").mkdir(parents=True)
+        (folder / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+
+
+def _silent_hub(monkeypatch) -> None:
+    monkeypatch.setattr(hub, "hub_unreachable", lambda name: "[Errno -2] Name or service not known")
+
+
+def test_a_silent_hub_without_a_cached_copy_is_one_line_at_once(tmp_path, monkeypatch, capsys):
+    _cache(tmp_path, monkeypatch, "org/adapted", None)
+    _silent_hub(monkeypatch)
+    start = time.monotonic()
+    assert main(["encode", "--model", "org/adapted", "a query"]) == 2
+    err = capsys.readouterr().err
+    assert time.monotonic() - start < 20  # was ~50 s of huggingface_hub's retries
+    assert "'org/adapted': no such local directory" in err and "did not answer ([Errno -2]" in err
+    assert "local cache holds no copy" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_silent_hub_loads_the_cached_copy_with_its_settings_and_says_so(tiny_bert, tmp_path, monkeypatch):
+    tiny_bert.settings.doc_max_length, tiny_bert.settings.domain_token_ids = 48, [7, 9]
+    _cache(tmp_path, monkeypatch, "org/adapted", tiny_bert)
+    _silent_hub(monkeypatch)
+    with pytest.warns(HubUnreachableWarning, match="'org/adapted' was loaded from the local cache"):
+        got = SpladeEncoder.from_pretrained("org/adapted")
+    assert got.settings.doc_max_length == 48 and got.settings.domain_token_ids == [7, 9]
+    torch.testing.assert_close(got.encode(TEXTS, kind="document").toarray(),
+                               tiny_bert.encode(TEXTS, kind="document").toarray())
+
+
+def test_a_hub_id_is_loaded_from_its_snapshot_with_its_settings(tiny_bert, tmp_path, monkeypatch):
+    """Through transformers alone a Hub id lost sparse_adapt.json: a pushed adapted model came
+    back with default lengths and no domain tokens."""
+    import huggingface_hub
+
+    tiny_bert.settings.query_max_length, tiny_bert.settings.domain_terms = 12, {"gatrocraptic": "devices"}
+    tiny_bert.settings.base = ""  # a model saved without a recorded origin: the Hub id becomes it
+    tiny_bert.save_pretrained(tmp_path / "snapshot")
+    asked = {}
+
+    def snapshot_download(repo_id, allow_patterns, local_files_only):
+        asked.update(repo=repo_id, patterns=allow_patterns, local=local_files_only)
+        return str(tmp_path / "snapshot")
+
+    monkeypatch.setattr(hub, "hub_unreachable", lambda name: None)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    got = SpladeEncoder.from_pretrained("org/adapted")
+    assert asked == {"repo": "org/adapted", "patterns": hub.MODEL_FILES, "local": False}
+    assert got.settings.query_max_length == 12 and got.settings.domain_terms == {"gatrocraptic": "devices"}
+    assert got.settings.base == "org/adapted"
+    # the files fetched: configs, tokenizer and safetensors weights, not pickles, ONNX or checkpoints
+    from fnmatch import fnmatch
+
+    fetched = lambda f: any(fnmatch(f, p) for p in hub.MODEL_FILES)  # noqa: E731
+    assert all(map(fetched, ["config.json", "tokenizer.json", "vocab.txt", "merges.txt", "sentencepiece.bpe.model",
+                             "model.safetensors", "model-00001-of-00002.safetensors", "sparse_adapt.json",
+                             "1_SpladePooling/config.json"]))
+    assert not any(map(fetched, ["pytorch_model.bin", "onnx/model.onnx", "checkpoint-500/model.safetensors",
+                                 "model.py"]))
+
+
+def test_the_cli_says_a_cached_copy_in_one_warning_line(tiny_bert, tmp_path, monkeypatch, capsys):
+    _cache(tmp_path, monkeypatch, "org/adapted", tiny_bert)
+    _silent_hub(monkeypatch)
+    assert main(["encode", "--model", "org/adapted", "the gatrocraptic relay"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    # one line of ours, not Python's "file.py:123: HubUnreachableWarning: ..." and its source line
+    assert err == ["warning: the Hugging Face Hub did not answer ([Errno -2] Name or service not known); "
+                   "'org/adapted' was loaded from the local cache, which may be older than the Hub's copy"]
