@@ -119,6 +119,11 @@ def check_output(
     return target
 
 
+def empty_or_model_directory(path: Path) -> bool:
+    """An empty directory, or one holding a saved Hugging Face model (``config.json``)."""
+    return not any(path.iterdir()) or (path / "config.json").is_file()
+
+
 def _umask() -> int:
     mask = os.umask(0o022)  # reading the umask means setting it: put it straight back
     os.umask(mask)

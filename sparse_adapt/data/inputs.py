@@ -58,10 +58,18 @@ def load_dictionary(path: str | Path) -> list[DictionaryEntry]:
 def load_domain_terms(path: str | Path) -> dict[str, list[str]]:
     """``domain_terms.json``: an object of category -> list of terms (the spec's format)."""
     p, obj = read_json(path)
+    return check_domain_terms(obj, p)
+
+
+def check_domain_terms(obj: object, p: str | Path = "<terms>") -> dict[str, list[str]]:
+    """``obj`` as the terms of a ``domain_terms.json`` (a copy), or a DataError naming ``p`` and the
+    field: the same checks for a file and for a dict given from Python."""
     if not isinstance(obj, dict):
         raise DataError(p, None, None, "expected an object of category -> list of terms")
     out: dict[str, list[str]] = {}
     for category, terms in obj.items():
+        if not isinstance(category, str):
+            raise DataError(p, None, None, f"a category must be a string, got {category!r:.60}")
         if not isinstance(terms, list):
             raise DataError(p, None, category, "expected a list of terms")
         for i, t in enumerate(terms):

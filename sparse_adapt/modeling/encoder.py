@@ -17,6 +17,7 @@ export) computes ``log(1 + relu(.))`` of the same logits and so drops them too.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from pathlib import Path
 from typing import Literal, Sequence
@@ -27,14 +28,14 @@ import torch
 from torch import nn
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from sparse_adapt.atomic import atomic_directory
+from sparse_adapt.atomic import atomic_directory, empty_or_model_directory
 from sparse_adapt.device import resolve_device
-from sparse_adapt.errors import ModelLoadError, SparseAdaptWarning
+from sparse_adapt.errors import ModelLoadError, OutputError, SparseAdaptWarning, require_positive_int
 from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
-from sparse_adapt.modeling.hub import model_directory
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support, max_pieces
+from sparse_adapt.modeling.hub import model_directory
 from sparse_adapt.modeling.interop import (
     sentence_transformers_lengths, sentence_transformers_mismatch, write_sentence_transformers_files,
 )
@@ -75,7 +76,8 @@ class SpladeEncoder(nn.Module):
         super().__init__()
         self.mlm = mlm
         self.tokenizer = tokenizer
-        self.settings = settings or SpladeSettings()
+        # A copy: lengths are cut to this model's positions, which must not change a caller's object.
+        self.settings = copy.deepcopy(settings) if settings is not None else SpladeSettings()
         rows = self.mlm.get_output_embeddings().weight.shape[0]
         if rows < len(tokenizer):
             raise ModelLoadError(f"the MLM head has {rows} rows but the tokenizer has {len(tokenizer)} tokens")
@@ -170,14 +172,19 @@ class SpladeEncoder(nn.Module):
             for p in self.mlm.parameters():
                 p.data = p.data.clone()
 
-    def save_pretrained(self, directory: str | Path) -> Path:
+    def save_pretrained(self, directory: str | Path, overwrite: bool = False) -> Path:
         """Write HF model + tokenizer + ``sparse_adapt.json`` + sentence-transformers module
-        files; replaces ``directory`` atomically.
+        files; replaces ``directory`` atomically. An earlier saved model there is replaced; a
+        file, or a non-empty directory holding no model (``config.json``), only with ``overwrite``:
+        an atomic replacement would delete whatever else the directory held.
 
         The special-token exclusion is re-applied first (a shared-bias change such as
         ``base.set_bias`` overwrites it in memory), so every saved directory carries it.
         """
         target = Path(directory)
+        if not overwrite and (target.is_file() or (target.is_dir() and not empty_or_model_directory(target))):
+            raise OutputError(f"{target} is {'a file' if target.is_file() else 'a directory of other files'}, not a saved "
+                              "model; saving would replace it: choose another path or pass overwrite=True")
         baked = self.exclude_special_tokens()
         with atomic_directory(target) as tmp:
             self.mlm.save_pretrained(tmp)
@@ -292,7 +299,8 @@ class SpladeEncoder(nn.Module):
         progress: Hooks | None = None,
         max_active_dims: int | None = None,
     ) -> sp.csr_matrix:
-        """Encode texts to a (len(texts), V) float32 CSR matrix in input order.
+        """Encode texts to a (len(texts), V) float32 CSR matrix in input order; one string is one
+        text (one row), not a sequence of characters.
 
         Texts are batched by token length (longest first, within windows of
         ``SORT_WINDOW_BATCHES`` batches), so a batch pads to about its own length.
@@ -300,8 +308,8 @@ class SpladeEncoder(nn.Module):
         (:func:`~sparse_adapt.modeling.vectors.keep_top`); None keeps every active term.
         """
         max_length = self.max_length(kind)
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        texts = [texts] if isinstance(texts, str) else texts
+        require_positive_int(batch_size, "batch_size")
         check_max_active_dims(max_active_dims)  # before any encoding
         # Restore each module's own mode afterwards: self.train() would also switch on dropout
         # in a backbone that was deliberately in eval mode.
@@ -369,10 +377,15 @@ class SpladeEncoder(nn.Module):
         """Each row of ``vectors`` as ``[(token, weight), ...]``, largest first (ties by token id).
 
         ``vectors``: a (n, V) CSR matrix or dense tensor, or one (V,) tensor (one row).
+        ``top_k``: a positive number of terms per row; None keeps every active term.
         """
+        if top_k is not None:
+            require_positive_int(top_k, "top_k")
         if isinstance(vectors, torch.Tensor):
             dense = vectors.detach().float().cpu().numpy()
             vectors = sp.csr_matrix(dense.reshape(1, -1) if dense.ndim == 1 else dense)
+        if vectors.shape[-1] > self.vocab_size:
+            raise ValueError(f"vectors have {vectors.shape[-1]} columns but the vocabulary has {self.vocab_size} tokens")
         return [list(d.items()) for d in rows_to_dicts(sp.csr_matrix(vectors), self.id_to_token(), top_k)]
 
     def encode_to_dicts(self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32) -> list[dict[str, float]]:

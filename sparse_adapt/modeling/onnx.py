@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from sparse_adapt.atomic import atomic_directory
-from sparse_adapt.errors import ConfigError, ModelLoadError, SparseAdaptError
+from sparse_adapt.errors import ConfigError, ModelLoadError, SparseAdaptError, require_positive_int
 from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_sha256
 from sparse_adapt.modeling.vectors import ranked_row
@@ -236,10 +236,11 @@ class OnnxSpladeEncoder:
             raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
         return lengths[kind]
 
-    def encode(self, texts: Sequence[str], kind: Kind = "query", batch_size: int = 32) -> sp.csr_matrix:
-        """Texts -> (n, V) float32 CSR weights, in input order."""
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    def encode(self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32) -> sp.csr_matrix:
+        """Texts -> (n, V) float32 CSR weights, in input order; documents by default and one
+        string as one text, as :meth:`SpladeEncoder.encode`."""
+        texts = [texts] if isinstance(texts, str) else texts
+        require_positive_int(batch_size, "batch_size")
         rows = []
         for start in range(0, len(texts), batch_size):
             batch = self.tokenizer(
@@ -254,3 +255,6 @@ class OnnxSpladeEncoder:
 
     def encode_query(self, texts: Sequence[str], batch_size: int = 32) -> sp.csr_matrix:
         return self.encode(texts, "query", batch_size)
+
+    def encode_document(self, texts: Sequence[str], batch_size: int = 32) -> sp.csr_matrix:
+        return self.encode(texts, "document", batch_size)

@@ -35,6 +35,7 @@ import torch
 from tokenizers import AddedToken, Regex, normalizers
 
 from sparse_adapt.data import DataError
+from sparse_adapt.data.inputs import check_domain_terms
 from sparse_adapt.modeling.encoder import SpladeEncoder
 
 
@@ -198,6 +199,7 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
     tokenizer would still split after being added (its normaliser separates CJK
     characters, for one) raises a :class:`DataError` naming ``source`` and the term.
     """
+    terms = check_domain_terms(terms, source)
     check_not_special(tokenizer, terms, source)
     unk = tokenizer.unk_token_id
     cased = keeps_case(tokenizer)

@@ -1,6 +1,7 @@
 import json
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 import torch
 
@@ -159,3 +160,60 @@ def test_encoding_progress_names_the_kind_in_plain_english(tiny_mlm, kind, label
     hooks = Hooks(task=lambda description, total: started.append((description, total)) or _NullTask())
     tiny_mlm.encode(TEXTS, kind, batch_size=2, progress=hooks)
     assert started == [(label, 2)]
+
+
+def test_one_string_is_one_text_not_its_characters(tiny_bert):
+    one = tiny_bert.encode("reset your password")
+    assert one.shape == (1, tiny_bert.vocab_size)  # was (19, V): a row per character
+    np.testing.assert_array_equal(one.toarray(), tiny_bert.encode(["reset your password"]).toarray())
+    assert tiny_bert.encode_query("reset").shape[0] == 1 and len(tiny_bert.encode_to_dicts("reset")) == 1
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "3", None, True])
+def test_a_batch_size_that_is_no_positive_integer_is_refused(tiny_bert, bad):
+    with pytest.raises(ValueError, match=f"batch_size must be a positive integer, got {bad!r}"):
+        tiny_bert.encode(TEXTS, batch_size=bad)
+
+
+def test_decode_refuses_a_top_k_that_would_drop_or_keep_the_wrong_terms(tiny_bert):
+    m = tiny_bert.encode_query(TEXTS)
+    full = tiny_bert.decode(m)
+    assert [len(r) for r in tiny_bert.decode(m, top_k=2)] == [min(2, len(r)) for r in full]
+    for bad in (0, -1, True, 2.5):  # -1 dropped the last term of every row, True kept one
+        with pytest.raises(ValueError, match=f"top_k must be a positive integer, got {bad!r}"):
+            tiny_bert.decode(m, top_k=bad)
+    wide = sp.csr_matrix((1, tiny_bert.vocab_size + 3), dtype=np.float32)
+    with pytest.raises(ValueError, match=f"{tiny_bert.vocab_size + 3} columns but the vocabulary has"):
+        tiny_bert.decode(wide)
+
+
+def test_the_encoder_copies_the_settings_it_is_given(tiny_bert):
+    from sparse_adapt.modeling.settings import SpladeSettings
+
+    mine = SpladeSettings(doc_max_length=100_000, domain_token_ids=[5])
+    with pytest.warns(UserWarning, match="doc_max_length 100000"):
+        enc = SpladeEncoder(tiny_bert.mlm, tiny_bert.tokenizer, mine)
+    enc.settings.domain_token_ids.append(6)
+    assert enc.settings.doc_max_length < 100_000  # cut to the model's positions...
+    assert mine.doc_max_length == 100_000 and mine.domain_token_ids == [5]  # ...in its own copy
+
+
+def test_save_refuses_to_replace_what_is_not_a_saved_model(tiny_bert, tmp_path):
+    from sparse_adapt.errors import OutputError
+
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    (project / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match="a directory of other files, not a saved model"):
+        tiny_bert.save_pretrained(project)
+    assert (project / "notes.txt").read_text() == "mine" and (project / "sub").is_dir()
+    (tmp_path / "afile").write_text("mine")
+    with pytest.raises(OutputError, match="is a file"):
+        tiny_bert.save_pretrained(tmp_path / "afile")
+    assert (tmp_path / "afile").read_text() == "mine"
+    # an empty directory, an earlier saved model, or overwrite=True: saved
+    (tmp_path / "empty").mkdir()
+    for target in (tmp_path / "empty", tmp_path / "empty", project):
+        tiny_bert.save_pretrained(target, overwrite=target == project)
+        assert (target / "config.json").is_file()
+    assert not (project / "notes.txt").exists()

@@ -66,6 +66,19 @@ def test_onnx_runtime_matches_pytorch(exported, batch_size):
     assert (np.diff(theirs.indptr) > 0).all()  # every query has active terms: not a vacuous match
 
 
+def test_onnx_encode_takes_the_same_defaults_as_the_torch_encoder(exported):
+    """Documents by default, one string as one text: ``encode`` of both classes gives one matrix."""
+    splade, out, _ = exported
+    onnx = OnnxSpladeEncoder(out, threads=1)
+    long = " ".join(["gatrocraptic relay depot"] * 40)  # past the query length, inside the document one
+    assert compare(splade.encode([long]), onnx.encode([long])).max_abs_diff <= TOLERANCE
+    assert compare(splade.encode_document([long]), onnx.encode_document([long])).max_abs_diff <= TOLERANCE
+    assert compare(onnx.encode_query([long]), onnx.encode([long])).max_abs_diff > TOLERANCE  # cut differently
+    assert onnx.encode(QUERIES[0]).shape == (1, splade.vocab_size)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer, got True"):
+        onnx.encode(QUERIES, batch_size=True)
+
+
 def test_special_tokens_are_excluded_by_the_exported_weights(exported):
     """The graph has no vocabulary mask: the zeros come from the baked bias. The same
     pooling over the head with the special rows reset to 0 does fire [CLS]/[SEP]."""

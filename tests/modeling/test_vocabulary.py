@@ -99,6 +99,21 @@ def test_untied_decoder_rows_are_initialised_from_pieces(tiny_bert):
     torch.testing.assert_close(dec[tid], old_dec[pieces].mean(0))
 
 
+@pytest.mark.parametrize("terms, says", [
+    ({"devices": "gatrocraptic"}, "field 'devices': expected a list of terms"),  # was: one token per letter
+    (["gatrocraptic"], "expected an object of category -> list of terms"),
+    ({"devices": [None]}, r"field 'devices\[0\]': expected a non-empty string, got None"),
+    ({"devices": []}, "no terms: every category is empty"),
+])
+def test_terms_given_from_python_get_the_checks_of_a_terms_file(tiny_bert, terms, says):
+    from sparse_adapt.data import DataError
+
+    rows = tiny_bert.vocab_size
+    with pytest.raises(DataError, match=says):
+        extend_vocabulary(tiny_bert, terms)
+    assert tiny_bert.vocab_size == rows and tiny_bert.settings.domain_token_ids == []
+
+
 def test_bundled_terms_file_loads():
     terms = load_domain_terms(GATROCRAPTIC.terms)
     assert "Gatrocraptic" in terms["jargon"]
