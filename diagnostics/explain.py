@@ -24,6 +24,7 @@ from sparse_adapt.data import Document
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vectors import ranked_row
+from sparse_adapt.modeling.truncation import truncated, truncation_note
 from sparse_adapt.progress import Hooks
 from sparse_adapt.retrieval.feedback import Feedback, feedback_documents, rocchio
 
@@ -167,6 +168,13 @@ def _explain(
     warnings = []
     if not len(q_ids):
         warnings.append("the query activates no token: every document scores 0")
+    # A term the model cut off is missing from the vectors: said, not left to be found out.
+    if truncated(splade, [query], "query"):
+        warnings.append(f"the query is longer than {splade.max_length('query')} pieces: the model reads only those, "
+                        "so a term past them is not in its vector")
+    note = truncation_note(splade, [d.text for d in documents], "document")
+    if note:
+        warnings.append(note)
 
     q_weight = dict(zip(q_ids.tolist(), q_w.tolist()))
     order = sorted(range(len(documents)), key=lambda i: (-float(scores[i]), documents[i].doc_id))[:k]
@@ -193,6 +201,9 @@ def _explain(
                 top_tokens=_weighted(d_ids[:DOC_TOP_TOKENS], d_w[:DOC_TOP_TOKENS], vocab, text_ids),
             )
         )
+    unmatched = sum(1 for r in results if r.score <= 0)
+    if unmatched and len(q_ids):
+        warnings.append(f"{unmatched} of the {len(results)} documents shown score 0: they share no token with the query")
     return QueryExplanation(
         EXPLAIN_SCHEMA, model or splade.settings.base, len(documents), k, stats, results, warnings
     )

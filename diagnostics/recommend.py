@@ -129,9 +129,16 @@ def _pooling(term: str, s: Sources, checks: Sequence) -> Recommendation:
 
 
 def _documents(term: str, s: Sources, checks: Sequence) -> Recommendation:
+    if any("past the document window" in c.actual for c in checks):
+        return Recommendation(
+            "documents",
+            f"documents of {s.path(s.docs, 'the corpus')} use '{term}' only past the model's document window, "
+            "where encoding (and so the index) cuts them off",
+            "split long documents into passages that fit the window (index each passage as its own document)",
+        )
     return Recommendation(
         "documents",
-        f"no document of {s.path(s.docs, 'the corpus')} contains '{term}' (sections 2-4 used the term alone)",
+        f"no document of {s.path(s.docs, 'the corpus')} contains '{term}'",
         "pass --docs with documents that use the term; warmup and dictionary training need them too",
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-DIAGNOSE_SCHEMA = "sparse-adapt.diagnose/2"
+DIAGNOSE_SCHEMA = "sparse-adapt.diagnose/3"
 EXPLAIN_SCHEMA = "sparse-adapt.explain/2"
 INSPECT_SCHEMA = "sparse-adapt.inspect/2"
 
@@ -53,6 +53,7 @@ DIAGNOSE = {
         "term_spans": [[int]],
         "docs_searched": int,
         "docs_containing": [str],
+        "docs_beyond_window": [str],
     },
     "targets": [
         {

@@ -80,7 +80,7 @@ def diagnose_term(
     a second time after pseudo-relevance feedback from ``documents``.
     """
     with eval_mode(splade):
-        return _diagnose(splade, term, documents, doc_id, terms, queries, sources, feedback)
+        return _diagnose(splade, term.strip(), documents, doc_id, terms, queries, sources, feedback)
 
 
 def _diagnose(
@@ -97,7 +97,7 @@ def _diagnose(
     vocab = vocabulary_check(splade, term, terms, sources.terms)
     sources = replace(sources, extended=vocab.domain_token)
     ids = vocab.token_ids
-    doc = choose_document(splade, ids, term, documents, doc_id)
+    doc = choose_document(splade, term, documents, doc_id)
 
     batch = splade.tokenize([doc.text], "document")
     targets_ids = list(dict.fromkeys(ids))  # a piece repeated in the term is analysed once
@@ -108,11 +108,12 @@ def _diagnose(
     ranked_ids, ranked_w = ranked_row(D, 0)
     text_ids = set(batch["input_ids"][0].tolist())
     vocab_strings = splade.id_to_token()
-    expansion = query_expansion(splade, ids, targets_ids, queries, documents, feedback) if queries else {}
+    expansion = query_expansion(splade, term, targets_ids, queries, documents, feedback) if queries else {}
 
     targets = []
     for j, t in enumerate(targets_ids):
-        occ = [s + k for s, e in doc.term_spans for k in range(e - s) if ids[k] == t]
+        # the target's own positions inside the occurrences (BPE splits a text-initial word otherwise)
+        occ = [p for s, e in doc.term_spans for p in range(s, e) if batch["input_ids"][0][p] == t]
         logits = logit_analysis(column[:, j], tokens, occ)
         actual = float(D[0, t])
         targets.append(
@@ -132,7 +133,14 @@ def _diagnose(
             f"no document of {doc.docs_searched} contains '{term}': sections 2-4 use the term alone as a probe text"
         )
     elif not doc.term_spans:
-        warnings.append(f"document {doc.doc_id} does not contain '{term}': no occurrences to mark")
+        warnings.append(f"document {doc.doc_id} does not contain '{term}' within the model's first {doc.num_tokens} "
+                        "tokens: no occurrences to mark")
+    if doc.docs_beyond_window:
+        warnings.append(
+            f"{len(doc.docs_beyond_window)} document(s) use '{term}' only past the model's document window "
+            f"({splade.max_length('document')} tokens), where encoding cuts them off "
+            f"({', '.join(doc.docs_beyond_window[:5])}): split long documents into passages"
+        )
     full_length = len(splade.tokenizer(doc.text)["input_ids"])
     if full_length > doc.num_tokens:
         warnings.append(f"the document has {full_length} tokens; the model sees (and this analyses) the first "

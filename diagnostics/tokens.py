@@ -1,17 +1,22 @@
 """Token-level helpers shared by the diagnostics: how a text or term becomes token ids.
 
-Occurrences are found on token ids, not characters, so "where the term occurs" means
-exactly the positions the model sees (after truncation to the document window).
+An occurrence is the term as a whole word of the text (not the start of a longer word:
+``Gatro`` is not in "Gatrocraptic"), in any case where the model ignores case, found in the
+characters and mapped to the token positions the model sees (after truncation to its window).
+Matching token ids instead missed byte-level BPE's other split of a word at a text's start or
+after a bracket, and an ``[UNK]`` term matched any unknown character.
 """
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Sequence
 
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
-from sparse_adapt.modeling.vocabulary import LEAD_WORD, running_text_ids
+from sparse_adapt.modeling.vocabulary import LEAD_WORD, keeps_case, normalize_term, running_text_ids
 
 
 @contextmanager
@@ -59,23 +64,35 @@ def base_pieces(splade: SpladeEncoder, term: str) -> list[str] | None:
     return [t.value for w in words for t in backend.model.tokenize(w)]
 
 
-def input_ids(splade: SpladeEncoder, text: str, kind: Kind) -> list[int]:
-    """Token ids of one text exactly as the model encodes it (special tokens, truncation)."""
-    return splade.tokenize([text], kind)["input_ids"][0].tolist()
+def term_pattern(splade: SpladeEncoder, term: str) -> re.Pattern:
+    """Whole-word occurrences of ``term`` in raw text; any case where the model sees none
+    (an uncased model, or a term that extend-vocab folds to one token in every case)."""
+    tok = splade.tokenizer
+    folded = not keeps_case(tok) or normalize_term(tok, term).casefold() in {
+        t.casefold() for t in splade.settings.domain_terms}
+    return re.compile(rf"(?<!\w){re.escape(term)}(?!\w)", re.IGNORECASE if folded else 0)
 
 
-def find_spans(ids: Sequence[int], pattern: Sequence[int]) -> list[tuple[int, int]]:
-    """Half-open ``(start, end)`` spans where ``pattern`` occurs in ``ids`` (non-overlapping)."""
-    k = len(pattern)
-    spans, i = [], 0
-    pattern = list(pattern)
-    while k and i + k <= len(ids):
-        if list(ids[i : i + k]) == pattern:
-            spans.append((i, i + k))
-            i += k
+@dataclass
+class Occurrences:
+    ids: list[int]  # the text's token ids as the model encodes it (special tokens, truncation)
+    spans: list[tuple[int, int]]  # half-open token spans of each occurrence the model sees
+    beyond: int  # occurrences past the model's window for this kind of text
+
+
+def occurrences(splade: SpladeEncoder, text: str, pattern: re.Pattern, kind: Kind) -> Occurrences:
+    """Where ``pattern`` (:func:`term_pattern`) occurs in ``text``, as token spans."""
+    enc = splade.tokenizer(text, truncation=True, max_length=splade.max_length(kind), return_offsets_mapping=True)
+    offsets = enc["offset_mapping"]  # (start, end) characters per token; (0, 0) for special tokens
+    spans, beyond = [], 0
+    for match in pattern.finditer(text):
+        a, b = match.span()
+        hit = [i for i, (s, e) in enumerate(offsets) if e > s and s < b and e > a]
+        if hit:
+            spans.append((hit[0], hit[-1] + 1))
         else:
-            i += 1
-    return spans
+            beyond += 1
+    return Occurrences(list(enc["input_ids"]), spans, beyond)
 
 
 def in_text_ids(splade: SpladeEncoder, texts: Sequence[str], kind: Kind) -> list[set[int]]:

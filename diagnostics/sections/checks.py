@@ -35,8 +35,9 @@ def checks(vocab: VocabularyCheck, doc: DocumentChoice, targets: list[TargetDiag
     if vocab.single_token:
         out.append(Check("domain_token", PASS if vocab.domain_token else FAIL, "registered domain token",
                             "yes" if vocab.domain_token else "no (model not extended with this term)"))
+    past = f" ({len(doc.docs_beyond_window)} more only past the document window)" if doc.docs_beyond_window else ""
     out.append(Check("in_documents", PASS if doc.docs_containing else WARN, ">= 1 document",
-                        f"{len(doc.docs_containing)} of {doc.docs_searched}"))
+                        f"{len(doc.docs_containing)} of {doc.docs_searched}{past}"))
     many = len(targets) > 1
     for t in targets:
         name = t.token if many else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from diagnostics.tokens import find_spans, input_ids
+from diagnostics.tokens import occurrences, term_pattern
 from sparse_adapt.data import Document
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -18,33 +18,35 @@ class DocumentChoice:
     num_tokens: int  # including [CLS]/[SEP]
     term_spans: list[list[int]]  # half-open [start, end) token spans of the term
     docs_searched: int
-    docs_containing: list[str]  # ids of every document containing the term
+    docs_containing: list[str]  # ids of every document containing the term where the model sees it
+    docs_beyond_window: list[str]  # ids of documents using the term only past the model's window
 
 
-def choose_document(
-    splade: SpladeEncoder, ids: list[int], term: str, documents: Sequence[Document], doc_id: str | None
-) -> DocumentChoice:
+def choose_document(splade: SpladeEncoder, term: str, documents: Sequence[Document], doc_id: str | None) -> DocumentChoice:
+    pattern = term_pattern(splade, term)
     containing: list[str] = []
+    beyond: list[str] = []
     first: tuple[Document, list[int], list[tuple[int, int]]] | None = None
     for d in documents:
-        d_ids = input_ids(splade, d.text, "document")
-        spans = find_spans(d_ids, ids)
-        if spans:
+        found = occurrences(splade, d.text, pattern, "document")
+        if found.spans:
             containing.append(d.doc_id)
             if first is None:
-                first = (d, d_ids, spans)
+                first = (d, found.ids, found.spans)
+        elif found.beyond:
+            beyond.append(d.doc_id)
     if doc_id is not None:
         chosen = next((d for d in documents if d.doc_id == doc_id), None)
         if chosen is None:
             raise ConfigError(f"--doc {doc_id!r}: no document with this id in the documents file")
-        d_ids = input_ids(splade, chosen.text, "document")
-        source, doc, spans = "doc", chosen, find_spans(d_ids, ids)
+        found = occurrences(splade, chosen.text, pattern, "document")
+        source, doc, d_ids, spans = "doc", chosen, found.ids, found.spans
     elif first is not None:
         source, (doc, d_ids, spans) = "first", first
     else:
         doc = Document("", term)
-        d_ids = input_ids(splade, term, "document")
-        source, spans = "probe", find_spans(d_ids, ids)
+        found = occurrences(splade, term, pattern, "document")
+        source, d_ids, spans = "probe", found.ids, found.spans
     return DocumentChoice(
         source=source,
         doc_id=doc.doc_id if source != "probe" else None,
@@ -53,4 +55,5 @@ def choose_document(
         term_spans=[list(s) for s in spans],
         docs_searched=len(documents),
         docs_containing=containing,
+        docs_beyond_window=beyond,
     )

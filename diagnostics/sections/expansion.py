@@ -12,7 +12,7 @@ from typing import Sequence
 
 import scipy.sparse as sp
 
-from diagnostics.tokens import find_spans, input_ids
+from diagnostics.tokens import term_pattern
 from sparse_adapt.data import Document, Query
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.retrieval.feedback import Feedback, expand_in_memory
@@ -51,13 +51,15 @@ def _expanding(col, queries: Sequence[Query], contains: list[bool]) -> list[Expa
 
 
 def query_expansion(
-    splade: SpladeEncoder, ids: list[int], targets: list[int], queries: Sequence[Query],
+    splade: SpladeEncoder, term: str, targets: list[int], queries: Sequence[Query],
     documents: Sequence[Document] = (), feedback: Feedback | None = None,
 ) -> dict[int, QueryExpansion]:
     """Per target token id; ``feedback`` also searches ``documents`` and checks each query
     after Rocchio feedback (no documents: nothing is fed back, so the query is unchanged)."""
     Q = splade.encode([q.text for q in queries], "query")  # (n_queries, V)
-    contains = [bool(find_spans(input_ids(splade, q.text, "query"), ids)) for q in queries]
+    pattern = term_pattern(splade, term)
+    # A query using the term only past the query window is no query "without the term".
+    contains = [bool(pattern.search(q.text)) for q in queries]
     fed = None
     if feedback is not None:
         D = splade.encode([d.text for d in documents], "document") if documents else sp.csr_matrix((0, Q.shape[1]))

@@ -379,6 +379,69 @@ def test_explain_query_that_activates_nothing(tiny_bert):
     assert all(m.score == 0 and m.shared == [] for m in e.results)
 
 
+def test_explain_says_what_the_model_cut_off_and_which_shown_documents_score_0(sparse):
+    sparse.settings.query_max_length = 8
+    long_query = "tools for monitoring corporate expenses and budgets with Gatrocraptic analysis"
+    e = explain_query(sparse, long_query, [*DOCS, Document("d5", "settings " * 300)], k=5)
+    assert any("the query is longer than 8 pieces" in w for w in e.warnings)  # was: no warning at all
+    assert any("1 of 5 documents are longer than" in w for w in e.warnings)
+    zero = sum(1 for m in e.results if m.score == 0)
+    assert any(f"{zero} of the 5 documents shown score 0" in w for w in e.warnings) == (zero > 0)
+
+
+# ---------------------------------------------------------------------------- occurrences
+def test_a_term_is_a_whole_word_not_the_start_of_a_longer_one(sparse):
+    # "Gatro" is [ga, ##tro], the first two pieces of every "Gatrocraptic" of d2 and d3
+    r = diagnose_term(sparse, "Gatro", DOCS, queries=QUERIES)
+    assert r.document.docs_containing == [] and r.document.source == "probe"
+    assert r.targets[0].query_expansion.without_term == 3  # q2's "Gatrocraptic" is not "Gatro"
+
+
+def test_bpe_finds_a_term_at_a_text_start_and_after_a_bracket():
+    """Byte-level BPE splits "spending" as "Ġspending" after a space and otherwise differently:
+    matching the running-text ids found only the third document, and took the query that
+    starts with the term for one expanding to it."""
+    from conftest import make_tiny_roberta
+
+    tiny_roberta = make_tiny_roberta()
+    docs = [Document("a1", "spending rose in the third quarter."), Document("a2", "The report (spending) was late."),
+            Document("a3", "Cuts in spending were announced."), Document("a4", "Nothing related here.")]
+    r = diagnose_term(tiny_roberta, "spending", docs, queries=[Query("q1", "spending cuts"), Query("q2", "budget")])
+    assert r.document.docs_containing == ["a1", "a2", "a3"] and r.document.doc_id == "a1"
+    tokens = tiny_roberta.tokenizer.convert_ids_to_tokens(_ids(tiny_roberta, docs[0].text)[0][0].tolist())
+    (start, end), = r.document.term_spans
+    assert tiny_roberta.tokenizer.convert_tokens_to_string(tokens[start:end]).strip() == "spending"
+    expansion = r.targets[0].query_expansion
+    assert expansion.with_term == 1 and expansion.without_term == 1
+    assert [q.qid for q in expansion.expanding] in ([], ["q2"])
+
+
+def test_space_around_the_term_is_not_part_of_it(extended):
+    r = diagnose_term(extended, "  Gatrocraptic ", DOCS, terms=TERMS)
+    assert r.term == "Gatrocraptic" and r.vocabulary.single_token and r.vocabulary.in_terms_file
+    assert r.document.docs_containing == ["d2", "d3"]
+
+
+def test_an_unknown_character_term_matches_only_itself(tiny_bert):
+    docs = [Document("e1", "launch day \U0001F600 for the team"), Document("e2", "the \U0001F680 launch")]
+    assert tiny_bert.tokenizer.tokenize("\U0001F600") == tiny_bert.tokenizer.tokenize("\U0001F680") == ["[UNK]"]
+    r = diagnose_term(tiny_bert, "\U0001F680", docs)
+    assert r.document.docs_containing == ["e2"]  # was e1 too: any [UNK] was "the term"
+
+
+def test_a_term_used_only_past_the_document_window_is_said_so(sparse):
+    sparse.settings.doc_max_length = 16
+    late = Document("L1", "settings " * 40 + "and then Gatrocraptic at last.")
+    r = diagnose_term(sparse, "Gatrocraptic", [DOCS[0], late], terms=TERMS)
+    assert r.document.docs_containing == [] and r.document.docs_beyond_window == ["L1"]
+    assert any("only past the model's document window (16 tokens)" in w for w in r.warnings)
+    check = next(c for c in r.checks if c.name == "in_documents")
+    assert check.actual == "0 of 2 (1 more only past the document window)"
+    rec = next(x for x in r.recommendations if x.id == "documents")
+    assert "split long documents into passages" in rec.action
+    validate(r.to_dict())
+
+
 # ---------------------------------------------------------------------------- inspect
 def test_inspect_matches_independent_statistics(extended):
     tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
