@@ -143,9 +143,10 @@ def test_explain_json_and_tables(files, capsys):
 
 
 def test_explain_empty_query_is_an_error(files, capsys):
-    rc = main(["explain", "", *_args(files)])
-    err = capsys.readouterr().err
-    assert rc == 2 and "the query is empty" in err
+    for empty in ("", "\u200b \u200b"):  # a zero-width space, pasted from a web page, is no query either
+        rc = main(["explain", empty, *_args(files)])
+        err = capsys.readouterr().err
+        assert rc == 2 and "the query is empty" in err
     rc = main(["explain", "x", *_args(files), "--k", "0"])
     assert rc == 2
 
