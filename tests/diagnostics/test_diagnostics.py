@@ -401,7 +401,7 @@ def test_bpe_finds_a_term_at_a_text_start_and_after_a_bracket():
     """Byte-level BPE splits "spending" as "Ġspending" after a space and otherwise differently:
     matching the running-text ids found only the third document, and took the query that
     starts with the term for one expanding to it."""
-    from conftest import make_tiny_roberta
+    from tests.conftest import make_tiny_roberta
 
     tiny_roberta = make_tiny_roberta()
     docs = [Document("a1", "spending rose in the third quarter."), Document("a2", "The report (spending) was late."),
