@@ -70,12 +70,9 @@ def _extend(term: str, s: Sources, checks: Sequence) -> Recommendation:
     return Recommendation(
         "extend",
         finding,
-        "add it to the vocabulary as one domain token, then teach the new token (vocabulary alone gives it no weight)",
-        [
-            f"sparse-adapt extend-vocab --base {shlex.quote(s.model)} --terms {s.path(s.terms, 'TERMS.json')} "
-            "--out EXTENDED_DIR",
-            s.train_command("extend,warmup,dictionary,distill"),
-        ],
+        "add it to the vocabulary as one domain token and teach the new token: the extend stage adds it, the "
+        "others give it weight (`extend-vocab` alone adds the token with no weight yet)",
+        [s.train_command("extend,warmup,dictionary,distill")],
     )
 
 

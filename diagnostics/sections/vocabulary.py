@@ -16,7 +16,7 @@ class VocabularyCheck:
     pieces: list[str]  # token strings of token_ids
     decoded: list[str]  # tokenizer.decode of each id
     single_token: bool
-    in_vocabulary: bool  # the normalised term is itself a vocabulary entry
+    in_vocabulary: bool  # the normalised term is itself a base vocabulary entry (BPE: with its space mark)
     base_pieces: list[str] | None  # the subword model's split, ignoring added tokens
     added_token: bool  # the single token was added to the base vocabulary (extend-vocab)
     domain_token: bool  # the single token is one of the model's registered domain tokens
@@ -45,7 +45,8 @@ def vocabulary_check(
         pieces=tok.convert_ids_to_tokens(ids),
         decoded=[tok.decode([i]) for i in ids],
         single_token=single,
-        in_vocabulary=norm in tok.get_vocab(),
+        # byte-level BPE keeps a word as "Ġword": one base token in running text is an entry too
+        in_vocabulary=norm in tok.get_vocab() or (single and not added),
         base_pieces=base_pieces(splade, term),
         added_token=added,
         domain_token=single and ids[0] in set(splade.settings.domain_token_ids),

@@ -125,6 +125,8 @@ def model_directory(name: str, trust_remote_code: bool = False) -> tuple[Path, H
     """Where the files of ``name`` are: the local directory, or the snapshot of a Hub id in the
     Hugging Face cache (fetched, or taken from the cache when the Hub does not answer) with how
     it was reached. A missing local path or an unknown id is a :class:`ModelLoadError`."""
+    if not name.strip():  # Path("") is the working directory
+        raise ModelLoadError("the model name is empty")
     path = local_model_path(name)
     if path is not None:
         if not path.exists():

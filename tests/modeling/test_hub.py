@@ -123,3 +123,9 @@ def test_the_cli_says_a_cached_copy_in_one_warning_line(tiny_bert, tmp_path, mon
     # one line of ours, not Python's "file.py:123: HubUnreachableWarning: ..." and its source line
     assert err == ["warning: the Hugging Face Hub did not answer ([Errno -2] Name or service not known); "
                    "'org/adapted' was loaded from the local cache, which may be older than the Hub's copy"]
+
+
+def test_an_empty_model_name_is_not_the_working_directory():
+    for empty in ("", "  "):
+        with pytest.raises(ModelLoadError, match="the model name is empty"):
+            SpladeEncoder.from_pretrained(empty)
