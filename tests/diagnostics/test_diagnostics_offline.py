@@ -36,7 +36,7 @@ def test_offline_base_splits_the_term(offline_base, data):
     assert r.document.doc_id == "d21" and r.document.docs_containing == ["d21", "d22", "d23", "d24", "d25"]
     assert _status(r)["single_token"] == {"fail"} and _status(r)["weight_matches_encoding"] == {"pass"}
     assert r.recommendations[0].id == "extend"
-    assert "--stages extend,warmup,dictionary,distill" in r.recommendations[0].commands[1]
+    assert "--stages extend,warmup,dictionary,distill" in r.recommendations[0].commands[0]
 
 
 def test_extended_untrained_base_has_negative_logits_and_zero_weight(offline_base, data):
