@@ -18,6 +18,13 @@ class OutputError(SparseAdaptError):
     """An output path cannot be written: it holds the user's files, is read-only or is in use."""
 
 
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none): what a
+    one-line error keeps of a library's multi-line message."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 class SparseAdaptWarning(UserWarning):
     """Base of the warnings a user should read (a length lowered, a model taken from a cache);
     the CLI prints each as one ``warning:`` line."""

@@ -22,8 +22,8 @@ from typing import Callable, Protocol, Sequence
 
 import torch
 
-from sparse_adapt.errors import ModelLoadError
-from sparse_adapt.modeling.hub import HubAccess, quiet_hub_retries
+from sparse_adapt.errors import ModelLoadError, first_line
+from sparse_adapt.modeling.hub import hub_loading, local_model_path
 
 SPEC_MAX, SPEC_MIN = 10.0, -8.0
 DEFAULT_TEACHER = "offline-minilm"
@@ -35,10 +35,6 @@ class Teacher(Protocol):
     min_spread: float  # raw-score spread below which the teacher cannot separate a list
 
     def score(self, query: str, documents: Sequence[str]) -> list[float]: ...
-
-
-def _first_line(e: Exception) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
 class DenseTeacher:
@@ -55,16 +51,14 @@ class DenseTeacher:
     def load(cls, name_or_path: str | Path, name: str | None = None) -> "DenseTeacher":
         from transformers import AutoModel, AutoTokenizer
 
-        hub = HubAccess.probe(str(name_or_path))
-        try:
-            with quiet_hub_retries():
+        with hub_loading(str(name_or_path)) as hub:
+            try:
                 tokenizer = AutoTokenizer.from_pretrained(str(name_or_path), **hub.kwargs)
                 model = AutoModel.from_pretrained(str(name_or_path), use_safetensors=True, **hub.kwargs)
-        except (OSError, ValueError) as e:
-            raise ModelLoadError(
-                f"cannot load the teacher {str(name_or_path)!r} as a bi-encoder: {hub.failure(_first_line(e))}"
-            ) from None
-        hub.loaded()
+            except (OSError, ValueError) as e:
+                raise ModelLoadError(
+                    f"cannot load the teacher {str(name_or_path)!r} as a bi-encoder: {hub.failure(first_line(e))}"
+                ) from None
         return cls(model, tokenizer, name or str(name_or_path))
 
     @torch.inference_mode()
@@ -101,21 +95,19 @@ class CrossEncoderTeacher:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         name = str(name_or_path)
-        path = Path(name)
-        if not path.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
+        path = local_model_path(name)
+        if path is not None and not path.exists():
             raise ModelLoadError(f"teacher directory not found: {name}")
-        hub = HubAccess.probe(name)
-        try:
-            with quiet_hub_retries():
+        with hub_loading(name) as hub:
+            try:
                 tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code, **hub.kwargs)
                 model, info = AutoModelForSequenceClassification.from_pretrained(
                     name, use_safetensors=True, trust_remote_code=trust_remote_code, output_loading_info=True, **hub.kwargs
                 )
-        except (OSError, ValueError) as e:
-            raise ModelLoadError(
-                f"cannot load the teacher {name!r} as a cross-encoder: {hub.failure(_first_line(e))}"
-            ) from None
-        hub.loaded()
+            except (OSError, ValueError) as e:
+                raise ModelLoadError(
+                    f"cannot load the teacher {name!r} as a cross-encoder: {hub.failure(first_line(e))}"
+                ) from None
         # A checkpoint without a trained classification head loads "successfully" with a random
         # one; its scores would be noise, so it is refused rather than silently used.
         if info.get("missing_keys"):

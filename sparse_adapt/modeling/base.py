@@ -23,9 +23,9 @@ from __future__ import annotations
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from sparse_adapt.errors import ModelLoadError
+from sparse_adapt.errors import ModelLoadError, first_line
 from sparse_adapt.modeling.heads import HEADS, family_for_model_type
-from sparse_adapt.modeling.hub import HubAccess, quiet_hub_retries
+from sparse_adapt.modeling.hub import hub_loading
 
 # The built-in offline default base (see offline_minilm).
 OFFLINE_MINILM = "offline-minilm"
@@ -92,17 +92,14 @@ def require_finite_weights(model: torch.nn.Module, name: str) -> None:
 
 def load_encoder(name_or_path: str, trust_remote_code: bool = False) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A headless encoder and its tokenizer (safetensors only)."""
-    hub = HubAccess.probe(str(name_or_path))
-    try:
-        with quiet_hub_retries():
+    with hub_loading(str(name_or_path)) as hub:
+        try:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code, **hub.kwargs)
             encoder = AutoModel.from_pretrained(
                 name_or_path, trust_remote_code=trust_remote_code, use_safetensors=True, **hub.kwargs
             )
-    except (OSError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelLoadError(f"cannot load encoder {name_or_path!r}: {hub.failure(first)}") from None
-    hub.loaded()
+        except (OSError, ValueError) as e:
+            raise ModelLoadError(f"cannot load encoder {name_or_path!r}: {hub.failure(first_line(e))}") from None
     require_finite_weights(encoder, str(name_or_path))
     return encoder, tokenizer
 

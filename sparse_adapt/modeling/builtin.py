@@ -26,7 +26,7 @@ from typing import Callable
 
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from sparse_adapt.errors import ConfigError, ModelLoadError
+from sparse_adapt.errors import ConfigError, ModelLoadError, first_line
 from sparse_adapt.installed import installed_file
 from sparse_adapt.modeling import base
 
@@ -50,7 +50,7 @@ def _load_masked_lm(directory: str) -> tuple[PreTrainedModel, PreTrainedTokenize
         tokenizer = AutoTokenizer.from_pretrained(directory)
         mlm = AutoModelForMaskedLM.from_pretrained(directory, use_safetensors=True)
     except (OSError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = first_line(e)
         raise ModelLoadError(f"cannot load the masked-LM in {directory}: {first}") from None
     return mlm, tokenizer
 
@@ -135,5 +135,5 @@ def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
     try:
         return AutoTokenizer.from_pretrained(where)
     except (OSError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = first_line(e)
         raise ModelLoadError(f"cannot load a tokenizer from {name!r}: {first}") from None

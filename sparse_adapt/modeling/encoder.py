@@ -30,7 +30,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, P
 
 from sparse_adapt.atomic import atomic_directory, empty_or_model_directory
 from sparse_adapt.device import resolve_device
-from sparse_adapt.errors import ModelLoadError, OutputError, SparseAdaptWarning, require_positive_int
+from sparse_adapt.errors import ModelLoadError, OutputError, SparseAdaptWarning, first_line, require_positive_int
 from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
@@ -138,7 +138,7 @@ class SpladeEncoder(nn.Module):
                 tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
                 mlm = AutoModelForMaskedLM.from_pretrained(path, trust_remote_code=trust_remote_code, use_safetensors=True)
             except Exception as e:  # the files are here: whatever the loaders raise is their fault
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                first = first_line(e)
                 if not isinstance(e, (OSError, ValueError)):  # a safetensors header, JSON, a tokenizer.json key
                     raise ModelLoadError(f"cannot load {name!r}: a file of it is damaged or edited by hand "
                                          f"({type(e).__name__}: {first})") from None

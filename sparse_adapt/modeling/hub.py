@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from sparse_adapt.errors import ModelLoadError, SparseAdaptWarning
+from sparse_adapt.errors import ModelLoadError, SparseAdaptWarning, first_line
 
 # The files of a model a snapshot fetches: configs and tokenizer files (``*.json``, WordPiece's
 # ``vocab.txt``, BPE's ``merges.txt``, SentencePiece's ``*.model``, sentence-transformers' module
@@ -55,11 +55,6 @@ def quiet_hub_retries() -> Iterator[None]:
         hub_http.setLevel(level)
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
-
-
 def hub_unreachable(name: str) -> str | None:
     """Why the Hub cannot be asked for ``name`` (one request, no retries), or None: it answered,
     ``name`` is a local path, the name is no valid Hub id (transformers says so), or offline
@@ -75,7 +70,7 @@ def hub_unreachable(name: str) -> str | None:
     try:
         get_session().head(url, timeout=PROBE_TIMEOUT_S)
     except Exception as e:  # any transport failure (DNS, refused, timeout, proxy): no answer
-        return _first_line(e)
+        return first_line(e)
     return None
 
 
@@ -108,6 +103,16 @@ class HubAccess:
             return (f"the Hugging Face Hub did not answer ({self.unreachable}) and the local cache holds no copy; "
                     "check the name or the network, or give a local directory")
         return detail
+
+
+@contextmanager
+def hub_loading(name: str) -> Iterator[HubAccess]:
+    """Around a transformers ``from_pretrained`` of ``name``: the probe first (pass
+    ``hub.kwargs`` on), huggingface_hub's retry log held back, and a cached copy said afterwards."""
+    hub = HubAccess.probe(name)
+    with quiet_hub_retries():
+        yield hub
+    hub.loaded()
 
 
 def local_model_path(name: str) -> Path | None:
@@ -143,5 +148,5 @@ def model_directory(name: str, trust_remote_code: bool = False) -> tuple[Path, H
             snapshot = snapshot_download(name, allow_patterns=patterns, local_files_only=bool(hub.unreachable))
     except Exception as e:  # unknown or gated id, no cached copy, a failed transfer: one line
         raise ModelLoadError(f"cannot load {name!r}: no such local directory, and as a Hugging Face Hub id: "
-                             f"{hub.failure(_first_line(e))}") from None
+                             f"{hub.failure(first_line(e))}") from None
     return Path(snapshot), hub
