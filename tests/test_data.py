@@ -219,3 +219,26 @@ def test_beir_queries_and_three_column_qrels(tmp_path):
     with pytest.raises(DataError) as e:
         load_qrels(late)
     assert (e.value.line, e.value.field) == (2, "grade")
+
+
+@pytest.mark.parametrize("name, line, field", [
+    ("docs.jsonl", '{"doc_id": "manual page 1", "text": "x"}', "doc_id"),
+    ("corpus.jsonl", '{"_id": "manual\\tpage", "text": "x"}', "_id"),
+    ("docs.tsv", "manual page 1\tx", "doc_id"),
+])
+def test_a_document_id_holding_whitespace_is_refused(tmp_path, name, line, field):
+    """TREC qrels and runs separate fields by whitespace: `adapt` trained, then failed reading back
+    its own held-out qrels ("got 8 columns")."""
+    p = tmp_path / name
+    p.write_text(line + "\n")
+    with pytest.raises(DataError, match="holds whitespace, which qrels and run files cannot") as e:
+        load_documents(p)
+    assert (e.value.line, e.value.field) == (1, field)
+
+
+def test_a_query_id_holding_whitespace_is_refused(tmp_path):
+    p = tmp_path / "queries.jsonl"
+    p.write_text('{"qid": "q 1", "text": "reset"}\n')
+    with pytest.raises(DataError, match="holds whitespace") as e:
+        load_queries(p)
+    assert (e.value.line, e.value.field) == (1, "qid")

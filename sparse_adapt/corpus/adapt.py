@@ -128,6 +128,13 @@ def _check_out(
         if isinstance(old.get("options"), dict):
             old["options"] = {**LEGACY_OPTIONS, **old["options"]}
         diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
+        if diff and not {p.name for p in out.iterdir()} - {MANIFEST, PRETRAINED}:
+            # The run stopped before making any input (mining found no term, say): the options its
+            # error suggested start it afresh; its pretraining stays if it pretrained the same base.
+            if (old.get("base"), old.get("options", {}).get("pretrain")) != (manifest["base"], manifest["options"]["pretrain"]):
+                shutil.rmtree(out / PRETRAINED, ignore_errors=True)
+            path.unlink()
+            return
         if diff and not overwrite:
             raise AdaptMismatchError(
                 f"{out} holds an adapt run with other {', '.join(diff)}; use another --out, pass --overwrite "
@@ -376,15 +383,21 @@ def run_adapt(
     needs_teacher = make_pseudo or (glosses and make_dictionary)
     scorer = load_teacher(teacher) if needs_teacher else None
     out.mkdir(parents=True, exist_ok=True)
-    if not (out / MANIFEST).is_file():
+    fresh = not (out / MANIFEST).is_file()
+    if fresh:
         write_json_atomic(out / MANIFEST, manifest)
     if pretrain:
         base = pretrained_base(base, out / PRETRAINED, hooks)
-    files, notes = prepare_inputs(
-        corpus, out, str(base), terms=given["terms"], dictionary=given["dictionary"], train=given["train"],
-        teacher=scorer, seed=seed, top=top, min_count=min_count, max_queries=max_queries,
-        negatives=negatives, siblings=siblings, term_labels=term_labels, glosses=glosses, hooks=hooks, lang=lang,
-    )
+    try:
+        files, notes = prepare_inputs(
+            corpus, out, str(base), terms=given["terms"], dictionary=given["dictionary"], train=given["train"],
+            teacher=scorer, seed=seed, top=top, min_count=min_count, max_queries=max_queries,
+            negatives=negatives, siblings=siblings, term_labels=term_labels, glosses=glosses, hooks=hooks, lang=lang,
+        )
+    except SparseAdaptError:
+        if fresh:  # what this run generated goes: a rerun with the options the error suggests is then no other run
+            _discard_run(out, (*inputs, out / MANIFEST))
+        raise
     trained = run_pipeline(
         base=base, corpus=corpus, terms=files.terms, dictionary=files.dictionary, train=files.train,
         out=out / TRAINING, config=load_config(config, base, ADAPT_SETTINGS), seed=seed, hooks=hooks,

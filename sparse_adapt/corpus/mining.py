@@ -12,7 +12,13 @@ Every word of the corpus (``text.WORD``) is a candidate of one category by its s
 
 Kept candidates are used in at least ``min_count`` documents and are not common in the
 corpus's language (wordfreq's Zipf frequency below ``COMMON_ZIPF``; English unless told or
-detected otherwise, ``language.py``). Their score is a sum of four parts, each
+detected otherwise, ``language.py``). Not candidates: words of URLs and e-mail addresses;
+quantities (``100ms``, ``24h``, ``23rd``, ``60Hz``: digits then at most three letters); a
+word of five or more capitals that general English uses (``CAUTION``, a heading: held to the
+jargon bound like the word; ``API`` stays an acronym); and,
+in a corpus of at least ``BOILERPLATE_MIN_DOCS`` documents, a word used in more than
+``BOILERPLATE_SHARE`` of them (a footer, a company name): it tells no documents apart, and as
+a term it would make every document relevant to every query using it. Their score is a sum of four parts, each
 on a log scale so that none dominates by units alone (``--explain`` prints them):
 
     score = frequency + rarity + fragmentation + pattern
@@ -25,6 +31,7 @@ on a log scale so that none dominates by units alone (``--explain`` prints them)
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
@@ -45,6 +52,15 @@ RARE_JARGON_ZIPF = 3.0
 MIN_JARGON_LENGTH = 4
 DEFAULT_TOP = 20
 DEFAULT_MIN_COUNT = 2
+# Capitals alone make an acronym of a word this short; from this length on, one that general
+# English uses (Zipf >= RARE_JARGON_ZIPF) is that word in capitals.
+CAPITALISED_WORD_LENGTH = 5
+# A word in more than 4 of 5 documents is the corpus's boilerplate or its whole subject.
+BOILERPLATE_SHARE = 0.8
+BOILERPLATE_MIN_DOCS = 5
+# Links and addresses are not prose: their parts ("acmeflow-industries", "newsletter_2024") are no terms.
+_LINK = re.compile(r"\b(?:https?://|www\.)\S+|\S+@\S+\.\w+")
+_QUANTITY = re.compile(r"\d+(?:[.,]\d+)?[^\W\d_]{1,3}")
 
 
 class MiningError(SparseAdaptError):
@@ -123,8 +139,8 @@ def score_candidates(
     forms_of: dict[str, dict[str, int]] = {}
     task = hooks.task("mining terms", len(documents))
     for d in documents:
-        for w in words(d.text):
-            if not any(c.isalpha() for c in w) or len(w) < 2:
+        for w in words(_LINK.sub(" ", d.text)):
+            if not any(c.isalpha() for c in w) or len(w) < 2 or _QUANTITY.fullmatch(w):
                 continue
             k = key(w)
             docs_of.setdefault(k, set()).add(d.doc_id)
@@ -132,8 +148,9 @@ def score_candidates(
             forms[w] = forms.get(w, 0) + 1
         task.advance()
     out: list[Candidate] = []
+    most = len(documents) * BOILERPLATE_SHARE if len(documents) >= BOILERPLATE_MIN_DOCS else len(documents)
     for k, doc_set in docs_of.items():
-        if len(doc_set) < min_count:
+        if len(doc_set) < min_count or len(doc_set) > most:
             continue
         forms = sorted(forms_of[k].items(), key=lambda kv: -kv[1])
         term = forms[0][0]
@@ -141,7 +158,9 @@ def score_candidates(
         if category == "jargon" and len(term) < MIN_JARGON_LENGTH:
             continue
         zipf = general_zipf(term, lang)
-        if zipf >= (RARE_JARGON_ZIPF if category == "jargon" else COMMON_ZIPF):
+        # A heading in capitals ("CAUTION") is the word; an acronym is short ("API" stays one).
+        as_word = category == "jargon" or (term.isalpha() and term.isupper() and len(term) >= CAPITALISED_WORD_LENGTH)
+        if zipf >= (RARE_JARGON_ZIPF if as_word else COMMON_ZIPF):
             continue
         pieces = tokenizer.convert_ids_to_tokens(running_text_ids(tokenizer, term))
         if category == "jargon" and len(pieces) < (MIN_PIECES if zipf > 0 else 2):

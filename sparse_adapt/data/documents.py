@@ -10,7 +10,9 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from sparse_adapt.data.reading import Objects, checked_text, iter_jsonl, iter_lines, json_objects, read_unique, str_field
+from sparse_adapt.data.reading import (
+    Objects, checked_text, id_value, iter_jsonl, iter_lines, json_objects, read_unique, str_field,
+)
 from sparse_adapt.data.records import DataError, Document, Query
 
 # A file whose name ends in .tsv holds 'id<TAB>text' lines (MS MARCO's collection.tsv and
@@ -63,7 +65,7 @@ _QUERY_COLUMNS = ("qid", "text")
 
 
 def _parse_ours(p: Path, n: int, o: dict) -> Document:
-    return Document(str_field(p, n, o, "doc_id"), str_field(p, n, o, "text"))
+    return Document(id_value(p, n, o, "doc_id"), str_field(p, n, o, "text"))
 
 
 def _optional_str(p: Path, n: int, o: dict, field: str) -> str:
@@ -81,7 +83,7 @@ def collapse_whitespace(text: str) -> str:
 def _parse_beir(p: Path, n: int, o: dict) -> Document:
     # BEIR's models read the title in front of the body; either may be empty, not both. Collapsed
     # as `evaluate --dataset` (ir_datasets) reads it, or byte-level BPE would see other pieces.
-    doc_id = str_field(p, n, o, "_id")
+    doc_id = id_value(p, n, o, "_id")
     text = collapse_whitespace(f"{_optional_str(p, n, o, 'title')} {_optional_str(p, n, o, 'text')}")
     if not text:
         raise DataError(p, n, "text", "a BEIR record needs a non-empty 'title' or 'text'")
@@ -178,6 +180,6 @@ def load_queries(path: str | Path) -> list[Query]:
     def parse(p: Path, n: int, o: dict) -> Query:
         key, text = id_field(o), str_field(p, n, o, "text")
         # a BEIR query's whitespace as `evaluate --dataset` (ir_datasets) reads it, like its documents
-        return Query(str_field(p, n, o, key), collapse_whitespace(text) if key == "_id" else text)
+        return Query(id_value(p, n, o, key), collapse_whitespace(text) if key == "_id" else text)
 
     return read_unique(path, parse, id_field, _objects(_QUERY_COLUMNS))

@@ -105,6 +105,16 @@ def str_field(path: Path, line: int, obj: dict, field: str) -> str:
     return checked_text(path, line, field, value)
 
 
+def id_value(path: Path, line: int, obj: dict, field: str) -> str:
+    """A document or query id: a non-empty string with no whitespace, which TREC qrels and run
+    files (fields separated by it) could not hold: an id with a space was read back as 8 columns."""
+    value = str_field(path, line, obj, field)
+    if any(c.isspace() for c in value):
+        raise DataError(path, line, field, f"{value!r:.60} holds whitespace, which qrels and run files cannot: "
+                                           "replace it (e.g. with '_')")
+    return value
+
+
 def _list_field(path: Path, line: int, obj: dict, field: str, of: str) -> list:
     if field not in obj:
         raise DataError(path, line, field, "missing")

@@ -231,6 +231,35 @@ def test_cli_corpus_without_candidate_terms_exits_2(setup, tmp_path, capsys):
     assert "no candidate domain terms in 2 documents" in _err(capsys)
 
 
+def test_a_run_that_made_no_input_reruns_with_the_options_its_error_suggests(setup, tmp_path, monkeypatch):
+    """It left its adapt.json behind (and the terms it mined, when the queries failed), and the rerun
+    with --min-count 1 was refused as "an adapt run with other options" unless --overwrite."""
+    from sparse_adapt.corpus.mining import MiningError
+    from sparse_adapt.errors import SparseAdaptError
+
+    run = dict(config=setup["config"], teacher=setup["teacher"], hooks=Hooks())
+    out = tmp_path / "out"
+    with pytest.raises(MiningError, match="lower --min-count"):
+        run_adapt(setup["corpus"], out, setup["base"], min_count=100, **run)
+    assert sorted(p.name for p in out.iterdir()) == ["adapt.json"]
+
+    def trained(**kwargs):  # inputs made: the rerun got past the run check
+        raise ConfigError(f"training {sorted(p.name for p in out.iterdir())}")
+
+    monkeypatch.setattr("sparse_adapt.training.pipeline.run_pipeline", trained)
+    with pytest.raises(ConfigError, match="training .*'domain_terms.json'.*'train.jsonl'"):
+        run_adapt(setup["corpus"], out, setup["base"], **run)
+    assert json.loads((out / "adapt.json").read_text())["options"]["min_count"] == 2
+    # once inputs exist, other options are another run again: refused without --overwrite
+    with pytest.raises(AdaptMismatchError, match="other options"):
+        run_adapt(setup["corpus"], out, setup["base"], top=3, **run)
+    # a fresh run whose pseudo-queries fail after mining leaves only its adapt.json too
+    one = _write_docs(tmp_path / "one.jsonl", [("a", "The Zorblatt valve regulates pressure."), ("b", "A plain note.")])
+    with pytest.raises(SparseAdaptError, match="pseudo-queries"):
+        run_adapt(one, tmp_path / "one", setup["base"], min_count=1, **run)
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["adapt.json"]
+
+
 def test_cli_term_absent_from_the_corpus_exits_2(setup, tmp_path, capsys):
     terms = tmp_path / "terms.json"
     terms.write_text(json.dumps({"jargon": ["Zentrofax", "Nonexistium"]}))

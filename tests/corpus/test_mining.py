@@ -67,6 +67,8 @@ def test_the_cut_keeps_the_best_and_the_rest_stay_visible(tokenizer, tmp_path, c
 
     names = ["Zentrofax", "Qvirrelmont", "Brakkenstol", "Yeldrimane"]
     docs = [Document(f"d{i}", f"{' and '.join(names[: 4 - i // 2])} in report {i}.") for i in range(8)]
+    # two documents naming none: the first name is in 8 of 10, under the boilerplate bound (more than 4 of 5)
+    docs += [Document(f"d{i}", f"Nothing to report in week {i}.") for i in (8, 9)]
     scored = score_candidates(docs, tokenizer)
     assert [c.term for c in scored] == names  # more documents, higher score
     assert mine_terms(docs, tokenizer, top=2) == scored[:2]
@@ -81,3 +83,34 @@ def test_the_cut_keeps_the_best_and_the_rest_stay_visible(tokenizer, tmp_path, c
     assert "2 of 4 candidate terms" in said
     assert "2 more scored below the cut (the next: Brakkenstol, Yeldrimane); --top 4 keeps them all" in said
     assert json.loads(out.read_text()) == {"jargon": ["Zentrofax", "Qvirrelmont"]}
+
+
+def _mined(tokenizer, texts: list[str]) -> set[str]:
+    docs = [Document(f"d{i}", t) for i, t in enumerate(texts)]
+    return {c.term for c in mine_terms(docs, tokenizer, top=100)}
+
+
+def test_boilerplate_in_every_document_is_no_term(tokenizer):
+    """A footer in all ten documents scored above the real terms, then made every document
+    relevant to every query naming it."""
+    footer = " Questions? Email helpdesk-emea@acmeflow-industries.com or visit https://www.acmeflow-industries.com/" \
+             "support/kb?ref=newsletter_2024 . Copyright AcmeFlow GmbH."
+    texts = [f"The quorvex valve regulates coolant pressure in loop {i}." + footer for i in range(3)]
+    texts += [f"The brindlewick sensor reads flow in section {i}." + footer for i in range(3)]
+    texts += [f"Routine inspection notes for week {i} of the season." + footer for i in range(4)]
+    mined = _mined(tokenizer, texts)
+    assert {"quorvex", "brindlewick"} <= mined
+    # AcmeFlow is in 10 of 10 documents; the link and address parts are not prose
+    assert not mined & {"AcmeFlow", "acmeflow-industries", "helpdesk-emea", "newsletter_2024", "GmbH"}
+    # the same name in 4 of 5 documents is kept: the bound is "more than 4 of every 5"
+    four = [f"AcmeFlow quorvex unit {i} passed." for i in range(4)] + ["A plain sentence about nothing."]
+    assert "AcmeFlow" in _mined(tokenizer, four)
+
+
+def test_quantities_and_words_in_capitals_are_no_terms(tokenizer):
+    texts = ["CAUTION: the pump starts within 100ms at 60Hz and runs 24h from 10am on the 23rd; see API limits.",
+             "CAUTION: wait 100ms, 60Hz mains, 24h cycle from 10am on the 23rd; see API limits."]
+    mined = _mined(tokenizer, texts)
+    assert not mined & {"CAUTION", "100ms", "60Hz", "24h", "10am", "23rd"}
+    assert "API" in mined  # a short acronym general English also uses stays an acronym
+    assert {"XR-7200", "E4012"} <= _mined(tokenizer, ["The XR-7200 shows E4012 at start.", "XR-7200 fault E4012."])
