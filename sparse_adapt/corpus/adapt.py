@@ -44,6 +44,7 @@ from sparse_adapt.data import Document, load_dictionary, load_documents, load_do
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.truncation import visible_texts
 from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.training.general import pretrained_base
 
 MANIFEST = "adapt.json"
 # Where adapt writes the inputs it generates, in DIR (a user's own files stay where they are).
@@ -288,47 +289,6 @@ def generated_inputs(model: str | Path) -> dict[str, Path]:
     return {}
 
 
-def pretrained_base(base: str | Path, where: Path, hooks: Hooks = SILENT) -> str:
-    """``where``, holding ``base`` after general-English pretraining (made once; a rerun reuses it)."""
-    from sparse_adapt.training import rundir
-    from sparse_adapt.training.general import run_general
-
-    if not rundir.complete(where):
-        # Said before it starts: the longest step of a first run, and avoidable for the next corpus.
-        hooks.message(f"general-English pretraining of {base} -> {where}: the longest step (~25-30 min for "
-                      f"offline-minilm on 2 CPU cores), done once per --out; `--base {where}` adapts another "
-                      "corpus from it without pretraining again")
-        # The pretraining loads its own dense teacher even when adapt holds one for the
-        # pseudo-labels: the teacher caches every text it embeds (up to ~115,000 pair texts,
-        # ~180 MB), and a separate object frees that cache when the pretraining returns; a
-        # second load in the same process took 0.04 s.
-        run_general(base, where, hooks=hooks, overwrite=True)
-    else:
-        stale = _stale_settings(where)
-        if stale:
-            # Pretraining again here would change the base under the run's completed stages;
-            # reusing it keeps the run whole, and the user learns why it differs from a new one.
-            hooks.message(f"reusing {where}, pretrained with {stale}; a new --out pretrains with today's settings")
-    return str(where)
-
-
-def _stale_settings(where: Path) -> str:
-    """Where ``where``'s pretraining settings differ from today's ``GeneralConfig`` defaults ("" if none)."""
-    from dataclasses import asdict
-
-    from sparse_adapt.training.general import RECORD, GeneralConfig
-
-    try:
-        used = json.loads((where / RECORD).read_text(encoding="utf-8")).get("config", {})
-    except (OSError, ValueError):
-        # run_general writes the record with the weights in one atomic directory, so only a
-        # hand-edited directory lacks it; the run still trains from those weights, and there is
-        # nothing to compare, so there is nothing to say.
-        return ""
-    today = asdict(GeneralConfig())
-    return ", ".join(f"{k} {used[k]} (today {v})" for k, v in today.items() if k in used and used[k] != v)
-
-
 def run_adapt(
     corpus: str | Path, out: str | Path, base: str = "offline-minilm", *, terms: str | Path | None = None,
     dictionary: str | Path | None = None, train: str | Path | None = None, config: str | Path | None = None,
@@ -347,6 +307,7 @@ def run_adapt(
     for mining (``language.py``); ``auto`` detects it.
     """
     from sparse_adapt.corpus.language import ENGLISH, resolve_language
+    from sparse_adapt.corpus.text import markup_warning
     from sparse_adapt.modeling.builtin import needs_pretraining
     from sparse_adapt.training.config import load_config
     from sparse_adapt.training.pipeline import run_pipeline
@@ -354,7 +315,9 @@ def run_adapt(
 
     corpus, out = Path(corpus), Path(out)
     given = {k: (None if v is None else Path(v)) for k, v in (("terms", terms), ("dictionary", dictionary), ("train", train))}
-    lang, guess = resolve_language(lang, (d.text for d in load_documents(corpus)))  # validates the corpus too
+    documents = load_documents(corpus)  # validates the corpus too
+    lang, guess = resolve_language(lang, (d.text for d in documents))
+    markup = markup_warning(documents)
     checks = {"terms": load_domain_terms, "dictionary": load_dictionary, "train": load_train}
     for name, path in given.items():
         if path is not None:
@@ -371,8 +334,9 @@ def run_adapt(
     }
     inputs = (corpus, *(p for p in given.values() if p is not None), *([Path(config)] if config else []), *keep)
     _check_out(out, manifest, overwrite, tuple(Path(p) for p in inputs), hooks)
-    if guess is not None and guess.warning():
-        hooks.message(f"warning: {guess.warning()}")
+    for note in (markup, guess.warning() if guess is not None else None):
+        if note:
+            hooks.message(f"warning: {note}")
     if lang != ENGLISH:
         evidence = f" ({guess.describe()})" if guess else ""
         teacher_note = ("; the default teacher reads English only: --teacher a cross-encoder for the language"

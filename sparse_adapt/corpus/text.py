@@ -24,6 +24,20 @@ WORD = re.compile(r"[^\W_]+(?:[-_][^\W_]+)*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)\s+")
 
 
+# An HTML or XML tag: "<div class=...>", "</p>", "<br/>" (not "a < b > c": a tag name follows "<" at once).
+_TAG = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>")
+
+
+def markup_warning(documents: Sequence[Document]) -> str | None:
+    """A warning when documents hold HTML tags: mining, harvesting and pseudo-queries read them
+    as text, so tag and attribute names became "terms" (``col-md-6``) and queries markup."""
+    tagged = [d.doc_id for d in documents if _TAG.search(d.text)]
+    if not tagged:
+        return None
+    return (f"{len(tagged)} of {len(documents)} documents hold HTML tags (e.g. {tagged[0]}); they are read as text, "
+            "so tag names and attributes can become terms and queries: strip the markup first")
+
+
 def words(text: str) -> list[str]:
     return WORD.findall(text)
 

@@ -150,3 +150,39 @@ def run_general(
         (tmp / RECOMMENDED_FILE).write_text(json.dumps(RECOMMENDED, indent=1) + "\n", encoding="utf-8")
     hooks.message(f"pretrain: {result.steps} steps in {record['seconds']:.0f}s -> {out}")
     return out
+
+
+def pretrained_base(base: str | Path, where: Path, hooks: Hooks = SILENT) -> str:
+    """``where``, holding ``base`` after general-English pretraining (made once; a rerun reuses it)."""
+    from sparse_adapt.training import rundir
+
+    if not rundir.complete(where):
+        # Said before it starts: the longest step of a first run, and avoidable for the next corpus.
+        hooks.message(f"general-English pretraining of {base} -> {where}: the longest step (~25-30 min for "
+                      f"offline-minilm on 2 CPU cores), done once per --out; `--base {where}` adapts another "
+                      "corpus from it without pretraining again")
+        # The pretraining loads its own dense teacher even when adapt holds one for the
+        # pseudo-labels: the teacher caches every text it embeds (up to ~115,000 pair texts,
+        # ~180 MB), and a separate object frees that cache when the pretraining returns; a
+        # second load in the same process took 0.04 s.
+        run_general(base, where, hooks=hooks, overwrite=True)
+    else:
+        stale = _stale_settings(where)
+        if stale:
+            # Pretraining again here would change the base under the run's completed stages;
+            # reusing it keeps the run whole, and the user learns why it differs from a new one.
+            hooks.message(f"reusing {where}, pretrained with {stale}; a new --out pretrains with today's settings")
+    return str(where)
+
+
+def _stale_settings(where: Path) -> str:
+    """Where ``where``'s pretraining settings differ from today's ``GeneralConfig`` defaults ("" if none)."""
+    try:
+        used = json.loads((where / RECORD).read_text(encoding="utf-8")).get("config", {})
+    except (OSError, ValueError):
+        # run_general writes the record with the weights in one atomic directory, so only a
+        # hand-edited directory lacks it; the run still trains from those weights, and there is
+        # nothing to compare, so there is nothing to say.
+        return ""
+    today = asdict(GeneralConfig())
+    return ", ".join(f"{k} {used[k]} (today {v})" for k, v in today.items() if k in used and used[k] != v)

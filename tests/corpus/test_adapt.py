@@ -204,6 +204,7 @@ def test_a_run_from_before_an_option_existed_resumes_with_the_options_old_behavi
     manifest = {"corpus": "c", "base": "b", "teacher": "t", "seed": 0, "given": {}, "config": None,
                 "options": {"top": 20, "min_count": 2, "max_queries": 60, "negatives": 7}}
     (tmp_path / "adapt.json").write_text(json.dumps(manifest))
+    (tmp_path / "domain_terms.json").write_text("{}")  # a run that made its inputs (one that made none starts afresh)
     legacy = {**manifest, "options": {**manifest["options"], "siblings": 0, "term_labels": False, "glosses": False,
                                       "pretrain": False, "lang": "en"}}
     _check_out(tmp_path, legacy)  # what the older code did: resumes

@@ -114,3 +114,21 @@ def test_quantities_and_words_in_capitals_are_no_terms(tokenizer):
     assert not mined & {"CAUTION", "100ms", "60Hz", "24h", "10am", "23rd"}
     assert "API" in mined  # a short acronym general English also uses stays an acronym
     assert {"XR-7200", "E4012"} <= _mined(tokenizer, ["The XR-7200 shows E4012 at start.", "XR-7200 fault E4012."])
+
+
+def test_documents_holding_html_tags_are_said(tmp_path, capsys):
+    import json
+
+    from sparse_adapt.cli import main
+    from sparse_adapt.corpus.text import markup_warning
+
+    plain = [Document("a", "Costs rose as 3 < 4 > 2 says; the Zentrofax pump <3 works."),
+             Document("b", "The Zentrofax pump again.")]
+    assert markup_warning(plain) is None  # comparisons and emoticons are no tags
+    tagged = [*plain, Document("c", '<div class="note"><p>The <b>Zentrofax</b> pump</p></div>')]
+    assert markup_warning(tagged).startswith("1 of 3 documents hold HTML tags (e.g. c)")
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"doc_id": d.doc_id, "text": d.text}) + "\n" for d in tagged))
+    assert main(["mine-terms", "--corpus", str(corpus), "--out", str(tmp_path / "t.json"),
+                 "--base", "offline-splade-tiny"]) == 0
+    assert "warning: 1 of 3 documents hold HTML tags" in " ".join(capsys.readouterr().err.split())
