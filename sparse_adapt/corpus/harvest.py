@@ -51,7 +51,7 @@ DEFINITION_PATTERNS: tuple[tuple[str, str], ...] = (
     ("is a", r"{t}\s+(?:is|are|was|were)\s+(?P<d>(?:a|an|the|one)\s+[^;]+)"),
     ("parenthesis", r"{t}\s+\((?P<d>[^)]{3,})\)"),
     ("appositive", r"{t},\s+(?P<d>(?:a|an|the)\s+[^,;]+),"),
-    ("called", r"(?P<d>(?:a|an|the)\s+[^,;.]+?),?\s+(?:called|known\s+as|named)\s+{t}"),
+    ("called", r"(?P<d>\b(?:a|an|the)\s+[^,;.]+?),?\s+(?:called|known\s+as|named)\s+{t}"),
     # Weakest: the term as the subject of any "is/are" clause ("Kelquidone is reserved for ...").
     ("is", r"^{t}\s+(?:is|are)\s+(?P<d>[^;]+)"),
 )

@@ -100,3 +100,15 @@ def test_a_definition_keeps_the_abbreviated_genus_in_its_sentence():
     groups = locate_terms(docs, {"species": ["piceovorax"]})
     [entry] = build_dictionary(docs, groups)
     assert entry["definition"].startswith("Under the bark the galleries of S. piceovorax")
+
+
+def test_a_called_definition_starts_at_a_word_not_inside_one():
+    """"Our Uganda office named quorvex" gave the definition "a office" (the end of "Uganda")."""
+    docs = [Document("d1", "Our Uganda office named quorvex handles the coolant orders."),
+            Document("d2", "Orders from quorvex arrive weekly.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["quorvex"]}))
+    assert entry["definition"] != "a office" and not entry["harvested"]["definition"].endswith("called")
+    docs = [Document("d1", "We run a pump for the reactor loop, called quorvex, in every plant."),
+            Document("d2", "Orders from quorvex arrive weekly.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["quorvex"]}))
+    assert entry["definition"] == "a pump for the reactor loop" and entry["harvested"]["definition"] == "d1: called"
