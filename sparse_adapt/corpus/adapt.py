@@ -262,6 +262,12 @@ def make_train(
     groups = regroup(groups, documents)
     extra = lay_queries(documents, glosses) if glosses else ()
     queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries, extra=extra, lang=lang)
+    if len(queries) < 2:  # said as what it is, before the teacher is blamed for lists it never saw
+        raise SparseAdaptError(
+            f"{len(queries)} pseudo-queries could be made from {len(documents)} documents (2 needed: one to train on, "
+            "one to hold out; a query is cropped from a sentence of 4 or more words): give more or longer "
+            "documents, or give --train"
+        )
     negs = hard_negatives(splade, documents, queries, k=negatives, hooks=hooks, groups=groups, siblings=siblings)
     records, stats = label(queries, negs, documents, teacher, hooks=hooks, groups=groups if term_labels else None)
     if len(records) < 2:

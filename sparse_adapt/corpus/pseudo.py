@@ -45,6 +45,8 @@ from sparse_adapt.data import Document
 from sparse_adapt.progress import SILENT, Hooks
 
 MIN_WORDS, MAX_WORDS = 5, 9
+# A shorter crop is no query (two or three words match too much of any corpus).
+MIN_QUERY_WORDS = 4
 # Zipf >= 6 is ~1 in 1,000 words or more: function words ("the", "of", "and", "is", "with").
 EDGE_ZIPF = 6.0
 # The spec's lists have 8 candidates: the best document and 7 others.
@@ -151,7 +153,7 @@ def generate_queries(
     def add(tokens: list[str], kind: str, doc_id: str, qid: str | None = None) -> None:
         text = " ".join(tokens)
         norm = " ".join(text.casefold().split())
-        if len(tokens) < 4 or norm in seen:
+        if len(tokens) < MIN_QUERY_WORDS or norm in seen:
             return
         seen.add(norm)
         out.append(PseudoQuery(qid or f"{doc_id}-{kind}", text, kind, doc_id))
@@ -162,6 +164,10 @@ def generate_queries(
         if not split:
             continue
         with_term = [s for s in split if any(is_term(t) for t in s)]
+        # A sentence too short to crop a query from ("Zorblatt XR-7200.") is drawn only when no
+        # other will do: drawing it lost the document's query.
+        split = [s for s in split if len(s) >= MIN_QUERY_WORDS] or split
+        with_term = [s for s in with_term if len(s) >= MIN_QUERY_WORDS] or with_term
         if not with_term:
             s = rng.choice(split)
             add(_crop(s, rng.randrange(len(s)), rng, lang), "control", d.doc_id)

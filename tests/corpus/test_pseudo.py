@@ -156,3 +156,14 @@ def test_make_train_draws_only_on_what_the_model_reads_of_a_long_document(tiny_b
     texts = {d: t for r in records for d, t in zip(r["doc_ids"], r["doc_texts"])}
     if "long" in texts:  # as a candidate, the long document's text is what the model reads of it
         assert texts["long"] == long.text[: len(texts["long"])] and "Relief" not in texts["long"]
+
+
+def test_a_short_term_sentence_is_not_drawn_over_a_long_one():
+    """"Zorblatt XR-7200." opening each document was drawn about half the time, and its two words
+    made no query: the document lost its explicit query (four documents gave none at all)."""
+    docs = [Document(f"d{i}", f"Zorblatt XR-7200. The Zorblatt valve {i} regulates coolant pressure in the main loop.")
+            for i in range(4)]
+    groups = locate_terms(docs, {"jargon": ["Zorblatt"]})
+    for seed in range(5):
+        queries = generate_queries(docs, groups, seed=seed)
+        assert sorted(q.doc_id for q in queries if q.kind == "explicit") == ["d0", "d1", "d2", "d3"]
