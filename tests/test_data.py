@@ -242,3 +242,14 @@ def test_a_query_id_holding_whitespace_is_refused(tmp_path):
     with pytest.raises(DataError, match="holds whitespace") as e:
         load_queries(p)
     assert (e.value.line, e.value.field) == (1, "qid")
+
+
+def test_a_title_is_read_in_front_of_the_text_as_in_beir(tmp_path):
+    p = tmp_path / "docs.jsonl"
+    p.write_text('{"doc_id": "a", "title": "Zorblatt valve", "text": "It regulates pressure."}\n'
+                 '{"doc_id": "b", "title": "", "text": "No title.", "url": "https://x"}\n')
+    assert [d.text for d in load_documents(p)] == ["Zorblatt valve It regulates pressure.", "No title."]
+    p.write_text('{"doc_id": "a", "title": 7, "text": "x"}\n')
+    with pytest.raises(DataError, match="expected a string") as e:
+        load_documents(p)
+    assert (e.value.line, e.value.field) == (1, "title")

@@ -65,7 +65,10 @@ _QUERY_COLUMNS = ("qid", "text")
 
 
 def _parse_ours(p: Path, n: int, o: dict) -> Document:
-    return Document(id_value(p, n, o, "doc_id"), str_field(p, n, o, "text"))
+    # A "title" is read in front of the text, as in BEIR's records: dropping it lost what a
+    # title is for (the words a searcher types).
+    title, text = _optional_str(p, n, o, "title").strip(), str_field(p, n, o, "text")
+    return Document(id_value(p, n, o, "doc_id"), f"{title} {text}" if title else text)
 
 
 def _optional_str(p: Path, n: int, o: dict, field: str) -> str:
