@@ -10,7 +10,9 @@ words or more) in a language's wordfreq list.
   (German 0.88, next Danish 0.45), so English is kept at :data:`ENGLISH_COVERAGE` and up,
   without loading the other 40 lists (~3 s).
 - Below it, the language with the highest coverage wins if it beats English by
-  :data:`MARGIN`: wordfreq's lists share loanwords and names, so a near tie says nothing.
+  :data:`MARGIN`: wordfreq's lists share loanwords and names, so a near tie says nothing; and
+  if its own coverage is :data:`LOW_COVERAGE` or more: a list that describes less says nothing
+  either (the corpus is then mined as English, with the low-coverage warning).
 """
 
 from __future__ import annotations
@@ -101,7 +103,10 @@ def detect_language(texts: Iterable[str]) -> LanguageGuess:
             continue
         if share > best.coverage:
             best = LanguageGuess(lang, share, english, len(words))
-    return best if best.coverage >= english + MARGIN else LanguageGuess(ENGLISH, english, english, len(words))
+    # A list that describes too little of the corpus to be trusted is no evidence for it either:
+    # 2 of 7 words of a Chinese text with a product code read as Slovak.
+    switch = best.coverage >= english + MARGIN and best.trusted
+    return best if switch else LanguageGuess(ENGLISH, english, english, len(words))
 
 
 def resolve_language(lang: str, texts: Iterable[str]) -> tuple[str, LanguageGuess | None]:

@@ -99,3 +99,12 @@ def test_a_corpus_no_word_list_describes_gets_a_warning(tmp_path, capsys):
     corpus.write_text("".join(json.dumps({"doc_id": f"c{i}", "text": t}, ensure_ascii=False) + "\n" for i, t in enumerate(texts)))
     main(["mine-terms", "--corpus", str(corpus), "--out", str(tmp_path / "t.json"), "--base", "offline-splade-tiny"])
     assert "which words are rare means little here" in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_list_that_describes_too_little_of_the_corpus_does_not_win():
+    """A Chinese text with a product code read as Slovak: 2 of 7 words ("xr" among them) beat
+    English's coverage by the margin, though no list described the corpus."""
+    texts = ["XR-7200需要维护。XR-7200的阀门很重要。", "压力过高时XR-7200阀门自动关闭。"]
+    guess = detect_language(texts)
+    assert guess.lang == "en" and not guess.trusted and guess.warning()
+    assert detect_language(GERMAN).lang == "de"  # a list that describes the corpus still wins
