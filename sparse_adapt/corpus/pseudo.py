@@ -33,6 +33,7 @@
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -103,11 +104,16 @@ def _crop(tokens: list[str], center: int, rng: random.Random, lang: str = "en") 
     return _trim_edges(tokens[start : start + size], lang)
 
 
-def _term_test(groups: Sequence[TermGroup]) -> Callable[[str], bool]:
+def _term_test(groups: Sequence[TermGroup], loose: bool = False) -> Callable[[str], bool]:
     """``token -> does a term of groups occur in it``, each pattern compiled once and each
     distinct token tested once: a corpus repeats its words, and testing every token against
-    every term took 34 s of 20,000 documents' query generation (now 0.8 s, the same queries)."""
-    patterns = [g.pattern for g in groups]
+    every term took 34 s of 20,000 documents' query generation (now 0.8 s, the same queries).
+    ``loose``: also its plural and the term joined into a compound ("quorvexes", "quorvex-based",
+    "non-quorvex"); not a longer word it begins ("config" in "configuration")."""
+    patterns = [
+        re.compile(rf"(?<![^\W_]){re.escape(g.key)}(?:e?s)?(?![^\W_])", re.IGNORECASE) if loose else g.pattern
+        for g in groups
+    ]
     memo: dict[str, bool] = {}
 
     def is_term(token: str) -> bool:
@@ -149,6 +155,7 @@ def generate_queries(
     out: list[PseudoQuery] = []
     seen: set[str] = set()
     is_term = _term_test(groups)
+    names_term = _term_test(groups, loose=True)
 
     def add(tokens: list[str], kind: str, doc_id: str, qid: str | None = None) -> None:
         text = " ".join(tokens)
@@ -164,6 +171,8 @@ def generate_queries(
         if not split:
             continue
         with_term = [s for s in split if any(is_term(t) for t in s)]
+        if not with_term and any(names_term(t) for s in split for t in s):
+            continue  # "quorvex-based", "quorvexes": no control query (it would teach that quorvex's documents are not relevant to it)
         # A sentence too short to crop a query from ("Zorblatt XR-7200.") is drawn only when no
         # other will do: drawing it lost the document's query.
         split = [s for s in split if len(s) >= MIN_QUERY_WORDS] or split

@@ -167,3 +167,21 @@ def test_a_short_term_sentence_is_not_drawn_over_a_long_one():
     for seed in range(5):
         queries = generate_queries(docs, groups, seed=seed)
         assert sorted(q.doc_id for q in queries if q.kind == "explicit") == ["d0", "d1", "d2", "d3"]
+
+
+def test_a_document_naming_a_term_only_in_a_compound_or_plural_gives_no_control_query():
+    """"quorvex-based regulation never stops working" was a control query, and the labels then
+    capped quorvex's own documents at 0 for it."""
+    docs = [Document("d1", "The quorvex valve regulates coolant pressure in the main loop."),
+            Document("d2", "Operators service the quorvex valve after every spring inspection."),
+            Document("d3", "Older quorvexes and quorvex-based regulation never stop working in winter."),
+            Document("d4", "The court trial was delayed until Monday while the jury heard witnesses."),
+            Document("d5", "The configuration of the loop was reviewed by the night shift today.")]
+    groups = locate_terms(docs, {"jargon": ["quorvex"]})
+    for seed in range(5):
+        kinds = {(q.doc_id, q.kind) for q in generate_queries(docs, groups, seed=seed)}
+        assert not any(d == "d3" for d, _ in kinds)
+        assert ("d4", "control") in kinds and ("d5", "control") in kinds
+    # a term that begins a longer word ("config" in "configuration") leaves that document a control
+    groups = locate_terms([*docs, Document("d6", "Edit the config file of the quorvex loop.")], {"jargon": ["config"]})
+    assert ("d5", "control") in {(q.doc_id, q.kind) for q in generate_queries(docs, groups, seed=0)}
