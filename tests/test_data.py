@@ -253,3 +253,14 @@ def test_a_title_is_read_in_front_of_the_text_as_in_beir(tmp_path):
     with pytest.raises(DataError, match="expected a string") as e:
         load_documents(p)
     assert (e.value.line, e.value.field) == (1, "title")
+
+
+@pytest.mark.parametrize("header", ["doc_id\ttext", "id\tcontents", "QID\tquery"])
+def test_a_tsv_header_line_is_refused_not_read_as_a_record(tmp_path, header):
+    p = tmp_path / "docs.tsv"
+    p.write_text(f"\n{header}\nd1\tfirst text\n")
+    with pytest.raises(DataError, match="looks like a header line") as e:
+        load_documents(p)
+    assert e.value.line == 2
+    p.write_text("d1\tid text\nid\ttext of the document called id\n")  # a header only on the first line
+    assert [d.doc_id for d in load_documents(p)] == ["d1", "id"]

@@ -32,6 +32,16 @@ def _tsv_cells(p: Path, n: int | None, raw: str, columns: tuple[str, str]) -> di
     return dict(zip(columns, cells))
 
 
+# Column names a header line of an id/text TSV uses (MS MARCO's files have none).
+_HEADER_IDS = {"id", "docid", "doc_id", "_id", "pid", "qid", "query_id", "queryid"}
+_HEADER_TEXTS = {"text", "contents", "passage", "query", "body", "title"}
+
+
+def _is_header(cells) -> bool:
+    first, second = (c.strip().casefold() for c in cells)
+    return first in _HEADER_IDS and second in _HEADER_TEXTS
+
+
 def _tsv_hint(p: Path, error: DataError) -> DataError:
     """A JSON error on a line holding a tab: say how a TSV file is read."""
     if error.line is None or not error.message.startswith("invalid JSON"):
@@ -47,9 +57,15 @@ def _objects(columns: tuple[str, str]) -> Objects:
     """How a document or query file's lines become objects: TSV cells named ``columns``, or JSON."""
 
     def tsv(p: Path) -> Iterator[tuple[int, dict]]:
+        first = True
         for n, raw in iter_lines(p):
             if raw.strip():
-                yield n, _tsv_cells(p, n, raw, columns)
+                cells = _tsv_cells(p, n, raw, columns)
+                if first and _is_header(cells.values()):  # it would have been read as a document "id"
+                    raise DataError(p, n, None, f"looks like a header line ({raw.strip()!r:.60}); a TSV file is read "
+                                                "without one: remove it")
+                first = False
+                yield n, cells
 
     def jsonl(p: Path) -> Iterator[tuple[int, dict]]:
         try:
