@@ -60,7 +60,6 @@ def _language(lang: str, documents) -> str:
     """The language code to mine with; a detected one is said, with the evidence (and markup
     read as text, which every generator would otherwise take in silently)."""
     from sparse_adapt.corpus.language import ENGLISH, resolve_language
-
     from sparse_adapt.corpus.text import markup_warning
 
     markup = markup_warning(documents)

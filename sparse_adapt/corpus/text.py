@@ -51,6 +51,13 @@ def term_pattern(term: str) -> re.Pattern:
     return re.compile(rf"(?<![\w-]){re.escape(term)}(?![\w]|-\w)", re.IGNORECASE)
 
 
+def loose_term_pattern(term: str) -> re.Pattern:
+    """:func:`term_pattern` plus the term's plural and the term joined into a compound
+    ("quorvexes", "quorvex-based", "non-quorvex"); not a longer word it begins ("config" in
+    "configuration")."""
+    return re.compile(rf"(?<![^\W_]){re.escape(term)}(?:e?s)?(?![^\W_])", re.IGNORECASE)
+
+
 def key(term: str) -> str:
     """One key per term whatever its case: ``Velotraxin`` and ``velotraxin`` are one term."""
     return term.casefold()
