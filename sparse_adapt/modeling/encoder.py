@@ -117,7 +117,7 @@ class SpladeEncoder(nn.Module):
             mlm, tokenizer = BUILTIN_BASES[name].load()
             enc = cls(mlm, tokenizer, SpladeSettings(base=name))
         else:
-            path, hub = model_directory(name, trust_remote_code)
+            path = model_directory(name, trust_remote_code)
             if not (path / "config.json").is_file():
                 raise ModelLoadError(f"{name} has no config.json: not a Hugging Face model directory")
             if not any(path.glob("*.safetensors")):
@@ -146,8 +146,6 @@ class SpladeEncoder(nn.Module):
                     f"cannot load {name!r} as a masked-LM with safetensors weights: {first}. "
                     f"For an encoder without an MLM head run `sparse-adapt base --from-encoder {name}`."
                 ) from None
-            if hub is not None:
-                hub.loaded()
             require_finite_weights(mlm, name)
             lengths = None if (path / SETTINGS_FILE).is_file() else sentence_transformers_lengths(path, tokenizer)
             if lengths is not None:  # saved by sentence-transformers: encode as it does

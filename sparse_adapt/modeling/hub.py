@@ -126,10 +126,10 @@ def local_model_path(name: str) -> Path | None:
     return None
 
 
-def model_directory(name: str, trust_remote_code: bool = False) -> tuple[Path, HubAccess | None]:
+def model_directory(name: str, trust_remote_code: bool = False) -> Path:
     """Where the files of ``name`` are: the local directory, or the snapshot of a Hub id in the
-    Hugging Face cache (fetched, or taken from the cache when the Hub does not answer) with how
-    it was reached. A missing local path or an unknown id is a :class:`ModelLoadError`."""
+    Hugging Face cache (fetched, or taken from the cache with a warning when the Hub does not
+    answer). A missing local path or an unknown id is a :class:`ModelLoadError`."""
     if not name.strip():  # Path("") is the working directory
         raise ModelLoadError("the model name is empty")
     path = local_model_path(name)
@@ -138,15 +138,14 @@ def model_directory(name: str, trust_remote_code: bool = False) -> tuple[Path, H
             raise ModelLoadError(f"model directory not found: {name}")
         if not path.is_dir():
             raise ModelLoadError(f"not a model directory: {name}")
-        return path, None
+        return path
     from huggingface_hub import snapshot_download
 
-    hub = HubAccess.probe(name)
     patterns = MODEL_FILES + (CODE_FILES if trust_remote_code else [])
-    try:
-        with quiet_hub_retries():
+    with hub_loading(name) as hub:
+        try:
             snapshot = snapshot_download(name, allow_patterns=patterns, local_files_only=bool(hub.unreachable))
-    except Exception as e:  # unknown or gated id, no cached copy, a failed transfer: one line
-        raise ModelLoadError(f"cannot load {name!r}: no such local directory, and as a Hugging Face Hub id: "
-                             f"{hub.failure(first_line(e))}") from None
-    return Path(snapshot), hub
+        except Exception as e:  # unknown or gated id, no cached copy, a failed transfer: one line
+            raise ModelLoadError(f"cannot load {name!r}: no such local directory, and as a Hugging Face Hub id: "
+                                 f"{hub.failure(first_line(e))}") from None
+    return Path(snapshot)
