@@ -35,7 +35,7 @@ from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.errors import ConfigError, ModelLoadError, SparseAdaptError, require_positive_int
 from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_sha256
-from sparse_adapt.modeling.vectors import ranked_row
+from sparse_adapt.modeling.vectors import decode, ranked_row
 
 ONNX_FILE = "model.onnx"
 META_FILE = "sparse_adapt_onnx.json"
@@ -205,6 +205,7 @@ class OnnxSpladeEncoder:
         if not (self.directory / ONNX_FILE).is_file():
             raise ModelLoadError(f"{directory}: no {ONNX_FILE}; write one with `sparse-adapt onnx --model M --out DIR`")
         self.meta = OnnxMeta.load(self.directory)
+        self._id_to_token: list[str] | None = None
         try:
             import onnxruntime as ort
         except ImportError:
@@ -228,7 +229,9 @@ class OnnxSpladeEncoder:
         return self.meta.vocab_size
 
     def id_to_token(self) -> list[str]:
-        return self.tokenizer.convert_ids_to_tokens(list(range(self.vocab_size)))
+        if self._id_to_token is None:  # the export's vocabulary never changes
+            self._id_to_token = self.tokenizer.convert_ids_to_tokens(list(range(self.vocab_size)))
+        return list(self._id_to_token)
 
     def max_length(self, kind: Kind) -> int:
         lengths = {"query": self.meta.query_max_length, "document": self.meta.doc_max_length}
@@ -258,3 +261,9 @@ class OnnxSpladeEncoder:
 
     def encode_document(self, texts: Sequence[str], batch_size: int = 32) -> sp.csr_matrix:
         return self.encode(texts, "document", batch_size)
+
+    def decode(
+        self, vectors: sp.spmatrix | torch.Tensor, top_k: int | None = None
+    ) -> list[tuple[str, float]] | list[list[tuple[str, float]]]:
+        """``vectors`` as ``(token, weight)`` lists, largest first: see :func:`vectors.decode`."""
+        return decode(vectors, self.id_to_token(), top_k)

@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
 from sparse_adapt.errors import require_positive_int
 
@@ -62,6 +63,30 @@ def rows_to_dicts(matrix: sp.csr_matrix, vocab: Sequence[str], top_k: int | None
         ids, weights = ranked_row(matrix, r)
         out.append({vocab[i]: float(w) for i, w in zip(ids[:top_k], weights[:top_k])})
     return out
+
+
+def decode(
+    vectors: sp.spmatrix | torch.Tensor, vocab: Sequence[str], top_k: int | None = None
+) -> list[tuple[str, float]] | list[list[tuple[str, float]]]:
+    """Vectors as ``[(token, weight), ...]`` in :func:`rank` order, the first ``top_k`` if given.
+
+    ``vectors``: a (n, V) scipy sparse matrix or tensor (dense or torch sparse) gives one list
+    per row; one (V,) tensor gives one flat list, as sentence-transformers' ``decode`` does.
+    """
+    if top_k is not None:
+        require_positive_int(top_k, "top_k")
+    one_row = isinstance(vectors, torch.Tensor) and vectors.ndim == 1
+    if isinstance(vectors, torch.Tensor):
+        if vectors.ndim not in (1, 2):
+            raise ValueError(f"vectors must be 1-D or 2-D, got {vectors.ndim}-D")
+        dense = vectors.detach().to_dense().float().cpu().numpy()
+        vectors = sp.csr_matrix(dense.reshape(1, -1) if one_row else dense)
+    elif not sp.issparse(vectors):
+        raise TypeError(f"vectors must be a scipy sparse matrix or a torch tensor, got {type(vectors).__name__}")
+    if vectors.shape[-1] > len(vocab):
+        raise ValueError(f"vectors have {vectors.shape[-1]} columns but the vocabulary has {len(vocab)} tokens")
+    rows = [list(d.items()) for d in rows_to_dicts(sp.csr_matrix(vectors), vocab, top_k)]
+    return rows[0] if one_row else rows
 
 
 def dicts_to_rows(vectors: Sequence[dict[str, float]], term_id: dict[str, int]) -> sp.csr_matrix:

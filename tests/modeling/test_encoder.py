@@ -187,6 +187,34 @@ def test_decode_refuses_a_top_k_that_would_drop_or_keep_the_wrong_terms(tiny_ber
         tiny_bert.decode(wide)
 
 
+def test_decode_takes_every_vector_form_sentence_transformers_does(tiny_bert):
+    """A (V,) tensor gives one flat list (sentence-transformers' ``decode``); a 2-D tensor,
+    dense or torch sparse, and a CSR matrix give one list per row, all the same terms."""
+    m = tiny_bert.encode_query(TEXTS)
+    rows = tiny_bert.decode(m)
+    assert rows and all(rows)  # every text has active terms: the comparisons below are not vacuous
+    dense = torch.from_numpy(m.toarray())
+    assert tiny_bert.decode(dense) == rows
+    assert tiny_bert.decode(dense.to_sparse()) == rows
+    assert tiny_bert.decode(dense[1]) == rows[1]
+    assert tiny_bert.decode(dense[1], top_k=2) == rows[1][:2]
+    with pytest.raises(ValueError, match="vectors must be 1-D or 2-D, got 3-D"):
+        tiny_bert.decode(dense.unsqueeze(0))
+    with pytest.raises(TypeError, match="scipy sparse matrix or a torch tensor, got list"):
+        tiny_bert.decode(rows)
+
+
+def test_decode_names_a_term_added_after_an_earlier_decode(tiny_bert):
+    """The token list is cached across calls; a vocabulary grown since is not read from the old one."""
+    tiny_bert.decode(tiny_bert.encode(TEXTS[:1]))
+    tiny_bert.tokenizer.add_tokens(["zorblatt"])
+    tiny_bert.mlm.resize_token_embeddings(tiny_bert.vocab_size)
+    tiny_bert.refresh_vocabulary()
+    vector = torch.zeros(tiny_bert.vocab_size)
+    vector[-1] = 1.5
+    assert tiny_bert.decode(vector) == [("zorblatt", 1.5)]
+
+
 def test_the_encoder_copies_the_settings_it_is_given(tiny_bert):
     from sparse_adapt.modeling.settings import SpladeSettings
 

@@ -79,6 +79,15 @@ def test_onnx_encode_takes_the_same_defaults_as_the_torch_encoder(exported):
         onnx.encode(QUERIES, batch_size=True)
 
 
+def test_onnx_decode_lists_the_terms_the_torch_encoder_lists(exported):
+    splade, out, _ = exported
+    onnx = OnnxSpladeEncoder(out, threads=1)
+    theirs = onnx.decode(onnx.encode_query(QUERIES), top_k=3)
+    ours = splade.decode(splade.encode_query(QUERIES), top_k=3)
+    assert all(theirs)
+    assert [[t for t, _ in row] for row in theirs] == [[t for t, _ in row] for row in ours]
+
+
 def test_special_tokens_are_excluded_by_the_exported_weights(exported):
     """The graph has no vocabulary mask: the zeros come from the baked bias. The same
     pooling over the head with the special rows reset to 0 does fire [CLS]/[SEP]."""
