@@ -40,3 +40,8 @@ class Hooks:
 
 
 SILENT = Hooks()
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 document``, ``3 documents``: a count in a message, with its noun in the right number."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

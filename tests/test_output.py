@@ -109,3 +109,10 @@ def test_without_a_terminal_text_in_a_panel_still_wraps():
     words = " ".join(f"word{i}" for i in range(60))
     output.LogConsole(file=buf, force_terminal=False, _environ={}).print(Panel(words))
     assert "word59" in buf.getvalue() and max(len(line) for line in buf.getvalue().splitlines()) <= output.LOG_WIDTH
+
+
+def test_a_count_of_one_takes_the_singular():
+    from sparse_adapt.progress import counted
+
+    assert [counted(n, "document") for n in (0, 1, 2)] == ["0 documents", "1 document", "2 documents"]
+    assert counted(1, "query", "queries") == "1 query" and counted(5, "query", "queries") == "5 queries"

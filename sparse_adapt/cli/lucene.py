@@ -13,6 +13,7 @@ from sparse_adapt.cli.output import (
     BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, OVERWRITE_HELP,
     console, feedback_settings, require_text, warn,
 )
+from sparse_adapt.progress import counted
 
 
 def export(
@@ -42,10 +43,10 @@ def export(
     with rich_hooks() as hooks:
         stats = export_vectors(splade, docs, out, config, model_name=model, progress=hooks)
     if stats.truncated:
-        warn(f"{stats.truncated} of {stats.documents} documents are longer than "
+        warn(f"{stats.truncated} of {counted(stats.documents, 'document')} {'is' if stats.truncated == 1 else 'are'} longer than "
              f"{splade.max_length('document')} pieces and were truncated")
     console.print(
-        f"[green]wrote[/green] {out} ({stats.documents} documents, {stats.postings} postings, "
+        f"[green]wrote[/green] {out} ({counted(stats.documents, 'document')}, {counted(stats.postings, 'posting')}, "
         f"{stats.docs_per_second:.1f} docs/s, scale {stats.scale}"
         + (f", at most {stats.max_active_dims} terms per document" if stats.max_active_dims else "") + ")"
     )
@@ -73,7 +74,7 @@ def index(
         scale=meta["scale"], model=meta["model"], documents=meta["documents"], seconds=seconds,
         model_sha256=str(meta.get("model_sha256", "")), vectors=store_vectors,
     ).save(index_dir)
-    console.print(f"[green]indexed[/green] {meta['documents']} documents into {index_dir} in {seconds:.1f} s")
+    console.print(f"[green]indexed[/green] {counted(meta['documents'], 'document')} into {index_dir} in {seconds:.1f} s")
 
 
 def search(

@@ -43,7 +43,7 @@ from sparse_adapt.corpus.text import locate_terms, regroup
 from sparse_adapt.data import Document, load_dictionary, load_documents, load_domain_terms, load_train
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.truncation import visible_texts
-from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.progress import Hooks, SILENT, counted
 from sparse_adapt.training.general import pretrained_base
 
 MANIFEST = "adapt.json"
@@ -211,7 +211,7 @@ def prepare_inputs(
                                             lang=lang)
         write_json_atomic(out / "mining.json", [{**c.to_dict(), "kept": i < top} for i, c in enumerate(scored)])
         write_json_atomic(files.terms, terms_json(candidates))
-        hooks.message(f"mined {len(candidates)} terms: {', '.join(c.term for c in candidates)} -> {files.terms}")
+        hooks.message(f"mined {counted(len(candidates), 'term')}: {', '.join(c.term for c in candidates)} -> {files.terms}")
         if len(scored) > top:
             hooks.message(f"{len(scored) - top} more candidate terms scored below the cut (--top {top}; the next: "
                           f"{', '.join(c.term for c in scored[top:top + 5])}); {out / 'mining.json'} lists all "
@@ -223,7 +223,7 @@ def prepare_inputs(
     selected = select_glosses(documents, groups, teacher, hooks=hooks) if glosses and (make_dictionary or make_pseudo) else None
     if make_dictionary:
         write_jsonl(files.dictionary, build_dictionary(documents, groups, hooks=hooks, glosses=selected))
-        hooks.message(f"harvested {len(groups)} dictionary entries -> {files.dictionary}")
+        hooks.message(f"harvested {counted(len(groups), 'dictionary entry', 'dictionary entries')} -> {files.dictionary}")
     if train is None:
         if not make_pseudo:
             files.heldout_queries, files.heldout_qrels = out / "heldout_queries.jsonl", out / "heldout_qrels.tsv"
@@ -240,7 +240,7 @@ def prepare_inputs(
             write_jsonl(files.train, fit)
             _write_heldout(out, held_out, files)
             notes["make_train"] = {**stats.__dict__, "train": len(fit), "heldout": len(held_out)}
-            hooks.message(f"pseudo-labelled {len(records)} queries ({len(fit)} train, {len(held_out)} held out) -> {files.train}")
+            hooks.message(f"pseudo-labelled {counted(len(records), 'query', 'queries')} ({len(fit)} train, {len(held_out)} held out) -> {files.train}")
     return files, notes
 
 
@@ -264,7 +264,7 @@ def make_train(
     queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries, extra=extra, lang=lang)
     if len(queries) < 2:  # said as what it is, before the teacher is blamed for lists it never saw
         raise SparseAdaptError(
-            f"{len(queries)} pseudo-queries could be made from {len(documents)} documents (2 needed: one to train on, "
+            f"{counted(len(queries), 'pseudo-query', 'pseudo-queries')} could be made from {counted(len(documents), 'document')} (2 needed: one to train on, "
             "one to hold out; a query is cropped from a sentence of 4 or more words): give more or longer "
             "documents, or give --train"
         )

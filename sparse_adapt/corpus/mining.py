@@ -39,7 +39,7 @@ from sparse_adapt.corpus.text import key, words
 from sparse_adapt.data import Document
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.vocabulary import running_text_ids
-from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.progress import Hooks, SILENT, counted
 
 CATEGORIES = ("jargon", "acronyms", "codes")
 # A word the tokenizer keeps in one or two pieces is represented well enough already.
@@ -177,7 +177,7 @@ def score_candidates(
         ))
     if not out:
         raise MiningError(
-            f"no candidate domain terms in {len(documents)} documents: no word used in >= {min_count} documents "
+            f"no candidate domain terms in {counted(len(documents), 'document')}: no word used in >= {counted(min_count, 'document')} "
             f"is rare in general {'English' if lang == 'en' else repr(lang)} and either fragments into >= {MIN_PIECES} pieces (2 for a word "
             "the language never uses) or looks like an "
             "acronym or code; lower --min-count, or write the terms file yourself (--terms)"

@@ -22,7 +22,7 @@ from sparse_adapt.data import (
 )
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.truncation import truncated
-from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.progress import Hooks, SILENT, counted
 from sparse_adapt.retrieval.evaluation import encode_documents, encode_queries, evaluate_run, score_vectors
 from sparse_adapt.retrieval.feedback import Feedback
 
@@ -109,7 +109,7 @@ def adapt_summary(
     cut = truncated(adapted, [d.text for d in documents], "document")
     limit = adapted.max_length("document")
     if cut:
-        hooks.message(f"{len(cut)} of {len(documents)} documents are longer than {limit} pieces: the model encodes "
+        hooks.message(f"{len(cut)} of {counted(len(documents), 'document')} {'is' if len(cut) == 1 else 'are'} longer than {limit} pieces: the model encodes "
                       "only their start, so a term used later in them is not in their vectors; split long documents "
                       "into passages (e.g. by paragraph) before adapting and indexing")
     rows = []

@@ -21,7 +21,7 @@ from sparse_adapt.losses import TERMS, DistillationLoss
 from sparse_adapt.losses.mlm import mlm_loss
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import domain_token_ids, extend_vocabulary
-from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.progress import Hooks, SILENT, counted
 from sparse_adapt.training.config import DictionaryConfig, MLMConfig, TrainConfig
 from sparse_adapt.training.density import density_sample, density_warning, document_density
 from sparse_adapt.training.definitions import definition_examples
@@ -164,10 +164,10 @@ class WarmupStage(_MLMStage):
         # A document longer than max_length trains as several windows, not as its first window alone.
         windows = WindowedTexts(documents, splade.tokenizer, ctx.config.warmup.max_length)
         if len(windows) > len(documents):
-            ctx.hooks.message(f"warmup: {len(documents)} documents -> {len(windows)} windows of <= "
+            ctx.hooks.message(f"warmup: {counted(len(documents), 'document')} -> {len(windows)} windows of <= "
                               f"{ctx.config.warmup.max_length} pieces (longer documents are cut between words)")
         if windows.truncated:
-            ctx.hooks.message(f"warmup: the tokenizer gives no offsets, so {windows.truncated} documents longer than "
+            ctx.hooks.message(f"warmup: the tokenizer gives no offsets, so {counted(windows.truncated, 'document')} longer than "
                               f"{ctx.config.warmup.max_length} pieces train on their first "
                               f"{ctx.config.warmup.max_length} only")
         return windows

@@ -256,7 +256,7 @@ def test_a_run_that_made_no_input_reruns_with_the_options_its_error_suggests(set
         run_adapt(setup["corpus"], out, setup["base"], top=3, **run)
     # a fresh run whose pseudo-queries fail after mining leaves only its adapt.json too
     one = _write_docs(tmp_path / "one.jsonl", [("a", "The Zorblatt valve regulates pressure."), ("b", "A plain note.")])
-    with pytest.raises(SparseAdaptError, match="1 pseudo-queries could be made from 2 documents"):
+    with pytest.raises(SparseAdaptError, match="1 pseudo-query could be made from 2 documents"):
         run_adapt(one, tmp_path / "one", setup["base"], min_count=1, **run)
     assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["adapt.json"]
 
@@ -503,7 +503,7 @@ def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, monk
     rec = Recorder()
     summary = report.adapt_summary(result, long, setup["base"], hooks=rec.hooks())
     assert summary["truncated"] == {"documents": 1, "of": len(DOCS) + 1, "max_length": limit}
-    assert any(m.startswith(f"1 of {len(DOCS) + 1} documents are longer than {limit} pieces") and "split long" in m
+    assert any(m.startswith(f"1 of {len(DOCS) + 1} documents is longer than {limit} pieces") and "split long" in m
                for m in rec.messages)
 
 
