@@ -413,6 +413,18 @@ def test_cli_make_train_writes_a_loadable_train_file(setup, tmp_path, capsys):
     assert all(len(r.doc_ids) == 8 for r in records)
 
 
+def test_cli_make_train_says_when_documents_are_longer_than_the_model_reads(setup, tmp_path, capsys):
+    terms = tmp_path / "terms.json"
+    terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
+    argv = ["make-train", "--terms", str(terms), "--base", setup["base"], "--teacher", setup["teacher"]]
+    assert main(argv + ["--corpus", str(setup["corpus"]), "--out", str(tmp_path / "a.jsonl")]) == 0
+    assert "longer than" not in capsys.readouterr().err
+    corpus = _write_docs(tmp_path / "long.jsonl", DOCS + [("long", "Zentrofax seals leak coolant. " * 60)])
+    assert main(argv + ["--corpus", str(corpus), "--out", str(tmp_path / "b.jsonl")]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"1 of {len(DOCS) + 1} documents is longer than 48 pieces: queries, negatives and labels come" in err
+
+
 def test_cli_adapt_prints_and_writes_the_summary(setup, capsys):
     out = setup["root"] / "run"
     if not (out / "final").is_dir():
