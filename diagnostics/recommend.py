@@ -63,7 +63,10 @@ def _add_to_terms(term: str, s: Sources, checks: Sequence) -> Recommendation:
 
 
 def _extend(term: str, s: Sources, checks: Sequence) -> Recommendation:
-    if any(c.name == "single_token" for c in checks):
+    if any(c.name == "single_token" and "never in a vector" in c.actual for c in checks):
+        finding = (f"'{term}' holds characters the tokenizer does not know ({checks[0].actual}): "
+                   "only a token of its own can represent it")
+    elif any(c.name == "single_token" for c in checks):
         finding = f"'{term}' is not one token: the model splits it ({checks[0].actual})"
     else:
         finding = f"'{term}' is one token but not a registered domain token (hinge and FLOPS exclusion ignore it)"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from diagnostics.sections.document import DocumentChoice
 from diagnostics.sections.target import TargetDiagnosis
 from diagnostics.sections.vocabulary import VocabularyCheck
+from sparse_adapt.progress import counted
 
 # The spec's H4 success criterion "High SPLADE weight: > 2.0".
 HIGH_WEIGHT = 2.0
@@ -26,9 +27,13 @@ class Check:
 
 def checks(vocab: VocabularyCheck, doc: DocumentChoice, targets: list[TargetDiagnosis], terms_given: bool) -> list[Check]:
     """``terms_given``: whether domain terms were passed (a file, or from Python a dict)."""
+    special = [t.token for t in targets if t.weight.special_token]
+    split = f"{counted(len(vocab.token_ids), 'piece')}: {' '.join(vocab.pieces)}"
+    if special:  # [UNK]: characters the base tokenizer does not know; no head training can reach them
+        split += f"; {', '.join(special)} {'is' if len(special) == 1 else 'are'} never in a vector"
     out = [
         Check("single_token", PASS if vocab.single_token else FAIL, "one token",
-              f"id {vocab.token_ids[0]}" if vocab.single_token else f"{len(vocab.token_ids)} pieces: {' '.join(vocab.pieces)}"),
+              f"id {vocab.token_ids[0]}" if vocab.single_token else split),
         Check("in_terms_file", NA if not terms_given else PASS if vocab.in_terms_file else FAIL,
               "listed", ", ".join(vocab.categories) or ("no terms file" if not terms_given else "absent")),
     ]
@@ -42,6 +47,11 @@ def checks(vocab: VocabularyCheck, doc: DocumentChoice, targets: list[TargetDiag
     for t in targets:
         name = t.token if many else None
         lg, w, r, qe = t.logits, t.weight, t.ranking, t.query_expansion
+        if w.special_token:  # its logit is the -10000 exclusion bias: a verdict on it would advise warmup
+            out.append(Check("positive_logits", NA, "> 0 where it occurs", "special token: never in a vector", name))
+            out.append(Check("weight_matches_encoding", PASS if w.matches else FAIL,
+                                f"manual = encode() ± {w.tolerance:g}", f"{w.expected:.4f} vs {w.actual:.4f}", name))
+            continue
         if lg.verdict == "absent":
             out.append(Check("positive_logits", NA, "> 0 where it occurs", "term not in this text", name))
         else:

@@ -436,6 +436,19 @@ def test_an_unknown_character_term_matches_only_itself(tiny_bert):
     assert r.document.docs_containing == ["e2"]  # was e1 too: any [UNK] was "the term"
 
 
+def test_a_term_the_tokenizer_reads_as_unk_is_sent_to_extend_not_to_warmup(tiny_bert):
+    """[UNK]'s logit is the -10000 exclusion bias: no head training can raise it, so the
+    logit and weight checks have no verdict and the one remedy is a token of its own."""
+    docs = [Document("e2", "the \U0001F680 launch went well")]
+    r = diagnose_term(tiny_bert, "\U0001F680", docs)
+    status = {c.name: (c.status, c.actual) for c in r.checks}
+    assert status["single_token"] == ("fail", "1 piece: [UNK]; [UNK] is never in a vector")
+    assert status["positive_logits"] == ("n/a", "special token: never in a vector")
+    assert "nonzero_weight" not in status and status["weight_matches_encoding"][0] == "pass"
+    assert [rec.id for rec in r.recommendations] == ["extend"]
+    assert "characters the tokenizer does not know" in r.recommendations[0].finding
+
+
 def test_a_term_used_only_past_the_document_window_is_said_so(sparse):
     sparse.settings.doc_max_length = 16
     late = Document("L1", "settings " * 40 + "and then Gatrocraptic at last.")
