@@ -112,6 +112,7 @@ def extend_vocab(
     from sparse_adapt.data import load_domain_terms
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.modeling.vocabulary import extend_vocabulary
+    from sparse_adapt.progress import counted
 
     check_output(out, overwrite)
     domain = load_domain_terms(terms)
@@ -127,10 +128,12 @@ def extend_vocab(
         table.add_row(t.term, t.category, str(t.token_id), escape(" ".join(t.pieces)), action)
     console.print(table)
     added = len(report.added)
-    summary = f"{len(report.terms)} terms: {added} added, {len(report.terms) - added} existing tokens"
+    summary = f"{counted(len(report.terms), 'term')}: {added} added, {counted(len(report.terms) - added, 'existing token')}"
     if len(shown) < len(report.terms):
         summary += f"; the first {len(shown)} shown, every term and its category is in {out}/sparse_adapt.json"
     console.print(summary)
+    for term, old, new in report.recategorised:
+        warn(f"{term}: category {old} (recorded by an earlier extension of {base_model}) is now {new}, as {terms} says")
     console.print(f"[green]wrote[/green] {out}")
 
 

@@ -57,6 +57,8 @@ class ExtensionReport:
     terms: list[TermReport] = field(default_factory=list)
     old_vocab_size: int = 0
     new_vocab_size: int = 0
+    # (term, category recorded by an earlier extension, category now): the later one wins
+    recategorised: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def added(self) -> list[TermReport]:
@@ -304,6 +306,9 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
     report.new_vocab_size = len(tokenizer)
     ids = sorted(set(splade.settings.domain_token_ids) | {t.token_id for t in planned.values()})
     splade.settings.domain_token_ids = ids
-    splade.settings.domain_terms = {**splade.settings.domain_terms, **{t.normalized: t.category for t in planned.values()}}
+    before = splade.settings.domain_terms
+    report.recategorised = [(t.normalized, before[t.normalized], t.category) for t in planned.values()
+                            if before.get(t.normalized, t.category) != t.category]
+    splade.settings.domain_terms = {**before, **{t.normalized: t.category for t in planned.values()}}
     splade.refresh_vocabulary()
     return report

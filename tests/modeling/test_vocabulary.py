@@ -61,6 +61,30 @@ def test_case_variants_share_one_token_and_existing_tokens_are_domain_ids(tiny_b
     assert tok.convert_ids_to_tokens(_pieces(tok, "use OAuth2 or OAuth")) == ["use", "oauth2", "or", "oauth"]
 
 
+def test_a_second_extension_that_moves_a_term_to_another_category_says_so(tiny_bert):
+    assert extend_vocabulary(tiny_bert, TERMS).recategorised == []
+    again = extend_vocabulary(tiny_bert, {"codes": ["Gatrocraptic"], "acronyms": ["API"]})
+    assert again.recategorised == [("gatrocraptic", "jargon", "codes")]  # API kept its category: not listed
+    assert tiny_bert.settings.domain_terms["gatrocraptic"] == "codes"
+
+
+def test_extend_vocab_warns_when_a_term_changes_category(tiny_bert, tmp_path, capsys):
+    import json
+
+    from sparse_adapt.cli import main
+
+    tiny_bert.save_pretrained(tmp_path / "base")
+    for name, category in (("t1", "jargon"), ("t2", "codes")):
+        (tmp_path / f"{name}.json").write_text(json.dumps({category: ["Gatrocraptic"]}))
+    assert main(["extend-vocab", "--base", str(tmp_path / "base"), "--terms", str(tmp_path / "t1.json"),
+                 "--out", str(tmp_path / "e1")]) == 0
+    assert "category" not in capsys.readouterr().err
+    assert main(["extend-vocab", "--base", str(tmp_path / "e1"), "--terms", str(tmp_path / "t2.json"),
+                 "--out", str(tmp_path / "e2")]) == 0
+    assert "warning: gatrocraptic: category jargon (recorded by an earlier extension" in capsys.readouterr().err
+    assert SpladeEncoder.from_pretrained(tmp_path / "e2").settings.domain_terms == {"gatrocraptic": "codes"}
+
+
 def test_a_wordpiece_entry_text_never_reaches_is_bound_not_refused(tiny_bert):
     """'...' is one WordPiece entry, but BERT's pre-tokenizer splits punctuation apart: the
     term is bound to that entry (no new row) and text then reaches it; it once crashed."""
