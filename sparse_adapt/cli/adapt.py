@@ -57,14 +57,13 @@ LANG_HELP = ("Language of the corpus for general-language word frequencies (word
 
 
 def _language(lang: str, documents) -> str:
-    """The language code to mine with; a detected one is said, with the evidence (and markup
-    read as text, which every generator would otherwise take in silently)."""
+    """The language code to mine with; a detected one is said, with the evidence (and the
+    corpus's markup and repeated documents, which every generator would otherwise take in silently)."""
     from sparse_adapt.corpus.language import ENGLISH, resolve_language
-    from sparse_adapt.corpus.text import markup_warning
+    from sparse_adapt.corpus.text import corpus_warnings
 
-    markup = markup_warning(documents)
-    if markup:
-        warn(markup)
+    for note in corpus_warnings(documents):
+        warn(note)
     code, guess = resolve_language(lang, (d.text for d in documents))
     if guess is not None and code != ENGLISH:
         console.print(f"language: {code!r} ({guess.describe()}); --lang en to treat the corpus as English")

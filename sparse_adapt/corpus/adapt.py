@@ -313,7 +313,7 @@ def run_adapt(
     for mining (``language.py``); ``auto`` detects it.
     """
     from sparse_adapt.corpus.language import ENGLISH, resolve_language
-    from sparse_adapt.corpus.text import markup_warning
+    from sparse_adapt.corpus.text import corpus_warnings
     from sparse_adapt.modeling.builtin import needs_pretraining
     from sparse_adapt.training.config import load_config
     from sparse_adapt.training.pipeline import run_pipeline
@@ -323,7 +323,7 @@ def run_adapt(
     given = {k: (None if v is None else Path(v)) for k, v in (("terms", terms), ("dictionary", dictionary), ("train", train))}
     documents = load_documents(corpus)  # validates the corpus too
     lang, guess = resolve_language(lang, (d.text for d in documents))
-    markup = markup_warning(documents)
+    noted = corpus_warnings(documents)
     checks = {"terms": load_domain_terms, "dictionary": load_dictionary, "train": load_train}
     for name, path in given.items():
         if path is not None:
@@ -340,7 +340,7 @@ def run_adapt(
     }
     inputs = (corpus, *(p for p in given.values() if p is not None), *([Path(config)] if config else []), *keep)
     _check_out(out, manifest, overwrite, tuple(Path(p) for p in inputs), hooks)
-    for note in (markup, guess.warning() if guess is not None else None):
+    for note in (*noted, guess.warning() if guess is not None else None):
         if note:
             hooks.message(f"warning: {note}")
     if lang != ENGLISH:

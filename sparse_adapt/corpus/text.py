@@ -38,6 +38,27 @@ def markup_warning(documents: Sequence[Document]) -> str | None:
             "so tag names and attributes can become terms and queries: strip the markup first")
 
 
+def duplicate_warning(documents: Sequence[Document]) -> str | None:
+    """A warning when documents repeat another's text (case and spacing ignored): mining counts
+    a word once per copy, and a query cropped from one copy meets the others as candidates."""
+    first: dict[str, str] = {}
+    repeats = []
+    for d in documents:
+        seen = first.setdefault(" ".join(d.text.casefold().split()), d.doc_id)
+        if seen != d.doc_id:
+            repeats.append((d.doc_id, seen))
+    if not repeats:
+        return None
+    doc_id, seen = repeats[0]
+    return (f"{len(repeats)} of {len(documents)} documents repeat an earlier one's text (e.g. {doc_id} = {seen}); "
+            "each copy counts again in mining and the copies compete in retrieval: remove duplicates first")
+
+
+def corpus_warnings(documents: Sequence[Document]) -> list[str]:
+    """What every generator would otherwise take in silently: markup, repeated documents."""
+    return [w for w in (markup_warning(documents), duplicate_warning(documents)) if w]
+
+
 def words(text: str) -> list[str]:
     return WORD.findall(text)
 

@@ -132,3 +132,19 @@ def test_documents_holding_html_tags_are_said(tmp_path, capsys):
     assert main(["mine-terms", "--corpus", str(corpus), "--out", str(tmp_path / "t.json"),
                  "--base", "offline-splade-tiny"]) == 0
     assert "warning: 1 of 3 documents hold HTML tags" in " ".join(capsys.readouterr().err.split())
+
+
+def test_documents_repeating_another_ones_text_are_said(tmp_path, capsys):
+    import json
+
+    from sparse_adapt.cli import main
+    from sparse_adapt.corpus.text import duplicate_warning
+
+    docs = [Document("a", "The Zentrofax pump leaks."), Document("b", "The Zentrofax valve holds."),
+            Document("c", "the  zentrofax PUMP leaks."), Document("d", "The Zentrofax pump leaks!")]
+    assert duplicate_warning(docs[:2] + docs[3:]) is None  # punctuation differs: another text
+    assert duplicate_warning(docs).startswith("1 of 4 documents repeat an earlier one's text (e.g. c = a)")
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"doc_id": d.doc_id, "text": d.text}) + "\n" for d in docs))
+    main(["mine-terms", "--corpus", str(corpus), "--out", str(tmp_path / "t.json"), "--base", "offline-splade-tiny"])
+    assert "warning: 1 of 4 documents repeat an earlier one's text" in " ".join(capsys.readouterr().err.split())
