@@ -34,11 +34,11 @@ def resolve_device(name: str | torch.device | None = None) -> torch.device:
     name = _default if name is None else str(name)
     kind = name.split(":")[0]
     if kind not in CHOICES:
-        raise ConfigError(f"--device must be one of {', '.join(CHOICES)}, got {name!r}")
+        raise ConfigError(f"device must be one of {', '.join(CHOICES)} (or cuda:N), got {name!r}")
     if kind == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if not _available(kind):
-        raise ConfigError(f"--device {name}: no {kind.upper()} device is available on this machine")
+        raise ConfigError(f"device {name!r}: no {kind.upper()} device is available on this machine")
     return torch.device(name)
 
 
