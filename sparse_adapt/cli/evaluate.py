@@ -10,6 +10,7 @@ prints ranx's comparison table with a paired significance test.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
@@ -23,6 +24,7 @@ from sparse_adapt.cli.output import (
 )
 from sparse_adapt.data import Document, Qrels, Query
 from sparse_adapt.errors import ConfigError
+from sparse_adapt.progress import counted
 
 if TYPE_CHECKING:
     from sparse_adapt.retrieval.feedback import Feedback
@@ -113,10 +115,23 @@ def _read_run(path: Path, name: str):
 
     if path.suffix == ".lz4":  # ranx's own binary format: ranx reads it
         try:
-            return Run.from_file(str(path), kind="lz4", name=name)
+            read = Run.from_file(str(path), kind="lz4", name=name)
         except Exception as e:  # noqa: BLE001 - whatever its decoder raises, the file is the cause
             raise ConfigError(f"--compare {path}: not a ranx lz4 run file ({type(e).__name__}: {e})") from None
-    return Run(load_run(path), name=name)
+        return {q: dict(scores) for q, scores in read.run.items()}
+    return load_run(path)
+
+
+def _json_safe(value):
+    """``value`` with NaN and infinities as null: ranx gives identical runs a NaN p-value,
+    and a bare ``NaN`` is no JSON (Python's own reader refuses it with ``parse_constant``)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def _print_metrics(title: str, metrics: dict[str, float]) -> None:
@@ -194,33 +209,36 @@ def evaluate(
         if as_json:
             print(json.dumps(metrics))
         else:
-            _print_metrics(f"{model} on {data.name} ({how})", metrics)
+            evaluated = sum(q.qid in data.qrels for q in data.queries)
+            _print_metrics(f"{model} on {data.name}, {counted(evaluated, 'query', 'queries')} ({how})", metrics)
         return
 
     from ranx import Qrels as RanxQrels
-    from ranx import Run
     from ranx import compare as ranx_compare
+
+    from sparse_adapt.retrieval.evaluation import ranx_run
 
     how_searched = [w for w, used in (("lucene", index is not None), ("feedback", fb is not None)) if used]
     name_a = f"{model} ({', '.join(how_searched)})" if how_searched else model
-    if other_run is not None:
-        other = other_run
-    else:
-        other = Run(_in_memory(compare, data, documents, notes=False), name=compare)
-    if other.name == name_a:
-        other.name = f"{compare} (compare)"
+    if other_run is None:
+        other_run = _in_memory(compare, data, documents, notes=False)
     judged = [q.qid for q in data.queries if q.qid in data.qrels]
-    missing = [q for q in judged if q not in other.run]
+    missing = [q for q in judged if q not in other_run]
     if len(missing) == len(judged):
         raise ConfigError(f"--compare {compare}: the run has none of the evaluated queries")
+    if missing:  # ranx scores them 0 for that system: a comparison the user should know is lopsided
+        warn(f"--compare {compare}: {len(missing)} of {len(judged)} evaluated queries are not in the run and count "
+             f"as 0 for it (e.g. {', '.join(missing[:5])})")
     ranx_qrels = RanxQrels({q: data.qrels[q] for q in judged})
-    this = Run({q: run[q] for q in judged if q in run}, name=name_a)
+    this = ranx_run({q: run[q] for q in judged if q in run}, name=name_a)
+    other = ranx_run({q: s for q, s in other_run.items() if q in set(judged)},
+                     name=f"{compare} (compare)" if compare == name_a else compare)
     with quiet_ranx():
         report = ranx_compare(
             ranx_qrels, [this, other], list(DEFAULT_METRICS), stat_test=stat_test, max_p=max_p, make_comparable=True,
         )
     if as_json:
-        print(json.dumps({"metrics": metrics, "comparison": report.to_dict()}))
+        print(json.dumps(_json_safe({"metrics": metrics, "comparison": report.to_dict()})))
         return
     console.print(f"{len(judged)} queries, {stat_test} paired test, p < {max_p} marked by superscripts ({how})")
     console.print(str(report), highlight=False, markup=False)

@@ -44,7 +44,7 @@ def export(
         stats = export_vectors(splade, docs, out, config, model_name=model, progress=hooks)
     if stats.truncated:
         warn(f"{stats.truncated} of {counted(stats.documents, 'document')} {'is' if stats.truncated == 1 else 'are'} longer than "
-             f"{splade.max_length('document')} pieces and were truncated")
+             f"{splade.max_length('document')} pieces and {'was' if stats.truncated == 1 else 'were'} truncated")
     console.print(
         f"[green]wrote[/green] {out} ({counted(stats.documents, 'document')}, {counted(stats.postings, 'posting')}, "
         f"{stats.docs_per_second:.1f} docs/s, scale {stats.scale}"

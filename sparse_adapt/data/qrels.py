@@ -16,7 +16,9 @@ GRADE_LIMIT = 1_000_000
 
 def load_qrels(path: str | Path) -> Qrels:
     """TREC qrels, ``qid 0 doc_id grade`` per line, or BEIR's ``qid doc_id grade`` (its header
-    line allowed first); whitespace separated, grade an integer."""
+    line allowed first); whitespace separated, grade an integer. A document judged twice for
+    a query with two grades is refused (which line won would decide the figures); the same
+    grade twice is one judgement."""
     p = require_file(path)
     qrels: Qrels = {}
     for n, raw in iter_lines(p):
@@ -36,7 +38,10 @@ def load_qrels(path: str | Path) -> Qrels:
         if not -GRADE_LIMIT <= g <= GRADE_LIMIT:  # ranx stores grades as 64-bit integers
             raise DataError(p, n, "grade", f"expected a relevance grade between {-GRADE_LIMIT} and {GRADE_LIMIT}, "
                                            f"got {grade[:60]}")
-        qrels.setdefault(qid, {})[doc_id] = g
+        judged = qrels.setdefault(qid, {})
+        if judged.get(doc_id, g) != g:  # which line wins would decide the figures: the file must say
+            raise DataError(p, n, "grade", f"{qid} {doc_id} is judged {judged[doc_id]} on an earlier line and {g} here")
+        judged[doc_id] = g
     if not qrels:
         raise DataError(p, None, None, "no judgements in file")
     return qrels

@@ -6,6 +6,7 @@ with every document; metrics come from ranx (never re-implemented here).
 
 from __future__ import annotations
 
+import re
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -75,6 +76,12 @@ def check_qrels(
             "every metric would be 0"
         )
     warnings = []
+    unjudged = [q for q in evaluated if not any(g > 0 for g in qrels[q].values())]
+    if unjudged:  # ranx (and trec_eval) average them in as 0: the mean is lower than the rest earn
+        warnings.append(
+            f"{qrels_name}: {len(unjudged)} of {len(evaluated)} evaluated queries have no relevant document "
+            f"(no grade above 0) and count as 0 in every metric (e.g. {_examples(unjudged)})"
+        )
     if unknown_q:
         warnings.append(
             f"{qrels_name}: {len(unknown_q)} of {len(qrels)} judged queries are not in {queries_name} and are not "
@@ -147,9 +154,29 @@ def score_vectors(
     }
 
 
+def ranking(scores: dict[str, float]) -> list[tuple[str, float]]:
+    """One query's ``(doc_id, score)`` by descending score, **ties by descending doc id**.
+
+    trec_eval's order (it re-sorts every run so), so a saved run gives the same figures in
+    trec_eval as here; every evaluation, listing and saved run of sparse-adapt uses it. ranx
+    alone would not do: it sorts with an unstable sort, so 17 or more tied documents came out
+    in another order in each call (a relevant duplicate at rank 2 in one, 19 in the next).
+    """
+    by_id = sorted(scores.items(), key=lambda kv: kv[0], reverse=True)
+    return sorted(by_id, key=lambda kv: -kv[1])  # stable: tied scores keep the doc id order
+
+
+def ranx_run(run: dict[str, dict[str, float]], name: str | None = None) -> Run:
+    """``run`` as a ranx Run whose scores are the :func:`ranking` positions (n, n-1, ..., 1):
+    the order ranx evaluates is then this module's, ties included. Rank metrics (nDCG, MRR,
+    recall) read only the order."""
+    ordered = {q: {d: float(len(s) - i) for i, (d, _) in enumerate(ranking(s))} for q, s in run.items()}
+    return Run(ordered, name=name)
+
+
 def top_k(run: dict[str, dict[str, float]], k: int = 10) -> dict[str, list[str]]:
-    """Doc ids per query by descending score; ties broken by doc id for determinism."""
-    return {q: [d for d, _ in sorted(s.items(), key=lambda kv: (-kv[1], kv[0]))[:k]] for q, s in run.items()}
+    """Doc ids per query in :func:`ranking` order, the first ``k``."""
+    return {q: [d for d, _ in ranking(s)[:k]] for q, s in run.items()}
 
 
 def evaluate_run(
@@ -162,7 +189,7 @@ def evaluate_run(
         raise ValueError("no query of the run has relevance judgements")
     with quiet_ranx():
         result = evaluate(
-            Qrels({q: qrels[q] for q in keep}), Run({q: run[q] for q in keep}), list(metrics), make_comparable=True
+            Qrels({q: qrels[q] for q in keep}), ranx_run({q: run[q] for q in keep}), list(metrics), make_comparable=True
         )
     if isinstance(result, float):  # ranx returns a bare float for a single metric
         result = {metrics[0]: result}
@@ -173,13 +200,22 @@ def evaluate_per_query(
     qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], metric: str = "ndcg@10"
 ) -> dict[str, float]:
     keep = [q for q in run if q in qrels]
-    r = Run({q: run[q] for q in keep})
+    r = ranx_run({q: run[q] for q in keep})
     with quiet_ranx():
         evaluate(Qrels({q: qrels[q] for q in keep}), r, metric, make_comparable=True)
     return {q: float(v) for q, v in r.scores[metric].items()}
 
 
+def run_tag(name: str) -> str:
+    """A TREC run's last column: one field, so a model path with spaces cannot add columns."""
+    return re.sub(r"\s+", "_", name.strip()) or "sparse-adapt"
+
+
 def save_run_file(run: dict[str, dict[str, float]], path: str | Path, name: str) -> None:
-    """Write ``run`` as a TREC run file (ranx ``Run.save``), atomically."""
+    """Write ``run`` as a TREC run file (``qid Q0 doc_id rank score tag``), atomically: each
+    query in :func:`ranking` order, exact scores, ``name`` as the tag (:func:`run_tag`)."""
+    tag = run_tag(name)
+    lines = [f"{q} Q0 {d} {rank} {score!r} {tag}\n"
+             for q, scores in run.items() for rank, (d, score) in enumerate(ranking(scores), start=1)]
     with atomic_file(path) as tmp:
-        Run(run, name=name).save(str(tmp), kind="trec")
+        Path(tmp).write_text("".join(lines), encoding="utf-8")

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from sparse_adapt.data import Query
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.vectors import dicts_to_rows
+from sparse_adapt.retrieval.evaluation import ranking
 from sparse_adapt.retrieval.export import lucene_vocabulary, quantise
 from sparse_adapt.retrieval.feedback import Feedback, rocchio
 from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError, impact_searcher
@@ -119,7 +120,7 @@ class LuceneRetriever:
         if feedback is not None:
             (vector,) = self.feedback_queries([text], feedback)
             return self.search_encoded(vector, k)
-        return [Hit(h.docid, float(h.score)) for h in self.searcher.search(text, k)]
+        return _ranked(self.searcher.search(text, k))
 
     def feedback_queries(
         self, texts: Sequence[str], feedback: Feedback, threads: int = 1
@@ -167,7 +168,7 @@ class LuceneRetriever:
 
     def search_encoded(self, vector: dict[str, int], k: int = 10) -> list[Hit]:
         """Search with an already quantised query (for timing Lucene alone)."""
-        return [Hit(h.docid, float(h.score)) for h in self.searcher.object.search(_java_query(vector), k)]
+        return _ranked(self.searcher.object.search(_java_query(vector), k))
 
     def search_encoded_batch(
         self, vectors: Sequence[dict[str, int]], k: int = 10, threads: int = 1
@@ -180,7 +181,7 @@ class LuceneRetriever:
             ids.add(str(i))
         results = self.searcher.object.batch_search(queries, ids, int(k), int(threads))
         by_id = {r.getKey(): r.getValue() for r in results.entrySet().toArray()}
-        return [[Hit(h.docid, float(h.score)) for h in by_id.get(str(i), [])] for i in range(len(vectors))]
+        return [_ranked(by_id.get(str(i), [])) for i in range(len(vectors))]
 
     def run(
         self, queries: Sequence[Query], k: int = 100, threads: int = 1, feedback: Feedback | None = None
@@ -194,6 +195,12 @@ class LuceneRetriever:
         self.encoder.prime([q.text for q in queries])
         hits = self.searcher.batch_search([q.text for q in queries], [q.qid for q in queries], k, threads)
         return {q.qid: {h.docid: float(h.score) for h in hits.get(q.qid, [])} for q in queries}
+
+
+def _ranked(hits) -> list[Hit]:
+    """Lucene's hits in the order every evaluation uses (``evaluation.ranking``: ties by
+    descending doc id, where Lucene breaks them by indexing order)."""
+    return [Hit(d, s) for d, s in ranking({h.docid: float(h.score) for h in hits})]
 
 
 def _pyclass():

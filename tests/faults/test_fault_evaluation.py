@@ -98,7 +98,7 @@ def test_export_counts_truncated_documents(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "vectors"
     result = cli(capsys, ["export", "--model", tiny_model_dir, "--docs", docs, "--out", out])
     assert result.code == 0, result.err
-    assert "1 of 2 documents are longer than 48 pieces and were truncated" in result.err_line
+    assert "1 of 2 documents is longer than 48 pieces and was truncated" in result.err_line
     assert json.loads((out / "sparse_adapt_export.json").read_text())["truncated"] == 1
 
 

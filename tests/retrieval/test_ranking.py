@@ -1,0 +1,101 @@
+"""One order for every evaluation, listing and saved run: descending score, ties by
+descending doc id (trec_eval's), whatever ranx's sort would have done with the ties."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from sparse_adapt.data import load_qrels
+from sparse_adapt.data.records import DataError
+from sparse_adapt.data.runs import load_run
+from sparse_adapt.retrieval.evaluation import (
+    check_qrels, evaluate_per_query, evaluate_run, ranking, run_tag, save_run_file, top_k,
+)
+
+# 20 documents of one score: past 16 ties, ranx's unstable sort put the relevant one anywhere.
+TIED = {f"dup{i:02d}": 5.0 for i in range(20)}
+
+
+def test_ties_are_ordered_by_descending_doc_id():
+    scores = {"b": 1.0, "a": 2.0, "c": 1.0, "d": 0.5}
+    assert ranking(scores) == [("a", 2.0), ("c", 1.0), ("b", 1.0), ("d", 0.5)]
+    assert top_k({"q": scores}, 3) == {"q": ["a", "c", "b"]}
+
+
+@pytest.mark.parametrize("relevant, rank", [("dup19", 1), ("dup15", 5), ("dup10", 10), ("dup00", 20)])
+def test_metrics_of_tied_documents_are_the_hand_worked_ones_in_every_call(relevant, rank):
+    """One relevant document at ``rank``: nDCG@10 = 1/log2(rank + 1), MRR@10 = 1/rank (0 past 10)."""
+    qrels = {"q": {relevant: 1}}
+    want_ndcg = 1 / math.log2(rank + 1) if rank <= 10 else 0.0
+    want_mrr = 1 / rank if rank <= 10 else 0.0
+    for _ in range(3):
+        got = evaluate_run(qrels, {"q": dict(TIED)}, ["ndcg@10", "mrr@10"])
+        assert got == pytest.approx({"ndcg@10": want_ndcg, "mrr@10": want_mrr}, abs=1e-6)
+        assert evaluate_per_query(qrels, {"q": dict(TIED)})["q"] == pytest.approx(want_ndcg, abs=1e-6)
+
+
+def test_a_saved_run_lists_that_order_and_evaluates_to_the_same_figures(tmp_path):
+    run = {"q1": dict(TIED), "q2": {"x": 0.25, "y": 0.75}}
+    qrels = {"q1": {"dup15": 1}, "q2": {"x": 2}}
+    path = tmp_path / "run.trec"
+    save_run_file(run, path, "runs/my model")
+    text = path.read_text()
+    assert text.endswith("\n")  # two saved runs concatenated stay one line per hit
+    lines = [line.split() for line in text.splitlines()]
+    assert all(len(parts) == 6 and parts[1] == "Q0" and parts[5] == "runs/my_model" for parts in lines)
+    q1 = [parts for parts in lines if parts[0] == "q1"]
+    assert [p[2] for p in q1[:3]] == ["dup19", "dup18", "dup17"] and [p[3] for p in q1[:3]] == ["1", "2", "3"]
+    assert [(p[2], float(p[4])) for p in lines if p[0] == "q2"] == [("y", 0.75), ("x", 0.25)]
+    assert load_run(path) == run  # exact scores back
+    assert evaluate_run(qrels, load_run(path)) == evaluate_run(qrels, run)
+
+
+def test_a_run_tag_is_one_field():
+    assert run_tag(" my\tmodel  dir ") == "my_model_dir" and run_tag("   ") == "sparse-adapt"
+
+
+def test_a_document_judged_twice_with_two_grades_is_refused(tmp_path):
+    path = tmp_path / "qrels.tsv"
+    path.write_text("q1 0 d1 2\nq1 0 d2 0\nq1 0 d1 2\n")
+    assert load_qrels(path) == {"q1": {"d1": 2, "d2": 0}}  # the same grade again is one judgement
+    path.write_text("q1 0 d1 2\nq1 0 d2 0\nq1 0 d1 0\n")
+    with pytest.raises(DataError, match=r"qrels.tsv:3: field 'grade': q1 d1 is judged 2 on an earlier line and 0 here"):
+        load_qrels(path)
+
+
+def test_a_judged_query_without_a_relevant_document_is_said_to_count_as_zero():
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 0}, "q3": {"d3": 0, "d1": -1}}
+    warnings = check_qrels(qrels, ["q1", "q2", "q3"], ["d1", "d2", "d3"])
+    assert warnings == ["the qrels: 2 of 3 evaluated queries have no relevant document (no grade above 0) and "
+                        "count as 0 in every metric (e.g. q2, q3)"]
+    assert evaluate_run(qrels, {q: {"d1": 1.0} for q in qrels}, ["mrr@10"]) == {"mrr@10": pytest.approx(1 / 3)}
+
+
+def test_compare_json_is_strict_json_and_a_partial_run_is_said(tmp_path, capsys):
+    from corpora import GATROCRAPTIC
+    from sparse_adapt.cli import main
+    from tests.conftest import make_tiny_bert
+
+    model = str(make_tiny_bert().save_pretrained(tmp_path / "tiny"))
+    files = ["--docs", str(GATROCRAPTIC.docs), "--queries", str(GATROCRAPTIC.queries),
+             "--qrels", str(GATROCRAPTIC.qrels)]
+    saved = tmp_path / "same.trec"
+    assert main(["evaluate", "--model", model, *files, "--save-run", str(saved), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "--model", model, *files, "--compare", str(saved), "--json"]) == 0
+    out = capsys.readouterr().out
+
+    def refuse(constant):
+        raise ValueError(constant)
+
+    got = json.loads(out, parse_constant=refuse)  # identical runs: ranx's p-value is NaN, printed as null
+    assert got["comparison"][model]["comparisons"][str(saved)]["ndcg@10"] is None
+    lines = saved.read_text().splitlines()
+    partial = tmp_path / "partial.trec"
+    partial.write_text("".join(line + "\n" for line in lines if line.split()[0] == lines[0].split()[0]))
+    assert main(["evaluate", "--model", model, *files, "--compare", str(partial)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "evaluated queries are not in the run and count as 0 for it" in err
