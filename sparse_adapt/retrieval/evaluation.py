@@ -187,6 +187,8 @@ def evaluate_run(
     keep = [q for q in (qids if qids is not None else run) if q in qrels and q in run]
     if not keep:
         raise ValueError("no query of the run has relevance judgements")
+    if not any(run[q] for q in keep):  # nothing retrieved at all: ranx fails on max() of nothing
+        return {m: 0.0 for m in metrics}
     with quiet_ranx():
         result = evaluate(
             Qrels({q: qrels[q] for q in keep}), ranx_run({q: run[q] for q in keep}), list(metrics), make_comparable=True
@@ -200,6 +202,8 @@ def evaluate_per_query(
     qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], metric: str = "ndcg@10"
 ) -> dict[str, float]:
     keep = [q for q in run if q in qrels]
+    if not any(run[q] for q in keep):  # as in evaluate_run
+        return {q: 0.0 for q in keep}
     r = ranx_run({q: run[q] for q in keep})
     with quiet_ranx():
         evaluate(Qrels({q: qrels[q] for q in keep}), r, metric, make_comparable=True)

@@ -72,6 +72,12 @@ class MLMConfig:
         _positive(section, "weight_decay", self.weight_decay, allow_zero=True)
         if not 0.0 <= self.mask_rate < 1.0:
             raise ConfigError(f"{section}.mask_rate must be in [0, 1), got {self.mask_rate}")
+        if self.mask_rate == 0 and not self.domain_focused:  # nothing would ever be masked: no step to train
+            raise ConfigError(f"{section}.mask_rate is 0 and {section}.domain_focused is false: no token is masked")
+        _below(section, "lr", self.lr, MAX_LR)
+        if self.max_steps and self.step_cap and self.max_steps > self.step_cap:
+            raise ConfigError(f"{section}.max_steps ({self.max_steps}) is above {section}.step_cap ({self.step_cap}), "
+                              "its bound")
 
 
 @dataclass
@@ -193,6 +199,10 @@ class DistillConfig:
         for key in ("weight_decay", "kd", "ret", "sp", "dom", "ctr", "qexp", "tau_min", "margin", "sp_warmup_steps",
                     "pres", "control_penalty", "patience", "definition_negatives"):
             _positive(section, key, getattr(self, key), allow_zero=True)
+        _below(section, "lr", self.lr, MAX_LR)
+        if self.max_steps and self.step_cap and self.max_steps > self.step_cap:
+            raise ConfigError(f"{section}.max_steps ({self.max_steps}) is above {section}.step_cap ({self.step_cap}), "
+                              "its bound")
         if self.pres_form not in FORMS:
             raise ConfigError(f"{section}.pres_form must be one of {', '.join(FORMS)}, got {self.pres_form!r}")
         if not 0.0 <= self.interpolate <= 1.0:  # written so that NaN fails too
@@ -216,6 +226,17 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# AdamW moves every weight by about lr a step: from 1 on, one step outweighs anything a
+# pretrained weight holds (1e14 passed every finiteness check and saved a model that
+# activates nothing; 1e39 overflowed float32 inside the optimiser).
+MAX_LR = 1.0
+
+
+def _below(section: str, key: str, value: float, bound: float) -> None:
+    if not value < bound:
+        raise ConfigError(f"{section}.{key} must be < {bound:g}, got {value}")
 
 
 def _positive(section: str, key: str, value: float, allow_zero: bool = False) -> None:

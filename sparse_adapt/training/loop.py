@@ -198,6 +198,10 @@ def run_loop(
         sums, counted = resume["sums"], resume["counted"]
         result = LoopResult(resume["steps"], resume["epoch_means"], resume["last"], resume["tokens"])
     epoch_steps = -(-len(batches) // group)  # optimiser steps an epoch (its last may be short)
+    if resume is not None:
+        # Token-budget batches give each epoch its own count: the schedule stays the one the
+        # first epoch sized, or a resumed run would decay its lr differently from an unbroken one.
+        epoch_steps = resume.get("epoch_steps", epoch_steps)
     total = _total_steps(cfg, epoch_steps)
     capped = cfg.max_steps <= 0 and 0 < cfg.step_cap < cfg.epochs * epoch_steps
     if capped and resume is None:
@@ -266,7 +270,8 @@ def run_loop(
                 checkpoint({
                     "epoch": epoch, "position": position, "plan": batches, "sums": sums, "counted": counted,
                     "steps": result.steps, "epoch_means": result.epoch_means, "last": result.last,
-                    "tokens": result.tokens, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                    "tokens": result.tokens, "epoch_steps": epoch_steps,
+                    "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
                     "rng": rng_state(generator), **({"extra": extra_state()} if extra_state is not None else {}),
                 })
         if position >= len(batches):

@@ -34,7 +34,7 @@ from sparse_adapt.atomic import atomic_directory, check_writable, clean_leftover
 from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
 from sparse_adapt.defaults import bundled
 from sparse_adapt.device import resolve_device
-from sparse_adapt.errors import OutputError
+from sparse_adapt.errors import ConfigError, OutputError
 from sparse_adapt.lock import locked
 from sparse_adapt.modeling.card import write_model_card
 from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -160,6 +160,9 @@ def run_pipeline(
         "dictionary": bundled(dictionary, "dictionary"), "train": bundled(train, "train"),
     }
     if valid is not None:
+        if "distill" in names and cfg.distill.valid_fraction > 0:  # the file would win silently
+            raise ConfigError(f"--valid {valid} and distill.valid_fraction {cfg.distill.valid_fraction:g} both choose "
+                              "the validation queries: give one")
         paths["valid"] = Path(valid)
     data = _load_inputs(**paths)  # validate every input before any training or writing
     if "dictionary" in names:
@@ -230,6 +233,8 @@ def run_pipeline(
                 require_finite(splade.mlm, name)
             except NonFiniteError as e:
                 log({"event": "stopped", "stage": name, "reason": str(e), "time": time.time()})
+                if main:  # its weights led here: a rerun (say with a lower lr) starts the stage afresh
+                    shutil.rmtree(_partial(out, name), ignore_errors=True)
                 if i:
                     raise NonFiniteError(f"{e}. Last good checkpoint: {out / names[i - 1]}; rerun to resume from it") from None
                 raise NonFiniteError(f"{e}. No stage of this run completed; the base {base} is unchanged") from None

@@ -168,6 +168,16 @@ def prepare(out: Path, manifest: dict, names: Sequence[str], overwrite: bool, ho
             hooks.message(f"--overwrite: discarding the run in {out} ({', '.join(diff)} differed)")
             _discard(out)
         elif old != manifest:  # run.json itself is rewritten by write_manifest, once the base has loaded
+            # An interrupted stage's checkpoint holds its optimiser (lr, schedule) and batch plan:
+            # resumed under other settings it would train on the old ones while run.json said the new.
+            following = [n for n in names if n not in done][:1]
+            old_cfg = (old.get("config") if isinstance(old, dict) else None) or {}
+            stale = [n for n in following if (out / f"{n}{PARTIAL}").is_dir()
+                     and (not checkpoints or _stage_part(old_cfg, n) != _stage_part(manifest["config"], n))]
+            for n in stale:
+                shutil.rmtree(out / f"{n}{PARTIAL}")
+                hooks.message(f"{out}: {n}'s settings changed since its interrupted attempt; its partial "
+                              f"checkpoint is discarded and {n} starts afresh")
             if not checkpoints:
                 hooks.message(f"{out}: no stage of the earlier attempt completed; starting afresh")
             else:

@@ -20,6 +20,7 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses import TERMS, DistillationLoss
 from sparse_adapt.losses.mlm import mlm_loss
 from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.heads import max_pieces
 from sparse_adapt.modeling.vocabulary import domain_token_ids, extend_vocabulary
 from sparse_adapt.progress import Hooks, SILENT, counted
 from sparse_adapt.training.config import DictionaryConfig, MLMConfig, TrainConfig
@@ -121,6 +122,10 @@ class _MLMStage(Stage):
 
     def run(self, splade: SpladeEncoder, ctx: StageContext) -> None:
         cfg = self.section(ctx)
+        limit = max_pieces(splade.mlm)
+        if limit is not None and cfg.max_length > limit:  # else a long text fails deep in the model's positions
+            raise ConfigError(f"{self.name}.max_length {cfg.max_length} is above the {limit} pieces this model has "
+                              "position embeddings for")
         gen = seed_everything(ctx.seed)
         source = self.texts(splade, ctx)
         tok = splade.tokenizer

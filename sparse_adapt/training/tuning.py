@@ -26,6 +26,7 @@ from sparse_adapt.errors import ConfigError, OutputError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.config import TrainConfig, config_to_toml, load_config
+from sparse_adapt.training.loop import NonFiniteError
 from sparse_adapt.training.stages import ORDER, DistillStage, StageContext, TrainData
 
 
@@ -161,7 +162,9 @@ def run_tuning(
         # Judge a trial only after 2 complete ones and 2 of its own epochs: early epochs are noisy.
         pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2),
     )
-    study.optimize(objective, n_trials=trials, callbacks=[record], catch=())
+    # A trial whose loss or gradient goes non-finite is an outcome of its values (an lr too
+    # high), recorded as failed; the study goes on with the others.
+    study.optimize(objective, n_trials=trials, callbacks=[record], catch=(NonFiniteError,))
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
         raise ConfigError(f"tune: no trial completed of {trials}; see {out / 'trials.md'}")

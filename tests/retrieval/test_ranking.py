@@ -99,3 +99,10 @@ def test_compare_json_is_strict_json_and_a_partial_run_is_said(tmp_path, capsys)
     assert main(["evaluate", "--model", model, *files, "--compare", str(partial)]) == 0
     err = " ".join(capsys.readouterr().err.split())
     assert "evaluated queries are not in the run and count as 0 for it" in err
+
+
+def test_a_run_that_retrieved_nothing_scores_zero_instead_of_failing_in_ranx():
+    """A model that activates nothing (validation after a bad epoch) retrieves no document at all."""
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}}
+    assert evaluate_run(qrels, {"q1": {}, "q2": {}}) == {"ndcg@10": 0.0, "mrr@10": 0.0, "recall@5": 0.0}
+    assert evaluate_per_query(qrels, {"q1": {}, "q2": {}}) == {"q1": 0.0, "q2": 0.0}

@@ -148,3 +148,23 @@ def test_tune_refuses_a_directory_of_other_files_before_any_work(tiny_dir, input
     assert "my settings" not in (out / "best.toml").read_text()
     again = run_tuning(_data(inputs), out, str(tiny_dir), trials=1, config=_config(tmp_path, epochs=1), space=SPACE)
     assert again["trials"][0]["params"] == first["trials"][0]["params"]
+
+
+def test_a_trial_that_goes_non_finite_fails_alone_and_the_study_goes_on(tiny_dir, inputs, tmp_path, monkeypatch):
+    from sparse_adapt.training import tuning as tuning_mod
+    from sparse_adapt.training.loop import NonFiniteError
+
+    real, calls = tuning_mod.DistillStage.run, []
+
+    def run(self, splade, ctx):
+        calls.append(1)
+        if len(calls) == 2:
+            raise NonFiniteError("distill: the loss is nan at step 1")
+        return real(self, splade, ctx)
+
+    monkeypatch.setattr(tuning_mod.DistillStage, "run", run)
+    out = tmp_path / "study"
+    summary = run_tuning(_data(inputs), out, str(tiny_dir), trials=3, seed=0, config=_config(tmp_path, epochs=1),
+                         space=SPACE)
+    assert [r["state"] for r in summary["trials"]] == ["complete", "fail", "complete"]
+    assert summary["best_trial"] in (0, 2) and (out / "best.toml").is_file()

@@ -1,0 +1,133 @@
+"""Reruns after a stop: what a mid-stage checkpoint may and may not carry into the next attempt."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+import torch
+
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.progress import Hooks
+from sparse_adapt.training import loop as loop_mod
+from sparse_adapt.training.config import config_from_dict
+from sparse_adapt.training.loop import NonFiniteError
+from sparse_adapt.training.pipeline import run_pipeline
+from tests.training.test_scale import _log, _weights, files, tiny_dir  # noqa: F401 - fixtures
+
+WARMUP = {"warmup": {"epochs": 2, "batch_size": 3, "lr": 1e-3, "checkpoint_every": 1}}
+
+
+class PowerCut(Exception):
+    pass
+
+
+def _cut_at(monkeypatch, step: int, then=PowerCut):
+    """Make the ``step``-th optimiser step fail before it is taken (``then``: what it raises)."""
+    real = loop_mod.nn.utils.clip_grad_norm_
+    calls = []
+
+    def clip(parameters, max_norm):
+        calls.append(1)
+        if len(calls) == step:
+            if then is PowerCut:
+                raise PowerCut()
+            return torch.tensor(float("nan"))  # a gradient gone non-finite
+        return real(parameters, max_norm)
+
+    monkeypatch.setattr(loop_mod.nn.utils, "clip_grad_norm_", clip)
+
+
+def _said(run, **kwargs) -> list[str]:
+    messages: list[str] = []
+    run(hooks=Hooks(message=messages.append), **kwargs)
+    return messages
+
+
+def test_a_stage_stopped_by_a_non_finite_gradient_restarts_afresh(files, tmp_path, monkeypatch):
+    """Its partial checkpoint led to the NaN (and holds the optimiser's lr): the rerun the error
+    advises starts the stage from the last good checkpoint, as an unbroken run would."""
+    reference = _weights(run_pipeline(out=tmp_path / "ref", stages="extend,warmup",
+                                      config=config_from_dict(WARMUP), seed=3, **files))
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        _cut_at(m, 4, then="nan")
+        with pytest.raises(NonFiniteError, match=f"Last good checkpoint: {out / 'extend'}; rerun to resume from it"):
+            run_pipeline(out=out, stages="extend,warmup", config=config_from_dict(WARMUP), seed=3, **files)
+    assert not (out / "warmup.partial").exists()
+    said = _said(run_pipeline, out=out, stages="extend,warmup", config=config_from_dict(WARMUP), seed=3, **files)
+    assert not any(s.startswith("resuming warmup at step") for s in said)
+    resumed = _weights(out / "final")
+    assert all(torch.equal(resumed[k], reference[k]) for k in reference)
+
+
+def test_an_interrupted_stage_rerun_with_other_settings_starts_afresh_on_them(files, tmp_path, monkeypatch):
+    lower = {"warmup": {**WARMUP["warmup"], "lr": 5e-4}}
+    reference = _weights(run_pipeline(out=tmp_path / "ref", stages="extend,warmup",
+                                      config=config_from_dict(lower), seed=3, **files))
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        _cut_at(m, 4)
+        with pytest.raises(PowerCut):
+            run_pipeline(out=out, stages="extend,warmup", config=config_from_dict(WARMUP), seed=3, **files)
+    assert (out / "warmup.partial").is_dir()
+    said = _said(run_pipeline, out=out, stages="extend,warmup", config=config_from_dict(lower), seed=3, **files)
+    assert any("warmup's settings changed since its interrupted attempt" in s for s in said)
+    steps = [r for r in _log(out) if r.get("stage") == "warmup" and "step" in r]
+    assert steps[0]["step"] == 1 and steps[0]["lr"] == pytest.approx(5e-4)  # not the saved optimiser's 1e-3
+    resumed = _weights(out / "final")
+    assert all(torch.equal(resumed[k], reference[k]) for k in reference)
+
+
+def test_token_budget_batches_resume_bit_identically_across_epochs_of_other_lengths(files, tmp_path, monkeypatch):
+    """Each epoch packs its own number of batches: the resumed schedule is the one the first
+    epoch sized, not one sized from the epoch the checkpoint was in."""
+    import random
+
+    words = "budget review of spending zorblatt metrics track departments agent install quarter fiscal".split()
+    r = random.Random(0)
+    texts = [" ".join(r.choice(words) for _ in range(r.choice([2, 3, 12, 20, 30]))) for _ in range(16)]
+    corpus = tmp_path / "varied.jsonl"
+    corpus.write_text("".join(json.dumps({"doc_id": f"v{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    data = {**files, "corpus": corpus}
+    cfg = {"warmup": {"epochs": 3, "batch_size": 16, "batch_tokens": 48, "bucket_window": 4, "mask_rate": 0.5,
+                      "lr": 1e-3, "checkpoint_every": 1}}
+    ref = run_pipeline(out=tmp_path / "ref", stages="extend,warmup", config=config_from_dict(cfg), seed=0, **data)
+    per_epoch = Counter(r["epoch"] for r in _log(ref.parent) if r.get("stage") == "warmup" and "step" in r)
+    later = next(e for e in (2, 3) if per_epoch[e] != per_epoch[1])  # else this test could not fail
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        _cut_at(m, sum(per_epoch[e] for e in range(1, later)) + 2)  # inside that epoch
+        with pytest.raises(PowerCut):
+            run_pipeline(out=out, stages="extend,warmup", config=config_from_dict(cfg), seed=0, **data)
+    run_pipeline(out=out, stages="extend,warmup", config=config_from_dict(cfg), seed=0, **data)
+    reference, resumed = _weights(ref), _weights(out / "final")
+    assert all(torch.equal(resumed[k], reference[k]) for k in reference)
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"warmup": {"lr": 1.0}}, "warmup.lr must be < 1, got 1.0"),
+    ({"distill": {"lr": 1e14}}, "distill.lr must be < 1, got 100000000000000.0"),
+    ({"warmup": {"mask_rate": 0.0, "domain_focused": False}}, "warmup.mask_rate is 0 and warmup.domain_focused is false"),
+    ({"dictionary": {"max_steps": 6, "step_cap": 2}}, "dictionary.max_steps (6) is above dictionary.step_cap (2)"),
+])
+def test_settings_that_cannot_train_as_written_are_refused(section, message):
+    with pytest.raises(ConfigError) as e:
+        config_from_dict(section).validate()
+    assert message in str(e.value)
+
+
+def test_an_mlm_length_beyond_the_models_positions_is_refused_before_training(files, tmp_path):
+    cfg = config_from_dict({"warmup": {"max_length": 512, "epochs": 1}})
+    with pytest.raises(ConfigError, match="warmup.max_length 512 is above the 128 pieces this model has position"):
+        run_pipeline(out=tmp_path / "run", stages="warmup", config=cfg, seed=0, **files)
+    assert not (tmp_path / "run" / "warmup").exists()
+
+
+def test_a_valid_file_and_a_valid_fraction_are_not_both_taken(files, tmp_path):
+    cfg = config_from_dict({"distill": {"valid_fraction": 0.5}})
+    with pytest.raises(ConfigError, match="both choose the validation queries: give one"):
+        run_pipeline(out=tmp_path / "run", stages="distill", config=cfg, seed=0, valid=files["train"], **files)
+    run_pipeline(out=tmp_path / "ok", stages="warmup", config=config_from_dict({"warmup": {"epochs": 1},
+                 "distill": {"valid_fraction": 0.5}}), seed=0, valid=files["train"], **files)  # no distill: no choice
