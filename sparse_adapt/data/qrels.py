@@ -34,7 +34,9 @@ def load_qrels(path: str | Path) -> Qrels:
         try:
             g = int(grade)
         except ValueError:
-            raise DataError(p, n, "grade", f"expected an integer, got {grade[:60]!r}") from None
+            short = " (read as BEIR's 'qid doc_id grade': a TREC line has 4 columns, 'qid 0 doc_id grade')" \
+                if len(parts) == 3 else ""
+            raise DataError(p, n, "grade", f"expected an integer, got {grade[:60]!r}{short}") from None
         if not -GRADE_LIMIT <= g <= GRADE_LIMIT:  # ranx stores grades as 64-bit integers
             raise DataError(p, n, "grade", f"expected a relevance grade between {-GRADE_LIMIT} and {GRADE_LIMIT}, "
                                            f"got {grade[:60]}")

@@ -106,3 +106,10 @@ def test_a_run_that_retrieved_nothing_scores_zero_instead_of_failing_in_ranx():
     qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}}
     assert evaluate_run(qrels, {"q1": {}, "q2": {}}) == {"ndcg@10": 0.0, "mrr@10": 0.0, "recall@5": 0.0}
     assert evaluate_per_query(qrels, {"q1": {}, "q2": {}}) == {"q1": 0.0, "q2": 0.0}
+
+
+def test_a_trec_line_missing_a_column_says_how_it_was_read(tmp_path):
+    path = tmp_path / "qrels.txt"
+    path.write_text("q1 0 d1 1\nq1 0 d2\n")
+    with pytest.raises(DataError, match=r"qrels.txt:2: field 'grade': expected an integer, got 'd2' \(read as BEIR's"):
+        load_qrels(path)
