@@ -134,9 +134,21 @@ def _differences(old: dict, new: dict, completed: Sequence[str]) -> list[str]:
             changed = [s for s in completed if s in sections and _stage_part(old_cfg, s) != _stage_part(new_cfg, s)]
             if changed:
                 diff.append(f"config [{', '.join(changed)}]")
+        elif key in ("base", "reference") and _same_place(old.get(key), new.get(key)):
+            continue
         elif old.get(key) != new.get(key):
             diff.append(key)
     return diff
+
+
+def _same_place(a, b) -> bool:
+    """Whether two spellings of a base name one thing (``./base`` and ``base``); a built-in or
+    Hub name only as the same string."""
+    if a == b:
+        return True
+    if not (isinstance(a, str) and isinstance(b, str)) or not (Path(a).exists() and Path(b).exists()):
+        return False
+    return Path(a).resolve() == Path(b).resolve()
 
 
 def _discard(out: Path) -> None:

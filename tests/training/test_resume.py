@@ -131,3 +131,20 @@ def test_a_valid_file_and_a_valid_fraction_are_not_both_taken(files, tmp_path):
         run_pipeline(out=tmp_path / "run", stages="distill", config=cfg, seed=0, valid=files["train"], **files)
     run_pipeline(out=tmp_path / "ok", stages="warmup", config=config_from_dict({"warmup": {"epochs": 1},
                  "distill": {"valid_fraction": 0.5}}), seed=0, valid=files["train"], **files)  # no distill: no choice
+
+
+def test_a_base_spelled_another_way_is_the_same_run_and_another_base_is_not(files, tmp_path):
+    import shutil
+
+    from sparse_adapt.training.pipeline import RunMismatchError
+
+    base = files["base"]
+    run_pipeline(out=tmp_path / "run", stages="extend", config=config_from_dict({}), seed=0, **files)
+    respelled = {**files, "base": f"{base}/../{base.rsplit('/', 1)[1]}"}
+    said = _said(run_pipeline, out=tmp_path / "run", stages="extend", config=config_from_dict({}), seed=0, **respelled)
+    assert any("already complete" in s for s in said)
+    copy = tmp_path / "copy"
+    shutil.copytree(base, copy)
+    with pytest.raises(RunMismatchError, match=r"\(base differ"):
+        run_pipeline(out=tmp_path / "run", stages="extend", config=config_from_dict({}), seed=0,
+                     **{**files, "base": str(copy)})
