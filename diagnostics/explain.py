@@ -27,6 +27,7 @@ from sparse_adapt.modeling.vectors import ranked_row
 from sparse_adapt.modeling.truncation import truncated, truncation_note
 from sparse_adapt.progress import Hooks
 from sparse_adapt.retrieval.feedback import Feedback, feedback_documents, rocchio
+from sparse_adapt.retrieval.ranking import ranking
 
 # Expanded tokens listed per matching document, as in the spec.
 DOC_TOP_TOKENS = 10
@@ -177,7 +178,8 @@ def _explain(
         warnings.append(note)
 
     q_weight = dict(zip(q_ids.tolist(), q_w.tolist()))
-    order = sorted(range(len(documents)), key=lambda i: (-float(scores[i]), documents[i].doc_id))[:k]
+    position = {d.doc_id: i for i, d in enumerate(documents)}
+    order = [position[d] for d, _ in ranking({d.doc_id: float(s) for d, s in zip(documents, scores)})[:k]]
     top_docs = [documents[i] for i in order]
     doc_text = in_text_ids(splade, [d.text for d in top_docs], "document")
     results = []

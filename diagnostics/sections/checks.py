@@ -38,8 +38,10 @@ def checks(vocab: VocabularyCheck, doc: DocumentChoice, targets: list[TargetDiag
               "listed", ", ".join(vocab.categories) or ("no terms file" if not terms_given else "absent")),
     ]
     if vocab.single_token:
+        not_domain = ("no: a special token, never in a vector (extend-vocab refuses it)" if special
+                      else "no (model not extended with this term)")
         out.append(Check("domain_token", PASS if vocab.domain_token else FAIL, "registered domain token",
-                            "yes" if vocab.domain_token else "no (model not extended with this term)"))
+                            "yes" if vocab.domain_token else not_domain))
     past = f" ({len(doc.docs_beyond_window)} more only past the document window)" if doc.docs_beyond_window else ""
     out.append(Check("in_documents", PASS if doc.docs_containing else WARN, ">= 1 document",
                         f"{len(doc.docs_containing)} of {doc.docs_searched}{past}"))

@@ -227,11 +227,16 @@ def evaluate(
     if len(missing) == len(judged):
         raise ConfigError(f"--compare {compare}: the run has none of the evaluated queries")
     if missing:  # ranx scores them 0 for that system: a comparison the user should know is lopsided
-        warn(f"--compare {compare}: {len(missing)} of {len(judged)} evaluated queries are not in the run and count "
-             f"as 0 for it (e.g. {', '.join(missing[:5])})")
+        one = len(missing) == 1
+        warn(f"--compare {compare}: {len(missing)} of {len(judged)} evaluated queries {'is' if one else 'are'} not in "
+             f"the run and {'counts' if one else 'count'} as 0 for it (e.g. {', '.join(missing[:5])})")
     ranx_qrels = RanxQrels({q: data.qrels[q] for q in judged})
     this = ranx_run({q: run[q] for q in judged if q in run}, name=name_a)
-    other = ranx_run({q: s for q, s in other_run.items() if q in set(judged)},
+    evaluated = set(judged)
+    if not any(run.get(q) for q in evaluated) or not any(other_run.get(q) for q in evaluated):
+        raise ConfigError(f"--compare: {model if not any(run.get(q) for q in evaluated) else compare} retrieved no "
+                          "document for any evaluated query; there is nothing to compare")
+    other = ranx_run({q: s for q, s in other_run.items() if q in evaluated},
                      name=f"{compare} (compare)" if compare == name_a else compare)
     with quiet_ranx():
         report = ranx_compare(

@@ -50,7 +50,8 @@ def duplicate_warning(documents: Sequence[Document]) -> str | None:
     if not repeats:
         return None
     doc_id, seen = repeats[0]
-    return (f"{len(repeats)} of {len(documents)} documents repeat an earlier one's text (e.g. {doc_id} = {seen}); "
+    return (f"{len(repeats)} of {len(documents)} documents {'repeats' if len(repeats) == 1 else 'repeat'} an earlier "
+            f"one's text (e.g. {doc_id} = {seen}); "
             "each copy counts again in mining and the copies compete in retrieval: remove duplicates first")
 
 

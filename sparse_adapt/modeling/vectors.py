@@ -70,11 +70,14 @@ def decode(
 ) -> list[tuple[str, float]] | list[list[tuple[str, float]]]:
     """Vectors as ``[(token, weight), ...]`` in :func:`rank` order, the first ``top_k`` if given.
 
-    ``vectors``: a (n, V) scipy sparse matrix or tensor (dense or torch sparse) gives one list
-    per row; one (V,) tensor gives one flat list, as sentence-transformers' ``decode`` does.
+    ``vectors``: a (n, V) scipy sparse matrix, tensor (dense or torch sparse) or numpy array
+    gives one list per row; one (V,) tensor or array gives one flat list, as
+    sentence-transformers' ``decode`` does.
     """
     if top_k is not None:
         require_positive_int(top_k, "top_k")
+    if isinstance(vectors, np.ndarray):  # read as the tensor it holds: (V,) one flat list, (n, V) one per row
+        vectors = torch.from_numpy(np.asarray(vectors, dtype=np.float32))
     one_row = isinstance(vectors, torch.Tensor) and vectors.ndim == 1
     if isinstance(vectors, torch.Tensor):
         if vectors.ndim not in (1, 2):
@@ -82,7 +85,7 @@ def decode(
         dense = vectors.detach().to_dense().float().cpu().numpy()
         vectors = sp.csr_matrix(dense.reshape(1, -1) if one_row else dense)
     elif not sp.issparse(vectors):
-        raise TypeError(f"vectors must be a scipy sparse matrix or a torch tensor, got {type(vectors).__name__}")
+        raise TypeError(f"vectors must be a scipy sparse matrix, a torch tensor or a numpy array, got {type(vectors).__name__}")
     if vectors.shape[-1] > len(vocab):
         raise ValueError(f"vectors have {vectors.shape[-1]} columns but the vocabulary has {len(vocab)} tokens")
     rows = [list(d.items()) for d in rows_to_dicts(sp.csr_matrix(vectors), vocab, top_k)]

@@ -78,7 +78,11 @@ class IRDataset:
         out: Qrels = {}
         with self._reading("qrels"):
             for r in self.dataset.qrels_iter():
-                out.setdefault(r.query_id, {})[r.doc_id] = int(r.relevance)
+                judged, grade = out.setdefault(r.query_id, {}), int(r.relevance)
+                if judged.get(r.doc_id, grade) != grade:  # as a qrels file: which line won would decide the figures
+                    raise DatasetError(f"{self.name}: {r.query_id} {r.doc_id} is judged {judged[r.doc_id]} and {grade} "
+                                       "in its qrels")
+                judged[r.doc_id] = grade
         if not out:
             raise DatasetError(f"{self.name}: no relevance judgements")
         return out

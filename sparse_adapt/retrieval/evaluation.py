@@ -22,6 +22,7 @@ from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import Hooks
 from sparse_adapt.retrieval.feedback import Feedback, expand_in_memory
+from sparse_adapt.retrieval.ranking import ranking, top_k  # noqa: F401 - top_k: callers import it from here
 
 # The metrics `sparse-adapt evaluate` reports, in ranx's names; keys of its --json output.
 DEFAULT_METRICS = ("ndcg@10", "mrr@10", "recall@5")
@@ -79,8 +80,9 @@ def check_qrels(
     unjudged = [q for q in evaluated if not any(g > 0 for g in qrels[q].values())]
     if unjudged:  # ranx (and trec_eval) average them in as 0: the mean is lower than the rest earn
         warnings.append(
-            f"{qrels_name}: {len(unjudged)} of {len(evaluated)} evaluated queries have no relevant document "
-            f"(no grade above 0) and count as 0 in every metric (e.g. {_examples(unjudged)})"
+            f"{qrels_name}: {len(unjudged)} of {len(evaluated)} evaluated queries "
+            f"{'has' if len(unjudged) == 1 else 'have'} no relevant document (no grade above 0) and "
+            f"{'counts' if len(unjudged) == 1 else 'count'} as 0 in every metric (e.g. {_examples(unjudged)})"
         )
     if unknown_q:
         warnings.append(
@@ -154,29 +156,12 @@ def score_vectors(
     }
 
 
-def ranking(scores: dict[str, float]) -> list[tuple[str, float]]:
-    """One query's ``(doc_id, score)`` by descending score, **ties by descending doc id**.
-
-    trec_eval's order (it re-sorts every run so), so a saved run gives the same figures in
-    trec_eval as here; every evaluation, listing and saved run of sparse-adapt uses it. ranx
-    alone would not do: it sorts with an unstable sort, so 17 or more tied documents came out
-    in another order in each call (a relevant duplicate at rank 2 in one, 19 in the next).
-    """
-    by_id = sorted(scores.items(), key=lambda kv: kv[0], reverse=True)
-    return sorted(by_id, key=lambda kv: -kv[1])  # stable: tied scores keep the doc id order
-
-
 def ranx_run(run: dict[str, dict[str, float]], name: str | None = None) -> Run:
     """``run`` as a ranx Run whose scores are the :func:`ranking` positions (n, n-1, ..., 1):
     the order ranx evaluates is then this module's, ties included. Rank metrics (nDCG, MRR,
     recall) read only the order."""
     ordered = {q: {d: float(len(s) - i) for i, (d, _) in enumerate(ranking(s))} for q, s in run.items()}
     return Run(ordered, name=name)
-
-
-def top_k(run: dict[str, dict[str, float]], k: int = 10) -> dict[str, list[str]]:
-    """Doc ids per query in :func:`ranking` order, the first ``k``."""
-    return {q: [d for d, _ in ranking(s)[:k]] for q, s in run.items()}
 
 
 def evaluate_run(
@@ -219,7 +204,7 @@ def save_run_file(run: dict[str, dict[str, float]], path: str | Path, name: str)
     """Write ``run`` as a TREC run file (``qid Q0 doc_id rank score tag``), atomically: each
     query in :func:`ranking` order, exact scores, ``name`` as the tag (:func:`run_tag`)."""
     tag = run_tag(name)
-    lines = [f"{q} Q0 {d} {rank} {score!r} {tag}\n"
-             for q, scores in run.items() for rank, (d, score) in enumerate(ranking(scores), start=1)]
-    with atomic_file(path) as tmp:
-        Path(tmp).write_text("".join(lines), encoding="utf-8")
+    with atomic_file(path) as tmp, Path(tmp).open("w", encoding="utf-8") as f:
+        for q, scores in run.items():
+            f.writelines(f"{q} Q0 {d} {rank} {float(score)!r} {tag}\n"
+                         for rank, (d, score) in enumerate(ranking(scores), start=1))

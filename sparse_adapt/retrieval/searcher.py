@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from sparse_adapt.data import Query
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.vectors import dicts_to_rows
-from sparse_adapt.retrieval.evaluation import ranking
+from sparse_adapt.retrieval.ranking import ranking
 from sparse_adapt.retrieval.export import lucene_vocabulary, quantise
 from sparse_adapt.retrieval.feedback import Feedback, rocchio
 from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError, impact_searcher
@@ -120,7 +120,7 @@ class LuceneRetriever:
         if feedback is not None:
             (vector,) = self.feedback_queries([text], feedback)
             return self.search_encoded(vector, k)
-        return _ranked(self.searcher.search(text, k))
+        return _whole_ties(lambda n: self.searcher.search(text, n), k)
 
     def feedback_queries(
         self, texts: Sequence[str], feedback: Feedback, threads: int = 1
@@ -168,7 +168,8 @@ class LuceneRetriever:
 
     def search_encoded(self, vector: dict[str, int], k: int = 10) -> list[Hit]:
         """Search with an already quantised query (for timing Lucene alone)."""
-        return _ranked(self.searcher.object.search(_java_query(vector), k))
+        query = _java_query(vector)
+        return _whole_ties(lambda n: self.searcher.object.search(query, n), k)
 
     def search_encoded_batch(
         self, vectors: Sequence[dict[str, int]], k: int = 10, threads: int = 1
@@ -201,6 +202,18 @@ def _ranked(hits) -> list[Hit]:
     """Lucene's hits in the order every evaluation uses (``evaluation.ranking``: ties by
     descending doc id, where Lucene breaks them by indexing order)."""
     return [Hit(d, s) for d, s in ranking({h.docid: float(h.score) for h in hits})]
+
+
+def _whole_ties(fetch, k: int) -> list[Hit]:
+    """The first ``k`` of ``fetch(n)``'s hits (Lucene's best ``n``) in ``ranking`` order: while
+    the hit after the ``k``-th ties with it, more are fetched, since Lucene picks among tied
+    documents by indexing order and the order's own pick could lie beyond."""
+    n = k + 1
+    while True:
+        hits = fetch(n)
+        if len(hits) < n or hits[-1].score != hits[k - 1].score:
+            return _ranked(hits)[:k]
+        n *= 2
 
 
 def _pyclass():

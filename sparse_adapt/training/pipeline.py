@@ -49,7 +49,7 @@ from sparse_adapt.training.mlm_data import validate_corpus
 from sparse_adapt.training.rundir import FINAL, LOG_FILE, PARTIAL, RUN_FILE, RunMismatchError  # noqa: F401  (public names)
 from sparse_adapt.training.density import density_sample, document_density
 from sparse_adapt.training.validation import mentions_term
-from sparse_adapt.training.stages import EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, parse_stages
+from sparse_adapt.training.stages import EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, check_lengths, parse_stages
 
 TRAINER_STATE = "trainer_state.pt"
 
@@ -201,6 +201,7 @@ def run_pipeline(
         else:
             splade = SpladeEncoder.from_pretrained(base, device=device)
         _check_terms(splade, data, paths["terms"], "extend" in names[start:])
+        check_lengths(splade, cfg, names[start:])
         log_path = out / LOG_FILE
         if main:
             rundir.write_manifest(out, manifest)  # only now: the inputs and the base have loaded

@@ -182,14 +182,18 @@ def prepare(out: Path, manifest: dict, names: Sequence[str], overwrite: bool, ho
         elif old != manifest:  # run.json itself is rewritten by write_manifest, once the base has loaded
             # An interrupted stage's checkpoint holds its optimiser (lr, schedule) and batch plan:
             # resumed under other settings it would train on the old ones while run.json said the new.
-            following = [n for n in names if n not in done][:1]
-            old_cfg = (old.get("config") if isinstance(old, dict) else None) or {}
-            stale = [n for n in following if (out / f"{n}{PARTIAL}").is_dir()
-                     and (not checkpoints or _stage_part(old_cfg, n) != _stage_part(manifest["config"], n))]
-            for n in stale:
-                shutil.rmtree(out / f"{n}{PARTIAL}")
-                hooks.message(f"{out}: {n}'s settings changed since its interrupted attempt; its partial "
-                              f"checkpoint is discarded and {n} starts afresh")
+            readable = isinstance(old, dict) and old
+            old_cfg = (old.get("config") if readable else None) or {}
+            run_changed = _differences(old, manifest, ()) if readable else ["run.json unreadable"]
+            for n in [n for n in names if n not in done][:1]:
+                if not (out / f"{n}{PARTIAL}").is_dir():
+                    continue
+                why = (f"the run's {', '.join(run_changed)}" if run_changed else
+                       f"the [{n}] config" if _stage_part(old_cfg, n) != _stage_part(manifest["config"], n) else None)
+                if why is not None:
+                    shutil.rmtree(out / f"{n}{PARTIAL}")
+                    hooks.message(f"{out}: {why} changed since {n} was interrupted; its partial checkpoint "
+                                  f"is discarded and {n} starts afresh")
             if not checkpoints:
                 hooks.message(f"{out}: no stage of the earlier attempt completed; starting afresh")
             else:

@@ -103,6 +103,17 @@ class ExtendStage(Stage):
         )
 
 
+def check_lengths(splade: SpladeEncoder, config: TrainConfig, names: Sequence[str]) -> None:
+    """Each MLM stage's ``max_length`` fits the model's position embeddings: else a long text
+    fails deep in the model, after the stages before it have trained."""
+    limit = max_pieces(splade.mlm)
+    for name in names:
+        section = getattr(config, name, None)
+        if limit is not None and isinstance(section, MLMConfig) and section.max_length > limit:
+            raise ConfigError(f"{name}.max_length {section.max_length} is above the {limit} pieces this model has "
+                              "position embeddings for")
+
+
 class _MLMStage(Stage):
     """Masked-LM training on a list of texts; subclasses choose texts and forced positions."""
 
@@ -122,10 +133,7 @@ class _MLMStage(Stage):
 
     def run(self, splade: SpladeEncoder, ctx: StageContext) -> None:
         cfg = self.section(ctx)
-        limit = max_pieces(splade.mlm)
-        if limit is not None and cfg.max_length > limit:  # else a long text fails deep in the model's positions
-            raise ConfigError(f"{self.name}.max_length {cfg.max_length} is above the {limit} pieces this model has "
-                              "position embeddings for")
+        check_lengths(splade, ctx.config, [self.name])
         gen = seed_everything(ctx.seed)
         source = self.texts(splade, ctx)
         tok = splade.tokenizer
@@ -173,7 +181,7 @@ class WarmupStage(_MLMStage):
                               f"{ctx.config.warmup.max_length} pieces (longer documents are cut between words)")
         if windows.truncated:
             ctx.hooks.message(f"warmup: the tokenizer gives no offsets, so {counted(windows.truncated, 'document')} longer than "
-                              f"{ctx.config.warmup.max_length} pieces train on their first "
+                              f"{ctx.config.warmup.max_length} pieces {'trains' if windows.truncated == 1 else 'train'} on their first "
                               f"{ctx.config.warmup.max_length} only")
         return windows
 

@@ -143,8 +143,8 @@ def test_documents_repeating_another_ones_text_are_said(tmp_path, capsys):
     docs = [Document("a", "The Zentrofax pump leaks."), Document("b", "The Zentrofax valve holds."),
             Document("c", "the  zentrofax PUMP leaks."), Document("d", "The Zentrofax pump leaks!")]
     assert duplicate_warning(docs[:2] + docs[3:]) is None  # punctuation differs: another text
-    assert duplicate_warning(docs).startswith("1 of 4 documents repeat an earlier one's text (e.g. c = a)")
+    assert duplicate_warning(docs).startswith("1 of 4 documents repeats an earlier one's text (e.g. c = a)")
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text("".join(json.dumps({"doc_id": d.doc_id, "text": d.text}) + "\n" for d in docs))
     main(["mine-terms", "--corpus", str(corpus), "--out", str(tmp_path / "t.json"), "--base", "offline-splade-tiny"])
-    assert "warning: 1 of 4 documents repeat an earlier one's text" in " ".join(capsys.readouterr().err.split())
+    assert "warning: 1 of 4 documents repeats an earlier one's text" in " ".join(capsys.readouterr().err.split())

@@ -191,6 +191,8 @@ def test_special_token_is_zeroed_in_the_manual_weight_too(tiny_bert):
     w = r.targets[0].weight
     assert w.special_token and w.after_log1p > 0
     assert w.expected == 0.0 == w.actual and w.matches
+    assert (r.recommendations[0].id, r.recommendations[0].commands) == ("extend", [])  # no training advised
+    assert "special token of this tokenizer" in r.recommendations[0].finding
 
 
 def test_healthy_term_passes_and_needs_no_recommendation(extended):

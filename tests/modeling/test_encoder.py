@@ -200,7 +200,8 @@ def test_decode_takes_every_vector_form_sentence_transformers_does(tiny_bert):
     assert tiny_bert.decode(dense[1], top_k=2) == rows[1][:2]
     with pytest.raises(ValueError, match="vectors must be 1-D or 2-D, got 3-D"):
         tiny_bert.decode(dense.unsqueeze(0))
-    with pytest.raises(TypeError, match="scipy sparse matrix or a torch tensor, got list"):
+    assert tiny_bert.decode(m.toarray()) == rows and tiny_bert.decode(m.toarray()[1]) == rows[1]  # numpy
+    with pytest.raises(TypeError, match="a torch tensor or a numpy array, got list"):
         tiny_bert.decode(rows)
 
 

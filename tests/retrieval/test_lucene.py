@@ -353,3 +353,23 @@ def test_explain_from_the_index_explains_the_same_top_documents_exactly(built, c
     argv = ["explain", query, "--model", "offline-minilm", "--docs", str(other), "--index", str(built["index"])]
     assert main(argv) == 2
     assert "hits are not in" in " ".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.slow
+def test_search_picks_among_tied_documents_by_the_evaluation_order_not_lucenes(tmp_path, capsys):
+    """15 copies of one text tie for every query: Lucene returns the first indexed; the
+    hits must be the ones ``ranking`` puts first (descending doc id), as in-memory evaluation has."""
+    from sparse_adapt.retrieval.searcher import LuceneRetriever
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+
+    docs = tmp_path / "docs.jsonl"
+    texts = [(f"dup{i:02d}", "the relay depot stores coolant valves") for i in range(15)]
+    texts += [("other", "a quarterly budget review of spending")]
+    docs.write_text("".join(json.dumps({"doc_id": d, "text": t}) + "\n" for d, t in texts))
+    vectors, index = tmp_path / "vectors", tmp_path / "index"
+    assert main(["export", "--model", "offline-minilm", "--docs", str(docs), "--out", str(vectors)]) == 0
+    assert main(["index", "--vectors", str(vectors), "--index", str(index)]) == 0
+    retriever = LuceneRetriever(index, SpladeEncoder.from_pretrained("offline-minilm"))
+    hits = retriever.search("relay depot coolant valves", k=5)
+    assert [h.doc_id for h in hits] == ["dup14", "dup13", "dup12", "dup11", "dup10"]
+    assert len({h.score for h in hits}) == 1  # all tied: the order is the rule's, not the scores'

@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
+
 import pytest
 
 from sparse_adapt.data import load_qrels
 from sparse_adapt.data.records import DataError
 from sparse_adapt.data.runs import load_run
 from sparse_adapt.retrieval.evaluation import (
-    check_qrels, evaluate_per_query, evaluate_run, ranking, run_tag, save_run_file, top_k,
+    check_qrels, evaluate_per_query, evaluate_run, run_tag, save_run_file,
 )
+from sparse_adapt.retrieval.ranking import ranking, top_k
 
 # 20 documents of one score: past 16 ties, ranx's unstable sort put the relevant one anywhere.
 TIED = {f"dup{i:02d}": 5.0 for i in range(20)}
@@ -51,6 +54,8 @@ def test_a_saved_run_lists_that_order_and_evaluates_to_the_same_figures(tmp_path
     assert [(p[2], float(p[4])) for p in lines if p[0] == "q2"] == [("y", 0.75), ("x", 0.25)]
     assert load_run(path) == run  # exact scores back
     assert evaluate_run(qrels, load_run(path)) == evaluate_run(qrels, run)
+    save_run_file({"q": {"a": np.float32(0.1), "b": np.float64(2.5)}}, path, "np")  # numpy scores from Python
+    assert load_run(path) == {"q": {"b": 2.5, "a": float(np.float32(0.1))}}
 
 
 def test_a_run_tag_is_one_field():
@@ -71,6 +76,8 @@ def test_a_judged_query_without_a_relevant_document_is_said_to_count_as_zero():
     warnings = check_qrels(qrels, ["q1", "q2", "q3"], ["d1", "d2", "d3"])
     assert warnings == ["the qrels: 2 of 3 evaluated queries have no relevant document (no grade above 0) and "
                         "count as 0 in every metric (e.g. q2, q3)"]
+    one = check_qrels(qrels, ["q1", "q2"], ["d1", "d2", "d3"])
+    assert one[0].startswith("the qrels: 1 of 2 evaluated queries has no relevant document (no grade above 0) and counts")
     assert evaluate_run(qrels, {q: {"d1": 1.0} for q in qrels}, ["mrr@10"]) == {"mrr@10": pytest.approx(1 / 3)}
 
 
@@ -113,3 +120,34 @@ def test_a_trec_line_missing_a_column_says_how_it_was_read(tmp_path):
     path.write_text("q1 0 d1 1\nq1 0 d2\n")
     with pytest.raises(DataError, match=r"qrels.txt:2: field 'grade': expected an integer, got 'd2' \(read as BEIR's"):
         load_qrels(path)
+
+
+def test_a_beir_folder_judging_a_document_twice_with_two_grades_is_refused(tmp_path):
+    from sparse_adapt.retrieval.datasets import DatasetError, load_dataset
+    from tests.retrieval.test_evaluate_cli import write_beir
+
+    folder = write_beir(tmp_path / "beir")
+    with (folder / "qrels" / "test.tsv").open("a") as f:
+        f.write("q11\td21\t0\n")  # q11 d21 is judged 2 above
+    with pytest.raises(DatasetError, match="q11 d21 is judged 2 and 0 in its qrels"):
+        load_dataset(str(folder)).qrels()
+
+
+def test_compare_with_a_model_that_retrieves_nothing_is_one_line(tmp_path, capsys):
+    import torch
+
+    from corpora import GATROCRAPTIC
+    from sparse_adapt.cli import main
+    from tests.conftest import make_tiny_bert
+
+    dead = make_tiny_bert()
+    with torch.no_grad():
+        dead.mlm.get_output_embeddings().bias -= 1000.0  # no logit above 0: every vector is empty
+    files = ["--docs", str(GATROCRAPTIC.docs), "--queries", str(GATROCRAPTIC.queries),
+             "--qrels", str(GATROCRAPTIC.qrels)]
+    argv = ["evaluate", "--model", str(make_tiny_bert().save_pretrained(tmp_path / "alive")), *files,
+            "--compare", str(dead.save_pretrained(tmp_path / "dead"))]
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "retrieved no document for any evaluated query" in err and "Traceback" not in err

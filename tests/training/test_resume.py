@@ -73,7 +73,7 @@ def test_an_interrupted_stage_rerun_with_other_settings_starts_afresh_on_them(fi
             run_pipeline(out=out, stages="extend,warmup", config=config_from_dict(WARMUP), seed=3, **files)
     assert (out / "warmup.partial").is_dir()
     said = _said(run_pipeline, out=out, stages="extend,warmup", config=config_from_dict(lower), seed=3, **files)
-    assert any("warmup's settings changed since its interrupted attempt" in s for s in said)
+    assert any("the [warmup] config changed since warmup was interrupted" in s for s in said)
     steps = [r for r in _log(out) if r.get("stage") == "warmup" and "step" in r]
     assert steps[0]["step"] == 1 and steps[0]["lr"] == pytest.approx(5e-4)  # not the saved optimiser's 1e-3
     resumed = _weights(out / "final")
@@ -119,10 +119,10 @@ def test_settings_that_cannot_train_as_written_are_refused(section, message):
 
 
 def test_an_mlm_length_beyond_the_models_positions_is_refused_before_training(files, tmp_path):
-    cfg = config_from_dict({"warmup": {"max_length": 512, "epochs": 1}})
-    with pytest.raises(ConfigError, match="warmup.max_length 512 is above the 128 pieces this model has position"):
-        run_pipeline(out=tmp_path / "run", stages="warmup", config=cfg, seed=0, **files)
-    assert not (tmp_path / "run" / "warmup").exists()
+    cfg = config_from_dict({"dictionary": {"max_length": 512}, "warmup": {"epochs": 1}})
+    with pytest.raises(ConfigError, match="dictionary.max_length 512 is above the 128 pieces this model has position"):
+        run_pipeline(out=tmp_path / "run", stages="extend,warmup,dictionary", config=cfg, seed=0, **files)
+    assert not (tmp_path / "run" / "extend").exists()  # refused before the first stage, not after warmup
 
 
 def test_a_valid_file_and_a_valid_fraction_are_not_both_taken(files, tmp_path):
@@ -148,3 +148,24 @@ def test_a_base_spelled_another_way_is_the_same_run_and_another_base_is_not(file
     with pytest.raises(RunMismatchError, match=r"\(base differ"):
         run_pipeline(out=tmp_path / "run", stages="extend", config=config_from_dict({}), seed=0,
                      **{**files, "base": str(copy)})
+
+
+def test_an_interrupted_stage_keeps_its_checkpoint_when_only_a_later_stage_changed(files, tmp_path, monkeypatch):
+    """No stage completed yet (no extend first): a change to distill alone leaves warmup's resumable."""
+    both = {**WARMUP, "distill": {"epochs": 1, "batch_size": 2, "lr": 1e-4}}
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        _cut_at(m, 4)
+        with pytest.raises(PowerCut):
+            run_pipeline(out=out, stages="warmup,distill", config=config_from_dict(both), seed=3, **files)
+    later = {**both, "distill": {**both["distill"], "lr": 2e-4}}
+    said = _said(run_pipeline, out=out, stages="warmup,distill", config=config_from_dict(later), seed=3, **files)
+    assert any(s.startswith("resuming warmup at step 3") for s in said), said
+    assert not any("partial checkpoint is discarded" in s for s in said)
+    other_seed = tmp_path / "run2"
+    with monkeypatch.context() as m:
+        _cut_at(m, 4)
+        with pytest.raises(PowerCut):
+            run_pipeline(out=other_seed, stages="warmup,distill", config=config_from_dict(both), seed=3, **files)
+    said = _said(run_pipeline, out=other_seed, stages="warmup,distill", config=config_from_dict(both), seed=4, **files)
+    assert any("the run's seed changed since warmup was interrupted" in s for s in said), said
