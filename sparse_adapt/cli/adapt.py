@@ -261,6 +261,8 @@ def adapt(
         raise ConfigError("--groups splits --queries into groups: give --queries and --qrels too")
     # Read now, not at the summary: a malformed file found after training would cost the whole run.
     yours = QuerySet.load("your queries", queries, qrels, groups) if queries is not None else None
+    for line in yours.warnings if yours is not None else ():
+        warn(line)
     if yours is not None and yours.skipped:
         warn(f"{groups}: groups naming none of {queries}'s queries are not scored: {', '.join(yours.skipped)}")
     with rich_hooks() as hooks:

@@ -23,7 +23,9 @@ from sparse_adapt.data import (
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.truncation import truncated
 from sparse_adapt.progress import Hooks, SILENT, counted
-from sparse_adapt.retrieval.evaluation import encode_documents, encode_queries, evaluate_run, score_vectors
+from sparse_adapt.retrieval.evaluation import (
+    check_qrels, encode_documents, encode_queries, evaluate_run, score_vectors,
+)
 from sparse_adapt.retrieval.feedback import Feedback
 
 SUMMARY = "summary.json"
@@ -43,6 +45,7 @@ class QuerySet:
     qrels: Qrels
     groups: dict[str, list[str]]
     skipped: tuple[str, ...] = ()  # groups of the file naming none of these queries
+    warnings: tuple[str, ...] = ()  # the qrels' own (evaluation.check_qrels), for the caller to say
 
     @classmethod
     def load(cls, name: str, queries: Path, qrels: Path, groups: Path | None = None) -> "QuerySet":
@@ -53,11 +56,13 @@ class QuerySet:
         qs, judged = load_queries(queries), load_qrels(qrels)
         grouped = load_query_groups(groups) if groups is not None else {}
         known = {q.qid for q in qs}
+        # Qrels judging none of the queries would drop the set from the summary after training.
+        warnings = tuple(check_qrels(judged, known, None, (str(qrels), str(queries), "the corpus")))
         skipped = tuple(g for g, qids in grouped.items() if not known.intersection(qids))
         grouped = {g: qids for g, qids in grouped.items() if g not in skipped}
         if groups is not None:
             check_query_groups(groups, grouped, known)
-        return cls(name, qs, judged, grouped, skipped)
+        return cls(name, qs, judged, grouped, skipped, warnings)
 
 
 def _sets(result: AdaptResult, yours: QuerySet | None) -> list[QuerySet]:

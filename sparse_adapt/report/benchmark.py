@@ -244,7 +244,7 @@ def without(cfg: TrainConfig, term: str) -> TrainConfig:
 
 def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
     """Train or resume every run, evaluate base and adapted models, write the files."""
-    from sparse_adapt.training.pipeline import run_pipeline
+    from sparse_adapt.training.pipeline import RunMismatchError, run_pipeline
 
     cfg = inputs.train_config()  # refuses a bad --config before anything is written
     out = Path(inputs.out)
@@ -252,6 +252,11 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
     hand_written = PIPELINES[inputs.pipeline].hand_written
     domains = [resolve_domain(d, hand_written) for d in inputs.domains]
     ablation = [resolve_domain(d, flag="--ablation") for d in inputs.ablation_domains]
+    for flag, named in (("--domains", [d.name for d in domains]), ("--ablation", [d.name for d in ablation]),
+                        ("--seeds", list(inputs.seeds)), ("--ablation-seeds", list(inputs.ablation_seeds))):
+        twice = sorted({str(v) for v in named if named.count(v) > 1})
+        if twice:  # each pair would count twice in the pooled test: a significance it does not have
+            raise ConfigError(f"{flag} names {', '.join(twice)} more than once")
     evalsets = {d.name: EvalSet.load(d.files) for d in [*domains, *ablation]}  # validate before training
     if inputs.pool:
         evalsets = {d.name: evalsets[d.name].pooled(None if d.split == "outside" else d.name)
@@ -260,12 +265,20 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
     base_scores = {name: ev.scores(base, inputs.feedback) for name, ev in evalsets.items()}
     results: list[Measured] = []
 
+    def mismatch(run_dir: Path) -> ConfigError:
+        # The runs' own message offers --overwrite, which benchmark does not take: its runs are what it resumes.
+        return ConfigError(f"{run_dir} holds a run made with other settings than this benchmark's (another "
+                           "--config, base or inputs): give another --out")
+
     def train(d: BenchDomain, seed: int, run_dir: Path, **kw) -> Path:
         f = d.files
-        return run_pipeline(
-            corpus=f.docs, terms=f.terms, dictionary=f.dictionary, train=f.train, out=run_dir, seed=seed,
-            hooks=hooks, **kw,
-        )
+        try:
+            return run_pipeline(
+                corpus=f.docs, terms=f.terms, dictionary=f.dictionary, train=f.train, out=run_dir, seed=seed,
+                hooks=hooks, **kw,
+            )
+        except RunMismatchError:
+            raise mismatch(run_dir) from None
 
     def measure(d: BenchDomain, seed: int, variant: str, final: Path, run_dir: Path | None = None) -> Measured:
         """``run_dir``: where the training log is, if not beside ``final``."""
@@ -299,7 +312,7 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
             cfg = inputs.train_config(start)
 
     def adapt_run(d: BenchDomain, seed: int) -> tuple[Path, Path]:
-        from sparse_adapt.corpus.adapt import run_adapt
+        from sparse_adapt.corpus.adapt import AdaptMismatchError, run_adapt
 
         f = d.files
         if hand_written:
@@ -308,10 +321,12 @@ def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         else:
             hooks.message(f"--- {d.name} ({d.split}) seed {seed}: adapt from docs.jsonl alone")
             given = {**inputs.generation, **({} if inputs.teacher is None else {"teacher": inputs.teacher})}
-        result = run_adapt(
-            f.docs, out / inputs.pipeline / d.name / f"seed{seed}", start, config=inputs.config, seed=seed,
-            pretrain=False, hooks=hooks, **given,
-        )
+        run_dir = out / inputs.pipeline / d.name / f"seed{seed}"
+        try:
+            result = run_adapt(f.docs, run_dir, start, config=inputs.config, seed=seed, pretrain=False, hooks=hooks,
+                               **given)
+        except AdaptMismatchError:
+            raise mismatch(run_dir) from None
         return result.final, result.training
 
     main_run = h4_run if inputs.pipeline == "train" else adapt_run

@@ -323,6 +323,10 @@ def load_benchmark(path: str | Path) -> dict:
         raise ConfigError(f"{file}: field 'schema' is not one of {', '.join(map(repr, READABLE_SCHEMAS))}")
     if not isinstance(report.get("inputs"), dict) or not isinstance(report.get("results"), list):
         raise ConfigError(f"{file}: fields 'inputs' and 'results' are required")
+    try:  # rendered now: a file missing a field would otherwise fail after every experiment trained
+        benchmark_section(report)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        raise ConfigError(f"{file}: not a complete benchmark result ({type(e).__name__}: {str(e)[:120]})") from None
     return report
 
 

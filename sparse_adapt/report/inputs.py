@@ -71,6 +71,9 @@ class ReportInputs:
         unknown = [e for e in self.experiments if e not in EXPERIMENTS]
         if unknown or not self.experiments:
             raise ConfigError(f"--experiments: unknown {unknown or 'empty'}; valid: {', '.join(EXPERIMENTS)}")
+        twice = sorted({e for e in self.experiments if self.experiments.count(e) > 1})
+        if twice:
+            raise ConfigError(f"--experiments names {', '.join(twice)} more than once")
         return replace(
             self, out=Path(self.out), corpus=corpus, terms=pick(self.terms, G.terms),
             dictionary=pick(self.dictionary, G.dictionary), train=pick(self.train, G.train), queries=queries,
@@ -141,7 +144,14 @@ def load_report_data(inputs: ReportInputs) -> ReportData:
     clash = sorted({q.qid for q in queries} & {q.qid for q in heldout})
     if clash:
         raise ConfigError(f"{i.heldout_queries}: query ids also in {i.queries}: {', '.join(clash[:5])}")
-    notes = []
+    from sparse_adapt.retrieval.evaluation import check_qrels
+
+    # As `evaluate` checks them: qrels judging none of the queries stop here, not after training.
+    doc_ids = {d.doc_id for d in documents}
+    notes = check_qrels(qrels, [q.qid for q in queries], doc_ids, (str(i.qrels), str(i.queries), str(i.corpus)))
+    if heldout:
+        notes += check_qrels(heldout_qrels, [q.qid for q in heldout], doc_ids,
+                             (str(i.heldout_qrels), str(i.heldout_queries), str(i.corpus)))
     if i.groups is not None:
         groups, source = load_query_groups(i.groups), "file"
         known = {q.qid for q in queries} | {q.qid for q in heldout}

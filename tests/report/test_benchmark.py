@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import corpora
+
 from sparse_adapt.cli import main
 from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES
 from sparse_adapt.errors import ConfigError
@@ -154,6 +156,14 @@ def test_pipeline_adapt_runs_adapt_on_the_hand_written_inputs_pretraining_once(b
     assert code == 0, capsys.readouterr().err
     assert json.loads((out / "benchmark.json").read_text())["inputs"]["pipeline"] == "train"
     assert (out / "runs" / "mini" / "seed0").is_dir()
+    # another config on the same --out: the runs' own message would offer --overwrite, which benchmark lacks
+    other = tmp_path / "c2.json"
+    other.write_text(json.dumps({**ONE_EPOCH, "warmup": {**ONE_EPOCH.get("warmup", {}), "lr": 3e-4}}))
+    capsys.readouterr()
+    assert main(["benchmark", "--out", str(out), "--domains", str(domain), "--seeds", "0", "--base", str(base_dir),
+                 "--config", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "holds a run made with other settings than this benchmark's" in err and "--overwrite" not in err
 
 
 def test_pipeline_adapt_refuses_an_ablation_and_unknown_pipelines(tmp_path, capsys):
@@ -173,6 +183,19 @@ def test_feedback_tuning_flag_alone_is_refused(tmp_path, capsys):
     assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "legal", "--feedback-docs", "2"]) == 2
     err = capsys.readouterr().err
     assert "add --feedback" in err and "Traceback" not in err
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--domains", "legal,legal"], "--domains names legal more than once"),
+    (["--domains", f"legal,{corpora.get('legal').docs.parent}"], "--domains names legal more than once"),
+    (["--domains", "legal", "--seeds", "0,0"], "--seeds names 0 more than once"),
+])
+def test_a_domain_or_seed_named_twice_is_refused(argv, message, tmp_path, capsys):
+    """Named twice, each query pair would enter the pooled test twice: n doubled, p shrunk."""
+    assert main(["benchmark", "--out", str(tmp_path / "b"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
     assert not (tmp_path / "b").exists()
 
 

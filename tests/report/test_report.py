@@ -309,12 +309,24 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert "q99" in capsys.readouterr().err
     assert main(["report", "--out", str(tmp_path / "o"), "--experiments", "H1,H5"]) == 2
     assert "H5" in capsys.readouterr().err
+    assert main(["report", "--out", str(tmp_path / "o"), "--experiments", "H4,H1,H4"]) == 2
+    assert "--experiments names H4 more than once" in capsys.readouterr().err
+    other = tmp_path / "other_qrels.tsv"
+    other.write_text("nope 0 d21 1\n")
+    assert main(["report", "--out", str(tmp_path / "o"), "--qrels", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "none of its 1 judged queries is in" in err and "Traceback" not in err
     assert main(["report", "--out", str(tmp_path / "o"), "--benchmark", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--benchmark" in err and "no benchmark.json" in err and len(err.strip().splitlines()) == 1
     (tmp_path / "benchmark.json").write_text(json.dumps({"schema": "other"}))
     assert main(["report", "--out", str(tmp_path / "o"), "--benchmark", str(tmp_path)]) == 2
     assert "'schema'" in capsys.readouterr().err
+    (tmp_path / "benchmark.json").write_text(json.dumps({"schema": "sparse-adapt.benchmark/2", "inputs": {},
+                                                         "results": [{"domain": "legal", "seed": 0}]}))
+    assert main(["report", "--out", str(tmp_path / "o"), "--benchmark", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "not a complete benchmark result (KeyError" in err and "Traceback" not in err
     (tmp_path / "benchmark-adapt.json").write_text(json.dumps({"schema": "other"}))
     assert main(["report", "--out", str(tmp_path / "o"), "--benchmark", str(tmp_path)]) == 2
     err = capsys.readouterr().err
