@@ -177,12 +177,14 @@ class LuceneRetriever:
         """:meth:`search_encoded` for many queries in one call to Anserini's threaded batch search."""
         pyclass = _pyclass()
         queries, ids = pyclass("java.util.ArrayList")(), pyclass("java.util.ArrayList")()
-        for i, vector in enumerate(vectors):
-            queries.add(_java_query(vector))
+        java = [_java_query(vector) for vector in vectors]
+        for i, query in enumerate(java):
+            queries.add(query)
             ids.add(str(i))
-        results = self.searcher.object.batch_search(queries, ids, int(k), int(threads))
+        results = self.searcher.object.batch_search(queries, ids, int(k) + 1, int(threads))  # + 1: see _settled
         by_id = {r.getKey(): r.getValue() for r in results.entrySet().toArray()}
-        return [_ranked(by_id.get(str(i), [])) for i in range(len(vectors))]
+        return [_settled(list(by_id.get(str(i), [])), k, lambda n, q=q: self.searcher.object.search(q, n))
+                for i, q in enumerate(java)]
 
     def run(
         self, queries: Sequence[Query], k: int = 100, threads: int = 1, feedback: Feedback | None = None
@@ -194,8 +196,10 @@ class LuceneRetriever:
             hits = self.search_encoded_batch(vectors, k, threads)
             return {q.qid: {h.doc_id: h.score for h in found} for q, found in zip(queries, hits)}
         self.encoder.prime([q.text for q in queries])
-        hits = self.searcher.batch_search([q.text for q in queries], [q.qid for q in queries], k, threads)
-        return {q.qid: {h.docid: float(h.score) for h in hits.get(q.qid, [])} for q in queries}
+        hits = self.searcher.batch_search([q.text for q in queries], [q.qid for q in queries], k + 1, threads)
+        return {q.qid: {h.doc_id: h.score for h in _settled(list(hits.get(q.qid, [])), k,
+                                                             lambda n, t=q.text: self.searcher.search(t, n))}
+                for q in queries}
 
 
 def _ranked(hits) -> list[Hit]:
@@ -214,6 +218,15 @@ def _whole_ties(fetch, k: int) -> list[Hit]:
         if len(hits) < n or hits[-1].score != hits[k - 1].score:
             return _ranked(hits)[:k]
         n *= 2
+
+
+def _settled(raw: list, k: int, refetch) -> list[Hit]:
+    """The first ``k`` of a batch search's hits fetched ``k + 1`` deep, in ``ranking`` order; when
+    the one past ``k`` ties with the ``k``-th, ``refetch(n)`` (this query alone) widens as
+    :func:`_whole_ties` does, so a batch returns what one search would."""
+    if len(raw) > k and raw[k].score == raw[k - 1].score:
+        return _whole_ties(refetch, k)
+    return _ranked(raw[:k])
 
 
 def _pyclass():

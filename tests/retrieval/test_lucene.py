@@ -373,3 +373,7 @@ def test_search_picks_among_tied_documents_by_the_evaluation_order_not_lucenes(t
     hits = retriever.search("relay depot coolant valves", k=5)
     assert [h.doc_id for h in hits] == ["dup14", "dup13", "dup12", "dup11", "dup10"]
     assert len({h.score for h in hits}) == 1  # all tied: the order is the rule's, not the scores'
+    from sparse_adapt.data import Query
+
+    run = retriever.run([Query("q", "relay depot coolant valves")], k=5)  # the batch path, as evaluate --index
+    assert sorted(run["q"]) == ["dup10", "dup11", "dup12", "dup13", "dup14"]
