@@ -233,9 +233,10 @@ def evaluate(
     ranx_qrels = RanxQrels({q: data.qrels[q] for q in judged})
     this = ranx_run({q: run[q] for q in judged if q in run}, name=name_a)
     evaluated = set(judged)
-    if not any(run.get(q) for q in evaluated) or not any(other_run.get(q) for q in evaluated):
-        raise ConfigError(f"--compare: {model if not any(run.get(q) for q in evaluated) else compare} retrieved no "
-                          "document for any evaluated query; there is nothing to compare")
+    for name, ranked in ((model, run), (compare, other_run)):
+        if not any(ranked.get(q) for q in evaluated):  # ranx's comparison fails on max() of nothing
+            raise ConfigError(f"--compare: {name} retrieved no document for any evaluated query; there is "
+                              "nothing to compare")
     other = ranx_run({q: s for q, s in other_run.items() if q in evaluated},
                      name=f"{compare} (compare)" if compare == name_a else compare)
     with quiet_ranx():

@@ -74,10 +74,7 @@ class MLMConfig:
             raise ConfigError(f"{section}.mask_rate must be in [0, 1), got {self.mask_rate}")
         if self.mask_rate == 0 and not self.domain_focused:  # nothing would ever be masked: no step to train
             raise ConfigError(f"{section}.mask_rate is 0 and {section}.domain_focused is false: no token is masked")
-        _below(section, "lr", self.lr, MAX_LR)
-        if self.max_steps and self.step_cap and self.max_steps > self.step_cap:
-            raise ConfigError(f"{section}.max_steps ({self.max_steps}) is above {section}.step_cap ({self.step_cap}), "
-                              "its bound")
+        _check_lr_and_steps(section, self)
 
 
 @dataclass
@@ -199,10 +196,7 @@ class DistillConfig:
         for key in ("weight_decay", "kd", "ret", "sp", "dom", "ctr", "qexp", "tau_min", "margin", "sp_warmup_steps",
                     "pres", "control_penalty", "patience", "definition_negatives"):
             _positive(section, key, getattr(self, key), allow_zero=True)
-        _below(section, "lr", self.lr, MAX_LR)
-        if self.max_steps and self.step_cap and self.max_steps > self.step_cap:
-            raise ConfigError(f"{section}.max_steps ({self.max_steps}) is above {section}.step_cap ({self.step_cap}), "
-                              "its bound")
+        _check_lr_and_steps(section, self)
         if self.pres_form not in FORMS:
             raise ConfigError(f"{section}.pres_form must be one of {', '.join(FORMS)}, got {self.pres_form!r}")
         if not 0.0 <= self.interpolate <= 1.0:  # written so that NaN fails too
@@ -234,9 +228,13 @@ class TrainConfig:
 MAX_LR = 1.0
 
 
-def _below(section: str, key: str, value: float, bound: float) -> None:
-    if not value < bound:
-        raise ConfigError(f"{section}.{key} must be < {bound:g}, got {value}")
+def _check_lr_and_steps(section: str, cfg: "MLMConfig | DistillConfig") -> None:
+    """What every training section shares: an lr below :data:`MAX_LR`, and no ``max_steps``
+    above the ``step_cap`` that bounds it."""
+    if not cfg.lr < MAX_LR:
+        raise ConfigError(f"{section}.lr must be < {MAX_LR:g}, got {cfg.lr}")
+    if cfg.max_steps and cfg.step_cap and cfg.max_steps > cfg.step_cap:
+        raise ConfigError(f"{section}.max_steps ({cfg.max_steps}) is above {section}.step_cap ({cfg.step_cap}), its bound")
 
 
 def _positive(section: str, key: str, value: float, allow_zero: bool = False) -> None:
