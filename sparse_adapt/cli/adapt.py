@@ -184,8 +184,7 @@ def make_train(
     from sparse_adapt.corpus.text import locate_terms
     from sparse_adapt.data import load_documents, load_domain_terms
     from sparse_adapt.modeling.encoder import SpladeEncoder
-    from sparse_adapt.modeling.truncation import truncated
-    from sparse_adapt.progress import counted
+    from sparse_adapt.modeling.truncation import longer_than, truncated
 
     _check_out(out, overwrite, corpus, terms)
     check_language(lang)
@@ -196,9 +195,8 @@ def make_train(
     splade = SpladeEncoder.from_pretrained(base)
     cut = truncated(splade, [d.text for d in documents], "document")
     if cut:  # said here as `adapt`'s summary says it: make-train alone never reaches that summary
-        warn(f"{len(cut)} of {counted(len(documents), 'document')} {'is' if len(cut) == 1 else 'are'} longer than "
-             f"{splade.max_length('document')} pieces: queries, negatives and labels come from their start only; "
-             "split long documents into passages (e.g. by paragraph)")
+        warn(f"{longer_than(len(cut), len(documents), splade.max_length('document'))}: queries, negatives and "
+             "labels come from their start only; split long documents into passages (e.g. by paragraph)")
     with rich_hooks() as hooks:
         selected = select_glosses(documents, groups, scorer, hooks=hooks) if glosses else None
         records, stats = build(documents, groups, splade, scorer, seed=seed, max_queries=max_queries,

@@ -73,9 +73,9 @@ def _load_data(docs: Optional[Path], queries: Optional[Path], qrels: Optional[Pa
 def _warn_truncated(splade, data: EvalData, documents: list[Document] | None) -> None:
     from sparse_adapt.modeling.truncation import truncation_note
 
-    notes = [truncation_note(splade, [q.text for q in data.queries], "query", "queries")]
+    notes = [truncation_note(splade, [q.text for q in data.queries], "query")]
     if documents is not None:
-        notes.append(truncation_note(splade, [d.text for d in documents], "document", "documents"))
+        notes.append(truncation_note(splade, [d.text for d in documents], "document"))
     for note in notes:
         if note:
             warn(note)

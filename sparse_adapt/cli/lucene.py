@@ -33,6 +33,7 @@ def export(
     from sparse_adapt.data import require_file
     from sparse_adapt.retrieval.export import ExportConfig, export_vectors
     from sparse_adapt.modeling.encoder import SpladeEncoder
+    from sparse_adapt.modeling.truncation import truncation_sentence
 
     from sparse_adapt.cli.output import rich_hooks
 
@@ -43,8 +44,7 @@ def export(
     with rich_hooks() as hooks:
         stats = export_vectors(splade, docs, out, config, model_name=model, progress=hooks)
     if stats.truncated:
-        warn(f"{stats.truncated} of {counted(stats.documents, 'document')} {'is' if stats.truncated == 1 else 'are'} longer than "
-             f"{splade.max_length('document')} pieces and {'was' if stats.truncated == 1 else 'were'} truncated")
+        warn(truncation_sentence(stats.truncated, stats.documents, splade.max_length("document")))
     console.print(
         f"[green]wrote[/green] {out} ({counted(stats.documents, 'document')}, {counted(stats.postings, 'posting')}, "
         f"{stats.docs_per_second:.1f} docs/s, scale {stats.scale}"

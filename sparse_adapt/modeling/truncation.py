@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from sparse_adapt.modeling.encoder import PLURAL, Kind, SpladeEncoder
+from sparse_adapt.progress import counted
 
 
 def truncated(splade: SpladeEncoder, texts: Sequence[str], kind: Kind) -> list[int]:
@@ -22,13 +23,22 @@ def truncated(splade: SpladeEncoder, texts: Sequence[str], kind: Kind) -> list[i
     return [i for i, ids in enumerate(full) if len(ids) > limit]
 
 
-def truncation_note(splade: SpladeEncoder, texts: Sequence[str], kind: Kind, what: str | None = None) -> str | None:
+def longer_than(cut: int, total: int, limit: int, kind: Kind = "document") -> str:
+    """``"1 of 3 documents is longer than 256 pieces"``: the count of cut texts, verb agreeing."""
+    return f"{cut} of {counted(total, kind, PLURAL[kind])} {'is' if cut == 1 else 'are'} longer than {limit} pieces"
+
+
+def truncation_note(splade: SpladeEncoder, texts: Sequence[str], kind: Kind) -> str | None:
     """``"3 of 120 documents are longer than 256 pieces and were truncated"``, or None."""
     cut = truncated(splade, texts, kind)
     if not cut:
         return None
-    what = what or PLURAL[kind]
-    return f"{len(cut)} of {len(texts)} {what} are longer than {splade.max_length(kind)} pieces and were truncated"
+    return truncation_sentence(len(cut), len(texts), splade.max_length(kind), kind)
+
+
+def truncation_sentence(cut: int, total: int, limit: int, kind: Kind = "document") -> str:
+    """:func:`truncation_note`'s sentence from counts already made (``export`` counts as it writes)."""
+    return f"{longer_than(cut, total, limit, kind)} and {'was' if cut == 1 else 'were'} truncated"
 
 
 def visible_texts(splade: SpladeEncoder, texts: Sequence[str], kind: Kind) -> list[str]:

@@ -21,8 +21,8 @@ from sparse_adapt.data import (
     Qrels, Query, check_query_groups, load_documents, load_domain_terms, load_qrels, load_queries, load_query_groups,
 )
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.modeling.truncation import truncated
-from sparse_adapt.progress import Hooks, SILENT, counted
+from sparse_adapt.modeling.truncation import longer_than, truncated
+from sparse_adapt.progress import Hooks, SILENT
 from sparse_adapt.retrieval.evaluation import (
     check_qrels, encode_documents, encode_queries, evaluate_run, score_vectors,
 )
@@ -114,7 +114,7 @@ def adapt_summary(
     cut = truncated(adapted, [d.text for d in documents], "document")
     limit = adapted.max_length("document")
     if cut:
-        hooks.message(f"{len(cut)} of {counted(len(documents), 'document')} {'is' if len(cut) == 1 else 'are'} longer than {limit} pieces: the model encodes "
+        hooks.message(f"{longer_than(len(cut), len(documents), limit)}: the model encodes "
                       "only their start, so a term used later in them is not in their vectors; split long documents "
                       "into passages (e.g. by paragraph) before adapting and indexing")
     rows = []

@@ -389,7 +389,7 @@ def test_explain_says_what_the_model_cut_off_and_which_shown_documents_score_0(s
     long_query = "tools for monitoring corporate expenses and budgets with Gatrocraptic analysis"
     e = explain_query(sparse, long_query, [*DOCS, Document("d5", "settings " * 300)], k=5)
     assert any("the query is longer than 8 pieces" in w for w in e.warnings)  # was: no warning at all
-    assert any("1 of 5 documents are longer than" in w for w in e.warnings)
+    assert any("1 of 5 documents is longer than" in w for w in e.warnings)
     zero = sum(1 for m in e.results if m.score == 0)
     assert any(f"{zero} of the 5 documents shown score 0" in w for w in e.warnings) == (zero > 0)
 
