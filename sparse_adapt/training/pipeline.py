@@ -84,6 +84,20 @@ def _check_terms(splade: SpladeEncoder, data: TrainData, terms_path: Path, exten
         check_not_special(splade.tokenizer, data.terms, str(terms_path))
 
 
+def unused_settings(cfg: TrainConfig, names: Sequence[str], validating: bool) -> list[str]:
+    """Keys set away from their defaults that this run cannot use: a config file's setting that
+    does nothing should be said, not dropped. ``validating``: a ``--valid`` file was given."""
+    unused = []
+    d = cfg.distill
+    if "distill" not in names:
+        unused += [f"distill.{key} {getattr(d, key):g} has no effect: the run has no distill stage"
+                   for key in ("interpolate", "valid_fraction", "patience") if getattr(d, key) > 0]
+    elif d.patience > 0 and not validating and d.valid_fraction == 0:
+        unused.append(f"distill.patience {d.patience} has no effect without validation queries "
+                      "(--valid FILE or distill.valid_fraction)")
+    return unused
+
+
 def _partial(out: Path, name: str) -> Path:
     return out / f"{name}{PARTIAL}"
 
@@ -155,6 +169,9 @@ def run_pipeline(
     in_effect = recommended_in_effect(cfg, reference, sections=names)
     if in_effect:  # said whichever way the config came (report and benchmark pass a TrainConfig)
         hooks.message(f"settings recommended for {reference}: {in_effect} (a key in --config overrides it)")
+    if not isinstance(config, TrainConfig):  # report, benchmark and tune share one config across stage subsets
+        for line in unused_settings(cfg, names, validating=valid is not None):
+            hooks.message(f"warning: {config or 'the config'}: {line}")
     paths = {
         "corpus": bundled(corpus, "docs"), "terms": bundled(terms, "terms"),
         "dictionary": bundled(dictionary, "dictionary"), "train": bundled(train, "train"),

@@ -194,3 +194,27 @@ def test_crash_mid_distill_resumes_the_selection_with_its_history(tiny_dir, inpu
     kept = SpladeEncoder.from_pretrained(final).mlm.state_dict()
     expected = SpladeEncoder.from_pretrained(reference).mlm.state_dict()
     assert all(torch.equal(kept[k], expected[k]) for k in expected)
+
+
+def test_a_config_file_s_settings_this_run_cannot_use_are_warned_about(tiny_dir, inputs, tmp_path):
+    from tests.training.test_stages import Messages
+    from sparse_adapt.training.config import config_from_dict as from_dict
+    from sparse_adapt.training.pipeline import unused_settings
+
+    toml = tmp_path / "cfg.toml"
+    toml.write_text("[distill]\npatience = 2\ninterpolate = 0.5\nepochs = 1\nbatch_size = 2\n", encoding="utf-8")
+    buf = Messages()
+    run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("extend",), config=toml, hooks=buf.hooks(), **inputs)
+    warned = [m for m in buf if m.startswith("warning:")]
+    assert len(warned) == 2 and all(str(toml) in m for m in warned)
+    assert "distill.interpolate 0.5 has no effect: the run has no distill stage" in warned[0]
+    assert "distill.patience 2 has no effect" in warned[1]
+    # With the distill stage: only patience, and only while nothing validates.
+    cfg = from_dict({"distill": {"patience": 2, "interpolate": 0.5}})
+    assert unused_settings(cfg, ("distill",), validating=False) == [
+        "distill.patience 2 has no effect without validation queries (--valid FILE or distill.valid_fraction)"]
+    assert unused_settings(cfg, ("distill",), validating=True) == []
+    cfg.distill.valid_fraction = 0.2
+    assert unused_settings(cfg, ("distill",), validating=False) == []
+    # Defaults are never reported.
+    assert unused_settings(from_dict({}), ("extend",), validating=False) == []
