@@ -303,16 +303,38 @@ BENCHMARK_SCHEMA = "sparse-adapt.benchmark/2"
 READABLE_SCHEMAS = ("sparse-adapt.benchmark/1", BENCHMARK_SCHEMA)
 
 
+def benchmark_file(path: str | Path) -> Path:
+    """The result file ``--benchmark PATH`` names: PATH itself, or the one result file of a
+    benchmark directory."""
+    path = Path(path)
+    if not path.is_dir():
+        return path
+    found = [path / f"{s}.json" for s in STEMS if (path / f"{s}.json").is_file()]
+    if len(found) > 1:
+        raise ConfigError(f"--benchmark {path} holds {', '.join(f.name for f in found)}: give the one to report")
+    return found[0] if found else path / "benchmark.json"
+
+
+def benchmark_differences(benchmark: dict, base: str, config: dict) -> list[str]:
+    """How a loaded benchmark's settings differ from a report's ``base`` and training ``config``
+    (``TrainConfig.to_dict()``): its tables then describe other models than the report's."""
+    inputs = benchmark["inputs"]
+    differences = []
+    if str(inputs.get("base")) != str(base):
+        differences.append(f"base {inputs.get('base')} (this report: {base})")
+    theirs = inputs.get("config") or {}
+    keys = [f"{section}.{key}" for section, values in config.items() for key, value in values.items()
+            if (theirs.get(section) or {}).get(key, value) != value]
+    if keys:
+        differences.append(f"config ({', '.join(keys)})")
+    return differences
+
+
 def load_benchmark(path: str | Path) -> dict:
     """A ``sparse-adapt benchmark`` result: one of its JSON files (``STEMS``), or the directory
     holding exactly one of them."""
     path = Path(path)
-    file = path
-    if path.is_dir():
-        found = [path / f"{s}.json" for s in STEMS if (path / f"{s}.json").is_file()]
-        if len(found) > 1:
-            raise ConfigError(f"--benchmark {path} holds {', '.join(f.name for f in found)}: give the one to report")
-        file = found[0] if found else path / "benchmark.json"
+    file = benchmark_file(path)
     if not file.is_file():
         raise ConfigError(f"--benchmark {path}: no benchmark.json (write one with `sparse-adapt benchmark --out DIR`)")
     try:

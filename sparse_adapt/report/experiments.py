@@ -9,7 +9,7 @@ from typing import Sequence
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
-from sparse_adapt.report.benchmark_md import load_benchmark
+from sparse_adapt.report.benchmark_md import benchmark_differences, benchmark_file, load_benchmark
 from sparse_adapt.report.criteria import criteria, natural, summarise_term
 from sparse_adapt.report.files import slug, to_json, write_report
 from sparse_adapt.report.inputs import ReportData, ReportInputs, choose_primary_term, domain_terms, load_report_data
@@ -117,6 +117,7 @@ def assemble(
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         inputs={
             "base": i.base, "seed": i.seed, "config": cfg.to_dict(), "experiments": list(i.experiments),
+            "benchmark": str(benchmark_file(i.benchmark)) if i.benchmark is not None else None,
             **{k: (str(getattr(i, k)) if getattr(i, k) is not None else None) for k in (
                 "corpus", "terms", "dictionary", "train", "queries", "qrels", "heldout_queries", "heldout_qrels", "groups")},
         },
@@ -183,6 +184,13 @@ def build_report(inputs: ReportInputs, hooks: Hooks = SILENT) -> Report:
     data = load_report_data(i)  # every input validated before the first training step
     i.train_config()
     benchmark = load_benchmark(i.benchmark) if i.benchmark is not None else None
+    if benchmark is not None:
+        differences = benchmark_differences(benchmark, i.base, i.train_config().to_dict())
+        if differences:
+            note = (f"the benchmark {benchmark_file(i.benchmark)} was run with another {' and '.join(differences)}: "
+                    "its tables describe those models, not this report's")
+            hooks.message(f"warning: {note}")
+            data.notes.append(note)
     _check_out(i.out, i.overwrite)
     base = SpladeEncoder.from_pretrained(i.base)
     primary, reason = choose_primary_term(domain_terms(base, data), data, i.term)

@@ -116,6 +116,23 @@ def test_report_includes_the_benchmark_tables(report_dir):
     assert "| legal | test | heldout-domain-semantic | 5 | 0.500 | 0.700 | 0.900 | 0.800 | +0.300 | fail |" in md
     assert "### Ablation: each loss term removed in turn" in md and "| no-pres | 0.600 | -0.100 |" in md
     assert report_dir["json"]["benchmark"] == SUITE
+    # Which file, and that it describes another base's models, are recorded.
+    rep = report_dir["json"]
+    bench_file = Path(rep["inputs"]["benchmark"])
+    assert bench_file.name == "benchmark.json" and bench_file.parent.name == "suite"
+    note = next(n for n in rep["notes"] if n.startswith("the benchmark "))
+    assert f"another base offline-minilm (this report: {report_dir['base']})" in note and "config" not in note
+    assert note in md
+
+
+def test_benchmark_differences_name_each_changed_key():
+    from sparse_adapt.report.benchmark_md import benchmark_differences
+
+    ours = {"warmup": {"lr": 1e-3, "epochs": 2}, "distill": {"pres": 2.0}}
+    same = {"inputs": {"base": "b", "config": {"warmup": {"lr": 0.001, "epochs": 2.0}, "distill": {"pres": 2}}}}
+    assert benchmark_differences(same, "b", ours) == []
+    other = {"inputs": {"base": "c", "config": {"warmup": {"lr": 2e-3, "epochs": 2}, "distill": {"pres": 0}}}}
+    assert benchmark_differences(other, "b", ours) == ["base c (this report: b)", "config (warmup.lr, distill.pres)"]
 
 
 def test_numbers_match_evaluate_cli(report_dir, capsys):
