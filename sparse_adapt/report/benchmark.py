@@ -58,6 +58,7 @@ from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.report.benchmark_md import (
     BENCHMARK_SCHEMA, HELDOUT, METRIC, PIPELINES, STEMS, generation_flags, pooled, render_benchmark,
 )
+from sparse_adapt.report.files import holds_files, output_kind
 from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.training.config import TrainConfig, load_config
 from sparse_adapt.training.stages import EXPERIMENTS
@@ -373,9 +374,8 @@ def check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a directory")
     # pretrained/ alone: a --pipeline adapt benchmark stopped while pretraining, which a rerun resumes
-    # runs/ and prefix/: train's; adapt's pipelines run into OUT/<pipeline>
-    run_dirs = ("runs", "prefix", "pretrained", *(p for p in PIPELINES if p != "train"))
-    ours = (any((out / d).is_dir() for d in run_dirs)
-            or any((out / f"{s}.json").is_file() for s in STEMS))
-    if out.is_dir() and any(out.iterdir()) and not ours:
+    kind = output_kind(out) if out.is_dir() else None
+    if kind == "report":
+        raise ConfigError(f"--out {out} holds a `sparse-adapt report` output, not a benchmark: give another --out")
+    if out.is_dir() and holds_files(out) and kind is None:
         raise ConfigError(f"--out {out} is not empty and holds no benchmark: refusing to write into it")

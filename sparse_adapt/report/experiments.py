@@ -11,14 +11,14 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.report.benchmark_md import benchmark_differences, benchmark_file, load_benchmark
 from sparse_adapt.report.criteria import criteria, natural, summarise_term
-from sparse_adapt.report.files import slug, to_json, write_report
+from sparse_adapt.report.files import holds_files, output_kind, slug, to_json, write_report
 from sparse_adapt.report.inputs import ReportData, ReportInputs, choose_primary_term, domain_terms, load_report_data
 from sparse_adapt.report.results import (
     DIAGNOSTICS_DIR, EXPLAIN_K, GROUP_METRIC, REFERENCE, RUNS_DIR, SCHEMA, SHARED_SHOWN, TOP_K, Explained, Report,
     StageResult,
 )
 from sparse_adapt.atomic import check_writable, write_atomic
-from sparse_adapt.lock import LOCK_FILE, locked
+from sparse_adapt.lock import locked
 from sparse_adapt.training.stages import EXPERIMENTS
 
 def train_experiment(
@@ -136,8 +136,10 @@ def _check_out(out: Path, overwrite: bool = False) -> None:
         if not overwrite:
             raise ConfigError(f"--out {out} is an existing file; a report needs a directory (--overwrite replaces the file)")
         out.unlink()
-    ours = (out / RUNS_DIR).is_dir() or (out / "report.json").is_file()
-    if out.is_dir() and any(p.name != LOCK_FILE for p in out.iterdir()) and not ours and not overwrite:
+    kind = output_kind(out) if out.is_dir() else None
+    if kind == "benchmark" and not overwrite:
+        raise ConfigError(f"--out {out} holds a `sparse-adapt benchmark` output, not a report: give another --out")
+    if out.is_dir() and holds_files(out) and kind != "report" and not overwrite:
         raise ConfigError(
             f"--out {out} is not empty and holds no report: refusing to write into it "
             f"(--overwrite writes the report beside its files)"

@@ -8,9 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from sparse_adapt.atomic import write_atomic
+from sparse_adapt.lock import LOCK_FILE
+from sparse_adapt.report.benchmark_md import PIPELINES, STEMS
 from sparse_adapt.report.figures import figures
 from sparse_adapt.report.markdown import render_markdown
-from sparse_adapt.report.results import PLOTS, Report
+from sparse_adapt.report.results import PLOTS, RUNS_DIR, Report
+from sparse_adapt.training.stages import EXPERIMENTS
+
+# Directories only `sparse-adapt benchmark` writes (adapt's pipelines run into OUT/<pipeline>).
+BENCHMARK_DIRS = ("prefix", "pretrained", "ablation", *(p for p in PIPELINES if p != "train"))
+
 
 def to_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
@@ -20,6 +27,31 @@ def slug(term: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "_", term) or "term"
 
 
+def _entries(path: Path) -> list[str]:
+    return [p.name for p in path.iterdir() if p.name != LOCK_FILE] if path.is_dir() else []
+
+
+def holds_files(out: Path) -> bool:
+    """``out`` holds something besides a lock file and empty directories."""
+    return any(p.name != LOCK_FILE and (not p.is_dir() or any(p.iterdir())) for p in Path(out).iterdir())
+
+
+def output_kind(out: Path) -> str | None:
+    """Whose output directory ``out`` is: ``"report"``, ``"benchmark"`` or None (neither's).
+
+    Both keep their runs in ``OUT/runs``: a report's are named by experiment (H1-H4), a
+    benchmark's by domain. Empty run directories prove nothing and count for neither."""
+    out = Path(out)
+    if (out / "report.json").is_file():
+        return "report"
+    if any((out / f"{stem}.json").is_file() for stem in STEMS):
+        return "benchmark"
+    runs = _entries(out / RUNS_DIR)
+    if runs:
+        return "report" if all(r in EXPERIMENTS for r in runs) else "benchmark"
+    if any(_entries(out / d) for d in BENCHMARK_DIRS):
+        return "benchmark"
+    return None
 
 
 def write_report(report: Report, out: Path) -> dict[str, Path]:

@@ -429,11 +429,37 @@ def test_check_out_refuses_a_foreign_directory_and_accepts_a_stopped_benchmark(t
     (tmp_path / "mine.txt").write_text("a user's file")
     with pytest.raises(ConfigError, match="holds no benchmark"):
         check_out(tmp_path)
-    for ours in ("runs", "prefix", "adapt", "adapt-corpus", "pretrained"):  # a benchmark of ours, possibly stopped early
-        (tmp_path / ours).mkdir()
+    for ours in ("runs", "prefix", "adapt", "adapt-corpus", "pretrained", "ablation"):
+        (tmp_path / ours).mkdir()  # empty: proves nothing, the user's file stays theirs
+        with pytest.raises(ConfigError, match="holds no benchmark"):
+            check_out(tmp_path)
+        (tmp_path / ours / "legal").mkdir()  # a benchmark of ours, possibly stopped early
         check_out(tmp_path)
+        (tmp_path / ours / "legal").rmdir()
         (tmp_path / ours).rmdir()
     (tmp_path / "benchmark-adapt-feedback.json").write_text("{}")
     check_out(tmp_path)
     with pytest.raises(ConfigError, match="is a file"):
         check_out(tmp_path / "mine.txt")
+
+
+def test_report_and_benchmark_refuse_each_other_s_directories(tmp_path):
+    from sparse_adapt.report.benchmark import check_out
+    from sparse_adapt.report.experiments import _check_out as check_report_out
+
+    bench, report, empty = tmp_path / "bench", tmp_path / "report", tmp_path / "empty"
+    (bench / "runs" / "legal" / "seed0").mkdir(parents=True)
+    (report / "runs" / "H1").mkdir(parents=True)
+    (empty / "runs").mkdir(parents=True)
+    check_out(bench)
+    check_report_out(report)
+    with pytest.raises(ConfigError, match="holds a `sparse-adapt report` output, not a benchmark"):
+        check_out(report)
+    with pytest.raises(ConfigError, match="holds a `sparse-adapt benchmark` output, not a report"):
+        check_report_out(bench)
+    (report / "runs" / "H1").rmdir()
+    (report / "report.json").write_text("{}")
+    with pytest.raises(ConfigError, match="report"):
+        check_out(report)
+    check_out(empty)  # nothing but an empty directory: either may start there
+    check_report_out(empty)
