@@ -45,3 +45,10 @@ SILENT = Hooks()
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``1 document``, ``3 documents``: a count in a message, with its noun in the right number."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def signed(x: float, digits: int = 3) -> str:
+    """``+0.012``, ``-0.250``: a difference with its sign; one that rounds to zero is ``+0.000``,
+    never ``-0.000``."""
+    value = round(float(x), digits) + 0.0  # + 0.0 turns -0.0 into 0.0
+    return f"{value:+.{digits}f}"

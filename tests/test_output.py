@@ -116,3 +116,10 @@ def test_a_count_of_one_takes_the_singular():
 
     assert [counted(n, "document") for n in (0, 1, 2)] == ["0 documents", "1 document", "2 documents"]
     assert counted(1, "query", "queries") == "1 query" and counted(5, "query", "queries") == "5 queries"
+
+
+def test_a_difference_that_rounds_to_zero_is_never_minus_zero():
+    from sparse_adapt.progress import signed
+
+    assert [signed(x) for x in (-0.0004, -0.0, 0.0004, -0.0006, 0.25)] == ["+0.000", "+0.000", "+0.000", "-0.001", "+0.250"]
+    assert signed(-0.00004, 4) == "+0.0000" and signed(-0.00006, 4) == "-0.0001"

@@ -14,6 +14,7 @@ from rich.table import Table
 from sparse_adapt.cli.output import BASE_HELP, console, warn
 from sparse_adapt.corpus.language import check_language
 from sparse_adapt.errors import ConfigError
+from sparse_adapt.progress import signed
 
 TEACHER_HELP = (
     "offline-minilm (default: the dense all-MiniLM-L6-v2 bi-encoder, cosine) or a Hugging Face cross-encoder "
@@ -277,7 +278,7 @@ def adapt(
         table.add_column(c, justify="left" if label else "right", overflow="fold" if label else "ellipsis")
     for r in summary["evaluation"]:
         table.add_row(r["set"], r["group"], str(r["queries"]), f"{r['base']:.3f}", f"{r['adapted']:.3f}",
-                      f"{r['adapted'] - r['base']:+.3f}", f"{r['base_feedback']:.3f}", f"{r['feedback']:.3f}")
+                      signed(r['adapted'] - r['base']), f"{r['base_feedback']:.3f}", f"{r['feedback']:.3f}")
     console.print(table)
     domain = summary["inspect"]["domain"]
     terms_table = Table(title="domain tokens: mean weight in documents using / not using them")

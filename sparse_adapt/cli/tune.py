@@ -37,6 +37,7 @@ def register(app: typer.Typer) -> None:
         from sparse_adapt.cli.output import console, rich_hooks
         from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
         from sparse_adapt.errors import ConfigError
+        from sparse_adapt.progress import signed
         from sparse_adapt.training.config import load_config
         from sparse_adapt.training.pipeline import run_pipeline
         from sparse_adapt.training.stages import TrainData
@@ -62,6 +63,6 @@ def register(app: typer.Typer) -> None:
                 )
 
             summary = run_tuning(data, out, base, trials, seed, cfg, prefix=prefix, hooks=hooks, overwrite=overwrite)
-        console.print(f"best trial {summary['best_trial']}: objective {summary['best_value']:+.4f}")
+        console.print(f"best trial {summary['best_trial']}: objective {signed(summary['best_value'], 4)}")
         console.print(f"[green]wrote[/green] {out / 'best.toml'} (use: sparse-adapt train --config {out / 'best.toml'}) "
                       f"and {out / 'trials.md'}")

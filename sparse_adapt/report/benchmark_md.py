@@ -11,6 +11,7 @@ from typing import Sequence
 
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses import TERMS
+from sparse_adapt.progress import signed
 
 METRIC = "ndcg@10"
 # The groups the quality bar reads (held-out queries, never trained on).
@@ -109,7 +110,7 @@ def domain_table(results: list[dict], seeds: Sequence[int], bar: Bar = BAR) -> l
             lines.append(
                 f"| {name} | {base['split']} | {g} | {base['groups'][g]['queries']} | {_fmt(b)} | "
                 + " | ".join(_fmt(v) for v in vals)
-                + f" | {_fmt(m)} | {'-' if delta is None else f'{delta:+.3f}'} | {bar_status(g, b, vals, bar)} |"
+                + f" | {_fmt(m)} | {'-' if delta is None else signed(delta)} | {bar_status(g, b, vals, bar)} |"
             )
     return lines
 
@@ -155,7 +156,7 @@ def pooled(results: list[dict], seeds: Sequence[int]) -> list[dict]:
 def pooled_line(p: dict) -> str:
     """One :func:`pooled` entry as a line of text."""
     return (f"{p['split']} {SHORT[p['group']]}: {p['base']:.3f} -> {p['adapted']:.3f} "
-            f"({p['adapted'] - p['base']:+.3f}, n={p['pairs']} query-seed pairs, p {_p(p['p_value'])})")
+            f"({signed(p['adapted'] - p['base'])}, n={p['pairs']} query-seed pairs, p {_p(p['p_value'])})")
 
 
 def pooled_table(summaries: list[dict]) -> list[str]:
@@ -166,7 +167,7 @@ def pooled_table(summaries: list[dict]) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     for p in summaries:
         lines.append(f"| {p['split']} | {SHORT[p['group']]} | {p['pairs']} | {p['base']:.3f} | {p['adapted']:.3f} | "
-                     f"{p['adapted'] - p['base']:+.3f} | {p['wins']} / {p['ties']} / {p['losses']} | "
+                     f"{signed(p['adapted'] - p['base'])} | {p['wins']} / {p['ties']} / {p['losses']} | "
                      f"{_p(p['p_value'])} |")
     return lines
 
@@ -201,7 +202,7 @@ def ablation_table(results: list[dict], seeds: Sequence[int]) -> list[str]:
                                                 for _ in cols) + " | - |")
             continue
         diffs = [vals[c] - full[c] for c in cols if vals[c] is not None and full[c] is not None]
-        change = f"{mean(diffs):+.3f}" if diffs and v != "full" else "-"
+        change = signed(mean(diffs)) if diffs and v != "full" else "-"
         lines.append(f"| {v} | " + " | ".join(_fmt(vals[c]) for c in cols) + f" | {change} |")
     return lines
 

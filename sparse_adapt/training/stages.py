@@ -22,7 +22,7 @@ from sparse_adapt.losses.mlm import mlm_loss
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.heads import max_pieces
 from sparse_adapt.modeling.vocabulary import domain_token_ids, extend_vocabulary
-from sparse_adapt.progress import Hooks, SILENT, counted
+from sparse_adapt.progress import Hooks, SILENT, counted, signed
 from sparse_adapt.training.config import DictionaryConfig, MLMConfig, TrainConfig
 from sparse_adapt.training.density import density_sample, density_warning, document_density
 from sparse_adapt.training.definitions import definition_examples
@@ -290,7 +290,7 @@ class DistillStage(Stage):
                 epochs_run=len(selector.records), best_epoch=sel.best_epoch, best_objective=sel.best_objective,
                 valid_queries=[ex.qid for ex in valid],
             )
-            ctx.hooks.message(f"distill: kept epoch {sel.best_epoch} of {len(selector.records)} (objective {sel.best_objective:+.4f})")
+            ctx.hooks.message(f"distill: kept epoch {sel.best_epoch} of {len(selector.records)} (objective {signed(sel.best_objective, 4)})")
         density["after"] = document_density(splade, sample)
         ctx.info["doc_terms"] = {k: round(v, 1) for k, v in density.items()}
         ctx.hooks.message(f"distill: documents activate {density['after']:.0f} terms on average ({density['before']:.0f} before)")

@@ -24,7 +24,7 @@ from typing import Callable
 from sparse_adapt.atomic import check_writable, write_atomic
 from sparse_adapt.errors import ConfigError, OutputError
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.progress import SILENT, Hooks, signed
 from sparse_adapt.training.config import TrainConfig, config_to_toml, load_config
 from sparse_adapt.training.loop import NonFiniteError
 from sparse_adapt.training.stages import ORDER, DistillStage, StageContext, TrainData
@@ -68,7 +68,7 @@ def trials_table(rows: list[dict], space: dict[str, Range]) -> str:
     done = sorted((r for r in rows if r["value"] is not None), key=lambda r: -r["value"])
     rest = [r for r in rows if r["value"] is None]
     for r in done + rest:
-        value = "-" if r["value"] is None else f"{r['value']:+.4f}"
+        value = "-" if r["value"] is None else signed(r['value'], 4)
         params = " | ".join(f"{r['params'][k]:.3g}" if k in r["params"] else "-" for k in keys)
         lines.append(f"| {r['number']} | {r['state']} | {value} | {r.get('best_epoch', '-')} | "
                      f"{r.get('epochs_run', '-')} | {params} |")
@@ -154,7 +154,7 @@ def run_tuning(
         })
         write_atomic(out / "trials.md", trials_table(rows, space))
         hooks.message(f"tune: trial {trial.number} {rows[-1]['state']}, objective "
-                      f"{'-' if trial.value is None else f'{trial.value:+.4f}'}")
+                      f"{'-' if trial.value is None else signed(trial.value, 4)}")
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
@@ -171,7 +171,7 @@ def run_tuning(
     best = study.best_trial
     best_cfg = with_distill(cfg, {k: best.params[k] for k in space})
     header = (f"sparse-adapt tune: best of {len(study.trials)} trials (trial {best.number}, objective "
-              f"{best.value:+.4f}, seed {seed}); use with: sparse-adapt train --config best.toml")
+              f"{signed(best.value, 4)}, seed {seed}); use with: sparse-adapt train --config best.toml")
     write_atomic(out / "best.toml", config_to_toml(best_cfg, header))
     summary = {"best_trial": best.number, "best_value": best.value, "best_params": best.params, "seed": seed,
                "start": str(start), "base": str(base), "trials": rows}

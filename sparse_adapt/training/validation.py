@@ -23,6 +23,7 @@ from typing import Sequence
 import torch
 
 from sparse_adapt.data import Document, Qrels, Query, TrainExample
+from sparse_adapt.progress import signed
 from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
 
 METRIC = "ndcg@10"
@@ -190,7 +191,7 @@ class EpochSelector:
         full = {"event": "validation", "stage": "distill", **record, "best_epoch": sel.best_epoch, "stop": sel.stop}
         self._log(full)
         shown = " ".join(f"{k} {v:.3f}" for k, v in measured.items() if v is not None)
-        self.message(f"distill: validation epoch {epoch}: {shown} objective {record['objective']:+.4f} (best: epoch {sel.best_epoch})")
+        self.message(f"distill: validation epoch {epoch}: {shown} objective {signed(record['objective'], 4)} (best: epoch {sel.best_epoch})")
         if self.on_record is not None:
             self.on_record(full)
         return sel.stop
