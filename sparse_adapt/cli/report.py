@@ -74,7 +74,7 @@ def report(
     table.add_column("stage")
     for c in result.stages[0].criteria:
         table.add_column(SHORT.get(c.id, c.id))
-    table.add_column("nDCG@10", justify="right")
+    table.add_column(f"nDCG@10 ({result.stages[0].judged['queries']} queries)", justify="right")
     for s in result.stages:
         marks = ["[green]pass[/green]" if c.status == PASS else "[red]fail[/red]" if c.status == FAIL else "n/a"
                  for c in s.criteria]

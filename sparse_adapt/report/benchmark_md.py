@@ -217,9 +217,9 @@ def _feedback_line(fb: dict | None) -> list[str]:
 def _pool_line(pool: dict | None) -> list[str]:
     if not pool:
         return []
-    return ["", f"Pooled corpus (`--pool`): each domain's queries searched among every registered domain's "
-                f"documents ({pool['documents']}; a domain directory's own added), the other domains' never "
-                "relevant, instead of among its own alone."]
+    return ["", f"Pooled corpus (`--pool`): each domain's queries searched among the {pool['documents']} documents "
+                "of all registered domains (plus a domain directory's own, when one is benchmarked), the other "
+                "domains' never relevant, instead of among its own documents alone."]
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,8 @@ def evaluate_stage(
         name=name, stages=list(stages), model=str(model), metrics=metrics, heldout_metrics=heldout_metrics,
         groups=groups, per_query=per_query, top=top, terms=summaries,
         criteria=criteria(summaries[primary], data, top), sparsity=sparsity, explanations=explanations,
+        judged={"queries": sum(q in data.qrels for q in run),
+                **({"held-out queries": sum(q in data.heldout_qrels for q in held)} if heldout_metrics else {})},
     )
 
 
@@ -173,9 +175,9 @@ def refresh_card(final: Path, result: StageResult) -> None:
     from sparse_adapt.modeling.card import write_model_card
     from sparse_adapt.training.pipeline import LOG_FILE, RUN_FILE
 
-    evaluation = {"queries": result.metrics}
+    evaluation = {f"queries ({result.judged['queries']})": result.metrics}
     if result.heldout_metrics:
-        evaluation["held-out queries"] = result.heldout_metrics
+        evaluation[f"held-out queries ({result.judged['held-out queries']})"] = result.heldout_metrics
     manifest = json.loads((final.parent / RUN_FILE).read_text(encoding="utf-8"))
     write_model_card(final, SpladeEncoder.from_pretrained(final), manifest, final.parent / LOG_FILE, evaluation)
 

@@ -60,8 +60,9 @@ def summary_markdown(report: Report) -> str:
     add = lines.append
     add("## Summary\n")
     sem = [g for g in report.groups if "semantic" in g]
-    header = ["Stage", "Pipeline", "Hypothesis", "Criteria passed", "nDCG@10 (queries)",
-              *[f"nDCG@10 {g}" for g in sem]]
+    n = stages[0].judged
+    header = ["Stage", "Pipeline", "Hypothesis", "Criteria passed", f"nDCG@10 ({n.get('queries', '?')} queries)",
+              *[f"nDCG@10 {g} ({stages[0].groups[g]['queries']})" for g in sem]]
     rows = []
     for s in stages:
         applicable = sum(c.status != NA for c in s.criteria)
@@ -100,10 +101,11 @@ def render_markdown(report: Report, out: Path | None = None) -> str:
 
     add("## Retrieval quality\n")
     add("Over all judged queries of each file (the numbers `sparse-adapt evaluate` prints):\n")
-    header = ["Stage", *[f"{m} (queries)" for m in DEFAULT_METRICS]]
+    n = stages[0].judged
+    header = ["Stage", *[f"{m} ({n.get('queries', '?')} queries)" for m in DEFAULT_METRICS]]
     held = any(s.heldout_metrics for s in stages)
     if held:
-        header += [f"{m} (held-out)" for m in DEFAULT_METRICS]
+        header += [f"{m} ({n.get('held-out queries', '?')} held-out)" for m in DEFAULT_METRICS]
     rows = []
     for s in stages:
         row = [s.name, *[_f(s.metrics.get(m)) for m in DEFAULT_METRICS]]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparse_adapt.report.criteria import PASS, Criterion, TermSummary
@@ -60,6 +60,8 @@ class StageResult:
     criteria: list[Criterion]
     sparsity: dict[str, float | None]
     explanations: dict[str, list[Explained]]  # semantic qid -> top EXPLAIN_K documents
+    # Judged queries behind ``metrics`` and ``heldout_metrics``: {"queries": n, "held-out queries": m}
+    judged: dict[str, int] = field(default_factory=dict)
 
     def passed(self) -> int:
         return sum(c.status == PASS for c in self.criteria)

@@ -261,7 +261,7 @@ def test_pool_searches_every_registered_domains_documents_into_its_own_files(bas
     monkeypatch.setattr(evaluation, "score_in_memory", real)
     for r in pooled["results"]:
         assert r["groups"] == evalset.scores(SpladeEncoder.from_pretrained(r["model"]))
-    assert "Pooled corpus (`--pool`)" in (out / "benchmark-pool.md").read_text()
+    assert f"among the {registered} documents of all registered domains" in (out / "benchmark-pool.md").read_text()
     assert load_benchmark(out / "benchmark-pool.json") == pooled
     fed = BenchmarkInputs(out=out, pool=True, feedback=Feedback(), pipeline="adapt-corpus")
     assert fed.stem == "benchmark-adapt-corpus-pool-feedback"

@@ -152,9 +152,14 @@ def test_numbers_match_evaluate_cli(report_dir, capsys):
 def test_model_cards_carry_the_measured_metrics(report_dir):
     h4 = stage(report_dir["json"], "H4")
     card = (report_dir["out"] / "runs" / "H4" / "final" / "README.md").read_text(encoding="utf-8")
-    row = next(line for line in card.splitlines() if line.startswith("| queries |"))
+    # Each row says how many judged queries it averages (every bundled query is judged).
+    n, held = len(load_qrels(G.qrels)), len(load_qrels(G.heldout_qrels))
+    assert h4["judged"] == {"queries": n, "held-out queries": held}
+    row = next(line for line in card.splitlines() if line.startswith(f"| queries ({n}) |"))
     assert f"{h4['metrics']['ndcg@10']:.4f}" in row
-    assert "| held-out queries |" in card and "no retrieval metrics" not in card
+    assert f"| held-out queries ({held}) |" in card and "no retrieval metrics" not in card
+    md = (report_dir["out"] / "report.md").read_text(encoding="utf-8")
+    assert f"| nDCG@10 ({n} queries) |" in md and f"| ndcg@10 ({held} held-out) |" in md
 
 
 def test_group_ndcg_is_the_mean_over_the_groups_queries(report_dir):
