@@ -123,10 +123,14 @@ class EvalSet:
     @classmethod
     def load(cls, files: corpora.CorpusFiles) -> "EvalSet":
         from sparse_adapt.data import load_documents, load_qrels, load_queries, load_query_groups
+        from sparse_adapt.data.qrels import check_query_groups
 
         queries = load_queries(files.queries) + load_queries(files.heldout_queries)
         qrels = {**load_qrels(files.qrels), **load_qrels(files.heldout_qrels)}
-        return cls(load_documents(files.docs), queries, qrels, load_query_groups(files.query_groups))
+        groups = load_query_groups(files.query_groups)
+        # As report and adapt do: a group naming a query that is not there would shrink silently.
+        check_query_groups(files.query_groups, groups, {q.qid for q in queries})
+        return cls(load_documents(files.docs), queries, qrels, groups)
 
     def pooled(self, own: str | None) -> "EvalSet":
         """The same queries searched among every registered domain's documents too (``own``:

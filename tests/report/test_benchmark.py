@@ -463,3 +463,16 @@ def test_report_and_benchmark_refuse_each_other_s_directories(tmp_path):
         check_out(report)
     check_out(empty)  # nothing but an empty directory: either may start there
     check_report_out(empty)
+
+
+def test_a_domain_directory_s_group_naming_a_missing_query_stops_before_any_run(tmp_path, capsys):
+    """Dropped silently, the group's numbers would stand on fewer queries than its file lists."""
+    domain = write_domain(tmp_path / "dom")
+    groups = json.loads((domain / "query_groups.json").read_text())
+    first = next(iter(groups))
+    groups[first] = [*groups[first], "h99"]
+    (domain / "query_groups.json").write_text(json.dumps(groups))
+    assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", str(domain), "--seeds", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "query_groups.json" in err and first in err and "h99" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "b").exists()
