@@ -204,6 +204,10 @@ def run_pipeline(
     }
     if str(reference) != str(base):  # only then: manifests of earlier runs stay valid
         manifest["reference"] = str(reference)
+    for key, model in (("base", base), ("reference", reference if "reference" in manifest else None)):
+        digest = rundir.files_sha256(model) if model is not None else None
+        if digest is not None:  # a directory: the same path may hold other weights tomorrow
+            manifest[f"{key}_sha256"] = digest
     # One writer per directory; under `accelerate launch` the main process holds the lock for all.
     with locked(out) if main else nullcontext():
         if main:

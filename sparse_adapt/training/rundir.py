@@ -2,7 +2,7 @@
 when a rerun may resume in it, and its log across attempts.
 
 ``OUT/run.json`` says what the run is. A rerun may resume when everything that produced
-the completed checkpoints is unchanged: stages, seed, base, input files and the config
+the completed checkpoints is unchanged: stages, seed, base (a directory's files too), input files and the config
 sections of the completed stages (each stage seeds itself, so a later stage's settings
 do not touch earlier checkpoints: lowering ``distill.lr`` after a NaN loss resumes from
 the last good checkpoint). Anything else would mix two runs and is refused, unless
@@ -44,6 +44,29 @@ PARTIAL = ".partial"  # suffix of a stage's mid-stage checkpoint directory (``OU
 # refused, and another value needs no retraining.
 FINAL_ONLY = {"distill": ("interpolate",)}
 FINAL_RECORD = "made_from.json"  # in OUT/final
+
+
+# The files of a base directory that decide what it computes: weights, configs, tokenizer.
+# Not its README or anything else a user may edit beside a model.
+BASE_FILES = ("*.safetensors", "*.bin", "config.json", "sparse_adapt.json", "tokenizer.json", "tokenizer_config.json",
+              "vocab.txt", "vocab.json", "merges.txt", "*.model", "added_tokens.json", "special_tokens_map.json")
+
+
+def files_sha256(model: str | Path) -> str | None:
+    """A hash of a model directory's :data:`BASE_FILES` (names and bytes), so a base retrained
+    in place is not resumed as the same run; None for a built-in or Hub name, which is
+    compared by name only."""
+    import hashlib
+
+    directory = Path(model)
+    if not directory.is_dir():
+        return None
+    h = hashlib.sha256()
+    for path in sorted({p for pattern in BASE_FILES for p in directory.glob(pattern) if p.is_file()}):
+        h.update(f"{path.name}|{path.stat().st_size}|".encode())
+        with path.open("rb") as f:  # streamed: a base's weights may be GBs
+            h.update(hashlib.file_digest(f, "sha256").digest())
+    return h.hexdigest()
 
 
 class RunMismatchError(SparseAdaptError):
@@ -98,9 +121,13 @@ def final_is_current(out: Path, recipe: dict) -> bool:
         return False
     record = {k: v for k, v in record.items() if k != "written"}
 
+    recorded_run = record.get("run") if isinstance(record.get("run"), dict) else {}
+
     def same_config(r: dict) -> dict:
         run = r.get("run")
         if isinstance(run, dict) and isinstance(run.get("config"), dict):
+            # Files hashes were recorded from a later version on: a final made before is still current.
+            run = {k: v for k, v in run.items() if not k.endswith("_sha256") or k in recorded_run}
             return {**r, "run": {**run, "config": _with_defaults(run["config"])}}
         return r
 
@@ -136,6 +163,10 @@ def _differences(old: dict, new: dict, completed: Sequence[str]) -> list[str]:
                 diff.append(f"config [{', '.join(changed)}]")
         elif key in ("base", "reference") and _same_place(old.get(key), new.get(key)):
             continue
+        elif key.endswith("_sha256"):
+            # Recorded only for directories, and only since this check exists: compared when both have it.
+            if key in old and key in new and old[key] != new[key]:
+                diff.append(f"{key.removesuffix('_sha256')}'s files")
         elif old.get(key) != new.get(key):
             diff.append(key)
     return diff

@@ -244,3 +244,29 @@ def test_a_run_recorded_before_a_config_key_existed_resumes_after_an_upgrade(tin
     (out / "run.json").write_text(json.dumps(record))
     with pytest.raises(SparseAdaptError, match=r"config \[distill\] differ"):
         _pipeline(tiny_model_dir, train_inputs, out, stages="extend,distill")
+
+
+def test_a_base_directory_retrained_in_place_is_another_run(tiny_model_dir, train_inputs, tmp_path):
+    import shutil
+
+    from tests.conftest import make_tiny_bert
+
+    base, out = tmp_path / "base", tmp_path / "run"
+    shutil.copytree(tiny_model_dir, base)
+    _pipeline(base, train_inputs, out, stages="extend,distill")
+    made = json.loads((out / "final" / "made_from.json").read_text())["written"]
+    (base / "README.md").write_text("notes a user keeps beside the model")  # not what the model computes
+    _pipeline(base, train_inputs, out, stages="extend,distill")
+    assert json.loads((out / "final" / "made_from.json").read_text())["written"] == made
+    # A run recorded before base files were hashed resumes, and its final is kept.
+    for path, where in ((out / "run.json", lambda r: r), (out / "final" / "made_from.json", lambda r: r["run"])):
+        record = json.loads(path.read_text())
+        assert where(record).pop("base_sha256")
+        path.write_text(json.dumps(record))
+    _pipeline(base, train_inputs, out, stages="extend,distill")
+    assert json.loads((out / "final" / "made_from.json").read_text())["written"] == made
+    assert "base_sha256" in json.loads((out / "run.json").read_text())  # recorded from now on
+    # Other weights under the same path: refused, not resumed on top of the old checkpoints.
+    make_tiny_bert(seed=1).save_pretrained(base)
+    with pytest.raises(SparseAdaptError, match="base's files differ"):
+        _pipeline(base, train_inputs, out, stages="extend,distill")
