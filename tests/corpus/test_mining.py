@@ -148,3 +148,24 @@ def test_documents_repeating_another_ones_text_are_said(tmp_path, capsys):
     corpus.write_text("".join(json.dumps({"doc_id": d.doc_id, "text": d.text}) + "\n" for d in docs))
     main(["mine-terms", "--corpus", str(corpus), "--out", str(tmp_path / "t.json"), "--base", "offline-splade-tiny"])
     assert "warning: 1 of 4 documents repeats an earlier one's text" in " ".join(capsys.readouterr().err.split())
+
+
+def test_encoded_data_is_no_term(tokenizer):
+    """A logo embedded as base64 in every page's markup once topped the candidates."""
+    import base64
+    import random
+
+    rng = random.Random(0)
+    blob = base64.b64encode(bytes(rng.randrange(256) for _ in range(900))).decode()
+    logo = "data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7"
+    digest, uid = "3f786850e387550fdab836ed7e6dc881de23001b", "550e8400-e29b-41d4-a716-446655440000"
+    texts = [f"The quorvex valve of unit {i} <img src='{logo}'> build {digest} ticket {uid} {blob}" for i in range(3)]
+    mined = _mined(tokenizer, texts)
+    assert mined == {"quorvex"}, mined
+    from sparse_adapt.corpus.mining import encoded
+
+    # Codes, CamelCase names and long jargon stay candidates.
+    for word in ("XR-7200", "AES256-GCM-SHA384", "SuperDuperTurboMax3000", "PowerEdgeR740xd", "x86_64-linux-gnu",
+                 "pneumonoultramicroscopic", "BRCA1-BRCA2-PALB2"):
+        assert not encoded(word), word
+    assert encoded(digest) and encoded(uid) and encoded("iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB")
