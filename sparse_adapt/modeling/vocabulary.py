@@ -108,9 +108,27 @@ def keeps_case(tokenizer) -> bool:
     return normalize_term(tokenizer, "A") == "A"
 
 
-def _case_rule(term: str) -> normalizers.Normalizer:
-    # The boundaries of AddedToken(single_word=True): no word character on either side.
-    return normalizers.Replace(Regex(rf"(?i)(?<!\w){re.escape(term)}(?!\w)"), term)
+# A spelling general English uses this often (wordfreq Zipf, once per million words) is a word,
+# not the term in other letters: "who" beside a term "WHO".
+EVERYDAY_ZIPF = 3.0
+
+
+def everyday_spellings(tokenizer, term: str) -> list[str]:
+    """The other-case spellings of ``term`` (lower, Title, UPPER) that are everyday words: one
+    token of the tokenizer in running text, or common English. A case rule must leave them
+    alone, or the term's token would replace the word in every text ("pool" -> ``POOL``)."""
+    from wordfreq import zipf_frequency
+
+    variants = dict.fromkeys(v for v in (term.lower(), term.capitalize(), term.upper()) if v != term)
+    return [v for v in variants
+            if single_token_id(tokenizer, v) is not None or zipf_frequency(v.casefold(), "en") >= EVERYDAY_ZIPF]
+
+
+def _case_rule(term: str, keep: list[str] = ()) -> normalizers.Normalizer:
+    # The boundaries of AddedToken(single_word=True): no word character on either side. The
+    # spellings in ``keep`` are matched case-sensitively and left as they are.
+    spare = "".join(rf"(?!{re.escape(k)}(?!\w))" for k in keep)
+    return normalizers.Replace(Regex(rf"(?<!\w){spare}(?i:{re.escape(term)})(?!\w)"), term)
 
 
 # transformers 5 rebuilds a model-specific tokenizer (RobertaTokenizer, BertTokenizer) from
@@ -121,9 +139,10 @@ GENERIC_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 
 def fold_case(tokenizer, terms: list[str]):
     """``tokenizer`` with every other-case spelling of ``terms`` rewritten to the term before
-    tokenization (its normaliser gains one rule per term that has case); reloaded as the
+    tokenization (its normaliser gains one rule per term that has case), except spellings that
+    are everyday words (:func:`everyday_spellings`); reloaded as the
     generic class when rules were added, so that a saved copy keeps them."""
-    rules = [_case_rule(t) for t in terms if t.lower() != t.upper()]
+    rules = [_case_rule(t, everyday_spellings(tokenizer, t)) for t in terms if t.lower() != t.upper()]
     if not rules:
         return tokenizer
     backend = tokenizer.backend_tokenizer

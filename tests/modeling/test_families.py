@@ -125,6 +125,28 @@ def test_words_of_the_base_vocabulary_keep_their_case(tiny_bpe):
     assert {text: _ids(tiny_bpe.tokenizer, text) for text in before} == before
 
 
+def test_a_term_in_capitals_leaves_the_everyday_word_of_its_letters_alone(tiny_bpe, tmp_path):
+    """A term ``POOL`` whose lower case is a word of the base once rewrote every "pool" of every
+    text to the domain token; ``WHO``-like terms (common English in several pieces) likewise."""
+    tok = tiny_bpe.tokenizer
+    word = next(  # a word the base keeps whole in running text, absent in capitals
+        w for w in (v[1:] for v in sorted(tok.get_vocab()) if v[:1] in "Ġ▁")
+        if len(w) >= 4 and w.isalpha() and w.islower() and len(running_text_ids(tok, w)) == 1
+        and len(running_text_ids(tok, w.upper())) > 1
+    )
+    common = next(w for w in ("government", "between", "through", "because", "people") if len(running_text_ids(tok, w)) > 1)
+    texts = [f"see the {word} now", f"{word.title()} is here", f"{common} them", f"{common.title()} them"]
+    before = {text: _ids(tok, text) for text in texts}
+    report = extend_vocabulary(tiny_bpe, {"acronyms": [word.upper(), common.upper()]})
+    assert all(t.added for t in report.terms)
+    saved = SpladeEncoder.from_pretrained(tiny_bpe.save_pretrained(tmp_path / "ext")).tokenizer
+    for t in (tiny_bpe.tokenizer, saved):
+        assert {text: _ids(t, text) for text in texts} == before
+        for x in report.terms:  # the term itself, and spellings no word uses, are still the term
+            for spelling in (x.term, x.term[0].lower() + x.term[1:]):
+                assert x.token_id in _ids(t, f"see {spelling} now"), spelling
+
+
 def test_an_uncased_tokenizer_is_left_as_it_was():
     splade = make_tiny_bert()
     tok, normalizer = splade.tokenizer, splade.tokenizer.backend_tokenizer.normalizer.__getstate__()
