@@ -271,6 +271,16 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
     return list(planned.values())
 
 
+def _untie_head_bias(mlm, decoder: torch.nn.Linear) -> None:
+    """BERT's and RoBERTa's heads keep a ``bias`` beside their decoder's, one tensor when the
+    embeddings are tied. Untied, a resize leaves it one tensor with the decoder's (BERT: saved
+    once, so the decoder's bias reloads as zeros) or at the old size (RoBERTa: the saved model
+    no longer loads). It becomes its own copy of the decoder's bias, as a loaded untied head has."""
+    for module in mlm.modules():
+        if getattr(module, "decoder", None) is decoder and isinstance(getattr(module, "bias", None), torch.nn.Parameter):
+            module.bias = torch.nn.Parameter(decoder.bias.detach().clone())
+
+
 def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source: str = "<terms>") -> ExtensionReport:
     """Add every term as a single token, grow embeddings and MLM head, initialise new rows.
 
@@ -312,6 +322,8 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
                     # An [UNK] piece holds the special-token exclusion bias: it is no prior.
                     real = pieces[~torch.isin(pieces, special)]
                     out.bias[t.token_id] = out.bias[real].mean() if len(real) else out.bias[allowed].mean()
+        if not tied:
+            _untie_head_bias(mlm, out)
         mlm.config.vocab_size = len(tokenizer)
 
     for t in planned.values():

@@ -253,3 +253,25 @@ def test_a_cased_wordpiece_tokenizer_gets_the_case_rules_too(tmp_path):
     out = splade.save_pretrained(tmp_path / "cased")
     for tok in (splade.tokenizer, SpladeEncoder.from_pretrained(out).tokenizer):
         assert _ids(tok, "see xr-7200 now") == _ids(tok, "see") + [t.token_id] + _ids(tok, "now")
+
+
+def test_an_extended_untied_head_saves_and_reloads_as_it_was(tiny_mlm, tmp_path):
+    """Untied (tie_word_embeddings false), BERT's extended decoder bias once reloaded as zeros
+    and RoBERTa's saved model would not load at all."""
+    cfg = tiny_mlm.mlm.config.to_dict()
+    cfg["tie_word_embeddings"] = False
+    torch.manual_seed(1)
+    mlm = type(tiny_mlm.mlm)(type(tiny_mlm.mlm.config).from_dict(cfg)).eval()
+    with torch.no_grad():
+        mlm.get_output_embeddings().bias.copy_(torch.randn(mlm.get_output_embeddings().bias.shape))
+    base = SpladeEncoder(mlm, tiny_mlm.tokenizer, tiny_mlm.settings).save_pretrained(tmp_path / "base")
+    splade = SpladeEncoder.from_pretrained(base)
+    assert splade.mlm.get_output_embeddings().weight.data_ptr() != splade.mlm.get_input_embeddings().weight.data_ptr()
+    extend_vocabulary(splade, {"jargon": ["Gatrocraptic"]})
+    saved = splade.save_pretrained(tmp_path / "ext")
+    texts = ["a gatrocraptic fault", "Gatrocraptic metrics rise in the pool"]
+    for loaded in (SpladeEncoder.from_pretrained(saved), AutoModelForMaskedLM.from_pretrained(saved)):
+        mlm_loaded = loaded.mlm if isinstance(loaded, SpladeEncoder) else loaded
+        for name, value in splade.mlm.state_dict().items():
+            torch.testing.assert_close(mlm_loaded.state_dict()[name], value, msg=name)
+    np.testing.assert_allclose(SpladeEncoder.from_pretrained(saved).encode(texts).toarray(), splade.encode(texts).toarray(), atol=1e-6)
