@@ -108,9 +108,10 @@ def keeps_case(tokenizer) -> bool:
     return normalize_term(tokenizer, "A") == "A"
 
 
-# A spelling general English uses this often (wordfreq Zipf, once per million words) is a word,
-# not the term in other letters: "who" beside a term "WHO".
-EVERYDAY_ZIPF = 3.0
+# A spelling general English uses this often (wordfreq Zipf 4, ten per million words, as
+# corpus/mining.py's COMMON_ZIPF) is a word, not the term in other letters: "who" (7.4) or
+# "pool" (4.6) beside a term "WHO" or "POOL"; "api" (3.7) still meets a term "API".
+EVERYDAY_ZIPF = 4.0
 
 
 def everyday_spellings(tokenizer, term: str) -> list[str]:
@@ -120,8 +121,9 @@ def everyday_spellings(tokenizer, term: str) -> list[str]:
     from wordfreq import zipf_frequency
 
     variants = dict.fromkeys(v for v in (term.lower(), term.capitalize(), term.upper()) if v != term)
-    return [v for v in variants
-            if single_token_id(tokenizer, v) is not None or zipf_frequency(v.casefold(), "en") >= EVERYDAY_ZIPF]
+    # Letters only for wordfreq: it scores "restore-tool" as the phrase "restore tool".
+    return [v for v in variants if single_token_id(tokenizer, v) is not None
+            or (v.isalpha() and zipf_frequency(v.casefold(), "en") >= EVERYDAY_ZIPF)]
 
 
 def _case_rule(term: str, keep: list[str] = ()) -> normalizers.Normalizer:
