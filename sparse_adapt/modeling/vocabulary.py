@@ -305,7 +305,10 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
     if new:
         tokenizer.add_tokens(_added_tokens(tokenizer, new))
         old_rows = mlm.get_input_embeddings().weight.shape[0]
-        mlm.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+        # A head padded past its tokenizer (rows rounded up to a multiple of 64, as ModernBERT's)
+        # has free rows for the first new ids; it grows only when they run out.
+        if len(tokenizer) > old_rows:
+            mlm.resize_token_embeddings(len(tokenizer), mean_resizing=False)
         emb = mlm.get_input_embeddings().weight
         out = mlm.get_output_embeddings()
         tied = out.weight.data_ptr() == emb.data_ptr()
@@ -314,7 +317,7 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
         with torch.no_grad():
             for t in new:
                 t.token_id = tokenizer.convert_tokens_to_ids(t.normalized)
-                if t.token_id < old_rows:
+                if t.token_id < report.old_vocab_size:
                     raise RuntimeError(f"token id {t.token_id} of {t.normalized!r} collides with an existing row")
                 pieces = torch.tensor(piece_ids[t.normalized])
                 emb[t.token_id] = emb[pieces].mean(0)
@@ -326,7 +329,7 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
                     out.bias[t.token_id] = out.bias[real].mean() if len(real) else out.bias[allowed].mean()
         if not tied:
             _untie_head_bias(mlm, out)
-        mlm.config.vocab_size = len(tokenizer)
+        mlm.config.vocab_size = emb.shape[0]  # the rows, which a padded head keeps beyond the tokenizer
 
     for t in planned.values():
         check = running_text_ids(tokenizer, t.term)

@@ -275,3 +275,33 @@ def test_an_extended_untied_head_saves_and_reloads_as_it_was(tiny_mlm, tmp_path)
         for name, value in splade.mlm.state_dict().items():
             torch.testing.assert_close(mlm_loaded.state_dict()[name], value, msg=name)
     np.testing.assert_allclose(SpladeEncoder.from_pretrained(saved).encode(texts).toarray(), splade.encode(texts).toarray(), atol=1e-6)
+
+
+def test_a_head_padded_past_its_tokenizer_takes_new_terms_in_its_free_rows(tiny_mlm, tmp_path):
+    """Rows rounded up to a multiple of 64 (ModernBERT's 50368 for ~50280 tokens): extension
+    once stopped with "collides with an existing row"."""
+    tok = tiny_mlm.tokenizer
+    cfg = tiny_mlm.mlm.config.to_dict()
+    rows = cfg["vocab_size"] = (len(tok) // 64 + 1) * 64
+    torch.manual_seed(0)
+    mlm = type(tiny_mlm.mlm)(type(tiny_mlm.mlm.config).from_dict(cfg)).eval()
+    splade = SpladeEncoder(mlm, tok, tiny_mlm.settings)
+    old_emb = mlm.get_input_embeddings().weight.detach().clone()
+    pieces = running_text_ids(tok, "Gatrocraptic")
+    report = extend_vocabulary(splade, {"jargon": ["Gatrocraptic"]})
+    (term,) = report.added
+    assert report.old_vocab_size <= term.token_id < rows  # a free row, no resize
+    emb = splade.mlm.get_input_embeddings().weight
+    assert emb.shape[0] == rows == splade.mlm.config.vocab_size
+    torch.testing.assert_close(emb[term.token_id], old_emb[pieces].mean(0))
+    torch.testing.assert_close(emb[: report.old_vocab_size], old_emb[: report.old_vocab_size])
+    loaded = SpladeEncoder.from_pretrained(splade.save_pretrained(tmp_path / "ext"))
+    assert term.token_id in _ids(loaded.tokenizer, "see Gatrocraptic now")
+    text = ["a Gatrocraptic fault"]
+    np.testing.assert_allclose(loaded.encode(text).toarray(), splade.encode(text).toarray(), atol=1e-6)
+    assert splade.encode(text).shape[1] == len(splade.tokenizer)  # the term's id inside vectors, padding outside
+    # More terms than free rows: the head grows past them.
+    many = {"jargon": [f"Zorblat{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(rows - len(loaded.tokenizer) + 3)]}
+    more = extend_vocabulary(loaded, many)
+    assert loaded.mlm.get_input_embeddings().weight.shape[0] == len(loaded.tokenizer) > rows
+    assert max(t.token_id for t in more.added) == len(loaded.tokenizer) - 1
