@@ -210,6 +210,8 @@ def run_loop(
     elif cfg.max_steps <= 0 and cfg.step_cap <= 0 and total > LONG_STAGE and resume is None:
         hooks.message(f"{cfg.name}: {total:,} optimiser steps ({cfg.epochs} epochs of {epoch_steps:,}); "
                       f"{cfg.name}.step_cap in --config bounds them")
+    if total == 0 and resume is None:
+        hooks.message(f"warning: {cfg.name}: {cfg.name}.epochs 0 and no max_steps: the stage trains nothing")
     sched = linear_schedule(opt, max(1, total))
     if resume is not None:
         opt.load_state_dict(resume["optimizer"])
@@ -288,5 +290,11 @@ def run_loop(
             epoch, position, sums, counted = epoch + 1, 0, {}, 0
             if (epochs is None or epoch < epochs) and not finished():
                 batches = processes.broadcast(plan(generator))
+    if on_epoch_end is not None and counted and position < len(batches):
+        # max_steps or step_cap ended the stage inside an epoch: what it trained there is still
+        # a candidate (validation), or a stage bounded below one epoch would never be validated.
+        hooks.message(f"{cfg.name}: stopped in epoch {epoch + 1} after {result.steps} optimiser steps")
+        model.eval()
+        on_epoch_end(epoch + 1)
     model.eval()
     return result

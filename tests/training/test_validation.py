@@ -218,3 +218,35 @@ def test_a_config_file_s_settings_this_run_cannot_use_are_warned_about(tiny_dir,
     assert unused_settings(cfg, ("distill",), validating=False) == []
     # Defaults are never reported.
     assert unused_settings(from_dict({}), ("extend",), validating=False) == []
+
+
+def test_a_stage_bounded_below_one_epoch_is_still_validated(tiny_dir, inputs, tmp_path, monkeypatch):
+    """max_steps 1 of a longer epoch once ended distill with no validation at all: "kept epoch
+    None of 0 (objective -inf)", and tune scored every trial -inf."""
+    script = iter([0.5, 0.5, 0.8])  # reference, epoch 0, the cut epoch 1
+
+    def measure(self, splade):
+        return {"domain": next(script), "control": 1.0}
+
+    monkeypatch.setattr(validation_mod.ValidationSet, "measure", measure)
+    valid = tmp_path / "valid.jsonl"
+    valid.write_text(inputs["train"].read_text(encoding="utf-8"), encoding="utf-8")
+    cfg = {**SMALL, "distill": {**SMALL["distill"], "batch_size": 1, "max_steps": 1}}
+    run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("distill",), config=config_from_dict(cfg),
+                 seed=0, valid=valid, **inputs)
+    log = [json.loads(x) for x in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    assert sum("step" in r for r in log if r.get("stage") == "distill") == 1
+    val = [r for r in log if r.get("event") == "validation"]
+    assert [r["epoch"] for r in val] == ["reference", 0, 1]
+    end = next(r for r in log if r.get("event") == "stage_end")
+    assert end["best_epoch"] == 1 and end["best_objective"] == pytest.approx(0.3)
+
+
+def test_a_stage_of_zero_epochs_says_it_trains_nothing(tiny_dir, inputs, tmp_path):
+    from tests.training.test_stages import Messages
+
+    buf = Messages()
+    cfg = {**SMALL, "distill": {**SMALL["distill"], "epochs": 0}}
+    run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("distill",), config=config_from_dict(cfg),
+                 hooks=buf.hooks(), **inputs)
+    assert "warning: distill: distill.epochs 0 and no max_steps: the stage trains nothing" in buf
