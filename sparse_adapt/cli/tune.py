@@ -31,7 +31,8 @@ def register(app: typer.Typer) -> None:
         trials: int = typer.Option(20, "--trials", min=1, help="Trial budget (each trial is one distill run)."),
         seed: int = typer.Option(0, "--seed", help="Seeds the TPE sampler, the validation split and every run."),
         overwrite: bool = typer.Option(False, "--overwrite", help="Write the study into a non-empty --out that holds "
-                                       "no earlier study (beside its files, replacing same-named ones)."),
+                                       "no earlier study (beside its files, replacing same-named ones); retrain a "
+                                       "prefix/ made with other settings."),
     ) -> None:
         """Search distill weights and learning rate (TPE, median pruning); write OUT/best.toml."""
         from sparse_adapt.cli.output import console, rich_hooks
@@ -59,10 +60,11 @@ def register(app: typer.Typer) -> None:
             def prefix(directory: Path) -> Path:
                 return run_pipeline(
                     base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train_file, out=directory,
-                    stages=PREFIX_STAGES, config=cfg, seed=seed, hooks=hooks,
+                    stages=PREFIX_STAGES, config=cfg, seed=seed, hooks=hooks, overwrite=overwrite,
                 )
 
-            summary = run_tuning(data, out, base, trials, seed, cfg, prefix=prefix, hooks=hooks, overwrite=overwrite)
+            summary = run_tuning(data, out, base, trials, seed, cfg, prefix=prefix, hooks=hooks, overwrite=overwrite,
+                                 valid_path=valid)
         console.print(f"best trial {summary['best_trial']}: objective {signed(summary['best_value'], 4)}")
-        console.print(f"[green]wrote[/green] {out / 'best.toml'} (use: sparse-adapt train --config {out / 'best.toml'}) "
+        console.print(f"[green]wrote[/green] {out / 'best.toml'} (use: {summary['usage'].replace('best.toml', str(out / 'best.toml'), 1)}) "
                       f"and {out / 'trials.md'}")

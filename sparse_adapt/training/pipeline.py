@@ -48,7 +48,7 @@ from sparse_adapt.training.loop import NonFiniteError, require_finite
 from sparse_adapt.training.mlm_data import validate_corpus
 from sparse_adapt.training.rundir import FINAL, LOG_FILE, PARTIAL, RUN_FILE, RunMismatchError  # noqa: F401  (public names)
 from sparse_adapt.training.density import density_sample, document_density
-from sparse_adapt.training.validation import mentions_term
+from sparse_adapt.training.validation import check_split, mentions_term
 from sparse_adapt.training.stages import EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, check_lengths, parse_stages
 
 TRAINER_STATE = "trainer_state.pt"
@@ -182,6 +182,8 @@ def run_pipeline(
                               "the validation queries: give one")
         paths["valid"] = Path(valid)
     data = _load_inputs(**paths)  # validate every input before any training or writing
+    if "distill" in names and valid is None:
+        check_split(data.train, cfg.distill.valid_fraction, [t for items in data.terms.values() for t in items])
     if "dictionary" in names:
         stray = stray_entries(data)
         if stray:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -25,9 +26,10 @@ from sparse_adapt.atomic import check_writable, write_atomic
 from sparse_adapt.errors import ConfigError, OutputError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks, signed
-from sparse_adapt.training.config import TrainConfig, config_to_toml, load_config
+from sparse_adapt.training.config import TrainConfig, config_to_toml, load_config, recommended_in_effect
 from sparse_adapt.training.loop import NonFiniteError
 from sparse_adapt.training.stages import ORDER, DistillStage, StageContext, TrainData
+from sparse_adapt.training.validation import check_split
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ SEARCH_SPACE: dict[str, Range] = {
     "pres": Range(0.01, 3.0),
 }
 PREFIX_STAGES = ("extend", "warmup", "dictionary")
+STUDY_FILES = ("best.toml", "trials.md", "trials.json")
 
 
 def sample(trial, space: dict[str, Range]) -> dict[str, float]:
@@ -65,13 +68,18 @@ def trials_table(rows: list[dict], space: dict[str, Range]) -> str:
     keys = list(space)
     head = "| trial | state | objective | best epoch | epochs run | " + " | ".join(keys) + " |"
     lines = [head, "|---|---|---|---|---|" + "---|" * len(keys)]
-    done = sorted((r for r in rows if r["value"] is not None), key=lambda r: -r["value"])
-    rest = [r for r in rows if r["value"] is None]
+    # A pruned trial carries its last reported objective (Optuna's), which ranks nothing.
+    done = sorted((r for r in rows if r["state"] == "complete" and r["value"] is not None), key=lambda r: -r["value"])
+    rest = [r for r in rows if r not in done]
+
+    def cell(value) -> str:
+        return "-" if value is None else str(value)
+
     for r in done + rest:
         value = "-" if r["value"] is None else signed(r['value'], 4)
         params = " | ".join(f"{r['params'][k]:.3g}" if k in r["params"] else "-" for k in keys)
-        lines.append(f"| {r['number']} | {r['state']} | {value} | {r.get('best_epoch', '-')} | "
-                     f"{r.get('epochs_run', '-')} | {params} |")
+        lines.append(f"| {r['number']} | {r['state']} | {value} | {cell(r.get('best_epoch'))} | "
+                     f"{cell(r.get('epochs_run'))} | {params} |")
     return "\n".join(lines) + "\n"
 
 
@@ -91,14 +99,16 @@ def check_study_dir(out: Path, overwrite: bool) -> None:
 def run_tuning(
     data: TrainData, out: Path, base: str | Path, trials: int, seed: int = 0, config: TrainConfig | str | Path | None = None,
     prefix: Callable[[Path], Path] | None = None, space: dict[str, Range] | None = None, hooks: Hooks = SILENT,
-    overwrite: bool = False,
+    overwrite: bool = False, valid_path: str | Path | None = None,
 ) -> dict:
     """Run the study; ``prefix(out_dir)`` trains the stages before distill and returns the
     checkpoint to start every trial from (the CLI passes ``run_pipeline``). Returns the summary.
 
     ``out`` may be new, empty or an earlier study (rerun: its trials are rewritten); a
     directory holding anything else is refused unless ``overwrite``, which writes the
-    study's files beside (and over same-named ones of) what is there."""
+    study's files beside (and over same-named ones of) what is there.
+    ``valid_path``: the file ``data.valid`` came from, named in ``best.toml``'s usage line,
+    since ``train`` validates (and keeps the best epoch) only when given it too."""
     import optuna
 
     cfg = config if isinstance(config, TrainConfig) else load_config(config, base)
@@ -106,12 +116,27 @@ def run_tuning(
     if data.valid is None and cfg.distill.valid_fraction <= 0:
         raise ConfigError("tune needs validation queries: pass --valid FILE or --valid-fraction F "
                           "(or set distill.valid_fraction > 0 in --config)")
+    if data.valid is not None and cfg.distill.valid_fraction > 0:  # as train refuses: the file would win silently
+        raise ConfigError(f"--valid and distill.valid_fraction {cfg.distill.valid_fraction:g} both choose the "
+                          "validation queries: give one")
+    if data.valid is None:
+        check_split(data.train, cfg.distill.valid_fraction, [t for items in data.terms.values() for t in items])
     if trials < 1:
         raise ConfigError(f"--trials must be >= 1, got {trials}")
+    if not 0 <= seed < 2**32:  # the TPE sampler's range; found only after the prefix trained
+        raise ConfigError(f"--seed must be between 0 and 2**32 - 1, got {seed}")
     space = SEARCH_SPACE if space is None else space
     out = Path(out)
     check_study_dir(out, overwrite)
+    in_effect = recommended_in_effect(cfg, base, sections=("distill",))  # the prefix run says its own stages'
+    if in_effect:
+        hooks.message(f"settings recommended for {base}: {in_effect} (a key in --config overrides it)")
     start = prefix(out / "prefix") if prefix is not None else Path(base)
+    # A rerun is a new study (no resume): the last one's trials and results go, so that none of
+    # them can pass for this study's, even when it is stopped early.
+    shutil.rmtree(out / "trials", ignore_errors=True)
+    for name in STUDY_FILES:
+        (out / name).unlink(missing_ok=True)
     reference = SpladeEncoder.from_pretrained(base)
     (out / "trials").mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
@@ -153,8 +178,29 @@ def run_tuning(
             len(trial.intermediate_values)),
         })
         write_atomic(out / "trials.md", trials_table(rows, space))
+        write_results(study, finished=False)  # a study stopped early still leaves its best so far
         hooks.message(f"tune: trial {trial.number} {rows[-1]['state']}, objective "
                       f"{'-' if trial.value is None else signed(trial.value, 4)}")
+
+    usage = "sparse-adapt train --config best.toml" + (f" --valid {valid_path}" if valid_path is not None else "")
+
+    def write_results(study: "optuna.Study", finished: bool) -> dict | None:
+        """best.toml and trials.json for the trials so far (None: none completed)."""
+        complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        if not complete:
+            return None
+        best = max(complete, key=lambda t: t.value)  # the first of equals, as study.best_trial
+        best_cfg = with_distill(cfg, {k: best.params[k] for k in space})
+        so_far = "" if finished else " so far (the study did not finish)"
+        header = (f"sparse-adapt tune: best of {len(complete)} completed trials{so_far} (trial {best.number}, objective "
+                  f"{signed(best.value, 4)}, seed {seed}); use with: {usage}")
+        write_atomic(out / "best.toml", config_to_toml(best_cfg, header))
+        summary = {"best_trial": best.number, "best_value": best.value, "best_params": best.params, "seed": seed,
+                   "start": str(start), "base": str(base), "finished": finished,
+                   "valid": None if valid_path is None else str(valid_path),
+                   "valid_fraction": cfg.distill.valid_fraction, "usage": usage, "trials": rows}
+        write_atomic(out / "trials.json", json.dumps(summary, indent=2) + "\n")
+        return summary
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
@@ -165,15 +211,7 @@ def run_tuning(
     # A trial whose loss or gradient goes non-finite is an outcome of its values (an lr too
     # high), recorded as failed; the study goes on with the others.
     study.optimize(objective, n_trials=trials, callbacks=[record], catch=(NonFiniteError,))
-    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    if not complete:
+    summary = write_results(study, finished=True)
+    if summary is None:
         raise ConfigError(f"tune: no trial completed of {trials}; see {out / 'trials.md'}")
-    best = study.best_trial
-    best_cfg = with_distill(cfg, {k: best.params[k] for k in space})
-    header = (f"sparse-adapt tune: best of {len(study.trials)} trials (trial {best.number}, objective "
-              f"{signed(best.value, 4)}, seed {seed}); use with: sparse-adapt train --config best.toml")
-    write_atomic(out / "best.toml", config_to_toml(best_cfg, header))
-    summary = {"best_trial": best.number, "best_value": best.value, "best_params": best.params, "seed": seed,
-               "start": str(start), "base": str(base), "trials": rows}
-    write_atomic(out / "trials.json", json.dumps(summary, indent=2) + "\n")
     return summary

@@ -68,6 +68,16 @@ def split_valid(
     return [ex for i, ex in enumerate(examples) if i not in held], [ex for i, ex in enumerate(examples) if i in held]
 
 
+def check_split(examples: Sequence[TrainExample], fraction: float, terms: Sequence[str]) -> None:
+    """Before any training: ``fraction`` of ``examples`` holds out at least one query (the split's
+    size does not depend on the seed), or validation would silently not happen."""
+    from sparse_adapt.errors import ConfigError
+
+    if fraction > 0 and not split_valid(examples, fraction, 0, terms)[1]:
+        raise ConfigError(f"distill.valid_fraction {fraction:g} of {len(examples)} training queries holds out none "
+                          "(each query kind keeps one for training): raise it, or give --valid FILE")
+
+
 @dataclass
 class ValidationSet:
     documents: list[Document]

@@ -72,11 +72,14 @@ def test_tune_without_validation_queries_is_refused(tiny_dir, inputs, tmp_path):
 
 
 def test_trials_table_lists_best_first():
-    rows = [{"number": 0, "state": "complete", "value": 0.1, "params": {"lr": 1e-3}},
-            {"number": 1, "state": "pruned", "value": None, "params": {"lr": 2e-3}},
-            {"number": 2, "state": "complete", "value": 0.3, "params": {"lr": 3e-3}}]
+    # A pruned trial keeps its last reported objective (Optuna's): it ranks nothing all the same.
+    rows = [{"number": 0, "state": "complete", "value": 0.1, "params": {"lr": 1e-3}, "best_epoch": 2, "epochs_run": 4},
+            {"number": 1, "state": "pruned", "value": 0.5, "params": {"lr": 2e-3}, "best_epoch": None, "epochs_run": 2},
+            {"number": 2, "state": "complete", "value": 0.3, "params": {"lr": 3e-3}, "best_epoch": 1, "epochs_run": 4},
+            {"number": 3, "state": "fail", "value": None, "params": {"lr": 4e-3}}]
     lines = trials_table(rows, {"lr": Range(1e-4, 1e-2)}).splitlines()
-    assert [line.split("|")[1].strip() for line in lines[2:]] == ["2", "0", "1"]
+    assert [line.split("|")[1].strip() for line in lines[2:]] == ["2", "0", "1", "3"]
+    assert lines[4] == "| 1 | pruned | +0.5000 | - | 2 | 0.002 |" and lines[5] == "| 3 | fail | - | - | - | 0.004 |"
 
 
 def test_tune_cli_best_toml_is_accepted_by_train(tiny_dir, inputs, tmp_path, capsys):
@@ -121,9 +124,14 @@ def test_a_run_of_the_mlm_stages_survives_a_change_of_distill_settings(tiny_dir,
     (["--valid-fraction", "1.0"], "--valid-fraction must be between 0 and 1 (exclusive), got 1.0"),
     (["--valid-fraction", "nan"], "--valid-fraction must be between 0 and 1 (exclusive), got nan"),
     (["--valid-fraction", "0.5", "--valid", "TRAIN"], "--valid and --valid-fraction both choose the validation queries"),
+    (["--valid", "TRAIN", "--config", "HALF"], "--valid and distill.valid_fraction 0.5 both choose the validation queries"),
+    (["--valid-fraction", "0.01"], "distill.valid_fraction 0.01 of 2 training queries holds out none"),
+    (["--valid-fraction", "0.5", "--seed", "-1"], "--seed must be between 0 and 2**32 - 1, got -1"),
 ])
 def test_tune_cli_validation_choices_are_one_line_errors(tiny_dir, inputs, tmp_path, capsys, extra, message):
-    extra = [str(inputs["train"]) if a == "TRAIN" else a for a in extra]
+    half = tmp_path / "half.json"
+    half.write_text(json.dumps({"distill": {"valid_fraction": 0.5}}))
+    extra = [str(inputs["train"]) if a == "TRAIN" else str(half) if a == "HALF" else a for a in extra]
     files = ["--corpus", str(inputs["corpus"]), "--terms", str(inputs["terms"]), "--dictionary",
              str(inputs["dictionary"]), "--train", str(inputs["train"])]
     code = main(["tune", "--base", str(tiny_dir), *files, "--out", str(tmp_path / "study"), "--trials", "1", *extra])
@@ -168,3 +176,33 @@ def test_a_trial_that_goes_non_finite_fails_alone_and_the_study_goes_on(tiny_dir
                          space=SPACE)
     assert [r["state"] for r in summary["trials"]] == ["complete", "fail", "complete"]
     assert summary["best_trial"] in (0, 2) and (out / "best.toml").is_file()
+
+
+def test_a_rerun_is_a_new_study_and_best_toml_names_the_valid_file(tiny_dir, inputs, tmp_path, monkeypatch):
+    """A rerun with fewer trials once left the last study's trials/N.jsonl, and its best.toml
+    beside the new trials.md; best.toml's usage line dropped the --valid train needs."""
+    out = tmp_path / "study"
+    run_tuning(_data(inputs), out, str(tiny_dir), trials=3, seed=0, config=_config(tmp_path, epochs=1), space=SPACE,
+               valid_path=inputs["train"])
+    assert sorted(p.name for p in (out / "trials").iterdir()) == ["0.jsonl", "1.jsonl", "2.jsonl"]
+    usage = f"use with: sparse-adapt train --config best.toml --valid {inputs['train']}"
+    assert usage in (out / "best.toml").read_text(encoding="utf-8")
+    summary = json.loads((out / "trials.json").read_text())
+    assert summary["valid"] == str(inputs["train"]) and summary["finished"] is True
+
+    # Stopped during its second trial: the first one's results stand, marked unfinished.
+    calls = iter(range(100))
+
+    def measure(self, splade):
+        if next(calls) >= 4:  # reference, epoch 0 and epoch 1 of trial 0, then trial 1's reference
+            raise KeyboardInterrupt
+        return {"domain": 0.5, "control": 1.0}
+
+    monkeypatch.setattr(validation_mod.ValidationSet, "measure", measure)
+    with pytest.raises(KeyboardInterrupt):
+        run_tuning(_data(inputs), out, str(tiny_dir), trials=3, seed=1, config=_config(tmp_path, epochs=1), space=SPACE)
+    assert sorted(p.name for p in (out / "trials").iterdir()) == ["0.jsonl", "1.jsonl"]
+    summary = json.loads((out / "trials.json").read_text())
+    assert summary["finished"] is False and summary["seed"] == 1 and len(summary["trials"]) == 1
+    assert "best of 1 completed trials so far (the study did not finish)" in (out / "best.toml").read_text()
+    assert "--valid" not in (out / "best.toml").read_text()

@@ -250,3 +250,13 @@ def test_a_stage_of_zero_epochs_says_it_trains_nothing(tiny_dir, inputs, tmp_pat
     run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("distill",), config=config_from_dict(cfg),
                  hooks=buf.hooks(), **inputs)
     assert "warning: distill: distill.epochs 0 and no max_steps: the stage trains nothing" in buf
+
+
+def test_a_valid_fraction_that_holds_out_no_query_stops_before_training(tiny_dir, inputs, tmp_path):
+    from sparse_adapt.errors import ConfigError
+
+    cfg = {**SMALL, "distill": {**SMALL["distill"], "valid_fraction": 0.01}}
+    with pytest.raises(ConfigError, match="distill.valid_fraction 0.01 of 2 training queries holds out none"):
+        run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("extend", "warmup", "distill"),
+                     config=config_from_dict(cfg), **inputs)
+    assert not (tmp_path / "run").exists()
