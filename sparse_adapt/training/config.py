@@ -72,7 +72,8 @@ class MLMConfig:
         _positive(section, "weight_decay", self.weight_decay, allow_zero=True)
         if not 0.0 <= self.mask_rate < 1.0:
             raise ConfigError(f"{section}.mask_rate must be in [0, 1), got {self.mask_rate}")
-        if self.mask_rate == 0 and not self.domain_focused:  # nothing would ever be masked: no step to train
+        # Nothing would ever be masked, no step to train; the dictionary stage always masks the term.
+        if self.mask_rate == 0 and not self.domain_focused and section != "dictionary":
             raise ConfigError(f"{section}.mask_rate is 0 and {section}.domain_focused is false: no token is masked")
         _check_lr_and_steps(section, self)
 
@@ -300,6 +301,16 @@ def config_from_dict(raw: dict[str, Any], source: str = "<config>") -> TrainConf
         raise ConfigError(f"{source}: {e}") from None
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    # json keeps the last of two equal keys; TOML refuses them, and so does a JSON config.
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} is given twice")
+        out[key] = value
+    return out
+
+
 def load_config(path: str | Path | None, base: str | Path | None = None, defaults: dict | None = None) -> TrainConfig:
     """Defaults, then ``defaults`` (a command's own, e.g. ``adapt``'s), then the settings
     recommended for ``base`` when it is a built-in base that has some
@@ -313,10 +324,12 @@ def load_config(path: str | Path | None, base: str | Path | None = None, default
     if not p.is_file():
         raise ConfigError(f"{p}: config file not found")
     text = read_text(p)
+    toml = p.suffix.lower() == ".toml"
     try:
-        raw = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
+        raw = tomllib.loads(text) if toml else json.loads(text, object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError) as e:  # both decode errors are ValueErrors; so is a 5000-digit int
-        raise ConfigError(f"{p}: cannot parse ({str(e)[:200]})") from None
+        read_as = "" if toml or p.suffix.lower() == ".json" else "; read as JSON: only a .toml file is read as TOML"
+        raise ConfigError(f"{p}: cannot parse ({str(e)[:200]}{read_as})") from None
     return config_from_dict(with_recommended(raw, base, defaults), str(p))
 
 

@@ -118,6 +118,25 @@ def test_settings_that_cannot_train_as_written_are_refused(section, message):
     assert message in str(e.value)
 
 
+def test_the_dictionary_stage_may_mask_its_terms_alone():
+    # It always masks the entry's term, so mask_rate 0 without domain focus still trains.
+    cfg = config_from_dict({"dictionary": {"mask_rate": 0.0, "domain_focused": False}}).validate()
+    assert cfg.dictionary.mask_rate == 0.0
+
+
+def test_a_json_config_naming_a_key_twice_is_refused_as_a_toml_one_is(tmp_path):
+    from sparse_adapt.training.config import load_config
+
+    path = tmp_path / "c.json"
+    path.write_text('{"distill": {"lr": 1e-4}, "distill": {"epochs": 2}}')
+    with pytest.raises(ConfigError, match=r"c\.json: cannot parse \(key 'distill' is given twice\)"):
+        load_config(path)
+    cfg = tmp_path / "c.cfg"
+    cfg.write_text("[distill]\nlr = 1e-4\n")
+    with pytest.raises(ConfigError, match="read as JSON: only a .toml file is read as TOML"):
+        load_config(cfg)
+
+
 def test_an_mlm_length_beyond_the_models_positions_is_refused_before_training(files, tmp_path):
     cfg = config_from_dict({"dictionary": {"max_length": 512}, "warmup": {"epochs": 1}})
     with pytest.raises(ConfigError, match="dictionary.max_length 512 is above the 128 pieces this model has position"):
