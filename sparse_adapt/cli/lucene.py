@@ -20,7 +20,7 @@ def export(
     model: str = typer.Option(..., "--model", help=BASE_HELP),
     docs: Path = typer.Option(..., "--docs", help="docs.jsonl: {doc_id, text} per line (read as a stream)."),
     out: Path = typer.Option(..., "--out", help="Output JsonVectorCollection directory (replaced atomically)."),
-    scale: int = typer.Option(100, "--scale", min=1, help="Impact = round(weight * scale)."),
+    scale: int = typer.Option(100, "--scale", min=1, help="Impact = round(weight * scale); at most 1000."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Documents per forward pass."),
     max_active_dims: Optional[int] = typer.Option(
         None, "--max-active-dims", min=1,
@@ -31,7 +31,7 @@ def export(
     """Encode documents into Pyserini's JsonVectorCollection ({id, contents, vector: {token: int}})."""
     from sparse_adapt.atomic import check_output
     from sparse_adapt.data import require_file
-    from sparse_adapt.retrieval.export import ExportConfig, export_vectors
+    from sparse_adapt.retrieval.export import ExportConfig, empty_sentence, export_vectors
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.modeling.truncation import truncation_sentence
 
@@ -45,6 +45,8 @@ def export(
         stats = export_vectors(splade, docs, out, config, model_name=model, progress=hooks)
     if stats.truncated:
         warn(truncation_sentence(stats.truncated, stats.documents, splade.max_length("document")))
+    if stats.empty:
+        warn(empty_sentence(stats.empty, stats.documents, stats.scale, stats.empty_ids))
     console.print(
         f"[green]wrote[/green] {out} ({counted(stats.documents, 'document')}, {counted(stats.postings, 'posting')}, "
         f"{stats.docs_per_second:.1f} docs/s, scale {stats.scale}"
@@ -63,18 +65,21 @@ def index(
 ) -> None:
     """Build a Lucene impact index (Pyserini --impact --pretokenized) with a Java 21+ found by itself."""
     from sparse_adapt.atomic import check_output
-    from sparse_adapt.retrieval.export import read_export_meta, validate_vectors
+    from sparse_adapt.retrieval.export import empty_sentence, read_export_meta, validate_vectors
     from sparse_adapt.retrieval.lucene import IndexMeta, build_index
 
     check_output(index_dir, overwrite, flag="--index")
     meta = read_export_meta(vectors)
-    validate_vectors(vectors, meta["documents"])
+    empty = validate_vectors(vectors, meta["documents"])
     seconds = build_index(vectors, index_dir, threads, store_vectors)
+    indexed = meta["documents"] - empty
     IndexMeta(
-        scale=meta["scale"], model=meta["model"], documents=meta["documents"], seconds=seconds,
+        scale=meta["scale"], model=meta["model"], documents=indexed, seconds=seconds,
         model_sha256=str(meta.get("model_sha256", "")), vectors=store_vectors,
     ).save(index_dir)
-    console.print(f"[green]indexed[/green] {counted(meta['documents'], 'document')} into {index_dir} in {seconds:.1f} s")
+    if empty:
+        warn(empty_sentence(empty, meta["documents"], meta["scale"]))
+    console.print(f"[green]indexed[/green] {counted(indexed, 'document')} into {index_dir} in {seconds:.1f} s")
 
 
 def search(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -34,10 +34,15 @@ from sparse_adapt.modeling.encoder import SORT_WINDOW_BATCHES, SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_sha256
 from sparse_adapt.modeling.truncation import truncated
 from sparse_adapt.modeling.vectors import check_max_active_dims, rank
-from sparse_adapt.progress import Hooks
+from sparse_adapt.progress import Hooks, counted
 
 VECTORS_FILE = "vectors.jsonl"
 EXPORT_META = "sparse_adapt_export.json"
+EMPTY_SHOWN = 3
+# Impacts round(w * scale) with SPLADE weights up to ~5 and queries of ~30 terms: scale 1000
+# keeps a score's integer sum near 2**24, where float32 (Lucene's score) stops being exact;
+# 1e7 took 6 GB and 47 s to index five documents, 1e8 failed.
+MAX_SCALE = 1000
 
 
 @dataclass
@@ -54,6 +59,9 @@ class ExportConfig:
 
     def __post_init__(self) -> None:
         require_positive_int(self.scale, "scale", ConfigError)
+        if self.scale > MAX_SCALE:
+            raise ConfigError(f"scale must be at most {MAX_SCALE}, got {self.scale}: Lucene sums impacts in float32, "
+                              "exactly only up to 2**24, and indexes each impact as that many repeats of its term")
         require_positive_int(self.batch_size, "batch_size", ConfigError)
         try:
             check_max_active_dims(self.max_active_dims)
@@ -71,6 +79,10 @@ class ExportStats:
     truncated: int = 0  # documents longer than the model's doc_max_length, truncated
     model_sha256: str = ""  # content hash of the exporting model (modeling/fingerprint.py)
     max_active_dims: int | None = None  # the cut applied to every document, None: none
+    # Documents with no impact at this scale ("." or a weight under 0.5 / scale): no query can
+    # score them, and Lucene holds no document without terms.
+    empty: int = 0
+    empty_ids: list[str] = field(default_factory=list)  # the first EMPTY_SHOWN of them
 
     @property
     def docs_per_second(self) -> float:
@@ -124,7 +136,8 @@ def export_vectors(
     # the same pass counts them for the progress bar.
     total = check_documents(docs)
     task = progress.task("exporting", total) if progress is not None else None
-    n_docs = postings = n_truncated = 0
+    n_docs = postings = n_truncated = empty = 0
+    empty_ids: list[str] = []
     digest = model_sha256(splade)
     start = time.perf_counter()
     with atomic_directory(Path(out)) as tmp:
@@ -139,13 +152,17 @@ def export_vectors(
                     f.write(json.dumps({"id": doc.doc_id, "contents": doc.text, "vector": vector}, ensure_ascii=False))
                     f.write("\n")
                     postings += len(vector)
+                    if not vector:
+                        empty += 1
+                        if len(empty_ids) < EMPTY_SHOWN:
+                            empty_ids.append(doc.doc_id)
                 n_docs += len(batch)
                 if task is not None:
                     rate = n_docs / max(time.perf_counter() - start, 1e-9)
                     task.advance(len(batch), description=f"exporting ({rate:.1f} docs/s)")
         stats = ExportStats(
             n_docs, postings, time.perf_counter() - start, config.scale, model_name or splade.settings.base, n_truncated, digest,
-            config.max_active_dims,
+            config.max_active_dims, empty, empty_ids,
         )
         meta = {**asdict(stats), "docs_per_second": stats.docs_per_second, "docs": str(docs)}
         (tmp / EXPORT_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -166,11 +183,12 @@ def read_export_meta(vectors_dir: str | Path) -> dict:
     return meta
 
 
-def validate_vectors(vectors_dir: str | Path, documents: int) -> None:
+def validate_vectors(vectors_dir: str | Path, documents: int) -> int:
     """Check every line of an export before Lucene reads it: Anserini skips a line it cannot
-    parse and still succeeds, which would silently drop that document from the index."""
+    parse and still succeeds, which would silently drop that document from the index.
+    Returns how many documents have no term (Anserini skips those too)."""
     path = Path(vectors_dir) / VECTORS_FILE
-    seen = 0
+    seen = empty = 0
     for n, raw in iter_lines(path):
         if not raw.strip():
             continue
@@ -186,5 +204,14 @@ def validate_vectors(vectors_dir: str | Path, documents: int) -> None:
         ):
             raise DataError(path, n, "vector", "expected an object of token -> positive integer impact")
         seen += 1
+        empty += not vector
     if seen != documents:
         raise DataError(path, None, None, f"holds {seen} documents but the export wrote {documents}")
+    return empty
+
+
+def empty_sentence(empty: int, documents: int, scale: int, examples: Sequence[str] = ()) -> str:
+    """Why ``empty`` documents are not in the index (export's warning, index's note)."""
+    e_g = f" (e.g. {', '.join(examples)})" if examples else ""
+    return (f"{empty} of {counted(documents, 'document')} {'has' if empty == 1 else 'have'} no term at scale {scale}{e_g}: "
+            "no query can score them, and Lucene indexes no document without terms")

@@ -212,6 +212,8 @@ def build_index(vectors_dir: Path, index_dir: Path, threads: int = 1, store_vect
     impacts), read back by ``LuceneRetriever.stored_vector``. (``-storeDocvectors`` would give
     the same impacts as term frequencies, in an index ~5x larger than this.)
     """
+    from sparse_adapt.retrieval.export import VECTORS_FILE  # here: the Java child must not import torch
+
     java = find_java()
     args = [
         "-collection", "JsonVectorCollection", "-input", str(vectors_dir), "-generator", "DefaultLuceneDocumentGenerator",
@@ -220,7 +222,12 @@ def build_index(vectors_dir: Path, index_dir: Path, threads: int = 1, store_vect
     env = dict(os.environ)
     env.update(_import_env(java))
     start = time.perf_counter()
-    with atomic_directory(Path(index_dir)) as tmp:
+    with atomic_directory(Path(index_dir)) as tmp, tempfile.TemporaryDirectory(prefix="sparse-adapt-input-") as only:
+        # Anserini reads every file of -input: a vectors.jsonl.bak or an older export beside
+        # the checked vectors.jsonl would be indexed too (duplicate ids), and the metadata file
+        # is logged as an error. It gets a folder holding the checked file alone.
+        os.symlink(Path(vectors_dir, VECTORS_FILE).resolve(), Path(only, VECTORS_FILE))
+        args[args.index("-input") + 1] = only
         returncode, output = _run_child(
             [sys.executable, "-m", "sparse_adapt.retrieval.lucene", "index", *args, "-index", str(tmp)], env
         )

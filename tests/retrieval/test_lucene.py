@@ -377,3 +377,35 @@ def test_search_picks_among_tied_documents_by_the_evaluation_order_not_lucenes(t
 
     run = retriever.run([Query("q", "relay depot coolant valves")], k=5)  # the batch path, as evaluate --index
     assert sorted(run["q"]) == ["dup10", "dup11", "dup12", "dup13", "dup14"]
+
+
+@pytest.mark.slow
+def test_an_index_holds_the_checked_export_alone_and_counts_what_lucene_holds(tmp_path, capsys):
+    """Anserini reads every file of --vectors: a backup beside vectors.jsonl was indexed too
+    (duplicate ids in the hits). A document with no term was skipped by Lucene while index
+    said and recorded every document."""
+    from sparse_adapt.retrieval.lucene import searcher_module
+
+    docs = tmp_path / "docs.jsonl"
+    texts = [("a", "the relay depot stores coolant valves"), ("dot", "."), ("b", "a quarterly budget review")]
+    docs.write_text("".join(json.dumps({"doc_id": d, "text": t}) + "\n" for d, t in texts))
+    vectors, index = tmp_path / "vectors", tmp_path / "index"
+    assert main(["export", "--model", "offline-minilm", "--docs", str(docs), "--out", str(vectors)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "1 of 3 documents has no term at scale 100 (e.g. dot): no query can score them" in err
+    assert json.loads((vectors / "sparse_adapt_export.json").read_text())["empty_ids"] == ["dot"]
+    backup = (vectors / "vectors.jsonl").read_text()
+    (vectors / "vectors.jsonl.bak").write_text(backup)
+    (vectors / "old-vectors.jsonl").write_text(backup)
+    assert main(["index", "--vectors", str(vectors), "--index", str(index)]) == 0
+    captured = capsys.readouterr()
+    assert "indexed 2 documents" in " ".join(captured.out.split())
+    assert "1 of 3 documents has no term" in " ".join(captured.err.split())
+    assert json.loads((index / "sparse_adapt_index.json").read_text())["documents"] == 2
+    searcher_module()  # the JVM's environment, as searching sets it up
+    from pyserini.index.lucene import LuceneIndexReader
+
+    assert LuceneIndexReader(str(index)).stats()["documents"] == 2  # not 2 + 4 from the other files
+    assert main(["export", "--model", "offline-minilm", "--docs", str(docs), "--out", str(tmp_path / "v"),
+                 "--scale", "5000"]) == 2
+    assert "scale must be at most 1000" in capsys.readouterr().err
