@@ -188,6 +188,9 @@ def jvm_java() -> JavaInfo | None:
     return _JAVA
 
 
+MAX_QUERY_TERMS = 1 << 18
+
+
 def impact_searcher(index_dir: Path, query_encoder) -> object:
     """Pyserini's ``LuceneImpactSearcher`` over ``index_dir`` with our query encoder.
 
@@ -198,6 +201,10 @@ def impact_searcher(index_dir: Path, query_encoder) -> object:
     if not any(index_dir.glob("segments_*")):
         raise LuceneError(f"{index_dir}: not a Lucene index (no segments file); build one with `sparse-adapt index`")
     module = searcher_module()
+    # A query is one clause per active term; Lucene refuses more than 1024 with a Java
+    # traceback. A term is a vocabulary entry, so a vocabulary's size bounds them (XLM-R: 250k).
+    searcher = module.autoclass("org.apache.lucene.search.IndexSearcher")
+    searcher.setMaxClauseCount(max(searcher.getMaxClauseCount(), MAX_QUERY_TERMS))
     with _without_jvm_noise():  # the first index opened loads MMapDirectory, which logs its note
         return module.LuceneImpactSearcher(str(index_dir), query_encoder, min_idf=-1)
 

@@ -409,3 +409,24 @@ def test_an_index_holds_the_checked_export_alone_and_counts_what_lucene_holds(tm
     assert main(["export", "--model", "offline-minilm", "--docs", str(docs), "--out", str(tmp_path / "v"),
                  "--scale", "5000"]) == 2
     assert "scale must be at most 1000" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_query_of_more_than_1024_terms_is_searched(tmp_path, capsys):
+    """Lucene's default limit of 1024 clauses once ended such a search in a Java traceback;
+    an untrained base activates thousands of terms."""
+    from tests.conftest import make_tiny_bert
+
+    model = make_tiny_bert().save_pretrained(tmp_path / "random")
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"doc_id": f"d{i}", "text": t}) + "\n"
+                            for i, t in enumerate(["relay depot valves", "budget review", "coolant pressure"])))
+    vectors, index = tmp_path / "vectors", tmp_path / "index"
+    assert main(["export", "--model", str(model), "--docs", str(docs), "--out", str(vectors)]) == 0
+    assert main(["index", "--vectors", str(vectors), "--index", str(index)]) == 0
+    capsys.readouterr()
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+
+    assert SpladeEncoder.from_pretrained(model).encode_query(["database timeout"]).nnz > 1024
+    assert main(["search", "--index", str(index), "--model", str(model), "database timeout", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 3
