@@ -19,12 +19,14 @@ is checked in ONNX Runtime against the PyTorch vectors before the directory appe
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -131,6 +133,27 @@ def compare(a: sp.csr_matrix, b: sp.csr_matrix, k: int = TOP_K) -> Agreement:
     return Agreement(float(diff.max()) if diff.nnz else 0.0, int(same_top), a.shape[0], same_nz)
 
 
+@contextlib.contextmanager
+def _converter_notes() -> Iterator[list[str]]:
+    """The messages of onnxscript's opset converter, kept instead of printed: its failures
+    come with a traceback on stderr, and the export's own error says what went wrong."""
+    log = logging.getLogger("onnxscript.version_converter")
+    notes: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            notes.append(str(record.exc_info[1]).splitlines()[-1] if record.exc_info else record.getMessage())
+
+    handler, propagate = Keep(), log.propagate
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        yield notes
+    finally:
+        log.removeHandler(handler)
+        log.propagate = propagate
+
+
 def export_onnx(splade: SpladeEncoder, out: str | Path, opset: int = DEFAULT_OPSET, source: str = "") -> OnnxMeta:
     """Export ``splade`` to ``out`` (replaced atomically) and verify it in ONNX Runtime.
 
@@ -150,7 +173,7 @@ def export_onnx(splade: SpladeEncoder, out: str | Path, opset: int = DEFAULT_OPS
     big = sum(p.numel() * p.element_size() for p in splade.mlm.parameters()) > EXTERNAL_DATA_BYTES
     out = Path(out)
     with atomic_directory(out) as tmp:
-        with torch.no_grad(), warnings.catch_warnings():
+        with torch.no_grad(), warnings.catch_warnings(), _converter_notes() as notes:
             # Emitted for every named dynamic axis although the names do reach the graph.
             warnings.filterwarnings("ignore", message="# The axis name", category=UserWarning)
             warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)  # torch-internal
@@ -170,7 +193,11 @@ def export_onnx(splade: SpladeEncoder, out: str | Path, opset: int = DEFAULT_OPS
         try:
             agreement = verify_export(splade, tmp)
         except ModelLoadError as e:  # e.g. an opset newer than the installed ONNX Runtime runs
-            raise OnnxExportError(f"ONNX Runtime cannot run the exported opset-{opset} graph: {e}") from None
+            converted = f" (the exporter could not convert it: {notes[-1]})" if notes else ""
+            raise OnnxExportError(
+                f"ONNX Runtime cannot run the exported opset-{opset} graph{converted}; opset {DEFAULT_OPSET}, the "
+                f"default, exports and runs with the installed versions: {str(e).replace(str(tmp), str(out))}"
+            ) from None
         meta.max_abs_diff, meta.top10_identical = agreement.max_abs_diff, agreement.top_identical
         meta.seconds = round(time.perf_counter() - t0, 2)
         _write_meta(tmp, meta)

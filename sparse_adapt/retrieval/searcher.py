@@ -80,7 +80,8 @@ class LuceneRetriever:
         if scale is None:
             if meta is None:
                 raise ConfigError(
-                    f"{index_dir}: no sparse_adapt_index.json (not built by `sparse-adapt index`); pass the export --scale"
+                    f"{index_dir}: no sparse_adapt_index.json (not built by `sparse-adapt index`): its impact scale is "
+                    "unknown; rebuild it with `sparse-adapt index`, or from Python give LuceneRetriever(..., scale=N)"
                 )
             scale = meta.scale
         self.meta = meta

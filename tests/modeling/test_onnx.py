@@ -164,3 +164,23 @@ def test_offline_base_exports_with_identical_top10(offline_base, tmp_path):
         agreement = compare(offline_base.encode(texts, kind), onnx.encode(texts, kind))
         assert agreement.max_abs_diff <= TOLERANCE and agreement.top_identical == len(texts), kind
     assert meta.top10_identical == meta.probes
+
+
+def test_the_opset_converter_s_failures_are_kept_for_the_error_not_printed(capsys):
+    """onnxscript logs a failed opset conversion with its traceback before the export fails;
+    the export's one error line says it instead."""
+    import logging
+
+    from sparse_adapt.modeling.onnx import _converter_notes
+
+    log = logging.getLogger("onnxscript.version_converter")
+    with _converter_notes() as notes:
+        try:
+            raise RuntimeError("adapter_lookup failed\nNo Adapter From Version $19 for Gelu")
+        except RuntimeError as e:
+            log.warning("Failed to convert the model to the target version %d", 26, exc_info=e)
+        log.warning("plain note")
+    assert notes == ["No Adapter From Version $19 for Gelu", "plain note"]
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "Gelu" not in captured.err
+    assert log.handlers == [] or all(type(h).__name__ != "Keep" for h in log.handlers)
