@@ -129,3 +129,13 @@ def test_an_empty_model_name_is_not_the_working_directory():
     for empty in ("", "  "):
         with pytest.raises(ModelLoadError, match="the model name is empty"):
             SpladeEncoder.from_pretrained(empty)
+
+
+def test_a_model_path_under_the_home_directory_may_be_written_with_a_tilde(tiny_bert, tmp_path, monkeypatch):
+    """Quoted ("~/m") or from Python, no shell expands it."""
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    tiny_bert.save_pretrained(tmp_path / "m")
+    loaded = SpladeEncoder.from_pretrained("~/m")
+    assert loaded.vocab_size == tiny_bert.vocab_size
