@@ -132,6 +132,8 @@ def extend_vocab(
     if len(shown) < len(report.terms):
         summary += f"; the first {len(shown)} shown, every term and its category is in {out}/sparse_adapt.json"
     console.print(summary)
+    for term, first, other in report.two_categories:
+        warn(f"{terms}: {term} is listed under {first} and {other}; one token, recorded as {first} (its first category)")
     for term, old, new in report.recategorised:
         warn(f"{term}: category {old} (recorded by an earlier extension of {base_model}) is now {new}, as {terms} says")
     console.print(f"[green]wrote[/green] {out}")

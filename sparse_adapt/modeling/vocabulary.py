@@ -59,6 +59,8 @@ class ExtensionReport:
     new_vocab_size: int = 0
     # (term, category recorded by an earlier extension, category now): the later one wins
     recategorised: list[tuple[str, str, str]] = field(default_factory=list)
+    # (term, its first category, another category the same file lists it under): the first wins
+    two_categories: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def added(self) -> list[TermReport]:
@@ -340,6 +342,12 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
 
     report.terms = list(planned.values())
     report.new_vocab_size = len(tokenizer)
+    first: dict[str, TermReport] = {t.normalized.casefold(): t for t in planned.values()}
+    report.two_categories = list(dict.fromkeys(
+        (first[k].term, first[k].category, category)
+        for category, items in terms.items() for term in items
+        if (k := normalize_term(splade.tokenizer, term).casefold()) in first and first[k].category != category
+    ))
     ids = sorted(set(splade.settings.domain_token_ids) | {t.token_id for t in planned.values()})
     splade.settings.domain_token_ids = ids
     before = splade.settings.domain_terms

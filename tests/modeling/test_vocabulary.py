@@ -1,3 +1,5 @@
+import json
+
 import pytest
 import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
@@ -6,6 +8,7 @@ from corpora import GATROCRAPTIC
 from sparse_adapt.data import load_domain_terms
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import extend_vocabulary, normalize_term, running_text_ids
+from tests.conftest import make_tiny_bert
 
 TERMS = {"jargon": ["Gatrocraptic", "gatrocraptic", "restore-tool"], "acronyms": ["API", "OAuth2", "OAuth"]}
 
@@ -154,3 +157,18 @@ def test_offline_base_gatrocraptic_single_token_initialised_as_mean_of_pieces():
     torch.testing.assert_close(splade.mlm.get_input_embeddings().weight[tid], old.mean(0))
     vec = splade.encode_to_dicts(["Understanding Gatrocraptic metrics is essential for financial analysis."])[0]
     assert vec, "d21-like text must have a non-empty vector"
+
+
+def test_a_term_listed_under_two_categories_is_said(tiny_bert, tmp_path, capsys):
+    from sparse_adapt.cli import main
+
+    report = extend_vocabulary(tiny_bert, {"jargon": ["Gatrocraptic", "OAuth"], "products": ["gatrocraptic"],
+                                           "acronyms": ["OAuth"]})
+    assert report.two_categories == [("Gatrocraptic", "jargon", "products"), ("OAuth", "jargon", "acronyms")]
+    assert tiny_bert.settings.domain_terms["gatrocraptic"] == "jargon"
+    terms = tmp_path / "terms.json"
+    terms.write_text(json.dumps({"jargon": ["Gatrocraptic"], "products": ["GATROCRAPTIC"]}))
+    base = make_tiny_bert().save_pretrained(tmp_path / "base")
+    assert main(["extend-vocab", "--base", str(base), "--terms", str(terms), "--out", str(tmp_path / "ext")]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Gatrocraptic is listed under jargon and products; one token, recorded as jargon" in err
