@@ -28,7 +28,8 @@ def slug(term: str) -> str:
 
 
 def _entries(path: Path) -> list[str]:
-    return [p.name for p in path.iterdir() if p.name != LOCK_FILE] if path.is_dir() else []
+    # Hidden entries (a lock, a killed write's temporary) say nothing about whose runs these are.
+    return [p.name for p in path.iterdir() if not p.name.startswith(".")] if path.is_dir() else []
 
 
 def holds_files(out: Path) -> bool:
