@@ -72,7 +72,7 @@ ENCODED_SEGMENT = 3.0
 # A base64 run this long is removed from the text before words are taken: split at "+" and "/",
 # its pieces would each need to look encoded.
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{64,}")
-_DATA_URI = re.compile(r"\bdata:[\w.+/-]*(?:;[\w.+-]+=?[\w.+-]*)*;base64,[A-Za-z0-9+/=]*")
+_DATA_URI = re.compile(r"\bdata:[\w.+/-]*(?:;[\w.+-]+(?:=[\w.+-]*)?)*;base64,[A-Za-z0-9+/=]*")  # no two ways to split a run
 _SEGMENT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _HEX = frozenset("0123456789abcdefABCDEF")
 
