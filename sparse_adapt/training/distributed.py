@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 from accelerate import PartialState
-from accelerate.utils import broadcast_object_list, reduce
+from accelerate.utils import broadcast_object_list, gather_object, reduce
 
 
 class Processes:
@@ -63,6 +63,12 @@ class Processes:
             n = p.numel()
             p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
             offset += n
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every process's ``obj``, in rank order (one object gather; ``[obj]`` alone)."""
+        if self.world == 1:
+            return [obj]
+        return gather_object([obj])
 
     def sum_int(self, value: int) -> int:
         if self.world == 1:

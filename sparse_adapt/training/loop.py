@@ -253,8 +253,12 @@ def run_loop(
             opt.zero_grad(set_to_none=True)
             result.steps += 1
             counted += 1
-            if pending:  # with N processes: this process's batches
-                result.last = {k: sum(p[k] for p in pending) / len(pending) for k in pending[0]}
+            # The mean over every process's batches of the step, as one process with grad_accum x N logs.
+            shares = processes.gather((len(pending), {k: sum(p[k] for p in pending) for k in pending[0]} if pending else {}))
+            batches_done = sum(n for n, _ in shares)
+            if batches_done:
+                keys = next(sums_ for n, sums_ in shares if n)
+                result.last = {k: sum(sums_.get(k, 0.0) for _, sums_ in shares) / batches_done for k in keys}
             pending_tokens = processes.sum_int(pending_tokens)
             result.tokens += pending_tokens
             seconds = time.perf_counter() - started
@@ -272,7 +276,7 @@ def run_loop(
                 checkpoint({
                     "epoch": epoch, "position": position, "plan": batches, "sums": sums, "counted": counted,
                     "steps": result.steps, "epoch_means": result.epoch_means, "last": result.last,
-                    "tokens": result.tokens, "epoch_steps": epoch_steps,
+                    "tokens": result.tokens, "epoch_steps": epoch_steps, "world": world,
                     "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
                     "rng": rng_state(generator), **({"extra": extra_state()} if extra_state is not None else {}),
                 })

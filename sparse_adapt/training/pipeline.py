@@ -39,7 +39,7 @@ from sparse_adapt.lock import locked
 from sparse_adapt.modeling.card import write_model_card
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import check_not_special, plan_extension
-from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.progress import SILENT, Hooks, counted
 from sparse_adapt.training import rundir
 from sparse_adapt.training.config import TrainConfig, load_config, recommended_in_effect
 from sparse_adapt.training.distributed import Processes
@@ -119,6 +119,20 @@ def _load_partial(out: Path, name: str, device: torch.device) -> tuple[SpladeEnc
         return None
     state = torch.load(partial / TRAINER_STATE, weights_only=True, map_location="cpu")
     return SpladeEncoder.from_pretrained(partial / "model", device=device), state
+
+
+def _discard_partial_of_other_world(out: Path, name: str, world: int, hooks: Hooks) -> None:
+    """A partial checkpoint saved by another number of processes is discarded: its schedule,
+    data position and effective batch were sized for that number (resumed, 2 -> 1 ran 31 of
+    20 steps, the last at lr 0)."""
+    path = _partial(out, name) / TRAINER_STATE
+    if not path.is_file():
+        return
+    saved = int(torch.load(path, weights_only=True, map_location="cpu").get("world", 1))
+    if saved != world:
+        shutil.rmtree(_partial(out, name))
+        hooks.message(f"{out}: {name} was interrupted on {counted(saved, 'process', 'processes')} and this run has "
+                      f"{world}; its partial checkpoint is discarded and {name} starts afresh")
 
 
 def _partial_steps(out: Path, name: str) -> int:
@@ -218,6 +232,9 @@ def run_pipeline(
         processes.barrier()
         done = rundir.completed_stages(out, names)
         start = len(done)
+        if main and start < len(names):
+            _discard_partial_of_other_world(out, names[start], processes.world, hooks)
+        processes.barrier()
         if start:
             hooks.message(f"resuming: {', '.join(names[:start])} already complete in {out}")
             splade = SpladeEncoder.from_pretrained(out / names[start - 1], device=device)

@@ -69,3 +69,6 @@ def test_two_gloo_processes_match_one_process_with_double_accumulation(tmp_path)
         torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-6, msg=k)
     steps = lambda out: [json.loads(l)["step"] for l in (out / "train_log.jsonl").read_text().splitlines() if '"step"' in l]  # noqa: E731
     assert steps(tmp_path / "one") == steps(tmp_path / "two") == [1, 2, 3, 4]  # the main process logs once per step
+    # The logged losses are over both processes' batches, as one process logs its two (once: rank 0's alone).
+    losses = lambda out: [json.loads(l)["loss"] for l in (out / "train_log.jsonl").read_text().splitlines() if '"step"' in l]  # noqa: E731
+    assert losses(tmp_path / "two") == pytest.approx(losses(tmp_path / "one"), rel=1e-4)

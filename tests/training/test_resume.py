@@ -188,3 +188,26 @@ def test_an_interrupted_stage_keeps_its_checkpoint_when_only_a_later_stage_chang
             run_pipeline(out=other_seed, stages="warmup,distill", config=config_from_dict(both), seed=3, **files)
     said = _said(run_pipeline, out=other_seed, stages="warmup,distill", config=config_from_dict(both), seed=4, **files)
     assert any("the run's seed changed since warmup was interrupted" in s for s in said), said
+
+
+def test_a_stage_interrupted_on_another_number_of_processes_starts_afresh(files, tmp_path, monkeypatch):
+    """Its schedule and data position were sized for that many processes: resumed 2 -> 1, a
+    run took 31 of its 20 steps, the last at lr 0."""
+    reference = _weights(run_pipeline(out=tmp_path / "ref", stages="extend,warmup",
+                                      config=config_from_dict(WARMUP), seed=3, **files))
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        _cut_at(m, 4)
+        with pytest.raises(PowerCut):
+            run_pipeline(out=out, stages="extend,warmup", config=config_from_dict(WARMUP), seed=3, **files)
+    state_path = out / "warmup.partial" / "trainer_state.pt"
+    state = torch.load(state_path, weights_only=True)
+    assert state["world"] == 1
+    state["world"] = 2  # as a run of two processes saves it
+    torch.save(state, state_path)
+    said = _said(run_pipeline, out=out, stages="extend,warmup", config=config_from_dict(WARMUP), seed=3, **files)
+    assert any("warmup was interrupted on 2 processes and this run has 1; its partial checkpoint is discarded" in s
+               for s in said)
+    assert not any(s.startswith("resuming warmup at step") for s in said)
+    resumed = _weights(out / "final")
+    assert all(torch.equal(resumed[k], reference[k]) for k in reference)
