@@ -31,6 +31,7 @@ from sparse_adapt.device import autocast
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.base import nonfinite_parameters
 from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.progress import counted as counted_noun  # run_loop has a local "counted"
 from sparse_adapt.training.distributed import Processes, SingleProcess
 
 
@@ -206,9 +207,9 @@ def run_loop(
     capped = cfg.max_steps <= 0 and 0 < cfg.step_cap < cfg.epochs * epoch_steps
     if capped and resume is None:
         hooks.message(f"{cfg.name}: {cfg.step_cap:,} optimiser steps (its step_cap), not the "
-                      f"{cfg.epochs * epoch_steps:,} of {cfg.epochs} epochs")
+                      f"{cfg.epochs * epoch_steps:,} of {counted_noun(cfg.epochs, 'epoch')}")
     elif cfg.max_steps <= 0 and cfg.step_cap <= 0 and total > LONG_STAGE and resume is None:
-        hooks.message(f"{cfg.name}: {total:,} optimiser steps ({cfg.epochs} epochs of {epoch_steps:,}); "
+        hooks.message(f"{cfg.name}: {total:,} optimiser steps ({counted_noun(cfg.epochs, 'epoch')} of {epoch_steps:,}); "
                       f"{cfg.name}.step_cap in --config bounds them")
     if total == 0 and resume is None:
         hooks.message(f"warning: {cfg.name}: {cfg.name}.epochs 0 and no max_steps: the stage trains nothing")
