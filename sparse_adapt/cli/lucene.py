@@ -10,8 +10,8 @@ import typer
 from rich.table import Table
 
 from sparse_adapt.cli.output import (
-    BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, OVERWRITE_HELP,
-    console, feedback_settings, require_text, warn,
+    BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, OVERWRITE_HELP,
+    console, feedback_option, feedback_settings, require_text, warn,
 )
 from sparse_adapt.progress import counted
 
@@ -90,7 +90,10 @@ def search(
         None, "--onnx", help="Encode the query in ONNX Runtime with this `sparse-adapt onnx` export instead of --model."
     ),
     k: int = typer.Option(10, "--k", "-k", min=1, help="Number of hits."),
-    feedback: bool = FEEDBACK_OPTION,
+    feedback: bool = feedback_option(
+        "Search with Rocchio pseudo-relevance feedback: the query plus a share of its best hits' vectors, "
+        "searched again (needs an index built with `index --store-vectors`)."
+    ),
     feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
     feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,
     feedback_terms: Optional[int] = FEEDBACK_TERMS_OPTION,

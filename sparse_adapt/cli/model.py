@@ -79,10 +79,10 @@ def pretrain(
     base_model: str = typer.Option("offline-minilm", "--base", help=BASE_HELP),
     out: Path = typer.Option(..., "--out", help="Directory for the pretrained base (written atomically)."),
     # None: GeneralConfig's default, so the measured defaults live in one place (training/general.py).
-    steps: Optional[int] = typer.Option(None, "--steps", help="Optimiser steps (pairs per step: --batch-size).",
-                                        show_default="1200, GeneralConfig"),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Pairs per step; each pair's negatives are the others.",
-                                             show_default="48, GeneralConfig"),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Optimiser steps (pairs per step: --batch-size). "
+                                        "Default: GeneralConfig's, 1200.", show_default=False),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Pairs per step; each pair's negatives are the "
+                                             "others. Default: GeneralConfig's, 48.", show_default=False),
     seed: int = typer.Option(0, "--seed", help="Picks and orders the dictionary pairs."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:

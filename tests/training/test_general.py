@@ -144,7 +144,8 @@ def test_pretrain_cli_takes_its_defaults_from_general_config_and_says_them(tmp_p
     assert main(["pretrain", "--help"]) == 0
     shown = " ".join(capsys.readouterr().out.replace("\u2502", " ").split())  # help box borders out
     defaults = GeneralConfig()
-    assert f"({defaults.steps}, GeneralConfig)" in shown and f"({defaults.batch_size}, GeneralConfig)" in shown
+    assert f"Default: GeneralConfig's, {defaults.steps}." in shown
+    assert f"Default: GeneralConfig's, {defaults.batch_size}." in shown and "[default: (" not in shown
 
 
 def test_a_pretrained_base_carries_its_adapt_settings_and_a_config_key_still_wins(tiny_dir, tmp_path):
