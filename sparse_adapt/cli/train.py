@@ -50,4 +50,7 @@ def register(app: typer.Typer) -> None:
                 stages=stages, config=config, seed=seed, hooks=hooks, device=device, overwrite=overwrite,
                 valid=valid, reference=reference,
             )
-        console.print(f"model: {final}")
+        from accelerate import PartialState
+
+        if PartialState().is_main_process:  # under `accelerate launch`, one line, not one per process
+            console.print(f"model: {final}")
