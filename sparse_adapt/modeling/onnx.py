@@ -142,7 +142,9 @@ def _converter_notes() -> Iterator[list[str]]:
 
     class Keep(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            notes.append(str(record.exc_info[1]).splitlines()[-1] if record.exc_info else record.getMessage())
+            if record.exc_info and record.exc_info[1] is not None:  # a failed conversion, not a notice
+                lines = str(record.exc_info[1]).strip().splitlines()
+                notes.append(lines[-1] if lines else type(record.exc_info[1]).__name__)
 
     handler, propagate = Keep(), log.propagate
     log.addHandler(handler)
@@ -194,9 +196,10 @@ def export_onnx(splade: SpladeEncoder, out: str | Path, opset: int = DEFAULT_OPS
             agreement = verify_export(splade, tmp)
         except ModelLoadError as e:  # e.g. an opset newer than the installed ONNX Runtime runs
             converted = f" (the exporter could not convert it: {notes[-1]})" if notes else ""
+            other = f"; try opset {DEFAULT_OPSET}, the default" if opset != DEFAULT_OPSET else ""
             raise OnnxExportError(
-                f"ONNX Runtime cannot run the exported opset-{opset} graph{converted}; opset {DEFAULT_OPSET}, the "
-                f"default, exports and runs with the installed versions: {str(e).replace(str(tmp), str(out))}"
+                f"ONNX Runtime cannot run the exported opset-{opset} graph{converted}{other}: "
+                f"{str(e).replace(str(tmp), str(out))}"
             ) from None
         meta.max_abs_diff, meta.top10_identical = agreement.max_abs_diff, agreement.top_identical
         meta.seconds = round(time.perf_counter() - t0, 2)

@@ -30,6 +30,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Collection
 
 import torch
 from tokenizers import AddedToken, Regex, normalizers
@@ -141,12 +142,19 @@ def _case_rule(term: str, keep: list[str] = ()) -> normalizers.Normalizer:
 GENERIC_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 
 
-def fold_case(tokenizer, terms: list[str]):
+def _spellings(terms: dict[str, list[str]]) -> set[str]:
+    return {t for items in terms.values() for t in items}
+
+
+def fold_case(tokenizer, terms: list[str], listed: Collection[str] = ()):
     """``tokenizer`` with every other-case spelling of ``terms`` rewritten to the term before
     tokenization (its normaliser gains one rule per term that has case), except spellings that
-    are everyday words (:func:`everyday_spellings`); reloaded as the
+    are everyday words (:func:`everyday_spellings`) and not ``listed`` (the terms file's own
+    spellings: ``about`` listed beside ``ABOUT`` is the term); reloaded as the
     generic class when rules were added, so that a saved copy keeps them."""
-    rules = [_case_rule(t, everyday_spellings(tokenizer, t)) for t in terms if t.lower() != t.upper()]
+    listed = set(listed)
+    rules = [_case_rule(t, [v for v in everyday_spellings(tokenizer, t) if v not in listed])
+             for t in terms if t.lower() != t.upper()]
     if not rules:
         return tokenizer
     backend = tokenizer.backend_tokenizer
@@ -260,7 +268,7 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
     if new:
         trial = copy.deepcopy(tokenizer)  # add to a copy: a refused term must leave the model as it was
         if cased:
-            trial = fold_case(trial, [t.normalized for t in new])
+            trial = fold_case(trial, [t.normalized for t in new], _spellings(terms))
         trial.add_tokens(_added_tokens(tokenizer, new))
         for t in planned.values():
             pieces = running_text_ids(trial, t.term)
@@ -301,7 +309,7 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
     piece_ids = {t.normalized: running_text_ids(tokenizer, t.term) for t in new}
     if keeps_case(tokenizer):  # before adding: the added tokens are matched in normalised text
         fresh = [t.normalized for t in [*bound, *new] if t.normalized not in splade.settings.domain_terms]
-        tokenizer = splade.tokenizer = fold_case(tokenizer, fresh)
+        tokenizer = splade.tokenizer = fold_case(tokenizer, fresh, _spellings(terms))
     if bound:
         tokenizer.add_tokens(_added_tokens(tokenizer, bound))  # existing ids: no row to add
     if new:
@@ -342,11 +350,11 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
 
     report.terms = list(planned.values())
     report.new_vocab_size = len(tokenizer)
-    first: dict[str, TermReport] = {t.normalized.casefold(): t for t in planned.values()}
+    # The extended tokenizer's normaliser folds a listed case variant to its term's spelling.
     report.two_categories = list(dict.fromkeys(
-        (first[k].term, first[k].category, category)
+        (planned[k].term, planned[k].category, category)
         for category, items in terms.items() for term in items
-        if (k := normalize_term(splade.tokenizer, term).casefold()) in first and first[k].category != category
+        if (k := normalize_term(splade.tokenizer, term)) in planned and planned[k].category != category
     ))
     ids = sorted(set(splade.settings.domain_token_ids) | {t.token_id for t in planned.values()})
     splade.settings.domain_token_ids = ids

@@ -379,7 +379,7 @@ def check_out(out: Path) -> None:
         raise ConfigError(f"--out {out} is a file, not a directory")
     # pretrained/ alone: a --pipeline adapt benchmark stopped while pretraining, which a rerun resumes
     kind = output_kind(out) if out.is_dir() else None
-    if kind == "report":
-        raise ConfigError(f"--out {out} holds a `sparse-adapt report` output, not a benchmark: give another --out")
+    if kind not in (None, "benchmark"):
+        raise ConfigError(f"--out {out} holds a `sparse-adapt {kind}` output, not a benchmark: give another --out")
     if out.is_dir() and holds_files(out) and kind is None:
         raise ConfigError(f"--out {out} is not empty and holds no benchmark: refusing to write into it")

@@ -321,7 +321,9 @@ def benchmark_differences(benchmark: dict, base: str, config: dict) -> list[str]
     (``TrainConfig.to_dict()``): its tables then describe other models than the report's."""
     inputs = benchmark["inputs"]
     differences = []
-    if str(inputs.get("base")) != str(base):
+    from sparse_adapt.training.rundir import same_place
+
+    if not same_place(str(inputs.get("base")), str(base)):  # ./pt and pt are one base
         differences.append(f"base {inputs.get('base')} (this report: {base})")
     theirs = inputs.get("config") or {}
     keys = [f"{section}.{key}" for section, values in config.items() for key, value in values.items()

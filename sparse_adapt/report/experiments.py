@@ -139,8 +139,8 @@ def _check_out(out: Path, overwrite: bool = False) -> None:
             raise ConfigError(f"--out {out} is an existing file; a report needs a directory (--overwrite replaces the file)")
         out.unlink()
     kind = output_kind(out) if out.is_dir() else None
-    if kind == "benchmark" and not overwrite:
-        raise ConfigError(f"--out {out} holds a `sparse-adapt benchmark` output, not a report: give another --out")
+    if kind not in (None, "report") and not overwrite:
+        raise ConfigError(f"--out {out} holds a `sparse-adapt {kind}` output, not a report: give another --out")
     if out.is_dir() and holds_files(out) and kind != "report" and not overwrite:
         raise ConfigError(
             f"--out {out} is not empty and holds no report: refusing to write into it "

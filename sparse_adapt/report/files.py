@@ -15,8 +15,11 @@ from sparse_adapt.report.markdown import render_markdown
 from sparse_adapt.report.results import PLOTS, RUNS_DIR, Report
 from sparse_adapt.training.stages import EXPERIMENTS
 
-# Directories only `sparse-adapt benchmark` writes (adapt's pipelines run into OUT/<pipeline>).
+# Directories `sparse-adapt benchmark` writes (adapt's pipelines run into OUT/<pipeline>);
+# `adapt` also writes pretrained/ and `tune` prefix/, told apart by their own files first.
 BENCHMARK_DIRS = ("prefix", "pretrained", "ablation", *(p for p in PIPELINES if p != "train"))
+# What marks another command's directory: `adapt`'s manifest, `tune`'s results and trial logs.
+OTHER_OUTPUTS = {"adapt": ("adapt.json",), "tune": ("best.toml", "trials.json", "trials")}
 
 
 def to_json(obj: Any) -> str:
@@ -38,13 +41,17 @@ def holds_files(out: Path) -> bool:
 
 
 def output_kind(out: Path) -> str | None:
-    """Whose output directory ``out`` is: ``"report"``, ``"benchmark"`` or None (neither's).
+    """Whose output directory ``out`` is: ``"report"``, ``"benchmark"``, ``"adapt"``, ``"tune"``
+    or None (none of theirs).
 
     Both keep their runs in ``OUT/runs``: a report's are named by experiment (H1-H4), a
     benchmark's by domain. Empty run directories prove nothing and count for neither."""
     out = Path(out)
     if (out / "report.json").is_file():
         return "report"
+    for command, markers in OTHER_OUTPUTS.items():
+        if any((out / m).exists() for m in markers):
+            return command
     if any((out / f"{stem}.json").is_file() for stem in STEMS):
         return "benchmark"
     runs = _entries(out / RUNS_DIR)

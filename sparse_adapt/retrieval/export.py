@@ -39,9 +39,10 @@ from sparse_adapt.progress import Hooks, counted
 VECTORS_FILE = "vectors.jsonl"
 EXPORT_META = "sparse_adapt_export.json"
 EMPTY_SHOWN = 3
-# Impacts round(w * scale) with SPLADE weights up to ~5 and queries of ~30 terms: scale 1000
-# keeps a score's integer sum near 2**24, where float32 (Lucene's score) stops being exact;
-# 1e7 took 6 GB and 47 s to index five documents, 1e8 failed.
+# Lucene's score is a float32 sum of query x document impacts, exact below 2**24: at the default
+# 100 a typical SPLADE term product (weights ~1-3) is 1e4-1e5; 1000 already reaches 1e6-1e7 a
+# term and is the bound, since indexing costs grow with it too (each impact is that many
+# repeats of its term: 1e7 took 6 GB and 47 s to index five documents, 1e8 failed).
 MAX_SCALE = 1000
 
 

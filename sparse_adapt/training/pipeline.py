@@ -183,9 +183,10 @@ def run_pipeline(
     in_effect = recommended_in_effect(cfg, reference, sections=names)
     if in_effect:  # said whichever way the config came (report and benchmark pass a TrainConfig)
         hooks.message(f"settings recommended for {reference}: {in_effect} (a key in --config overrides it)")
-    if not isinstance(config, TrainConfig):  # report, benchmark and tune share one config across stage subsets
+    # A --config file's settings only: report, benchmark and tune pass a TrainConfig shared across stage subsets.
+    if config is not None and not isinstance(config, TrainConfig):
         for line in unused_settings(cfg, names, validating=valid is not None):
-            hooks.message(f"warning: {config or 'the config'}: {line}")
+            hooks.message(f"warning: {config}: {line}")
     paths = {
         "corpus": bundled(corpus, "docs"), "terms": bundled(terms, "terms"),
         "dictionary": bundled(dictionary, "dictionary"), "train": bundled(train, "train"),

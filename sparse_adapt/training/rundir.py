@@ -58,7 +58,7 @@ def files_sha256(model: str | Path) -> str | None:
     compared by name only."""
     import hashlib
 
-    directory = Path(model)
+    directory = Path(model).expanduser()  # "~/base" loads (modeling/hub.py), so it is hashed too
     if not directory.is_dir():
         return None
     h = hashlib.sha256()
@@ -161,7 +161,7 @@ def _differences(old: dict, new: dict, completed: Sequence[str]) -> list[str]:
             changed = [s for s in completed if s in sections and _stage_part(old_cfg, s) != _stage_part(new_cfg, s)]
             if changed:
                 diff.append(f"config [{', '.join(changed)}]")
-        elif key in ("base", "reference") and _same_place(old.get(key), new.get(key)):
+        elif key in ("base", "reference") and same_place(old.get(key), new.get(key)):
             continue
         elif key.endswith("_sha256"):
             # Recorded only for directories, and only since this check exists: compared when both have it.
@@ -172,7 +172,15 @@ def _differences(old: dict, new: dict, completed: Sequence[str]) -> list[str]:
     return diff
 
 
-def _same_place(a, b) -> bool:
+def _as_recorded_before(old: dict, manifest: dict) -> dict:
+    """``manifest`` without the files hashes ``old`` lacks: a run recorded before they existed
+    is the same run, and its first rerun after an upgrade has nothing to say."""
+    if not isinstance(old, dict):
+        return manifest
+    return {k: v for k, v in manifest.items() if k in old or not k.endswith("_sha256")}
+
+
+def same_place(a, b) -> bool:
     """Whether two spellings of a base name one thing (``./base`` and ``base``); a built-in or
     Hub name only as the same string."""
     if a == b:
@@ -210,7 +218,7 @@ def prepare(out: Path, manifest: dict, names: Sequence[str], overwrite: bool, ho
                 )
             hooks.message(f"--overwrite: discarding the run in {out} ({', '.join(diff)} differed)")
             _discard(out)
-        elif old != manifest:  # run.json itself is rewritten by write_manifest, once the base has loaded
+        elif old != _as_recorded_before(old, manifest):  # run.json is rewritten by write_manifest, once the base has loaded
             # An interrupted stage's checkpoint holds its optimiser (lr, schedule) and batch plan:
             # resumed under other settings it would train on the old ones while run.json said the new.
             readable = isinstance(old, dict) and old

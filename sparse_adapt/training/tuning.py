@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -134,7 +133,9 @@ def run_tuning(
     start = prefix(out / "prefix") if prefix is not None else Path(base)
     # A rerun is a new study (no resume): the last one's trials and results go, so that none of
     # them can pass for this study's, even when it is stopped early.
-    shutil.rmtree(out / "trials", ignore_errors=True)
+    for log in (out / "trials").glob("*.jsonl"):  # only the study's own N.jsonl: --overwrite writes beside others
+        if log.stem.isdigit():
+            log.unlink()
     for name in STUDY_FILES:
         (out / name).unlink(missing_ok=True)
     reference = SpladeEncoder.from_pretrained(base)

@@ -263,10 +263,22 @@ def test_a_base_directory_retrained_in_place_is_another_run(tiny_model_dir, trai
         record = json.loads(path.read_text())
         assert where(record).pop("base_sha256")
         path.write_text(json.dumps(record))
-    _pipeline(base, train_inputs, out, stages="extend,distill")
+    said: list[str] = []
+    _pipeline(base, train_inputs, out, stages="extend,distill", hooks=Hooks(message=said.append))
     assert json.loads((out / "final" / "made_from.json").read_text())["written"] == made
     assert "base_sha256" in json.loads((out / "run.json").read_text())  # recorded from now on
+    assert not any("changed" in m for m in said), said  # an upgrade is no change of settings
     # Other weights under the same path: refused, not resumed on top of the old checkpoints.
     make_tiny_bert(seed=1).save_pretrained(base)
     with pytest.raises(SparseAdaptError, match="base's files differ"):
         _pipeline(base, train_inputs, out, stages="extend,distill")
+
+
+def test_a_base_under_the_home_directory_is_hashed_as_it_loads(tiny_model_dir, tmp_path, monkeypatch):
+    import shutil
+
+    from sparse_adapt.training.rundir import files_sha256
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    shutil.copytree(tiny_model_dir, tmp_path / "base")
+    assert files_sha256("~/base") == files_sha256(tmp_path / "base") is not None

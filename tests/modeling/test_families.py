@@ -147,6 +147,20 @@ def test_a_term_in_capitals_leaves_the_everyday_word_of_its_letters_alone(tiny_b
                 assert x.token_id in _ids(t, f"see {spelling} now"), spelling
 
 
+def test_an_everyday_spelling_the_terms_file_lists_is_the_term(tiny_bpe):
+    """Listed beside ``WORD``, ``word`` is the user's own spelling of the term, not a word to spare."""
+    tok = tiny_bpe.tokenizer
+    word = next(
+        w for w in (v[1:] for v in sorted(tok.get_vocab()) if v[:1] in "Ġ▁")
+        if len(w) >= 4 and w.isalpha() and w.islower() and len(running_text_ids(tok, w)) == 1
+        and len(running_text_ids(tok, w.upper())) > 1
+    )
+    report = extend_vocabulary(tiny_bpe, {"acronyms": [word.upper(), word]})
+    (term,) = report.terms
+    assert term.token_id in _ids(tiny_bpe.tokenizer, f"see {word} now")
+    assert report.two_categories == []
+
+
 def test_an_uncased_tokenizer_is_left_as_it_was():
     splade = make_tiny_bert()
     tok, normalizer = splade.tokenizer, splade.tokenizer.backend_tokenizer.normalizer.__getstate__()

@@ -463,6 +463,16 @@ def test_report_and_benchmark_refuse_each_other_s_directories(tmp_path):
         check_out(report)
     check_out(empty)  # nothing but an empty directory: either may start there
     check_report_out(empty)
+    # adapt writes pretrained/ and tune prefix/, as benchmark does: their own files say whose they are.
+    adapt, tune = tmp_path / "adapt", tmp_path / "tune"
+    (adapt / "pretrained" / "x").mkdir(parents=True)
+    (adapt / "adapt.json").write_text("{}")
+    (tune / "prefix" / "x").mkdir(parents=True)
+    (tune / "best.toml").write_text("")
+    for directory, kind in ((adapt, "adapt"), (tune, "tune")):
+        for check, what in ((check_out, "benchmark"), (check_report_out, "report")):
+            with pytest.raises(ConfigError, match=f"holds a `sparse-adapt {kind}` output, not a {what}"):
+                check(directory)
 
 
 def test_a_domain_directory_s_group_naming_a_missing_query_stops_before_any_run(tmp_path, capsys):

@@ -135,6 +135,14 @@ def test_benchmark_differences_name_each_changed_key():
     assert benchmark_differences(other, "b", ours) == ["base c (this report: b)", "config (warmup.lr, distill.pres)"]
 
 
+def test_a_benchmark_base_spelled_another_way_is_the_same_base(tmp_path, monkeypatch):
+    from sparse_adapt.report.benchmark_md import benchmark_differences
+
+    (tmp_path / "pt").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert benchmark_differences({"inputs": {"base": "./pt", "config": {}}}, "pt", {}) == []
+
+
 def test_numbers_match_evaluate_cli(report_dir, capsys):
     rep = report_dir["json"]
     for name in ("H1", "H4"):

@@ -206,3 +206,14 @@ def test_a_rerun_is_a_new_study_and_best_toml_names_the_valid_file(tiny_dir, inp
     assert summary["finished"] is False and summary["seed"] == 1 and len(summary["trials"]) == 1
     assert "best of 1 completed trials so far (the study did not finish)" in (out / "best.toml").read_text()
     assert "--valid" not in (out / "best.toml").read_text()
+
+
+def test_a_study_written_beside_other_files_removes_only_its_own(tiny_dir, inputs, tmp_path):
+    out = tmp_path / "mine"
+    (out / "trials").mkdir(parents=True)
+    (out / "trials" / "notes.jsonl").write_text("a user's file")
+    (out / "trials" / "7.txt").write_text("another")
+    run_tuning(_data(inputs), out, str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1), space=SPACE,
+               overwrite=True)
+    run_tuning(_data(inputs), out, str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1), space=SPACE)
+    assert sorted(p.name for p in (out / "trials").iterdir()) == ["0.jsonl", "7.txt", "notes.jsonl"]
