@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator, Literal, Sequence
 
 from sparse_adapt.errors import OutputError
 
@@ -94,15 +94,26 @@ def check_writable(target: str | Path, flag: str = "--out", into: bool = False) 
 
 
 def check_output(
-    target: str | Path, overwrite: bool = False, kind: Literal["directory", "file"] = "directory", flag: str = "--out"
+    target: str | Path, overwrite: bool = False, kind: Literal["directory", "file"] = "directory", flag: str = "--out",
+    inputs: Sequence[str | Path | None] = (),
 ) -> Path:
     """Check a command's destination before any work is done; returns it as a Path.
 
     Refused unless ``overwrite``: an existing file, an existing non-empty directory (an
-    empty one is used as is). A directory is never replaced by a file. Crash leftovers of
-    earlier writes of ``target`` are removed; a destination that cannot be written fails.
+    empty one is used as is). A directory is never replaced by a file. Refused always: one
+    of ``inputs`` (a local path; a built-in or Hub name is skipped) or a folder holding one,
+    since the replacement would delete it; the working directory or a folder holding it;
+    anything but a regular file or a directory (a device, a pipe: replacing ``/dev/null``
+    with a file breaks the system). Crash leftovers of earlier writes of ``target`` are
+    removed; a destination that cannot be written fails.
     """
     target = Path(target)
+    check_not_an_input(target, inputs, flag)
+    resolved = target.resolve()
+    if resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents:
+        raise OutputError(f"{flag} {target} is the working directory or holds it; give a new folder for the result")
+    if target.exists() and not (target.is_file() or target.is_dir()):
+        raise OutputError(f"{flag} {target} is not a regular file or directory (a device or a pipe); give a file path")
     clean_leftovers(target.parent, target.name)
     if target.is_dir():
         if kind == "file":
@@ -117,6 +128,21 @@ def check_output(
         raise OutputError(f"{flag} {target} is an existing file; pass --overwrite to replace it, or choose another path")
     check_writable(target, flag)
     return target
+
+
+def check_not_an_input(target: str | Path, inputs: Sequence[str | Path | None], flag: str = "--out") -> None:
+    """``target`` is none of ``inputs`` and holds none of them (written over, they would be
+    lost); inputs that are no local path (a built-in base, a Hub id) are skipped."""
+    resolved = Path(target).resolve()
+    for given in inputs:
+        if given is None or not Path(given).exists():
+            continue
+        path = Path(given).resolve()
+        if path == resolved:
+            raise OutputError(f"{flag} {target} is also an input ({given}); write the result somewhere else")
+        if resolved in path.parents:
+            raise OutputError(f"{flag} {target} holds an input ({given}), which writing there would delete; "
+                              "write the result somewhere else")
 
 
 def empty_or_model_directory(path: Path) -> bool:

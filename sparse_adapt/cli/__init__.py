@@ -10,6 +10,7 @@ The CLI sits above the core (``sparse_adapt`` without ``cli``/``report``) and th
 from __future__ import annotations
 
 import errno
+import os
 import sys
 import warnings
 from typing import Optional
@@ -85,6 +86,13 @@ def main(argv: list[str] | None = None) -> int:
         err_console.print(f"[bold red]error:[/bold red] {escape(e.strerror or str(e))}{escape(where)}",
                           highlight=False, soft_wrap=True)
         return 2
+    except Exception as e:  # noqa: BLE001  (safetensors' own error type is not an OSError)
+        reason = _disk_error(e)
+        if reason is None:
+            raise
+        err_console.print(f"[bold red]error:[/bold red] {escape(reason)} while saving a model (nothing half-written "
+                          "is left in place)", highlight=False, soft_wrap=True)
+        return 2
     finally:
         warnings.showwarning = shown
     return 0
@@ -105,7 +113,20 @@ def _one_line_warnings(default):
     return show
 
 
-_ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+_ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def _disk_error(e: Exception) -> str | None:
+    """The OS's reason when ``e`` is safetensors' error for a failed write ("... (os error 28)"),
+    else None."""
+    if type(e).__name__ != "SafetensorError":
+        return None
+    import re
+
+    found = re.search(r"os error (\d+)", str(e))
+    if found is None or int(found.group(1)) not in _ENVIRONMENT_ERRNOS:
+        return None
+    return os.strerror(int(found.group(1)))
 
 
 def entry() -> None:

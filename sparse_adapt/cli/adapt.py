@@ -34,10 +34,7 @@ def _check_out(out: Path, overwrite: bool, *inputs: Optional[Path]) -> None:
     A directory, or a path under a file, is refused before any work (``check_output``)."""
     from sparse_adapt.atomic import check_output
 
-    for p in inputs:
-        if p is not None and Path(p).resolve() == Path(out).resolve():
-            raise ConfigError(f"--out {out} is also an input; write the result somewhere else")
-    check_output(out, overwrite, kind="file")
+    check_output(out, overwrite, kind="file", inputs=inputs)
 
 
 # The generation options of mine-terms and make-train, shared with adapt so that the two

@@ -182,7 +182,8 @@ def evaluate(
         raise ConfigError("--max-active-dims applies to in-memory scoring; an --index holds what `export` wrote")
     fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
     if save_run is not None:
-        check_output(save_run, overwrite, kind="file", flag="--save-run")
+        check_output(save_run, overwrite, kind="file", flag="--save-run",
+                     inputs=(docs, queries, qrels, compare, index, model))
     data = _load_data(docs, queries, qrels, dataset)
     other_run = None  # --compare's run file, read before any encoding
     if compare is not None and (Path(compare).is_file() or Path(compare).suffix in _RUN_SUFFIXES):

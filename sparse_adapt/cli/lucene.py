@@ -38,7 +38,7 @@ def export(
     from sparse_adapt.cli.output import rich_hooks
 
     require_file(docs)
-    check_output(out, overwrite)
+    check_output(out, overwrite, inputs=(model, docs))
     config = ExportConfig(scale=scale, batch_size=batch_size, max_active_dims=max_active_dims)
     splade = SpladeEncoder.from_pretrained(model)
     with rich_hooks() as hooks:
@@ -68,15 +68,14 @@ def index(
     from sparse_adapt.retrieval.export import empty_sentence, read_export_meta, validate_vectors
     from sparse_adapt.retrieval.lucene import IndexMeta, build_index
 
-    check_output(index_dir, overwrite, flag="--index")
+    check_output(index_dir, overwrite, flag="--index", inputs=(vectors,))
     meta = read_export_meta(vectors)
     empty = validate_vectors(vectors, meta["documents"])
-    seconds = build_index(vectors, index_dir, threads, store_vectors)
     indexed = meta["documents"] - empty
-    IndexMeta(
-        scale=meta["scale"], model=meta["model"], documents=indexed, seconds=seconds,
+    seconds = build_index(vectors, index_dir, threads, store_vectors, IndexMeta(
+        scale=meta["scale"], model=meta["model"], documents=indexed, seconds=0.0,
         model_sha256=str(meta.get("model_sha256", "")), vectors=store_vectors,
-    ).save(index_dir)
+    ))
     if empty:
         warn(empty_sentence(empty, meta["documents"], meta["scale"]))
     console.print(f"[green]indexed[/green] {counted(indexed, 'document')} into {index_dir} in {seconds:.1f} s")

@@ -58,7 +58,7 @@ def base(
     from sparse_adapt.modeling.base import OFFLINE_MINILM, offline_minilm_dir, set_bias
     from sparse_adapt.modeling.calibration import calibrate_bias, encoder_to_splade
 
-    check_output(out, overwrite)
+    check_output(out, overwrite, inputs=(from_encoder, calibration_docs))
     if bias is not None and not math.isfinite(bias):
         raise ConfigError(f"--bias must be a finite number, got {bias}")
     if target_active < 1:
@@ -114,7 +114,7 @@ def extend_vocab(
     from sparse_adapt.modeling.vocabulary import extend_vocabulary
     from sparse_adapt.progress import counted
 
-    check_output(out, overwrite)
+    check_output(out, overwrite, inputs=(base_model, terms))
     domain = load_domain_terms(terms)
     splade = SpladeEncoder.from_pretrained(base_model)
     report = extend_vocabulary(splade, domain, source=str(terms))

@@ -8,7 +8,6 @@ from pathlib import Path
 import typer
 
 from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, console
-from sparse_adapt.errors import ConfigError
 
 
 def onnx(
@@ -22,9 +21,7 @@ def onnx(
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.modeling.onnx import ONNX_FILE, TOP_K, export_onnx
 
-    if Path(model).exists() and Path(model).resolve() == out.resolve():
-        raise ConfigError(f"--out {out} is the model being exported; write the ONNX model somewhere else")
-    check_output(out, overwrite)
+    check_output(out, overwrite, inputs=(model,))
     splade = SpladeEncoder.from_pretrained(model)
     # torch's exporter logs a warning per torchvision operator it cannot register.
     exporter_log = logging.getLogger("torch.onnx")

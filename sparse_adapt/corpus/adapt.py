@@ -41,7 +41,8 @@ from sparse_adapt.corpus.pseudo import (
 from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
 from sparse_adapt.corpus.text import locate_terms, regroup
 from sparse_adapt.data import Document, load_dictionary, load_documents, load_domain_terms, load_train
-from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.errors import ConfigError, SparseAdaptError
+from sparse_adapt.lock import LOCK_FILE, locked
 from sparse_adapt.modeling.truncation import visible_texts
 from sparse_adapt.progress import Hooks, SILENT, counted
 from sparse_adapt.training.general import pretrained_base
@@ -129,7 +130,7 @@ def _check_out(
         if isinstance(old.get("options"), dict):
             old["options"] = {**LEGACY_OPTIONS, **old["options"]}
         diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
-        if diff and not {p.name for p in out.iterdir()} - {MANIFEST, PRETRAINED}:
+        if diff and not {p.name for p in out.iterdir()} - {MANIFEST, PRETRAINED, LOCK_FILE}:
             # The run stopped before making any input (mining found no term, say): the options its
             # error suggested start it afresh; its pretraining stays if it pretrained the same base.
             if (old.get("base"), old.get("options", {}).get("pretrain")) != (manifest["base"], manifest["options"]["pretrain"]):
@@ -144,7 +145,7 @@ def _check_out(
         if diff:
             _discard_run(out, keep)
             hooks.message(f"--overwrite: discarded the adapt run in {out} ({', '.join(diff)} differed)")
-    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
+    elif out.exists() and (not out.is_dir() or any(p.name != LOCK_FILE for p in out.iterdir())):
         raise AdaptMismatchError(f"{out} exists and holds no {MANIFEST}: refusing to write an adapt run into it")
 
 
@@ -317,7 +318,7 @@ def run_adapt(
     from sparse_adapt.modeling.builtin import needs_pretraining
     from sparse_adapt.training.config import load_config
     from sparse_adapt.training.pipeline import run_pipeline
-    from sparse_adapt.training.rundir import final_record
+    from sparse_adapt.training.rundir import final_record, part_holding
 
     corpus, out = Path(corpus), Path(out)
     given = {k: (None if v is None else Path(v)) for k, v in (("terms", terms), ("dictionary", dictionary), ("train", train))}
@@ -338,44 +339,51 @@ def run_adapt(
         "given": {k: (None if p is None else _sha256(p)) for k, p in given.items()},
         "config": None if config is None else _sha256(Path(config)),
     }
+    part = part_holding(out, base, RUN_OUTPUTS)
+    if part is not None:  # --overwrite would delete it before it loads
+        raise ConfigError(f"--base {base} is {out / part}, part of the adapt run in {out}: copy it elsewhere first, "
+                          "or give another --out")
     inputs = (corpus, *(p for p in given.values() if p is not None), *([Path(config)] if config else []), *keep)
-    _check_out(out, manifest, overwrite, tuple(Path(p) for p in inputs), hooks)
-    for note in (*noted, guess.warning() if guess is not None else None):
-        if note:
-            hooks.message(f"warning: {note}")
-    if lang != ENGLISH:
-        evidence = f" ({guess.describe()})" if guess else ""
-        teacher_note = ("; the default teacher reads English only: --teacher a cross-encoder for the language"
-                        if teacher == DEFAULT_TEACHER else "")
-        hooks.message(f"language: {lang!r}{evidence}; terms are mined and crops trimmed against it{teacher_note}")
-    # The teacher loads before anything is written: one that fails leaves no half-made run.
-    make_dictionary, make_pseudo = _to_generate(out, given["dictionary"], given["train"])
-    needs_teacher = make_pseudo or (glosses and make_dictionary)
-    scorer = load_teacher(teacher) if needs_teacher else None
-    out.mkdir(parents=True, exist_ok=True)
-    fresh = not (out / MANIFEST).is_file()
-    if fresh:
-        write_json_atomic(out / MANIFEST, manifest)
-    if pretrain:
-        base = pretrained_base(base, out / PRETRAINED, hooks)
-    try:
-        files, notes = prepare_inputs(
-            corpus, out, str(base), terms=given["terms"], dictionary=given["dictionary"], train=given["train"],
-            teacher=scorer, seed=seed, top=top, min_count=min_count, max_queries=max_queries,
-            negatives=negatives, siblings=siblings, term_labels=term_labels, glosses=glosses, hooks=hooks, lang=lang,
+    if out.exists() and not out.is_dir():  # before the lock, which makes the directory
+        raise AdaptMismatchError(f"{out} exists and holds no {MANIFEST}: refusing to write an adapt run into it")
+    with locked(out):  # one writer: two runs into one --out mixed their manifests and inputs;
+        # taken before the check, which --overwrite follows by discarding the run it finds
+        _check_out(out, manifest, overwrite, tuple(Path(p) for p in inputs), hooks)
+        for note in (*noted, guess.warning() if guess is not None else None):
+            if note:
+                hooks.message(f"warning: {note}")
+        if lang != ENGLISH:
+            evidence = f" ({guess.describe()})" if guess else ""
+            teacher_note = ("; the default teacher reads English only: --teacher a cross-encoder for the language"
+                            if teacher == DEFAULT_TEACHER else "")
+            hooks.message(f"language: {lang!r}{evidence}; terms are mined and crops trimmed against it{teacher_note}")
+        # The teacher loads before anything is written: one that fails leaves no half-made run.
+        make_dictionary, make_pseudo = _to_generate(out, given["dictionary"], given["train"])
+        needs_teacher = make_pseudo or (glosses and make_dictionary)
+        scorer = load_teacher(teacher) if needs_teacher else None
+        fresh = not (out / MANIFEST).is_file()
+        if fresh:
+            write_json_atomic(out / MANIFEST, manifest)
+        if pretrain:
+            base = pretrained_base(base, out / PRETRAINED, hooks)
+        try:
+            files, notes = prepare_inputs(
+                corpus, out, str(base), terms=given["terms"], dictionary=given["dictionary"], train=given["train"],
+                teacher=scorer, seed=seed, top=top, min_count=min_count, max_queries=max_queries,
+                negatives=negatives, siblings=siblings, term_labels=term_labels, glosses=glosses, hooks=hooks, lang=lang,
+            )
+        except SparseAdaptError:
+            if fresh:  # what this run generated goes: a rerun with the options the error suggests is then no other run
+                _discard_run(out, (*inputs, out / MANIFEST))
+            raise
+        trained = run_pipeline(
+            base=base, corpus=corpus, terms=files.terms, dictionary=files.dictionary, train=files.train,
+            out=out / TRAINING, config=load_config(config, base, ADAPT_SETTINGS), seed=seed, hooks=hooks,
         )
-    except SparseAdaptError:
-        if fresh:  # what this run generated goes: a rerun with the options the error suggests is then no other run
-            _discard_run(out, (*inputs, out / MANIFEST))
-        raise
-    trained = run_pipeline(
-        base=base, corpus=corpus, terms=files.terms, dictionary=files.dictionary, train=files.train,
-        out=out / TRAINING, config=load_config(config, base, ADAPT_SETTINGS), seed=seed, hooks=hooks,
-    )
-    made = final_record(trained)
-    if made is None or made != final_record(out / FINAL):
-        with atomic_directory(out / FINAL) as tmp:
-            shutil.copytree(trained, tmp, dirs_exist_ok=True)
-    # else: the copy of this very training/final is kept, with any edit to its card
-    hooks.message(f"adapted model: {out / FINAL}")
-    return AdaptResult(files=files, final=out / FINAL, training=out / TRAINING, notes=notes)
+        made = final_record(trained)
+        if made is None or made != final_record(out / FINAL):
+            with atomic_directory(out / FINAL) as tmp:
+                shutil.copytree(trained, tmp, dirs_exist_ok=True)
+        # else: the copy of this very training/final is kept, with any edit to its card
+        hooks.message(f"adapted model: {out / FINAL}")
+        return AdaptResult(files=files, final=out / FINAL, training=out / TRAINING, notes=notes)

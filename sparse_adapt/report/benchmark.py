@@ -52,6 +52,7 @@ import corpora
 from sparse_adapt.atomic import write_atomic
 from sparse_adapt.data import Document, Qrels, Query
 from sparse_adapt.errors import ConfigError
+from sparse_adapt.lock import locked
 from sparse_adapt.losses import TERMS
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
@@ -248,7 +249,16 @@ def without(cfg: TrainConfig, term: str) -> TrainConfig:
 
 
 def build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
-    """Train or resume every run, evaluate base and adapted models, write the files."""
+    """Train or resume every run, evaluate base and adapted models, write the files; one
+    benchmark at a time writes an ``--out`` (its lock)."""
+    out = Path(inputs.out)
+    if out.exists() and not out.is_dir():
+        check_out(out)  # refused before the lock makes a directory
+    with locked(out):
+        return _build_benchmark(inputs, hooks)
+
+
+def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
     from sparse_adapt.training.pipeline import RunMismatchError, run_pipeline
 
     cfg = inputs.train_config()  # refuses a bad --config before anything is written

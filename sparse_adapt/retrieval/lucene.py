@@ -209,12 +209,15 @@ def impact_searcher(index_dir: Path, query_encoder) -> object:
         return module.LuceneImpactSearcher(str(index_dir), query_encoder, min_idf=-1)
 
 
-def build_index(vectors_dir: Path, index_dir: Path, threads: int = 1, store_vectors: bool = False) -> float:
+def build_index(
+    vectors_dir: Path, index_dir: Path, threads: int = 1, store_vectors: bool = False, meta: IndexMeta | None = None,
+) -> float:
     """Index a JsonVectorCollection as a Lucene impact index; returns wall seconds.
 
     Runs Anserini's ``IndexCollection`` (what ``python -m pyserini.index.lucene`` runs)
     in a child process with ``--impact --pretokenized``; Anserini's log is shown only when
     it fails. ``index_dir`` is written to a temporary sibling and renamed on success.
+    ``meta`` (its ``seconds`` filled in) is saved into the index before the rename.
     ``store_vectors`` adds ``-storeRaw``: each document's exported line (id, text and integer
     impacts), read back by ``LuceneRetriever.stored_vector``. (``-storeDocvectors`` would give
     the same impacts as term frequencies, in an index ~5x larger than this.)
@@ -241,6 +244,9 @@ def build_index(vectors_dir: Path, index_dir: Path, threads: int = 1, store_vect
         if returncode != 0 or not any(tmp.glob("segments_*")):
             tail = "\n".join(output.strip().splitlines()[-15:])
             raise LuceneError(f"Lucene indexing of {vectors_dir} failed (exit {returncode}):\n{tail}")
+        if meta is not None:  # inside the temporary: an index never appears without its description
+            meta.seconds = round(time.perf_counter() - start, 2)
+            meta.save(tmp)
     return time.perf_counter() - start
 
 

@@ -99,7 +99,7 @@ def run_general(
     None); tests pass a few.
     """
     cfg = (cfg or GeneralConfig()).validate()
-    check_output(out, overwrite)
+    check_output(out, overwrite, inputs=(base,))
     generator = seed_everything(seed)
     if pairs is None:
         pairs = lexicon_pairs(seed, cfg.steps * cfg.batch_size, cfg.min_zipf)

@@ -205,6 +205,11 @@ def run_pipeline(
             hooks.message(f"warning: {paths['dictionary']}: {len(stray)} of {len(data.dictionary)} entries define a "
                           f"term that is not in {paths['terms']} (e.g. {stray[0]!r}); no domain token learns from them")
     out = Path(out)
+    for flag, model in (("--base", base), ("--reference", reference)):
+        part = rundir.part_holding(out, model, rundir.run_parts())
+        if part is not None:  # --overwrite would delete it before it loads; a rerun would train over it
+            raise ConfigError(f"{flag} {model} is {out / part}, part of the run in {out}: copy it elsewhere first, "
+                              "or give another --out")
     check_writable(out, into=True)
     if out.exists() and not out.is_dir():
         if not overwrite:

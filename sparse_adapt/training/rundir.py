@@ -180,6 +180,23 @@ def _as_recorded_before(old: dict, manifest: dict) -> dict:
     return {k: v for k, v in manifest.items() if k in old or not k.endswith("_sha256")}
 
 
+def part_holding(out: Path, model: str | Path | None, parts: Sequence[str]) -> str | None:
+    """Which of ``out``'s ``parts`` (a run's own directories) holds the local model ``model``,
+    or None: a rerun or ``--overwrite`` there would replace the model it starts from."""
+    if model is None or not Path(model).expanduser().exists() or not Path(out).exists():
+        return None
+    try:
+        inside = Path(model).expanduser().resolve().relative_to(Path(out).resolve())
+    except ValueError:
+        return None
+    return inside.parts[0] if inside.parts and inside.parts[0] in parts else None
+
+
+def run_parts() -> tuple[str, ...]:
+    """The directories a training run writes into its ``OUT``."""
+    return (*ORDER, *(f"{n}{PARTIAL}" for n in ORDER), FINAL)
+
+
 def same_place(a, b) -> bool:
     """Whether two spellings of a base name one thing (``./base`` and ``base``); a built-in or
     Hub name only as the same string."""

@@ -23,6 +23,7 @@ from typing import Callable
 
 from sparse_adapt.atomic import check_writable, write_atomic
 from sparse_adapt.errors import ConfigError, OutputError
+from sparse_adapt.lock import LOCK_FILE, locked
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks, signed
 from sparse_adapt.training.config import TrainConfig, config_to_toml, load_config, recommended_in_effect
@@ -89,7 +90,7 @@ def check_study_dir(out: Path, overwrite: bool) -> None:
         raise OutputError(f"--out {out} is an existing file; a study needs a directory")
     # What a study writes first: prefix/run.json (the CLI), trials/ (then every trial), trials.json (last).
     earlier = (out / "prefix" / "run.json").is_file() or (out / "trials").is_dir() or (out / "trials.json").is_file()
-    entries = [p.name for p in out.iterdir()] if out.is_dir() else []
+    entries = [p.name for p in out.iterdir() if p.name != LOCK_FILE] if out.is_dir() else []
     if entries and not earlier and not overwrite:
         raise OutputError(f"--out {out} is not empty and holds no tune study ({len(entries)} entries); "
                           "pass --overwrite to write the study beside them, or choose another path")
@@ -127,92 +128,93 @@ def run_tuning(
     space = SEARCH_SPACE if space is None else space
     out = Path(out)
     check_study_dir(out, overwrite)
-    in_effect = recommended_in_effect(cfg, base, sections=("distill",))  # the prefix run says its own stages'
-    if in_effect:
-        hooks.message(f"settings recommended for {base}: {in_effect} (a key in --config overrides it)")
-    start = prefix(out / "prefix") if prefix is not None else Path(base)
-    # A rerun is a new study (no resume): the last one's trials and results go, so that none of
-    # them can pass for this study's, even when it is stopped early.
-    for log in (out / "trials").glob("*.jsonl"):  # only the study's own N.jsonl: --overwrite writes beside others
-        if log.stem.isdigit():
-            log.unlink()
-    for name in STUDY_FILES:
-        (out / name).unlink(missing_ok=True)
-    reference = SpladeEncoder.from_pretrained(base)
-    (out / "trials").mkdir(parents=True, exist_ok=True)
-    rows: list[dict] = []
+    with locked(out):  # one study at a time: two into one --out interleaved their trial logs
+        in_effect = recommended_in_effect(cfg, base, sections=("distill",))  # the prefix run says its own stages'
+        if in_effect:
+            hooks.message(f"settings recommended for {base}: {in_effect} (a key in --config overrides it)")
+        start = prefix(out / "prefix") if prefix is not None else Path(base)
+        # A rerun is a new study (no resume): the last one's trials and results go, so that none of
+        # them can pass for this study's, even when it is stopped early.
+        for log in (out / "trials").glob("*.jsonl"):  # only the study's own N.jsonl: --overwrite writes beside others
+            if log.stem.isdigit():
+                log.unlink()
+        for name in STUDY_FILES:
+            (out / name).unlink(missing_ok=True)
+        reference = SpladeEncoder.from_pretrained(base)
+        (out / "trials").mkdir(parents=True, exist_ok=True)
+        rows: list[dict] = []
 
-    def objective(trial: "optuna.Trial") -> float:
-        values = sample(trial, space)
-        trial_cfg = with_distill(cfg, values)
-        log_path = out / "trials" / f"{trial.number}.jsonl"
-        log_path.unlink(missing_ok=True)  # a rerun of the study rewrites its trials
+        def objective(trial: "optuna.Trial") -> float:
+            values = sample(trial, space)
+            trial_cfg = with_distill(cfg, values)
+            log_path = out / "trials" / f"{trial.number}.jsonl"
+            log_path.unlink(missing_ok=True)  # a rerun of the study rewrites its trials
 
-        def log(record: dict) -> None:
-            with log_path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+            def log(record: dict) -> None:
+                with log_path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(record) + "\n")
 
-        def report(record: dict) -> None:
-            trial.report(record["objective"], record["epoch"])
-            if trial.should_prune():
-                raise optuna.TrialPruned()
+            def report(record: dict) -> None:
+                trial.report(record["objective"], record["epoch"])
+                if trial.should_prune():
+                    raise optuna.TrialPruned()
 
-        splade = SpladeEncoder.from_pretrained(start)
-        ctx = StageContext(
-            data=data, config=trial_cfg, seed=int(seed) + ORDER.index("distill"), log=log, reference=reference,
-            on_validation=report,
+            splade = SpladeEncoder.from_pretrained(start)
+            ctx = StageContext(
+                data=data, config=trial_cfg, seed=int(seed) + ORDER.index("distill"), log=log, reference=reference,
+                on_validation=report,
+            )
+            # Trials are named by Optuna's number (from 0), as in trials.md, trials.json and best.toml.
+            hooks.message(f"tune: trial {trial.number} ({trial.number + 1} of {trials}): " + " ".join(f"{k}={v:.3g}" for k, v in values.items()))
+            DistillStage().run(splade, ctx)
+            if "best_epoch" not in ctx.info:
+                raise ConfigError("tune: the validation split is empty; raise --valid-fraction (distill.valid_fraction) "
+                                  "or pass --valid")
+            trial.set_user_attr("best_epoch", ctx.info["best_epoch"])
+            trial.set_user_attr("epochs_run", ctx.info["epochs_run"])
+            return float(ctx.info["best_objective"])
+
+        def record(study: "optuna.Study", trial: "optuna.trial.FrozenTrial") -> None:
+            rows.append({
+                "number": trial.number, "state": trial.state.name.lower(), "value": trial.value, "params": trial.params,
+                "best_epoch": trial.user_attrs.get("best_epoch"), "epochs_run": trial.user_attrs.get("epochs_run",
+                len(trial.intermediate_values)),
+            })
+            write_atomic(out / "trials.md", trials_table(rows, space))
+            write_results(study, finished=False)  # a study stopped early still leaves its best so far
+            hooks.message(f"tune: trial {trial.number} {rows[-1]['state']}, objective "
+                          f"{'-' if trial.value is None else signed(trial.value, 4)}")
+
+        usage = "sparse-adapt train --config best.toml" + (f" --valid {valid_path}" if valid_path is not None else "")
+
+        def write_results(study: "optuna.Study", finished: bool) -> dict | None:
+            """best.toml and trials.json for the trials so far (None: none completed)."""
+            complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+            if not complete:
+                return None
+            best = max(complete, key=lambda t: t.value)  # the first of equals, as study.best_trial
+            best_cfg = with_distill(cfg, {k: best.params[k] for k in space})
+            so_far = "" if finished else " so far (the study did not finish)"
+            header = (f"sparse-adapt tune: best of {len(complete)} completed trials{so_far} (trial {best.number}, objective "
+                      f"{signed(best.value, 4)}, seed {seed}); use with: {usage}")
+            write_atomic(out / "best.toml", config_to_toml(best_cfg, header))
+            summary = {"best_trial": best.number, "best_value": best.value, "best_params": best.params, "seed": seed,
+                       "start": str(start), "base": str(base), "finished": finished,
+                       "valid": None if valid_path is None else str(valid_path),
+                       "valid_fraction": cfg.distill.valid_fraction, "usage": usage, "trials": rows}
+            write_atomic(out / "trials.json", json.dumps(summary, indent=2) + "\n")
+            return summary
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(
+            direction="maximize", sampler=optuna.samplers.TPESampler(seed=int(seed)),
+            # Judge a trial only after 2 complete ones and 2 of its own epochs: early epochs are noisy.
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2),
         )
-        # Trials are named by Optuna's number (from 0), as in trials.md, trials.json and best.toml.
-        hooks.message(f"tune: trial {trial.number} ({trial.number + 1} of {trials}): " + " ".join(f"{k}={v:.3g}" for k, v in values.items()))
-        DistillStage().run(splade, ctx)
-        if "best_epoch" not in ctx.info:
-            raise ConfigError("tune: the validation split is empty; raise --valid-fraction (distill.valid_fraction) "
-                              "or pass --valid")
-        trial.set_user_attr("best_epoch", ctx.info["best_epoch"])
-        trial.set_user_attr("epochs_run", ctx.info["epochs_run"])
-        return float(ctx.info["best_objective"])
-
-    def record(study: "optuna.Study", trial: "optuna.trial.FrozenTrial") -> None:
-        rows.append({
-            "number": trial.number, "state": trial.state.name.lower(), "value": trial.value, "params": trial.params,
-            "best_epoch": trial.user_attrs.get("best_epoch"), "epochs_run": trial.user_attrs.get("epochs_run",
-            len(trial.intermediate_values)),
-        })
-        write_atomic(out / "trials.md", trials_table(rows, space))
-        write_results(study, finished=False)  # a study stopped early still leaves its best so far
-        hooks.message(f"tune: trial {trial.number} {rows[-1]['state']}, objective "
-                      f"{'-' if trial.value is None else signed(trial.value, 4)}")
-
-    usage = "sparse-adapt train --config best.toml" + (f" --valid {valid_path}" if valid_path is not None else "")
-
-    def write_results(study: "optuna.Study", finished: bool) -> dict | None:
-        """best.toml and trials.json for the trials so far (None: none completed)."""
-        complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-        if not complete:
-            return None
-        best = max(complete, key=lambda t: t.value)  # the first of equals, as study.best_trial
-        best_cfg = with_distill(cfg, {k: best.params[k] for k in space})
-        so_far = "" if finished else " so far (the study did not finish)"
-        header = (f"sparse-adapt tune: best of {len(complete)} completed trials{so_far} (trial {best.number}, objective "
-                  f"{signed(best.value, 4)}, seed {seed}); use with: {usage}")
-        write_atomic(out / "best.toml", config_to_toml(best_cfg, header))
-        summary = {"best_trial": best.number, "best_value": best.value, "best_params": best.params, "seed": seed,
-                   "start": str(start), "base": str(base), "finished": finished,
-                   "valid": None if valid_path is None else str(valid_path),
-                   "valid_fraction": cfg.distill.valid_fraction, "usage": usage, "trials": rows}
-        write_atomic(out / "trials.json", json.dumps(summary, indent=2) + "\n")
+        # A trial whose loss or gradient goes non-finite is an outcome of its values (an lr too
+        # high), recorded as failed; the study goes on with the others.
+        study.optimize(objective, n_trials=trials, callbacks=[record], catch=(NonFiniteError,))
+        summary = write_results(study, finished=True)
+        if summary is None:
+            raise ConfigError(f"tune: no trial completed of {trials}; see {out / 'trials.md'}")
         return summary
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(
-        direction="maximize", sampler=optuna.samplers.TPESampler(seed=int(seed)),
-        # Judge a trial only after 2 complete ones and 2 of its own epochs: early epochs are noisy.
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2),
-    )
-    # A trial whose loss or gradient goes non-finite is an outcome of its values (an lr too
-    # high), recorded as failed; the study goes on with the others.
-    study.optimize(objective, n_trials=trials, callbacks=[record], catch=(NonFiniteError,))
-    summary = write_results(study, finished=True)
-    if summary is None:
-        raise ConfigError(f"tune: no trial completed of {trials}; see {out / 'trials.md'}")
-    return summary

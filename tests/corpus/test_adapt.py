@@ -189,6 +189,21 @@ def test_overwrite_discards_a_different_run_but_keeps_what_the_user_gave(setup):
     shutil.rmtree(out)
 
 
+def test_a_base_inside_the_adapt_run_it_would_replace_is_refused(setup, tmp_path):
+    import shutil
+
+    from sparse_adapt.errors import ConfigError
+
+    out = tmp_path / "run"
+    shutil.copytree(setup["base"], out / "final")  # as an earlier run leaves its model
+    (out / "adapt.json").write_text("{}")
+    for overwrite in (False, True):
+        with pytest.raises(ConfigError, match=rf"--base {out / 'final'} is {out / 'final'}, part of the adapt run"):
+            run_adapt(setup["corpus"], out, str(out / "final"), config=setup["config"], teacher=setup["teacher"],
+                      overwrite=overwrite)
+    assert (out / "final" / "config.json").is_file()
+
+
 def test_overwrite_never_writes_into_a_directory_that_holds_no_adapt_run(setup):
     foreign = setup["root"] / "foreign-overwrite"
     foreign.mkdir()
@@ -242,7 +257,7 @@ def test_a_run_that_made_no_input_reruns_with_the_options_its_error_suggests(set
     out = tmp_path / "out"
     with pytest.raises(MiningError, match="lower --min-count"):
         run_adapt(setup["corpus"], out, setup["base"], min_count=100, **run)
-    assert sorted(p.name for p in out.iterdir()) == ["adapt.json"]
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["adapt.json"]  # and the lock
 
     def trained(**kwargs):  # inputs made: the rerun got past the run check
         raise ConfigError(f"training {sorted(p.name for p in out.iterdir())}")
@@ -258,7 +273,7 @@ def test_a_run_that_made_no_input_reruns_with_the_options_its_error_suggests(set
     one = _write_docs(tmp_path / "one.jsonl", [("a", "The Zorblatt valve regulates pressure."), ("b", "A plain note.")])
     with pytest.raises(SparseAdaptError, match="1 pseudo-query could be made from 2 documents"):
         run_adapt(one, tmp_path / "one", setup["base"], min_count=1, **run)
-    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["adapt.json"]
+    assert sorted(p.name for p in (tmp_path / "one").iterdir() if not p.name.startswith(".")) == ["adapt.json"]
 
 
 def test_cli_term_absent_from_the_corpus_exits_2(setup, tmp_path, capsys):
@@ -599,3 +614,14 @@ def test_adapt_says_what_the_term_cut_left_out_and_lists_every_candidate(setup, 
     assert load_domain_terms(tmp_path / "out" / "domain_terms.json") == {"jargon": ["Zentrofax", "zentrofax"]}
     [note] = [m for m in rec.messages if "below the cut" in m]
     assert note.startswith(f"{len(mined) - 1} more candidate terms scored below the cut (--top 1; the next: Qvirrelmont")
+
+
+def test_an_adapt_directory_in_use_is_refused_before_anything_is_written(setup, tmp_path):
+    """Two runs into one --out: adapt.json said one seed, training/run.json the other."""
+    from sparse_adapt.lock import LockError, locked
+
+    out = tmp_path / "run"
+    with locked(out):
+        with pytest.raises(LockError, match="in use by another sparse-adapt process"):
+            run_adapt(setup["corpus"], out, setup["base"], config=setup["config"], teacher=setup["teacher"])
+    assert not out.exists()  # the holder made it and left nothing

@@ -110,8 +110,45 @@ def test_onnx_refuses_to_replace_the_model_it_exports(files, tmp_path, capsys):
     SpladeEncoder.from_pretrained(files["model"]).save_pretrained(model)
     before = sorted(p.name for p in model.iterdir())
     result = cli(capsys, ["onnx", "--model", model, "--out", model, "--overwrite"])
-    assert_one_line_error(result, str(model), "is the model being exported")
+    assert_one_line_error(result, str(model), "is also an input")
     assert sorted(p.name for p in model.iterdir()) == before
+
+
+# Which input of each writer an --out folder holds in the next test.
+HELD_INPUT = {"extend-vocab": "terms", "export": "docs", "base": "encoder", "index": "vectors", "onnx": "model"}
+
+
+@pytest.mark.parametrize("command", sorted(HELD_INPUT))
+def test_an_output_holding_an_input_is_refused_even_with_overwrite(command, files, tmp_path, capsys):
+    """Replaced whole, the folder took the input with it: `export --out <the corpus's folder>
+    --overwrite` deleted the corpus, `onnx --out <the model's parent>` the model."""
+    import shutil
+
+    held = tmp_path / "project"
+    copies = {k: (shutil.copytree(v, held / v.name) if v.is_dir() else Path(shutil.copy(v, held / v.name)))
+              for k, v in files.items()}
+    before = sorted(p.relative_to(held) for p in held.rglob("*"))
+    result = cli(capsys, DIR_WRITERS[command](copies) + [held, "--overwrite"])
+    assert_one_line_error(result, str(held), "holds an input")
+    assert sorted(p.relative_to(held) for p in held.rglob("*")) == before
+
+
+def test_save_run_over_an_input_or_a_pipe_or_the_working_directory_is_refused(files, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    qrels = Path(shutil.copy(GATROCRAPTIC.qrels, tmp_path / "qrels.tsv"))
+    argv = ["evaluate", "--model", files["model"], "--docs", GATROCRAPTIC.docs, "--queries", GATROCRAPTIC.queries,
+            "--qrels", qrels, "--save-run"]
+    assert_one_line_error(cli(capsys, argv + [qrels, "--overwrite"]), str(qrels), "is also an input")
+    assert qrels.read_text() == Path(GATROCRAPTIC.qrels).read_text()
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    assert_one_line_error(cli(capsys, argv + [pipe, "--overwrite"]), "not a regular file or directory")
+    assert pipe.is_fifo()
+    monkeypatch.chdir(tmp_path)
+    export = ["export", "--model", files["model"], "--docs", files["docs"], "--out"]
+    assert_one_line_error(cli(capsys, export + [".", "--overwrite"]), "is the working directory or holds it")
+    assert qrels.exists() and pipe.exists()
 
 
 def test_save_run_overwrite_replaces_the_file(files, tmp_path, capsys):
@@ -199,3 +236,19 @@ def test_an_atomic_directory_gets_the_mode_of_any_directory_the_user_makes(tmp_p
 
 def stat_mode(path: Path) -> int:
     return path.stat().st_mode & 0o777
+
+
+def test_a_full_disk_while_saving_a_model_is_one_line(files, tmp_path, capsys, monkeypatch):
+    """safetensors reports a failed write with its own error type, not an OSError: it had
+    ended `extend-vocab` and `train` with a traceback and exit 1."""
+    import transformers.modeling_utils
+    from safetensors import SafetensorError
+
+    def full(*args, **kwargs):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", full)  # what save_pretrained calls
+    out = tmp_path / "ext"
+    result = cli(capsys, DIR_WRITERS["extend-vocab"](files) + [out])
+    assert_one_line_error(result, "No space left on device while saving a model")
+    assert not out.exists() and hidden_leftovers(tmp_path) == []

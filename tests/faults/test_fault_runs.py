@@ -282,3 +282,16 @@ def test_a_base_under_the_home_directory_is_hashed_as_it_loads(tiny_model_dir, t
     monkeypatch.setenv("HOME", str(tmp_path))
     shutil.copytree(tiny_model_dir, tmp_path / "base")
     assert files_sha256("~/base") == files_sha256(tmp_path / "base") is not None
+
+
+def test_a_base_inside_the_run_it_would_replace_is_refused(tiny_model_dir, train_inputs, tmp_path):
+    """`train --base OUT/final --out OUT --overwrite` deleted the run, base included, then
+    failed to load it: the trained model was gone."""
+    out = tmp_path / "run"
+    _pipeline(tiny_model_dir, train_inputs, out, stages="extend,distill")
+    weights = (out / "final" / "model.safetensors").read_bytes()
+    for kw in ({}, {"overwrite": True}):
+        with pytest.raises(SparseAdaptError, match=rf"--base {out / 'final'} is {out / 'final'}, part of the run"):
+            _pipeline(out / "final", train_inputs, out, stages="distill", **kw)
+    assert (out / "final" / "model.safetensors").read_bytes() == weights
+    _pipeline(out / "final", train_inputs, tmp_path / "next", stages="distill")  # elsewhere: fine

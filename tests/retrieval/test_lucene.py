@@ -402,6 +402,31 @@ def test_an_index_holds_the_checked_export_alone_and_counts_what_lucene_holds(tm
     assert "indexed 2 documents" in " ".join(captured.out.split())
     assert "1 of 3 documents has no term" in " ".join(captured.err.split())
     assert json.loads((index / "sparse_adapt_index.json").read_text())["documents"] == 2
+    from sparse_adapt.retrieval import lucene as lucene_mod
+
+    seen = {}
+    real = lucene_mod.atomic_directory
+
+    def watched(target):  # the description is in the temporary before it is renamed into place
+        manager = real(target)
+
+        class Watch:
+            def __enter__(self):
+                self.tmp = manager.__enter__()
+                return self.tmp
+
+            def __exit__(self, *exc):
+                seen["described"] = (self.tmp / "sparse_adapt_index.json").is_file()
+                return manager.__exit__(*exc)
+
+        return Watch()
+
+    lucene_mod.atomic_directory = watched
+    try:
+        assert main(["index", "--vectors", str(vectors), "--index", str(tmp_path / "index2")]) == 0
+    finally:
+        lucene_mod.atomic_directory = real
+    assert seen == {"described": True}
     searcher_module()  # the JVM's environment, as searching sets it up
     from pyserini.index.lucene import LuceneIndexReader
 

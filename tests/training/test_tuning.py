@@ -217,3 +217,14 @@ def test_a_study_written_beside_other_files_removes_only_its_own(tiny_dir, input
                overwrite=True)
     run_tuning(_data(inputs), out, str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1), space=SPACE)
     assert sorted(p.name for p in (out / "trials").iterdir()) == ["0.jsonl", "7.txt", "notes.jsonl"]
+
+
+def test_a_study_directory_in_use_is_refused(tiny_dir, inputs, tmp_path):
+    """Two studies in one --out interleaved their trial logs and both exited 0."""
+    from sparse_adapt.lock import LockError, locked
+
+    out = tmp_path / "study"
+    with locked(out):  # another process's study, as the lock sees it
+        with pytest.raises(LockError, match="in use by another sparse-adapt process"):
+            run_tuning(_data(inputs), out, str(tiny_dir), trials=1, config=_config(tmp_path, epochs=1), space=SPACE)
+    assert not (out / "trials").exists()
