@@ -39,6 +39,18 @@ def _cut_at(monkeypatch, step: int, then=PowerCut):
     monkeypatch.setattr(loop_mod.nn.utils, "clip_grad_norm_", clip)
 
 
+def _reference_and_cut_run(files, tmp_path, monkeypatch, reference_config=WARMUP):
+    """(weights of an unbroken run with ``reference_config``, OUT of a WARMUP run cut at step 4)."""
+    reference = _weights(run_pipeline(out=tmp_path / "ref", stages="extend,warmup",
+                                      config=config_from_dict(reference_config), seed=3, **files))
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        _cut_at(m, 4)
+        with pytest.raises(PowerCut):
+            run_pipeline(out=out, stages="extend,warmup", config=config_from_dict(WARMUP), seed=3, **files)
+    return reference, out
+
+
 def _said(run, **kwargs) -> list[str]:
     messages: list[str] = []
     run(hooks=Hooks(message=messages.append), **kwargs)
@@ -64,13 +76,7 @@ def test_a_stage_stopped_by_a_non_finite_gradient_restarts_afresh(files, tmp_pat
 
 def test_an_interrupted_stage_rerun_with_other_settings_starts_afresh_on_them(files, tmp_path, monkeypatch):
     lower = {"warmup": {**WARMUP["warmup"], "lr": 5e-4}}
-    reference = _weights(run_pipeline(out=tmp_path / "ref", stages="extend,warmup",
-                                      config=config_from_dict(lower), seed=3, **files))
-    out = tmp_path / "run"
-    with monkeypatch.context() as m:
-        _cut_at(m, 4)
-        with pytest.raises(PowerCut):
-            run_pipeline(out=out, stages="extend,warmup", config=config_from_dict(WARMUP), seed=3, **files)
+    reference, out = _reference_and_cut_run(files, tmp_path, monkeypatch, reference_config=lower)
     assert (out / "warmup.partial").is_dir()
     said = _said(run_pipeline, out=out, stages="extend,warmup", config=config_from_dict(lower), seed=3, **files)
     assert any("the [warmup] config changed since warmup was interrupted" in s for s in said)
@@ -193,13 +199,7 @@ def test_an_interrupted_stage_keeps_its_checkpoint_when_only_a_later_stage_chang
 def test_a_stage_interrupted_on_another_number_of_processes_starts_afresh(files, tmp_path, monkeypatch):
     """Its schedule and data position were sized for that many processes: resumed 2 -> 1, a
     run took 31 of its 20 steps, the last at lr 0."""
-    reference = _weights(run_pipeline(out=tmp_path / "ref", stages="extend,warmup",
-                                      config=config_from_dict(WARMUP), seed=3, **files))
-    out = tmp_path / "run"
-    with monkeypatch.context() as m:
-        _cut_at(m, 4)
-        with pytest.raises(PowerCut):
-            run_pipeline(out=out, stages="extend,warmup", config=config_from_dict(WARMUP), seed=3, **files)
+    reference, out = _reference_and_cut_run(files, tmp_path, monkeypatch)
     state_path = out / "warmup.partial" / "trainer_state.pt"
     state = torch.load(state_path, weights_only=True)
     assert state["world"] == 1
