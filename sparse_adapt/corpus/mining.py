@@ -174,7 +174,7 @@ def score_candidates(
     task = hooks.task("mining terms", len(documents))
     for d in documents:
         for w in words(without_encoded(_LINK.sub(" ", d.text))):
-            if not any(c.isalpha() for c in w) or len(w) < 2 or _QUANTITY.fullmatch(w) or encoded(w):
+            if not any(c.isalpha() for c in w) or len(w) < 2 or _QUANTITY.fullmatch(w):
                 continue
             k = key(w)
             docs_of.setdefault(k, set()).add(d.doc_id)
@@ -188,6 +188,8 @@ def score_candidates(
             continue
         forms = sorted(forms_of[k].items(), key=lambda kv: -kv[1])
         term = forms[0][0]
+        if encoded(term):  # judged once per word, not per occurrence
+            continue
         category, unusual = shape(term)
         if category == "jargon" and len(term) < MIN_JARGON_LENGTH:
             continue

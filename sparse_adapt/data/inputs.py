@@ -61,6 +61,11 @@ def load_domain_terms(path: str | Path) -> dict[str, list[str]]:
     return check_domain_terms(obj, p)
 
 
+def flat_terms(terms: dict[str, list[str]]) -> list[str]:
+    """Every term of a ``domain_terms.json``, category by category, in file order."""
+    return [t for items in terms.values() for t in items]
+
+
 def check_domain_terms(obj: object, p: str | Path = "<terms>") -> dict[str, list[str]]:
     """``obj`` as the terms of a ``domain_terms.json`` (a copy), or a DataError naming ``p`` and the
     field: the same checks for a file and for a dict given from Python."""

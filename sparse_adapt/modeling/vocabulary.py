@@ -36,7 +36,7 @@ import torch
 from tokenizers import AddedToken, Regex, normalizers
 
 from sparse_adapt.data import DataError
-from sparse_adapt.data.inputs import check_domain_terms
+from sparse_adapt.data.inputs import check_domain_terms, flat_terms
 from sparse_adapt.modeling.encoder import SpladeEncoder
 
 
@@ -140,10 +140,6 @@ def _case_rule(term: str, keep: list[str] = ()) -> normalizers.Normalizer:
 # its vocabulary on loading, dropping a normaliser it did not make; the generic class loads
 # tokenizer.json as written (and is the name transformers 4 gives the same thing).
 GENERIC_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
-
-
-def _spellings(terms: dict[str, list[str]]) -> set[str]:
-    return {t for items in terms.values() for t in items}
 
 
 def fold_case(tokenizer, terms: list[str], listed: Collection[str] = ()):
@@ -268,7 +264,7 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
     if new:
         trial = copy.deepcopy(tokenizer)  # add to a copy: a refused term must leave the model as it was
         if cased:
-            trial = fold_case(trial, [t.normalized for t in new], _spellings(terms))
+            trial = fold_case(trial, [t.normalized for t in new], flat_terms(terms))
         trial.add_tokens(_added_tokens(tokenizer, new))
         for t in planned.values():
             pieces = running_text_ids(trial, t.term)
@@ -309,7 +305,7 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
     piece_ids = {t.normalized: running_text_ids(tokenizer, t.term) for t in new}
     if keeps_case(tokenizer):  # before adding: the added tokens are matched in normalised text
         fresh = [t.normalized for t in [*bound, *new] if t.normalized not in splade.settings.domain_terms]
-        tokenizer = splade.tokenizer = fold_case(tokenizer, fresh, _spellings(terms))
+        tokenizer = splade.tokenizer = fold_case(tokenizer, fresh, flat_terms(terms))
     if bound:
         tokenizer.add_tokens(_added_tokens(tokenizer, bound))  # existing ids: no row to add
     if new:

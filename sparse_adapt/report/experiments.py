@@ -186,10 +186,10 @@ def build_report(inputs: ReportInputs, hooks: Hooks = SILENT) -> Report:
     """Train or reuse every experiment, evaluate base + each, write the report files."""
     i = inputs.resolved()
     data = load_report_data(i)  # every input validated before the first training step
-    i.train_config()
+    cfg = i.train_config()  # refuses a bad --config before any training
     benchmark = load_benchmark(i.benchmark) if i.benchmark is not None else None
     if benchmark is not None:
-        differences = benchmark_differences(benchmark, i.base, i.train_config().to_dict())
+        differences = benchmark_differences(benchmark, i.base, cfg.to_dict())
         if differences:
             note = (f"the benchmark {benchmark_file(i.benchmark)} was run with another {' and '.join(differences)}: "
                     "its tables describe those models, not this report's")

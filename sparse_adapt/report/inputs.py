@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
-from sparse_adapt.data import Document, Qrels, Query
+from sparse_adapt.data import Document, Qrels, Query, flat_terms
 from sparse_adapt.defaults import BUNDLED
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
@@ -121,7 +121,7 @@ def derive_groups(queries: Sequence[Query], heldout: Sequence[Query], terms: dic
     """Queries naming a domain term are ``domain-explicit``, the others ``control``
     (held-out ones get a ``heldout-`` prefix). No semantic group can be derived: which
     queries *describe* the domain without naming it needs a person (``--groups``)."""
-    all_terms = [t for items in terms.values() for t in items]
+    all_terms = flat_terms(terms)
     groups: dict[str, list[str]] = {}
     for prefix, qs in (("", queries), ("heldout-", heldout)):
         for q in qs:

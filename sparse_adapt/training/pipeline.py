@@ -31,7 +31,7 @@ from typing import Sequence
 import torch
 
 from sparse_adapt.atomic import atomic_directory, check_writable, clean_leftovers
-from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
+from sparse_adapt.data import flat_terms, load_dictionary, load_domain_terms, load_train
 from sparse_adapt.defaults import bundled
 from sparse_adapt.device import resolve_device
 from sparse_adapt.errors import ConfigError, OutputError
@@ -71,7 +71,7 @@ def _load_inputs(corpus: Path, terms: Path, dictionary: Path, train: Path, valid
 def stray_entries(data: TrainData) -> list[str]:
     """Dictionary terms naming no domain term (case aside; "Brindlewick clause" names
     ``Brindlewick``): most often a typo of one."""
-    terms = [t for items in data.terms.values() for t in items]
+    terms = flat_terms(data.terms)
     return [e.term for e in data.dictionary if not mentions_term(e.term, terms)]
 
 
@@ -128,7 +128,8 @@ def _discard_partial_of_other_world(out: Path, name: str, world: int, hooks: Hoo
     path = _partial(out, name) / TRAINER_STATE
     if not path.is_file():
         return
-    saved = int(torch.load(path, weights_only=True, map_location="cpu").get("world", 1))
+    # mmap: only this key is read, not the optimiser state beside it
+    saved = int(torch.load(path, weights_only=True, map_location="cpu", mmap=True).get("world", 1))
     if saved != world:
         shutil.rmtree(_partial(out, name))
         hooks.message(f"{out}: {name} was interrupted on {counted(saved, 'process', 'processes')} and this run has "
@@ -140,7 +141,7 @@ def _partial_steps(out: Path, name: str) -> int:
     path = _partial(out, name) / TRAINER_STATE
     if not path.is_file():
         return 0
-    return int(torch.load(path, weights_only=True, map_location="cpu")["steps"])
+    return int(torch.load(path, weights_only=True, map_location="cpu", mmap=True)["steps"])
 
 
 def run_pipeline(
@@ -198,7 +199,7 @@ def run_pipeline(
         paths["valid"] = Path(valid)
     data = _load_inputs(**paths)  # validate every input before any training or writing
     if "distill" in names and valid is None:
-        check_split(data.train, cfg.distill.valid_fraction, [t for items in data.terms.values() for t in items])
+        check_split(data.train, cfg.distill.valid_fraction, flat_terms(data.terms))
     if "dictionary" in names:
         stray = stray_entries(data)
         if stray:

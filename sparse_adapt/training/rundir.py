@@ -126,8 +126,7 @@ def final_is_current(out: Path, recipe: dict) -> bool:
     def same_config(r: dict) -> dict:
         run = r.get("run")
         if isinstance(run, dict) and isinstance(run.get("config"), dict):
-            # Files hashes were recorded from a later version on: a final made before is still current.
-            run = {k: v for k, v in run.items() if not k.endswith("_sha256") or k in recorded_run}
+            run = _as_recorded_before(recorded_run, run)  # a final made before files were hashed is current
             return {**r, "run": {**run, "config": _with_defaults(run["config"])}}
         return r
 

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from sparse_adapt.data import DictionaryEntry, Document, TrainExample, load_documents
+from sparse_adapt.data import DictionaryEntry, Document, TrainExample, flat_terms, load_documents
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses import TERMS, DistillationLoss
 from sparse_adapt.losses.mlm import mlm_loss
@@ -229,7 +229,7 @@ class DistillStage(Stage):
     def run(self, splade: SpladeEncoder, ctx: StageContext) -> None:
         cfg = ctx.config.distill
         gen = seed_everything(ctx.seed)
-        terms = [t for items in ctx.data.terms.values() for t in items]
+        terms = flat_terms(ctx.data.terms)
         examples, valid = ctx.data.train, ctx.data.valid
         if valid is None and cfg.valid_fraction > 0:
             examples, valid = split_valid(examples, cfg.valid_fraction, ctx.seed, terms)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from sparse_adapt.atomic import check_writable, write_atomic
+from sparse_adapt.data import flat_terms
 from sparse_adapt.errors import ConfigError, OutputError
 from sparse_adapt.lock import LOCK_FILE, locked
 from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -120,7 +121,7 @@ def run_tuning(
         raise ConfigError(f"--valid and distill.valid_fraction {cfg.distill.valid_fraction:g} both choose the "
                           "validation queries: give one")
     if data.valid is None:
-        check_split(data.train, cfg.distill.valid_fraction, [t for items in data.terms.values() for t in items])
+        check_split(data.train, cfg.distill.valid_fraction, flat_terms(data.terms))
     if trials < 1:
         raise ConfigError(f"--trials must be >= 1, got {trials}")
     if not 0 <= seed < 2**32:  # the TPE sampler's range; found only after the prefix trained
