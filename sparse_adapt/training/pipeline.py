@@ -48,7 +48,7 @@ from sparse_adapt.training.loop import NonFiniteError, require_finite
 from sparse_adapt.training.mlm_data import validate_corpus
 from sparse_adapt.training.rundir import FINAL, LOG_FILE, PARTIAL, RUN_FILE, RunMismatchError  # noqa: F401  (public names)
 from sparse_adapt.training.density import density_sample, document_density
-from sparse_adapt.training.validation import check_split, mentions_term
+from sparse_adapt.training.validation import check_validation_choice, mentions_term
 from sparse_adapt.training.stages import EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, check_lengths, parse_stages
 
 TRAINER_STATE = "trainer_state.pt"
@@ -193,13 +193,11 @@ def run_pipeline(
         "dictionary": bundled(dictionary, "dictionary"), "train": bundled(train, "train"),
     }
     if valid is not None:
-        if "distill" in names and cfg.distill.valid_fraction > 0:  # the file would win silently
-            raise ConfigError(f"--valid {valid} and distill.valid_fraction {cfg.distill.valid_fraction:g} both choose "
-                              "the validation queries: give one")
         paths["valid"] = Path(valid)
     data = _load_inputs(**paths)  # validate every input before any training or writing
-    if "distill" in names and valid is None:
-        check_split(data.train, cfg.distill.valid_fraction, flat_terms(data.terms))
+    if "distill" in names:
+        check_validation_choice(data.train, flat_terms(data.terms), cfg.distill.valid_fraction,
+                                None if valid is None else str(valid))
     if "dictionary" in names:
         stray = stray_entries(data)
         if stray:

@@ -30,7 +30,7 @@ from sparse_adapt.progress import SILENT, Hooks, signed
 from sparse_adapt.training.config import TrainConfig, config_to_toml, load_config, recommended_in_effect
 from sparse_adapt.training.loop import NonFiniteError
 from sparse_adapt.training.stages import ORDER, DistillStage, StageContext, TrainData
-from sparse_adapt.training.validation import check_split
+from sparse_adapt.training.validation import check_validation_choice
 
 
 @dataclass(frozen=True)
@@ -117,11 +117,8 @@ def run_tuning(
     if data.valid is None and cfg.distill.valid_fraction <= 0:
         raise ConfigError("tune needs validation queries: pass --valid FILE or --valid-fraction F "
                           "(or set distill.valid_fraction > 0 in --config)")
-    if data.valid is not None and cfg.distill.valid_fraction > 0:  # as train refuses: the file would win silently
-        raise ConfigError(f"--valid and distill.valid_fraction {cfg.distill.valid_fraction:g} both choose the "
-                          "validation queries: give one")
-    if data.valid is None:
-        check_split(data.train, cfg.distill.valid_fraction, flat_terms(data.terms))
+    check_validation_choice(data.train, flat_terms(data.terms), cfg.distill.valid_fraction,
+                            None if data.valid is None else str(valid_path or "FILE"))
     if trials < 1:
         raise ConfigError(f"--trials must be >= 1, got {trials}")
     if not 0 <= seed < 2**32:  # the TPE sampler's range; found only after the prefix trained

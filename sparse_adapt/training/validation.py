@@ -68,12 +68,20 @@ def split_valid(
     return [ex for i, ex in enumerate(examples) if i not in held], [ex for i, ex in enumerate(examples) if i in held]
 
 
-def check_split(examples: Sequence[TrainExample], fraction: float, terms: Sequence[str]) -> None:
-    """Before any training: ``fraction`` of ``examples`` holds out at least one query (the split's
-    size does not depend on the seed), or validation would silently not happen."""
+def check_validation_choice(
+    examples: Sequence[TrainExample], terms: Sequence[str], fraction: float, valid_file: str | None
+) -> None:
+    """Before any training, where the distill stage's validation queries come from: a file
+    (``valid_file``, its name; None: none given) or ``fraction`` of ``examples``, not both (the
+    file would win silently); a fraction must hold out at least one query (the split's size
+    does not depend on the seed), or validation would silently not happen."""
     from sparse_adapt.errors import ConfigError
 
-    if fraction > 0 and not split_valid(examples, fraction, 0, terms)[1]:
+    if valid_file is not None:
+        if fraction > 0:
+            raise ConfigError(f"--valid and distill.valid_fraction {fraction:g} both choose the validation queries: "
+                              f"give one (--valid {valid_file})")
+    elif fraction > 0 and not split_valid(examples, fraction, 0, terms)[1]:
         raise ConfigError(f"distill.valid_fraction {fraction:g} of {len(examples)} training queries holds out none "
                           "(each query kind keeps one for training): raise it, or give --valid FILE")
 
