@@ -1,5 +1,11 @@
 """Shared fixtures: tiny randomly initialised masked-LMs over the real bert-base-uncased
-vocabulary (tokenizer files from the offline base package; weights are tiny and random)."""
+vocabulary (tokenizer files from the offline base package; weights are tiny and random).
+
+Every test runs on CPU, also on a machine with a GPU: the suite's expected values (hand-worked
+losses, bit-identical resumes, vectors equal across loaders) are fp32 CPU facts, and CI has
+no GPU. Tests marked ``cuda`` are the GPU's own checks: they see CUDA and are skipped
+without it (``tests/training/test_cuda.py``).
+"""
 
 from __future__ import annotations
 
@@ -117,6 +123,19 @@ def _tiny_roberta_like(config_cls, mlm_cls, tok, seed: int, hidden: int, name: s
     )
     mlm = mlm_cls(cfg).eval()
     return SpladeEncoder(mlm, tok, SpladeSettings(query_max_length=16, doc_max_length=48, base=name))
+
+
+@pytest.fixture(autouse=True)
+def _cpu_unless_marked_cuda(request, monkeypatch):
+    import sparse_adapt.device
+
+    # The CLI's global --device sets a process default; a test starts from "auto", which
+    # resolves through torch.cuda.is_available.
+    monkeypatch.setattr(sparse_adapt.device, "_default", "auto")
+    if request.node.get_closest_marker("cuda") is None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    elif not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
 
 
 @pytest.fixture

@@ -22,7 +22,9 @@ def onnx(
     from sparse_adapt.modeling.onnx import ONNX_FILE, TOP_K, export_onnx
 
     check_output(out, overwrite, inputs=(model,))
-    splade = SpladeEncoder.from_pretrained(model)
+    # On CPU whatever --device says: the graph is traced for ONNX Runtime's CPU provider and
+    # verified against PyTorch there, so both sides see the same fp32 arithmetic.
+    splade = SpladeEncoder.from_pretrained(model, device="cpu")
     # torch's exporter logs a warning per torchvision operator it cannot register.
     exporter_log = logging.getLogger("torch.onnx")
     level = exporter_log.level

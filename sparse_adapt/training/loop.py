@@ -140,7 +140,9 @@ def rng_state(generator: torch.Generator) -> dict:
     return {
         "generator": generator.get_state(), "torch": torch.get_rng_state(), "python": random.getstate(),
         "numpy": [kind, torch.from_numpy(keys.copy()), pos, has_gauss, cached],
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        # This process's own GPU only: a checkpoint resumed where fewer GPUs are visible (or
+        # by another rank) must not index a device that is not there.
+        "cuda": [torch.cuda.get_rng_state()] if torch.cuda.is_available() else [],
     }
 
 
@@ -151,7 +153,9 @@ def set_rng_state(state: dict, generator: torch.Generator) -> None:
     kind, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((kind, keys.numpy(), pos, has_gauss, cached))
     if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        # Checkpoints before 2026-11-26 saved every visible GPU's state; the first is this
+        # process's device in a single-GPU run, the only kind that wrote one.
+        torch.cuda.set_rng_state(state["cuda"][0])
 
 
 def _total_steps(cfg: LoopConfig, epoch_steps: int) -> int:

@@ -155,3 +155,29 @@ def test_distillation_gradients_repeat_bit_for_bit_on_several_threads():
         assert all(torch.equal(first, grads()) for _ in range(5))
     finally:
         torch.set_num_threads(threads)
+
+
+def test_student_scores_stay_fp32_under_bf16_autocast():
+    # CUDA trains under bf16 autocast, which would run the score products in bf16: scores of
+    # 16-32 then move in steps of 0.125. CPU autocast rounds alike, so this is checked here.
+    from sparse_adapt.losses.in_batch import InBatchLoss
+
+    gen = torch.Generator().manual_seed(0)
+    B, N, U, V = 3, 4, 5, 200
+    q, d = torch.rand(B, V, generator=gen), torch.rand(U, V, generator=gen)  # scores ~ V/4 = 50
+    teacher = torch.randn(B, N, generator=gen) * 5
+    inputs = dict(query_weights=q, query_input_ids=torch.ones(B, 4, dtype=torch.long), doc_weights=d,
+                  doc_input_ids=torch.ones(U, 4, dtype=torch.long), doc_index=torch.randint(0, U, (B, N), generator=gen),
+                  teacher=teacher, mask=torch.ones(B, N, dtype=torch.bool), domain_ids=[5], step=1)
+    fn = DistillationLoss(kd=1.0, ret=1.0, sp=1.0, dom=1.0, ctr=1.0, qexp=1.0, temperature=1.0, tau_min=2.0,
+                          margin=1.0, sp_warmup_steps=0)
+    in_batch = InBatchLoss(temperature=1.0, teacher_temperature=0.05)
+    pairs_teacher = torch.rand(B, B, generator=gen)
+    plain = fn(**inputs), in_batch(q, d[:B], pairs_teacher)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = fn(**inputs), in_batch(q, d[:B], pairs_teacher)
+    for name in ("kd", "ret", "ctr", "total"):
+        assert mixed[0][name].dtype == torch.float32
+        assert mixed[0][name].item() == pytest.approx(plain[0][name].item(), rel=1e-6), name
+    for name in ("nce", "kd"):
+        assert mixed[1][name].item() == pytest.approx(plain[1][name].item(), rel=1e-6), name
