@@ -1,9 +1,12 @@
 """Training benchmark: sparse-adapt against named peers, each system in its own process.
 
-    python -m bench.train [--quick] [--threads N] [--repeats R] [--json PATH] [--parts warmup,distill,rss,extend]
+    python -m bench.train [--quick] [--model minilm|bert-base|tiny] [--threads N] [--repeats R] [--json PATH]
+                          [--parts warmup,distill,rss,extend]
 
 Parts (every number is a ratio to its peer measured in the same invocation; processes are
-interleaved round by round so load from other work hits every system alike):
+interleaved round by round so load from other work hits every system alike). Where CUDA is
+present every system trains on it, the peers with ``bf16=True`` since sparse-adapt trains
+under bf16 autocast there:
 
 - ``warmup``: one epoch of masked-LM on synthetic documents (1-10 sentences, batch 8,
   max 256 pieces, the offline MiniLM base). Peer: Hugging Face ``Trainer`` with
@@ -31,7 +34,7 @@ import time
 from pathlib import Path
 from statistics import median
 
-from bench.workload import model_dir, peak_rss_mb, synthetic_corpus
+from bench.workload import MODELS, model_dir, peak_rss_mb, synthetic_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEMS = {
@@ -93,7 +96,7 @@ def _hf_trainer_warmup(model: Path, work: Path, docs: Path, group_by_length: boo
     args = TrainingArguments(
         output_dir=str(Path(tempfile.mkdtemp(dir=work))), per_device_train_batch_size=8, num_train_epochs=1,
         learning_rate=2e-4, save_strategy="no", report_to=[], logging_strategy="no", disable_tqdm=True,
-        use_cpu=not torch.cuda.is_available(), seed=0, dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(), bf16=torch.cuda.is_available(), seed=0, dataloader_num_workers=0,
         train_sampling_strategy="group_by_length" if group_by_length else "random",
     )
     collator = DataCollatorForLanguageModeling(tok, mlm_probability=0.15)
@@ -124,7 +127,7 @@ def _st_trainer_distill(model: Path, work: Path, train: Path) -> dict:
     args = SparseEncoderTrainingArguments(
         output_dir=str(Path(tempfile.mkdtemp(dir=work))), per_device_train_batch_size=8, num_train_epochs=1,
         learning_rate=2.5e-4, save_strategy="no", report_to=[], logging_strategy="no", disable_tqdm=True,
-        use_cpu=not torch.cuda.is_available(), seed=0,
+        use_cpu=not torch.cuda.is_available(), bf16=torch.cuda.is_available(), seed=0,
     )
     SparseEncoderTrainer(model=st, args=args, train_dataset=Dataset.from_dict(rows), loss=loss).train()
     return {"seconds": time.perf_counter() - start, "triples": len(rows["query"])}
@@ -189,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default="warmup,distill,rss,extend")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "sparse-adapt-bench-train")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--model", choices=MODELS, help="default: tiny with --quick, else minilm")
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -196,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(worker(part, system, Path(model), Path(work), int(size), int(threads))))
         return 0
     args.workdir.mkdir(parents=True, exist_ok=True)
-    model = model_dir("tiny" if args.quick else "minilm", args.workdir)
+    model = model_dir(args.model or ("tiny" if args.quick else "minilm"), args.workdir)
     sizes = {"warmup": 40 if args.quick else 600, "distill": 10 if args.quick else 60,
              "rss": (200, 400) if args.quick else (1000, 10000, 50000), "extend": 200 if args.quick else 10000}
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]

