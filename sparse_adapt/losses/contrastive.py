@@ -14,7 +14,10 @@ class ContrastiveLoss(nn.Module):
         \\mathcal{L}_{contrast} = \\frac{1}{|P||N|} \\sum_{i \\in P} \\sum_{j \\in N} \\max(0, m - (s_{student}^{(i)} - s_{student}^{(j)}))
 
     per query, averaged over the queries that have at least one positive and one negative
-    (zero if none has).
+    (zero if none has). From the spec (primary seed, the margin contrastive term): the
+    pairwise hinge of large-margin ranking (Herbrich et al., "Large Margin Rank Boundaries for
+    Ordinal Regression", 2000; Joachims, "Optimizing Search Engines using Clickthrough Data",
+    KDD 2002) over the teacher's positives and negatives.
 
     Args:
         margin: ``m``; the spec suggests ~5 for teacher scores in [-8, 10].

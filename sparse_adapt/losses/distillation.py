@@ -61,6 +61,8 @@ class DistillationLoss(nn.Module):
             and the reference's pieces of the domain terms).
     """
 
+    # Unit weights and tau_min 2 make hand-worked tests readable; training takes every value
+    # from DistillConfig (training/config.py), whose defaults are the measured ones.
     def __init__(
         self, *, kd: float = 1.0, ret: float = 1.0, sp: float = 1.0, dom: float = 1.0, ctr: float = 1.0,
         qexp: float = 1.0, temperature: float = 1.0, tau_min: float = 2.0, margin: float = 5.0,

@@ -22,7 +22,10 @@ class DomainHingeLoss(nn.Module):
         \\mathcal{L}_{domain} = \\frac{1}{|D|} \\sum_{t \\in D} \\mathbb{1}[t \\in x] \\cdot \\max(0, \\tau_{min} - w_x^t)
 
     averaged over the inputs ``x`` (queries and documents) of the batch. Zero when every
-    present domain token already weighs ``>= tau_min``; zero when ``D`` is empty.
+    present domain token already weighs ``>= tau_min``; zero when ``D`` is empty. From the
+    spec (primary seed, the domain term); no published counterpart. Each present token's push
+    is ``dom / (|D| * texts)``, so a longer term list weakens it per token (the default weight
+    is sized for that: ``training/config.py``).
 
     Args:
         tau_min: minimum SPLADE weight of a present domain token. Note ``w = log(1+relu(logit))``,

@@ -17,7 +17,12 @@ class FlopsLoss(nn.Module):
 
     where ``w̄_q^t`` / ``w̄_d^t`` are the mean weights of token ``t`` over the batch's queries
     and documents and ``D`` the domain token ids. Excluding ``D`` keeps the regulariser from
-    suppressing the newly learned terminology.
+    suppressing the newly learned terminology. This is the spec's form: the expected cost of
+    a query-document dot product. Paria et al. regularise ``sum_t mean_t^2`` of one set of
+    vectors (SPLADE v2 applies that to queries and documents separately); the product form
+    puts no pressure on a document token no query of the batch fires. In distillation the
+    documents are the batch's distinct candidates, each counted once however many of the
+    batch's lists hold it.
 
     Args (forward):
         queries: (Q, V) query weights; documents: (M, V) document weights;

@@ -14,7 +14,11 @@ class KDLoss(nn.Module):
         \\mathcal{L}_{kd} = \\frac{1}{N} \\sum_{i=1}^{N} (s_{teacher}^{(i)} - s_{student}^{(i)})^2
 
     over the ``N`` query-document pairs of the batch, where ``s_student`` is the dot product
-    of the SPLADE query and document vectors.
+    of the SPLADE query and document vectors. From the spec (primary seed, the KD term):
+    pointwise score regression, the simplest form of the score distillation SPLADE++ trains
+    with (Formal et al., "From Distillation to Hard Negative Sampling", SIGIR 2022, which uses
+    the margin form of Hofstätter et al., "Improving Efficient Neural Ranking Models with
+    Cross-Architecture Knowledge Distillation", 2020).
 
     Args (forward):
         student: (B, N) student scores, N candidates per query.

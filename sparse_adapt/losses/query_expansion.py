@@ -18,6 +18,14 @@ class QueryExpansionLoss(nn.Module):
     ``-log sigma(0) = log 2``: an inactive token costs 0.693 and the loss decays smoothly as
     the weight grows, so it never forces an unbounded weight.
 
+    ``w = log(1 + relu(max logit)) >= 0``, so the loss is at most ``log 2``, and a token whose
+    logit is <= 0 at every position of the query gets no gradient (the relu's dead zone, as
+    in :class:`~sparse_adapt.losses.domain_hinge.DomainHingeLoss`): the term strengthens an
+    expansion the masked-LM stages started, it cannot start one. The spec's example log
+    prints QExp 1.29, above ``log 2``, which fits its ``w_q^t`` read as a raw logit; this
+    implementation follows the formula as written on the SPLADE weight. From the spec
+    (primary seed, "query expansion" term).
+
     Args (forward):
         query_weights: (B, V) query SPLADE vectors.
         targets: (B, |D|) 0/1 float, 1 where domain token j occurs in a positive document of query b.

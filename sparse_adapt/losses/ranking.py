@@ -15,6 +15,9 @@ class RankingLoss(nn.Module):
 
     where ``s^(1)`` is the student's score of the document the teacher scores highest
     (first one on ties) and ``tau`` the temperature; averaged over the queries of the batch.
+    From the spec (primary seed, the ranking term); the listwise softmax cross-entropy of
+    SPLADE's contrastive training (Formal et al., "SPLADE v2", 2021) with the teacher's
+    top document as the positive.
 
     Args:
         temperature: ``tau`` > 0. Student dot products span ~0-30, so tau > 1 keeps the

@@ -138,7 +138,8 @@ class DistillConfig:
     # constant dom/|D| per present token, and only ~100 per token wins that tug of war.
     dom: float = 1000.0
     ctr: float = 0.5
-    # Query expansion is what makes a descriptive query fire the domain term; log 2 at w=0.
+    # Query expansion is what makes a descriptive query fire the domain term harder; log 2 at
+    # w=0, and no gradient while the term's logit is <= 0 everywhere (losses/query_expansion.py).
     qexp: float = 8.0
     # Softmax temperature of Ret; student scores span ~0-30, tau > 1 avoids early saturation.
     temperature: float = 2.0

@@ -181,3 +181,40 @@ def test_student_scores_stay_fp32_under_bf16_autocast():
         assert mixed[0][name].item() == pytest.approx(plain[0][name].item(), rel=1e-6), name
     for name in ("nce", "kd"):
         assert mixed[1][name].item() == pytest.approx(plain[1][name].item(), rel=1e-6), name
+    # Score preservation subtracts two such scores: in bf16 its value would be mostly noise.
+    pres = DistillationLoss(kd=0.0, ret=0.0, sp=0.0, dom=0.0, ctr=0.0, qexp=0.0, pres=1.0, pres_form="scores")
+    refs = dict(ref_query_weights=q * 0.9, ref_doc_weights=d * 0.9)
+    plain_pres = pres(**inputs, **refs)["pres"]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed_pres = pres(**inputs, **refs)["pres"]
+    assert plain_pres.item() > 0 and mixed_pres.item() == pytest.approx(plain_pres.item(), rel=1e-5)
+
+
+def test_distillation_terms_on_two_padded_lists_of_unequal_pair_counts():
+    # Two queries, four candidate slots; query 1 has two padded slots whose teacher scores
+    # (9) would win its ranking and count as positives if the mask were ignored. Candidate
+    # rows: d0 and d3 hold the domain token 5 in their text; d3 is a negative for both.
+    q = torch.tensor([[1.0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 2.0]])
+    d = torch.tensor([[2.0, 0, 0, 0, 0, 0], [1.0, 1.0, 0, 0, 0, 0], [0, 3.0, 0, 0, 0, 0], [1.0, 0, 0, 0, 0, 4.0]])
+    ids = torch.tensor([[5, 1], [1, 1], [1, 1], [1, 5]])
+    index = torch.tensor([[0, 1, 3, -1], [2, 3, -1, -1]])
+    mask = torch.tensor([[True, True, True, False], [True, True, False, False]])
+    teacher = torch.tensor([[5.0, 2.0, -1.0, -9.0], [3.0, -1.0, 9.0, 9.0]])
+    fn = DistillationLoss(kd=1.0, ret=1.0, sp=1.0, dom=1.0, ctr=1.0, qexp=1.0, temperature=1.0, tau_min=2.0,
+                          margin=5.0, sp_warmup_steps=0)
+    out = fn(query_weights=q, query_input_ids=torch.ones(2, 2, dtype=torch.long), doc_weights=d, doc_input_ids=ids,
+             doc_index=index, teacher=teacher, mask=mask, domain_ids=[5], step=1)
+    # Student scores: query 0 -> d0, d1, d3 = 2, 1, 1; query 1 -> d2, d3 = 3, 8.
+    # KD: mean over the 5 real pairs of (t - s)^2.
+    assert out["kd"].item() == pytest.approx(((5 - 2) ** 2 + (2 - 1) ** 2 + (-1 - 1) ** 2 + 0 + (-1 - 8) ** 2) / 5)
+    # Ret: mean over queries of -log softmax at the teacher's top real candidate.
+    ret0 = -math.log(math.exp(2) / (math.exp(2) + 2 * math.exp(1)))
+    ret1 = -math.log(math.exp(3) / (math.exp(3) + math.exp(8)))
+    assert out["ret"].item() == pytest.approx((ret0 + ret1) / 2)
+    # Ctr, per query over |P| x |N| pairs, then over queries: query 0 has P = {d0, d1},
+    # N = {d3}: hinges 5 - (2 - 1) = 4 and 5 - (1 - 1) = 5; query 1 has P = {d2}, N = {d3}:
+    # 5 - (3 - 8) = 10. Pooling the three pairs instead would give 19 / 3.
+    assert out["ctr"].item() == pytest.approx(((4 + 5) / 2 + 10) / 2)
+    # QExp: only query 0 has the domain token in a positive (d0); its weight there is 0.
+    # Taking every candidate would add query 1 (d3 holds the token) at -log sigmoid(2).
+    assert out["qexp"].item() == pytest.approx(math.log(2))
