@@ -22,6 +22,7 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import Hooks
 from sparse_adapt.training.config import config_from_dict
 from sparse_adapt.training.pipeline import run_pipeline
+from tests.corpus.test_adapt import _cli, setup  # noqa: F401 - fixture
 from tests.training.test_resume import WARMUP, PowerCut, _cut_at
 from tests.training.test_scale import CKPT, MORE_DOCS, _log, files, tiny_dir  # noqa: F401 - fixtures
 
@@ -103,3 +104,24 @@ def test_pretraining_runs_on_the_default_device(tiny_dir, tmp_path):
     record = json.loads((out / RECORD).read_text())
     assert record["steps"] == 4 and all(math.isfinite(v) for row in record["log"] for v in row.values()
                                         if isinstance(v, float))
+
+
+def test_adapt_from_a_corpus_alone_runs_on_cuda_and_its_model_is_diagnosed_there(setup, capsys):
+    # Mining, harvesting, hard negatives from the base, the cross-encoder teacher, the four
+    # stages, the average with extend and the summary's evaluation, all with CUDA visible.
+    out = setup["root"] / "cuda-run"
+    assert main(["--device", "cuda", *_cli(setup, out)]) == 0
+    summary = (out / "summary.json").read_text()
+    assert "NaN" not in summary and "Infinity" not in summary and json.loads(summary)
+    model, docs = str(out / "final"), str(setup["corpus"])
+    capsys.readouterr()
+    assert main(["--device", "cuda", "diagnose", "Zentrofax", "--model", model, "--docs", docs,
+                 "--terms", str(out / "domain_terms.json"), "--queries", str(out / "heldout_queries.jsonl"),
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["vocabulary"]["single_token"]
+    assert main(["--device", "cuda", "explain", "coolant pump", "--model", model, "--docs", docs, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+    assert main(["--device", "cuda", "evaluate", "--model", model, "--docs", docs, "--queries",
+                 str(out / "heldout_queries.jsonl"), "--qrels", str(out / "heldout_qrels.tsv"), "--feedback",
+                 "--json"]) == 0
+    assert 0.0 <= json.loads(capsys.readouterr().out.strip().splitlines()[-1])["ndcg@10"] <= 1.0
