@@ -205,7 +205,8 @@ class EpochSelector:
         self.records.append(record)
         sel = select_epoch(self.records, self.patience)
         if sel.best_epoch == epoch:
-            self._best_state = {k: v.detach().clone() for k, v in self.splade.state_dict().items()}
+            # In host memory: on a GPU a second full copy of the weights would sit in device memory.
+            self._best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.splade.state_dict().items()}
         full = {"event": "validation", "stage": "distill", **record, "best_epoch": sel.best_epoch, "stop": sel.stop}
         self._log(full)
         shown = " ".join(f"{k} {v:.3f}" for k, v in measured.items() if v is not None)
