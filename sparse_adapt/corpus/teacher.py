@@ -71,7 +71,8 @@ class DenseTeacher:
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         for b in range(0, len(missing), _BATCH):
             chunk = missing[b : b + _BATCH]
-            enc = self.tokenizer(chunk, padding=True, truncation=True, max_length=256, return_tensors="pt").to(_device(self.model))
+            enc = self.tokenizer(chunk, padding=True, truncation=True, max_length=256,
+                                 return_tensors="pt").to(_device(self.model))
             hidden = self.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (B, L, 1)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # (B, H)
