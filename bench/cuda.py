@@ -24,6 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from sparse_adapt.data import load_queries
+from sparse_adapt.retrieval.export import VECTORS_FILE
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -46,14 +49,14 @@ def _evaluate(model: Path, files, device: str, threads: int | None) -> dict:
             continue
         seconds, stdout = _cli(["evaluate", "--model", str(model), "--docs", str(files.docs), "--queries",
                                 str(queries), "--qrels", str(qrels), "--json"], device, threads)
-        n = sum(1 for line in Path(queries).read_text().splitlines() if line.strip())
-        out[name] = {"metrics": json.loads(stdout.strip().splitlines()[-1]), "n_queries": n, "seconds": round(seconds, 2)}
+        out[name] = {"metrics": json.loads(stdout.strip().splitlines()[-1]), "n_queries": len(load_queries(queries)),
+                     "seconds": round(seconds, 2)}
     return out
 
 
 def _impacts(folder: Path) -> dict[str, dict[str, int]]:
-    rows = [json.loads(line) for f in sorted(folder.glob("*.jsonl")) for line in f.read_text().splitlines() if line.strip()]
-    return {r["id"]: r["vector"] for r in rows}
+    lines = (folder / VECTORS_FILE).read_text(encoding="utf-8").splitlines()
+    return {r["id"]: r["vector"] for r in map(json.loads, filter(str.strip, lines))}
 
 
 def _agreement(a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]) -> dict:

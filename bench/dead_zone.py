@@ -28,7 +28,8 @@ def dead_pairs(run: Path, stage: str) -> dict:
     enc = SpladeEncoder.from_pretrained(run / "training" / stage, device="cpu")
     tok = enc.tokenizer
     terms = flat_terms(json.loads((run / "domain_terms.json").read_text(encoding="utf-8")))
-    ids = {t: tok.convert_tokens_to_ids(tok.tokenize(t))[0] for t in terms if len(tok.tokenize(t)) == 1}
+    pieces = {t: tok.tokenize(t) for t in terms}
+    ids = {t: tok.convert_tokens_to_ids(p)[0] for t, p in pieces.items() if len(p) == 1}
     rows = [json.loads(line) for line in (run / "train.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     dead, weights = 0, []
     for r in rows:
@@ -48,7 +49,7 @@ def dead_pairs(run: Path, stage: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.dead_zone", description=__doc__.split("\\n\\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.dead_zone", description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path)
     args = parser.parse_args(argv)
     for stage in STAGES:

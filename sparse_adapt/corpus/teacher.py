@@ -72,7 +72,7 @@ class DenseTeacher:
         for b in range(0, len(missing), _BATCH):
             chunk = missing[b : b + _BATCH]
             enc = self.tokenizer(chunk, padding=True, truncation=True, max_length=256,
-                                 return_tensors="pt").to(_device(self.model))
+                                 return_tensors="pt").to(self.model.device)
             hidden = self.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (B, L, 1)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # (B, H)
@@ -132,15 +132,11 @@ class CrossEncoderTeacher:
         for b in range(0, len(documents), _BATCH):
             chunk = list(documents[b : b + _BATCH])
             enc = self.tokenizer([query] * len(chunk), chunk, padding=True, truncation=True, max_length=512,
-                                 return_tensors="pt").to(_device(self.model))
+                                 return_tensors="pt").to(self.model.device)
             logits = self.model(**enc).logits  # (B, labels)
             raw = logits[:, 0] if logits.shape[1] == 1 else logits[:, 1] - logits[:, 0]
             out.extend(raw.float().tolist())
         return out
-
-
-def _device(model) -> torch.device:
-    return next(model.parameters()).device
 
 
 def _offline_minilm_teacher() -> DenseTeacher:

@@ -23,6 +23,7 @@ from sparse_adapt.progress import Hooks
 from sparse_adapt.training.config import config_from_dict
 from sparse_adapt.training.pipeline import run_pipeline
 from tests.corpus.test_adapt import _cli, setup  # noqa: F401 - fixture
+from tests.retrieval.test_export import read_lines
 from tests.training.test_resume import WARMUP, PowerCut, _cut_at
 from tests.training.test_scale import CKPT, MORE_DOCS, _log, files, tiny_dir  # noqa: F401 - fixtures
 
@@ -73,9 +74,9 @@ def test_a_model_encodes_alike_on_cuda_and_on_cpu(tiny_dir):
 def test_the_dense_teacher_runs_on_the_default_device_and_scores_as_on_cpu(tiny_dir):
     teacher = DenseTeacher.load(tiny_dir)  # the process default: auto, CUDA here
     assert next(teacher.model.parameters()).is_cuda
-    on_cpu = DenseTeacher(teacher.model.to("cpu"), teacher.tokenizer, "cpu copy")
     docs = [d["text"] for d in MORE_DOCS[:6]]
-    gpu = DenseTeacher.load(tiny_dir).score("budget review", docs)
+    gpu = teacher.score("budget review", docs)
+    on_cpu = DenseTeacher(teacher.model.to("cpu"), teacher.tokenizer, "cpu copy")
     assert gpu == pytest.approx(on_cpu.score("budget review", docs), abs=1e-5)
 
 
@@ -86,8 +87,7 @@ def test_export_on_cuda_gives_the_impacts_of_cpu_and_onnx_traces_on_cpu(tiny_dir
     for device in ("cuda", "cpu"):
         assert main(["--device", device, "export", "--model", str(tiny_dir), "--docs", str(docs),
                      "--out", str(tmp_path / device)]) == 0
-        rows = [json.loads(line) for line in (tmp_path / device / "vectors.jsonl").read_text().splitlines()]
-        vectors[device] = {r["id"]: r["vector"] for r in rows}
+        vectors[device] = {r["id"]: r["vector"] for r in read_lines(tmp_path / device)}
     for doc, gpu in vectors["cuda"].items():
         cpu = vectors["cpu"][doc]
         assert all(abs(gpu.get(t, 0) - cpu.get(t, 0)) <= 1 for t in set(gpu) | set(cpu)), doc
