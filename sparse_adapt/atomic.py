@@ -15,6 +15,7 @@ hour of encoding.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -25,6 +26,10 @@ from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
 
 from sparse_adapt.errors import OutputError
+
+# What a write fails with when the environment, not the program, is at fault: the CLI turns
+# these into one line naming the path instead of a traceback.
+WRITE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?:tmp|old)-(?P<rest>.*)$")
 
@@ -156,6 +161,28 @@ def _umask() -> int:
     return mask
 
 
+def os_errno(e: BaseException) -> int | None:
+    """The OS error number behind a failed write: an ``OSError``'s own, or the one safetensors
+    puts in its message ("... (os error 28)"), since its error type is no ``OSError``."""
+    if isinstance(e, OSError):
+        return e.errno
+    if type(e).__name__ == "SafetensorError":
+        found = re.search(r"os error (\d+)", str(e))
+        return int(found.group(1)) if found else None
+    return None
+
+
+def _raise_naming(e: BaseException, target: Path) -> None:
+    """Re-raise a failed write that names no file (``write()`` on a full disk, safetensors'
+    own errors) as an ``OSError`` naming ``target``, so the one-line error says where."""
+    if isinstance(e, OSError) and e.filename is not None:
+        return
+    code = os_errno(e)
+    if code not in WRITE_ERRNOS:
+        return
+    raise OSError(code, os.strerror(code), str(target)) from e
+
+
 @contextmanager
 def atomic_directory(target: str | Path) -> Iterator[Path]:
     """Yield a temporary directory that replaces ``target`` when the block succeeds."""
@@ -167,8 +194,9 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        _raise_naming(e, target)
         raise
     old = None
     if target.exists() or target.is_symlink():
@@ -189,8 +217,9 @@ def atomic_file(target: str | Path) -> Iterator[Path]:
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
         yield tmp
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        _raise_naming(e, target)
         raise
     os.replace(tmp, target)
 

@@ -9,7 +9,6 @@ The CLI sits above the core (``sparse_adapt`` without ``cli``/``report``) and th
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
 import warnings
@@ -18,6 +17,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
+from sparse_adapt.atomic import WRITE_ERRNOS, os_errno
 from sparse_adapt.cli.output import err_console
 from sparse_adapt.errors import SparseAdaptError, SparseAdaptWarning
 
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         # Outputs are checked before any work; this catches the disk filling up (or a
         # permission changing) mid-write. Whatever was being written was a temporary.
-        if e.errno not in _ENVIRONMENT_ERRNOS:
+        if e.errno not in WRITE_ERRNOS:
             raise
         where = f": {e.filename}" if e.filename else ""
         err_console.print(f"[bold red]error:[/bold red] {escape(e.strerror or str(e))}{escape(where)}",
@@ -113,20 +113,11 @@ def _one_line_warnings(default):
     return show
 
 
-_ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
-
-
 def _disk_error(e: Exception) -> str | None:
-    """The OS's reason when ``e`` is safetensors' error for a failed write ("... (os error 28)"),
-    else None."""
-    if type(e).__name__ != "SafetensorError":
-        return None
-    import re
-
-    found = re.search(r"os error (\d+)", str(e))
-    if found is None or int(found.group(1)) not in _ENVIRONMENT_ERRNOS:
-        return None
-    return os.strerror(int(found.group(1)))
+    """The OS's reason when ``e`` is safetensors' error for a failed write ("... (os error 28)")
+    outside an atomic write (which names its target itself), else None."""
+    code = os_errno(e) if type(e).__name__ == "SafetensorError" else None
+    return os.strerror(code) if code in WRITE_ERRNOS else None
 
 
 def entry() -> None:

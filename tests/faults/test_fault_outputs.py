@@ -250,5 +250,38 @@ def test_a_full_disk_while_saving_a_model_is_one_line(files, tmp_path, capsys, m
     monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", full)  # what save_pretrained calls
     out = tmp_path / "ext"
     result = cli(capsys, DIR_WRITERS["extend-vocab"](files) + [out])
-    assert_one_line_error(result, "No space left on device while saving a model")
+    assert_one_line_error(result, "No space left on device", str(out))
+    assert not out.exists() and hidden_leftovers(tmp_path) == []
+
+
+def test_a_full_disk_during_a_plain_write_names_the_file(files, tmp_path, capsys, monkeypatch):
+    """``write()`` on a full disk raises an OSError with no file name: the one line said "No
+    space left on device" and not where."""
+    import errno
+
+    real = Path.open
+
+    class Full:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def writelines(self, lines):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def full(self, mode="r", *args, **kwargs):
+        f = real(self, mode, *args, **kwargs)
+        return Full(f) if "w" in mode and ".tmp-" in self.name else f  # the --save-run temporary
+
+    monkeypatch.setattr(Path, "open", full)
+    out = tmp_path / "run.trec"
+    result = cli(capsys, ALL_WRITERS["evaluate --save-run"](files) + [out])
+    errors = [line for line in result.err.splitlines() if not line.startswith("warning:")]  # the tiny model truncates
+    assert result.code == 2 and "Traceback" not in result.err and len(errors) == 1, result.err
+    assert "No space left on device" in result.err_line and str(out) in result.err_line
     assert not out.exists() and hidden_leftovers(tmp_path) == []
