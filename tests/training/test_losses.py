@@ -218,3 +218,30 @@ def test_distillation_terms_on_two_padded_lists_of_unequal_pair_counts():
     # QExp: only query 0 has the domain token in a positive (d0); its weight there is 0.
     # Taking every candidate would add query 1 (d3 holds the token) at -log sigmoid(2).
     assert out["qexp"].item() == pytest.approx(math.log(2))
+
+
+def test_mlm_loss_on_the_target_positions_equals_the_models_own_loss(tiny_mlm):
+    """``mlm_loss`` projects only the masked positions onto the vocabulary; the value and the
+    gradient must be those of Hugging Face's full forward with ``labels`` in every family."""
+    from sparse_adapt.losses.mlm import mlm_loss
+    from sparse_adapt.modeling.heads import head_support
+
+    assert head_support(tiny_mlm.mlm).parts is not None  # else both sides are the same call
+    batch = tiny_mlm.tokenize(["the Zorblatt metric tracks spending", "a short one"], "document")
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    labels = torch.full_like(ids, -100)
+    labels[:, 1:4] = ids[:, 1:4]  # three targets per text, padding never one
+    labels[1, 3] = -100
+
+    tiny_mlm.mlm.train(False)  # no dropout: the two forwards must see one network
+    params = [p for p in tiny_mlm.mlm.parameters() if p.requires_grad]
+    ours = mlm_loss(tiny_mlm.mlm, ids, mask, labels)
+    ours_grads = torch.autograd.grad(ours, params, allow_unused=True)
+    theirs = tiny_mlm.mlm(input_ids=ids, attention_mask=mask, labels=labels).loss
+    theirs_grads = torch.autograd.grad(theirs, params, allow_unused=True)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    for a, b in zip(ours_grads, theirs_grads):
+        if a is None or b is None:
+            assert a is None and b is None or (a if b is None else b).abs().max() == 0
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
