@@ -14,6 +14,12 @@ Every ``checkpoint_every`` optimiser steps the loop hands ``checkpoint`` a state
 optimiser, scheduler, every RNG state, the epoch's batch plan and the position in it. Fed
 back as ``resume``, the run continues exactly where it stopped: on CPU the result equals an
 uninterrupted run bit for bit.
+
+With several processes (``distributed.py``) every rank starts from the same seed, so the
+first plan agrees; then every rank but 0 reseeds ``generator`` apart (:func:`seed_apart`),
+so the masks of the MLM stages differ between ranks' batches (one seed had masked the same
+positions in every rank's k-th batch), while rank 0, and a single process, keep the seed's
+own stream. A checkpoint keeps every rank's RNG state and each rank resumes from its own.
 """
 
 from __future__ import annotations
@@ -146,6 +152,12 @@ def rng_state(generator: torch.Generator) -> dict:
     }
 
 
+def seed_apart(generator: torch.Generator, rank: int) -> None:
+    """Give rank ``rank`` > 0 a stream of its own, drawn from the shared one (so it still
+    depends on the run's seed) and offset by the rank."""
+    generator.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)) + rank)
+
+
 def set_rng_state(state: dict, generator: torch.Generator) -> None:
     generator.set_state(state["generator"])
     torch.set_rng_state(state["torch"])
@@ -198,6 +210,8 @@ def run_loop(
         batches = processes.broadcast(plan(generator))
         sums: dict[str, float] = {}
         counted = 0
+        if rank:
+            seed_apart(generator, rank)
     else:
         epoch, position, batches = resume["epoch"], resume["position"], resume["plan"]
         sums, counted = resume["sums"], resume["counted"]
@@ -221,7 +235,8 @@ def run_loop(
     if resume is not None:
         opt.load_state_dict(resume["optimizer"])
         sched.load_state_dict(resume["scheduler"])
-        set_rng_state(resume["rng"], generator)
+        # Checkpoints of several processes before 2026-11-26 kept rank 0's state alone.
+        set_rng_state(resume["rng_ranks"][rank] if "rng_ranks" in resume else resume["rng"], generator)
     task = hooks.task(cfg.name, total)
     if result.steps:
         task.advance(result.steps)
@@ -278,12 +293,14 @@ def run_loop(
             pending, pending_tokens, started = [], 0, time.perf_counter()
             if checkpoint is not None and cfg.checkpoint_every and result.steps % cfg.checkpoint_every == 0 \
                     and not finished():
+                states = processes.gather(rng_state(generator))  # every rank's; rank 0 writes them
                 checkpoint({
                     "epoch": epoch, "position": position, "plan": batches, "sums": sums, "counted": counted,
                     "steps": result.steps, "epoch_means": result.epoch_means, "last": result.last,
                     "tokens": result.tokens, "epoch_steps": epoch_steps, "world": world,
                     "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                    "rng": rng_state(generator), **({"extra": extra_state()} if extra_state is not None else {}),
+                    "rng": states[0], **({"rng_ranks": states} if world > 1 else {}),
+                    **({"extra": extra_state()} if extra_state is not None else {}),
                 })
         if position >= len(batches):
             if counted:

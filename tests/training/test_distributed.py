@@ -15,6 +15,7 @@ import torch
 from transformers import BertConfig, BertForMaskedLM
 
 from sparse_adapt.modeling.encoder import SpladeEncoder, SpladeSettings
+from sparse_adapt.training.distributed import SingleProcess
 from tests.conftest import _tokenizer
 from tests.training.test_stages import DICTIONARY, DOCS, TERMS_JSON, TRAIN, _jsonl
 
@@ -72,3 +73,61 @@ def test_two_gloo_processes_match_one_process_with_double_accumulation(tmp_path)
     # The logged losses are over both processes' batches, as one process logs its two (once: rank 0's alone).
     losses = lambda out: [json.loads(l)["loss"] for l in (out / "train_log.jsonl").read_text().splitlines() if '"step"' in l]  # noqa: E731
     assert losses(tmp_path / "two") == pytest.approx(losses(tmp_path / "one"), rel=1e-4)
+
+
+class _Rank(SingleProcess):
+    """Rank ``rank`` of a group of two, its collectives answered locally: the loop's own
+    behaviour per rank, without launching processes. ``gather`` puts ``other`` (what the
+    other rank sent, for RNG states) at the other rank's place."""
+
+    world = 2
+
+    def __init__(self, rank: int, other=None) -> None:
+        self.rank, self.is_main, self.other = rank, rank == 0, other
+
+    def gather(self, obj):
+        if isinstance(obj, dict) and "generator" in obj and self.other is not None:
+            return [obj, self.other] if self.rank == 0 else [self.other, obj]
+        return [obj] * self.world
+
+    def sum_int(self, value: int) -> int:
+        return value * self.world
+
+
+def _draws(rank: int, *, resume=None, checkpoint=None, other=None) -> dict[int, float]:
+    """Run a loop of 8 batches (4 steps) on ``rank``; the draw each of its batches takes from the
+    loop's generator, as masking does, by batch position."""
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    gen = seed_everything(7)
+    model = torch.nn.Linear(2, 1)
+    drawn: dict[int, float] = {}
+
+    def step(idx, step_number):
+        drawn[idx[0]] = float(torch.rand(1, generator=gen))
+        return StepResult({"loss": model(torch.ones(2)).sum()}, 1)
+
+    cfg = LoopConfig(name="mlm", epochs=1, batch_size=1, lr=1e-3, weight_decay=0.0, max_grad_norm=1.0,
+                     checkpoint_every=2 if checkpoint else 0)
+    run_loop(model, lambda g: [[i] for i in range(8)], cfg, step, gen, lambda record: None,
+             resume=resume, checkpoint=checkpoint, processes=_Rank(rank, other) if rank is not None else None)
+    return drawn
+
+
+def test_ranks_draw_their_masks_apart_and_rank_zero_as_one_process():
+    """One seed on every rank had masked the same positions in each rank's k-th batch."""
+    alone, first, second = _draws(None), _draws(0), _draws(1)
+    assert sorted(first) == [0, 2, 4, 6] and sorted(second) == [1, 3, 5, 7]
+    assert [first[i] for i in sorted(first)] == [alone[i] for i in sorted(alone)][:4]  # rank 0: the seed's stream
+    assert not set(first.values()) & set(second.values())
+
+
+def test_each_rank_resumes_from_its_own_random_state():
+    from sparse_adapt.training.loop import rng_state, seed_everything
+
+    saved: list[dict] = []
+    elsewhere = rng_state(seed_everything(99))  # what rank 0 sent: restoring it on rank 1 breaks the stream
+    unbroken = _draws(1, checkpoint=saved.append, other=elsewhere)
+    assert saved[0]["steps"] == 2 and len(saved[0]["rng_ranks"]) == 2
+    resumed = _draws(1, resume=saved[0], other=elsewhere)
+    assert sorted(resumed) == [5, 7] and all(resumed[i] == unbroken[i] for i in resumed)
