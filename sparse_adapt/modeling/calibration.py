@@ -11,18 +11,21 @@ from typing import Sequence
 
 import torch
 
+from sparse_adapt.device import resolve_device
 from sparse_adapt.modeling.base import DEFAULT_TARGET_ACTIVE, build_mlm_from_encoder, load_encoder, set_bias
 from sparse_adapt.modeling.encoder import SpladeEncoder, SpladeSettings
 
 
 def encoder_to_splade(
     name_or_path: str, bias: float | None = None, *, calibration_texts: Sequence[str] | None = None,
-    target_active: int = DEFAULT_TARGET_ACTIVE, trust_remote_code: bool = False,
+    target_active: int = DEFAULT_TARGET_ACTIVE, trust_remote_code: bool = False, device: str | torch.device | None = None,
 ) -> SpladeEncoder:
-    """Build a SPLADE base from a headless encoder; bias given, or calibrated on texts."""
+    """Build a SPLADE base from a headless encoder; bias given, or calibrated on texts.
+
+    ``device``: where the model is built and calibrated (None: the process default)."""
     encoder, tokenizer = load_encoder(name_or_path, trust_remote_code)
     mlm = build_mlm_from_encoder(encoder, bias=0.0 if bias is None else bias)
-    splade = SpladeEncoder(mlm, tokenizer, SpladeSettings(base=str(name_or_path)))
+    splade = SpladeEncoder(mlm, tokenizer, SpladeSettings(base=str(name_or_path))).to(resolve_device(device))
     if bias is None:
         if not calibration_texts:
             raise ValueError("give a bias or calibration texts to derive one from")

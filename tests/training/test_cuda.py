@@ -95,6 +95,23 @@ def test_export_on_cuda_gives_the_impacts_of_cpu_and_onnx_traces_on_cpu(tiny_dir
     assert "top-10 identical" in capsys.readouterr().out
 
 
+def test_base_builds_and_calibrates_on_the_default_device(tiny_dir, tmp_path, capsys):
+    from transformers import BertConfig, BertModel
+
+    tok = SpladeEncoder.from_pretrained(tiny_dir, device="cpu").tokenizer
+    BertModel(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=64)).save_pretrained(tmp_path / "encoder")
+    tok.save_pretrained(tmp_path / "encoder")
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps(d) + "\n" for d in MORE_DOCS))
+    said = {}
+    for device in ("cuda", "cpu"):
+        assert main(["--device", device, "base", "--from-encoder", str(tmp_path / "encoder"), "--calibration-docs",
+                     str(docs), "--target-active", "8", "--out", str(tmp_path / f"base-{len(said)}")]) == 0
+        said[device] = float(capsys.readouterr().out.split("calibrated decoder bias:")[1].split()[0])
+    assert said["cuda"] == pytest.approx(said["cpu"], abs=1e-3)
+
+
 def test_pretraining_runs_on_the_default_device(tiny_dir, tmp_path):
     from sparse_adapt.training.general import RECORD, GeneralConfig, run_general
     from tests.training.test_general import PAIRS, WordTeacher
