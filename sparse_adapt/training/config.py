@@ -323,7 +323,8 @@ def load_config(path: str | Path | None, base: str | Path | None = None, default
     if p.is_dir():
         raise ConfigError(f"{p}: is a directory; give the config file itself (JSON or TOML)")
     if not p.is_file():
-        raise ConfigError(f"{p}: config file not found")
+        raise ConfigError(f"{p}: config file not found" if not p.exists() else
+                          f"{p}: not a regular file (a pipe or a device); give the config file itself (JSON or TOML)")
     text = read_text(p)
     toml = p.suffix.lower() == ".toml"
     try:

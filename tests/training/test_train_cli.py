@@ -65,6 +65,18 @@ def test_a_config_path_that_is_a_directory_says_so(tmp_path, capsys):
     assert "is a directory; give the config file itself" in err and "not found" not in err
 
 
+def test_a_config_path_that_is_a_pipe_says_so_not_that_it_is_missing(tmp_path, capsys):
+    import os
+
+    argv = _files(tmp_path)
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    argv[argv.index("--config") + 1] = str(fifo)
+    assert main(argv + ["--out", str(tmp_path / "run")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "not a regular file" in err and "not found" not in err
+
+
 def test_a_dictionary_entry_naming_no_domain_term_is_a_warning(tmp_path, capsys):
     """A typo in a dictionary term ('Zorblat') trains nothing for the real term: said before training."""
     argv = _files(tmp_path)
