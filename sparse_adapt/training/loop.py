@@ -24,6 +24,7 @@ own stream. A checkpoint keeps every rank's RNG state and each rank resumes from
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -102,12 +103,19 @@ def require_finite(model: nn.Module, stage: str) -> None:
         raise NonFiniteError(f"{stage}: {len(bad)} weight tensors are not finite (e.g. {bad[0]}); not saved")
 
 
-def _check_finite(cfg: "LoopConfig", epoch: int, step: int, what: str, values: dict[str, torch.Tensor]) -> None:
-    bad = [k for k, v in values.items() if not bool(torch.isfinite(v).all())]
+def _host_values(losses: dict[str, torch.Tensor]) -> dict[str, float]:
+    """The scalar losses as floats, in one copy to the host: on a GPU each ``float(tensor)``
+    waits for the device, and a distill step has eight of them."""
+    values = torch.stack([v.detach().float().reshape(()) for v in losses.values()]).tolist()
+    return dict(zip(losses, values))
+
+
+def _check_finite(cfg: "LoopConfig", epoch: int, step: int, what: str, values: dict[str, float]) -> None:
+    bad = [k for k, v in values.items() if not math.isfinite(v)]
     if bad:
         raise NonFiniteError(
             f"{cfg.name}: epoch {epoch}, step {step}: {what} is not finite "
-            f"({', '.join(f'{k}={float(values[k].detach().float().sum())}' for k in bad)}); training stopped "
+            f"({', '.join(f'{k}={values[k]}' for k in bad)}); training stopped "
             f"before this step changed the weights (try a lower {cfg.name}.lr or check the data)"
         )
 
@@ -254,9 +262,10 @@ def run_loop(
                 with autocast(device):
                     out = step(batches[position], result.steps + 1)
                 if out is not None:
-                    _check_finite(cfg, epoch + 1, result.steps + 1, "the loss", out.losses)
+                    values = _host_values(out.losses)
+                    _check_finite(cfg, epoch + 1, result.steps + 1, "the loss", values)
                     (out.losses["loss"] / group).backward()
-                    pending.append({k: float(v.detach()) for k, v in out.losses.items()})
+                    pending.append(values)
                     pending_tokens += out.tokens
             position += 1
             consumed += 1
@@ -267,7 +276,7 @@ def run_loop(
                 continue
             processes.sum_gradients(params)
             norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            _check_finite(cfg, epoch + 1, result.steps + 1, "the gradient", {"grad_norm": norm})
+            _check_finite(cfg, epoch + 1, result.steps + 1, "the gradient", {"grad_norm": float(norm)})
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)
