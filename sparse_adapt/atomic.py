@@ -5,7 +5,8 @@ only once complete (``os.replace`` is atomic within one filesystem). On failure 
 temporary is removed and the target is left as it was. A process killed mid-write
 (SIGKILL, power cut) cannot clean up, so every temporary sibling carries its writer's pid
 (``.NAME.tmp-PID-*``, ``.NAME.old-PID``) and the next write of the same target removes
-those whose writer is gone (:func:`clean_leftovers`).
+those whose writer is gone (:func:`clean_leftovers`), or puts an ``.old`` back where a kill
+between the two renames of a replacement left no target.
 
 Commands check their destination before any work (:func:`check_output`): an existing
 non-empty directory or an existing file is the user's and is refused unless they pass
@@ -31,7 +32,7 @@ from sparse_adapt.errors import OutputError
 # these into one line naming the path instead of a traceback.
 WRITE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?:tmp|old)-(?P<rest>.*)$")
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<rest>.*)$")
 
 
 def _writer_alive(rest: str) -> bool:
@@ -52,15 +53,21 @@ def clean_leftovers(directory: str | Path, name: str | None = None) -> list[Path
     """Remove temporaries of crashed writes in ``directory`` (of target ``name`` only, if given).
 
     Only hidden ``.NAME.tmp-PID-*`` / ``.NAME.old-PID`` entries whose process is gone are
-    removed; a live writer's temporaries are left alone. Returns what was removed.
+    removed; a live writer's temporaries are left alone. Returns what was removed. An
+    ``.old`` whose target is missing is the previous, complete version, moved aside by a
+    writer killed between its two renames: it is put back, not removed.
     """
     directory = Path(directory)
     if not directory.is_dir():
         return []
     removed = []
-    for entry in directory.iterdir():
+    for entry in sorted(directory.iterdir(), key=lambda e: e.name):
         m = _LEFTOVER.match(entry.name)
         if m is None or (name is not None and m["name"] != name) or _writer_alive(m["rest"]):
+            continue
+        target = directory / m["name"]
+        if m["kind"] == "old" and not (target.exists() or target.is_symlink()):
+            os.replace(entry, target)
             continue
         _remove(entry)
         removed.append(entry)

@@ -220,6 +220,34 @@ def test_train_into_an_existing_read_only_run_directory_fails_before_any_work(
     assert_one_line_error(result, "cannot write in", str(read_only_dir))
 
 
+KILLED_BETWEEN_RENAMES = """
+import os, signal, sys
+import sparse_adapt.atomic as atomic
+real = os.replace
+def replace(src, dst):
+    real(src, dst)
+    if ".old-" in str(dst):  # the old version is aside, the new one not yet in place
+        os.kill(os.getpid(), signal.SIGKILL)
+atomic.os.replace = replace
+with atomic.atomic_directory(sys.argv[1]) as tmp:
+    (tmp / "model.safetensors").write_bytes(b"the new model")
+"""
+
+
+def test_a_version_moved_aside_by_a_killed_replacement_is_put_back(files, tmp_path, capsys):
+    """A writer killed between its two renames left the user's previous output hidden, and
+    the next run deleted it with the temporaries."""
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / "model.safetensors").write_bytes(b"the user's model")
+    proc = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RENAMES, str(out)], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == -signal.SIGKILL and not out.exists() and len(hidden_leftovers(tmp_path)) == 2
+    result = cli(capsys, DIR_WRITERS["extend-vocab"](files) + [out])
+    assert_one_line_error(result, "is not empty", "--overwrite")  # it is the user's again
+    assert (out / "model.safetensors").read_bytes() == b"the user's model" and hidden_leftovers(tmp_path) == []
+
+
 def test_an_atomic_directory_gets_the_mode_of_any_directory_the_user_makes(tmp_path):
     """mkdtemp's 0700 once made every model, export and index readable by its owner alone."""
     from sparse_adapt.atomic import atomic_directory
