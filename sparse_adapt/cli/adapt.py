@@ -225,7 +225,7 @@ def adapt(
     queries: Optional[Path] = typer.Option(None, "--queries", help="Your queries.jsonl, evaluated in the summary."),
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="qrels of --queries."),
     groups: Optional[Path] = typer.Option(
-        None, "--groups", help="query_groups.json ({group: [qid, ...]}) of --queries: the summary scores each group too.",
+        None, "--groups", help="query_groups.json ({group: \\[qid, ...]}) of --queries: the summary scores each group too.",
     ),
     seed: int = typer.Option(0, "--seed", help="Seeds crops and training; a rerun reproduces the run."),
     top: int = TOP_OPTION,
