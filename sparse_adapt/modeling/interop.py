@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sparse_adapt.modeling.settings import SETTINGS_FILE
+
 MODULES_FILE = "modules.json"
 TRANSFORMER_CONFIG = "sentence_bert_config.json"
 MODEL_CONFIG = "config_sentence_transformers.json"
@@ -104,11 +106,40 @@ def sentence_transformers_mismatch(directory: str | Path) -> str | None:
         config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
     except ValueError:
         return f"its {MODEL_CONFIG} is not JSON"
+    if not isinstance(config, dict):
+        return f"its {MODEL_CONFIG} is not a JSON object"
     prompts = {k: v for k, v in (config.get("prompts") or {}).items() if v}
     if prompts:
         return (f"its {MODEL_CONFIG} prepends prompts {prompts}; sparse-adapt encodes texts as they are, so the "
                 "model would not see the input it was trained on")
-    return None
+    similarity = config.get("similarity_fn_name")
+    if similarity not in (None, "dot"):
+        return (f"its {MODEL_CONFIG} scores with similarity_fn_name={similarity!r}; sparse-adapt scores by dot "
+                "product (evaluate, search, the Lucene impact index), so it would rank otherwise")
+    if config.get("max_active_dims") is not None:
+        return (f"its {MODEL_CONFIG} keeps max_active_dims={config['max_active_dims']!r} terms a vector; sparse-adapt "
+                "keeps every active term unless asked where it encodes (export --max-active-dims N, "
+                "encode(..., max_active_dims=N)): remove the key and ask there")
+    return _lengths_mismatch(root)
+
+
+def _lengths_mismatch(root: Path) -> str | None:
+    """Why the lengths sentence-transformers truncates at differ from ``sparse_adapt.json``'s
+    (one library re-saved the directory after the other), or None."""
+    try:
+        ours = json.loads((root / SETTINGS_FILE).read_text(encoding="utf-8"))
+        theirs = json.loads((root / TRANSFORMER_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # either file missing: nothing to compare (a broken one is said on loading)
+        return None
+    if not (isinstance(ours, dict) and isinstance(theirs, dict)):
+        return None
+    pairs = (("query_length", "query_max_length"), ("document_length", "doc_max_length"))
+    differ = [(t, theirs[t], o, ours[o]) for t, o in pairs
+              if theirs.get(t) is not None and ours.get(o) is not None and theirs[t] != ours[o]]
+    if not differ:
+        return None
+    said = "; ".join(f"{TRANSFORMER_CONFIG} {t}={a!r}, {SETTINGS_FILE} {o}={b!r}" for t, a, o, b in differ)
+    return f"its two length settings disagree ({said}): set both to the length the model is to encode at"
 
 
 # A tokenizer without a real limit reports 1e30 (transformers' VERY_LARGE_INTEGER) as its

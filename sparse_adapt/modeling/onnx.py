@@ -37,7 +37,7 @@ from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.errors import ConfigError, ModelLoadError, SparseAdaptError, require_positive_int
 from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_sha256
-from sparse_adapt.modeling.vectors import decode, ranked_row
+from sparse_adapt.modeling.vectors import check_max_active_dims, decode, keep_top, ranked_row
 
 ONNX_FILE = "model.onnx"
 META_FILE = "sparse_adapt_onnx.json"
@@ -269,11 +269,14 @@ class OnnxSpladeEncoder:
             raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
         return lengths[kind]
 
-    def encode(self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32) -> sp.csr_matrix:
-        """Texts -> (n, V) float32 CSR weights, in input order; documents by default and one
-        string as one text, as :meth:`SpladeEncoder.encode`."""
+    def encode(
+        self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32, max_active_dims: int | None = None,
+    ) -> sp.csr_matrix:
+        """Texts -> (n, V) float32 CSR weights, in input order; documents by default, one
+        string as one text, and ``max_active_dims`` as :meth:`SpladeEncoder.encode`."""
         texts = [texts] if isinstance(texts, str) else texts
         require_positive_int(batch_size, "batch_size")
+        check_max_active_dims(max_active_dims)
         rows = []
         for start in range(0, len(texts), batch_size):
             batch = self.tokenizer(
@@ -284,13 +287,16 @@ class OnnxSpladeEncoder:
             rows.append(sp.csr_matrix(self.session.run([OUTPUT], feed)[0]))
         if not rows:
             return sp.csr_matrix((0, self.vocab_size), dtype=np.float32)
-        return sp.vstack(rows, format="csr").astype(np.float32)
+        matrix = sp.vstack(rows, format="csr").astype(np.float32)
+        return matrix if max_active_dims is None else keep_top(matrix, max_active_dims)
 
-    def encode_query(self, texts: Sequence[str], batch_size: int = 32) -> sp.csr_matrix:
-        return self.encode(texts, "query", batch_size)
+    def encode_query(self, texts: Sequence[str], batch_size: int = 32, max_active_dims: int | None = None) -> sp.csr_matrix:
+        return self.encode(texts, "query", batch_size, max_active_dims)
 
-    def encode_document(self, texts: Sequence[str], batch_size: int = 32) -> sp.csr_matrix:
-        return self.encode(texts, "document", batch_size)
+    def encode_document(
+        self, texts: Sequence[str], batch_size: int = 32, max_active_dims: int | None = None,
+    ) -> sp.csr_matrix:
+        return self.encode(texts, "document", batch_size, max_active_dims)
 
     def decode(
         self, vectors: sp.spmatrix | torch.Tensor, top_k: int | None = None

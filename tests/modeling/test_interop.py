@@ -186,7 +186,7 @@ def test_offline_base_in_sparse_encoder(offline_base, tmp_path):
     assert_identical(offline_base.encode_query(queries), st_encode(tmp_path / "m", queries, "query"))
 
 
-def _saved_by_sentence_transformers(tiny_mlm, tmp_path, name: str, pooling: dict | None = None, prompts=None):
+def _saved_by_sentence_transformers(tiny_mlm, tmp_path, name: str, pooling: dict | None = None, prompts=None, **model):
     """A model directory written by sentence-transformers' own ``save`` (not by sparse-adapt)."""
     from sentence_transformers import SparseEncoder
     from sentence_transformers.base.modules import Transformer
@@ -194,7 +194,7 @@ def _saved_by_sentence_transformers(tiny_mlm, tmp_path, name: str, pooling: dict
 
     tiny_mlm.save_pretrained(tmp_path / "source")
     modules = [Transformer(str(tmp_path / "source"), transformer_task="fill-mask"), SpladePooling(**(pooling or {}))]
-    model = SparseEncoder(modules=modules, device="cpu", prompts=prompts)
+    model = SparseEncoder(modules=modules, device="cpu", prompts=prompts, **model)
     model.save(str(tmp_path / name), create_model_card=False)  # the card computes a similarity example: noise
     return tmp_path / name
 
@@ -226,18 +226,37 @@ def test_a_sentence_transformers_model_without_our_settings_is_encoded_at_its_ow
         assert_identical(loaded.encode(long + QUERIES, kind), st_encode(tmp_path / "st", long + QUERIES, kind))
 
 
-@pytest.mark.parametrize("pooling, prompts, fragment", [
-    ({"pooling_strategy": "sum"}, None, "pooling_strategy='sum'"),
-    ({"activation_function": "log1p_relu"}, None, "activation_function='log1p_relu'"),
-    (None, {"query": "query: ", "document": ""}, "prompts {'query': 'query: '}"),
+@pytest.mark.parametrize("pooling, prompts, model, fragment", [
+    ({"pooling_strategy": "sum"}, None, {}, "pooling_strategy='sum'"),
+    ({"activation_function": "log1p_relu"}, None, {}, "activation_function='log1p_relu'"),
+    (None, {"query": "query: ", "document": ""}, {}, "prompts {'query': 'query: '}"),
+    # sentence-transformers would rank by cosine, or cut every vector to 5 terms: silently not here
+    (None, None, {"similarity_fn_name": "cosine"}, "similarity_fn_name='cosine'"),
+    (None, None, {"max_active_dims": 5}, "max_active_dims=5"),
 ])
-def test_a_sentence_transformers_model_pooled_otherwise_is_refused(tiny_mlm, tmp_path, pooling, prompts, fragment):
+def test_a_sentence_transformers_model_pooled_otherwise_is_refused(tiny_mlm, tmp_path, pooling, prompts, model, fragment):
     from sparse_adapt.modeling.encoder import ModelLoadError
 
-    directory = _saved_by_sentence_transformers(tiny_mlm, tmp_path, "st", pooling, prompts)
+    directory = _saved_by_sentence_transformers(tiny_mlm, tmp_path, "st", pooling, prompts, **model)
     with pytest.raises(ModelLoadError, match="is a sentence-transformers model that sparse-adapt would encode differently") as e:
         SpladeEncoder.from_pretrained(directory)
     assert fragment in str(e.value)
+
+
+def test_lengths_sentence_transformers_saved_over_ours_are_refused_not_ignored(tiny_bert, tmp_path):
+    """sentence-transformers re-saving an adapted model with other lengths left our
+    ``sparse_adapt.json`` saying 64 / 256: each library then cut texts at its own."""
+    from sentence_transformers import SparseEncoder
+
+    from sparse_adapt.modeling.encoder import ModelLoadError
+
+    tiny_bert.save_pretrained(tmp_path / "m")
+    st = SparseEncoder(str(tmp_path / "m"), device="cpu")
+    st[0].query_length, st[0].document_length = 4, 6
+    st.save(str(tmp_path / "m"), create_model_card=False)
+    with pytest.raises(ModelLoadError, match="query_length=4, sparse_adapt.json query_max_length=16") as e:
+        SpladeEncoder.from_pretrained(tmp_path / "m")
+    assert "document_length=6" in str(e.value)
 
 
 def test_a_sentence_transformers_model_with_other_modules_is_refused(tiny_mlm, tmp_path):

@@ -79,6 +79,17 @@ def test_onnx_encode_takes_the_same_defaults_as_the_torch_encoder(exported):
         onnx.encode(QUERIES, batch_size=True)
 
 
+def test_onnx_encode_keeps_the_largest_weights_as_the_torch_encoder_does(exported):
+    splade, out, _ = exported
+    onnx = OnnxSpladeEncoder(out, threads=1)
+    for method in ("encode_query", "encode_document"):
+        ours, theirs = getattr(splade, method)(QUERIES, max_active_dims=2), getattr(onnx, method)(QUERIES, max_active_dims=2)
+        assert (np.diff(theirs.indptr) == 2).all()
+        assert compare(ours, theirs).max_abs_diff <= TOLERANCE
+    with pytest.raises(ValueError, match="max_active_dims"):
+        onnx.encode(QUERIES, max_active_dims=0)
+
+
 def test_onnx_decode_lists_the_terms_the_torch_encoder_lists(exported):
     splade, out, _ = exported
     onnx = OnnxSpladeEncoder(out, threads=1)
