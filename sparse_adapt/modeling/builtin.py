@@ -130,8 +130,14 @@ BASE_HELP = f"Model directory, hub id or a built-in base ({', '.join(BUILTIN_BAS
 
 def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
     """The tokenizer of a built-in base, a model directory or a hub id (no weights loaded)."""
+    from sparse_adapt.modeling.hub import local_model_path, model_directory
+
     name = str(name_or_path)
-    where = BUILTIN_BASES[name].directory() if name in BUILTIN_BASES else name
+    where: str | Path = name
+    if name in BUILTIN_BASES:
+        where = BUILTIN_BASES[name].directory()
+    elif local_model_path(name) is not None:  # a missing directory is said as such, not as the
+        where = model_directory(name)  # Hub's "Repo id must be in the form ..."; a Hub id fetches its tokenizer alone
     try:
         return AutoTokenizer.from_pretrained(where)
     except (OSError, ValueError) as e:

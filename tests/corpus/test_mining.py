@@ -169,3 +169,14 @@ def test_encoded_data_is_no_term(tokenizer):
                  "pneumonoultramicroscopic", "BRCA1-BRCA2-PALB2"):
         assert not encoded(word), word
     assert encoded(digest) and encoded(uid) and encoded("iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB")
+
+
+def test_a_missing_base_directory_is_said_as_missing_not_as_a_bad_hub_id(tmp_path, capsys):
+    from corpora import GATROCRAPTIC
+    from sparse_adapt.cli import main
+
+    missing = tmp_path / "no" / "model"
+    assert main(["mine-terms", "--corpus", str(GATROCRAPTIC.docs), "--out", str(tmp_path / "t.json"),
+                 "--base", str(missing)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"model directory not found: {missing}" in err and "Repo id" not in err
