@@ -5,8 +5,8 @@
    consecutive words, with the common function words at its edges trimmed (wordfreq Zipf >=
    ``EDGE_ZIPF``: "the", "of", "with"). Per document using a domain term:
    - an **explicit** query: a crop around a term occurrence, the term kept;
-   - a **semantic** query: a crop of a sentence using a term, every domain term (and an article
-     right before it) removed, so the query describes the domain without naming it (the
+   - a **semantic** query: a crop of a sentence using a term, every domain term, its plural and
+     compounds ("quorvexes", "quorvex-based"), and an article right before it removed, so the query describes the domain without naming it (the
      spec's q11 kind).
    Per document using no term, one **control** query (a crop of a random sentence), so the
    training lists keep teaching ordinary retrieval. With ``--glosses``, up to ``LAY_PER_DOC``
@@ -183,7 +183,7 @@ def generate_queries(
         kept: list[str] = []
         removed_at = 0
         for t in s:
-            if is_term(t):
+            if names_term(t):  # "flumatics", "flumatic-based" name the term as plainly as "flumatic"
                 if kept and kept[-1].casefold() in _ARTICLES:
                     kept.pop()
                 removed_at = len(kept)

@@ -185,3 +185,15 @@ def test_a_document_naming_a_term_only_in_a_compound_or_plural_gives_no_control_
     # a term that begins a longer word ("config" in "configuration") leaves that document a control
     groups = locate_terms([*docs, Document("d6", "Edit the config file of the quorvex loop.")], {"jargon": ["config"]})
     assert ("d5", "control") in {(q.doc_id, q.kind) for q in generate_queries(docs, groups, seed=0)}
+
+
+def test_a_semantic_query_drops_the_terms_plurals_and_compounds_too():
+    """"seal outlasts older flumatic-based designs" and "flumatics were replaced on pump" were
+    semantic queries: the term named in all but spelling."""
+    docs = [Document("l1", "The flumatic seal outlasts older flumatic-based designs in every test."),
+            Document("l2", "Two flumatics were replaced on the flumatic pump during the last outage."),
+            Document("l3", "The cafeteria serves lunch from noon until two for all staff.")]
+    groups = locate_terms(docs, {"jargon": ["flumatic"]})
+    semantic = [q for seed in range(5) for q in generate_queries(docs, groups, seed=seed) if q.kind == "semantic"]
+    assert {q.doc_id for q in semantic} == {"l1", "l2"}
+    assert not any("flumatic" in q.text.casefold() for q in semantic), semantic
