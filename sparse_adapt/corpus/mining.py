@@ -36,7 +36,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from sparse_adapt.corpus.text import key, words
+from sparse_adapt.corpus.text import key, term_pattern, words
 from sparse_adapt.data import Document
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.vocabulary import running_text_ids
@@ -158,7 +158,26 @@ def mine_with_rest(
     if top < 1:
         raise MiningError(f"--top must be >= 1 (got {top})")
     scored = score_candidates(documents, tokenizer, min_count, hooks, lang)
-    return scored[:top], scored
+    kept, unfound = [], []
+    for c in scored:  # best first, until the cut is full: the rest is not worth a search
+        if len(kept) == top:
+            break
+        (kept if _findable(c, documents) else unfound).append(c)
+    if unfound:
+        hooks.message(f"left out {counted(len(unfound), 'mined word')} the later steps cannot find as a whole word "
+                      f"(next to a joiner or inside unspaced script): {', '.join(c.term for c in unfound[:5])}")
+        if not kept:
+            raise MiningError(f"no candidate term of the corpus can be found as a whole word (e.g. "
+                              f"{unfound[0].term!r}); write a terms file (--terms)")
+    return kept, [c for c in scored if c not in unfound]
+
+
+def _findable(candidate: Candidate, documents: Sequence[Document]) -> bool:
+    """Whether the whole-word search every later step uses (``text.TermGroup.pattern``) finds
+    the term: mining splits words otherwise ("--quuxify", unspaced script), and a term the
+    dictionary, the queries and the training cannot find fails them all."""
+    pattern = term_pattern(key(candidate.term), candidate.term, *candidate.forms)
+    return any(pattern.search(d.text) for d in documents)
 
 
 def score_candidates(

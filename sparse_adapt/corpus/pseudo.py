@@ -108,7 +108,7 @@ def _term_test(groups: Sequence[TermGroup], loose: bool = False) -> Callable[[st
     distinct token tested once: a corpus repeats its words, and testing every token against
     every term took 34 s of 20,000 documents' query generation (now 0.8 s, the same queries).
     ``loose``: :func:`~sparse_adapt.corpus.text.loose_term_pattern` (plurals and compounds too)."""
-    patterns = [loose_term_pattern(g.key) if loose else g.pattern for g in groups]
+    patterns = [loose_term_pattern(g.key, *g.forms) if loose else g.pattern for g in groups]
     memo: dict[str, bool] = {}
 
     def is_term(token: str) -> bool:

@@ -180,3 +180,22 @@ def test_a_missing_base_directory_is_said_as_missing_not_as_a_bad_hub_id(tmp_pat
                  "--base", str(missing)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert f"model directory not found: {missing}" in err and "Repo id" not in err
+
+
+def test_every_mined_term_is_one_the_later_steps_find(tokenizer):
+    """"Spaltmaß" (whose key casefolds to "spaltmass") and "--quuxify" (a word after joiners)
+    were mined, then `adapt` refused its own terms file: "occur in no document"."""
+    from sparse_adapt.corpus.text import locate_terms
+    from sparse_adapt.progress import Hooks
+
+    docs = [Document(f"g{i}", f"Der Techniker misst das Spaltmaß an der Zentrofax Pumpe {i}. Run it with --quuxify now.")
+            for i in range(3)]
+    said: list[str] = []
+    kept = mine_terms(docs, tokenizer, hooks=Hooks(message=said.append), lang="de")
+    assert "Spaltmaß" in [c.term for c in kept] and "quuxify" not in [c.term for c in kept]
+    assert any(m.startswith("left out 1 mined word") and m.endswith("quuxify") for m in said), said
+    groups = locate_terms(docs, terms_json(kept))  # raises on a term found nowhere
+    assert all(g.doc_ids == ["g0", "g1", "g2"] for g in groups)
+    flags = [Document(f"k{i}", f"Never pass --quuxify while indexing shard {i}.") for i in range(3)]
+    with pytest.raises(MiningError, match="can be found as a whole word"):
+        mine_terms(flags, tokenizer)
