@@ -318,7 +318,7 @@ def run_adapt(
     from sparse_adapt.modeling.builtin import needs_pretraining
     from sparse_adapt.training.config import load_config
     from sparse_adapt.training.pipeline import run_pipeline
-    from sparse_adapt.training.rundir import final_record, part_holding
+    from sparse_adapt.training.rundir import RunMismatchError, final_record, part_holding
 
     corpus, out = Path(corpus), Path(out)
     given = {k: (None if v is None else Path(v)) for k, v in (("terms", terms), ("dictionary", dictionary), ("train", train))}
@@ -376,10 +376,18 @@ def run_adapt(
             if fresh:  # what this run generated goes: a rerun with the options the error suggests is then no other run
                 _discard_run(out, (*inputs, out / MANIFEST))
             raise
-        trained = run_pipeline(
-            base=base, corpus=corpus, terms=files.terms, dictionary=files.dictionary, train=files.train,
-            out=out / TRAINING, config=load_config(config, base, ADAPT_SETTINGS), seed=seed, hooks=hooks,
-        )
+        try:  # the same adapt run: what differs in training/ is a generated file edited since it trained
+            trained = run_pipeline(
+                base=base, corpus=corpus, terms=files.terms, dictionary=files.dictionary, train=files.train,
+                out=out / TRAINING, config=load_config(config, base, ADAPT_SETTINGS), seed=seed, hooks=hooks,
+                overwrite=overwrite,
+            )
+        except RunMismatchError as e:
+            raise AdaptMismatchError(
+                f"{out / TRAINING} was trained on other {', '.join(e.differences) or 'inputs'} than {out}'s files hold "
+                f"now (an edited generated file?): pass --overwrite to train again on them (only {out / TRAINING} "
+                f"goes), or delete {out / TRAINING}"
+            ) from None
         made = final_record(trained)
         if made is None or made != final_record(out / FINAL):
             with atomic_directory(out / FINAL) as tmp:

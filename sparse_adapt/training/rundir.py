@@ -72,6 +72,10 @@ def files_sha256(model: str | Path) -> str | None:
 class RunMismatchError(SparseAdaptError):
     """``--out`` already holds a different run (other stages, config, seed or inputs)."""
 
+    def __init__(self, message: str, differences: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.differences = list(differences)  # what differs, as said in the message
+
 
 def complete(directory: Path) -> bool:
     # save_pretrained writes into a temp dir renamed into place: the directory exists only complete.
@@ -160,6 +164,10 @@ def _differences(old: dict, new: dict, completed: Sequence[str]) -> list[str]:
             changed = [s for s in completed if s in sections and _stage_part(old_cfg, s) != _stage_part(new_cfg, s)]
             if changed:
                 diff.append(f"config [{', '.join(changed)}]")
+        elif key == "inputs" and isinstance(old.get(key), dict) and isinstance(new.get(key), dict):
+            files = [k for k in sorted(set(old[key]) | set(new[key])) if old[key].get(k) != new[key].get(k)]
+            if files:
+                diff.append(f"inputs [{', '.join(files)}]")
         elif key in ("base", "reference") and same_place(old.get(key), new.get(key)):
             continue
         elif key.endswith("_sha256"):
@@ -230,7 +238,7 @@ def prepare(out: Path, manifest: dict, names: Sequence[str], overwrite: bool, ho
             if not overwrite:
                 raise RunMismatchError(
                     f"{out} holds a different run ({', '.join(diff)} differ from this command); "
-                    f"use another --out, or pass --overwrite to discard that run"
+                    f"use another --out, or pass --overwrite to discard that run", diff,
                 )
             hooks.message(f"--overwrite: discarding the run in {out} ({', '.join(diff)} differed)")
             _discard(out)

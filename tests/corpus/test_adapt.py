@@ -139,6 +139,25 @@ def test_a_rerun_keeps_an_edited_final_until_training_rewrites_it(setup):
     assert made == json.loads((out / "training" / "final" / "made_from.json").read_text())
 
 
+def test_an_edited_generated_file_is_said_and_overwrite_trains_again_on_it(setup):
+    """The rerun after an edit said "pass --overwrite", and adapt --overwrite never reached training."""
+    out = setup["root"] / "run-edit-dictionary"
+    _adapt(setup, out)
+    path = out / "dictionary.jsonl"
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    entries[0]["definition"] = "a coolant pump of the reactor loop"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    with pytest.raises(AdaptMismatchError, match=r"training was trained on other inputs \[dictionary\] than .* pass --overwrite to train "
+                                                 "again on them"):
+        _adapt(setup, out)
+    before = (out / "training" / "run.json").read_text()
+    rec = Recorder()
+    _adapt(setup, out, rec.hooks(), overwrite=True)
+    assert (out / "training" / "run.json").read_text() != before  # trained on the edited dictionary
+    assert [json.loads(line) for line in path.read_text().splitlines()] == entries  # the edit stays
+    assert any("discarding the run in" in m for m in rec.messages), rec.messages
+
+
 def test_given_files_are_used_and_never_written(setup):
     out = setup["root"] / "given"
     mine = setup["root"] / "my_terms.json"
