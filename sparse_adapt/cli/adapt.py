@@ -176,7 +176,8 @@ def make_train(
 ) -> None:
     """Pseudo-queries from the documents, hard negatives from the base, scores from a teacher."""
     from sparse_adapt.cli.output import rich_hooks
-    from sparse_adapt.corpus.adapt import make_train as build, write_jsonl
+    from sparse_adapt.corpus.adapt import write_jsonl
+    from sparse_adapt.corpus.pseudo import make_train as build
     from sparse_adapt.corpus.glosses import select_glosses
     from sparse_adapt.corpus.teacher import load_teacher
     from sparse_adapt.corpus.text import locate_terms

@@ -35,15 +35,12 @@ from sparse_adapt.atomic import atomic_directory, write_atomic, write_json_atomi
 from sparse_adapt.corpus.glosses import select_glosses
 from sparse_adapt.corpus.harvest import build_dictionary
 from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, mine_with_rest, terms_json
-from sparse_adapt.corpus.pseudo import (
-    DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, generate_queries, hard_negatives, label, lay_queries,
-)
+from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, make_train
 from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
-from sparse_adapt.corpus.text import locate_terms, regroup
-from sparse_adapt.data import Document, load_dictionary, load_documents, load_domain_terms, load_train
+from sparse_adapt.corpus.text import locate_terms
+from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms, load_train
 from sparse_adapt.errors import ConfigError, SparseAdaptError
 from sparse_adapt.lock import LOCK_FILE, locked
-from sparse_adapt.modeling.truncation import visible_texts
 from sparse_adapt.progress import Hooks, SILENT, counted
 from sparse_adapt.training.general import pretrained_base
 
@@ -243,40 +240,6 @@ def prepare_inputs(
             notes["make_train"] = {**stats.__dict__, "train": len(fit), "heldout": len(held_out)}
             hooks.message(f"pseudo-labelled {counted(len(records), 'query', 'queries')} ({len(fit)} train, {len(held_out)} held out) -> {files.train}")
     return files, notes
-
-
-def make_train(
-    documents, groups, splade, teacher, *, seed: int = 0, max_queries: int = DEFAULT_MAX_QUERIES,
-    negatives: int = DEFAULT_NEGATIVES, siblings: int = DEFAULT_SIBLINGS, term_labels: bool = True,
-    glosses: dict | None = None, hooks: Hooks = SILENT, lang: str = "en",
-):
-    """Pseudo-queries (crops, and with ``glosses`` from ``select_glosses`` lay-word queries) ->
-    hard negatives (and term siblings) from ``splade`` -> scored train records (teacher scores,
-    term-consistent unless ``term_labels`` is False), and stats."""
-    # Pseudo-queries, negatives and labels come from the part of each document the model reads:
-    # a query cropped from past its first doc_max_length pieces would ask it to match words its
-    # vector cannot hold (the summary tells the user to split such documents into passages).
-    # The term groups too: a document naming a term only past that point does not use it
-    # for the siblings and the term-consistent labels either.
-    visible = visible_texts(splade, [d.text for d in documents], "document")
-    documents = [Document(d.doc_id, text) for d, text in zip(documents, visible)]
-    groups = regroup(groups, documents)
-    extra = lay_queries(documents, glosses) if glosses else ()
-    queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries, extra=extra, lang=lang)
-    if len(queries) < 2:  # said as what it is, before the teacher is blamed for lists it never saw
-        raise SparseAdaptError(
-            f"{counted(len(queries), 'pseudo-query', 'pseudo-queries')} could be made from {counted(len(documents), 'document')} (2 needed: one to train on, "
-            "one to hold out; a query is cropped from a sentence of 4 or more words): give more or longer "
-            "documents, or give --train"
-        )
-    negs = hard_negatives(splade, documents, queries, k=negatives, hooks=hooks, groups=groups, siblings=siblings)
-    records, stats = label(queries, negs, documents, teacher, hooks=hooks, groups=groups if term_labels else None)
-    if len(records) < 2:
-        raise SparseAdaptError(
-            f"the teacher {teacher.name!r} could separate {len(records)} of the {len(queries)} pseudo-queries' "
-            "candidate lists (2 needed: one to train on, one to hold out); try another --teacher, or give --train"
-        )
-    return records, stats
 
 
 def generated_inputs(model: str | Path) -> dict[str, Path]:

@@ -6,8 +6,8 @@
    ``EDGE_ZIPF``: "the", "of", "with"). Per document using a domain term:
    - an **explicit** query: a crop around a term occurrence, the term kept;
    - a **semantic** query: a crop of a sentence using a term, every domain term, its plural and
-     compounds ("quorvexes", "quorvex-based"), and an article right before it removed, so the query describes the domain without naming it (the
-     spec's q11 kind).
+     compounds ("quorvexes", "quorvex-based"), and an article right before it removed, so
+     the query describes the domain without naming it (the spec's q11 kind).
    Per document using no term, one **control** query (a crop of a random sentence), so the
    training lists keep teaching ordinary retrieval. With ``--glosses``, up to ``LAY_PER_DOC``
    more semantic queries per document using a term are lay-word glosses of its technical
@@ -40,9 +40,11 @@ import numpy as np
 
 from sparse_adapt.corpus.mining import general_zipf
 from sparse_adapt.corpus.teacher import Teacher, to_spec_range
-from sparse_adapt.corpus.text import TermGroup, doc_terms, loose_term_pattern, sentences
+from sparse_adapt.corpus.text import TermGroup, doc_terms, loose_term_pattern, regroup, sentences
 from sparse_adapt.data import Document
-from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.modeling.truncation import visible_texts
+from sparse_adapt.progress import SILENT, Hooks, counted
 
 MIN_WORDS, MAX_WORDS = 5, 9
 # A shorter crop is no query (two or three words match too much of any corpus).
@@ -269,4 +271,38 @@ def label(
             "teacher_scores": [scores[i] for i in order], "kind": q.kind, "source_doc": q.doc_id,
         })
         stats.kept[q.kind] = stats.kept.get(q.kind, 0) + 1
+    return records, stats
+
+
+def make_train(
+    documents, groups, splade, teacher, *, seed: int = 0, max_queries: int = DEFAULT_MAX_QUERIES,
+    negatives: int = DEFAULT_NEGATIVES, siblings: int = DEFAULT_SIBLINGS, term_labels: bool = True,
+    glosses: dict | None = None, hooks: Hooks = SILENT, lang: str = "en",
+):
+    """Pseudo-queries (crops, and with ``glosses`` from ``select_glosses`` lay-word queries) ->
+    hard negatives (and term siblings) from ``splade`` -> scored train records (teacher scores,
+    term-consistent unless ``term_labels`` is False), and stats."""
+    # Pseudo-queries, negatives and labels come from the part of each document the model reads:
+    # a query cropped from past its first doc_max_length pieces would ask it to match words its
+    # vector cannot hold (the summary tells the user to split such documents into passages).
+    # The term groups too: a document naming a term only past that point does not use it
+    # for the siblings and the term-consistent labels either.
+    visible = visible_texts(splade, [d.text for d in documents], "document")
+    documents = [Document(d.doc_id, text) for d, text in zip(documents, visible)]
+    groups = regroup(groups, documents)
+    extra = lay_queries(documents, glosses) if glosses else ()
+    queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries, extra=extra, lang=lang)
+    if len(queries) < 2:  # said as what it is, before the teacher is blamed for lists it never saw
+        raise SparseAdaptError(
+            f"{counted(len(queries), 'pseudo-query', 'pseudo-queries')} could be made from {counted(len(documents), 'document')} (2 needed: one to train on, "
+            "one to hold out; a query is cropped from a sentence of 4 or more words): give more or longer "
+            "documents, or give --train"
+        )
+    negs = hard_negatives(splade, documents, queries, k=negatives, hooks=hooks, groups=groups, siblings=siblings)
+    records, stats = label(queries, negs, documents, teacher, hooks=hooks, groups=groups if term_labels else None)
+    if len(records) < 2:
+        raise SparseAdaptError(
+            f"the teacher {teacher.name!r} could separate {len(records)} of the {len(queries)} pseudo-queries' "
+            "candidate lists (2 needed: one to train on, one to hold out); try another --teacher, or give --train"
+        )
     return records, stats

@@ -131,7 +131,7 @@ def test_label_with_groups_makes_scores_term_consistent_and_resorts():
 
 
 def test_make_train_draws_only_on_what_the_model_reads_of_a_long_document(tiny_bert):
-    from sparse_adapt.corpus.adapt import make_train
+    from sparse_adapt.corpus.pseudo import make_train
     from tests.corpus.test_glosses import OverlapTeacher
 
     limit = tiny_bert.max_length("document")
