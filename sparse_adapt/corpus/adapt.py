@@ -12,12 +12,14 @@ generated file goes into ``DIR`` for inspection and editing:
 | ``DIR/dictionary.jsonl`` | harvested entries (``"harvested"`` marks the fields and their documents) |
 | ``DIR/train.jsonl`` | pseudo-queries with hard negatives and teacher scores |
 | ``DIR/heldout_queries.jsonl``, ``heldout_qrels.tsv``, ``query_groups.json`` | every ``HOLDOUT_EVERY``-th pseudo-query, never trained on, for the evaluation summary |
+| ``DIR/generated.json`` | the terms file each generated input was made from (``provenance.py``) |
 | ``DIR/pretrained/`` | the base after general-English pretraining (``pretrain``; bases that are no trained SPLADE) |
 | ``DIR/training/`` | the pipeline's run directory (``run.json``, checkpoints, ``train_log.jsonl``) |
 | ``DIR/final/`` | the adapted model: 0.5 x ``training/distill`` + 0.5 x ``training/extend`` (``ADAPT_SETTINGS``) |
 
 A rerun resumes: a generated file already in ``DIR`` is reused (so an edited one is what
-trains; the pipeline then refuses to mix it into an older run and says so), the pipeline
+trains; the rerun then refuses to mix it into an older run and says so; an unedited
+dictionary or training data made from an edited terms file is made again), the pipeline
 resumes after its last finished stage, and ``DIR/final`` is copied again only when
 ``training/final`` was rewritten (its ``made_from.json`` differs), so an edited card stays. A rerun with another corpus, base, teacher, options
 or given files is refused, as is a ``DIR`` holding anything but an adapt run.
@@ -35,6 +37,7 @@ from sparse_adapt.atomic import atomic_directory, write_atomic, write_json_atomi
 from sparse_adapt.corpus.glosses import select_glosses
 from sparse_adapt.corpus.harvest import build_dictionary
 from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, mine_with_rest, terms_json
+from sparse_adapt.corpus.provenance import PROVENANCE, record, refresh
 from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, make_train
 from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
 from sparse_adapt.corpus.text import locate_terms
@@ -114,7 +117,7 @@ LEGACY_OPTIONS = {"siblings": 0, "term_labels": False, "glosses": False, "pretra
 # base alone and says in its own manifest which base it came from.
 RUN_OUTPUTS = (
     MANIFEST, *GENERATED.values(), "heldout_queries.jsonl", "heldout_qrels.tsv", "query_groups.json", "mining.json",
-    "summary.json", TRAINING, FINAL,
+    PROVENANCE, "summary.json", TRAINING, FINAL,
 )
 
 
@@ -221,6 +224,7 @@ def prepare_inputs(
     selected = select_glosses(documents, groups, teacher, hooks=hooks) if glosses and (make_dictionary or make_pseudo) else None
     if make_dictionary:
         write_jsonl(files.dictionary, build_dictionary(documents, groups, hooks=hooks, glosses=selected))
+        record(out, "dictionary", files.terms)
         hooks.message(f"harvested {counted(len(groups), 'dictionary entry', 'dictionary entries')} -> {files.dictionary}")
     if train is None:
         if not make_pseudo:
@@ -237,6 +241,7 @@ def prepare_inputs(
             fit, held_out = _split_heldout(records)
             write_jsonl(files.train, fit)
             _write_heldout(out, held_out, files)
+            record(out, "train", files.terms)
             notes["make_train"] = {**stats.__dict__, "train": len(fit), "heldout": len(held_out)}
             hooks.message(f"pseudo-labelled {counted(len(records), 'query', 'queries')} ({len(fit)} train, {len(held_out)} held out) -> {files.train}")
     return files, notes
@@ -320,6 +325,8 @@ def run_adapt(
             teacher_note = ("; the default teacher reads English only: --teacher a cross-encoder for the language"
                             if teacher == DEFAULT_TEACHER else "")
             hooks.message(f"language: {lang!r}{evidence}; terms are mined and crops trimmed against it{teacher_note}")
+        # Generated inputs made from a terms file edited since are made again (provenance.py).
+        refresh(out, given["terms"] or out / GENERATED["terms"], hooks)
         # The teacher loads before anything is written: one that fails leaves no half-made run.
         make_dictionary, make_pseudo = _to_generate(out, given["dictionary"], given["train"])
         needs_teacher = make_pseudo or (glosses and make_dictionary)

@@ -158,6 +158,36 @@ def test_an_edited_generated_file_is_said_and_overwrite_trains_again_on_it(setup
     assert any("discarding the run in" in m for m in rec.messages), rec.messages
 
 
+def test_inputs_made_from_an_edited_terms_file_are_made_again_unless_edited_too(setup):
+    """A term added to DIR/domain_terms.json trained with the dictionary and the queries of the
+    old terms: no entry for it, its documents' queries labelled as if it were no term."""
+    out = setup["root"] / "run-edit-terms"
+    _adapt(setup, out)
+    terms = out / "domain_terms.json"
+    edited = json.loads(terms.read_text())
+    edited.setdefault("jargon", []).append("sourdough")
+    terms.write_text(json.dumps(edited))
+    rec = Recorder()
+    _adapt(setup, out, rec.hooks(), overwrite=True)
+    assert "sourdough" in {e.term for e in load_dictionary(out / "dictionary.jsonl")}
+    made = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    assert any(r["qid"].startswith("d8-") and r["kind"] != "control" for r in made)  # a term's document now
+    said = " ".join(rec.messages)
+    assert "domain_terms.json changed since dictionary.jsonl was made from it" in said
+    assert "domain_terms.json changed since train.jsonl was made from it" in said
+
+    edited["jargon"].remove("sourdough")  # the terms change again, and the user edited the queries meanwhile
+    terms.write_text(json.dumps(edited))
+    queries = (out / "train.jsonl").read_text().splitlines()
+    (out / "train.jsonl").write_text("\n".join(queries[:-1]) + "\n")
+    rec = Recorder()
+    _adapt(setup, out, rec.hooks(), overwrite=True)
+    assert (out / "train.jsonl").read_text().splitlines() == queries[:-1]  # theirs, kept
+    assert "sourdough" not in {e.term for e in load_dictionary(out / "dictionary.jsonl")}  # unedited: made again
+    assert any(m.startswith("warning: ") and "train.jsonl was made from an earlier domain_terms.json" in m
+               for m in rec.messages), rec.messages
+
+
 def test_given_files_are_used_and_never_written(setup):
     out = setup["root"] / "given"
     mine = setup["root"] / "my_terms.json"

@@ -1,0 +1,75 @@
+"""Which terms file each generated input of an ``adapt`` run was made from.
+
+The dictionary and the pseudo-labelled data are made from the terms file: its terms are
+the entries, the removed words of the semantic queries and the line of the term-consistent
+labels. A user who edits ``DIR/domain_terms.json`` (adding a term the cut left out) and
+reruns had them trained as made from the old terms, silently. ``DIR/generated.json`` records,
+per generated input, the sha256 of the terms file it was made from and of its own files; on
+a rerun with another terms file an input nobody edited is removed, so the run makes it again,
+and an edited one is kept with a warning (the user's edit wins, as everywhere in ``DIR``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from sparse_adapt.atomic import write_json_atomic
+from sparse_adapt.progress import SILENT, Hooks
+
+PROVENANCE = "generated.json"
+# Each generated input made from the terms file, and the files it consists of in DIR.
+MADE_FROM_TERMS = {
+    "dictionary": ("dictionary.jsonl",),
+    "train": ("train.jsonl", "heldout_queries.jsonl", "heldout_qrels.tsv", "query_groups.json"),
+}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _read(out: Path) -> dict:
+    try:
+        data = json.loads((out / PROVENANCE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a run from before this record, or a damaged one: nothing to compare
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def record(out: Path, name: str, terms: Path) -> None:
+    """``name`` (a key of ``MADE_FROM_TERMS``) was just made in ``out`` from ``terms``."""
+    data = _read(out)
+    data[name] = {"terms": _sha256(terms),
+                  "files": {f: _sha256(out / f) for f in MADE_FROM_TERMS[name] if (out / f).is_file()}}
+    write_json_atomic(out / PROVENANCE, data)
+
+
+def refresh(out: Path, terms: Path, hooks: Hooks = SILENT) -> list[str]:
+    """Remove the generated inputs of ``out`` made from another terms file than ``terms`` and
+    not edited since, so that the run makes them again; returns their names. An edited one
+    stays, with a warning."""
+    data = _read(out)
+    if not data or not terms.is_file():
+        return []
+    current = _sha256(terms)
+    removed = []
+    for name, made in data.items():
+        if name not in MADE_FROM_TERMS or not isinstance(made, dict) or made.get("terms") == current:
+            continue
+        files = made.get("files") if isinstance(made.get("files"), dict) else {}
+        present = {f: out / f for f in files if (out / f).is_file()}
+        if not present:
+            continue  # already gone: the run makes it anyway
+        edited = [f for f, path in present.items() if _sha256(path) != files[f]]
+        main = MADE_FROM_TERMS[name][0]
+        if edited:
+            hooks.message(f"warning: {out / main} was made from an earlier {terms.name} and {edited[0]} was edited "
+                          f"since: kept as it is (delete {main} to make it again from the terms file)")
+            continue
+        for path in present.values():
+            path.unlink()
+        hooks.message(f"{terms.name} changed since {main} was made from it: making {main} again")
+        removed.append(name)
+    return removed
