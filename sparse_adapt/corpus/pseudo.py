@@ -85,7 +85,15 @@ class MakeTrainStats:
 
 
 def _tokens(sentence: str) -> list[str]:
-    return [t.strip(_PUNCT) for t in sentence.split() if t.strip(_PUNCT)]
+    return [t for t in (_strip(raw) for raw in sentence.split()) if t]
+
+
+def _strip(token: str) -> str:
+    """``token`` without the punctuation around it, but for a leading dot right before a letter
+    or digit: ".NET" is a name, and stripped to "NET" no term test found the term ".NET" in it."""
+    if len(token) > 1 and token[0] == "." and token[1].isalnum():
+        return "." + token[1:].rstrip(_PUNCT)
+    return token.strip(_PUNCT)
 
 
 def _trim_edges(tokens: list[str], lang: str = "en") -> list[str]:

@@ -197,3 +197,15 @@ def test_a_semantic_query_drops_the_terms_plurals_and_compounds_too():
     semantic = [q for seed in range(5) for q in generate_queries(docs, groups, seed=seed) if q.kind == "semantic"]
     assert {q.doc_id for q in semantic} == {"l1", "l2"}
     assert not any("flumatic" in q.text.casefold() for q in semantic), semantic
+
+
+def test_a_term_starting_with_a_dot_is_found_in_the_crops():
+    """".NET" was stripped to "NET" before the term test: every query of its documents was a control."""
+    docs = [Document("a", "We port the billing service to .NET before the spring release of the portal."),
+            Document("b", "The .NET runtime needs a restart after every configuration change on the servers."),
+            Document("c", "The cafeteria serves lunch at noon in the main hall for every shift worker.")]
+    queries = generate_queries(docs, locate_terms(docs, {"jargon": [".NET"]}), seed=0)
+    kinds = {(q.doc_id, q.kind) for q in queries}
+    assert {("a", "explicit"), ("a", "semantic"), ("b", "explicit"), ("c", "control")} <= kinds
+    assert all(".NET" in q.text for q in queries if q.kind == "explicit")
+    assert not any("NET" in q.text for q in queries if q.kind != "explicit")
