@@ -9,7 +9,8 @@ Per term (case variants are one term), in the spec's entry format
   sentence); the matched
   description becomes the definition.
   Without any, the *context* fallback: the sentence using the term that shares the most
-  words with the term's other sentences (its most typical use), whole.
+  words with the term's other sentences (its most typical use), whole; one with fewer than
+  two words besides terms is none, and a term with no other sentence gets no entry.
   Among the matches of one pattern, and among the fallback's candidates, a sentence naming
   fewer *other* domain terms wins: a definition of X written about Y teaches the dictionary
   stage that X means Y (on the suite's corpora the most typical sentence was often the one
@@ -30,9 +31,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from sparse_adapt.corpus.glosses import Gloss
-from sparse_adapt.corpus.text import TermGroup, key, sentences, window, words
+from sparse_adapt.corpus.text import TermGroup, key, sentences, spellings, window, words
 from sparse_adapt.data import DictionaryEntry, Document
-from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.progress import SILENT, Hooks, counted
 
 MAX_EXAMPLES = 3
 # The spec's examples are short phrases ("Velotraxin 20 mg once daily after joint replacement").
@@ -83,13 +85,14 @@ def _other_terms(sentence: str, others: Sequence[TermGroup]) -> int:
 
 def find_definition(
     group: TermGroup, uses: Sequence[tuple[str, str]], others: Sequence[TermGroup] = ()
-) -> HarvestedDefinition:
-    """The best definition among ``uses``; ``others`` are the run's other terms."""
-    term = re.escape(group.key)
+) -> HarvestedDefinition | None:
+    """The best definition among ``uses``; ``others`` are the run's other terms. None when no
+    sentence says more than terms ("XR-7200." alone): such a definition teaches nothing."""
+    term = spellings((group.key, *group.forms))
     mentions = [_other_terms(s, others) for _, s in uses]
     fewest = min(mentions)
     for name, template in DEFINITION_PATTERNS:
-        rx = re.compile(template.replace("{t}", rf"(?<![\w-]){term}(?![\w]|-\w)"), re.IGNORECASE)
+        rx = re.compile(template.replace("{t}", rf"(?<![\w-])(?:{term})(?![\w]|-\w)"), re.IGNORECASE)
         found = [
             (n, i, m) for i, ((_, s), n) in enumerate(zip(uses, mentions))
             if (m := rx.search(s)) and len(m.group("d").split()) >= 2
@@ -99,8 +102,14 @@ def find_definition(
             return HarvestedDefinition(_trim(m.group("d")), uses[i][0], name, uses[i][1])
     # Context fallback: the most typical sentence, by word overlap with the term's other uses.
     bags = [{key(w) for w in words(s)} - {group.key} for _, s in uses]
+    terms = [group, *others]
+    saying = [i for i, (_, s) in enumerate(uses)
+              if sum(not any(g.pattern.fullmatch(w) for g in terms) for w in words(s)) >= 2]
+    if not saying:
+        return None
+    fewest = min(mentions[i] for i in saying)
     best = max(
-        (i for i in range(len(uses)) if mentions[i] == fewest),
+        (i for i in saying if mentions[i] == fewest),
         key=lambda i: (sum(len(bags[i] & b) for j, b in enumerate(bags) if j != i), -i),
     )
     doc_id, sentence = uses[best]
@@ -163,6 +172,10 @@ def build_dictionary(
         if not uses:  # locate_terms found it in a document but no sentence split kept it whole
             continue
         definition = find_definition(g, uses, [o for o in groups if o is not g])
+        if definition is None:
+            hooks.message(f"no dictionary entry for {g.display}: no sentence of the corpus says more about it than "
+                          "terms (write one with --dictionary)")
+            continue
         examples = find_examples(g, uses, skip=definition.sentence)
         lay = find_glosses(g, glosses) if glosses else []
         harvested = {"definition": f"{definition.doc_id}: {definition.source}", "examples": [doc_id for doc_id, _ in examples]}
@@ -174,4 +187,9 @@ def build_dictionary(
             "examples": [text for _, text in examples],
             "harvested": harvested,
         })
+    if not records:
+        raise SparseAdaptError(
+            f"no dictionary entry can be harvested for the {counted(len(groups), 'term')}: no sentence of the corpus "
+            "says more about one than terms do; write the entries yourself (--dictionary)"
+        )
     return records

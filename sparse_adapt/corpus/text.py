@@ -68,7 +68,7 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
 
 
-def _alternatives(terms: tuple[str, ...]) -> str:
+def spellings(terms: tuple[str, ...]) -> str:
     # Spellings of one term: its key and its forms. IGNORECASE does not casefold, so the key of
     # "Spaltmaß" ("spaltmass") alone never matched the corpus's own spelling.
     return "|".join(re.escape(t) for t in sorted(set(terms), key=lambda t: (-len(t), t)))
@@ -77,14 +77,14 @@ def _alternatives(terms: tuple[str, ...]) -> str:
 def term_pattern(*terms: str) -> re.Pattern:
     """Case-insensitive occurrences of any of ``terms`` (spellings of one term) as a whole
     word (joiners count as word)."""
-    return re.compile(rf"(?<![\w-])(?:{_alternatives(terms)})(?![\w]|-\w)", re.IGNORECASE)
+    return re.compile(rf"(?<![\w-])(?:{spellings(terms)})(?![\w]|-\w)", re.IGNORECASE)
 
 
 def loose_term_pattern(*terms: str) -> re.Pattern:
     """:func:`term_pattern` plus the term's plural and the term joined into a compound
     ("quorvexes", "quorvex-based", "non-quorvex"); not a longer word it begins ("config" in
     "configuration")."""
-    return re.compile(rf"(?<![^\W_])(?:{_alternatives(terms)})(?:e?s)?(?![^\W_])", re.IGNORECASE)
+    return re.compile(rf"(?<![^\W_])(?:{spellings(terms)})(?:e?s)?(?![^\W_])", re.IGNORECASE)
 
 
 def key(term: str) -> str:

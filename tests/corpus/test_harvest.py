@@ -7,6 +7,7 @@ import pytest
 from sparse_adapt.corpus.harvest import build_dictionary
 from sparse_adapt.corpus.text import locate_terms
 from sparse_adapt.data import DataError, DictionaryEntry, Document
+from sparse_adapt.errors import SparseAdaptError
 
 DOCS = [
     Document("d1", "Teams file reports every week. The Zentrofax is a pump that moves coolant through the reactor loop."),
@@ -112,3 +113,27 @@ def test_a_called_definition_starts_at_a_word_not_inside_one():
             Document("d2", "Orders from quorvex arrive weekly.")]
     [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["quorvex"]}))
     assert entry["definition"] == "a pump for the reactor loop" and entry["harvested"]["definition"] == "d1: called"
+
+
+def test_a_sentence_of_terms_alone_is_no_definition():
+    """A document "XR-7200." gave XR-7200 the definition "XR-7200"; "XR-7200 IL-6 CO2" likewise."""
+    docs = [Document("a", "XR-7200."), Document("b", "XR-7200 IL-6 CO2"),
+            Document("c", "IL-6 levels rise in the blood of patients after a long fever.")]
+    said: list[str] = []
+    from sparse_adapt.progress import Hooks
+
+    records = build_dictionary(docs, locate_terms(docs, {"codes": ["XR-7200", "IL-6", "CO2"]}),
+                               hooks=Hooks(message=said.append))
+    by_term = {r["term"]: r for r in records}
+    assert set(by_term) == {"IL-6"} and by_term["IL-6"]["definition"].startswith("IL-6 levels rise")
+    assert sum(m.startswith("no dictionary entry for ") for m in said) == 2, said
+    with pytest.raises(SparseAdaptError, match="no dictionary entry can be harvested for the 2 terms"):
+        build_dictionary(docs[:2], locate_terms(docs[:2], {"codes": ["XR-7200", "CO2"]}))
+
+
+def test_a_definition_pattern_finds_a_term_whose_key_is_another_spelling():
+    """IGNORECASE does not casefold: the key "spaltmass" never matched "Spaltmaß ist ..."."""
+    docs = [Document("g1", "The technician checks every Spaltmaß of the pump in spring."),
+            Document("g2", "A Spaltmaß is the gap between the shaft and its seal.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Spaltmaß"]}))
+    assert entry["definition"] == "the gap between the shaft and its seal"
