@@ -108,3 +108,12 @@ def test_a_list_that_describes_too_little_of_the_corpus_does_not_win():
     guess = detect_language(texts)
     assert guess.lang == "en" and not guess.trusted and guess.warning()
     assert detect_language(GERMAN).lang == "de"  # a list that describes the corpus still wins
+
+
+def test_a_log_of_codes_is_no_language():
+    """The letters of "XR-7200 IL-6 CO2 HV-31a PN-16" were 100% common in Slovak: mined against
+    Slovak, with English's frequencies lost for the mining."""
+    texts = ["XR-7200 IL-6 CO2", "IL-6 CO2 HV-31a", "XR-7200 HV-31a PN-16", "PN-16 CO2 IL-6 XR-7200"]
+    guess = detect_language(texts)
+    assert guess.lang == "en" and guess.words == 0 and "codes alone" in guess.warning()
+    assert detect_language(["The well-known XR-7200 pump runs at 40 bar."]).words == 7  # the code alone is left out
