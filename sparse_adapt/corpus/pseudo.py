@@ -297,6 +297,11 @@ def make_train(
     # for the siblings and the term-consistent labels either.
     visible = visible_texts(splade, [d.text for d in documents], "document")
     documents = [Document(d.doc_id, text) for d, text in zip(documents, visible)]
+    unread = [g.display for g, seen in zip(groups, regroup(groups, documents)) if g.doc_ids and not seen.doc_ids]
+    if unread:
+        hooks.message(f"warning: {counted(len(unread), 'term')} ({', '.join(unread[:5])}) {'occurs' if len(unread) == 1 else 'occur'} only past the first "
+                      f"{splade.max_length('document')} pieces of their documents, which the model reads: no query names "
+                      f"{'it' if len(unread) == 1 else 'them'}; split the documents into passages")
     groups = regroup(groups, documents)
     extra = lay_queries(documents, glosses) if glosses else ()
     queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries, extra=extra, lang=lang)

@@ -209,3 +209,19 @@ def test_a_term_starting_with_a_dot_is_found_in_the_crops():
     assert {("a", "explicit"), ("a", "semantic"), ("b", "explicit"), ("c", "control")} <= kinds
     assert all(".NET" in q.text for q in queries if q.kind == "explicit")
     assert not any("NET" in q.text for q in queries if q.kind != "explicit")
+
+
+def test_make_train_says_which_terms_occur_only_past_what_the_model_reads(tiny_bert):
+    from sparse_adapt.corpus.pseudo import make_train
+    from sparse_adapt.progress import Hooks
+    from tests.corpus.test_glosses import OverlapTeacher
+
+    head = " ".join(f"Gantry cranes hoist steel containers onto barges at berth {i}." for i in range(12))
+    long = Document("long", f"{head} Relief valves vent the Quorbel loop overnight.")
+    docs = DOCS + [long]
+    said: list[str] = []
+    make_train(docs, locate_terms(docs, {**TERMS, "codes": ["Quorbel"]}), tiny_bert, OverlapTeacher(), seed=0,
+               negatives=3, siblings=0, hooks=Hooks(message=said.append))
+    assert [m for m in said if "only past" in m] == [
+        f"warning: 1 term (Quorbel) occurs only past the first {tiny_bert.max_length('document')} pieces of their "
+        "documents, which the model reads: no query names it; split the documents into passages"]
