@@ -42,7 +42,8 @@ def _check_out(out: Path, overwrite: bool, *inputs: Optional[Path]) -> None:
 # checks): importing those here would load torch for every command's --help.
 TOP_OPTION = typer.Option(20, "--top", min=1, help="How many terms to keep, best first.")
 MIN_COUNT_OPTION = typer.Option(2, "--min-count", min=1, help="Documents a term must appear in.")
-MAX_QUERIES_OPTION = typer.Option(60, "--max-queries", min=1, help="At most this many pseudo-queries.")
+MAX_QUERIES_OPTION = typer.Option(60, "--max-queries", min=2,
+                                  help="At most this many pseudo-queries (2 or more: one to train on, one to hold out).")
 NEGATIVES_OPTION = typer.Option(7, "--negatives", min=1, help="Hard negatives per query.")
 SIBLINGS_OPTION = typer.Option(3, "--siblings", min=0,
                                help="Documents sharing the source's domain term added to each list (0: none).")
