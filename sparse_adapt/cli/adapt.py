@@ -138,12 +138,19 @@ def build_dictionary(
     from sparse_adapt.corpus.harvest import build_dictionary as harvest
     from sparse_adapt.corpus.teacher import load_teacher
     from sparse_adapt.corpus.text import locate_terms
-    from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms
+    from sparse_adapt.cli.output import warn
+    from sparse_adapt.data import flat_terms, load_dictionary, load_documents, load_domain_terms
+    from sparse_adapt.training.validation import mentions_term
 
     _check_out(out, overwrite, corpus, terms, dictionary)
     documents = load_documents(corpus)
     existing = load_dictionary(dictionary) if dictionary is not None else []
-    groups = locate_terms(documents, load_domain_terms(terms), terms)
+    domain_terms = load_domain_terms(terms)
+    groups = locate_terms(documents, domain_terms, terms)
+    stray = [e.term for e in existing if not mentions_term(e.term, flat_terms(domain_terms))]
+    if stray:  # as `train` says of such entries
+        warn(f"{dictionary}: {len(stray)} of {len(existing)} entries define a term that is not in {terms} "
+             f"(e.g. {stray[0]!r}); no domain token learns from them")
     scorer = load_teacher(teacher, trust_remote_code=trust_remote_code) if glosses else None
     with rich_hooks() as hooks:
         selected = select_glosses(documents, groups, scorer, hooks=hooks) if scorer is not None else None

@@ -409,6 +409,15 @@ def test_cli_adapt_top_reaches_mining(setup, tmp_path, monkeypatch):
         "top": 1, "min_count": 3, "max_queries": 9, "negatives": 4, "siblings": 0, "term_labels": False}
 
 
+def test_cli_build_dictionary_says_which_of_your_entries_define_no_domain_term(setup, tmp_path, capsys):
+    terms, mine = tmp_path / "terms.json", tmp_path / "mine.jsonl"
+    terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
+    mine.write_text(json.dumps({"term": "Zentrofix", "definition": "a typo of the pump", "examples": ["x"]}) + "\n")
+    assert main(["build-dictionary", "--corpus", str(setup["corpus"]), "--terms", str(terms), "--dictionary", str(mine),
+                 "--out", str(tmp_path / "d.jsonl")]) == 0
+    assert f"warning: {mine}: 1 of 1 entries define a term that is not in {terms} (e.g. 'Zentrofix')" in _err(capsys)
+
+
 def test_cli_generators_never_overwrite_without_overwrite(setup, tmp_path, capsys):
     out = tmp_path / "terms.json"
     out.write_text("{}")
