@@ -187,7 +187,8 @@ def make_train(
     from sparse_adapt.corpus.adapt import write_jsonl
     from sparse_adapt.corpus.pseudo import make_train as build
     from sparse_adapt.corpus.glosses import select_glosses
-    from sparse_adapt.corpus.teacher import load_teacher
+    from sparse_adapt.corpus.language import ENGLISH
+    from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, load_teacher
     from sparse_adapt.corpus.text import locate_terms
     from sparse_adapt.data import load_documents, load_domain_terms
     from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -197,6 +198,9 @@ def make_train(
     check_language(lang)
     documents = load_documents(corpus)
     lang = _language(lang, documents)
+    if lang != ENGLISH and teacher == DEFAULT_TEACHER:  # as `adapt` says it
+        warn(f"the corpus is {lang!r} and the default teacher reads English only: --teacher a cross-encoder for the "
+             "language")
     groups = locate_terms(documents, load_domain_terms(terms), terms)
     scorer = load_teacher(teacher, trust_remote_code=trust_remote_code)
     splade = SpladeEncoder.from_pretrained(base)

@@ -117,3 +117,20 @@ def test_a_log_of_codes_is_no_language():
     guess = detect_language(texts)
     assert guess.lang == "en" and guess.words == 0 and "codes alone" in guess.warning()
     assert detect_language(["The well-known XR-7200 pump runs at 40 bar."]).words == 7  # the code alone is left out
+
+
+def test_make_train_says_the_default_teacher_reads_english_only(tmp_path, capsys, monkeypatch):
+    from sparse_adapt.corpus import teacher as teachers
+    from sparse_adapt.errors import ConfigError
+
+    def stop(*args, **kwargs):  # the warning comes before the teacher loads
+        raise ConfigError("stopped")
+
+    monkeypatch.setattr(teachers, "load_teacher", stop)
+    corpus, terms = tmp_path / "docs.jsonl", tmp_path / "terms.json"
+    corpus.write_text("".join(json.dumps({"doc_id": f"g{i}", "text": t}, ensure_ascii=False) + "\n"
+                              for i, t in enumerate(GERMAN)))
+    word = next(w for w in GERMAN[0].split() if len(w) > 5).strip(".,")
+    terms.write_text(json.dumps({"jargon": [word]}, ensure_ascii=False))
+    assert main(["make-train", "--corpus", str(corpus), "--terms", str(terms), "--out", str(tmp_path / "t.jsonl")]) == 2
+    assert "the default teacher reads English only" in " ".join(capsys.readouterr().err.split())
