@@ -134,8 +134,11 @@ def _lengths_mismatch(root: Path) -> str | None:
     if not (isinstance(ours, dict) and isinstance(theirs, dict)):
         return None
     pairs = (("query_length", "query_max_length"), ("document_length", "doc_max_length"))
+    def valid(value: object) -> bool:  # a broken value is the settings loader's to name
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
     differ = [(t, theirs[t], o, ours[o]) for t, o in pairs
-              if theirs.get(t) is not None and ours.get(o) is not None and theirs[t] != ours[o]]
+              if valid(theirs.get(t)) and valid(ours.get(o)) and theirs[t] != ours[o]]
     if not differ:
         return None
     said = "; ".join(f"{TRANSFORMER_CONFIG} {t}={a!r}, {SETTINGS_FILE} {o}={b!r}" for t, a, o, b in differ)
