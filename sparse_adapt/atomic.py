@@ -190,6 +190,22 @@ def _raise_naming(e: BaseException, target: Path) -> None:
     raise OSError(code, os.strerror(code), str(target)) from e
 
 
+def _share_like_the_user(root: Path) -> None:
+    """Give what a writer made owner-only (transformers saves ``model.safetensors`` through a
+    0600 temporary file) the mode of any file the user makes: a team's shared model directory
+    had every file readable but the weights."""
+    mask = _umask()
+    for path in root.rglob("*"):
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode & 0o777
+        if path.is_file() and mode & 0o077 == 0:
+            executable = 0o111 if mode & 0o100 else 0
+            os.chmod(path, (0o666 | executable) & ~mask)
+        elif path.is_dir() and mode & 0o077 == 0:
+            os.chmod(path, 0o777 & ~mask)
+
+
 @contextmanager
 def atomic_directory(target: str | Path) -> Iterator[Path]:
     """Yield a temporary directory that replaces ``target`` when the block succeeds."""
@@ -205,6 +221,7 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         _raise_naming(e, target)
         raise
+    _share_like_the_user(tmp)
     old = None
     if target.exists() or target.is_symlink():
         # A directory cannot be replaced by rename while it exists: move it aside first.

@@ -256,10 +256,21 @@ def test_an_atomic_directory_gets_the_mode_of_any_directory_the_user_makes(tmp_p
     try:
         with atomic_directory(tmp_path / "out") as tmp:
             (tmp / "f").write_text("x")
+            (tmp / "weights").write_text("x")
+            (tmp / "weights").chmod(0o600)  # as transformers saves model.safetensors (a mkstemp file)
         (tmp_path / "plain").mkdir()
+        (tmp_path / "plain" / "f").write_text("x")
     finally:
         os.umask(old)
     assert stat_mode(tmp_path / "out") == stat_mode(tmp_path / "plain") == 0o750
+    plain = stat_mode(tmp_path / "plain" / "f")
+    assert stat_mode(tmp_path / "out" / "f") == stat_mode(tmp_path / "out" / "weights") == plain
+
+
+def test_a_saved_model_shares_its_weights_like_its_other_files(files, tmp_path, capsys):
+    out = tmp_path / "ext"
+    assert cli(capsys, DIR_WRITERS["extend-vocab"](files) + [out]).code == 0
+    assert stat_mode(out / "model.safetensors") == stat_mode(out / "config.json")
 
 
 def stat_mode(path: Path) -> int:
