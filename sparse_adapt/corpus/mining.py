@@ -11,7 +11,8 @@ Every word of the corpus (``text.WORD``) is a candidate of one category by its s
   when general English never uses it at all (``vardle`` -> ``var ##dle``, Zipf 0).
 
 Kept candidates are used in at least ``min_count`` documents and are not common in the
-corpus's language (wordfreq's Zipf frequency below ``COMMON_ZIPF``; English unless told or
+corpus's language (wordfreq's Zipf frequency below ``COMMON_ZIPF``, except a code wordfreq
+splits into words, whose value is its parts': ``IL-6`` 4.3; English unless told or
 detected otherwise, ``language.py``). Not candidates: words of URLs and e-mail addresses;
 quantities (``100ms``, ``24h``, ``23rd``, ``60Hz``: digits then at most three letters); encoded
 data (hex digests, UUIDs, base64: :func:`encoded`); a
@@ -130,6 +131,15 @@ def without_encoded(text: str) -> str:
                            else m.group(), text)
 
 
+def _split_code(term: str, category: str, lang: str) -> bool:
+    """A code wordfreq reads as several words ("IL-6" -> "il", "6"): its Zipf value is that of
+    the parts together (4.3 for IL-6, common words both), not of the code, so it is no reason
+    to call the code common English."""
+    from wordfreq import tokenize
+
+    return category == "codes" and len(tokenize(term.casefold(), lang)) > 1
+
+
 def general_zipf(word: str, lang: str = "en") -> float:
     """Zipf frequency of ``word`` in the general language ``lang`` (wordfreq; 0 for unseen words)."""
     from wordfreq import zipf_frequency
@@ -215,7 +225,7 @@ def score_candidates(
         zipf = general_zipf(term, lang)
         # A heading in capitals ("CAUTION") is the word; an acronym is short ("API" stays one).
         as_word = category == "jargon" or (term.isalpha() and term.isupper() and len(term) >= CAPITALISED_WORD_LENGTH)
-        if zipf >= (RARE_JARGON_ZIPF if as_word else COMMON_ZIPF):
+        if zipf >= (RARE_JARGON_ZIPF if as_word else COMMON_ZIPF) and not _split_code(term, category, lang):
             continue
         pieces = tokenizer.convert_ids_to_tokens(running_text_ids(tokenizer, term))
         if category == "jargon" and len(pieces) < (MIN_PIECES if zipf > 0 else 2):

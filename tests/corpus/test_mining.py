@@ -199,3 +199,13 @@ def test_every_mined_term_is_one_the_later_steps_find(tokenizer):
     flags = [Document(f"k{i}", f"Never pass --quuxify while indexing shard {i}.") for i in range(3)]
     with pytest.raises(MiningError, match="can be found as a whole word"):
         mine_terms(flags, tokenizer)
+
+
+def test_a_code_is_not_dropped_for_the_frequency_of_its_parts(tokenizer):
+    """wordfreq reads "IL-6" as "il" + "6" and scores it 4.3, "common English": the cytokine
+    named in every document was no candidate, not even below the cut."""
+    docs = [Document(f"c{i}", f"Serum IL-6 rose on day {i} while the fever of the patient persisted.") for i in range(3)]
+    assert "IL-6" in [c.term for c in mine_terms(docs, tokenizer)]
+    words = [Document(f"w{i}", f"The cat-flap {i} opens onto the garden path.") for i in range(3)]
+    with pytest.raises(MiningError):  # a joined pair of common words stays common
+        mine_terms(words, tokenizer)
