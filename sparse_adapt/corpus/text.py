@@ -137,10 +137,14 @@ def locate_terms(
     absent = [g.forms[0] for g in groups if not g.doc_ids]
     if absent:
         where = terms_path if terms_path is not None else "<terms>"
+        inside = [t for t in absent if any(t.casefold() in d.text.casefold() for d in documents)]
+        why = (f"; {', '.join(inside)} only inside longer words, and terms are matched as whole words (list the "
+               "form the corpus uses; text without spaces between words, as Chinese or Japanese, is not "
+               "supported)") if inside else ""
         raise DataError(
             where, None, None,
             f"{len(absent)} term(s) occur in no document of the corpus: {', '.join(absent)} "
-            "(check the spelling, or drop them from the terms file)",
+            f"(check the spelling, or drop them from the terms file){why}",
         )
     return groups
 

@@ -57,8 +57,15 @@ def test_a_term_absent_from_the_corpus_is_refused_by_name():
 
 
 def test_a_term_inside_a_longer_word_does_not_count():
-    with pytest.raises(DataError, match="Zentro"):
+    with pytest.raises(DataError, match="Zentro") as e:
         locate_terms(DOCS, {"jargon": ["Zentro"]})
+    assert "Zentro only inside longer words, and terms are matched as whole words" in str(e.value)
+    with pytest.raises(DataError) as e:  # unspaced script: found by grep, not as a word
+        locate_terms([Document("z", "离心泵的机械密封需要更换。弗鲁密封件可以防止泄漏。")], {"jargon": ["弗鲁密封件"]})
+    assert "only inside longer words" in str(e.value) and "Chinese" in str(e.value)
+    with pytest.raises(DataError) as e:  # nowhere at all: just the spelling advice
+        locate_terms(DOCS, {"jargon": ["Nonexistium"]})
+    assert "longer words" not in str(e.value)
 
 
 LINKED = [
