@@ -61,8 +61,12 @@ def checks(vocab: VocabularyCheck, doc: DocumentChoice, targets: list[TargetDiag
                                 ", ".join(f"{p.logit:.2f}" for p in lg.positions if p.occurrence), name))
         out.append(Check("weight_matches_encoding", PASS if w.matches else FAIL,
                             f"manual = encode() ± {w.tolerance:g}", f"{w.expected:.4f} vs {w.actual:.4f}", name))
-        out.append(Check("nonzero_weight", PASS if r.weight > 0 else FAIL, "> 0", f"{r.weight:.4f}", name))
-        if r.weight > 0:
+        if lg.verdict == "absent":  # --doc without the term: a weight there is expansion, not a verdict
+            out.append(Check("nonzero_weight", NA, "> 0 where it occurs",
+                             f"{r.weight:.4f} (term not in this text{': expansion' if r.weight > 0 else ''})", name))
+        else:
+            out.append(Check("nonzero_weight", PASS if r.weight > 0 else FAIL, "> 0", f"{r.weight:.4f}", name))
+        if r.weight > 0 and lg.verdict != "absent":
             out.append(Check("high_weight", PASS if r.weight > HIGH_WEIGHT else WARN, f"> {HIGH_WEIGHT:g}",
                                 f"{r.weight:.4f}", name))
             status = PASS if r.rank == 1 else WARN if r.rank <= TOP_RANK else FAIL

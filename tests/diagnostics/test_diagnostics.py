@@ -303,6 +303,10 @@ def test_doc_option(extended):
     assert r.document.source == "doc" and r.document.doc_id == "d3" and r.document.term_spans == [[1, 2]]
     r = diagnose_term(extended, "Gatrocraptic", DOCS, doc_id="d4")
     assert r.document.term_spans == [] and r.targets[0].logits.verdict == "absent"
+    # a document without the term grades no weight or rank (it had advised retraining on a weight of 0)
+    graded = {c.name: c.status for c in r.checks}
+    assert graded["nonzero_weight"] == "n/a" and "high_weight" not in graded and "top_rank" not in graded
+    assert not {rec.id for rec in r.recommendations} & {"warmup", "dictionary", "distill", "hinge"}
     with pytest.raises(ConfigError, match="--doc 'nope'"):
         diagnose_term(extended, "Gatrocraptic", DOCS, doc_id="nope")
     with pytest.raises(ConfigError, match="empty"):
