@@ -29,7 +29,7 @@ from sparse_adapt.data import Document, Query
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import single_token_ids
-from sparse_adapt.progress import Hooks
+from sparse_adapt.progress import Hooks, counted
 from sparse_adapt.retrieval.feedback import Feedback, expand_in_memory
 
 FLOPS_DEFINITION = "sum_t p_q(t) * p_d(t), p = fraction of queries/documents with w^t > 0"
@@ -162,6 +162,13 @@ def inspect_corpus(
     Q = splade.encode([q.text for q in queries], "query", batch_size) if queries else None  # (n_q, V)
     domain, source = _domain_ids(splade, terms)
     warnings = []
+    active = np.asarray((D != 0).sum(axis=1)).ravel()  # (n_d,)
+    empty = [d.doc_id for d, n in zip(documents, active) if n == 0]
+    if empty:
+        warnings.append(f"{len(empty)} of {counted(len(documents), 'document')} {'has' if len(empty) == 1 else 'have'} "
+                        f"no active term (e.g. {', '.join(empty[:3])}): no query can retrieve "
+                        f"{'it' if len(empty) == 1 else 'them'}, and export leaves {'it' if len(empty) == 1 else 'them'} "
+                        "out of the index")
 
     flops = cost = None
     p_d = np.asarray((D > 0).mean(axis=0)).ravel()  # (V,)

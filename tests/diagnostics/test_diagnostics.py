@@ -523,6 +523,17 @@ def test_inspect_with_feedback_measures_the_hand_expanded_queries(extended):
         inspect_corpus(extended, DOCS, feedback=fb)
 
 
+def test_inspect_names_documents_no_query_can_retrieve(extended):
+    """A document encoding to no term is in no index and scores 0 for every query: `export`
+    said so, `inspect` showed only "min 0"."""
+    D = extended.encode([d.text for d in DOCS]).tolil()
+    before = inspect_corpus(extended, DOCS, QUERIES, document_vectors=D.tocsr()).warnings
+    assert not any("no active term" in w for w in before)
+    D[1, :] = 0
+    [said] = [w for w in inspect_corpus(extended, DOCS, QUERIES, document_vectors=D.tocsr()).warnings if "no active" in w]
+    assert said.startswith(f"1 of {len(DOCS)} documents has no active term (e.g. {DOCS[1].doc_id})")
+
+
 def test_inspect_takes_document_vectors_the_caller_already_has(extended):
     D = extended.encode([d.text for d in DOCS])
     assert inspect_corpus(extended, DOCS, QUERIES, document_vectors=D) == inspect_corpus(extended, DOCS, QUERIES)
