@@ -89,6 +89,13 @@ def check_qrels(
             f"{qrels_name}: {len(unknown_q)} of {len(qrels)} judged queries are not in {queries_name} and are not "
             f"evaluated (e.g. {_examples(unknown_q)})"
         )
+    unasked = sorted(q for q in known_q if q not in qrels)
+    if unasked:  # ranx evaluates judged queries only: the count in the title would drop them unsaid
+        warnings.append(
+            f"{queries_name}: {len(unasked)} of {len(known_q)} queries {'has' if len(unasked) == 1 else 'have'} no "
+            f"judgement in {qrels_name} and {'is' if len(unasked) == 1 else 'are'} not evaluated "
+            f"(e.g. {_examples(unasked)})"
+        )
     if doc_ids is not None:
         known_d = doc_ids if isinstance(doc_ids, (set, frozenset, dict)) else set(doc_ids)
         judged = sorted({d for q in evaluated for d in qrels[q]})

@@ -81,6 +81,14 @@ def test_a_judged_query_without_a_relevant_document_is_said_to_count_as_zero():
     assert evaluate_run(qrels, {q: {"d1": 1.0} for q in qrels}, ["mrr@10"]) == {"mrr@10": pytest.approx(1 / 3)}
 
 
+def test_a_query_without_judgements_is_said_not_to_be_evaluated():
+    """ranx evaluates judged queries only: 16 queries given, "15 queries" in the title, unsaid."""
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 2}}
+    assert check_qrels(qrels, ["q1", "q2", "q9"], ["d1", "d2"]) == [
+        "the queries: 1 of 3 queries has no judgement in the qrels and is not evaluated (e.g. q9)"]
+    assert check_qrels(qrels, ["q1", "q2"], ["d1", "d2"]) == []
+
+
 def test_compare_json_is_strict_json_and_a_partial_run_is_said(tmp_path, capsys):
     from corpora import GATROCRAPTIC
     from sparse_adapt.cli import main
