@@ -75,7 +75,8 @@ class LuceneRetriever:
     def __init__(self, index_dir: str | Path, splade: QueryModel, scale: int | None = None):
         self.index_dir = Path(index_dir)
         if not self.index_dir.is_dir():
-            raise LuceneError(f"{index_dir}: no such index directory; build one with `sparse-adapt index`")
+            what = "a file, not an index directory" if self.index_dir.exists() else "no such index directory"
+            raise LuceneError(f"{index_dir}: {what}; build one with `sparse-adapt index`")
         meta = IndexMeta.load(self.index_dir)
         if scale is None:
             if meta is None:

