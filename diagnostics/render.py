@@ -13,6 +13,7 @@ from rich.text import Text
 from diagnostics.explain import QueryExplanation
 from diagnostics.sparsity import CorpusStats
 from diagnostics.term import FAIL, NA, PASS, WARN, TermDiagnosis
+from sparse_adapt.progress import counted
 
 # Positions always shown in the logit table (the spec shows the first 25); occurrences and
 # the position of the maximum are added beyond it, the rest is elided.
@@ -76,7 +77,10 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
     grid.add_row("Token id(s)", " ".join(map(str, v.token_ids)))
     grid.add_row("Pieces", escape(" ".join(v.pieces)))
     grid.add_row("Decoded", escape(repr(v.decoded)))
-    grid.add_row("Single token", _yes_no(v.single_token, f"yes (id {v.token_ids[0]})", f"no: {len(v.token_ids)} pieces"))
+    split = f"no: {counted(len(v.token_ids), 'piece')}"
+    if len(v.token_ids) == 1:  # one piece yet no single token: [UNK], characters the tokenizer does not know
+        split += f" ({v.pieces[0]}: the tokenizer does not know its characters)"
+    grid.add_row("Single token", _yes_no(v.single_token, f"yes (id {v.token_ids[0]})", split))
     if v.base_pieces is not None:
         grid.add_row("Base tokenizer split", escape(" ".join(v.base_pieces)) + f"  ({len(v.base_pieces)} piece(s))")
     grid.add_row("Added by extend-vocab", "yes" if v.added_token else "no")
@@ -137,7 +141,10 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
             line.append(f"; at occurrences min {lg.occurrence_min:.4f}, max {lg.occurrence_max:.4f}, "
                         f"mean {lg.occurrence_mean:.4f}")
         console.print(line)
-        if lg.verdict == "negative":
+        if t.weight.special_token:  # the -10000 exclusion bias, not a head that failed to learn it
+            console.print(Text(f"  – {t.token} is a special token: excluded from every vector, whatever the head "
+                               "predicts", style="yellow"))
+        elif lg.verdict == "negative":
             console.print(Text("  ⚠ the token occurs in the text but every logit there is NEGATIVE: "
                                "the MLM head does not predict it", style="bold red"))
         elif lg.verdict == "mixed":

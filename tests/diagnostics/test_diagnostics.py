@@ -453,6 +453,15 @@ def test_a_term_the_tokenizer_reads_as_unk_is_sent_to_extend_not_to_warmup(tiny_
     assert "nonzero_weight" not in status and status["weight_matches_encoding"][0] == "pass"
     assert [rec.id for rec in r.recommendations] == ["extend"]
     assert "characters the tokenizer does not know" in r.recommendations[0].finding
+    from rich.console import Console
+
+    from diagnostics.render import render_term
+
+    console = Console(record=True, width=160)
+    render_term(r, console)
+    shown = console.export_text()
+    assert "no: 1 piece ([UNK]: the tokenizer does not know its characters)" in shown
+    assert "[UNK] is a special token: excluded from every vector" in shown and "NEGATIVE" not in shown
 
 
 def test_a_term_used_only_past_the_document_window_is_said_so(sparse):
