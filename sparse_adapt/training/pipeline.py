@@ -30,7 +30,7 @@ from typing import Sequence
 
 import torch
 
-from sparse_adapt.atomic import atomic_directory, check_writable, clean_leftovers
+from sparse_adapt.atomic import atomic_directory, check_not_an_input, check_writable, clean_leftovers
 from sparse_adapt.data import flat_terms, load_dictionary, load_domain_terms, load_train
 from sparse_adapt.defaults import bundled
 from sparse_adapt.device import resolve_device
@@ -209,6 +209,9 @@ def run_pipeline(
         if part is not None:  # --overwrite would delete it before it loads; a rerun would train over it
             raise ConfigError(f"{flag} {model} is {out / part}, part of the run in {out}: copy it elsewhere first, "
                               "or give another --out")
+    # Refused even with overwrite: replacing an input (or a folder holding one) deleted it.
+    given = (*paths.values(), *([config] if config is not None and not isinstance(config, TrainConfig) else []))
+    check_not_an_input(out, given)
     check_writable(out, into=True)
     if out.exists() and not out.is_dir():
         if not overwrite:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from sparse_adapt.cli import main
 from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -21,6 +24,18 @@ def _files(tmp_path):
         "--terms", str(tmp_path / "terms.json"), "--dictionary", str(_jsonl(tmp_path / "dict.jsonl", DICTIONARY)),
         "--train", str(_jsonl(tmp_path / "train.jsonl", TRAIN)), "--config", str(config), "--seed", "7",
     ]
+
+
+@pytest.mark.parametrize("flag", ["--train", "--config", "--corpus"])
+def test_an_out_that_is_an_input_is_refused_even_with_overwrite(tmp_path, capsys, flag):
+    """`--out train.jsonl --overwrite` deleted the user's training lists, then crashed;
+    `--out` the config file replaced it with a run directory."""
+    argv = _files(tmp_path)
+    given = Path(argv[argv.index(flag) + 1])
+    before = given.read_bytes()
+    assert main(argv + ["--out", str(given), "--stages", "extend,distill", "--overwrite"]) == 2
+    assert "is also an input" in " ".join(capsys.readouterr().err.split())
+    assert given.read_bytes() == before
 
 
 def test_train_extend_distill_writes_final_and_log(tmp_path, capsys):
