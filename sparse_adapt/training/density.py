@@ -31,13 +31,17 @@ def document_density(splade: SpladeEncoder, texts: Sequence[str]) -> float:
 
 
 def density_warning(before: float, after: float, tau_min: float, pres_form: str = "vectors") -> str | None:
-    """The line that tells a user distillation made the documents much denser, or None.
+    """The line that tells a user distillation made the documents much denser, or empty, or None.
 
     It names the setting that fixed this where it was measured: ``pres_form = "all-texts"``
     kept offline-splade-tiny's documents at 58-75 active terms (3,500-5,200 with the default)
     and raised its held-out retrieval on the dev domains (bench/RESULTS.md); a lower
     ``tau_min`` also keeps them sparse but retrieved worse there.
     """
+    if before > 0 and after == 0:  # lr or weight decay large enough to push every logit below 0
+        return ("distill: WARNING the documents now activate no term at all (mean 0, "
+                f"{before:.0f} before this stage): the model retrieves nothing; train again with a lower distill.lr "
+                "or distill.weight_decay")
     if before <= 0 or after <= DENSITY_WARNING * before:
         return None
     fix = (

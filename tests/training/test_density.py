@@ -28,6 +28,9 @@ def test_the_warning_fires_only_above_the_ratio_and_names_the_setting():
     already = density_warning(100.0, 9000.0, 3.5, pres_form="all-texts")
     assert already is not None and "pres_form" not in already and "tau_min" in already
     assert density_warning(0.0, 50.0, 3.5) is None  # nothing to compare with
+    # lr 0.99 (or a huge weight decay) pushed every logit below 0: a model retrieving nothing, saved unsaid
+    dead = density_warning(40.0, 0.0, 3.5)
+    assert dead is not None and "activate no term at all" in dead and "distill.lr" in dead
 
 
 def test_a_run_logs_the_density_and_says_it(tiny_dir, inputs, tmp_path, monkeypatch):  # noqa: F811
