@@ -69,6 +69,8 @@ class MLMConfig:
         _positive(section, "batch_size", self.batch_size)
         _positive(section, "max_grad_norm", self.max_grad_norm)
         _positive(section, "max_length", self.max_length)
+        if self.max_length < 3:  # [CLS] and [SEP] take two: 1 or 2 left no piece to mask (a traceback after extend)
+            raise ConfigError(f"{section}.max_length must be >= 3 (the special tokens take 2), got {self.max_length}")
         _positive(section, "weight_decay", self.weight_decay, allow_zero=True)
         if not 0.0 <= self.mask_rate < 1.0:
             raise ConfigError(f"{section}.mask_rate must be in [0, 1), got {self.mask_rate}")

@@ -117,6 +117,8 @@ def test_token_budget_batches_resume_bit_identically_across_epochs_of_other_leng
     ({"distill": {"lr": 1e14}}, "distill.lr must be < 1, got 100000000000000.0"),
     ({"warmup": {"mask_rate": 0.0, "domain_focused": False}}, "warmup.mask_rate is 0 and warmup.domain_focused is false"),
     ({"dictionary": {"max_steps": 6, "step_cap": 2}}, "dictionary.max_steps (6) is above dictionary.step_cap (2)"),
+    ({"warmup": {"max_length": 2}}, "warmup.max_length must be >= 3 (the special tokens take 2), got 2"),
+    ({"dictionary": {"max_length": 1}}, "dictionary.max_length must be >= 3"),
 ])
 def test_settings_that_cannot_train_as_written_are_refused(section, message):
     with pytest.raises(ConfigError) as e:
