@@ -81,7 +81,8 @@ def trials_table(rows: list[dict], space: dict[str, Range]) -> str:
         params = " | ".join(f"{r['params'][k]:.3g}" if k in r["params"] else "-" for k in keys)
         lines.append(f"| {r['number']} | {r['state']} | {value} | {cell(r.get('best_epoch'))} | "
                      f"{cell(r.get('epochs_run'))} | {params} |")
-    return "\n".join(lines) + "\n"
+    failed = [f"- trial {r['number']}: {r['failure']}" for r in rows if r.get("failure")]
+    return "\n".join(lines + (["", *failed] if failed else [])) + "\n"
 
 
 def check_study_dir(out: Path, overwrite: bool) -> None:
@@ -164,7 +165,11 @@ def run_tuning(
             )
             # Trials are named by Optuna's number (from 0), as in trials.md, trials.json and best.toml.
             hooks.message(f"tune: trial {trial.number} ({trial.number + 1} of {trials}): " + " ".join(f"{k}={v:.3g}" for k, v in values.items()))
-            DistillStage().run(splade, ctx)
+            try:
+                DistillStage().run(splade, ctx)
+            except NonFiniteError as e:  # said in one line by record(); Optuna's own warning carried a traceback
+                trial.set_user_attr("failure", str(e))
+                raise
             if "best_epoch" not in ctx.info:
                 raise ConfigError("tune: the validation split is empty; raise --valid-fraction (distill.valid_fraction) "
                                   "or pass --valid")
@@ -176,12 +181,13 @@ def run_tuning(
             rows.append({
                 "number": trial.number, "state": trial.state.name.lower(), "value": trial.value, "params": trial.params,
                 "best_epoch": trial.user_attrs.get("best_epoch"), "epochs_run": trial.user_attrs.get("epochs_run",
-                len(trial.intermediate_values)),
+                len(trial.intermediate_values)), "failure": trial.user_attrs.get("failure"),
             })
             write_atomic(out / "trials.md", trials_table(rows, space))
             write_results(study, finished=False)  # a study stopped early still leaves its best so far
+            failure = f" ({rows[-1]['failure']})" if rows[-1]["failure"] else ""
             hooks.message(f"tune: trial {trial.number} {rows[-1]['state']}, objective "
-                          f"{'-' if trial.value is None else signed(trial.value, 4)}")
+                          f"{'-' if trial.value is None else signed(trial.value, 4)}{failure}")
 
         usage = "sparse-adapt train --config best.toml" + (f" --valid {valid_path}" if valid_path is not None else "")
 
@@ -203,7 +209,9 @@ def run_tuning(
             write_atomic(out / "trials.json", json.dumps(summary, indent=2) + "\n")
             return summary
 
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        # ERROR: a failed trial is said by record() in one line, with its reason; Optuna's warning
+        # for it printed the whole traceback.
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
         study = optuna.create_study(
             direction="maximize", sampler=optuna.samplers.TPESampler(seed=int(seed)),
             # Judge a trial only after 2 complete ones and 2 of its own epochs: early epochs are noisy.

@@ -159,6 +159,7 @@ def test_tune_refuses_a_directory_of_other_files_before_any_work(tiny_dir, input
 
 
 def test_a_trial_that_goes_non_finite_fails_alone_and_the_study_goes_on(tiny_dir, inputs, tmp_path, monkeypatch):
+    from sparse_adapt.progress import Hooks
     from sparse_adapt.training import tuning as tuning_mod
     from sparse_adapt.training.loop import NonFiniteError
 
@@ -172,10 +173,15 @@ def test_a_trial_that_goes_non_finite_fails_alone_and_the_study_goes_on(tiny_dir
 
     monkeypatch.setattr(tuning_mod.DistillStage, "run", run)
     out = tmp_path / "study"
+    said: list[str] = []
     summary = run_tuning(_data(inputs), out, str(tiny_dir), trials=3, seed=0, config=_config(tmp_path, epochs=1),
-                         space=SPACE)
+                         space=SPACE, hooks=Hooks(message=said.append))
     assert [r["state"] for r in summary["trials"]] == ["complete", "fail", "complete"]
     assert summary["best_trial"] in (0, 2) and (out / "best.toml").is_file()
+    # the reason, in one line and in trials.md (Optuna's own warning printed a traceback per failed trial)
+    assert "tune: trial 1 fail, objective - (distill: the loss is nan at step 1)" in said
+    assert "- trial 1: distill: the loss is nan at step 1" in (out / "trials.md").read_text()
+    assert summary["trials"][1]["failure"] == "distill: the loss is nan at step 1"
 
 
 def test_a_rerun_is_a_new_study_and_best_toml_names_the_valid_file(tiny_dir, inputs, tmp_path, monkeypatch):
