@@ -45,6 +45,11 @@ def _global_options(
     if threads is not None:
         import torch
 
+        from sparse_adapt.errors import ConfigError
+
+        cpus = os.cpu_count() or 1
+        if threads > 4 * cpus:  # 100,000 threads crashed the process (a segfault in the thread pool)
+            raise ConfigError(f"--threads {threads} is more than 4x this machine's {cpus} CPUs; give at most {4 * cpus}")
         torch.set_num_threads(threads)
 
 

@@ -172,7 +172,7 @@ def make_train(
     out: Path = typer.Option(..., "--out", help="train.jsonl to write."),
     teacher: str = typer.Option("offline-minilm", "--teacher", help=TEACHER_HELP),
     base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP + " It mines the hard negatives."),
-    seed: int = typer.Option(0, "--seed", help="Seeds the crops."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Seeds the crops."),
     max_queries: int = MAX_QUERIES_OPTION,
     negatives: int = NEGATIVES_OPTION,
     siblings: int = SIBLINGS_OPTION,
@@ -240,7 +240,7 @@ def adapt(
     groups: Optional[Path] = typer.Option(
         None, "--groups", help="query_groups.json ({group: \\[qid, ...]}) of --queries: the summary scores each group too.",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seeds crops and training; a rerun reproduces the run."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Seeds crops and training; a rerun reproduces the run."),
     top: int = TOP_OPTION,
     min_count: int = MIN_COUNT_OPTION,
     max_queries: int = MAX_QUERIES_OPTION,

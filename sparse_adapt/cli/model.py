@@ -83,7 +83,7 @@ def pretrain(
                                         "Default: GeneralConfig's, 1200.", show_default=False),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Pairs per step; each pair's negatives are the "
                                              "others. Default: GeneralConfig's, 48.", show_default=False),
-    seed: int = typer.Option(0, "--seed", help="Picks and orders the dictionary pairs."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Picks and orders the dictionary pairs."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """General-English pretraining of a base: lay descriptions against the words they describe.

@@ -42,7 +42,7 @@ def report(
         "queries, else derived: queries naming a domain term = domain-explicit, others control)."
     ),
     config: Optional[Path] = typer.Option(None, "--config", help="Training config overrides (JSON or TOML), as for train."),
-    seed: int = typer.Option(0, "--seed", help="Random seed of every experiment."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Random seed of every experiment."),
     term: Optional[str] = typer.Option(
         None, "--term", help="Term of the criteria table (default: the domain term in most relevant documents "
         "of the domain-semantic queries)."

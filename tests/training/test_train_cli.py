@@ -26,6 +26,18 @@ def _files(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["--threads", "100000", "train"], "more than 4x this machine's"),  # a segfault in the thread pool
+    (["train", "--seed", str(2**65)], "--seed"),  # a traceback after run.json was written
+])
+def test_a_thread_count_or_seed_no_run_can_take_is_refused_first(tmp_path, capsys, argv, said):
+    files = _files(tmp_path)[1:]  # without the command name
+    command = argv.index("train")
+    full = argv[: command + 1] + files + argv[command + 1 :] + ["--out", str(tmp_path / "run")]
+    assert main(full) == 2
+    assert said in " ".join(capsys.readouterr().err.split()) and not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("flag", ["--train", "--config", "--corpus"])
 def test_an_out_that_is_an_input_is_refused_even_with_overwrite(tmp_path, capsys, flag):
     """`--out train.jsonl --overwrite` deleted the user's training lists, then crashed;
