@@ -253,6 +253,10 @@ class DistillStage(Stage):
                 ref_vectors = ReferenceVectors.encode(reference, examples, terms, domain)
             if valid:
                 vset = ValidationSet.build(valid, ctx.data.documents, terms)
+                if not vset.kinds["control"] and cfg.control_penalty > 0:  # a training file with one control query
+                    ctx.hooks.message("warning: distill: no validation query is a control (one naming no domain "
+                                      "term), so distill.control_penalty has no effect on the epoch chosen; give "
+                                      "--valid FILE with control queries to guard general retrieval")
                 selector = EpochSelector(
                     splade, vset, vset.measure(reference), control_penalty=cfg.control_penalty, patience=cfg.patience,
                     log=ctx.log, message=ctx.hooks.message, on_record=ctx.on_validation,

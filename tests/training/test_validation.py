@@ -260,3 +260,19 @@ def test_a_valid_fraction_that_holds_out_no_query_stops_before_training(tiny_dir
         run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("extend", "warmup", "distill"),
                      config=config_from_dict(cfg), **inputs)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_validation_set_without_a_control_query_says_the_penalty_does_nothing(tiny_dir, inputs, tmp_path):
+    from tests.training.test_stages import DOCS, TRAIN, Messages, _jsonl
+
+    control = {"qid": "c1", "query": "rain expected tomorrow", "doc_ids": ["x1", "d1"],
+               "doc_texts": ["Rain is expected tomorrow morning in the north.", DOCS[0]["text"]],
+               "teacher_scores": [10.0, -8.0]}
+    said = {}
+    for name, rows in (("domain-only", TRAIN), ("both", [*TRAIN, control])):
+        buf = Messages()
+        run_pipeline(base=str(tiny_dir), out=tmp_path / name, stages=("extend", "distill"), config=config_from_dict(SMALL),
+                     seed=0, valid=_jsonl(tmp_path / f"{name}.jsonl", rows), hooks=buf.hooks(), **inputs)
+        said[name] = [m for m in buf if "no validation query is a control" in m]
+    assert len(said["domain-only"]) == 1 and "distill.control_penalty has no effect" in said["domain-only"][0]
+    assert said["both"] == []
