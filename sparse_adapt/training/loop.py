@@ -116,7 +116,8 @@ def _check_finite(cfg: "LoopConfig", epoch: int, step: int, what: str, values: d
         raise NonFiniteError(
             f"{cfg.name}: epoch {epoch}, step {step}: {what} is not finite "
             f"({', '.join(f'{k}={values[k]}' for k in bad)}); training stopped "
-            f"before this step changed the weights (try a lower {cfg.name}.lr or check the data)"
+            f"before this step changed the weights (try a lower {cfg.name}.lr; check the section's loss weights and "
+            "temperatures, or the data)"
         )
 
 
