@@ -30,7 +30,9 @@ from typing import Sequence
 
 import torch
 
-from sparse_adapt.atomic import atomic_directory, check_not_an_input, check_writable, clean_leftovers
+from sparse_adapt.atomic import (
+    atomic_directory, check_not_an_input, check_writable, clean_leftovers, empty_or_model_directory,
+)
 from sparse_adapt.data import flat_terms, load_dictionary, load_domain_terms, load_train
 from sparse_adapt.defaults import bundled
 from sparse_adapt.device import resolve_device
@@ -237,6 +239,10 @@ def run_pipeline(
         if main:
             clean_leftovers(out)  # temporaries of checkpoints whose save was killed
             rundir.prepare(out, manifest, names, overwrite, hooks)
+            for name in (*names, FINAL):  # before training: saving there failed only after the stage had trained
+                if (out / name).is_dir() and not empty_or_model_directory(out / name):
+                    raise OutputError(f"{out / name} holds files that are no saved model, where the run saves its "
+                                      f"{name}: move them, or choose another --out")
         processes.barrier()
         done = rundir.completed_stages(out, names)
         start = len(done)

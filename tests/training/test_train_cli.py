@@ -113,3 +113,17 @@ def test_a_dictionary_entry_naming_no_domain_term_is_a_warning(tmp_path, capsys)
     assert main(argv + ["--out", str(tmp_path / "run"), "--stages", "extend,dictionary"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "warning:" in out and "1 of" in out and "'Zorblat'" in out and "no domain token learns from them" in out
+
+
+def test_a_folder_of_yours_where_the_run_saves_a_stage_is_refused_before_training(tmp_path, capsys):
+    """`--out` with an `extend/` of the user's own failed only when extend had trained, and
+    told a CLI user to "pass overwrite=True"."""
+    out = tmp_path / "run"
+    (out / "extend").mkdir(parents=True)
+    (out / "extend" / "notes.txt").write_text("mine")
+    assert main(_files(tmp_path) + ["--out", str(out), "--stages", "extend,distill", "--overwrite"]) == 2
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())
+    assert f"{out / 'extend'} holds files that are no saved model" in err and "overwrite=True" not in err
+    assert "stage extend done" not in captured.out + captured.err
+    assert (out / "extend" / "notes.txt").read_text() == "mine"
