@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", help="Study directory: prefix/, best.toml, trials.md, trials.json, trials/."),
         config: Optional[Path] = typer.Option(None, "--config", help="Starting config (JSON or TOML), as for train."),
         trials: int = typer.Option(20, "--trials", min=1, help="Trial budget (each trial is one distill run)."),
-        seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Seeds the TPE sampler, the validation split and every run."),
+        seed: int = typer.Option(0, "--seed", help="Seeds the TPE sampler, the validation split and every run."),
         overwrite: bool = typer.Option(False, "--overwrite", help="Write the study into a non-empty --out that holds "
                                        "no earlier study (beside its files, replacing same-named ones); retrain a "
                                        "prefix/ made with other settings."),
