@@ -27,7 +27,6 @@ or given files is refused, as is a ``DIR`` holding anything but an adapt run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from sparse_adapt.corpus.provenance import PROVENANCE, record, refresh
 from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, make_train
 from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
 from sparse_adapt.corpus.text import locate_terms
-from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms, load_train
+from sparse_adapt.data import file_sha256, load_dictionary, load_documents, load_domain_terms, load_train
 from sparse_adapt.errors import ConfigError, SparseAdaptError
 from sparse_adapt.lock import LOCK_FILE, locked
 from sparse_adapt.progress import Hooks, SILENT, counted
@@ -91,10 +90,6 @@ class AdaptResult:
     final: Path
     training: Path
     notes: dict = field(default_factory=dict)  # counts of what was mined, harvested, kept
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def write_jsonl(path: Path, records: list[dict]) -> None:
@@ -300,12 +295,12 @@ def run_adapt(
     load_config(config, base, ADAPT_SETTINGS)
     pretrain = needs_pretraining(base) if pretrain is None else pretrain
     manifest = {
-        "corpus": _sha256(corpus), "base": str(base), "teacher": str(teacher), "seed": int(seed),
+        "corpus": file_sha256(corpus), "base": str(base), "teacher": str(teacher), "seed": int(seed),
         "options": {"top": top, "min_count": min_count, "max_queries": max_queries, "negatives": negatives,
                     "siblings": siblings, "term_labels": term_labels, "glosses": glosses,
                     "pretrain": pretrain, "lang": lang},
-        "given": {k: (None if p is None else _sha256(p)) for k, p in given.items()},
-        "config": None if config is None else _sha256(Path(config)),
+        "given": {k: (None if p is None else file_sha256(p)) for k, p in given.items()},
+        "config": None if config is None else file_sha256(Path(config)),
     }
     part = part_holding(out, base, RUN_OUTPUTS)
     if part is not None:  # --overwrite would delete it before it loads

@@ -11,11 +11,11 @@ and an edited one is kept with a warning (the user's edit wins, as everywhere in
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 from sparse_adapt.atomic import write_json_atomic
+from sparse_adapt.data import file_sha256
 from sparse_adapt.progress import SILENT, Hooks
 
 PROVENANCE = "generated.json"
@@ -24,10 +24,6 @@ MADE_FROM_TERMS = {
     "dictionary": ("dictionary.jsonl",),
     "train": ("train.jsonl", "heldout_queries.jsonl", "heldout_qrels.tsv", "query_groups.json"),
 }
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _read(out: Path) -> dict:
@@ -41,8 +37,8 @@ def _read(out: Path) -> dict:
 def record(out: Path, name: str, terms: Path) -> None:
     """``name`` (a key of ``MADE_FROM_TERMS``) was just made in ``out`` from ``terms``."""
     data = _read(out)
-    data[name] = {"terms": _sha256(terms),
-                  "files": {f: _sha256(out / f) for f in MADE_FROM_TERMS[name] if (out / f).is_file()}}
+    data[name] = {"terms": file_sha256(terms),
+                  "files": {f: file_sha256(out / f) for f in MADE_FROM_TERMS[name] if (out / f).is_file()}}
     write_json_atomic(out / PROVENANCE, data)
 
 
@@ -53,7 +49,7 @@ def refresh(out: Path, terms: Path, hooks: Hooks = SILENT) -> list[str]:
     data = _read(out)
     if not data or not terms.is_file():
         return []
-    current = _sha256(terms)
+    current = file_sha256(terms)
     removed = []
     for name, made in data.items():
         if name not in MADE_FROM_TERMS or not isinstance(made, dict) or made.get("terms") == current:
@@ -62,7 +58,7 @@ def refresh(out: Path, terms: Path, hooks: Hooks = SILENT) -> list[str]:
         present = {f: out / f for f in files if (out / f).is_file()}
         if not present:
             continue  # already gone: the run makes it anyway
-        edited = [f for f, path in present.items() if _sha256(path) != files[f]]
+        edited = [f for f, path in present.items() if file_sha256(path) != files[f]]
         main = MADE_FROM_TERMS[name][0]
         if edited:
             hooks.message(f"warning: {out / main} was made from an earlier {terms.name} and {edited[0]} was edited "

@@ -4,6 +4,7 @@ file, line and field."""
 from __future__ import annotations
 
 import codecs
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -22,6 +23,13 @@ def require_file(path: str | Path) -> Path:
     if not p.is_file():
         raise DataError(p, None, None, "file not found" if not p.exists() else "not a regular file")
     return p
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes, streamed: a corpus need not fit in memory. What a run
+    records of its inputs, to tell a rerun on the same files from one on edited files."""
+    with Path(path).open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _utf8_line(path: Path, line: int, raw: bytes) -> str:

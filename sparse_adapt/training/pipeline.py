@@ -20,7 +20,6 @@ process writes (``distributed.py``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -33,7 +32,7 @@ import torch
 from sparse_adapt.atomic import (
     atomic_directory, check_not_an_input, check_writable, clean_leftovers, empty_or_model_directory,
 )
-from sparse_adapt.data import flat_terms, load_dictionary, load_domain_terms, load_train
+from sparse_adapt.data import file_sha256, flat_terms, load_dictionary, load_domain_terms, load_train
 from sparse_adapt.defaults import bundled
 from sparse_adapt.device import resolve_device
 from sparse_adapt.errors import ConfigError, OutputError
@@ -54,11 +53,6 @@ from sparse_adapt.training.validation import check_validation_choice, mentions_t
 from sparse_adapt.training.stages import EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, check_lengths, parse_stages
 
 TRAINER_STATE = "trainer_state.pt"
-
-
-def _sha256(path: Path) -> str:
-    with path.open("rb") as f:  # streamed: a corpus need not fit in memory
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _load_inputs(corpus: Path, terms: Path, dictionary: Path, train: Path, valid: Path | None = None) -> TrainData:
@@ -226,7 +220,7 @@ def run_pipeline(
     settings = {k: v for k, v in cfg.to_dict().items() if k in names}
     manifest = {
         "stages": names, "config": settings, "seed": int(seed), "base": str(base),
-        "inputs": {k: _sha256(p) for k, p in paths.items()},
+        "inputs": {k: file_sha256(p) for k, p in paths.items()},
     }
     if str(reference) != str(base):  # only then: manifests of earlier runs stay valid
         manifest["reference"] = str(reference)
