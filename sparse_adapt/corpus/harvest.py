@@ -102,9 +102,9 @@ def find_definition(
             return HarvestedDefinition(_trim(m.group("d")), uses[i][0], name, uses[i][1])
     # Context fallback: the most typical sentence, by word overlap with the term's other uses.
     bags = [{key(w) for w in words(s)} - {group.key} for _, s in uses]
-    terms = [group, *others]
+    patterns = [g.pattern for g in (group, *others)]  # compiled once, not per word
     saying = [i for i, (_, s) in enumerate(uses)
-              if sum(not any(g.pattern.fullmatch(w) for g in terms) for w in words(s)) >= 2]
+              if sum(not any(p.fullmatch(w) for p in patterns) for w in words(s)) >= 2]
     if not saying:
         return None
     fewest = min(mentions[i] for i in saying)

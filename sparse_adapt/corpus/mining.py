@@ -186,7 +186,7 @@ def _findable(candidate: Candidate, documents: Sequence[Document]) -> bool:
     """Whether the whole-word search every later step uses (``text.TermGroup.pattern``) finds
     the term: mining splits words otherwise ("--quuxify", unspaced script), and a term the
     dictionary, the queries and the training cannot find fails them all."""
-    pattern = term_pattern(key(candidate.term), candidate.term, *candidate.forms)
+    pattern = term_pattern(key(candidate.term), *candidate.forms)  # forms: every spelling, the term's included
     return any(pattern.search(d.text) for d in documents)
 
 

@@ -297,12 +297,14 @@ def make_train(
     # for the siblings and the term-consistent labels either.
     visible = visible_texts(splade, [d.text for d in documents], "document")
     documents = [Document(d.doc_id, text) for d, text in zip(documents, visible)]
-    unread = [g.display for g, seen in zip(groups, regroup(groups, documents)) if g.doc_ids and not seen.doc_ids]
+    read = regroup(groups, documents)
+    unread = [g.display for g, seen in zip(groups, read) if g.doc_ids and not seen.doc_ids]
     if unread:
-        hooks.message(f"warning: {counted(len(unread), 'term')} ({', '.join(unread[:5])}) {'occurs' if len(unread) == 1 else 'occur'} only past the first "
-                      f"{splade.max_length('document')} pieces of their documents, which the model reads: no query names "
+        hooks.message(f"warning: {counted(len(unread), 'term')} ({', '.join(unread[:5])}) "
+                      f"{'occurs' if len(unread) == 1 else 'occur'} only past the first {splade.max_length('document')} "
+                      "pieces of their documents, which the model reads: no query names "
                       f"{'it' if len(unread) == 1 else 'them'}; split the documents into passages")
-    groups = regroup(groups, documents)
+    groups = read
     extra = lay_queries(documents, glosses) if glosses else ()
     queries = generate_queries(documents, groups, seed=seed, max_queries=max_queries, extra=extra, lang=lang)
     if len(queries) < 2:  # said as what it is, before the teacher is blamed for lists it never saw
