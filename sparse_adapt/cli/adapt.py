@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from sparse_adapt.cli.output import BASE_HELP, console, warn
+from sparse_adapt.cli.output import BASE_HELP, console, seed_option, warn
 from sparse_adapt.corpus.language import check_language
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.progress import signed
@@ -138,7 +138,6 @@ def build_dictionary(
     from sparse_adapt.corpus.harvest import build_dictionary as harvest
     from sparse_adapt.corpus.teacher import load_teacher
     from sparse_adapt.corpus.text import locate_terms
-    from sparse_adapt.cli.output import warn
     from sparse_adapt.data import flat_terms, load_dictionary, load_documents, load_domain_terms
     from sparse_adapt.training.validation import mentions_term
 
@@ -172,7 +171,7 @@ def make_train(
     out: Path = typer.Option(..., "--out", help="train.jsonl to write."),
     teacher: str = typer.Option("offline-minilm", "--teacher", help=TEACHER_HELP),
     base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP + " It mines the hard negatives."),
-    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Seeds the crops."),
+    seed: int = seed_option("Seeds the crops."),
     max_queries: int = MAX_QUERIES_OPTION,
     negatives: int = NEGATIVES_OPTION,
     siblings: int = SIBLINGS_OPTION,
@@ -240,7 +239,7 @@ def adapt(
     groups: Optional[Path] = typer.Option(
         None, "--groups", help="query_groups.json ({group: \\[qid, ...]}) of --queries: the summary scores each group too.",
     ),
-    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Seeds crops and training; a rerun reproduces the run."),
+    seed: int = seed_option("Seeds crops and training; a rerun reproduces the run."),
     top: int = TOP_OPTION,
     min_count: int = MIN_COUNT_OPTION,
     max_queries: int = MAX_QUERIES_OPTION,

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, console, require_text, warn
+from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, console, require_text, seed_option, warn
 
 # extend-vocab lists at most this many terms; thousands of rows would bury the summary.
 SHOWN_TERMS = 50
@@ -83,7 +83,7 @@ def pretrain(
                                         "Default: GeneralConfig's, 1200.", show_default=False),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Pairs per step; each pair's negatives are the "
                                              "others. Default: GeneralConfig's, 48.", show_default=False),
-    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Picks and orders the dictionary pairs."),
+    seed: int = seed_option("Picks and orders the dictionary pairs."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """General-English pretraining of a base: lay descriptions against the words they describe.

@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from sparse_adapt.cli.output import BASE_HELP
+from sparse_adapt.cli.output import BASE_HELP, seed_option
 
 BUNDLED = "(default: the bundled Gatrocraptic file)"
 # Column headers of the console summary, by criterion id (the full names are in report.md).
@@ -42,7 +42,7 @@ def report(
         "queries, else derived: queries naming a domain term = domain-explicit, others control)."
     ),
     config: Optional[Path] = typer.Option(None, "--config", help="Training config overrides (JSON or TOML), as for train."),
-    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Random seed of every experiment."),
+    seed: int = seed_option("Random seed of every experiment."),
     term: Optional[str] = typer.Option(
         None, "--term", help="Term of the criteria table (default: the domain term in most relevant documents "
         "of the domain-semantic queries)."

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from sparse_adapt.cli.output import BASE_HELP
+from sparse_adapt.cli.output import BASE_HELP, seed_option
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
             help="Comma-separated subsequence of extend,warmup,dictionary,distill (H1: distill; H4: all four).",
         ),
         config: Optional[Path] = typer.Option(None, "--config", help="JSON or TOML overrides, by stage section."),
-        seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Seeds python, numpy and torch; a rerun reproduces the run."),
+        seed: int = seed_option("Seeds python, numpy and torch; a rerun reproduces the run."),
         device: Optional[str] = typer.Option(
             None, "--device", help="auto, cpu, cuda or mps (default: the global --device, auto)."
         ),

@@ -123,6 +123,10 @@ def sentence_transformers_mismatch(directory: str | Path) -> str | None:
     return _lengths_mismatch(root)
 
 
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def _lengths_mismatch(root: Path) -> str | None:
     """Why the lengths sentence-transformers truncates at differ from ``sparse_adapt.json``'s
     (one library re-saved the directory after the other), or None."""
@@ -134,11 +138,9 @@ def _lengths_mismatch(root: Path) -> str | None:
     if not (isinstance(ours, dict) and isinstance(theirs, dict)):
         return None
     pairs = (("query_length", "query_max_length"), ("document_length", "doc_max_length"))
-    def valid(value: object) -> bool:  # a broken value is the settings loader's to name
-        return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
+    # A broken value is the settings loader's to name.
     differ = [(t, theirs[t], o, ours[o]) for t, o in pairs
-              if valid(theirs.get(t)) and valid(ours.get(o)) and theirs[t] != ours[o]]
+              if _positive_int(theirs.get(t)) and _positive_int(ours.get(o)) and theirs[t] != ours[o]]
     if not differ:
         return None
     said = "; ".join(f"{TRANSFORMER_CONFIG} {t}={a!r}, {SETTINGS_FILE} {o}={b!r}" for t, a, o, b in differ)
@@ -170,7 +172,7 @@ def sentence_transformers_lengths(directory: str | Path, tokenizer) -> tuple[int
         config = {}
 
     def length(value: object) -> int | None:
-        return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < _NO_LIMIT else None
+        return value if _positive_int(value) and value < _NO_LIMIT else None
 
     fallback = length(config.get("max_seq_length")) or length(getattr(tokenizer, "model_max_length", None))
     query, document = length(config.get("query_length")) or fallback, length(config.get("document_length")) or fallback
