@@ -165,10 +165,9 @@ def inspect_corpus(
     active = np.asarray((D != 0).sum(axis=1)).ravel()  # (n_d,)
     empty = [d.doc_id for d, n in zip(documents, active) if n == 0]
     if empty:
-        warnings.append(f"{len(empty)} of {counted(len(documents), 'document')} {'has' if len(empty) == 1 else 'have'} "
-                        f"no active term (e.g. {', '.join(empty[:3])}): no query can retrieve "
-                        f"{'it' if len(empty) == 1 else 'them'}, and export leaves {'it' if len(empty) == 1 else 'them'} "
-                        "out of the index")
+        has, them = ("has", "it") if len(empty) == 1 else ("have", "them")
+        warnings.append(f"{len(empty)} of {counted(len(documents), 'document')} {has} no active term (e.g. "
+                        f"{', '.join(empty[:3])}): no query can retrieve {them}, and export leaves {them} out of the index")
 
     flops = cost = None
     p_d = np.asarray((D > 0).mean(axis=0)).ravel()  # (V,)

@@ -20,7 +20,8 @@ def register(app: typer.Typer) -> None:
         dictionary: Path = typer.Option(..., "--dictionary", help="dictionary.jsonl: term, definition, examples."),
         train_file: Path = typer.Option(..., "--train", help="train.jsonl: queries with teacher-scored candidates."),
         valid: Optional[Path] = typer.Option(
-            None, "--valid", help="Validation queries (train.jsonl format). tune needs validation: this, --valid-fraction, or distill.valid_fraction > 0 in --config."
+            None, "--valid", help="Validation queries (train.jsonl format). tune needs validation: this, "
+            "--valid-fraction, or distill.valid_fraction > 0 in --config."
         ),
         valid_fraction: Optional[float] = typer.Option(
             None, "--valid-fraction", help="Hold out this fraction of --train's queries (seeded, per query kind) as "
