@@ -3,7 +3,13 @@
 ``with locked(out): ...`` holds an exclusive ``flock`` on ``OUT/.sparse-adapt.lock``; a
 second process asking for the same directory is refused at once with a line naming the
 holder's pid. The kernel releases the lock when the holder exits, however it exits
-(SIGKILL included), so a crash never leaves a stale lock behind.
+(SIGKILL included), so a crash never leaves a stale lock behind; the file itself is removed
+when the block ends, so a finished run leaves none of it in the user's folder.
+
+Removing a lock file races a process that opened it just before: that process would lock the
+unlinked file while a third creates and locks a new one. So a holder only counts once the file
+it locked is still the one at the path (the usual flock-and-unlink protocol); otherwise it
+opens the path again.
 """
 
 from __future__ import annotations
@@ -27,30 +33,51 @@ class LockError(OutputError):
 def locked(directory: str | Path) -> Iterator[Path]:
     """Hold ``directory``'s lock for the block (the directory is created if needed).
 
-    A directory this call created and that holds nothing but the lock file afterwards
-    (the work failed before writing anything) is removed again.
+    A directory this call created and that is empty afterwards (the work failed before
+    writing anything) is removed again.
     """
     directory = Path(directory)
     created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _acquire(directory, path)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
-            raise LockError(
-                f"{directory} is in use by another sparse-adapt process (pid {holder}); "
-                f"wait for it to finish or choose another --out"
-            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         try:
             yield directory
         finally:
-            if created and [p.name for p in directory.iterdir()] == [LOCK_FILE]:
-                path.unlink(missing_ok=True)
+            if _same_file(fd, path):  # still ours: a later holder never finds it unlinked
+                path.unlink()
+            if created and directory.is_dir() and not any(directory.iterdir()):
                 directory.rmdir()
     finally:
         os.close(fd)  # closing the descriptor releases the flock
+
+
+def _acquire(directory: Path, path: Path) -> int:
+    """A descriptor holding the flock on the file now at ``path``."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise LockError(
+                f"{directory} is in use by another sparse-adapt process (pid {holder}); "
+                f"wait for it to finish or choose another --out"
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        if _same_file(fd, path):
+            return fd
+        os.close(fd)  # the holder before us removed it after we opened it: open the new one
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False

@@ -1,0 +1,67 @@
+"""The run-directory lock: one holder at a time, and no lock file left in the user's folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparse_adapt import lock
+from sparse_adapt.lock import LOCK_FILE, LockError, locked
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+TRY_LOCK = "import sys\nfrom sparse_adapt.lock import locked\nwith locked(sys.argv[1]):\n    pass\n"
+
+
+def test_a_folder_the_user_made_keeps_no_lock_file(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("kept")
+    with locked(out):
+        assert (out / LOCK_FILE).read_text().strip() == str(os.getpid())
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_a_folder_the_lock_made_goes_when_nothing_was_written(tmp_path):
+    out = tmp_path / "new"
+    with pytest.raises(RuntimeError):
+        with locked(out):
+            raise RuntimeError("failed before writing")
+    assert not out.exists()
+    with locked(out):
+        (out / "result").write_text("x")
+    assert [p.name for p in out.iterdir()] == ["result"]
+
+
+def test_a_lock_file_removed_between_open_and_flock_is_not_held(tmp_path, monkeypatch):
+    # The holder before us unlinks its file after we opened it: locking that orphan would let a
+    # third process create and lock a new file at the path beside us.
+    out = tmp_path / "run"
+    out.mkdir()
+    real_flock, calls = lock.fcntl.flock, []
+
+    def flock_after_the_previous_holder_left(fd, op):
+        calls.append(fd)
+        if len(calls) == 1:
+            (out / LOCK_FILE).unlink()
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(lock.fcntl, "flock", flock_after_the_previous_holder_left)
+    with locked(out):
+        assert len(calls) == 2  # the orphan was dropped and the new file at the path locked
+        other = subprocess.run([sys.executable, "-c", TRY_LOCK, str(out)], cwd=ROOT, env=ENV,
+                               capture_output=True, text=True)
+        assert "is in use by another sparse-adapt process" in other.stderr
+    assert not (out / LOCK_FILE).exists()
+
+
+def test_a_second_holder_is_refused_in_the_same_process(tmp_path):
+    with locked(tmp_path / "run"):
+        with pytest.raises(LockError, match=rf"pid {os.getpid()}"):
+            with locked(tmp_path / "run"):
+                pass
+        assert (tmp_path / "run" / LOCK_FILE).exists()  # the refused one did not remove it
