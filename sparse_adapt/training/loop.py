@@ -278,6 +278,7 @@ def run_loop(
             processes.sum_gradients(params)
             norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             _check_finite(cfg, epoch + 1, result.steps + 1, "the gradient", {"grad_norm": float(norm)})
+            lr = sched.get_last_lr()[0]  # the rate this step applied, not the next step's
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)
@@ -296,7 +297,7 @@ def run_loop(
                 sums[k] = sums.get(k, 0.0) + v
             rate = pending_tokens / max(seconds, 1e-9)
             log({"stage": cfg.name, "epoch": epoch + 1, "step": result.steps, **result.last,
-                 "lr": sched.get_last_lr()[0], "tokens": pending_tokens, "tokens_per_s": round(rate, 1)})
+                 "lr": lr, "tokens": pending_tokens, "tokens_per_s": round(rate, 1)})
             task.advance(description=f"{cfg.name} epoch {epoch + 1} loss {result.last['loss']:.3f} {rate:,.0f} tok/s")
             if step_line is not None and cfg.log_every and result.steps % cfg.log_every == 0:
                 hooks.message(step_line(result.steps, result.last))

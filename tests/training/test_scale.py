@@ -135,7 +135,9 @@ def test_step_cap_stops_a_long_stage_and_leaves_a_short_one_to_its_epochs(files,
     assert f"warmup: 3 optimiser steps (its step_cap), not the {50 * -(-n_docs // 2):,} of 50 epochs" in messages
     steps = [r for r in _log(capped) if r.get("stage") == "warmup" and "step" in r]
     assert [r["step"] for r in steps] == [1, 2, 3]
-    assert steps[-1]["lr"] == 0.0  # the linear schedule spans the 3 capped steps, not 50 epochs
+    # The rate each step applied: the linear schedule spans the 3 capped steps, not 50 epochs
+    # (warm-up 1 step, then (3 - k) / 2 of the peak at step k = 1, 2).
+    assert [r["lr"] for r in steps] == pytest.approx([1e-3, 1e-3, 5e-4])
     free = tmp_path / "free"
     cfg = {"warmup": {"epochs": 2, "batch_size": 2, "lr": 1e-3, "step_cap": 1000}}
     run_pipeline(out=free, stages="warmup", config=config_from_dict(cfg), seed=1,
@@ -143,7 +145,8 @@ def test_step_cap_stops_a_long_stage_and_leaves_a_short_one_to_its_epochs(files,
     assert quiet and not any("(its step_cap)" in m for m in quiet)
     steps = [r for r in _log(free) if r.get("stage") == "warmup" and "step" in r]
     assert len(steps) == 2 * -(-n_docs // 2)  # unlike max_steps = 1000, the cap is not a target
-    assert steps[-1]["lr"] == 0.0
+    total = len(steps)
+    assert steps[-1]["lr"] == pytest.approx(1e-3 / (total - 1))  # step total-1 of the decay after 1 warm-up step
 
 
 def test_a_long_uncapped_stage_says_how_to_bound_it(files, tmp_path, monkeypatch):
