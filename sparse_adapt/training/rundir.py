@@ -179,6 +179,20 @@ def _differences(old: dict, new: dict, completed: Sequence[str]) -> list[str]:
     return diff
 
 
+def _changed_settings(old_cfg: dict, new_cfg: dict, done: Sequence[str]) -> str:
+    """What a rerun accepted with changed settings will do about them, naming them."""
+    old_all, new_all = _with_defaults(old_cfg), _with_defaults(new_cfg)
+    keys = [f"{section}.{key}" for section in sorted(set(old_all) | set(new_all))
+            for key in sorted(set(old_all.get(section) or {}) | set(new_all.get(section) or {}))
+            if (old_all.get(section) or {}).get(key) != (new_all.get(section) or {}).get(key)]
+    final_only = {f"{section}.{key}" for section, names in FINAL_ONLY.items() for key in names}
+    if keys and set(keys) <= final_only:
+        return f"{', '.join(keys)} changed; {FINAL} is made again from the completed stages"
+    if not keys:  # the same run recorded otherwise (its base spelled as another path to it)
+        return "completed stages are reused"
+    return f"settings of stages still to run changed ({', '.join(keys)}); completed stages are reused"
+
+
 def _as_recorded_before(old: dict, manifest: dict) -> dict:
     """``manifest`` without the files hashes ``old`` lacks: a run recorded before they existed
     is the same run, and its first rerun after an upgrade has nothing to say."""
@@ -260,7 +274,7 @@ def prepare(out: Path, manifest: dict, names: Sequence[str], overwrite: bool, ho
             if not checkpoints:
                 hooks.message(f"{out}: no stage of the earlier attempt completed; starting afresh")
             else:
-                hooks.message(f"{out}: settings of stages still to run changed; completed stages are reused")
+                hooks.message(f"{out}: {_changed_settings(old_cfg, manifest['config'], done)}")
     elif any(p.name != LOCK_FILE for p in out.iterdir()) and not overwrite:
         raise RunMismatchError(
             f"{out} is not empty and holds no {RUN_FILE}: refusing to write a run into it "

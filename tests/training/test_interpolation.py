@@ -108,7 +108,10 @@ def test_a_rerun_with_another_alpha_rewrites_final_without_retraining(tiny_dir, 
     _run(tiny_dir, inputs, out)
     log = (out / "train_log.jsonl").read_text()
     stamps = {n: (out / n / "model.safetensors").stat().st_mtime_ns for n in ("extend", "warmup", "dictionary", "distill")}
-    _run(tiny_dir, inputs, out, config={**SMALL, "distill": {**SMALL["distill"], "interpolate": 1.0}})
+    said = Messages()
+    _run(tiny_dir, inputs, out, config={**SMALL, "distill": {**SMALL["distill"], "interpolate": 1.0}}, messages=said)
+    assert f"{out}: distill.interpolate changed; final is made again from the completed stages" in said.text()
+    assert "stages still to run" not in said.text()
     # The earlier records stay; one "final" record says what the rewritten final is.
     before, after = log.splitlines(), (out / "train_log.jsonl").read_text().splitlines()
     assert after[: len(before)] == before and len(after) == len(before) + 1

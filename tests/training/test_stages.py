@@ -138,6 +138,23 @@ def test_interrupted_stage_resumes_and_matches_an_uninterrupted_run(tiny_dir, in
         torch.testing.assert_close(resumed[k], reference[k], msg=k)
 
 
+def test_a_rerun_names_the_changed_settings_of_stages_still_to_run(tiny_dir, inputs, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+
+    def crash(self, splade, ctx):
+        raise RuntimeError("killed inside distill")
+
+    with monkeypatch.context() as m:
+        m.setattr(stages_mod.DistillStage, "run", crash)
+        with pytest.raises(RuntimeError):
+            _run(tiny_dir, inputs, out, stages="extend,distill")
+    changed = json.loads(json.dumps(SMALL))
+    changed["distill"]["lr"] = 5e-4
+    buf = Messages()
+    _run(tiny_dir, inputs, out, stages="extend,distill", config=changed, messages=buf)
+    assert f"{out}: settings of stages still to run changed (distill.lr); completed stages are reused" in buf.text()
+
+
 def test_rerun_with_other_settings_is_refused(tiny_dir, inputs, tmp_path):
     out = tmp_path / "run"
     _run(tiny_dir, inputs, out, stages="distill")
