@@ -30,7 +30,9 @@ def onnx(
     level = exporter_log.level
     exporter_log.setLevel(logging.ERROR)
     try:
-        meta = export_onnx(splade, out, opset, source=model)
+        # A local model by its absolute path: a relative one says nothing once read from elsewhere.
+        local = Path(model).expanduser()
+        meta = export_onnx(splade, out, opset, source=str(local.resolve()) if local.is_dir() else model)
     finally:
         exporter_log.setLevel(level)
     size = sum(p.stat().st_size for p in out.glob(f"{ONNX_FILE}*")) / 2**20

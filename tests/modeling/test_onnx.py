@@ -165,6 +165,13 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert "Traceback" not in err and not (tmp_path / "o").exists()
 
 
+def test_the_cli_records_a_local_source_by_its_absolute_path(tmp_path, monkeypatch, capsys):
+    _sparser_tiny().save_pretrained(tmp_path / "tiny")
+    monkeypatch.chdir(tmp_path)
+    assert main(["onnx", "--model", "tiny", "--out", "o"]) == 0, capsys.readouterr().err
+    assert OnnxMeta.load(tmp_path / "o").source == str((tmp_path / "tiny").resolve())
+
+
 @pytest.mark.slow
 def test_offline_base_exports_with_identical_top10(offline_base, tmp_path):
     meta = export_onnx(offline_base, tmp_path / "o")
