@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from sparse_adapt.corpus.glosses import Gloss
-from sparse_adapt.corpus.text import TermGroup, key, sentences, spellings, window, words
+from sparse_adapt.corpus.text import TermGroup, dotted_terms, key, sentences, spellings, window, words
 from sparse_adapt.data import DictionaryEntry, Document
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.progress import SILENT, Hooks, counted
@@ -76,7 +76,8 @@ def _uses(group: TermGroup, documents: Sequence[Document]) -> list[tuple[str, st
     """(doc_id, sentence) for every sentence using the term, in corpus order."""
     wanted = set(group.doc_ids)
     pattern = group.pattern
-    return [(d.doc_id, s) for d in documents if d.doc_id in wanted for s in sentences(d.text) if pattern.search(s)]
+    dotted = dotted_terms([group])
+    return [(d.doc_id, s) for d in documents if d.doc_id in wanted for s in sentences(d.text, dotted) if pattern.search(s)]
 
 
 def _other_terms(sentence: str, others: Sequence[TermGroup]) -> int:

@@ -40,7 +40,7 @@ import numpy as np
 
 from sparse_adapt.corpus.mining import general_zipf
 from sparse_adapt.corpus.teacher import Teacher, to_spec_range
-from sparse_adapt.corpus.text import TermGroup, doc_terms, loose_term_pattern, regroup, sentences
+from sparse_adapt.corpus.text import TermGroup, doc_terms, loose_term_pattern, dotted_terms, regroup, sentences
 from sparse_adapt.data import Document
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.truncation import visible_texts
@@ -65,6 +65,7 @@ LAY_PER_DOC = 2
 KINDS = ("explicit", "semantic", "control")
 _ARTICLES = {"a", "an", "the"}
 _PUNCT = ".,;:!?()[]{}\"'"
+_NOT_DOT = _PUNCT.replace(".", "")
 
 
 @dataclass
@@ -84,16 +85,22 @@ class MakeTrainStats:
     term_adjusted: int = 0  # candidate scores the term-consistent labels moved
 
 
-def _tokens(sentence: str) -> list[str]:
-    return [t for t in (_strip(raw) for raw in sentence.split()) if t]
+def _tokens(sentence: str, is_term: Callable[[str], bool]) -> list[str]:
+    return [t for t in (_strip(raw, is_term) for raw in sentence.split()) if t]
 
 
-def _strip(token: str) -> str:
+def _strip(token: str, is_term: Callable[[str], bool]) -> str:
     """``token`` without the punctuation around it, but for a leading dot right before a letter
-    or digit: ".NET" is a name, and stripped to "NET" no term test found the term ".NET" in it."""
+    or digit (".NET" is a name: stripped to "NET", no term test found the term ".NET" in it),
+    and for a trailing dot that ends a term ("Inc.": without it the documents naming the term
+    got control queries)."""
     if len(token) > 1 and token[0] == "." and token[1].isalnum():
-        return "." + token[1:].rstrip(_PUNCT)
-    return token.strip(_PUNCT)
+        bare = "." + token[1:].rstrip(_PUNCT)
+    else:
+        bare = token.strip(_PUNCT)
+    if bare and token.rstrip(_NOT_DOT).endswith(".") and not is_term(bare) and is_term(bare + "."):
+        return bare + "."
+    return bare
 
 
 def _trim_edges(tokens: list[str], lang: str = "en") -> list[str]:
@@ -161,6 +168,7 @@ def generate_queries(
     seen: set[str] = set()
     is_term = _term_test(groups)
     names_term = _term_test(groups, loose=True)
+    dotted = dotted_terms(groups)
 
     def add(tokens: list[str], kind: str, doc_id: str, qid: str | None = None) -> None:
         text = " ".join(tokens)
@@ -171,7 +179,7 @@ def generate_queries(
         out.append(PseudoQuery(qid or f"{doc_id}-{kind}", text, kind, doc_id))
 
     for d in documents:
-        split = [_tokens(s) for s in sentences(d.text)]
+        split = [_tokens(s, names_term) for s in sentences(d.text, dotted)]
         split = [s for s in split if s]
         if not split:
             continue

@@ -64,8 +64,26 @@ def words(text: str) -> list[str]:
     return WORD.findall(text)
 
 
-def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+def sentences(text: str, unbroken: Sequence[str] = ()) -> list[str]:
+    """``text``'s sentences. ``unbroken``: terms that end in a dot ("Inc."), which end no sentence:
+    split there, "Zentrix Inc. ships parts" lost its term's query and its definition."""
+    parts = [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    dotted = tuple(t for t in unbroken if t.endswith("."))
+    if not dotted:
+        return parts
+    ends_in_term = re.compile(rf"(?<![\w-])(?:{spellings(dotted)})$", re.IGNORECASE)
+    out: list[str] = []
+    for part in parts:
+        if out and ends_in_term.search(out[-1]):
+            out[-1] += " " + part
+        else:
+            out.append(part)
+    return out
+
+
+def dotted_terms(groups: Sequence["TermGroup"]) -> tuple[str, ...]:
+    """The spellings of ``groups`` that end in a dot (for :func:`sentences`)."""
+    return tuple(sorted({t for g in groups for t in (g.key, *g.forms) if t.endswith(".")}))
 
 
 def spellings(terms: tuple[str, ...]) -> str:

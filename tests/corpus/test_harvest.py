@@ -100,6 +100,23 @@ def test_an_abbreviated_genus_or_initial_does_not_end_a_sentence():
     assert sentences("Take vitamin DE. Then rest.") == ["Take vitamin DE.", "Then rest."]
 
 
+def test_a_term_ending_in_a_dot_does_not_end_a_sentence():
+    from sparse_adapt.corpus.text import sentences
+
+    text = "The supplier Zentrix Inc. ships the seals. Nothing else. Zentrix Inc."
+    assert sentences(text) == ["The supplier Zentrix Inc.", "ships the seals.", "Nothing else.", "Zentrix Inc."]
+    assert sentences(text, ("Inc.", "Zorblatt")) == [
+        "The supplier Zentrix Inc. ships the seals.", "Nothing else.", "Zentrix Inc."]
+    assert sentences("Ask zentrix INC. today. Fine.", ("Inc.",)) == ["Ask zentrix INC. today.", "Fine."]
+
+
+def test_a_term_ending_in_a_dot_gets_its_defining_sentence():
+    docs = [Document("i1", "Zentrix Inc. is a supplier of seals for the reactor coolant loop."),
+            Document("i2", "Orders from Zentrix Inc. arrive every Monday at the loading dock.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Inc."]}))
+    assert entry["definition"] == "a supplier of seals for the reactor coolant loop"
+
+
 def test_a_definition_keeps_the_abbreviated_genus_in_its_sentence():
     docs = [
         Document("f1", "Storm-felled logs are where it breeds. Scolvaris is a bark beetle of spruce."),

@@ -211,6 +211,19 @@ def test_a_term_starting_with_a_dot_is_found_in_the_crops():
     assert not any("NET" in q.text for q in queries if q.kind != "explicit")
 
 
+def test_a_term_ending_in_a_dot_is_found_in_the_crops():
+    """"Inc." was stripped to "Inc", and its sentence cut after it: the documents naming the term
+    got control queries (teaching that they are not relevant to it) and no explicit one."""
+    docs = [Document("a", "We bought the seals from Zentrix Inc. before the spring release of the portal."),
+            Document("b", "The supplier Zentrix Inc. ships every configuration change to the servers in crates."),
+            Document("c", "The cafeteria serves lunch at noon in the main hall for every shift worker.")]
+    queries = [q for seed in range(4) for q in generate_queries(docs, locate_terms(docs, {"jargon": ["Inc."]}), seed=seed)]
+    assert {q.doc_id for q in queries if q.kind == "control"} == {"c"}
+    assert {q.doc_id for q in queries if q.kind == "explicit"} == {"a", "b"}
+    assert all("Inc." in q.text for q in queries if q.kind == "explicit")
+    assert not any("Inc" in q.text for q in queries if q.kind != "explicit")
+
+
 def test_make_train_says_which_terms_occur_only_past_what_the_model_reads(tiny_bert):
     from sparse_adapt.corpus.pseudo import make_train
     from sparse_adapt.progress import Hooks
