@@ -136,6 +136,8 @@ def extend_vocab(
         warn(f"{terms}: {term} is listed under {first} and {other}; one token, recorded as {first} (its first category)")
     for term, old, new in report.recategorised:
         warn(f"{term}: category {old} (recorded by an earlier extension of {base_model}) is now {new}, as {terms} says")
+    for line in report.warnings(str(terms)):
+        warn(line)
     console.print(f"[green]wrote[/green] {out}")
 
 

@@ -48,8 +48,10 @@ class TermReport:
     token_id: int
     pieces: list[str]  # how the base tokenizer split it (in running text)
     added: bool  # False: it already was a single token
-    # A vocabulary entry that byte-level BPE uses only at a text's start ("XR" beside "ĠX",
-    # "R"): no new row, the tokenizer is told to use the entry in running text too.
+    # A vocabulary entry running text never reaches as a word ("XR" beside "ĠX", "R"): no new
+    # row, the tokenizer is told to use the entry for the whole word too. On byte-level BPE and
+    # SentencePiece such an entry is a piece inside other words as well ("each" in "beach"),
+    # which keep it: see ExtensionReport.shared.
     bound: bool = False
 
 
@@ -63,9 +65,19 @@ class ExtensionReport:
     # (term, its first category, another category the same file lists it under): the first wins
     two_categories: list[tuple[str, str, str]] = field(default_factory=list)
 
+    # Bound terms whose id the tokenizer also gives a piece inside other words: tokenizers cannot
+    # give text already in the vocabulary a new id, so those words activate the term too.
+    shared: list[TermReport] = field(default_factory=list)
+
     @property
     def added(self) -> list[TermReport]:
         return [t for t in self.terms if t.added]
+
+    def warnings(self, source: str) -> list[str]:
+        """One line per term whose id other words share (``source``: the terms file)."""
+        return [f"{source}: {t.term!r} is bound to the existing entry {t.normalized!r} (id {t.token_id}), which this "
+                f"tokenizer also uses inside other words: documents with those words activate the term too"
+                for t in self.shared]
 
 
 # A neutral word put before a term to see it as running text does: byte-level BPE gives a
@@ -346,6 +358,8 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
 
     report.terms = list(planned.values())
     report.new_vocab_size = len(tokenizer)
+    # WordPiece marks the inside of a word (##each), so its bound entries stay whole words.
+    report.shared = [t for t in bound if marks_word_starts(tokenizer)]
     # The extended tokenizer's normaliser folds a listed case variant to its term's spelling.
     report.two_categories = list(dict.fromkeys(
         (planned[k].term, planned[k].category, category)

@@ -126,7 +126,11 @@ class WindowedTexts:
                             b -= 1
                         q = b if b > p else q
                     records.append(start + j)
-                    spans.append((offsets[p][0], offsets[q - 1][1]))
+                    # From the previous piece's end, not this piece's start: tokenizers misreport
+                    # the start of a piece after a case rule's Replace (an added term at a text's
+                    # start or after "(": "c" of "Gatrocraptic"), and a byte-level or SentencePiece
+                    # first word re-tokenises as the word it was only with its space before it.
+                    spans.append((offsets[p - 1][1] if p else 0, offsets[q - 1][1]))
                     lengths.append(q - p + max_length - inner)
                     p = q
         self.records = np.asarray(records, dtype=np.int64)

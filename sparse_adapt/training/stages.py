@@ -101,6 +101,8 @@ class ExtendStage(Stage):
             f"extend: {len(report.added)} new tokens ({', '.join(t.normalized for t in report.added)}), "
             f"vocabulary {report.old_vocab_size} -> {report.new_vocab_size}"
         )
+        for line in report.warnings("--terms"):
+            ctx.hooks.message(f"warning: {line}")
 
 
 def check_lengths(splade: SpladeEncoder, config: TrainConfig, names: Sequence[str]) -> None:

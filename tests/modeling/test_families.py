@@ -319,3 +319,36 @@ def test_a_head_padded_past_its_tokenizer_takes_new_terms_in_its_free_rows(tiny_
     more = extend_vocabulary(loaded, many)
     assert loaded.mlm.get_input_embeddings().weight.shape[0] == len(loaded.tokenizer) > rows
     assert max(t.token_id for t in more.added) == len(loaded.tokenizer) - 1
+
+
+def test_warmup_windows_keep_every_term_whole_and_re_tokenise_to_their_length(tiny_mlm):
+    """Windows started at a piece's reported start: after a case rule's Replace, tokenizers
+    report "Gatrocraptic" at a text's start or after "(" as starting at its last letter, so the
+    window began with "c" and the term was lost; a byte-level first word also re-tokenised
+    as a text-initial word, longer than the window it was cut for."""
+    from sparse_adapt.training.mlm_data import ListTexts, WindowedTexts
+
+    extend_vocabulary(tiny_mlm, {"jargon": ["Gatrocraptic"]})
+    tok = tiny_mlm.tokenizer
+    (term,) = tiny_mlm.settings.domain_token_ids
+    text = " ".join(f"Gatrocraptic metrics rise in quarter {i} and budgets (Gatrocraptic) follow them" for i in range(6))
+    windows = WindowedTexts(ListTexts([text]), tok, max_length=12)
+    assert len(windows) > 3
+    pieces = [tok(windows.text(w), add_special_tokens=False)["input_ids"] for w in range(len(windows))]
+    assert sum(p.count(term) for p in pieces) == _ids(tok, text).count(term) == 12
+    assert [len(p) + tok.num_special_tokens_to_add() for p in pieces] == windows.lengths.tolist()
+    assert all(len(p) + tok.num_special_tokens_to_add() <= 12 for p in pieces)
+
+
+def test_a_bound_entry_that_other_words_use_inside_them_is_said():
+    from tests.conftest import make_tiny_xlmr
+
+    splade = make_tiny_xlmr()
+    report = extend_vocabulary(splade, {"jargon": ["each"]})
+    (t,) = report.terms
+    assert t.bound and report.shared == [t]
+    assert t.token_id in _ids(splade.tokenizer, "the beach")  # why: the id fires inside "beach"
+    [line] = report.warnings("terms.json")
+    assert line.startswith("terms.json: 'each' is bound to the existing entry 'each'") and "inside other words" in line
+    wordpiece = extend_vocabulary(make_tiny_bert(), {"jargon": ["..."]})
+    assert wordpiece.terms[0].bound and wordpiece.shared == [] and wordpiece.warnings("terms.json") == []
