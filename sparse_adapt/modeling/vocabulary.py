@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Collection
 
 import torch
-from tokenizers import AddedToken, Regex, normalizers
+from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers
 
 from sparse_adapt.data import DataError
 from sparse_adapt.data.inputs import check_domain_terms, flat_terms
@@ -168,6 +168,38 @@ def fold_case(tokenizer, terms: list[str], listed: Collection[str] = ()):
     backend = tokenizer.backend_tokenizer
     before = [backend.normalizer] if backend.normalizer is not None else []
     backend.normalizer = normalizers.Sequence([*before, *rules])
+    return as_generic(tokenizer)
+
+
+def prepend_once(tokenizer):
+    """``tokenizer`` whose SentencePiece word-start marker goes before the text, not before
+    every part of it that follows an added token: with ``Metaspace(prepend_scheme="always")``
+    (XLM-R, ALBERT, DeBERTa-v2) "(Gatrocraptic)" became ``▁ ( Gatrocraptic ▁ )``, a stray
+    ``▁`` the model saw after every added term not followed by a space. Text without added
+    tokens tokenizes as before. transformers 5's XLM-R splits on whitespace before its
+    Metaspace; a normaliser collapsing whitespace runs and stripping the end does that part.
+    Unchanged (same object) for any other pre-tokenizer."""
+    backend = tokenizer.backend_tokenizer
+    if backend.pre_tokenizer is None:
+        return tokenizer
+    state = json.loads(backend.pre_tokenizer.__getstate__())
+    steps = state["pretokenizers"] if state.get("type") == "Sequence" else [state]
+    kinds = [step.get("type") for step in steps]
+    if kinds not in (["Metaspace"], ["WhitespaceSplit", "Metaspace"]) or steps[-1].get("prepend_scheme") != "always":
+        return tokenizer
+    meta = {"replacement": steps[-1]["replacement"], "prepend_scheme": "first", "split": steps[-1].get("split", True)}
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(**meta)
+    backend.decoder = decoders.Metaspace(**meta)
+    if kinds[0] == "WhitespaceSplit":
+        before = [backend.normalizer] if backend.normalizer is not None else []
+        backend.normalizer = normalizers.Sequence(
+            [*before, normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip(left=False, right=True)])
+    return as_generic(tokenizer)
+
+
+def as_generic(tokenizer):
+    """``tokenizer`` as the generic class, so a saved copy keeps a changed normaliser or
+    pre-tokenizer (see :data:`GENERIC_TOKENIZER_CLASS`)."""
     if type(tokenizer).__name__ in ("TokenizersBackend", GENERIC_TOKENIZER_CLASS):
         return tokenizer
     from transformers import AutoTokenizer
@@ -277,6 +309,7 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
         trial = copy.deepcopy(tokenizer)  # add to a copy: a refused term must leave the model as it was
         if cased:
             trial = fold_case(trial, [t.normalized for t in new], flat_terms(terms))
+        trial = prepend_once(trial)
         trial.add_tokens(_added_tokens(tokenizer, new))
         for t in planned.values():
             pieces = running_text_ids(trial, t.term)
@@ -318,6 +351,8 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
     if keeps_case(tokenizer):  # before adding: the added tokens are matched in normalised text
         fresh = [t.normalized for t in [*bound, *new] if t.normalized not in splade.settings.domain_terms]
         tokenizer = splade.tokenizer = fold_case(tokenizer, fresh, flat_terms(terms))
+    if bound or new:
+        tokenizer = splade.tokenizer = prepend_once(tokenizer)
     if bound:
         tokenizer.add_tokens(_added_tokens(tokenizer, bound))  # existing ids: no row to add
     if new:

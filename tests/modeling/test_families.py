@@ -352,3 +352,22 @@ def test_a_bound_entry_that_other_words_use_inside_them_is_said():
     assert line.startswith("terms.json: 'each' is bound to the existing entry 'each'") and "inside other words" in line
     wordpiece = extend_vocabulary(make_tiny_bert(), {"jargon": ["..."]})
     assert wordpiece.terms[0].bound and wordpiece.shared == [] and wordpiece.warnings("terms.json") == []
+
+
+def test_no_stray_word_start_piece_follows_an_added_term_on_sentencepiece(tmp_path):
+    """Metaspace prepended "▁" to every part of a text after an added token: "(Gatrocraptic)"
+    was ▁ ( Gatrocraptic ▁ ), a lone "▁" after every term not followed by a space."""
+    import copy
+
+    from tests.conftest import make_tiny_xlmr
+
+    splade = make_tiny_xlmr()
+    base = copy.deepcopy(splade.tokenizer)
+    extend_vocabulary(splade, {"jargon": ["Gatrocraptic"], "codes": ["7200-42"]})
+    out = splade.save_pretrained(tmp_path / "ext")
+    plain = [d.text for d in load_documents(GATROCRAPTIC.docs) if "gatrocraptic" not in d.text.casefold()]
+    plain += ["", "x", "  lead and trail  ", "tabs\tand\nnewlines  double", "(parens), then."]
+    for tok in (splade.tokenizer, SpladeEncoder.from_pretrained(out).tokenizer, AutoTokenizer.from_pretrained(out)):
+        assert tok.convert_ids_to_tokens(_ids(tok, "(Gatrocraptic)")) == ["▁", "(", "Gatrocraptic", ")"]
+        assert tok.convert_ids_to_tokens(_ids(tok, "7200-42, then"))[:2] == ["7200-42", ","]
+        assert [_ids(tok, t) for t in plain] == [_ids(base, t) for t in plain]  # text without terms as before
