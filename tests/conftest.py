@@ -148,6 +148,14 @@ def tiny_distilbert() -> SpladeEncoder:
     return make_tiny_distilbert()
 
 
+def row_pieces(tokenizer, pieces: list[int]) -> list[int]:
+    """The pieces whose rows a new term's row is the mean of: not [UNK] (or another special
+    id) and not a bare word-start marker ("▁", "Ġ"); all of them when none is left."""
+    names = tokenizer.convert_ids_to_tokens(pieces)
+    special = set(tokenizer.all_special_ids)
+    return [p for p, n in zip(pieces, names) if p not in special and n not in ("▁", "Ġ")] or list(pieces)
+
+
 _TINY = {
     "bert": make_tiny_bert, "distilbert": make_tiny_distilbert, "roberta": make_tiny_roberta,
     "xlm-roberta": make_tiny_xlmr, "modernbert": make_tiny_modernbert,

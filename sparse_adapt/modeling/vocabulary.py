@@ -366,6 +366,8 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
         out = mlm.get_output_embeddings()
         tied = out.weight.data_ptr() == emb.data_ptr()
         special = torch.tensor(splade.excluded_ids(), dtype=torch.long)
+        vocab = tokenizer.get_vocab()
+        markers = torch.tensor([vocab[m] for m in ("▁", "Ġ") if m in vocab and vocab[m] < old_rows], dtype=torch.long)
         allowed = splade.output_mask[:old_rows].nonzero()[:, 0].cpu()
         with torch.no_grad():
             for t in new:
@@ -373,12 +375,15 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
                 if t.token_id < report.old_vocab_size:
                     raise RuntimeError(f"token id {t.token_id} of {t.normalized!r} collides with an existing row")
                 pieces = torch.tensor(piece_ids[t.normalized])
-                emb[t.token_id] = emb[pieces].mean(0)
+                # An [UNK] piece (which holds the special-token exclusion bias) and a bare
+                # word-start marker ("▁" before a letter the vocabulary lacks) say nothing of
+                # the term: the mean is over its other pieces, or over all when none is left.
+                real = pieces[~torch.isin(pieces, torch.cat([special, markers]))]
+                rows = real if len(real) else pieces
+                emb[t.token_id] = emb[rows].mean(0)
                 if not tied:
-                    out.weight[t.token_id] = out.weight[pieces].mean(0)
+                    out.weight[t.token_id] = out.weight[rows].mean(0)
                 if out.bias is not None:
-                    # An [UNK] piece holds the special-token exclusion bias: it is no prior.
-                    real = pieces[~torch.isin(pieces, special)]
                     out.bias[t.token_id] = out.bias[real].mean() if len(real) else out.bias[allowed].mean()
         if not tied:
             _untie_head_bias(mlm, out)

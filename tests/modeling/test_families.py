@@ -26,7 +26,7 @@ from sparse_adapt.modeling.vocabulary import extend_vocabulary, keeps_case, mark
 from sparse_adapt.training.config import config_from_dict
 from sparse_adapt.training.pipeline import run_pipeline
 from sparse_adapt.training.stages import EXPERIMENTS
-from tests.conftest import make_tiny_bert, make_tiny_roberta
+from tests.conftest import make_tiny_bert, make_tiny_roberta, row_pieces
 
 TERMS = {"jargon": ["Gatrocraptic", "restore-tool"], "codes": ["XR-7200"]}
 def test_the_word_start_marker_is_detected(tiny_bpe):
@@ -68,8 +68,9 @@ def test_new_rows_start_from_the_pieces_of_running_text(tiny_bpe):
     report = extend_vocabulary(tiny_bpe, {"jargon": ["Gatrocraptic"]})
     (added,) = report.added
     assert added.pieces == tok.convert_ids_to_tokens(pieces)
-    torch.testing.assert_close(tiny_bpe.mlm.get_input_embeddings().weight[added.token_id], old_emb[pieces].mean(0))
-    torch.testing.assert_close(tiny_bpe.mlm.get_output_embeddings().bias[added.token_id], old_bias[pieces].mean())
+    rows = row_pieces(tok, pieces)
+    torch.testing.assert_close(tiny_bpe.mlm.get_input_embeddings().weight[added.token_id], old_emb[rows].mean(0))
+    torch.testing.assert_close(tiny_bpe.mlm.get_output_embeddings().bias[added.token_id], old_bias[rows].mean())
 
 
 def test_a_word_whole_only_at_a_texts_start_is_bound_not_added():
@@ -307,7 +308,7 @@ def test_a_head_padded_past_its_tokenizer_takes_new_terms_in_its_free_rows(tiny_
     assert report.old_vocab_size <= term.token_id < rows  # a free row, no resize
     emb = splade.mlm.get_input_embeddings().weight
     assert emb.shape[0] == rows == splade.mlm.config.vocab_size
-    torch.testing.assert_close(emb[term.token_id], old_emb[pieces].mean(0))
+    torch.testing.assert_close(emb[term.token_id], old_emb[row_pieces(tok, pieces)].mean(0))
     torch.testing.assert_close(emb[: report.old_vocab_size], old_emb[: report.old_vocab_size])
     loaded = SpladeEncoder.from_pretrained(splade.save_pretrained(tmp_path / "ext"))
     assert term.token_id in _ids(loaded.tokenizer, "see Gatrocraptic now")
@@ -371,3 +372,16 @@ def test_no_stray_word_start_piece_follows_an_added_term_on_sentencepiece(tmp_pa
         assert tok.convert_ids_to_tokens(_ids(tok, "(Gatrocraptic)")) == ["▁", "(", "Gatrocraptic", ")"]
         assert tok.convert_ids_to_tokens(_ids(tok, "7200-42, then"))[:2] == ["7200-42", ","]
         assert [_ids(tok, t) for t in plain] == [_ids(base, t) for t in plain]  # text without terms as before
+
+
+def test_a_new_row_leaves_out_unknown_and_bare_word_start_pieces():
+    from tests.conftest import make_tiny_xlmr
+
+    splade = make_tiny_xlmr()
+    tok = splade.tokenizer
+    pieces = running_text_ids(tok, "Ärztekammer")
+    names = tok.convert_ids_to_tokens(pieces)
+    assert names[:2] == ["▁", tok.unk_token]  # the premise: "Ä" is not in the tiny vocabulary
+    old_emb = splade.mlm.get_input_embeddings().weight.detach().clone()
+    (t,) = extend_vocabulary(splade, {"jargon": ["Ärztekammer"]}).added
+    torch.testing.assert_close(splade.mlm.get_input_embeddings().weight[t.token_id], old_emb[pieces[2:]].mean(0))
