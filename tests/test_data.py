@@ -225,6 +225,7 @@ def test_beir_queries_and_three_column_qrels(tmp_path):
     ("docs.jsonl", '{"doc_id": "manual page 1", "text": "x"}', "doc_id"),
     ("corpus.jsonl", '{"_id": "manual\\tpage", "text": "x"}', "_id"),
     ("docs.tsv", "manual page 1\tx", "doc_id"),
+    ("collection.jsonl", '{"id": "manual page 1", "contents": "x"}', "id"),
 ])
 def test_a_document_id_holding_whitespace_is_refused(tmp_path, name, line, field):
     """TREC qrels and runs separate fields by whitespace: `adapt` trained, then failed reading back
@@ -234,6 +235,27 @@ def test_a_document_id_holding_whitespace_is_refused(tmp_path, name, line, field
     with pytest.raises(DataError, match="holds whitespace, which qrels and run files cannot") as e:
         load_documents(p)
     assert (e.value.line, e.value.field) == (1, field)
+
+
+def test_an_id_longer_than_lucene_keeps_is_refused(tmp_path):
+    """Anserini lost such a document, and every one after it, and said all were indexed."""
+    p = tmp_path / "docs.jsonl"
+    p.write_text('{"doc_id": "a", "text": "x"}\n' + json.dumps({"doc_id": "é" * 16384, "text": "y"}) + "\n")
+    with pytest.raises(DataError, match="is 32,768 bytes long; a Lucene index keeps ids of up to 32,766") as e:
+        load_documents(p)
+    assert (e.value.line, e.value.field) == (2, "doc_id")
+    p.write_text(json.dumps({"doc_id": "x" * 32766, "text": "y"}) + "\n")
+    assert len(load_documents(p)[0].doc_id) == 32766
+
+
+@pytest.mark.parametrize("text", ["\u200b", "\u0000", " \u200b\t\u2060 "])
+def test_a_text_of_invisible_characters_alone_is_refused(tmp_path, text):
+    """It encoded to the model's empty-input vector, which matched generic queries."""
+    p = tmp_path / "docs.jsonl"
+    p.write_text(json.dumps({"doc_id": "a", "text": text}) + "\n")
+    with pytest.raises(DataError, match="expected a non-empty string") as e:
+        load_documents(p)
+    assert (e.value.line, e.value.field) == (1, "text")
 
 
 def test_a_query_id_holding_whitespace_is_refused(tmp_path):

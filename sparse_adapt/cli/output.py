@@ -4,7 +4,6 @@ plus the help texts and options several commands share."""
 from __future__ import annotations
 
 import time
-import unicodedata
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
@@ -115,10 +114,11 @@ def warn(text: str) -> None:
 
 def require_text(text: str, what: str) -> str:
     """A text argument (query, text to encode): not blank, and valid Unicode; else one error line."""
+    from sparse_adapt.data.reading import visible
     from sparse_adapt.errors import ConfigError
 
-    # Invisible format characters (a zero-width space pasted from a web page) are no text either.
-    if not "".join(c for c in text if unicodedata.category(c) != "Cf").strip():
+    # Invisible characters (a zero-width space pasted from a web page) are no text either.
+    if not visible(text):
         raise ConfigError(f"the {what} is empty")
     try:
         text.encode("utf-8")

@@ -112,7 +112,7 @@ def _parse_beir(p: Path, n: int, o: dict) -> Document:
 def _parse_pyserini(p: Path, n: int, o: dict) -> Document:
     if "contents" not in o:
         raise DataError(p, n, "contents", "missing; a record keyed by 'id' is read as a Pyserini JsonCollection ('id', 'contents')")
-    return Document(str_field(p, n, o, "id"), str_field(p, n, o, "contents"))
+    return Document(id_value(p, n, o, "id"), str_field(p, n, o, "contents"))
 
 
 # The document formats read, recognised by their id field and tried in this order (a record

@@ -7,6 +7,7 @@ import codecs
 import hashlib
 import json
 import math
+import unicodedata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -108,19 +109,39 @@ def str_field(path: Path, line: int, obj: dict, field: str) -> str:
     if field not in obj:
         raise DataError(path, line, field, "missing")
     value = obj[field]
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str) or not visible(value):
         raise DataError(path, line, field, f"expected a non-empty string, got {value!r:.60}")
     return checked_text(path, line, field, value)
+
+
+def visible(text: str) -> bool:
+    """Whether ``text`` holds more than whitespace and invisible characters (a zero-width space,
+    a NUL): a document of those encoded to the model's empty-input vector and matched generic queries."""
+    return any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text)
+
+
+# Lucene's limit on one term (an id is one): Anserini lost a longer id's document, and every
+# document after it in the file, while reporting them indexed.
+MAX_ID_BYTES = 32766
 
 
 def id_value(path: Path, line: int, obj: dict, field: str) -> str:
     """A document or query id: a non-empty string with no whitespace, which TREC qrels and run
     files (fields separated by it) could not hold: an id with a space was read back as 8 columns."""
     value = str_field(path, line, obj, field)
-    if any(c.isspace() for c in value):
-        raise DataError(path, line, field, f"{value!r:.60} holds whitespace, which qrels and run files cannot: "
-                                           "replace it (e.g. with '_')")
+    if (problem := id_problem(value)) is not None:
+        raise DataError(path, line, field, problem)
     return value
+
+
+def id_problem(value: str) -> str | None:
+    """What makes ``value`` no id (see :func:`id_value`), or None."""
+    if any(c.isspace() for c in value):
+        return f"{value!r:.60} holds whitespace, which qrels and run files cannot: replace it (e.g. with '_')"
+    if (size := len(value.encode("utf-8", "surrogatepass"))) > MAX_ID_BYTES:
+        return (f"{value!r:.40} is {size:,} bytes long; a Lucene index keeps ids of up to {MAX_ID_BYTES:,} "
+                f"(longer ones lost their documents)")
+    return None
 
 
 def _list_field(path: Path, line: int, obj: dict, field: str, of: str) -> list:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from sparse_adapt.data import Document, Qrels, Query, collapse_whitespace
+from sparse_adapt.data.reading import id_problem, visible
 from sparse_adapt.errors import SparseAdaptError
 
 
@@ -39,7 +40,9 @@ def _checked(name: str, what: str, number: int, record, seen: set[str]) -> tuple
     record_id, text = record[0], _text(record)
     if not isinstance(record_id, str) or not record_id.strip():
         raise DatasetError(f"{where}: field '_id': expected a non-empty string, got {record_id!r:.60}")
-    if not text:
+    if (problem := id_problem(record_id)) is not None:
+        raise DatasetError(f"{where}: field '_id': {problem}")
+    if not visible(text):
         raise DatasetError(f"{where} ({record_id!r}): empty text")
     if record_id in seen:
         raise DatasetError(f"{where}: field '_id': duplicate id {record_id!r}")

@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparse_adapt.data import DataError, Document, check_documents, iter_documents, iter_lines
+from sparse_adapt.data.reading import id_problem
 from sparse_adapt.errors import ConfigError, require_positive_int
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.modeling.encoder import SORT_WINDOW_BATCHES, SpladeEncoder
@@ -199,6 +200,8 @@ def validate_vectors(vectors_dir: str | Path, documents: int) -> int:
             raise DataError(path, n, None, "not valid JSON (the file was changed after export)") from None
         if not isinstance(record, dict) or not isinstance(record.get("id"), str) or not record["id"]:
             raise DataError(path, n, "id", "missing or not a non-empty string")
+        if (problem := id_problem(record["id"])) is not None:
+            raise DataError(path, n, "id", problem)
         vector = record.get("vector")
         if not isinstance(vector, dict) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in vector.values()

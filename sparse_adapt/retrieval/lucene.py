@@ -244,6 +244,12 @@ def build_index(
         if returncode != 0 or not any(tmp.glob("segments_*")):
             tail = "\n".join(output.strip().splitlines()[-15:])
             raise LuceneError(f"Lucene indexing of {vectors_dir} failed (exit {returncode}):\n{tail}")
+        held = _documents_indexed(output)
+        if meta is not None and held != meta.documents:
+            said = next((line.split("Exception: ", 1)[-1].strip() for line in output.splitlines() if "Exception: " in line),
+                        "no error")
+            raise LuceneError(f"Lucene indexing of {vectors_dir} lost documents: the index holds {held} of the "
+                              f"{meta.documents} with terms (Anserini: {said[:200]})")
         if meta is not None:  # inside the temporary: an index never appears without its description
             meta.seconds = round(time.perf_counter() - start, 2)
             meta.save(tmp)
@@ -284,9 +290,23 @@ def _run_child(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
     return proc.returncode, output
 
 
+# The child's last line: how many documents the index holds. Anserini logs an indexer thread's
+# exception (a document id over Lucene's 32,766-byte term limit) and stops that thread's file,
+# then exits 0 saying every document was indexed: only the index itself tells.
+DOCS_LINE = "sparse-adapt: documents in the index: "
+
+
 def _index_main(args: list[str]) -> None:
     pyclass = _prepare("pyserini.pyclass")
     pyclass.autoclass("io.anserini.index.IndexCollection").main(args)
+    reader = pyclass.autoclass("io.anserini.index.IndexReaderUtils").getReader(args[args.index("-index") + 1])
+    print(f"{DOCS_LINE}{reader.numDocs()}", flush=True)
+    reader.close()
+
+
+def _documents_indexed(output: str) -> int | None:
+    counts = [line[len(DOCS_LINE):] for line in output.splitlines() if line.startswith(DOCS_LINE)]
+    return int(counts[-1]) if counts and counts[-1].strip().isdigit() else None
 
 
 if __name__ == "__main__":

@@ -191,6 +191,8 @@ def test_dataset_option_equals_the_same_files(models, tmp_path, capsys):
     ("corpus", {"_id": "z", "title": "", "text": " "}, "document record 27 ('z'): empty text"),
     ("corpus", {"_id": "d1", "title": "", "text": "again"}, "document record 27: field '_id': duplicate id 'd1'"),
     ("queries", {"_id": "q99", "text": ""}, "query record 17 ('q99'): empty text"),
+    ("corpus", {"_id": "doc one", "title": "", "text": "x"}, "document record 27: field '_id': 'doc one' holds whitespace"),
+    ("corpus", {"_id": "z", "title": "", "text": "\u200b"}, "document record 27 ('z'): empty text"),
 ])
 def test_a_bad_beir_record_is_refused_like_the_same_line_of_a_docs_file(part, line, message, tmp_path, capsys):
     """ir_datasets parses the folder without these checks; the records it yields get them."""

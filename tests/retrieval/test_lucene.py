@@ -458,3 +458,18 @@ def test_a_query_of_more_than_1024_terms_is_searched(tmp_path, capsys):
     assert SpladeEncoder.from_pretrained(model).encode_query(["database timeout"]).nnz > 1024
     assert main(["search", "--index", str(index), "--model", str(model), "database timeout", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 3
+
+
+@pytest.mark.slow
+def test_documents_lucene_loses_fail_the_index(tmp_path):
+    """Anserini logs an immense id's exception, stops that file and exits 0 reporting every
+    document indexed; the count of the index itself is what catches it."""
+    from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError, build_index
+
+    vectors = tmp_path / "vectors"
+    vectors.mkdir()
+    records = [{"id": i, "contents": "x", "vector": {"database": 100}} for i in ("a", "x" * 40000, "c")]
+    (vectors / VECTORS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    with pytest.raises(LuceneError, match=r"lost documents: the index holds 1 of the 3 with terms \(Anserini: .*immense term"):
+        build_index(vectors, tmp_path / "index", meta=IndexMeta(scale=100, model="m", documents=3, seconds=0.0))
+    assert not (tmp_path / "index").exists()
