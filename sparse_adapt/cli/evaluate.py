@@ -94,9 +94,7 @@ def _in_memory(
     return score_in_memory(splade, documents, data.queries, max_active_dims=max_active_dims, feedback=feedback)
 
 
-def _through_lucene(
-    model: str, index: Path, data: EvalData, depth: int, feedback: Feedback | None = None
-) -> dict[str, dict[str, float]]:
+def _retriever(model: str, index: Path, data: EvalData):
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.retrieval.searcher import LuceneRetriever
 
@@ -105,7 +103,7 @@ def _through_lucene(
     if mismatch:
         warn(mismatch)
     _warn_truncated(retriever.encoder.splade, data, None)
-    return retriever.run(data.queries, k=depth, feedback=feedback)
+    return retriever
 
 
 def _read_run(path: Path, name: str):
@@ -194,9 +192,15 @@ def evaluate(
             raise ConfigError("in-memory scoring needs --docs (or --dataset); or pass --index to rank through Lucene")
         documents = list(data.documents())
     doc_ids = {d.doc_id for d in documents} if documents is not None else None
-    for line in check_qrels(data.qrels, [q.qid for q in data.queries], doc_ids, data.names):
+    names = data.names
+    retriever = _retriever(model, index, data) if index is not None else None
+    if doc_ids is None:  # through Lucene alone: the judged documents the index holds (they are few)
+        judged = {d for q in data.queries if q.qid in data.qrels for d in data.qrels[q.qid]}
+        doc_ids = {d for d in judged if retriever.holds(d)}
+        names = (*names[:2], f"the index {index}")
+    for line in check_qrels(data.qrels, [q.qid for q in data.queries], doc_ids, names):
         warn(line)
-    run = (_through_lucene(model, index, data, depth, fb) if index is not None
+    run = (retriever.run(data.queries, k=depth, feedback=fb) if retriever is not None
            else _in_memory(model, data, documents, max_active_dims=max_active_dims, feedback=fb))
     metrics = evaluate_run(data.qrels, run)
     if save_run is not None:

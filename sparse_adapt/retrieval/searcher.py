@@ -159,6 +159,10 @@ class LuceneRetriever:
         expanded = rocchio(Q, D, picked, feedback)  # (n_queries, V), already in impact units
         return quantise(expanded, self.encoder.vocab, 1)
 
+    def holds(self, doc_id: str) -> bool:
+        """Whether the index holds ``doc_id`` (a document with no term at the export's scale is not)."""
+        return self.searcher.doc(doc_id) is not None
+
     def stored_vector(self, doc_id: str) -> dict[str, int]:
         """A document's integer impacts as exported, from an index built with ``--store-vectors``."""
         doc = self.searcher.doc(doc_id)

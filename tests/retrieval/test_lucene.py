@@ -135,6 +135,22 @@ def test_search_and_evaluate_cli(built, retriever, capsys):
 
 
 @pytest.mark.slow
+def test_evaluate_through_lucene_checks_the_qrels_against_the_index(built, tmp_path, capsys):
+    """Only the in-memory path checked them: qrels naming no indexed document printed 0.0000."""
+    index = str(built["index"])
+    (tmp_path / "missing.txt").write_text("q1 0 no-such-doc 1\nq2 0 also-missing 2\n")
+    argv = ["evaluate", "--model", "offline-minilm", "--index", index, "--queries", str(GATROCRAPTIC.queries)]
+    capsys.readouterr()
+    assert main([*argv, "--qrels", str(tmp_path / "missing.txt")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"none of the 2 relevant documents is in the index {index}" in err and "Traceback" not in err
+    # d13 encodes to no term under the base, so the index lacks it: said, as in memory for a missing id
+    assert main([*argv, "--qrels", str(GATROCRAPTIC.qrels), "--json"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"are not in the index {index}" in err or f"is not in the index {index}" in err, err
+
+
+@pytest.mark.slow
 def test_search_with_the_onnx_query_encoder(built, retriever, tmp_path_factory, capsys):
     """`search --onnx`: the query encoded in ONNX Runtime finds the PyTorch query's hits."""
     onnx_dir = tmp_path_factory.mktemp("onnx") / "minilm"
