@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from sparse_adapt.cli.output import BASE_HELP, console, seed_option, warn
 from sparse_adapt.corpus.language import check_language
@@ -104,19 +106,19 @@ def mine_terms(
     for c in columns:
         table.add_column(c, justify="left" if c in ("term", "category", "pieces") else "right")
     for i, c in enumerate(candidates, 1):
-        row = [str(i), c.term, c.category, f"{c.score:.2f}", str(c.documents)]
+        row = [str(i), Text(c.term), Text(c.category), f"{c.score:.2f}", str(c.documents)]
         if explain:
             row += [f"{c.parts[k]:.2f}" for k in ("frequency", "rarity", "fragmentation", "pattern")]
-            row += [f"{c.zipf:.2f}", " ".join(c.pieces)]
+            row += [f"{c.zipf:.2f}", Text(" ".join(c.pieces))]
         table.add_row(*row)
     console.print(table)
     if len(scored) > top:
         console.print(f"{len(scored) - top} more scored below the cut (the next: "
-                      f"{', '.join(c.term for c in scored[top:top + 5])}); --top {len(scored)} keeps them all")
+                      f"{escape(', '.join(c.term for c in scored[top:top + 5]))}); --top {len(scored)} keeps them all")
     if explain:
         console.print(f"score = frequency log2(docs) + rarity (4 - Zipf in general {lang!r}) "
                       "+ fragmentation log2(pieces) + pattern (1 for capitals, digits, joiners)")
-    console.print(f"[green]wrote[/green] {out}")
+    console.print(f"[green]wrote[/green] {escape(str(out))}")
 
 
 def build_dictionary(
@@ -160,9 +162,9 @@ def build_dictionary(
         table.add_column(c)
     for r in records:
         source = r["harvested"]["definition"] if "harvested" in r else "yours"
-        table.add_row(r["term"], source, r["definition"][:90])
+        table.add_row(Text(r["term"]), source, Text(r["definition"][:90]))
     console.print(table)
-    console.print(f"[green]wrote[/green] {out}")
+    console.print(f"[green]wrote[/green] {escape(str(out))}")
 
 
 def make_train(
@@ -222,7 +224,7 @@ def make_train(
     console.print(f"dropped: {stats.dropped_unseparated} the teacher could not separate, "
                   f"{stats.dropped_source_negative} whose source document it scored <= 0; "
                   f"{stats.term_adjusted} candidate scores made term-consistent")
-    console.print(f"[green]wrote[/green] {out}")
+    console.print(f"[green]wrote[/green] {escape(str(out))}")
 
 
 def adapt(
@@ -286,7 +288,7 @@ def adapt(
         # labels fold, not "…": in a narrow terminal three groups were cut to the same "heldout-…"
         table.add_column(c, justify="left" if label else "right", overflow="fold" if label else "ellipsis")
     for r in summary["evaluation"]:
-        table.add_row(r["set"], r["group"], str(r["queries"]), f"{r['base']:.3f}", f"{r['adapted']:.3f}",
+        table.add_row(r["set"], Text(r["group"]), str(r["queries"]), f"{r['base']:.3f}", f"{r['adapted']:.3f}",
                       signed(r['adapted'] - r['base']), f"{r['base_feedback']:.3f}", f"{r['feedback']:.3f}")
     console.print(table)
     domain = summary["inspect"]["domain"]
@@ -295,13 +297,13 @@ def adapt(
         terms_table.add_column(c, justify="left" if c == "token" else "right")
     for t in domain["tokens"]:
         fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
-        terms_table.add_row(t["token"], str(t["docs_occurring"]), fmt(t.get("mean_weight_occurring")),
+        terms_table.add_row(Text(t["token"]), str(t["docs_occurring"]), fmt(t.get("mean_weight_occurring")),
                             fmt(t.get("mean_weight_not_occurring")))
     console.print(terms_table)
     for line in summary["warnings"]:
         warn(line)
-    console.print(f"[green]adapted model[/green] {result.final}; generated: {', '.join(result.files.generated) or 'nothing'}; "
-                  f"summary: {out / SUMMARY}")
+    console.print(f"[green]adapted model[/green] {escape(str(result.final))}; generated: {', '.join(result.files.generated) or 'nothing'}; "
+                  f"summary: {escape(str(out / SUMMARY))}")
 
 
 def register(app: typer.Typer) -> None:

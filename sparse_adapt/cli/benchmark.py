@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 import corpora
 from sparse_adapt.cli.output import (
@@ -110,7 +111,7 @@ def benchmark(
         console.print(line, markup=False, highlight=False)
     for group in report["pooled"]:
         console.print(f"- pooled, {pooled_line(group)}", markup=False, highlight=False)
-    console.print(f"[green]wrote[/green] {out / f'{inputs.stem}.md'} (numbers in {inputs.stem}.json)")
+    console.print(f"[green]wrote[/green] {escape(str(out / f'{inputs.stem}.md'))} (numbers in {inputs.stem}.json)")
 
 
 def register(app: typer.Typer) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from sparse_adapt.cli.output import (
     BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, console, err_console,
@@ -133,7 +134,7 @@ def explain(
     if index is not None:
         documents = _index_candidates(index, splade, model, query, k, docs_path)
         if not json_out:
-            err_console.print(f"documents: the top {len(documents)} hits of {index} (Lucene's quantised "
+            err_console.print(f"documents: the top {len(documents)} hits of {escape(str(index))} (Lucene's quantised "
                               "scores); below, their exact scores and contributions", style="dim")
     result = explain_query(splade, query, documents, k, model=model, feedback=fb)
     _show(result, json_out, render_explanation)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from sparse_adapt.cli.output import (
     BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, console,
@@ -133,7 +134,7 @@ def _json_safe(value):
 
 
 def _print_metrics(title: str, metrics: dict[str, float]) -> None:
-    table = Table(title=title)
+    table = Table(title=Text(title))  # file and model names are no markup
     table.add_column("metric")
     table.add_column("value", justify="right")
     for m, v in metrics.items():

@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from sparse_adapt.cli.output import (
     BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, OVERWRITE_HELP,
@@ -48,7 +50,7 @@ def export(
     if stats.empty:
         warn(empty_sentence(stats.empty, stats.documents, stats.scale, stats.empty_ids))
     console.print(
-        f"[green]wrote[/green] {out} ({counted(stats.documents, 'document')}, {counted(stats.postings, 'posting')}, "
+        f"[green]wrote[/green] {escape(str(out))} ({counted(stats.documents, 'document')}, {counted(stats.postings, 'posting')}, "
         f"{stats.docs_per_second:.1f} docs/s, scale {stats.scale}"
         + (f", at most {stats.max_active_dims} terms per document" if stats.max_active_dims else "") + ")"
     )
@@ -78,7 +80,7 @@ def index(
     ))
     if empty:
         warn(empty_sentence(empty, meta["documents"], meta["scale"]))
-    console.print(f"[green]indexed[/green] {counted(indexed, 'document')} into {index_dir} in {seconds:.1f} s")
+    console.print(f"[green]indexed[/green] {counted(indexed, 'document')} into {escape(str(index_dir))} in {seconds:.1f} s")
 
 
 def search(
@@ -141,9 +143,9 @@ def search(
     if docs is not None:
         table.add_column("text", overflow="ellipsis", no_wrap=True, max_width=SNIPPET_WIDTH)
     for rank, h in enumerate(hits, 1):
-        row = [str(rank), h.doc_id, f"{h.score:.0f}"]
+        row = [str(rank), Text(h.doc_id), f"{h.score:.0f}"]  # Text: an id or text is no markup
         if docs is not None:
-            row.append(texts.get(h.doc_id, "(not in --docs)"))
+            row.append(Text(texts.get(h.doc_id, "(not in --docs)")))
         table.add_row(*row)
     console.print(table)
 

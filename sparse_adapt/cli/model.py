@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, console, require_text, seed_option, warn
 
@@ -72,7 +73,7 @@ def base(
         set_bias(splade.mlm, bias)
         console.print(f"calibrated decoder bias: {bias:.4f} (median {target_active} active terms per document)")
     splade.save_pretrained(out, overwrite=overwrite)
-    console.print(f"[green]wrote[/green] {out}")
+    console.print(f"[green]wrote[/green] {escape(str(out))}")
 
 
 def pretrain(
@@ -98,7 +99,7 @@ def pretrain(
     cfg = GeneralConfig(**{k: v for k, v in given.items() if v is not None}).validate()
     with rich_hooks() as hooks:
         run_general(base_model, out, cfg, seed=seed, overwrite=overwrite, hooks=hooks)
-    console.print(f"[green]wrote[/green] {out}")
+    console.print(f"[green]wrote[/green] {escape(str(out))}")
 
 
 def extend_vocab(
@@ -125,7 +126,7 @@ def extend_vocab(
         table.add_column(col)
     for t in shown:
         action = "added" if t.added else "existing token, now used in running text" if t.bound else "existing token"
-        table.add_row(t.term, t.category, str(t.token_id), escape(" ".join(t.pieces)), action)
+        table.add_row(Text(t.term), Text(t.category), str(t.token_id), escape(" ".join(t.pieces)), action)
     console.print(table)
     added = len(report.added)
     summary = f"{counted(len(report.terms), 'term')}: {added} added, {counted(len(report.terms) - added, 'existing token')}"
@@ -138,7 +139,7 @@ def extend_vocab(
         warn(f"{term}: category {old} (recorded by an earlier extension of {base_model}) is now {new}, as {terms} says")
     for line in report.warnings(str(terms)):
         warn(line)
-    console.print(f"[green]wrote[/green] {out}")
+    console.print(f"[green]wrote[/green] {escape(str(out))}")
 
 
 def encode(
@@ -163,7 +164,7 @@ def encode(
     table.add_column("term")
     table.add_column("weight", justify="right")
     for term, w in terms[:k]:
-        table.add_row(term, f"{w:.4f}")
+        table.add_row(Text(term), f"{w:.4f}")  # "[unused0]" is a token, not markup
     console.print(table)
 
 

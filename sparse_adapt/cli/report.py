@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from sparse_adapt.cli.output import BASE_HELP, seed_option
@@ -80,7 +81,7 @@ def report(
                  for c in s.criteria]
         table.add_row(s.name, *marks, f"{s.metrics['ndcg@10']:.4f}")
     console.print(table)
-    console.print(f"[green]wrote[/green] {out / 'report.md'} (plots and report.json beside it)")
+    console.print(f"[green]wrote[/green] {escape(str(out / 'report.md'))} (plots and report.json beside it)")
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from sparse_adapt.cli.output import BASE_HELP, seed_option
 
@@ -53,4 +54,4 @@ def register(app: typer.Typer) -> None:
         from accelerate import PartialState
 
         if PartialState().is_main_process:  # under `accelerate launch`, one line, not one per process
-            console.print(f"model: {final}")
+            console.print(f"model: {escape(str(final))}")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from sparse_adapt.cli.output import BASE_HELP
 
@@ -67,5 +68,6 @@ def register(app: typer.Typer) -> None:
             summary = run_tuning(data, out, base, trials, seed, cfg, prefix=prefix, hooks=hooks, overwrite=overwrite,
                                  valid_path=valid)
         console.print(f"best trial {summary['best_trial']}: objective {signed(summary['best_value'], 4)}")
-        console.print(f"[green]wrote[/green] {out / 'best.toml'} (use: {summary['usage'].replace('best.toml', str(out / 'best.toml'), 1)}) "
-                      f"and {out / 'trials.md'}")
+        usage = summary["usage"].replace("best.toml", str(out / "best.toml"), 1)
+        console.print(f"[green]wrote[/green] {escape(str(out / 'best.toml'))} (use: {escape(usage)}) "
+                      f"and {escape(str(out / 'trials.md'))}")

@@ -489,3 +489,23 @@ def test_documents_lucene_loses_fail_the_index(tmp_path):
     with pytest.raises(LuceneError, match=r"lost documents: the index holds 1 of the 3 with terms \(Anserini: .*immense term"):
         build_index(vectors, tmp_path / "index", meta=IndexMeta(scale=100, model="m", documents=3, seconds=0.0))
     assert not (tmp_path / "index").exists()
+
+
+@pytest.mark.slow
+def test_ids_texts_and_paths_in_brackets_are_shown_as_written(tmp_path, capsys):
+    """Rich read them as markup: "[bold]d2[/bold]" was shown as "d2", "[note]" vanished from a
+    snippet, and an id or a path holding "[/x]" ended in a MarkupError traceback."""
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"doc_id": "[/x]", "text": "database pool size [note] for the connection timeout"},
+        {"doc_id": "[bold]d2[/bold]", "text": "database connection timeout [i]again"},
+    ]), encoding="utf-8")
+    vectors, index = tmp_path / "v[/red]x", tmp_path / "i[/red]x"
+    assert main(["export", "--model", "offline-minilm", "--docs", str(docs), "--out", str(vectors)]) == 0
+    assert main(["index", "--vectors", str(vectors), "--index", str(index)]) == 0
+    capsys.readouterr()
+    assert main(["search", "--index", str(index), "--model", "offline-minilm", "--docs", str(docs),
+                 "database connection timeout"]) == 0
+    out = capsys.readouterr()
+    assert "[/x]" in out.out and "[bold]d2[/bold]" in out.out and "[i]again" in out.out, out.out
+    assert "Traceback" not in out.err
