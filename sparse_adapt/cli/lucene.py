@@ -67,12 +67,13 @@ def index(
 ) -> None:
     """Build a Lucene impact index (Pyserini --impact --pretokenized) with a Java 21+ found by itself."""
     from sparse_adapt.atomic import check_output
-    from sparse_adapt.retrieval.export import empty_sentence, read_export_meta, validate_vectors
+    from sparse_adapt.retrieval.export import empty_sentence, inexact_sentence, read_export_meta, validate_vectors
     from sparse_adapt.retrieval.lucene import IndexMeta, build_index
 
     check_output(index_dir, overwrite, flag="--index", inputs=(vectors,))
     meta = read_export_meta(vectors)
-    empty = validate_vectors(vectors, meta["documents"])
+    check = validate_vectors(vectors, meta["documents"])
+    empty = check.empty
     indexed = meta["documents"] - empty
     seconds = build_index(vectors, index_dir, threads, store_vectors, IndexMeta(
         scale=meta["scale"], model=meta["model"], documents=indexed, seconds=0.0,
@@ -80,6 +81,8 @@ def index(
     ))
     if empty:
         warn(empty_sentence(empty, meta["documents"], meta["scale"]))
+    if (inexact := inexact_sentence(check, meta["scale"])) is not None:
+        warn(inexact)
     console.print(f"[green]indexed[/green] {counted(indexed, 'document')} into {escape(str(index_dir))} in {seconds:.1f} s")
 
 

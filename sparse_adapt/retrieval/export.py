@@ -185,12 +185,21 @@ def read_export_meta(vectors_dir: str | Path) -> dict:
     return meta
 
 
-def validate_vectors(vectors_dir: str | Path, documents: int) -> int:
+# Above this, Lucene's float32 sum of impact products rounds (24-bit significand).
+EXACT_SCORES = 2**24
+
+
+@dataclass
+class VectorsCheck:
+    empty: int  # documents without a term (Anserini skips them)
+    self_score: int  # the largest document's score against itself: what a query like it scores
+
+
+def validate_vectors(vectors_dir: str | Path, documents: int) -> VectorsCheck:
     """Check every line of an export before Lucene reads it: Anserini skips a line it cannot
-    parse and still succeeds, which would silently drop that document from the index.
-    Returns how many documents have no term (Anserini skips those too)."""
+    parse and still succeeds, which would silently drop that document from the index."""
     path = Path(vectors_dir) / VECTORS_FILE
-    seen = empty = 0
+    seen = empty = self_score = 0
     for n, raw in iter_lines(path):
         if not raw.strip():
             continue
@@ -209,9 +218,19 @@ def validate_vectors(vectors_dir: str | Path, documents: int) -> int:
             raise DataError(path, n, "vector", "expected an object of token -> positive integer impact")
         seen += 1
         empty += not vector
+        self_score = max(self_score, sum(v * v for v in vector.values()))
     if seen != documents:
         raise DataError(path, None, None, f"holds {seen} documents but the export wrote {documents}")
-    return empty
+    return VectorsCheck(empty, self_score)
+
+
+def inexact_sentence(check: VectorsCheck, scale: int) -> str | None:
+    """A warning when scores can pass :data:`EXACT_SCORES` (a large ``--scale``), else None."""
+    if check.self_score <= EXACT_SCORES:
+        return None
+    return (f"at scale {scale} a query like its document scores up to {check.self_score:,}, above 2^24, where "
+            "Lucene's float32 sums round: near ties may rank otherwise than the exact integer scores "
+            "(a lower --scale keeps them exact)")
 
 
 def empty_sentence(empty: int, documents: int, scale: int, examples: Sequence[str] = ()) -> str:

@@ -169,3 +169,20 @@ def test_export_cli(tiny_bert, tmp_path, capsys):
                  "--max-active-dims", "0"]) == 2
     assert main(["export", "--model", str(model), "--docs", str(tmp_path / "missing.jsonl"), "--out", str(out)]) == 2
     assert "missing.jsonl" in capsys.readouterr().err
+
+
+def test_index_warns_when_scores_can_pass_what_float32_sums_keep_exact(tmp_path):
+    from sparse_adapt.retrieval.export import EXACT_SCORES, inexact_sentence, validate_vectors
+
+    vectors = tmp_path / "v"
+    vectors.mkdir()
+    lines = [{"id": "a", "contents": "x", "vector": {"pool": 3000, "size": 2000}},  # 9e6 + 4e6 = 1.3e7
+             {"id": "b", "contents": "y", "vector": {}}]
+    (vectors / VECTORS_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    check = validate_vectors(vectors, 2)
+    assert (check.empty, check.self_score) == (1, 3000**2 + 2000**2) and check.self_score < EXACT_SCORES
+    assert inexact_sentence(check, 1000) is None
+    lines[0]["vector"]["timeout"] = 2000  # + 4e6 = 1.7e7 > 2^24 = 16,777,216
+    (vectors / VECTORS_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    said = inexact_sentence(validate_vectors(vectors, 2), 1000)
+    assert said.startswith("at scale 1000 a query like its document scores up to 17,000,000, above 2^24")
