@@ -17,7 +17,7 @@ from sparse_adapt.report.results import (
     DIAGNOSTICS_DIR, EXPLAIN_K, GROUP_METRIC, REFERENCE, RUNS_DIR, SCHEMA, SHARED_SHOWN, TOP_K, Explained, Report,
     StageResult,
 )
-from sparse_adapt.atomic import check_writable, write_atomic
+from sparse_adapt.atomic import check_not_an_input, check_writable, write_atomic
 from sparse_adapt.lock import locked
 from sparse_adapt.training.stages import EXPERIMENTS
 
@@ -131,12 +131,15 @@ def assemble(
     )
 
 
-def _check_out(out: Path, overwrite: bool = False) -> None:
+def _check_out(out: Path, overwrite: bool = False, inputs: Sequence[str | Path | None] = ()) -> None:
     """Refuse to write into a non-empty directory that is not a report of ours (unless ``overwrite``)."""
     check_writable(out, into=True)
     if out.exists() and not out.is_dir():
         if not overwrite:
             raise ConfigError(f"--out {out} is an existing file; a report needs a directory (--overwrite replaces the file)")
+        check_not_an_input(out, inputs)  # --overwrite had deleted an input given as --out
+        if not out.is_file():
+            raise ConfigError(f"--out {out} is not a regular file or directory (a device or a pipe); give a folder")
         out.unlink()
     kind = output_kind(out) if out.is_dir() else None
     if kind not in (None, "report") and not overwrite:
@@ -195,7 +198,7 @@ def build_report(inputs: ReportInputs, hooks: Hooks = SILENT) -> Report:
                     "its tables describe those models, not this report's")
             hooks.message(f"warning: {note}")
             data.notes.append(note)
-    _check_out(i.out, i.overwrite)
+    _check_out(i.out, i.overwrite, i.paths())
     base = SpladeEncoder.from_pretrained(i.base)
     primary, reason = choose_primary_term(domain_terms(base, data), data, i.term)
     hooks.message(f"primary term: {primary} ({reason})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from sparse_adapt.atomic import write_atomic
 from sparse_adapt.lock import LOCK_FILE
@@ -40,24 +40,63 @@ def holds_files(out: Path) -> bool:
     return any(p.name != LOCK_FILE and (not p.is_dir() or any(p.iterdir())) for p in Path(out).iterdir())
 
 
+# Files only sparse-adapt writes in its runs: a training run's manifest, a saved model's
+# settings, `adapt`'s manifest. A folder of runs is ours when it holds one (or only empty folders,
+# a run stopped before it wrote anything), not by its name: a user's own runs/ or ablation/
+# had been written into.
+RUN_MARKERS = ("run.json", "sparse_adapt.json", "adapt.json")
+
+
+def _schema(path: Path) -> str:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("schema")
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return ""
+    return value if isinstance(value, str) else ""
+
+
+def _files(path: Path, depth: int) -> Iterator[str]:
+    for child in path.iterdir():
+        if child.name.startswith("."):  # a lock, a killed write's temporary
+            continue
+        if child.is_dir():
+            if depth:
+                yield from _files(child, depth - 1)
+        else:
+            yield child.name
+
+
+def _ours(path: Path, depth: int = 4) -> bool:
+    """``path`` holds one of :data:`RUN_MARKERS` within ``depth`` levels, or no file at all."""
+    names = list(_files(path, depth))
+    return not names or any(n in RUN_MARKERS for n in names)
+
+
+def _runs_of_ours(path: Path) -> bool:
+    """Each entry of ``path`` is a run folder of ours (:func:`_ours`): a user's run beside ours is theirs."""
+    return all(e.is_dir() and _ours(e, 3) for e in path.iterdir() if not e.name.startswith("."))
+
+
 def output_kind(out: Path) -> str | None:
     """Whose output directory ``out`` is: ``"report"``, ``"benchmark"``, ``"adapt"``, ``"tune"``
     or None (none of theirs).
 
     Both keep their runs in ``OUT/runs``: a report's are named by experiment (H1-H4), a
-    benchmark's by domain. Empty run directories prove nothing and count for neither."""
+    benchmark's by domain. Empty run directories prove nothing and count for neither. A
+    ``report.json`` or ``benchmark.json`` counts by its ``schema``, a folder of runs by
+    :func:`_runs_of_ours`: a user's folder holding files of those names is nobody's."""
     out = Path(out)
-    if (out / "report.json").is_file():
+    if _schema(out / "report.json").startswith("sparse-adapt.report/"):
         return "report"
     for command, markers in OTHER_OUTPUTS.items():
         if any((out / m).exists() for m in markers):
             return command
-    if any((out / f"{stem}.json").is_file() for stem in STEMS):
+    if any(_schema(out / f"{stem}.json").startswith("sparse-adapt.benchmark/") for stem in STEMS):
         return "benchmark"
     runs = _entries(out / RUNS_DIR)
-    if runs:
+    if runs and _runs_of_ours(out / RUNS_DIR):
         return "report" if all(r in EXPERIMENTS for r in runs) else "benchmark"
-    if any(_entries(out / d) for d in BENCHMARK_DIRS):
+    if any(_entries(out / d) and _ours(out / d) for d in BENCHMARK_DIRS):
         return "benchmark"
     return None
 

@@ -44,16 +44,19 @@ class ReportInputs:
     benchmark: Path | None = None
 
     def resolved(self) -> "ReportInputs":
-        """Fill in bundled files. Queries, qrels, held-out files and groups default to the
-        bundled ones only when the corpus is the bundled one: a user's corpus is never judged
-        by Gatrocraptic queries by accident."""
+        """Fill in bundled files. Terms, dictionary, training lists, queries, qrels, held-out
+        files and groups default to the bundled ones only when the corpus is the bundled one: a
+        user's corpus is never trained on or judged by Gatrocraptic's by accident."""
         G = BUNDLED
         corpus = Path(self.corpus) if self.corpus is not None else G.docs
         bundled = corpus.resolve() == G.docs.resolve()
         if not bundled:
-            missing = [f"--{n}" for n, v in (("queries", self.queries), ("qrels", self.qrels)) if v is None]
+            # Nor trained on its terms, dictionary and pseudo-labelled lists: those silently made
+            # every query of a user's corpus a control and trained on Gatrocraptic.
+            missing = [f"--{n}" for n in ("terms", "dictionary", "train", "queries", "qrels") if getattr(self, n) is None]
             if missing:
-                raise ConfigError(f"{' and '.join(missing)} required with your own --corpus {corpus}")
+                raise ConfigError(f"{', '.join(missing)} required with your own --corpus {corpus} "
+                                  "(the bundled ones describe the bundled corpus)")
         if (self.heldout_queries is None) != (self.heldout_qrels is None):
             raise ConfigError("--heldout-queries and --heldout-qrels go together: give both or neither")
 
@@ -79,6 +82,12 @@ class ReportInputs:
             dictionary=pick(self.dictionary, G.dictionary), train=pick(self.train, G.train), queries=queries,
             qrels=pick(self.qrels, G.qrels), heldout_queries=heldout_q, heldout_qrels=heldout_r, groups=groups,
         )
+
+    def paths(self) -> tuple[Path | None, ...]:
+        """The local files the report reads (after :meth:`resolved`): none may be its --out."""
+        config = self.config if isinstance(self.config, (str, Path)) else None
+        return (self.corpus, self.terms, self.dictionary, self.train, self.queries, self.qrels, self.heldout_queries,
+                self.heldout_qrels, self.groups, self.benchmark, config, self.base)
 
     def train_config(self) -> TrainConfig:
         if isinstance(self.config, TrainConfig):

@@ -437,7 +437,19 @@ def test_check_out_refuses_a_foreign_directory_and_accepts_a_stopped_benchmark(t
         check_out(tmp_path)
         (tmp_path / ours / "legal").rmdir()
         (tmp_path / ours).rmdir()
-    (tmp_path / "benchmark-adapt-feedback.json").write_text("{}")
+    # Names alone are no proof: a user's own files of those names are refused, not written over.
+    (tmp_path / "runs" / "exp1").mkdir(parents=True)
+    (tmp_path / "runs" / "exp1" / "model.bin").write_text("theirs")
+    (tmp_path / "ablation").mkdir()
+    (tmp_path / "ablation" / "thesis.tex").write_text("theirs")
+    (tmp_path / "benchmark.json").write_text('{"mine": true}')
+    with pytest.raises(ConfigError, match="holds no benchmark"):
+        check_out(tmp_path)
+    (tmp_path / "runs" / "legal" / "seed0").mkdir(parents=True)
+    (tmp_path / "runs" / "legal" / "seed0" / "run.json").write_text("{}")
+    with pytest.raises(ConfigError, match="holds no benchmark"):  # still the user's exp1 in runs/
+        check_out(tmp_path)
+    (tmp_path / "benchmark-adapt-feedback.json").write_text('{"schema": "sparse-adapt.benchmark/2"}')
     check_out(tmp_path)
     with pytest.raises(ConfigError, match="is a file"):
         check_out(tmp_path / "mine.txt")

@@ -5,6 +5,7 @@ same checkpoints."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 from corpora import GATROCRAPTIC as G
 from sparse_adapt.cli import main
 from sparse_adapt.data import Query, load_qrels, load_query_groups
-from sparse_adapt.errors import ConfigError
+from sparse_adapt.errors import ConfigError, OutputError
 from sparse_adapt.report import (
     FAIL, NA, PASS, REFERENCE, ReportData, ReportInputs, TermSummary, choose_primary_term, criteria, derive_groups,
     load_report_data, train_experiment,
@@ -321,13 +322,17 @@ def test_an_empty_term_is_refused_before_anything_is_evaluated(tmp_path):
 def test_own_corpus_needs_queries_and_derives_groups(tmp_path):
     docs = tmp_path / "docs.jsonl"
     docs.write_text('{"doc_id": "x1", "text": "Gatrocraptic budget"}\n{"doc_id": "x2", "text": "password"}\n')
-    with pytest.raises(ConfigError, match="--queries and --qrels required"):
+    with pytest.raises(ConfigError, match="--terms, --dictionary, --train, --queries, --qrels required"):
         ReportInputs(out=tmp_path / "o", corpus=docs).resolved()
     queries = tmp_path / "q.jsonl"
     queries.write_text('{"qid": "a", "text": "gatrocraptic"}\n{"qid": "b", "text": "password reset"}\n')
     qrels = tmp_path / "qrels.tsv"
     qrels.write_text("a 0 x1 1\nb 0 x2 1\n")
-    data = load_report_data(ReportInputs(out=tmp_path / "o", corpus=docs, queries=queries, qrels=qrels))
+    # Trained on Gatrocraptic's terms and lists, every query of a corpus without them was a control.
+    with pytest.raises(ConfigError, match=r"^--dictionary, --train required with your own --corpus"):
+        ReportInputs(out=tmp_path / "o", corpus=docs, queries=queries, qrels=qrels, terms=G.terms).resolved()
+    own = {"terms": G.terms, "dictionary": G.dictionary, "train": G.train}
+    data = load_report_data(ReportInputs(out=tmp_path / "o", corpus=docs, queries=queries, qrels=qrels, **own))
     assert data.groups_source == "derived" and data.groups == {"domain-explicit": ["a"], "control": ["b"]}
     assert data.heldout_queries == [] and "derived" in data.notes[0]
 
@@ -378,3 +383,32 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert main(["report", "--out", str(foreign), "--config", str(cfg)]) == 2
     assert "not empty" in capsys.readouterr().err
     assert (foreign / "notes.txt").read_text() == "keep me"
+
+
+def test_a_users_files_named_like_a_reports_are_not_taken_for_one(tmp_path):
+    from sparse_adapt.report.experiments import _check_out
+
+    user = tmp_path / "user"
+    user.mkdir()
+    for name in ("report.json", "report.md", "criteria.png"):
+        (user / name).write_text("theirs")
+    with pytest.raises(ConfigError, match="is not empty and holds no report"):
+        _check_out(user)
+    (user / "report.json").write_text('{"schema": "sparse-adapt.report/1"}')
+    _check_out(user)  # a report of ours: rerun in place
+
+
+def test_overwrite_never_deletes_an_input_given_as_out(tmp_path):
+    """`report --out docs.jsonl --corpus docs.jsonl --overwrite` deleted the corpus, then failed."""
+    from sparse_adapt.report.experiments import _check_out
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"doc_id": "a", "text": "kept"}\n')
+    with pytest.raises(OutputError, match="is also an input"):
+        _check_out(docs, overwrite=True, inputs=(docs, None))
+    assert docs.read_text() == '{"doc_id": "a", "text": "kept"}\n'
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file or directory"):
+        _check_out(fifo, overwrite=True)
+    assert fifo.exists()
