@@ -11,7 +11,7 @@ from rich.markup import escape
 
 import corpora
 from sparse_adapt.cli.output import (
-    BASE_HELP,
+    BASE_HELP, MAX_SEED,
     FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, feedback_option,
 )
 
@@ -42,6 +42,8 @@ def _seeds(value: str, flag: str = "--seeds") -> tuple[int, ...]:
         raise ConfigError(f"{flag} must be comma-separated integers, got {value!r}") from None
     if not seeds:
         raise ConfigError(f"{flag} names no seed")
+    if outside := [s for s in seeds if not 0 <= s <= MAX_SEED]:
+        raise ConfigError(f"{flag} must be between 0 and {MAX_SEED}, got {outside[0]}")
     return seeds
 
 

@@ -130,10 +130,14 @@ def require_text(text: str, what: str) -> str:
 OVERWRITE_HELP = "Replace an existing output (a non-empty directory or a file) instead of refusing."
 
 
+# torch.manual_seed takes up to 2^64 - 1 and the stages add small offsets; 2^65 had stopped
+# a run with a traceback after run.json was written.
+MAX_SEED = 2**63 - 1
+
+
 def seed_option(help: str):
-    """``--seed``, 0 to 2^63 - 1: torch.manual_seed takes up to 2^64 - 1 and the stages add
-    small offsets; 2^65 had stopped a run with a traceback after run.json was written."""
-    return typer.Option(0, "--seed", min=0, max=2**63 - 1, help=help)
+    """``--seed``, 0 to :data:`MAX_SEED`."""
+    return typer.Option(0, "--seed", min=0, max=MAX_SEED, help=help)
 
 
 # Rocchio pseudo-relevance feedback (``retrieval/feedback.py``): `evaluate`, `search`, `benchmark`,

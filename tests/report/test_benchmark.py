@@ -212,6 +212,8 @@ def test_unknown_domain_is_one_error_line(tmp_path, capsys):
     (["--domains", ","], "--domains names no domain"),
     (["--domains", "legal", "--ablation", "nope"], "--ablation: 'nope' is neither"),
     (["--domains", "legal", "--ablation-seeds", "x"], "--ablation-seeds must be comma-separated integers"),
+    (["--domains", "legal", "--seeds", "0,18446744073709551616"], "--seeds must be between 0 and 9223372036854775807, got 18446744073709551616"),
+    (["--domains", "legal", "--ablation-seeds", "-1"], "--ablation-seeds must be between 0"),
 ])
 def test_empty_or_wrong_lists_are_one_error_line_before_any_run(argv, message, tmp_path, capsys):
     """An empty --seeds or --domains once wrote an empty benchmark.md and exited 0."""
