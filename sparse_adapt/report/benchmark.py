@@ -122,16 +122,29 @@ class EvalSet:
     groups: dict[str, list[str]]
 
     @classmethod
-    def load(cls, files: corpora.CorpusFiles) -> "EvalSet":
+    def load(cls, files: corpora.CorpusFiles, warnings: list[str] | None = None) -> "EvalSet":
+        """The domain's files, checked; what is wrong but usable is appended to ``warnings``."""
+        warnings = [] if warnings is None else warnings
         from sparse_adapt.data import load_documents, load_qrels, load_queries, load_query_groups
         from sparse_adapt.data.qrels import check_query_groups
 
-        queries = load_queries(files.queries) + load_queries(files.heldout_queries)
-        qrels = {**load_qrels(files.qrels), **load_qrels(files.heldout_qrels)}
+        from sparse_adapt.retrieval.evaluation import check_qrels
+
+        documents = load_documents(files.docs)
+        doc_ids = {d.doc_id for d in documents}
+        queries, qrels = [], {}
+        # As `evaluate` and `report` do: qrels naming documents or queries that are not there
+        # count as misses or drop out silently; nothing at all to match is an error.
+        for q_file, r_file in ((files.queries, files.qrels), (files.heldout_queries, files.heldout_qrels)):
+            part, judged = load_queries(q_file), load_qrels(r_file)
+            for line in check_qrels(judged, [q.qid for q in part], doc_ids, (str(r_file), str(q_file), str(files.docs))):
+                warnings.append(line)
+            queries += part
+            qrels.update(judged)
         groups = load_query_groups(files.query_groups)
         # As report and adapt do: a group naming a query that is not there would shrink silently.
         check_query_groups(files.query_groups, groups, {q.qid for q in queries})
-        return cls(load_documents(files.docs), queries, qrels, groups)
+        return cls(documents, queries, qrels, groups)
 
     def pooled(self, own: str | None) -> "EvalSet":
         """The same queries searched among every registered domain's documents too (``own``:
@@ -272,7 +285,12 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         twice = sorted({str(v) for v in named if named.count(v) > 1})
         if twice:  # each pair would count twice in the pooled test: a significance it does not have
             raise ConfigError(f"{flag} names {', '.join(twice)} more than once")
-    evalsets = {d.name: EvalSet.load(d.files) for d in [*domains, *ablation]}  # validate before training
+    evalsets = {}
+    for d in [*domains, *ablation]:  # validated before training
+        said: list[str] = []
+        evalsets[d.name] = EvalSet.load(d.files, said)
+        for line in said:
+            hooks.message(f"warning: {d.name}: {line}")
     if inputs.pool:
         evalsets = {d.name: evalsets[d.name].pooled(None if d.split == "outside" else d.name)
                     for d in [*domains, *ablation]}

@@ -12,7 +12,7 @@ import corpora
 
 from sparse_adapt.cli import main
 from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES
-from sparse_adapt.errors import ConfigError
+from sparse_adapt.errors import ConfigError, SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.report.benchmark import BenchmarkInputs, EvalSet, build_benchmark, resolve_domain, without
 from sparse_adapt.retrieval.feedback import Feedback
@@ -500,3 +500,22 @@ def test_a_domain_directory_s_group_naming_a_missing_query_stops_before_any_run(
     err = capsys.readouterr().err
     assert "query_groups.json" in err and first in err and "h99" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "b").exists()
+
+
+def test_a_domains_qrels_are_checked_against_its_documents_and_queries(tmp_path):
+    """benchmark never called check_qrels: judgements of missing documents counted as misses unsaid."""
+    import shutil
+
+    from sparse_adapt.report.benchmark import EvalSet
+
+    domain = tmp_path / "dom"
+    shutil.copytree(resolve_domain("gatrocraptic").files.docs.parent, domain)
+    with (domain / "heldout_qrels.tsv").open("a") as f:
+        f.write("h1 0 d921 1\nh1 0 d922 1\n")
+    said: list[str] = []
+    EvalSet.load(resolve_domain(str(domain)).files, said)
+    [line] = said
+    assert "2 of" in line and "d921" in line and str(domain / "docs.jsonl") in line
+    (domain / "qrels.tsv").write_text("q1 0 d921 1\n")
+    with pytest.raises(SparseAdaptError, match="none of the 1 relevant documents is in"):
+        EvalSet.load(resolve_domain(str(domain)).files)
