@@ -120,10 +120,13 @@ def bar_summary(results: list[dict], seeds: Sequence[int], bar: Bar = BAR) -> li
     for name, _, base, full in _measured(results, seeds):
         if not full:
             continue
+        by_seed = {r["seed"]: r for r in full}
         marks = []
         for g in HELDOUT:
             if g in base["groups"]:
-                status = bar_status(g, _value(base, g), [_value(r, g) for r in full], bar)
+                # A seed not measured is missing, as in domain_table: the bar is for every seed.
+                vals = [_value(by_seed[s], g) if s in by_seed else None for s in seeds]
+                status = bar_status(g, _value(base, g), vals, bar)
                 marks.append(f"{SHORT[g]} {status or 'n/a'}")
         lines.append(f"- **{name}** ({base['split']}): " + ", ".join(marks))
     return lines
@@ -139,6 +142,8 @@ def pooled(results: list[dict], seeds: Sequence[int]) -> list[dict]:
 
     pairs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
     for _, _, base, full in _measured(results, seeds):
+        if {r["seed"] for r in full} != set(seeds):  # a domain measured on fewer seeds (an ablation's)
+            continue
         for g in (g for g in HELDOUT if g in base["groups"]):
             before = base["groups"][g].get("per_query")
             for r in full:

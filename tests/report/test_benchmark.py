@@ -405,16 +405,30 @@ def test_pooled_table_pairs_every_query_and_seed_of_a_split():
     results = [_pq("a", "test", None, "base", {"q1": 0.5, "q2": 0.5}),
                _pq("a", "test", 0, "full", {"q1": 1.0, "q2": 0.5}),
                _pq("a", "test", 1, "full", {"q1": 1.0, "q2": 1.0}),
-               _pq("b", "dev", None, "base", {"x": 0.8}), _pq("b", "dev", 0, "full", {"x": 0.6})]
+               _pq("b", "dev", None, "base", {"x": 0.8}), _pq("b", "dev", 0, "full", {"x": 0.6}),
+               _pq("b", "dev", 1, "full", {"x": 0.6}),
+               # measured on seed 0 alone (an ablation domain): not one of the split's full domains
+               _pq("c", "test", None, "base", {"y": 0.1}), _pq("c", "test", 0, "full", {"y": 0.9})]
     rows = pooled_table(pooled(results, [0, 1]))
     # test: pairs (0.5, 1), (0.5, 0.5), (0.5, 1), (0.5, 1); differences 0.5, 0, 0.5, 0.5 -> mean +0.375;
     # of the 16 sign flips, 4 reach |mean| >= 0.375 (the three 0.5s alike, either sign of the 0): p = 0.25
     assert "| test | semantic | 4 | 0.500 | 0.875 | +0.375 | 3 / 1 / 0 | 0.250 |" in rows
-    assert "| dev | semantic | 1 | 0.800 | 0.600 | -0.200 | 0 / 0 / 1 | 1.000 |" in rows  # one pair: no test
-    assert pooled_table(pooled(results, [0]))[2].startswith("| test | semantic | 2 |")
+    assert "| dev | semantic | 2 | 0.800 | 0.600 | -0.200 | 0 / 0 / 2 | 0.500 |" in rows  # of 4 sign flips, 2 as extreme
+    assert pooled_table(pooled(results, [0]))[2].startswith("| test | semantic | 3 |")  # c counts for seed 0
     assert pooled_line(pooled(results, [0, 1])[0]) == "test semantic: 0.500 -> 0.875 (+0.375, n=4 query-seed pairs, p 0.250)"
     old = [{**r, "groups": {"heldout-domain-semantic": {"queries": 1, "ndcg@10": 0.5}}} for r in results]
     assert pooled_table(pooled(old, [0, 1])) == []  # files written before per-query values: no table
+
+
+def test_the_bar_line_is_for_every_seed_as_the_domain_table_is():
+    """A domain measured on seed 0 of 0,1 (an ablation domain) was said to pass from seed 0 alone."""
+    from sparse_adapt.report.benchmark_md import bar_summary
+
+    results = [_pq("a", "test", None, "base", {"q1": 0.5}), _pq("a", "test", 0, "full", {"q1": 0.95}),
+               _pq("a", "test", 1, "full", {"q1": 0.95}),
+               _pq("c", "test", None, "base", {"y": 0.5}), _pq("c", "test", 0, "full", {"y": 0.95})]
+    assert bar_summary(results, [0, 1]) == ["- **a** (test): semantic pass", "- **c** (test): semantic n/a"]
+    assert bar_summary(results, [0])[1] == "- **c** (test): semantic pass"
 
 
 def test_paired_test_by_hand():
