@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -27,7 +28,14 @@ def to_json(obj: Any) -> str:
 
 
 def slug(term: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", term) or "term"
+    """A file-name part for ``term``: the term itself when it is plain ASCII letters, digits, ``_``
+    and ``-``; else its word characters plus a hash of the whole, so "C++" and "C#", or "Zürich"
+    and "Zérich", never share a file (they had overwritten each other)."""
+    if re.fullmatch(r"[A-Za-z0-9_-]+", term):
+        return term
+    digest = hashlib.sha256(term.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    words = re.sub(r"[^\w-]+", "_", term)[:60]
+    return f"{words}-{digest}"
 
 
 def _entries(path: Path) -> list[str]:

@@ -412,3 +412,14 @@ def test_overwrite_never_deletes_an_input_given_as_out(tmp_path):
     with pytest.raises(ConfigError, match="not a regular file or directory"):
         _check_out(fifo, overwrite=True)
     assert fifo.exists()
+
+
+def test_diagnostics_file_names_of_distinct_terms_differ():
+    """"C++" and "C#" were both diagnose-C_.json: one overwrote the other."""
+    from sparse_adapt.report.files import slug
+
+    terms = ["Gatrocraptic", "XR-7200", "C++", "C#", "Zürich", "Zérich", "日本語", "a/b", ".."]
+    names = [slug(t) for t in terms]
+    assert len(set(names)) == len(terms)
+    assert names[:2] == ["Gatrocraptic", "XR-7200"]  # plain names stay as they were
+    assert all("/" not in n and n not in (".", "..") for n in names)
