@@ -65,7 +65,10 @@ def evaluate_stage(
         value = evaluate_run(all_qrels, full_run, (GROUP_METRIC,), qids=judged)[GROUP_METRIC] if judged else None
         groups[g] = {"queries": len(judged), GROUP_METRIC: value}
     per_query = evaluate_per_query(all_qrels, full_run, GROUP_METRIC)
-    top = top_k(full_run, TOP_K)
+    # Every relevant document fits: "Correct retrieval" compares a query's top-n with its n
+    # relevant documents, and a query with 12 could never pass in a top 10.
+    most = max((sum(g > 0 for g in judged.values()) for judged in all_qrels.values()), default=0)
+    top = top_k(full_run, max(TOP_K, most))
 
     i = inputs.resolved() if inputs is not None else None
     sources = Sources(

@@ -55,7 +55,7 @@ class StageResult:
     heldout_metrics: dict[str, float] | None  # over --heldout-queries
     groups: dict[str, dict[str, Any]]  # group -> {"queries": n judged, GROUP_METRIC: value | None}
     per_query: dict[str, float]  # qid -> GROUP_METRIC
-    top: dict[str, list[str]]  # qid -> TOP_K doc ids
+    top: dict[str, list[str]]  # qid -> its TOP_K doc ids, or as many as the most relevant documents a query has
     terms: dict[str, TermSummary]
     criteria: list[Criterion]
     sparsity: dict[str, float | None]

@@ -423,3 +423,19 @@ def test_diagnostics_file_names_of_distinct_terms_differ():
     assert len(set(names)) == len(terms)
     assert names[:2] == ["Gatrocraptic", "XR-7200"]  # plain names stay as they were
     assert all("/" not in n and n not in (".", "..") for n in names)
+
+
+def test_a_query_with_more_relevant_documents_than_the_top_10_keeps_them_all(tmp_path):
+    """"Correct retrieval" compares a query's top-n with its n relevant documents: cut to 10,
+    a query with 12 could never pass."""
+    from sparse_adapt.data import Document, Query
+    from sparse_adapt.report.experiments import evaluate_stage
+    from sparse_adapt.report.inputs import ReportData
+    from tests.conftest import make_tiny_bert
+
+    docs = [Document(f"d{i}", f"zorblatt valve number {i} of the plant") for i in range(14)]
+    data = ReportData(documents=docs, queries=[Query("s", "zorblatt valve")], qrels={"s": {f"d{i}": 1 for i in range(12)}},
+                      heldout_queries=[], heldout_qrels={}, terms={"jargon": ["zorblatt"]},
+                      groups={"domain-semantic": ["s"]}, groups_source="file")
+    result = evaluate_stage("base", "tiny", data, "zorblatt", splade=make_tiny_bert())
+    assert len(result.top["s"]) == 12
