@@ -33,15 +33,23 @@ def criteria_markdown(stage: StageResult) -> str:
 
 
 def reproduce_commands(report: Report, stage: StageResult, out: Path | None = None) -> list[str]:
-    """The CLI commands that print this stage's numbers."""
+    """The CLI commands that print this stage's numbers, with paths relative to ``out`` (the
+    report's folder, where report.md says to run them) or, without it, to the working
+    directory. (Relative to the directory the report was made from, the committed case study's
+    said ``../runs/case-study/...``: the notebook's folder, not one a reader would be in.)"""
     import shlex
 
     inp = report.inputs
+    start = str(out) if out is not None else os.curdir
+
+    def rel(path: str) -> str:
+        return os.path.relpath(path, start)
 
     def p(key: str) -> str:
-        return shlex.quote(os.path.relpath(inp[key]) if inp[key] else "")
+        return shlex.quote(rel(inp[key]) if inp[key] else "")
 
-    model = shlex.quote(stage.model if stage.name == REFERENCE else os.path.relpath(stage.model))
+    builtin = stage.name == REFERENCE and not Path(stage.model).exists()  # a built-in or Hub name
+    model = shlex.quote(stage.model if builtin else rel(stage.model))
     cmds = [f"sparse-adapt evaluate --model {model} --docs {p('corpus')} --queries {p('queries')} --qrels {p('qrels')}"]
     if inp.get("heldout_queries"):
         cmds.append(f"sparse-adapt evaluate --model {model} --docs {p('corpus')} "
@@ -69,8 +77,12 @@ def summary_markdown(report: Report) -> str:
         rows.append([s.name, " → ".join(s.stages) or "—", HYPOTHESES.get(s.name, ""), f"{s.passed()}/{applicable}",
                      _f(s.metrics.get(GROUP_METRIC)), *[_f(s.groups[g][GROUP_METRIC]) for g in sem]])
     add(_table(header, rows) + "\n")
+    # The criteria read the main semantic queries (report.relevant's); held-out ones only the nDCG columns.
+    main = list(report.relevant)
+    held = [q for g in sem for q in report.groups[g] if q not in report.relevant]
     add(f"Primary term **{term}**: {report.primary_term_reason}. Domain-semantic queries "
-        f"(the spec's q11 role): {', '.join(q for g in sem for q in report.groups[g]) or 'none'}.\n")
+        f"(the spec's q11 role, read by the criteria): {', '.join(main) or 'none'}"
+        + (f"; held out, in the nDCG columns only: {', '.join(held)}" if held else "") + ".\n")
 
     return "\n".join(lines)
 
@@ -173,7 +185,7 @@ def render_markdown(report: Report, out: Path | None = None) -> str:
         add(benchmark_section(report.benchmark) + "\n")
 
     add("## Reproduce these numbers\n")
-    add("Each stage's checkpoint can be checked with the CLI; for the last stage:\n")
+    add("Each stage's checkpoint can be checked with the CLI; for the last stage, from this report's folder:\n")
     if stages:
         add("```bash\n" + "\n".join(reproduce_commands(report, stages[-1], out)) + "\n```\n")
     if report.notes:

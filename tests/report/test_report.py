@@ -439,3 +439,16 @@ def test_a_query_with_more_relevant_documents_than_the_top_10_keeps_them_all(tmp
                       groups={"domain-semantic": ["s"]}, groups_source="file")
     result = evaluate_stage("base", "tiny", data, "zorblatt", splade=make_tiny_bert())
     assert len(result.top["s"]) == 12
+
+
+def test_the_reproduce_commands_run_from_the_reports_folder(report_dir, capsys, monkeypatch):
+    import shlex
+
+    md = (report_dir["out"] / "report.md").read_text()
+    block = md.split("## Reproduce these numbers", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    first = shlex.split(block.splitlines()[0])
+    assert first[:2] == ["sparse-adapt", "evaluate"]
+    monkeypatch.chdir(report_dir["out"])  # the report was made from another folder (the tests')
+    capsys.readouterr()
+    assert main([*first[1:], "--json"]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out) == report_dir["json"]["stages"][-1]["metrics"]
