@@ -17,7 +17,7 @@ from sparse_adapt.report.results import (
     DIAGNOSTICS_DIR, EXPLAIN_K, GROUP_METRIC, REFERENCE, RUNS_DIR, SCHEMA, SHARED_SHOWN, TOP_K, Explained, Report,
     StageResult,
 )
-from sparse_adapt.atomic import check_not_an_input, check_writable, write_atomic
+from sparse_adapt.atomic import atomic_directory, check_not_an_input, check_writable, write_atomic
 from sparse_adapt.lock import locked
 from sparse_adapt.training.stages import EXPERIMENTS
 
@@ -156,19 +156,22 @@ def _check_out(out: Path, overwrite: bool = False, inputs: Sequence[str | Path |
 
 def run_experiment(
     inputs: ReportInputs, data: ReportData, name: str, primary: str, hooks: Hooks = SILENT,
-    splade: SpladeEncoder | None = None,
+    splade: SpladeEncoder | None = None, trained: Path | None = None,
 ) -> StageResult:
     """Train (or reuse) experiment ``name`` and evaluate it; ``REFERENCE`` evaluates ``--base``.
+    ``trained``: its ``final``, when :func:`train_experiment` already ran.
 
-    The full diagnose/inspect JSON goes to ``OUT/diagnostics/<name>/``.
+    The full diagnose/inspect JSON goes to ``OUT/diagnostics/<name>/``, replaced as a whole:
+    the files of terms an earlier report had and this one has not stayed there beside it.
     """
     i = inputs.resolved()
-    model = str(i.base) if name == REFERENCE else str(train_experiment(i, name, hooks))
+    model = str(i.base) if name == REFERENCE else str(trained or train_experiment(i, name, hooks))
     hooks.message(f"evaluating {name}: metrics, diagnostics of every domain term, sparsity")
-    result = evaluate_stage(
-        name, model, data, primary, inputs=i, stages=EXPERIMENTS.get(name, ()),
-        keep_diagnostics=i.out / DIAGNOSTICS_DIR / name, splade=splade,
-    )
+    with atomic_directory(i.out / DIAGNOSTICS_DIR / name) as keep:
+        result = evaluate_stage(
+            name, model, data, primary, inputs=i, stages=EXPERIMENTS.get(name, ()),
+            keep_diagnostics=keep, splade=splade,
+        )
     if name != REFERENCE:
         refresh_card(Path(model), result)
     return result
@@ -207,10 +210,15 @@ def build_report(inputs: ReportInputs, hooks: Hooks = SILENT) -> Report:
     hooks.message(f"primary term: {primary} ({reason})")
     results = []
     with locked(i.out):
+        # Every run first: a rerun refused for changed inputs stops before anything is evaluated,
+        # not after the base's diagnostics were rewritten for inputs report.json does not describe.
+        finals = {}
+        for name in i.experiments:
+            hooks.message(f"--- {name}: {' + '.join(EXPERIMENTS[name])}")
+            finals[name] = train_experiment(i, name, hooks)
         for name in (REFERENCE, *i.experiments):
-            if name != REFERENCE:
-                hooks.message(f"--- {name}: {' + '.join(EXPERIMENTS[name])}")
-            results.append(run_experiment(i, data, name, primary, hooks, splade=base if name == REFERENCE else None))
+            results.append(run_experiment(i, data, name, primary, hooks, splade=base if name == REFERENCE else None,
+                                          trained=finals.get(name)))
         report = assemble(i, data, results, primary, reason, benchmark)
         write_report(report, i.out)
     return report

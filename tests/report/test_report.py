@@ -248,6 +248,26 @@ def test_rerun_reuses_finished_experiments(report_dir):
     assert log.read_text() == before  # no stage ran again
 
 
+def test_diagnostics_are_this_reports_and_a_refused_rerun_writes_none(report_dir, tmp_path, capsys):
+    import shutil
+
+    out = tmp_path / "case"
+    shutil.copytree(report_dir["out"], out)
+    argv = ["report", "--base", str(report_dir["base"]), "--out", str(out), "--config", str(report_dir["config"])]
+    base_diag = out / "diagnostics" / "base"
+    before = {p.name: p.read_bytes() for p in base_diag.iterdir()}
+    other = tmp_path / "terms.json"
+    other.write_text(json.dumps({"acronyms": ["API", "CLI"], "jargon": ["Gatrocraptic"]}))
+    # Changed inputs: refused before anything is evaluated (it had rewritten diagnostics/base).
+    assert main([*argv, "--terms", str(other)]) == 2
+    assert "holds a different run" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in base_diag.iterdir()} == before
+    # A file of a term this report does not have goes when the folder is written again.
+    (base_diag / "diagnose-Old.json").write_text("{}")
+    assert main([*argv, "--terms", str(report_dir["terms"])]) == 0
+    assert sorted(p.name for p in base_diag.iterdir()) == sorted(before)
+
+
 # ---------------------------------------------------------------------------- units
 def _data(groups, qrels=None, queries=(), docs=()):
     from sparse_adapt.data import Document
