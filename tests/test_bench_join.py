@@ -17,6 +17,10 @@ def test_joined_domains_keep_every_document_query_judgement_and_group(tmp_path):
     assert [d.doc_id for d in joined.documents] == [d.doc_id for p in parts for d in p.documents]
     assert joined.qrels == {**parts[0].qrels, **parts[1].qrels}
     assert joined.groups == {g: parts[0].groups[g] + parts[1].groups[g] for g in parts[0].groups}
+    # Pooled with every registered domain, its parts' documents are not there a second time.
+    texts = [d.text for d in joined.pooled(None).documents]
+    assert len(texts) == len(set(texts))
+    assert resolve_domain(str(corpora.get("legal").docs.parent)).split == "test"  # by folder: the registered domain
     terms = json.loads((out / "domain_terms.json").read_text())
     assert "Velotraxin" in terms["drugs"]  # pharma's categories kept beside hardware's
     with pytest.raises(SystemExit):  # never into an existing directory

@@ -96,11 +96,14 @@ def resolve_domain(spec: str, hand_written: bool = True, flag: str = "--domains"
             which = "bundled" if spec == corpora.GATROCRAPTIC.name else "registered"
         return BenchDomain(spec, which, files)
     root = Path(spec)
+    for name in corpora.names():  # a registered domain by its folder is that domain, not an outside one
+        if root.is_dir() and corpora.get(name).docs.parent.resolve() == root.resolve():
+            return resolve_domain(name, hand_written, flag)
     if not root.is_dir():
         raise ConfigError(f"{flag}: {spec!r} is neither a registered data set ({', '.join(corpora.names())}) nor a directory")
     missing = [n for k, n in FILES.items() if not (root / n).is_file() and (hand_written or k not in HAND_WRITTEN)]
     if missing:
-        raise ConfigError(f"--domains: {root} lacks {', '.join(missing)}")
+        raise ConfigError(f"{flag}: {root} lacks {', '.join(missing)}")
     files = corpora.CorpusFiles(name=root.resolve().name, **{k: root / v for k, v in FILES.items()})
     return BenchDomain(files.name, "outside", files)
 
@@ -149,7 +152,10 @@ class EvalSet:
     def pooled(self, own: str | None) -> "EvalSet":
         """The same queries searched among every registered domain's documents too (``own``:
         the registered domain these are, whose documents are already here)."""
-        return dataclasses.replace(self, documents=[*self.documents, *pool_documents(own)])
+        # A domain joined from registered ones (bench.join) holds their documents already: a second,
+        # never-relevant copy of each of its relevant documents would rank beside it.
+        texts = {d.text for d in self.documents}
+        return dataclasses.replace(self, documents=[*self.documents, *(d for d in pool_documents(own) if d.text not in texts)])
 
     def scores(self, splade: SpladeEncoder, feedback: Feedback | None = None) -> dict[str, dict]:
         """``{group: {"queries": n, "ndcg@10": mean, "per_query": {qid: value}}}`` over each
