@@ -297,6 +297,10 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         evalsets[d.name] = EvalSet.load(d.files, said)
         for line in said:
             hooks.message(f"warning: {d.name}: {line}")
+    if inputs.teacher is not None:  # a misspelt teacher fails now, not after the base is scored (and pretrained)
+        from sparse_adapt.corpus.teacher import load_teacher
+
+        load_teacher(inputs.teacher)
     if inputs.pool:
         evalsets = {d.name: evalsets[d.name].pooled(None if d.split == "outside" else d.name)
                     for d in [*domains, *ablation]}

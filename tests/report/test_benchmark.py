@@ -301,6 +301,7 @@ def test_pipeline_adapt_corpus_generates_every_input_and_marks_the_corpus_bar(se
             "--config", str(setup["config"]), "--pipeline", "adapt-corpus"]
     assert main([*args, "--teacher", str(tmp_path / "no-such-teacher")]) == 2
     assert "Traceback" not in capsys.readouterr().err
+    assert not out.exists()  # refused before the base was scored: nothing of the run was written
     code = main([*args, "--teacher", setup["teacher"], "--negatives", "2", "--siblings", "0"])
     assert code == 0, capsys.readouterr().err
     report = json.loads((out / "benchmark-adapt-corpus.json").read_text())
