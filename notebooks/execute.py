@@ -64,7 +64,10 @@ def main() -> None:
         name, _, value = item.partition("=")
         if name not in params:
             raise SystemExit(f"--param {name}: unknown parameter; valid: {', '.join(params)}")
-        params[name] = json.loads(value)
+        try:
+            params[name] = json.loads(value)
+        except ValueError:
+            ap.error(f"--param {name}: {value!r} is not JSON (a string needs its quotes: {name}='\"...\"')")
     execute(params, args.out)
     print(f"wrote {args.out or NOTEBOOK}")
 
