@@ -134,6 +134,9 @@ def test_benchmark_differences_name_each_changed_key():
     assert benchmark_differences(same, "b", ours) == []
     other = {"inputs": {"base": "c", "config": {"warmup": {"lr": 2e-3, "epochs": 2}, "distill": {"pres": 0}}}}
     assert benchmark_differences(other, "b", ours) == ["base c (this report: b)", "config (warmup.lr, distill.pres)"]
+    # An `adapt` benchmark's models came from another pipeline (and a pretrained start), not H4's.
+    adapt = {"inputs": {**same["inputs"], "pipeline": "adapt", "start": "suite/pretrained"}}
+    assert benchmark_differences(adapt, "b", ours) == ["pipeline adapt (from suite/pretrained) (this report: train's H4)"]
 
 
 def test_a_benchmark_base_spelled_another_way_is_the_same_base(tmp_path, monkeypatch):
