@@ -37,7 +37,8 @@ import numpy as np
 import corpora
 from sparse_adapt.data import Document
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.report.benchmark import METRIC, EvalSet, pool_documents, resolve_domain
+from sparse_adapt.report.benchmark_md import METRIC
+from sparse_adapt.report.domains import EvalSet, pool_documents, resolve_domain
 from sparse_adapt.report.paired import paired_test
 from sparse_adapt.retrieval.evaluation import evaluate_per_query, score_in_memory
 from sparse_adapt.retrieval.feedback import Feedback

@@ -26,7 +26,7 @@ def dense_run(teacher, documents, queries) -> dict[str, dict[str, float]]:
 
 
 def dense_scores(teacher, domain: str) -> dict[str, dict]:
-    from sparse_adapt.report.benchmark import EvalSet, resolve_domain
+    from sparse_adapt.report.domains import EvalSet, resolve_domain
 
     # only the evaluation files: a directory domain without hand-written inputs is scored too
     ev = EvalSet.load(resolve_domain(domain, hand_written=False).files)

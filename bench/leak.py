@@ -51,7 +51,7 @@ def weight_split(vectors: sp.csr_matrix, right: Sequence[set[int]], domain_ids: 
 
 def term_leak(splade, files) -> dict[str, dict]:
     """``{group or document kind: weight_split(...)}`` for one model on one domain's files."""
-    from sparse_adapt.report.benchmark import EvalSet
+    from sparse_adapt.report.domains import EvalSet
 
     ev = EvalSet.load(files)
     domain = set(splade.domain_token_ids)
@@ -74,7 +74,7 @@ def term_leak(splade, files) -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     from sparse_adapt.modeling.encoder import SpladeEncoder
-    from sparse_adapt.report.benchmark import resolve_domain
+    from sparse_adapt.report.domains import resolve_domain
 
     parser = argparse.ArgumentParser(prog="python -m bench.leak", description=__doc__.split("\n\n")[0])
     parser.add_argument("domain")

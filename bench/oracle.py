@@ -88,7 +88,7 @@ def main() -> None:
     from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, load_teacher
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.progress import SILENT
-    from sparse_adapt.report.benchmark import EvalSet, resolve_domain
+    from sparse_adapt.report.domains import EvalSet, resolve_domain
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--domains", default="software,insurance,forestry")

@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench.dense import dense_run
     from sparse_adapt.corpus.teacher import load_teacher
     from sparse_adapt.data import Query
-    from sparse_adapt.report.benchmark import METRIC, EvalSet, resolve_domain
+    from sparse_adapt.report.benchmark_md import METRIC
+    from sparse_adapt.report.domains import EvalSet, resolve_domain
     from sparse_adapt.retrieval.evaluation import evaluate_per_query
 
     ap = argparse.ArgumentParser(prog="python -m bench.overlap", description=__doc__.split("\n\n")[0])

@@ -16,7 +16,7 @@ from typing import Sequence
 
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
-from sparse_adapt.modeling.vocabulary import LEAD_WORD, keeps_case, normalize_term, running_text_ids
+from sparse_adapt.modeling.tokenization import LEAD_WORD, keeps_case, normalize_term, running_text_ids
 
 
 @contextmanager

@@ -6,7 +6,7 @@ import pytest
 
 import corpora
 from bench.join import join, main
-from sparse_adapt.report.benchmark import EvalSet, resolve_domain
+from sparse_adapt.report.domains import EvalSet, resolve_domain
 
 
 def test_joined_domains_keep_every_document_query_judgement_and_group(tmp_path):

@@ -327,7 +327,7 @@ OUTSIDE_TERMS = {"fibre": ["Krallion", "ONX-4410", "QPRT", "Vessomark", "brennic
 
 @pytest.mark.parametrize("name", sorted(OUTSIDE_TERMS))
 def test_outside_domain_data_and_loading(name):
-    from sparse_adapt.report.benchmark import EvalSet, resolve_domain
+    from sparse_adapt.report.domains import EvalSet, resolve_domain
 
     root = OUTSIDE / name
     assert name not in corpora.names()  # measured only: never registered, in no split

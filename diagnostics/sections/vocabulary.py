@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from diagnostics.tokens import base_pieces, term_ids
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.modeling.vocabulary import normalize_term, single_token_id
+from sparse_adapt.modeling.tokenization import normalize_term, single_token_id
 
 @dataclass
 class VocabularyCheck:

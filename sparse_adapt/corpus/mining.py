@@ -40,7 +40,7 @@ from typing import Sequence
 from sparse_adapt.corpus.text import key, term_pattern, words
 from sparse_adapt.data import Document
 from sparse_adapt.errors import SparseAdaptError
-from sparse_adapt.modeling.vocabulary import running_text_ids
+from sparse_adapt.modeling.tokenization import running_text_ids
 from sparse_adapt.progress import Hooks, SILENT, counted
 
 CATEGORIES = ("jargon", "acronyms", "codes")

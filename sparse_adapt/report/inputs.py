@@ -181,7 +181,7 @@ def load_report_data(inputs: ReportInputs) -> ReportData:
 def domain_terms(splade: SpladeEncoder, data: ReportData) -> list[str]:
     """One spelling per distinct term (after the tokenizer's normaliser): the spelling the
     documents use most, so "Gatrocraptic" rather than "gatrocraptic"."""
-    from sparse_adapt.modeling.vocabulary import normalize_term
+    from sparse_adapt.modeling.tokenization import normalize_term
 
     variants: dict[str, list[str]] = {}
     for items in data.terms.values():

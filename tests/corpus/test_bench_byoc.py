@@ -17,7 +17,8 @@ def test_heldout_groups_are_scored_with_their_query_counts(tiny_bert):
 
 
 def test_group_means_equal_the_benchmark_suites(tiny_bert):
-    from sparse_adapt.report.benchmark import METRIC, EvalSet
+    from sparse_adapt.report.benchmark_md import METRIC
+    from sparse_adapt.report.domains import EvalSet
 
     files = corpora.get("pharma")
     per_query = heldout_per_query(tiny_bert, files)

@@ -22,7 +22,8 @@ from sparse_adapt.modeling.base import build_mlm_from_encoder
 from sparse_adapt.modeling.encoder import PositionLimitWarning, SpladeEncoder, SpladeSettings
 from sparse_adapt.modeling.heads import head_support, max_pieces
 from sparse_adapt.modeling.onnx import OnnxSpladeEncoder, export_onnx
-from sparse_adapt.modeling.vocabulary import extend_vocabulary, keeps_case, marks_word_starts, running_text_ids
+from sparse_adapt.modeling.tokenization import keeps_case, marks_word_starts, running_text_ids
+from sparse_adapt.modeling.vocabulary import extend_vocabulary
 from sparse_adapt.training.config import config_from_dict
 from sparse_adapt.training.pipeline import run_pipeline
 from sparse_adapt.training.stages import EXPERIMENTS

@@ -7,7 +7,8 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 from corpora import GATROCRAPTIC
 from sparse_adapt.data import load_domain_terms
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.modeling.vocabulary import extend_vocabulary, normalize_term, running_text_ids
+from sparse_adapt.modeling.tokenization import normalize_term, running_text_ids
+from sparse_adapt.modeling.vocabulary import extend_vocabulary
 from tests.conftest import make_tiny_bert, row_pieces
 
 TERMS = {"jargon": ["Gatrocraptic", "gatrocraptic", "restore-tool"], "acronyms": ["API", "OAuth2", "OAuth"]}

@@ -14,7 +14,8 @@ from sparse_adapt.cli import main
 from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES
 from sparse_adapt.errors import ConfigError, SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.report.benchmark import BenchmarkInputs, EvalSet, build_benchmark, resolve_domain, without
+from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark, without
+from sparse_adapt.report.domains import EvalSet, resolve_domain
 from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.report.benchmark_md import (
     CORPUS_BAR, ablation_table, bar_status, domain_table, load_benchmark, pooled, pooled_line, pooled_table,
@@ -521,7 +522,7 @@ def test_a_domains_qrels_are_checked_against_its_documents_and_queries(tmp_path)
     """benchmark never called check_qrels: judgements of missing documents counted as misses unsaid."""
     import shutil
 
-    from sparse_adapt.report.benchmark import EvalSet
+    from sparse_adapt.report.domains import EvalSet
 
     domain = tmp_path / "dom"
     shutil.copytree(resolve_domain("gatrocraptic").files.docs.parent, domain)
