@@ -39,6 +39,7 @@ from sparse_adapt.modeling.hub import model_directory
 from sparse_adapt.modeling.interop import (
     sentence_transformers_lengths, sentence_transformers_mismatch, write_sentence_transformers_files,
 )
+from sparse_adapt.modeling.saved import keep_beside
 from sparse_adapt.modeling.settings import SETTINGS_FILE, SpladeSettings
 from sparse_adapt.modeling.vectors import check_max_active_dims, decode, keep_top, rows_to_dicts
 from sparse_adapt.progress import Hooks
@@ -170,11 +171,13 @@ class SpladeEncoder(nn.Module):
             for p in self.mlm.parameters():
                 p.data = p.data.clone()
 
-    def save_pretrained(self, directory: str | Path, overwrite: bool = False) -> Path:
+    def save_pretrained(self, directory: str | Path, overwrite: bool = False, keep_others: bool = True) -> Path:
         """Write HF model + tokenizer + ``sparse_adapt.json`` + sentence-transformers module
-        files; replaces ``directory`` atomically. An earlier saved model there is replaced; a
-        file, or a non-empty directory holding no model (``config.json``), only with ``overwrite``:
-        an atomic replacement would delete whatever else the directory held.
+        files; replaces ``directory`` atomically. An earlier saved model there is replaced, and
+        what else it held stays (a model card, ``recommended_training.json``, a user's notes:
+        :func:`keep_beside`), unless ``keep_others`` is False (a training run's own directories,
+        whose other files describe the model they replace); a file, or a non-empty directory
+        holding no model (``config.json``), only with ``overwrite``.
 
         The special-token exclusion is re-applied first (a shared-bias change such as
         ``base.set_bias`` overwrites it in memory), so every saved directory carries it.
@@ -191,6 +194,8 @@ class SpladeEncoder(nn.Module):
             if baked:  # without the baked exclusion SparseEncoder would give different vectors
                 rows = self.mlm.get_output_embeddings().weight.shape[0]
                 write_sentence_transformers_files(tmp, self.settings.query_max_length, self.settings.doc_max_length, rows)
+            if keep_others:
+                keep_beside(target, tmp)
         return target
 
     def save_tokenizer(self, directory: str | Path) -> None:

@@ -289,7 +289,7 @@ def run_pipeline(
                 raise NonFiniteError(f"{e}. No stage of this run completed; the base {base} is unchanged") from None
             seconds = time.perf_counter() - t0
             if main:
-                splade.save_pretrained(out / name)
+                splade.save_pretrained(out / name, keep_others=False)
                 shutil.rmtree(_partial(out, name), ignore_errors=True)
             processes.barrier()
             log({"event": "stage_end", "stage": name, "seconds": round(seconds, 2), **ctx.info})
@@ -318,7 +318,9 @@ def run_pipeline(
                           f"documents activate {density['final']:.0f} terms on average ({density['distilled']:.0f} distilled; "
                           f"`export --max-active-dims N` caps a document's postings)")
         if main:
-            splade.save_pretrained(final)
+            # Not keeping the replaced final's made_from.json: killed before the new one is
+            # written, a rerun would take these weights for the recipe it names.
+            splade.save_pretrained(final, keep_others=False)
             log({**event, "time": time.time()})
             write_model_card(final, splade, manifest, log_path)
             rundir.record_final(out, recipe)

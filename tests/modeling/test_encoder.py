@@ -82,13 +82,24 @@ def test_saved_tokenizer_json_carries_no_truncation_or_padding_of_the_last_call(
     assert len(raw.encode("a text long enough to be cut " * 10).ids) > tiny_mlm.settings.doc_max_length
 
 
-def test_save_is_atomic_and_replaces_previous(tmp_path, tiny_bert):
+def test_save_is_atomic_and_replaces_the_previous_model_but_not_what_is_beside_it(tmp_path, tiny_bert):
+    """A save into a model's directory had deleted its card, its recommended_training.json
+    (a later `adapt --base` then trained with other settings) and a user's files."""
     target = tmp_path / "m"
     tiny_bert.save_pretrained(target)
-    (target / "stale.txt").write_text("old")
+    (target / "model-00002-of-00002.safetensors").write_text("an old save's shard")
+    (target / "README.md").write_text("card")
+    (target / "recommended_training.json").write_text('{"distill": {"lr": 1e-05}}')
+    (target / "checkpoints").mkdir()
+    (target / "checkpoints" / "notes.txt").write_text("mine")
     tiny_bert.save_pretrained(target)
-    assert not (target / "stale.txt").exists()
+    assert not (target / "model-00002-of-00002.safetensors").exists()  # the model's own files are replaced
+    assert (target / "README.md").read_text() == "card"
+    assert (target / "recommended_training.json").read_text() == '{"distill": {"lr": 1e-05}}'
+    assert (target / "checkpoints" / "notes.txt").read_text() == "mine"
     assert [p.name for p in tmp_path.iterdir()] == ["m"]  # no temp dirs left behind
+    tiny_bert.save_pretrained(target, keep_others=False)  # a run's own directory: nothing carried
+    assert not (target / "README.md").exists() and not (target / "checkpoints").exists()
 
 
 def test_unknown_model_path_is_a_clear_error(tmp_path, monkeypatch):
@@ -245,4 +256,4 @@ def test_save_refuses_to_replace_what_is_not_a_saved_model(tiny_bert, tmp_path):
     for target in (tmp_path / "empty", tmp_path / "empty", project):
         tiny_bert.save_pretrained(target, overwrite=target == project)
         assert (target / "config.json").is_file()
-    assert not (project / "notes.txt").exists()
+    assert (project / "notes.txt").read_text() == "mine"  # overwrite replaces a model's files, not the user's
