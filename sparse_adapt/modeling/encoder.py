@@ -77,6 +77,11 @@ class SpladeEncoder(nn.Module):
         super().__init__()
         self.mlm = mlm
         self.tokenizer = tokenizer
+        # Padding goes on the right: no position ids are passed, so on the left it shifted the
+        # absolute positions of a BERT's text by its batch's longest (a vector then depended
+        # on the texts it was encoded with). SPLADE's pooling reads the mask, whatever the side.
+        if getattr(tokenizer, "padding_side", "right") == "left":
+            tokenizer.padding_side = "right"
         # A copy: lengths are cut to this model's positions, which must not change a caller's object.
         self.settings = copy.deepcopy(settings) if settings is not None else SpladeSettings()
         rows = self.mlm.get_output_embeddings().weight.shape[0]
@@ -273,7 +278,8 @@ class SpladeEncoder(nn.Module):
 
     def tokenize(self, texts: Sequence[str], kind: Kind) -> dict[str, torch.Tensor]:
         batch = self.tokenizer(
-            list(texts), padding=True, truncation=True, max_length=self.max_length(kind), return_tensors="pt"
+            list(texts), padding=True, padding_side="right", truncation=True, max_length=self.max_length(kind),
+            return_tensors="pt",
         )
         return {k: v.to(self.device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
 
@@ -359,7 +365,6 @@ class SpladeEncoder(nn.Module):
         ids = self.tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # stable: ties keep input order
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        left = self.tokenizer.padding_side == "left"
         for b0 in range(0, len(order), batch_size):
             chosen = order[b0 : b0 + batch_size]
             width = len(ids[chosen[0]])  # the longest in the batch, by the sort
@@ -367,9 +372,8 @@ class SpladeEncoder(nn.Module):
             attention_mask = torch.zeros((len(chosen), width), dtype=torch.long)  # (B, L)
             for row, i in enumerate(chosen):
                 piece = ids[i]
-                span = slice(width - len(piece), width) if left else slice(0, len(piece))
-                input_ids[row, span] = torch.tensor(piece, dtype=torch.long)
-                attention_mask[row, span] = 1
+                input_ids[row, : len(piece)] = torch.tensor(piece, dtype=torch.long)
+                attention_mask[row, : len(piece)] = 1
             yield [first + i for i in chosen], input_ids.to(self.device), attention_mask.to(self.device)
 
     def encode_query(self, texts: Sequence[str], batch_size: int = 32, max_active_dims: int | None = None) -> sp.csr_matrix:

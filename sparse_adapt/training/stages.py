@@ -145,8 +145,8 @@ class _MLMStage(Stage):
         special = torch.tensor(tok.all_special_ids)
 
         def step(idx: Sequence[int], step_number: int) -> StepResult | None:
-            enc = tok([source.text(i) for i in idx], padding=True, truncation=True, max_length=cfg.max_length,
-                      return_tensors="pt")
+            enc = tok([source.text(i) for i in idx], padding=True, padding_side="right", truncation=True,
+                      max_length=cfg.max_length, return_tensors="pt")
             ids, att = enc["input_ids"], enc["attention_mask"]  # (B, L), L = the batch's longest text
             maskable = (att == 1) & ~torch.isin(ids, special)  # (B, L)
             inputs, labels = mask_tokens(

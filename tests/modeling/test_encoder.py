@@ -257,3 +257,21 @@ def test_save_refuses_to_replace_what_is_not_a_saved_model(tiny_bert, tmp_path):
         tiny_bert.save_pretrained(target, overwrite=target == project)
         assert (target / "config.json").is_file()
     assert (project / "notes.txt").read_text() == "mine"  # overwrite replaces a model's files, not the user's
+
+
+def test_a_left_padding_tokenizer_gives_a_text_the_same_vector_in_any_batch(tmp_path):
+    """No position ids are passed: padded on the left, a BERT's text sat at positions shifted by
+    its batch's longest text, and its vector changed by up to 0.3 with the company it kept."""
+    from tests.conftest import make_tiny_bert, make_tiny_distilbert
+
+    for make in (make_tiny_bert, make_tiny_distilbert):
+        model = make()
+        model.tokenizer.padding_side = "left"  # set after loading, as a user might
+        alone = model.encode(["hello world"]).toarray()
+        beside = model.encode(["hello world", "a much longer text about database connection timeouts"]).toarray()[:1]
+        np.testing.assert_allclose(alone, beside, atol=1e-5)
+        batch = model.tokenize(["hello world", "a much longer text"], "query")
+        assert batch["attention_mask"][0, 0] == 1  # training and diagnostics pad on the right too
+        model.save_pretrained(tmp_path / make.__name__)
+        loaded = SpladeEncoder.from_pretrained(tmp_path / make.__name__)
+        assert loaded.tokenizer.padding_side == "right"
