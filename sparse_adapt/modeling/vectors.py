@@ -78,18 +78,33 @@ def decode(
         require_positive_int(top_k, "top_k")
     if isinstance(vectors, np.ndarray):  # read as the tensor it holds: (V,) one flat list, (n, V) one per row
         vectors = torch.from_numpy(np.asarray(vectors, dtype=np.float32))
-    one_row = isinstance(vectors, torch.Tensor) and vectors.ndim == 1
+    one_row = (isinstance(vectors, torch.Tensor) or sp.issparse(vectors)) and len(vectors.shape) == 1
     if isinstance(vectors, torch.Tensor):
         if vectors.ndim not in (1, 2):
             raise ValueError(f"vectors must be 1-D or 2-D, got {vectors.ndim}-D")
-        dense = vectors.detach().to_dense().float().cpu().numpy()
-        vectors = sp.csr_matrix(dense.reshape(1, -1) if one_row else dense)
+        vectors = _tensor_to_csr(vectors.detach().cpu())
     elif not sp.issparse(vectors):
         raise TypeError(f"vectors must be a scipy sparse matrix, a torch tensor or a numpy array, got {type(vectors).__name__}")
+    elif one_row:  # a 1-D scipy sparse array (csr_array(m)[0])
+        vectors = sp.csr_matrix(vectors.reshape(1, -1))
     if vectors.shape[-1] > len(vocab):
         raise ValueError(f"vectors have {vectors.shape[-1]} columns but the vocabulary has {len(vocab)} tokens")
     rows = [list(d.items()) for d in rows_to_dicts(sp.csr_matrix(vectors), vocab, top_k)]
     return rows[0] if one_row else rows
+
+
+def _tensor_to_csr(t: torch.Tensor) -> sp.csr_matrix:
+    """A (V,) or (n, V) tensor as (1 or n, V) CSR, without the dense matrix for a sparse one:
+    sentence-transformers' corpus output (100k x 30k) densified to ~12 GB."""
+    if t.layout == torch.strided:
+        return sp.csr_matrix(t.float().numpy().reshape(1, -1) if t.ndim == 1 else t.float().numpy())
+    coo = t.to_sparse_coo().coalesce()
+    values = coo.values().float().numpy()
+    if t.ndim == 1:
+        (cols,) = coo.indices().numpy()
+        return sp.csr_matrix((values, (np.zeros_like(cols), cols)), shape=(1, t.shape[0]))
+    rows, cols = coo.indices().numpy()
+    return sp.csr_matrix((values, (rows, cols)), shape=tuple(t.shape))
 
 
 def dicts_to_rows(vectors: Sequence[dict[str, float]], term_id: dict[str, int]) -> sp.csr_matrix:

@@ -198,6 +198,7 @@ def test_decode_refuses_a_top_k_that_would_drop_or_keep_the_wrong_terms(tiny_ber
         tiny_bert.decode(wide)
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")  # torch says so making one
 def test_decode_takes_every_vector_form_sentence_transformers_does(tiny_bert):
     """A (V,) tensor gives one flat list (sentence-transformers' ``decode``); a 2-D tensor,
     dense or torch sparse, and a CSR matrix give one list per row, all the same terms."""
@@ -207,6 +208,8 @@ def test_decode_takes_every_vector_form_sentence_transformers_does(tiny_bert):
     dense = torch.from_numpy(m.toarray())
     assert tiny_bert.decode(dense) == rows
     assert tiny_bert.decode(dense.to_sparse()) == rows
+    assert tiny_bert.decode(dense.to_sparse_csr()) == rows and tiny_bert.decode(dense[1].to_sparse()) == rows[1]
+    assert tiny_bert.decode(sp.csr_array(m)[1]) == rows[1]  # a 1-D scipy array: one flat list, as a 1-D tensor
     assert tiny_bert.decode(dense[1]) == rows[1]
     assert tiny_bert.decode(dense[1], top_k=2) == rows[1][:2]
     with pytest.raises(ValueError, match="vectors must be 1-D or 2-D, got 3-D"):
@@ -214,6 +217,14 @@ def test_decode_takes_every_vector_form_sentence_transformers_does(tiny_bert):
     assert tiny_bert.decode(m.toarray()) == rows and tiny_bert.decode(m.toarray()[1]) == rows[1]  # numpy
     with pytest.raises(TypeError, match="a torch tensor or a numpy array, got list"):
         tiny_bert.decode(rows)
+
+
+def test_decode_of_a_torch_sparse_tensor_never_builds_its_dense_matrix(tiny_bert, monkeypatch):
+    """sentence-transformers' sparse corpus output (100k x 30k) densified to ~12 GB."""
+    m = tiny_bert.encode_query(TEXTS)
+    sparse = torch.from_numpy(m.toarray()).to_sparse()
+    monkeypatch.setattr(torch.Tensor, "to_dense", lambda self, *a, **k: pytest.fail("densified"))
+    assert tiny_bert.decode(sparse) == tiny_bert.decode(m)
 
 
 def test_decode_names_a_term_added_after_an_earlier_decode(tiny_bert):
