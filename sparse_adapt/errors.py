@@ -1,6 +1,8 @@
 """Errors caused by what the user gave us. The CLI prints these as one line, exit code 2;
 anything else is a bug and keeps its traceback."""
 
+import numbers
+
 
 class SparseAdaptError(Exception):
     """Base of every user-facing error."""
@@ -31,7 +33,8 @@ class SparseAdaptWarning(UserWarning):
 
 
 def require_positive_int(value: object, what: str, error: type[Exception] = ValueError) -> None:
-    """Raise ``error("WHAT must be a positive integer, got VALUE")`` unless ``value`` is an int >= 1;
-    a bool is refused although Python counts it as an int (``True`` would pass as 1)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """Raise ``error("WHAT must be a positive integer, got VALUE")`` unless ``value`` is an integer
+    >= 1 (a numpy one too: ``np.int64(8)`` from an array was refused); a bool is refused although
+    Python counts it as an int (``True`` would pass as 1)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise error(f"{what} must be a positive integer, got {value!r}")

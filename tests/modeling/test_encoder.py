@@ -186,6 +186,15 @@ def test_a_batch_size_that_is_no_positive_integer_is_refused(tiny_bert, bad):
         tiny_bert.encode(TEXTS, batch_size=bad)
 
 
+def test_numpy_integers_are_integers(tiny_bert):
+    """np.int64(8), read from an array or a config, was refused as no positive integer."""
+    m = tiny_bert.encode(TEXTS, batch_size=np.int64(2), max_active_dims=np.int32(3))
+    np.testing.assert_array_equal(m.toarray(), tiny_bert.encode(TEXTS, batch_size=2, max_active_dims=3).toarray())
+    assert tiny_bert.decode(m, top_k=np.int64(2)) == tiny_bert.decode(m, top_k=2)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        tiny_bert.encode(TEXTS, batch_size=np.int64(0))
+
+
 def test_decode_refuses_a_top_k_that_would_drop_or_keep_the_wrong_terms(tiny_bert):
     m = tiny_bert.encode_query(TEXTS)
     full = tiny_bert.decode(m)
