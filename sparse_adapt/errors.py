@@ -32,6 +32,23 @@ class SparseAdaptWarning(UserWarning):
     the CLI prints each as one ``warning:`` line."""
 
 
+def require_texts(texts: object) -> list[str]:
+    """``texts`` as a list of strings (one string is one text; any iterable, as
+    sentence-transformers takes), else ``TypeError`` naming the first item that is no string:
+    a generator or a set had failed inside, ``None`` deep in the tokenizer, and a pair
+    ``("a", "b")`` had been encoded as one sentence pair."""
+    if isinstance(texts, str):
+        return [texts]
+    try:
+        items = list(texts)
+    except TypeError:
+        raise TypeError(f"texts must be a string or an iterable of strings, got {type(texts).__name__}") from None
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise TypeError(f"texts[{i}] must be a string, got {type(item).__name__}: {item!r:.60}")
+    return items
+
+
 def require_positive_int(value: object, what: str, error: type[Exception] = ValueError) -> None:
     """Raise ``error("WHAT must be a positive integer, got VALUE")`` unless ``value`` is an integer
     >= 1 (a numpy one too: ``np.int64(8)`` from an array was refused); a bool is refused although

@@ -30,7 +30,9 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, P
 
 from sparse_adapt.atomic import atomic_directory, empty_or_model_directory
 from sparse_adapt.device import resolve_device
-from sparse_adapt.errors import ModelLoadError, OutputError, SparseAdaptWarning, first_line, require_positive_int
+from sparse_adapt.errors import (
+    ModelLoadError, OutputError, SparseAdaptWarning, first_line, require_positive_int, require_texts,
+)
 from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
@@ -323,7 +325,7 @@ class SpladeEncoder(nn.Module):
         (:func:`~sparse_adapt.modeling.vectors.keep_top`); None keeps every active term.
         """
         max_length = self.max_length(kind)
-        texts = [texts] if isinstance(texts, str) else texts
+        texts = require_texts(texts)
         require_positive_int(batch_size, "batch_size")
         check_max_active_dims(max_active_dims)  # before any encoding
         # Restore each module's own mode afterwards: self.train() would also switch on dropout

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from sparse_adapt.atomic import atomic_directory
-from sparse_adapt.errors import ConfigError, ModelLoadError, SparseAdaptError, require_positive_int
+from sparse_adapt.errors import ConfigError, ModelLoadError, SparseAdaptError, require_positive_int, require_texts
 from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_sha256
 from sparse_adapt.modeling.vectors import check_max_active_dims, decode, keep_top, ranked_row
@@ -274,13 +274,13 @@ class OnnxSpladeEncoder:
     ) -> sp.csr_matrix:
         """Texts -> (n, V) float32 CSR weights, in input order; documents by default, one
         string as one text, and ``max_active_dims`` as :meth:`SpladeEncoder.encode`."""
-        texts = [texts] if isinstance(texts, str) else texts
+        texts = require_texts(texts)
         require_positive_int(batch_size, "batch_size")
         check_max_active_dims(max_active_dims)
         rows = []
         for start in range(0, len(texts), batch_size):
             batch = self.tokenizer(
-                list(texts[start : start + batch_size]), padding=True, truncation=True,
+                texts[start : start + batch_size], padding=True, padding_side="right", truncation=True,
                 max_length=self.max_length(kind), return_tensors="np",
             )
             feed = {name: batch[name].astype(np.int64) for name in INPUTS}

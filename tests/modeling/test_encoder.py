@@ -1,4 +1,5 @@
 import json
+import re
 
 import numpy as np
 import scipy.sparse as sp
@@ -295,3 +296,15 @@ def test_a_left_padding_tokenizer_gives_a_text_the_same_vector_in_any_batch(tmp_
         model.save_pretrained(tmp_path / make.__name__)
         loaded = SpladeEncoder.from_pretrained(tmp_path / make.__name__)
         assert loaded.tokenizer.padding_side == "right"
+
+
+def test_texts_may_be_any_iterable_of_strings_and_a_wrong_item_is_named(tiny_bert):
+    want = tiny_bert.encode(TEXTS).toarray()
+    np.testing.assert_array_equal(tiny_bert.encode(t for t in TEXTS).toarray(), want)  # a generator
+    cases = [([TEXTS[0], None], "texts[1] must be a string, got NoneType"),
+             ([("a", "b")], "texts[0] must be a string, got tuple"),  # was encoded as a sentence pair
+             ([b"x"], "texts[0] must be a string, got bytes"),
+             (42, "texts must be a string or an iterable of strings, got int")]
+    for bad, says in cases:
+        with pytest.raises(TypeError, match=re.escape(says)):
+            tiny_bert.encode(bad)
