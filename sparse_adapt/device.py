@@ -29,9 +29,9 @@ def _available(kind: str) -> bool:
 
 def resolve_device(name: str | torch.device | None = None) -> torch.device:
     """``name`` (or the process default) as a torch device; an unavailable one is an error."""
-    if isinstance(name, torch.device):
-        return name
-    name = _default if name is None else str(name)
+    if isinstance(name, torch.device) and name.type not in CHOICES:
+        return name  # another backend the caller chose (xpu, meta): torch says what it lacks
+    name = _default if name is None else str(name)  # a torch.device("cuda") is checked as "cuda"
     kind = name.split(":")[0]
     if kind not in CHOICES:
         raise ConfigError(f"device must be one of {', '.join(CHOICES)} (or cuda:N), got {name!r}")

@@ -64,9 +64,12 @@ def test_device_names_resolve_and_unavailable_ones_are_errors():
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(ConfigError, match="must be one of"):
         resolve_device("tpu")
+    assert resolve_device(torch.device("cpu")) == torch.device("cpu")
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="no CUDA device"):
             resolve_device("cuda")
+        with pytest.raises(ConfigError, match="no CUDA device"):  # a torch.device too (was a bare AssertionError later)
+            resolve_device(torch.device("cuda:0"))
 
 
 def test_train_device_cuda_without_gpu_is_one_line_exit_2(files, tmp_path, capsys):
