@@ -72,7 +72,7 @@ def base(
         bias = calibrate_bias(splade, texts, target_active)
         set_bias(splade.mlm, bias)
         console.print(f"calibrated decoder bias: {bias:.4f} (median {target_active} active terms per document)")
-    splade.save_pretrained(out, overwrite=overwrite)
+    splade.save_pretrained(out, overwrite=overwrite, keep_others=False)  # --overwrite replaces the output whole
     console.print(f"[green]wrote[/green] {escape(str(out))}")
 
 
@@ -119,7 +119,7 @@ def extend_vocab(
     domain = load_domain_terms(terms)
     splade = SpladeEncoder.from_pretrained(base_model)
     report = extend_vocabulary(splade, domain, source=str(terms))
-    splade.save_pretrained(out, overwrite=overwrite)
+    splade.save_pretrained(out, overwrite=overwrite, keep_others=False)  # --overwrite replaces the output whole
     shown = report.terms[:SHOWN_TERMS]
     table = Table(title=f"vocabulary {report.old_vocab_size} -> {report.new_vocab_size}")
     for col in ("term", "category", "token id", "base pieces", "action"):
