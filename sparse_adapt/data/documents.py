@@ -144,7 +144,11 @@ def document_from_line(p: Path, raw: str) -> Document:
     raw = raw.lstrip("\ufeff")  # the first line of a file written with a byte-order mark
     if is_tsv(p):
         return parse_document(p, None, _tsv_cells(p, None, raw, _DOCUMENT_COLUMNS))
-    return parse_document(p, None, json.loads(raw))
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):  # the file changed since it was validated
+        raise DataError(p, None, None, f"a line is not valid JSON any more: {raw[:60]!r}") from None
+    return parse_document(p, None, record)
 
 
 def iter_documents(path: str | Path) -> Iterator[Document]:

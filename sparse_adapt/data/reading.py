@@ -33,7 +33,8 @@ def file_sha256(path: str | Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def _utf8_line(path: Path, line: int, raw: bytes) -> str:
+def utf8_line(path: Path, line: int, raw: bytes) -> str:
+    """Line ``line`` of ``path`` as text (a first line's BOM dropped); bad bytes are a DataError."""
     if line == 1 and raw.startswith(codecs.BOM_UTF8):
         raw = raw[len(codecs.BOM_UTF8):]
     try:
@@ -50,7 +51,7 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         for line_no, raw in enumerate(f, start=1):
             if line_no == 1 and raw.startswith(GZIP_MAGIC):
                 raise DataError(p, None, None, f"is gzip-compressed; decompress it first (gunzip -k {p})")
-            yield line_no, _utf8_line(p, line_no, raw)
+            yield line_no, utf8_line(p, line_no, raw)
 
 
 def read_text(path: str | Path) -> str:

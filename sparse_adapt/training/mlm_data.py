@@ -21,6 +21,7 @@ import torch
 
 from sparse_adapt.data import check_documents, iter_documents
 from sparse_adapt.data.documents import document_from_line
+from sparse_adapt.data.reading import utf8_line
 
 
 class TextSource(Protocol):
@@ -53,8 +54,10 @@ class CorpusTexts:
         offsets = []
         with self.path.open("rb") as f:
             pos = 0
-            for raw in f:
-                if raw.strip():
+            for line_no, raw in enumerate(f, start=1):
+                # The loader's own rule for a blank line (a BOM dropped, str.strip): by bytes,
+                # a line of a no-break space or a BOM alone counted as a record and broke warmup.
+                if utf8_line(self.path, line_no, raw).strip():
                     offsets.append(pos)
                 pos += len(raw)
         self.offsets = np.asarray(offsets, dtype=np.int64)

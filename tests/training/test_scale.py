@@ -115,6 +115,16 @@ def test_streamed_texts_equal_the_loaded_documents(tmp_path):
     assert source.offsets.dtype == np.int64 and not hasattr(source, "texts")
 
 
+@pytest.mark.parametrize("blank", ["\u00a0", "\u3000 \u2028", "\ufeff"])
+def test_a_line_the_loader_reads_as_blank_is_no_streamed_text(tmp_path, blank):
+    """By bytes, a line of a no-break space (or a first line of a BOM alone) was a record: the
+    corpus validated, then warmup failed on it with a JSON traceback."""
+    path = tmp_path / "d.jsonl"
+    path.write_text(blank + "\n" + '{"doc_id": "a", "text": "alpha"}\n' + blank.lstrip("\ufeff") + "\n", encoding="utf-8")
+    source = CorpusTexts(path)
+    assert [source.text(i) for i in range(len(source))] == [d.text for d in load_documents(path)] == ["alpha"]
+
+
 # ------------------------------------------------------------------------------ steps
 def test_max_steps_and_grad_accum_set_the_number_of_optimiser_steps(files, tmp_path):
     out = tmp_path / "run"
