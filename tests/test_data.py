@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -286,3 +287,33 @@ def test_a_tsv_header_line_is_refused_not_read_as_a_record(tmp_path, header):
     assert e.value.line == 2
     p.write_text("d1\tid text\nid\ttext of the document called id\n")  # a header only on the first line
     assert [d.doc_id for d in load_documents(p)] == ["d1", "id"]
+
+
+@pytest.mark.parametrize("name, text, line, field, says", [
+    # int() read "1_0" as 10 and Arabic-Indic digits as numbers; float() too
+    ("qrels.txt", "q1 0 d1 1_0\n", 1, "grade", "expected an integer, got '1_0'"),
+    ("qrels.txt", "q1 0 d1 \u0661\n", 1, "grade", "expected an integer"),
+    # a TREC line missing its doc id was read as BEIR's 3 columns, judging a document "0"
+    ("qrels.txt", "q1 0 d1 1\nq1 0 2\n", 2, None, "3 columns where the file's first judgement has 4"),
+    ("run.trec", "q1 Q0 d1 1 1_0 tag\n", 1, "score", "expected a number, got '1_0'"),
+    ("run.trec", "q1 Q0 d1 1 \u0663 tag\n", 1, "score", "expected a number"),
+    # a 400-digit integer score overflowed float() with a traceback
+    ("run.json", '{"q1": {"d1": 1' + "0" * 400 + "}}", None, "q1.d1", "expected a finite number"),
+])
+def test_numbers_in_qrels_and_runs_are_plain_ascii_numbers(tmp_path, name, text, line, field, says):
+    from sparse_adapt.data.runs import load_run
+
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(DataError, match=re.escape(says)) as e:
+        (load_qrels if name.startswith("qrels") else load_run)(p)
+    assert (e.value.line, e.value.field) == (line, field)
+
+
+def test_a_teacher_score_beyond_float32_is_refused_when_read(tmp_path):
+    """It passed as finite, became inf in the float32 tensor, and stopped the run at distill."""
+    good = {"qid": "q1", "query": "x", "doc_ids": ["a", "b"], "doc_texts": ["A", "B"], "teacher_scores": [1e38, -2.0]}
+    p = _write(tmp_path, "train.jsonl", [json.dumps(good), json.dumps(dict(good, qid="q2", teacher_scores=[1e39, -2.0]))])
+    with pytest.raises(DataError, match="within float32's range") as e:
+        load_train(p)
+    assert (e.value.line, e.value.field) == (2, "teacher_scores[0]")

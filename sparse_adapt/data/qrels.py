@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from sparse_adapt.data.reading import iter_lines, read_json, require_file
@@ -21,10 +22,17 @@ def load_qrels(path: str | Path) -> Qrels:
     grade twice is one judgement."""
     p = require_file(path)
     qrels: Qrels = {}
+    columns = 0
     for n, raw in iter_lines(p):
         parts = raw.split()
         if not parts or (not qrels and tuple(parts) == BEIR_QRELS_HEADER):
             continue
+        # One layout per file: a TREC line missing its doc id ("q1 0 2") had been read as
+        # BEIR's 3 columns, judging a document named "0".
+        columns = columns or len(parts)
+        if len(parts) != columns and len(parts) in (3, 4):
+            raise DataError(p, n, None, f"{len(parts)} columns where the file's first judgement has {columns} "
+                                        "(TREC's 'qid 0 doc_id grade' has 4, BEIR's 'qid doc_id grade' 3)")
         if len(parts) == 4:
             qid, _, doc_id, grade = parts
         elif len(parts) == 3:
@@ -32,6 +40,8 @@ def load_qrels(path: str | Path) -> Qrels:
         else:
             raise DataError(p, n, None, f"expected 4 columns 'qid 0 doc_id grade' (or BEIR's 3), got {len(parts)}")
         try:
+            if not re.fullmatch(r"[+-]?[0-9]+", grade):  # int() also reads "1_0" as 10, and Arabic-Indic digits
+                raise ValueError
             g = int(grade)
         except ValueError:
             short = " (read as BEIR's 'qid doc_id grade': a TREC line has 4 columns, 'qid 0 doc_id grade')" \

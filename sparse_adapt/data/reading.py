@@ -163,18 +163,24 @@ def str_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[str, .
     return tuple(value)
 
 
+# Scores train in float32: 1e39 passed as finite here and became inf in the tensor, stopping the
+# run at distill after the stages before it had trained.
+FLOAT32_MAX = 3.4028234e38
+
+
 def float_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[float, ...]:
     value = _list_field(path, line, obj, field, "numbers")
     for i, item in enumerate(value):
         # bool is an int subclass; "true" as a teacher score is a mistake, not a 1.
         if isinstance(item, bool) or not isinstance(item, (int, float)):
             raise DataError(path, line, f"{field}[{i}]", f"expected a number, got {item!r:.60}")
-        if not math.isfinite(item if isinstance(item, float) else _int_as_float(item)):
-            raise DataError(path, line, f"{field}[{i}]", f"expected a finite number, got {item!r:.60}")
+        as_float = item if isinstance(item, float) else int_as_float(item)
+        if not math.isfinite(as_float) or abs(as_float) > FLOAT32_MAX:
+            raise DataError(path, line, f"{field}[{i}]", f"expected a finite number within float32's range, got {item!r:.60}")
     return tuple(float(v) for v in value)
 
 
-def _int_as_float(value: int) -> float:
+def int_as_float(value: int) -> float:
     try:
         return float(value)
     except OverflowError:  # an integer beyond float range is no usable score either

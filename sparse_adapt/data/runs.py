@@ -6,25 +6,30 @@ score, which then ranks arbitrarily."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
-from sparse_adapt.data.reading import iter_lines, read_json, require_file
+from sparse_adapt.data.reading import int_as_float, iter_lines, read_json, require_file
 from sparse_adapt.data.records import DataError
 
 Run = dict[str, dict[str, float]]
 
 
+# A score as a run file writes one: ASCII digits (float() also read "1_0" as 10 and Arabic-Indic digits).
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE | re.ASCII)
+
+
 def _score(path: Path, line: int | None, field: str, value: object) -> float:
     if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise DataError(path, line, field, f"expected a number, got {value[:60]!r}") from None
+        if not _NUMBER.fullmatch(value):
+            raise DataError(path, line, field, f"expected a number, got {value[:60]!r}")
+        value = float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise DataError(path, line, field, f"expected a number, got {value!r:.60}")
-    if not math.isfinite(value):
-        raise DataError(path, line, field, f"expected a finite number, got {value}")
-    return float(value)
+    as_float = value if isinstance(value, float) else int_as_float(value)  # a 400-digit int overflowed
+    if not math.isfinite(as_float):
+        raise DataError(path, line, field, f"expected a finite number, got {str(value)[:60]}")
+    return as_float
 
 
 def load_run(path: str | Path) -> Run:

@@ -126,7 +126,10 @@ def test_a_run_that_retrieved_nothing_scores_zero_instead_of_failing_in_ranx():
 def test_a_trec_line_missing_a_column_says_how_it_was_read(tmp_path):
     path = tmp_path / "qrels.txt"
     path.write_text("q1 0 d1 1\nq1 0 d2\n")
-    with pytest.raises(DataError, match=r"qrels.txt:2: field 'grade': expected an integer, got 'd2' \(read as BEIR's"):
+    with pytest.raises(DataError, match=r"qrels.txt:2: 3 columns where the file's first judgement has 4 \(TREC's"):
+        load_qrels(path)
+    path.write_text("q1 0 d2\n")  # the first line: read as BEIR's 3 columns, and said so
+    with pytest.raises(DataError, match=r"qrels.txt:1: field 'grade': expected an integer, got 'd2' \(read as BEIR's"):
         load_qrels(path)
 
 
