@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from sparse_adapt.data import Document, Qrels, Query, collapse_whitespace
+from sparse_adapt.data.qrels import GRADE_LIMIT
 from sparse_adapt.data.reading import id_problem, visible
 from sparse_adapt.errors import SparseAdaptError
 
@@ -30,6 +31,14 @@ def _text(record) -> str:
     return collapse_whitespace(text)  # BEIR's "title text" leaves a leading space when the title is empty
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _checked(name: str, what: str, number: int, record, seen: set[str]) -> tuple[str, str]:
     """The checks ``--docs``/``--queries`` files get, on a record ir_datasets parsed: its
     position (record N of the file) is all ir_datasets tells of where it was."""
@@ -37,8 +46,12 @@ def _checked(name: str, what: str, number: int, record, seen: set[str]) -> tuple
     for field, value in zip(record._fields[1:], record[1:]):  # BEIR's title and text ("_id" below)
         if not isinstance(value, str):
             raise DatasetError(f"{where}: field {field!r}: expected a string, got {value!r:.60}")
+    for field, value in zip(record._fields, record):
+        # An escaped lone surrogate ("\ud800") is valid JSON and no text a tokenizer takes.
+        if isinstance(value, str) and not _encodable(value):
+            raise DatasetError(f"{where}: field {field!r}: contains an unpaired surrogate, not text: {value!r:.60}")
     record_id, text = record[0], _text(record)
-    if not isinstance(record_id, str) or not record_id.strip():
+    if not isinstance(record_id, str) or not visible(record_id):
         raise DatasetError(f"{where}: field '_id': expected a non-empty string, got {record_id!r:.60}")
     if (problem := id_problem(record_id)) is not None:
         raise DatasetError(f"{where}: field '_id': {problem}")
@@ -82,6 +95,9 @@ class IRDataset:
         with self._reading("qrels"):
             for r in self.dataset.qrels_iter():
                 judged, grade = out.setdefault(r.query_id, {}), int(r.relevance)
+                if not -GRADE_LIMIT <= grade <= GRADE_LIMIT:  # as a qrels file: ranx's int64 overflowed
+                    raise DatasetError(f"{self.name}: {r.query_id} {r.doc_id}: a relevance grade between "
+                                       f"{-GRADE_LIMIT} and {GRADE_LIMIT} expected, got {str(grade)[:60]}")
                 if judged.get(r.doc_id, grade) != grade:  # as a qrels file: which line won would decide the figures
                     raise DatasetError(f"{self.name}: {r.query_id} {r.doc_id} is judged {judged[r.doc_id]} and {grade} "
                                        "in its qrels")

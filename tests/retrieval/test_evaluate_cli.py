@@ -185,6 +185,16 @@ def test_dataset_option_equals_the_same_files(models, tmp_path, capsys):
     assert via_dataset == via_files
 
 
+def test_a_beir_grade_beyond_what_ranx_stores_is_refused(tmp_path):
+    from sparse_adapt.retrieval.datasets import DatasetError, load_dataset
+
+    beir = write_beir(tmp_path / "beir")
+    with (beir / "qrels" / "test.tsv").open("a") as f:
+        f.write("q11\td1\t99999999999999999999\n")
+    with pytest.raises(DatasetError, match="q11 d1: a relevance grade between -1000000 and 1000000 expected"):
+        load_dataset(str(beir)).qrels()
+
+
 @pytest.mark.parametrize("part, line, message", [
     ("corpus", {"_id": 5, "title": "", "text": "x"}, "document record 27: field '_id': expected a non-empty string, got 5"),
     ("corpus", {"_id": "z", "title": "", "text": None}, "document record 27: field 'text': expected a string, got None"),
@@ -193,6 +203,8 @@ def test_dataset_option_equals_the_same_files(models, tmp_path, capsys):
     ("queries", {"_id": "q99", "text": ""}, "query record 17 ('q99'): empty text"),
     ("corpus", {"_id": "doc one", "title": "", "text": "x"}, "document record 27: field '_id': 'doc one' holds whitespace"),
     ("corpus", {"_id": "z", "title": "", "text": "\u200b"}, "document record 27 ('z'): empty text"),
+    ("corpus", {"_id": "z", "title": "", "text": "alpha \ud800"}, "document record 27: field 'text': contains an unpaired surrogate"),
+    ("queries", {"_id": "q\ud800", "text": "x"}, "query record 17: field 'query_id': contains an unpaired surrogate"),
 ])
 def test_a_bad_beir_record_is_refused_like_the_same_line_of_a_docs_file(part, line, message, tmp_path, capsys):
     """ir_datasets parses the folder without these checks; the records it yields get them."""
