@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import io
+import json
 
+import pytest
 from rich.console import Console
 
+from corpora import GATROCRAPTIC
 from sparse_adapt.cli import output
 
 
@@ -123,3 +126,26 @@ def test_a_difference_that_rounds_to_zero_is_never_minus_zero():
 
     assert [signed(x) for x in (-0.0004, -0.0, 0.0004, -0.0006, 0.25)] == ["+0.000", "+0.000", "+0.000", "-0.001", "+0.250"]
     assert signed(-0.00004, 4) == "+0.0000" and signed(-0.00006, 4) == "-0.0001"
+
+
+TRAIN_FILES = ["--corpus", str(GATROCRAPTIC.docs), "--terms", str(GATROCRAPTIC.terms), "--dictionary",
+               str(GATROCRAPTIC.dictionary), "--train", str(GATROCRAPTIC.train)]
+
+
+@pytest.mark.parametrize("name, content, argv", [
+    ("terms.json", {"bad\nerror: forged line\u001b[31m": 5}, ["extend-vocab", "--base", "offline-splade-tiny"]),
+    ("terms.json", {"jargon": ["ok", "bad\u001b[31m"]}, ["extend-vocab", "--base", "offline-splade-tiny"]),
+    ("config.json", {"distill": {"kd\nerror: all good\u001b[2J": 1}}, ["train", "--base", "offline-splade-tiny", *TRAIN_FILES]),
+])
+def test_a_key_from_a_users_file_cannot_forge_lines_or_send_escapes(tmp_path, capsys, name, content, argv):
+    """A JSON key is any string: "a\\nerror: ..." printed a second error line, and an escape
+    sequence went to the terminal raw."""
+    from sparse_adapt.cli import main
+
+    path = tmp_path / name
+    path.write_text(json.dumps(content))
+    flag = "--terms" if name == "terms.json" else "--config"
+    main([*argv, flag, str(path), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("error:") and ("\\n" in err or "\\x1b" in err)

@@ -18,7 +18,7 @@ import typer
 from rich.markup import escape
 
 from sparse_adapt.atomic import WRITE_ERRNOS, os_errno
-from sparse_adapt.cli.output import err_console
+from sparse_adapt.cli.output import err_console, terminal_safe
 from sparse_adapt.errors import SparseAdaptError, SparseAdaptWarning
 
 app = typer.Typer(
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except SparseAdaptError as e:
-        err_console.print(f"[bold red]error:[/bold red] {escape(str(e))}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/bold red] {escape(terminal_safe(str(e)))}", highlight=False, soft_wrap=True)
         return 2
     except OSError as e:
         # Outputs are checked before any work; this catches the disk filling up (or a

@@ -4,6 +4,7 @@ plus the help texts and options several commands share."""
 from __future__ import annotations
 
 import time
+import unicodedata
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
@@ -107,9 +108,15 @@ def rich_hooks(out: Console | None = None) -> Iterator[Hooks]:
         yield Hooks(message=message, task=task)
 
 
+def terminal_safe(text: str) -> str:
+    """``text`` without raw control characters but line breaks and tabs: a key or an id from a
+    user's file could carry an escape sequence that recolours or rewrites the terminal."""
+    return "".join(c if c in "\n\t" or unicodedata.category(c) != "Cc" else repr(c)[1:-1] for c in text)
+
+
 def warn(text: str) -> None:
     """One yellow ``warning:`` line on stderr (stdout stays clean for --json)."""
-    err_console.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False, soft_wrap=True)
+    err_console.print(f"[yellow]warning:[/yellow] {escape(terminal_safe(text))}", highlight=False, soft_wrap=True)
 
 
 def require_text(text: str, what: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sparse_adapt.data.reading import (
-    checked_text, first_repeat, float_list_field, read_json, read_jsonl, read_unique, str_field, str_list_field,
+    checked_text, first_repeat, float_list_field, read_json, read_jsonl, read_unique, str_field, str_list_field, visible,
 )
 from sparse_adapt.data.records import DataError, DictionaryEntry, TrainExample
 
@@ -73,16 +73,19 @@ def check_domain_terms(obj: object, p: str | Path = "<terms>") -> dict[str, list
         raise DataError(p, None, None, "expected an object of category -> list of terms")
     out: dict[str, list[str]] = {}
     for category, terms in obj.items():
-        if not isinstance(category, str):
-            raise DataError(p, None, None, f"a category must be a string, got {category!r:.60}")
+        # Categories name tables, JSON keys and sentence-transformers fields: printable names.
+        if not isinstance(category, str) or not category.strip() or not category.isprintable():
+            raise DataError(p, None, None, f"a category must be a printable name, got {category!r:.60}")
         if not isinstance(terms, list):
             raise DataError(p, None, category, "expected a list of terms")
         for i, t in enumerate(terms):
-            if not isinstance(t, str) or not t.strip():
+            if not isinstance(t, str) or not visible(t):  # "\u0000" or a zero-width space: no term
                 raise DataError(p, None, f"{category}[{i}]", f"expected a non-empty string, got {t!r:.60}")
             if t != t.strip() or any(c.isspace() for c in t):
                 raise DataError(p, None, f"{category}[{i}]", f"a term must be one word without spaces, got {t!r}")
             checked_text(p, None, f"{category}[{i}]", t)
+            if not t.isprintable():
+                raise DataError(p, None, f"{category}[{i}]", f"a term must be printable, got {t!r:.60}")
         out[category] = list(terms)
     if not any(out.values()):
         raise DataError(p, None, None, "no terms: every category is empty")

@@ -17,7 +17,9 @@ class DataError(SparseAdaptError, ValueError):
         self.field = field
         self.message = message
         where = self.path if line is None else f"{self.path}:{line}"
-        what = f" field '{field}':" if field else ""
+        # A field named by the file's own key is shown escaped when it holds a line break or a
+        # control character: "a\nerror: ..." had printed a second, forged error line.
+        what = (f" field '{field}':" if field.isprintable() else f" field {field!r}:") if field else ""
         super().__init__(f"{where}:{what} {message}")
 
 

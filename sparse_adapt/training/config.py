@@ -293,7 +293,8 @@ def config_from_dict(raw: dict[str, Any], source: str = "<config>") -> TrainConf
         kwargs = {}
         for key, value in values.items():
             if key not in fields:
-                raise ConfigError(f"{source}: unknown key {name}.{key}; valid: {', '.join(fields)}")
+                shown = f"{name}.{key}" if f"{name}.{key}".isprintable() else repr(f"{name}.{key}")
+                raise ConfigError(f"{source}: unknown key {shown}; valid: {', '.join(fields)}")
             kind = {"int": int, "float": float, "bool": bool, "str": str}[str(fields[key].type)]
             kwargs[key] = _coerce(source, f"{name}.{key}", value, kind)
         built[name] = cls(**kwargs)
