@@ -317,3 +317,13 @@ def test_a_teacher_score_beyond_float32_is_refused_when_read(tmp_path):
     with pytest.raises(DataError, match="within float32's range") as e:
         load_train(p)
     assert (e.value.line, e.value.field) == (2, "teacher_scores[0]")
+
+
+@pytest.mark.parametrize("name", ["", "  ", "a\nb", "x\u001b[2J"])
+def test_a_query_group_name_is_a_printable_name(tmp_path, name):
+    from sparse_adapt.data import load_query_groups
+
+    p = tmp_path / "groups.json"
+    p.write_text(json.dumps({"control": ["q1"], name: ["q2"]}))
+    with pytest.raises(DataError, match="a group name must be a printable name"):
+        load_query_groups(p)

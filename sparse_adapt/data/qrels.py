@@ -66,6 +66,9 @@ def load_query_groups(path: str | Path) -> dict[str, list[str]]:
         isinstance(v, list) and all(isinstance(q, str) for q in v) for v in obj.values()
     ):
         raise DataError(p, None, None, "expected an object of group -> list of qids")
+    for name in obj:  # group names head report tables and JSON keys
+        if not name.strip() or not name.isprintable():
+            raise DataError(p, None, None, f"a group name must be a printable name, got {name!r:.60}")
     return obj
 
 
@@ -74,4 +77,4 @@ def check_query_groups(path: str | Path, groups: dict[str, list[str]], known: se
     for name, qids in groups.items():
         stray = [q for q in qids if q not in known]
         if stray:
-            raise DataError(path, None, name, f"lists unknown query ids: {', '.join(stray[:5])}")
+            raise DataError(path, None, name, f"lists unknown query ids: {', '.join(map(repr, stray[:5]))}")

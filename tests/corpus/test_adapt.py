@@ -356,7 +356,7 @@ def test_cli_bad_queries_qrels_or_groups_exit_2_before_anything_is_written(setup
     qrels.write_text("q1 0 d1 1\n")
     groups.write_text(json.dumps({"lay": ["q1", "q9"], "training": ["t1", "t2"]}))
     assert main(_cli(setup, tmp_path / "out", *yours, "--groups", str(groups))) == 2
-    assert f"{groups}: field 'lay': lists unknown query ids: q9" in _err(capsys)  # a typo among its queries
+    assert f"{groups}: field 'lay': lists unknown query ids: 'q9'" in _err(capsys)  # a typo among its queries
     assert main(_cli(setup, tmp_path / "out", "--groups", str(groups))) == 2
     assert "--groups splits --queries into groups" in _err(capsys)
     qrels.write_text("q7 0 d1 1\n")  # judges no query of the file: the set would vanish from the summary
