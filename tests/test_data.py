@@ -327,3 +327,24 @@ def test_a_query_group_name_is_a_printable_name(tmp_path, name):
     p.write_text(json.dumps({"control": ["q1"], name: ["q2"]}))
     with pytest.raises(DataError, match="a group name must be a printable name"):
         load_query_groups(p)
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"doc_texts": ["\u200b", "B"]}, "doc_texts[0]"),  # encoded as [CLS] [SEP]: that candidate trained as nothing
+    ({"qid": "q 1"}, "qid"),
+    ({"doc_ids": ["a", "b c"]}, "doc_ids[1]"),
+])
+def test_train_ids_are_ids_and_texts_are_visible(tmp_path, change, field):
+    good = {"qid": "q1", "query": "x", "doc_ids": ["a", "b"], "doc_texts": ["A", "B"], "teacher_scores": [1, 0]}
+    p = _write(tmp_path, "train.jsonl", [json.dumps({**good, **change})])
+    with pytest.raises(DataError) as e:
+        load_train(p)
+    assert (e.value.line, e.value.field) == (1, field)
+
+
+def test_a_dictionary_example_of_invisible_characters_is_refused(tmp_path):
+    entry = {"term": "Zorblatt", "definition": "a valve", "examples": ["fine example", "\u001b"]}
+    p = _write(tmp_path, "dictionary.jsonl", [json.dumps(entry)])
+    with pytest.raises(DataError) as e:
+        load_dictionary(p)
+    assert (e.value.line, e.value.field) == (1, "examples[1]")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sparse_adapt.data.reading import (
-    checked_text, first_repeat, float_list_field, read_json, read_jsonl, read_unique, str_field, str_list_field, visible,
+    checked_text, first_repeat, float_list_field, id_list_field, id_value, read_json, read_jsonl, read_unique, str_field,
+    str_list_field, visible,
 )
 from sparse_adapt.data.records import DataError, DictionaryEntry, TrainExample
 
@@ -18,9 +19,9 @@ def load_train(path: str | Path) -> list[TrainExample]:
     text_of: dict[str, tuple[str, int]] = {}  # doc id -> (its text, the line that first gave it)
 
     def parse(p: Path, n: int, o: dict) -> TrainExample:
-        qid = str_field(p, n, o, "qid")
+        qid = id_value(p, n, o, "qid")
         query = str_field(p, n, o, "query")
-        doc_ids = str_list_field(p, n, o, "doc_ids")
+        doc_ids = id_list_field(p, n, o, "doc_ids")
         doc_texts = str_list_field(p, n, o, "doc_texts")
         scores = float_list_field(p, n, o, "teacher_scores")
         if len(doc_texts) != len(doc_ids):

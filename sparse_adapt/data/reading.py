@@ -157,10 +157,19 @@ def _list_field(path: Path, line: int, obj: dict, field: str, of: str) -> list:
 def str_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[str, ...]:
     value = _list_field(path, line, obj, field, "strings")
     for i, item in enumerate(value):
-        if not isinstance(item, str) or not item.strip():
+        if not isinstance(item, str) or not visible(item):  # "\u200b" encoded as an empty text
             raise DataError(path, line, f"{field}[{i}]", f"expected a non-empty string, got {item!r:.60}")
         checked_text(path, line, f"{field}[{i}]", item)
     return tuple(value)
+
+
+def id_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[str, ...]:
+    """:func:`str_list_field` whose items are ids (:func:`id_problem`)."""
+    value = str_list_field(path, line, obj, field)
+    for i, item in enumerate(value):
+        if (problem := id_problem(item)) is not None:
+            raise DataError(path, line, f"{field}[{i}]", problem)
+    return value
 
 
 # Scores train in float32: 1e39 passed as finite here and became inf in the tensor, stopping the
