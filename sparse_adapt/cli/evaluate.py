@@ -110,14 +110,15 @@ def _retriever(model: str, index: Path, data: EvalData):
 def _read_run(path: Path, name: str):
     from ranx import Run
 
-    from sparse_adapt.data.runs import load_run
+    from sparse_adapt.data.runs import load_run, run_score
 
     if path.suffix == ".lz4":  # ranx's own binary format: ranx reads it
         try:
             read = Run.from_file(str(path), kind="lz4", name=name)
         except Exception as e:  # noqa: BLE001 - whatever its decoder raises, the file is the cause
             raise ConfigError(f"--compare {path}: not a ranx lz4 run file ({type(e).__name__}: {e})") from None
-        return {q: dict(scores) for q, scores in read.run.items()}
+        # The checks a TREC or JSON run gets: a NaN or infinite score ranks arbitrarily.
+        return {q: {d: run_score(path, None, f"{q}.{d}", s) for d, s in scores.items()} for q, scores in read.run.items()}
     return load_run(path)
 
 

@@ -19,7 +19,7 @@ Run = dict[str, dict[str, float]]
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE | re.ASCII)
 
 
-def _score(path: Path, line: int | None, field: str, value: object) -> float:
+def run_score(path: Path, line: int | None, field: str, value: object) -> float:
     if isinstance(value, str):
         if not _NUMBER.fullmatch(value):
             raise DataError(path, line, field, f"expected a number, got {value[:60]!r}")
@@ -43,7 +43,7 @@ def load_run(path: str | Path) -> Run:
         for qid, docs in obj.items():
             if not isinstance(docs, dict):
                 raise DataError(p, None, qid, f"expected an object of doc_id -> score, got {type(docs).__name__}")
-            run[qid] = {d: _score(p, None, f"{qid}.{d}", s) for d, s in docs.items()}
+            run[qid] = {d: run_score(p, None, f"{qid}.{d}", s) for d, s in docs.items()}
     else:
         for n, text in iter_lines(p):
             parts = text.split()
@@ -55,7 +55,7 @@ def load_run(path: str | Path) -> Run:
             docs = run.setdefault(qid, {})
             if doc_id in docs:
                 raise DataError(p, n, "doc_id", f"{doc_id!r} is ranked twice for query {qid!r}")
-            docs[doc_id] = _score(p, n, "score", score)
+            docs[doc_id] = run_score(p, n, "score", score)
     if not any(run.values()):
         raise DataError(p, None, None, "no ranked documents in file")
     return run

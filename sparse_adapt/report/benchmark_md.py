@@ -352,8 +352,8 @@ def load_benchmark(path: str | Path) -> dict:
         raise ConfigError(f"--benchmark {path}: no benchmark.json (write one with `sparse-adapt benchmark --out DIR`)")
     try:
         report = json.loads(file.read_text(encoding="utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{file}: not a benchmark.json ({e})") from None
+    except (ValueError, RecursionError) as e:  # a 5000-digit number or 10^5-deep nesting too
+        raise ConfigError(f"{file}: not a benchmark.json ({type(e).__name__}: {str(e)[:120]})") from None
     if not isinstance(report, dict) or report.get("schema") not in READABLE_SCHEMAS:
         raise ConfigError(f"{file}: field 'schema' is not one of {', '.join(map(repr, READABLE_SCHEMAS))}")
     if not isinstance(report.get("inputs"), dict) or not isinstance(report.get("results"), list):

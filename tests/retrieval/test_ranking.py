@@ -114,6 +114,12 @@ def test_compare_json_is_strict_json_and_a_partial_run_is_said(tmp_path, capsys)
     assert main(["evaluate", "--model", model, *files, "--compare", str(partial)]) == 0
     err = " ".join(capsys.readouterr().err.split())
     assert "evaluated queries are not in the run and count as 0 for it" in err
+    # ranx's binary runs get the checks of the text ones: a NaN score ranks arbitrarily
+    from ranx import Run
+
+    Run({"q1": {"d1": float("nan"), "d2": 1.0}}).save(str(tmp_path / "nan.lz4"), kind="lz4")
+    assert main(["evaluate", "--model", model, *files, "--compare", str(tmp_path / "nan.lz4")]) == 2
+    assert "field 'q1.d1': expected a finite number, got nan" in capsys.readouterr().err
 
 
 def test_a_run_that_retrieved_nothing_scores_zero_instead_of_failing_in_ranx():
