@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import string
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -108,10 +109,15 @@ class DictionaryConfig(MLMConfig):
         for key in ("{term}", "{definition}", "{examples}"):
             if key not in self.template:
                 raise ConfigError(f"{section}.template must contain {key}")
-        try:  # any other field ({0}, {foo}) or a lone brace would fail only at training time
-            self.template.format(term="t", definition="d", examples="e")
-        except (KeyError, IndexError, ValueError, AttributeError) as e:
-            raise ConfigError(f"{section}.template is not a valid template ({type(e).__name__}: {e})") from None
+        try:  # any other field ({0}, {foo}), a format spec or a lone brace would fail only at training time
+            fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(self.template) if name is not None]
+        except ValueError as e:
+            raise ConfigError(f"{section}.template is not a valid template ({e})") from None
+        for name, spec, conv in fields:
+            # "{term:{term}<5}" formatted one-letter samples and then failed on a real term
+            if name not in ("term", "definition", "examples") or spec or conv:
+                raise ConfigError(f"{section}.template may hold only {{term}}, {{definition}} and {{examples}}, got "
+                                  f"{{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}}")
 
 
 @dataclass
@@ -254,6 +260,11 @@ def _check_rows(section: str, value: str) -> None:
         raise ConfigError(f"{section}.train_rows must be one of {', '.join(ROWS)}, got {value!r}")
 
 
+# Every int setting (epochs, steps, lengths, sizes) is far below this; a 400-digit max_steps
+# passed and overflowed the lr schedule.
+MAX_INT = 2**31 - 1
+
+
 def _coerce(where: str, key: str, value: Any, kind: Any) -> Any:
     """Check a raw value against the field's annotated type (``int``, ``float``, ``bool``, ``str``)."""
     if kind is bool:
@@ -272,6 +283,14 @@ def _coerce(where: str, key: str, value: Any, kind: Any) -> Any:
                 raise ConfigError(f"{where}: {key}: expected a finite number, got {value!r}")
     else:
         ok = isinstance(value, str)
+        try:
+            value.encode("utf-8") if ok else None
+        except UnicodeEncodeError:
+            # An escaped lone surrogate is valid JSON and TOML, and no text: it failed in the
+            # tokenizer, or when `tune` wrote best.toml at the very end.
+            raise ConfigError(f"{where}: {key}: contains an unpaired surrogate, not text: {value!r:.60}") from None
+    if ok and kind is int and abs(value) > MAX_INT:
+        raise ConfigError(f"{where}: {key}: expected at most {MAX_INT:,}, got {str(value)[:60]}")
     if not ok:
         raise ConfigError(f"{where}: {key}: expected {kind.__name__}, got {value!r}")
     return value

@@ -203,6 +203,24 @@ def test_experiments_are_stage_selections():
     }
 
 
+@pytest.mark.parametrize("extra, message", [
+    (" {term:{term}<5}", r"may hold only \{term\}, \{definition\} and \{examples\}, got \{term:\{term\}<5\}"),
+    (" {term!r}", r"got \{term!r\}"),
+    (" {", "is not a valid template"),
+    (" \ud800", "contains an unpaired surrogate"),
+])
+def test_a_dictionary_template_that_would_fail_on_a_real_term_is_refused_up_front(extra, message):
+    """Checked by formatting one-letter samples, "{term:{term}<5}" passed and then failed on a real
+    term in the dictionary stage, after warmup had trained."""
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict({"dictionary": {"template": TrainConfig().dictionary.template + extra}})
+
+
+def test_an_integer_setting_is_bounded():
+    with pytest.raises(ConfigError, match="distill.max_steps: expected at most 2,147,483,647"):
+        config_from_dict({"distill": {"max_steps": 10**400}})
+
+
 def test_config_files_json_and_toml(tmp_path):
     toml = tmp_path / "c.toml"
     toml.write_text('[distill]\nepochs = 3\ntau_min = 1.5\n[warmup]\ndomain_focused = false\n')
