@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import string
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, Collection
 
 from sparse_adapt.data import read_text
 from sparse_adapt.errors import ConfigError
+from sparse_adapt.training.template import check_template
 
 
 @dataclass
@@ -106,18 +106,7 @@ class DictionaryConfig(MLMConfig):
 
     def validate(self, section: str) -> None:
         super().validate(section)
-        for key in ("{term}", "{definition}", "{examples}"):
-            if key not in self.template:
-                raise ConfigError(f"{section}.template must contain {key}")
-        try:  # any other field ({0}, {foo}), a format spec or a lone brace would fail only at training time
-            fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(self.template) if name is not None]
-        except ValueError as e:
-            raise ConfigError(f"{section}.template is not a valid template ({e})") from None
-        for name, spec, conv in fields:
-            # "{term:{term}<5}" formatted one-letter samples and then failed on a real term
-            if name not in ("term", "definition", "examples") or spec or conv:
-                raise ConfigError(f"{section}.template may hold only {{term}}, {{definition}} and {{examples}}, got "
-                                  f"{{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}}")
+        check_template(self.template, section)
 
 
 @dataclass

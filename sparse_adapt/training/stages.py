@@ -32,6 +32,7 @@ from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_ev
 from sparse_adapt.training.masking import mask_tokens, occurrences, span_occurrences
 from sparse_adapt.training.mlm_data import CorpusTexts, ListTexts, TextSource, WindowedTexts, plan_epoch, token_lengths
 from sparse_adapt.training.reference import ReferenceVectors, load_reference
+from sparse_adapt.training.template import render_entry
 from sparse_adapt.training.validation import EpochSelector, ValidationSet, split_valid
 
 
@@ -194,11 +195,6 @@ class WarmupStage(_MLMStage):
         if not ctx.config.warmup.domain_focused:
             return None
         return occurrences(input_ids, self._domain)
-
-
-def render_entry(entry: DictionaryEntry, template: str) -> str:
-    """The spec's "TERM is defined as DEFINITION. TERM is used in contexts such as EXAMPLES." """
-    return template.format(term=entry.term, definition=entry.definition, examples="; ".join(entry.examples))
 
 
 class DictionaryStage(_MLMStage):

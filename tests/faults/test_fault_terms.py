@@ -36,9 +36,12 @@ def test_special_tokens_are_not_domain_terms(special, tiny_model_dir, tmp_path, 
 
 
 def test_a_term_that_tokenizes_to_nothing_is_one_line(tiny_model_dir, tmp_path, capsys):
-    terms = _terms(tmp_path, {"jargon": ["\u200b"]})  # a zero-width space: the normaliser drops it
+    terms = _terms(tmp_path, {"jargon": ["\ufffd"]})  # a replacement character: BERT's cleaning drops it
     result = cli(capsys, ["extend-vocab", "--base", tiny_model_dir, "--terms", terms, "--out", tmp_path / "x"])
     assert_one_line_error(result, "field 'jargon[0]'", "tokenizes to nothing")
+    terms = _terms(tmp_path, {"jargon": ["\u200b"]})  # a zero-width space is no text at all: refused when read
+    result = cli(capsys, ["extend-vocab", "--base", tiny_model_dir, "--terms", terms, "--out", tmp_path / "x"])
+    assert_one_line_error(result, "field 'jargon[0]'", "expected a non-empty string")
 
 
 @pytest.mark.parametrize("stages, term", [("extend,distill", "\u65e5\u672c\u8a9e"), ("distill", "[SEP]")])
