@@ -161,8 +161,8 @@ def run_experiment(
     """Train (or reuse) experiment ``name`` and evaluate it; ``REFERENCE`` evaluates ``--base``.
     ``trained``: its ``final``, when :func:`train_experiment` already ran.
 
-    The full diagnose/inspect JSON goes to ``OUT/diagnostics/<name>/``, replaced as a whole:
-    the files of terms an earlier report had and this one has not stayed there beside it.
+    The full diagnose/inspect JSON goes to ``OUT/diagnostics/<name>/``, replaced as a whole (an
+    earlier report's files of terms this one lacks had stayed beside the new ones).
     """
     i = inputs.resolved()
     model = str(i.base) if name == REFERENCE else str(trained or train_experiment(i, name, hooks))
