@@ -121,16 +121,14 @@ def warn(text: str) -> None:
 
 def require_text(text: str, what: str) -> str:
     """A text argument (query, text to encode): not blank, and valid Unicode; else one error line."""
-    from sparse_adapt.data.reading import visible
+    from sparse_adapt.data.reading import encodable, visible
     from sparse_adapt.errors import ConfigError
 
     # Invisible characters (a zero-width space pasted from a web page) are no text either.
     if not visible(text):
         raise ConfigError(f"the {what} is empty")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # bytes that were not UTF-8 on the command line arrive as surrogates
-        raise ConfigError(f"the {what} is not valid UTF-8: {text!r:.60}") from None
+    if not encodable(text):  # bytes that were not UTF-8 on the command line arrive as surrogates
+        raise ConfigError(f"the {what} is not valid UTF-8: {text!r:.60}")
     return text
 
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from sparse_adapt.corpus.mining import general_zipf
 from sparse_adapt.corpus.teacher import Teacher, to_spec_range
-from sparse_adapt.corpus.text import TermGroup, doc_terms, loose_term_pattern, dotted_terms, regroup, sentences
+from sparse_adapt.corpus.text import TermGroup, doc_terms, dotted_terms, loose_term_pattern, regroup, sentences
 from sparse_adapt.data import Document
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.modeling.truncation import visible_texts

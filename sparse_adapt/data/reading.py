@@ -97,12 +97,19 @@ def parse_json(path: Path, line: int | None, text: str) -> Any:
         raise DataError(path, line, None, f"invalid JSON ({str(e)[:80] or type(e).__name__})") from None
 
 
-def checked_text(path: Path, line: int | None, field: str, value: str) -> str:
-    # JSON may spell an unpaired surrogate (\ud800): a valid str that no tokenizer can take.
+def encodable(value: str) -> bool:
+    """Whether ``value`` is text: JSON and TOML may spell an unpaired surrogate (``\ud800``), a
+    valid str that no tokenizer (and no UTF-8 file) can take."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise DataError(path, line, field, f"contains an unpaired surrogate, not text: {value!r:.60}") from None
+        return False
+    return True
+
+
+def checked_text(path: Path, line: int | None, field: str, value: str) -> str:
+    if not encodable(value):
+        raise DataError(path, line, field, f"contains an unpaired surrogate, not text: {value!r:.60}")
     return value
 
 

@@ -51,9 +51,10 @@ def keep_beside(old: Path, new: Path) -> list[str]:
 
 
 def _link_or_copy(src: str | Path, dst: str | Path) -> None:
-    try:
-        if Path(src).is_symlink():
-            raise OSError  # a link is copied as a link
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst, follow_symlinks=False)
+    if not Path(src).is_symlink():  # a link is copied as a link
+        try:
+            os.link(src, dst)
+            return
+        except OSError:  # another filesystem, or one without hard links
+            pass
+    shutil.copy2(src, dst, follow_symlinks=False)

@@ -104,9 +104,7 @@ def fold_case(tokenizer, terms: list[str], listed: Collection[str] = ()):
              for t in terms if t.lower() != t.upper()]
     if not rules:
         return tokenizer
-    backend = tokenizer.backend_tokenizer
-    before = [backend.normalizer] if backend.normalizer is not None else []
-    backend.normalizer = normalizers.Sequence([*before, *rules])
+    _append_normalizers(tokenizer.backend_tokenizer, rules)
     return as_generic(tokenizer)
 
 
@@ -130,10 +128,14 @@ def prepend_once(tokenizer):
     backend.pre_tokenizer = pre_tokenizers.Metaspace(**meta)
     backend.decoder = decoders.Metaspace(**meta)
     if kinds[0] == "WhitespaceSplit":
-        before = [backend.normalizer] if backend.normalizer is not None else []
-        backend.normalizer = normalizers.Sequence(
-            [*before, normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip(left=False, right=True)])
+        _append_normalizers(backend, [normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip(left=False, right=True)])
     return as_generic(tokenizer)
+
+
+def _append_normalizers(backend, extra: list) -> None:
+    """Run ``extra`` after the backend's own normaliser (if any)."""
+    before = [backend.normalizer] if backend.normalizer is not None else []
+    backend.normalizer = normalizers.Sequence([*before, *extra])
 
 
 def as_generic(tokenizer):

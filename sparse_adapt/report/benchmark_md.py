@@ -333,8 +333,8 @@ def benchmark_differences(benchmark: dict, base: str, config: dict) -> list[str]
     pipeline = inputs.get("pipeline", "train")
     if pipeline != "train":  # `adapt`'s models start elsewhere and train on other inputs than H4
         start = inputs.get("start")
-        differences.append(f"pipeline {pipeline}" + (f" (from {start})" if start and str(start) != str(inputs.get('base')) else "")
-                           + " (this report: train's H4)")
+        other_start = f" (from {start})" if start and str(start) != str(inputs.get("base")) else ""
+        differences.append(f"pipeline {pipeline}{other_start} (this report: train's H4)")
     theirs = inputs.get("config") or {}
     keys = [f"{section}.{key}" for section, values in config.items() for key, value in values.items()
             if (theirs.get(section) or {}).get(key, value) != value]

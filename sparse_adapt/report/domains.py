@@ -88,8 +88,7 @@ class EvalSet:
         # count as misses or drop out silently; nothing at all to match is an error.
         for q_file, r_file in ((files.queries, files.qrels), (files.heldout_queries, files.heldout_qrels)):
             part, judged = load_queries(q_file), load_qrels(r_file)
-            for line in check_qrels(judged, [q.qid for q in part], doc_ids, (str(r_file), str(q_file), str(files.docs))):
-                warnings.append(line)
+            warnings += check_qrels(judged, [q.qid for q in part], doc_ids, (str(r_file), str(q_file), str(files.docs)))
             queries += part
             qrels.update(judged)
         groups = load_query_groups(files.query_groups)

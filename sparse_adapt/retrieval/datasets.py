@@ -18,7 +18,7 @@ from typing import Iterator
 
 from sparse_adapt.data import Document, Qrels, Query, collapse_whitespace
 from sparse_adapt.data.qrels import GRADE_LIMIT
-from sparse_adapt.data.reading import id_problem, visible
+from sparse_adapt.data.reading import encodable, id_problem, visible
 from sparse_adapt.errors import SparseAdaptError
 
 
@@ -31,14 +31,6 @@ def _text(record) -> str:
     return collapse_whitespace(text)  # BEIR's "title text" leaves a leading space when the title is empty
 
 
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _checked(name: str, what: str, number: int, record, seen: set[str]) -> tuple[str, str]:
     """The checks ``--docs``/``--queries`` files get, on a record ir_datasets parsed: its
     position (record N of the file) is all ir_datasets tells of where it was."""
@@ -48,7 +40,7 @@ def _checked(name: str, what: str, number: int, record, seen: set[str]) -> tuple
             raise DatasetError(f"{where}: field {field!r}: expected a string, got {value!r:.60}")
     for field, value in zip(record._fields, record):
         # An escaped lone surrogate ("\ud800") is valid JSON and no text a tokenizer takes.
-        if isinstance(value, str) and not _encodable(value):
+        if isinstance(value, str) and not encodable(value):
             raise DatasetError(f"{where}: field {field!r}: contains an unpaired surrogate, not text: {value!r:.60}")
     record_id, text = record[0], _text(record)
     if not isinstance(record_id, str) or not visible(record_id):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Collection
 
 from sparse_adapt.data import read_text
+from sparse_adapt.data.reading import encodable
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.training.template import check_template
 
@@ -272,12 +273,8 @@ def _coerce(where: str, key: str, value: Any, kind: Any) -> Any:
                 raise ConfigError(f"{where}: {key}: expected a finite number, got {value!r}")
     else:
         ok = isinstance(value, str)
-        try:
-            value.encode("utf-8") if ok else None
-        except UnicodeEncodeError:
-            # An escaped lone surrogate is valid JSON and TOML, and no text: it failed in the
-            # tokenizer, or when `tune` wrote best.toml at the very end.
-            raise ConfigError(f"{where}: {key}: contains an unpaired surrogate, not text: {value!r:.60}") from None
+        if ok and not encodable(value):  # it failed in the tokenizer, or when `tune` wrote best.toml at the very end
+            raise ConfigError(f"{where}: {key}: contains an unpaired surrogate, not text: {value!r:.60}")
     if ok and kind is int and abs(value) > MAX_INT:
         raise ConfigError(f"{where}: {key}: expected at most {MAX_INT:,}, got {str(value)[:60]}")
     if not ok:
