@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sparse_adapt.cli.output import BASE_HELP, console, seed_option, warn
+from sparse_adapt.cli.output import BASE_HELP, console, seed_option, warn, wrote
 from sparse_adapt.corpus.language import check_language
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.progress import signed
@@ -118,7 +118,7 @@ def mine_terms(
     if explain:
         console.print(f"score = frequency log2(docs) + rarity (4 - Zipf in general {lang!r}) "
                       "+ fragmentation log2(pieces) + pattern (1 for capitals, digits, joiners)")
-    console.print(f"[green]wrote[/green] {escape(str(out))}")
+    wrote(out)
 
 
 def build_dictionary(
@@ -164,7 +164,7 @@ def build_dictionary(
         source = r["harvested"]["definition"] if "harvested" in r else "yours"
         table.add_row(Text(r["term"]), source, Text(r["definition"][:90]))
     console.print(table)
-    console.print(f"[green]wrote[/green] {escape(str(out))}")
+    wrote(out)
 
 
 def make_train(
@@ -224,7 +224,7 @@ def make_train(
     console.print(f"dropped: {stats.dropped_unseparated} the teacher could not separate, "
                   f"{stats.dropped_source_negative} whose source document it scored <= 0; "
                   f"{stats.term_adjusted} candidate scores made term-consistent")
-    console.print(f"[green]wrote[/green] {escape(str(out))}")
+    wrote(out)
 
 
 def adapt(

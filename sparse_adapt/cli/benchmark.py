@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.markup import escape
 
 import corpora
 from sparse_adapt.cli.output import (
@@ -95,7 +94,7 @@ def benchmark(
     feedback_terms: Optional[int] = FEEDBACK_TERMS_OPTION,
 ) -> None:
     """Train (or resume) every domain and seed, evaluate base vs adapted per query group."""
-    from sparse_adapt.cli.output import console, feedback_settings, rich_hooks
+    from sparse_adapt.cli.output import console, feedback_settings, rich_hooks, wrote
     from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark
     from sparse_adapt.report.benchmark_md import PIPELINES, bar_summary, pooled_line
 
@@ -113,7 +112,7 @@ def benchmark(
         console.print(line, markup=False, highlight=False)
     for group in report["pooled"]:
         console.print(f"- pooled, {pooled_line(group)}", markup=False, highlight=False)
-    console.print(f"[green]wrote[/green] {escape(str(out / f'{inputs.stem}.md'))} (numbers in {inputs.stem}.json)")
+    wrote(out / f"{inputs.stem}.md", f" (numbers in {inputs.stem}.json)")
 
 
 def register(app: typer.Typer) -> None:

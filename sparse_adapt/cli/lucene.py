@@ -13,7 +13,7 @@ from rich.text import Text
 
 from sparse_adapt.cli.output import (
     BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, OVERWRITE_HELP,
-    console, feedback_option, feedback_settings, require_text, warn,
+    console, feedback_option, feedback_settings, require_text, warn, wrote,
 )
 from sparse_adapt.progress import counted
 
@@ -49,11 +49,9 @@ def export(
         warn(truncation_sentence(stats.truncated, stats.documents, splade.max_length("document")))
     if stats.empty:
         warn(empty_sentence(stats.empty, stats.documents, stats.scale, stats.empty_ids))
-    console.print(
-        f"[green]wrote[/green] {escape(str(out))} ({counted(stats.documents, 'document')}, {counted(stats.postings, 'posting')}, "
-        f"{stats.docs_per_second:.1f} docs/s, scale {stats.scale}"
-        + (f", at most {stats.max_active_dims} terms per document" if stats.max_active_dims else "") + ")"
-    )
+    wrote(out, f" ({counted(stats.documents, 'document')}, {counted(stats.postings, 'posting')}, "
+               f"{stats.docs_per_second:.1f} docs/s, scale {stats.scale}"
+               + (f", at most {stats.max_active_dims} terms per document" if stats.max_active_dims else "") + ")")
 
 
 def index(

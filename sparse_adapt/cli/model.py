@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, console, require_text, seed_option, warn
+from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, console, require_text, seed_option, warn, wrote
 
 # extend-vocab lists at most this many terms; thousands of rows would bury the summary.
 SHOWN_TERMS = 50
@@ -73,7 +73,7 @@ def base(
         set_bias(splade.mlm, bias)
         console.print(f"calibrated decoder bias: {bias:.4f} (median {target_active} active terms per document)")
     splade.save_pretrained(out, overwrite=overwrite, keep_others=False)  # --overwrite replaces the output whole
-    console.print(f"[green]wrote[/green] {escape(str(out))}")
+    wrote(out)
 
 
 def pretrain(
@@ -99,7 +99,7 @@ def pretrain(
     cfg = GeneralConfig(**{k: v for k, v in given.items() if v is not None}).validate()
     with rich_hooks() as hooks:
         run_general(base_model, out, cfg, seed=seed, overwrite=overwrite, hooks=hooks)
-    console.print(f"[green]wrote[/green] {escape(str(out))}")
+    wrote(out)
 
 
 def extend_vocab(
@@ -139,7 +139,7 @@ def extend_vocab(
         warn(f"{term}: category {old} (recorded by an earlier extension of {base_model}) is now {new}, as {terms} says")
     for line in report.warnings(str(terms)):
         warn(line)
-    console.print(f"[green]wrote[/green] {escape(str(out))}")
+    wrote(out)
 
 
 def encode(

@@ -6,9 +6,8 @@ import logging
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, console
+from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, wrote
 
 
 def onnx(
@@ -37,11 +36,9 @@ def onnx(
     finally:
         exporter_log.setLevel(level)
     size = sum(p.stat().st_size for p in out.glob(f"{ONNX_FILE}*")) / 2**20
-    console.print(
-        f"[green]wrote[/green] {escape(str(out / ONNX_FILE))} ({size:.1f} MB, opset {meta.opset}, {meta.seconds:.1f} s); "
-        f"ONNX Runtime vs PyTorch on {meta.probes} texts: max |diff| {meta.max_abs_diff:.1e}, "
-        f"top-{TOP_K} identical {meta.top10_identical}/{meta.probes}"
-    )
+    wrote(out / ONNX_FILE, f" ({size:.1f} MB, opset {meta.opset}, {meta.seconds:.1f} s); "
+                           f"ONNX Runtime vs PyTorch on {meta.probes} texts: max |diff| {meta.max_abs_diff:.1e}, "
+                           f"top-{TOP_K} identical {meta.top10_identical}/{meta.probes}")
 
 
 def register(app: typer.Typer) -> None:

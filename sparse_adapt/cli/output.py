@@ -114,6 +114,12 @@ def terminal_safe(text: str) -> str:
     return "".join(c if c in "\n\t" or unicodedata.category(c) != "Cc" else repr(c)[1:-1] for c in text)
 
 
+def wrote(path: object, detail: str = "") -> None:
+    """The line a command ends with: ``wrote PATH DETAIL``, both shown as written (a path holding
+    "[/red]" was read as Rich markup and ended the command in a traceback after its output)."""
+    console.print(f"[green]wrote[/green] {escape(str(path))}{escape(detail)}")
+
+
 def warn(text: str) -> None:
     """One yellow ``warning:`` line on stderr (stdout stays clean for --json)."""
     err_console.print(f"[yellow]warning:[/yellow] {escape(terminal_safe(text))}", highlight=False, soft_wrap=True)

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from sparse_adapt.cli.output import BASE_HELP, seed_option
@@ -60,7 +59,7 @@ def report(
     ),
 ) -> None:
     """Run H1-H4 (reusing finished runs), evaluate each against the base, write report.md + plots."""
-    from sparse_adapt.cli.output import console, rich_hooks
+    from sparse_adapt.cli.output import console, rich_hooks, wrote
     from sparse_adapt.report import FAIL, PASS, ReportInputs, build_report
 
     inputs = ReportInputs(
@@ -81,7 +80,7 @@ def report(
                  for c in s.criteria]
         table.add_row(s.name, *marks, f"{s.metrics['ndcg@10']:.4f}")
     console.print(table)
-    console.print(f"[green]wrote[/green] {escape(str(out / 'report.md'))} (plots and report.json beside it)")
+    wrote(out / "report.md", " (plots and report.json beside it)")
 
 
 def register(app: typer.Typer) -> None:

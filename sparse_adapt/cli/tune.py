@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.markup import escape
 
 from sparse_adapt.cli.output import BASE_HELP
 
@@ -37,7 +36,7 @@ def register(app: typer.Typer) -> None:
                                        "prefix/ made with other settings."),
     ) -> None:
         """Search distill weights and learning rate (TPE, median pruning); write OUT/best.toml."""
-        from sparse_adapt.cli.output import console, rich_hooks
+        from sparse_adapt.cli.output import console, rich_hooks, wrote
         from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
         from sparse_adapt.errors import ConfigError
         from sparse_adapt.progress import signed
@@ -69,5 +68,4 @@ def register(app: typer.Typer) -> None:
                                  valid_path=valid)
         console.print(f"best trial {summary['best_trial']}: objective {signed(summary['best_value'], 4)}")
         usage = summary["usage"].replace("best.toml", str(out / "best.toml"), 1)
-        console.print(f"[green]wrote[/green] {escape(str(out / 'best.toml'))} (use: {escape(usage)}) "
-                      f"and {escape(str(out / 'trials.md'))}")
+        wrote(out / "best.toml", f" (use: {usage}) and {out / 'trials.md'}")
