@@ -4,7 +4,8 @@
   head transform and decoder; how an encoder gets a head).
 - ``pooling.py``: SPLADE pooling ``w_t = max_i log(1 + relu(logit_{i,t}))``, chunked.
 - ``encoder.py``: :class:`SpladeEncoder` (load, save, encode_query/encode_document, decode).
-- ``vectors.py``: sparse rows as ranked tokens (one tie-break for every caller).
+- ``vectors.py``: sparse rows as ranked tokens (one tie-break for every caller); similarity,
+  intersection and sparsity; the sentence-transformers-style methods both encoders share.
 - ``base.py``: a SPLADE base from an encoder without MLM head (``offline-minilm``).
 - ``vocabulary.py``: vocabulary + MLM-head extension, and the domain token ids.
 - ``interop.py``: the sentence-transformers module files every saved model carries.

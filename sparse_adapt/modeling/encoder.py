@@ -43,7 +43,7 @@ from sparse_adapt.modeling.interop import (
 )
 from sparse_adapt.modeling.saved import keep_beside
 from sparse_adapt.modeling.settings import SETTINGS_FILE, SpladeSettings
-from sparse_adapt.modeling.vectors import check_max_active_dims, decode, keep_top, rows_to_dicts
+from sparse_adapt.modeling.vectors import VectorMethods, check_max_active_dims, keep_top
 from sparse_adapt.progress import Hooks
 
 __all__ = ["OFFLINE_MINILM", "ModelLoadError", "SETTINGS_FILE", "SpladeEncoder", "SpladeSettings", "Kind"]
@@ -72,7 +72,7 @@ PLURAL: dict[str, str] = {"query": "queries", "document": "documents"}
 SORT_WINDOW_BATCHES = 64
 
 
-class SpladeEncoder(nn.Module):
+class SpladeEncoder(VectorMethods, nn.Module):
     """A masked-LM + tokenizer + settings, producing SPLADE vectors."""
 
     def __init__(self, mlm: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, settings: SpladeSettings | None = None):
@@ -377,23 +377,3 @@ class SpladeEncoder(nn.Module):
                 input_ids[row, : len(piece)] = torch.tensor(piece, dtype=torch.long)
                 attention_mask[row, : len(piece)] = 1
             yield [first + i for i in chosen], input_ids.to(self.device), attention_mask.to(self.device)
-
-    def encode_query(self, texts: Sequence[str], batch_size: int = 32, max_active_dims: int | None = None) -> sp.csr_matrix:
-        """Queries -> (n, V) CSR weights (query maximum length)."""
-        return self.encode(texts, "query", batch_size, max_active_dims=max_active_dims)
-
-    def encode_document(
-        self, texts: Sequence[str], batch_size: int = 32, max_active_dims: int | None = None
-    ) -> sp.csr_matrix:
-        """Documents -> (n, V) CSR weights (document maximum length)."""
-        return self.encode(texts, "document", batch_size, max_active_dims=max_active_dims)
-
-    def decode(
-        self, vectors: sp.spmatrix | torch.Tensor, top_k: int | None = None
-    ) -> list[tuple[str, float]] | list[list[tuple[str, float]]]:
-        """``vectors`` as ``(token, weight)`` lists, largest first: see :func:`vectors.decode`."""
-        return decode(vectors, self.id_to_token(), top_k)
-
-    def encode_to_dicts(self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32) -> list[dict[str, float]]:
-        """Encode texts to ``{token: weight}`` dicts sorted by descending weight."""
-        return rows_to_dicts(self.encode(texts, kind, batch_size), self.id_to_token())

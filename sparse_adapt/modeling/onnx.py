@@ -35,9 +35,10 @@ from torch import nn
 
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.errors import ConfigError, ModelLoadError, SparseAdaptError, require_positive_int, require_texts
-from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
+from sparse_adapt.modeling.encoder import PLURAL, Kind, SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_sha256
-from sparse_adapt.modeling.vectors import check_max_active_dims, decode, keep_top, ranked_row
+from sparse_adapt.modeling.vectors import VectorMethods, check_max_active_dims, keep_top, ranked_row
+from sparse_adapt.progress import Hooks
 
 ONNX_FILE = "model.onnx"
 META_FILE = "sparse_adapt_onnx.json"
@@ -223,7 +224,7 @@ def _write_meta(directory: Path, meta: OnnxMeta) -> None:
     (directory / META_FILE).write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
 
 
-class OnnxSpladeEncoder:
+class OnnxSpladeEncoder(VectorMethods):
     """SPLADE vectors from an export directory, in ONNX Runtime (no torch model needed).
 
     Same tokenisation and maximum lengths as the :class:`SpladeEncoder` it came from, so
@@ -271,35 +272,28 @@ class OnnxSpladeEncoder:
 
     def encode(
         self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32, max_active_dims: int | None = None,
+        progress: Hooks | None = None,
     ) -> sp.csr_matrix:
         """Texts -> (n, V) float32 CSR weights, in input order; documents by default, one
-        string as one text, and ``max_active_dims`` as :meth:`SpladeEncoder.encode`."""
+        string as one text, and ``max_active_dims`` and ``progress`` as :meth:`SpladeEncoder.encode`."""
+        max_length = self.max_length(kind)
         texts = require_texts(texts)
         require_positive_int(batch_size, "batch_size")
         check_max_active_dims(max_active_dims)
+        starts = range(0, len(texts), batch_size)
+        task = None if progress is None else progress.task(f"encoding {PLURAL[kind]}", len(starts))
         rows = []
-        for start in range(0, len(texts), batch_size):
+        for start in starts:
             batch = self.tokenizer(
                 texts[start : start + batch_size], padding=True, padding_side="right", truncation=True,
-                max_length=self.max_length(kind), return_tensors="np",
+                max_length=max_length, return_tensors="np",
             )
             feed = {name: batch[name].astype(np.int64) for name in INPUTS}
             rows.append(sp.csr_matrix(self.session.run([OUTPUT], feed)[0]))
+            if task is not None:
+                task.advance()
         if not rows:
             return sp.csr_matrix((0, self.vocab_size), dtype=np.float32)
         matrix = sp.vstack(rows, format="csr").astype(np.float32)
         return matrix if max_active_dims is None else keep_top(matrix, max_active_dims)
 
-    def encode_query(self, texts: Sequence[str], batch_size: int = 32, max_active_dims: int | None = None) -> sp.csr_matrix:
-        return self.encode(texts, "query", batch_size, max_active_dims)
-
-    def encode_document(
-        self, texts: Sequence[str], batch_size: int = 32, max_active_dims: int | None = None,
-    ) -> sp.csr_matrix:
-        return self.encode(texts, "document", batch_size, max_active_dims)
-
-    def decode(
-        self, vectors: sp.spmatrix | torch.Tensor, top_k: int | None = None
-    ) -> list[tuple[str, float]] | list[list[tuple[str, float]]]:
-        """``vectors`` as ``(token, weight)`` lists, largest first: see :func:`vectors.decode`."""
-        return decode(vectors, self.id_to_token(), top_k)

@@ -76,21 +76,75 @@ def decode(
     """
     if top_k is not None:
         require_positive_int(top_k, "top_k")
+    matrix, one_row = as_rows(vectors)
+    if matrix.shape[-1] > len(vocab):
+        raise ValueError(f"vectors have {matrix.shape[-1]} columns but the vocabulary has {len(vocab)} tokens")
+    rows = [list(d.items()) for d in rows_to_dicts(matrix, vocab, top_k)]
+    return rows[0] if one_row else rows
+
+
+def as_rows(vectors: sp.spmatrix | torch.Tensor | np.ndarray, name: str = "vectors") -> tuple[sp.csr_matrix, bool]:
+    """``vectors`` as (n, V) CSR (their own dtype), and whether they were one (V,) vector.
+
+    Accepts what sentence-transformers' ``SparseEncoder`` and ours return: a scipy sparse
+    matrix or 1-D array, a torch tensor (dense or sparse, (V,) or (n, V)), a numpy array.
+    """
     if isinstance(vectors, np.ndarray):  # read as the tensor it holds: (V,) one flat list, (n, V) one per row
         vectors = torch.from_numpy(np.asarray(vectors, dtype=np.float32))
     one_row = (isinstance(vectors, torch.Tensor) or sp.issparse(vectors)) and len(vectors.shape) == 1
     if isinstance(vectors, torch.Tensor):
         if vectors.ndim not in (1, 2):
-            raise ValueError(f"vectors must be 1-D or 2-D, got {vectors.ndim}-D")
-        vectors = _tensor_to_csr(vectors.detach().cpu())
+            raise ValueError(f"{name} must be 1-D or 2-D, got {vectors.ndim}-D")
+        matrix = _tensor_to_csr(vectors.detach().cpu())
     elif not sp.issparse(vectors):
-        raise TypeError(f"vectors must be a scipy sparse matrix, a torch tensor or a numpy array, got {type(vectors).__name__}")
+        raise TypeError(f"{name} must be a scipy sparse matrix, a torch tensor or a numpy array, got {type(vectors).__name__}")
     elif one_row:  # a 1-D scipy sparse array (csr_array(m)[0])
-        vectors = sp.csr_matrix(vectors.reshape(1, -1))
-    if vectors.shape[-1] > len(vocab):
-        raise ValueError(f"vectors have {vectors.shape[-1]} columns but the vocabulary has {len(vocab)} tokens")
-    rows = [list(d.items()) for d in rows_to_dicts(sp.csr_matrix(vectors), vocab, top_k)]
-    return rows[0] if one_row else rows
+        matrix = sp.csr_matrix(vectors.reshape(1, -1))
+    else:
+        matrix = sp.csr_matrix(vectors)
+    return matrix, one_row
+
+
+def _same_width(a: sp.csr_matrix, b: sp.csr_matrix) -> None:
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"vectors over different vocabularies: {a.shape[1]} and {b.shape[1]} columns")
+
+
+def similarity(a: sp.spmatrix | torch.Tensor | np.ndarray, b: sp.spmatrix | torch.Tensor | np.ndarray) -> np.ndarray:
+    """SPLADE scores ``q . d`` of every row of ``a`` against every row of ``b``: a dense
+    (n_a, n_b) float32 array; a (V,) input counts as one row. The dot product is the score
+    SPLADE is trained for and Lucene's impact index computes (no cosine normalisation)."""
+    a, _ = as_rows(a, "a")
+    b, _ = as_rows(b, "b")
+    _same_width(a, b)
+    return np.asarray((a @ b.T).toarray(), dtype=np.float32)  # (n_a, n_b)
+
+
+def intersection(query: sp.spmatrix | torch.Tensor | np.ndarray, documents: sp.spmatrix | torch.Tensor | np.ndarray) -> sp.csr_matrix:
+    """Each term's contribution ``q_t * d_t`` to the score of one ``query`` against each row of
+    ``documents``: (n_documents, V) float32 CSR holding only the shared terms, so its row sums
+    are :func:`similarity`'s scores and :func:`decode` lists why a document matched."""
+    q, _ = as_rows(query, "query")
+    if q.shape[0] != 1:
+        raise ValueError(f"query must be one vector, got {q.shape[0]} rows")
+    d, _ = as_rows(documents, "documents")
+    _same_width(q, d)
+    out = sp.csr_matrix(d.multiply(q), dtype=np.float32)  # broadcast (1, V) over (n, V)
+    out.eliminate_zeros()
+    return out
+
+
+def sparsity(vectors: sp.spmatrix | torch.Tensor | np.ndarray) -> dict[str, float]:
+    """Mean active terms per row (``active_dims``) and mean share of zero weights
+    (``sparsity_ratio``), the two numbers sentence-transformers' ``sparsity`` reports."""
+    matrix, _ = as_rows(vectors)
+    n, width = matrix.shape
+    if n == 0 or width == 0:
+        return {"active_dims": 0.0, "sparsity_ratio": 1.0}
+    matrix = matrix.copy()
+    matrix.eliminate_zeros()  # a stored zero is not an active term
+    active = np.diff(matrix.indptr)  # (n,)
+    return {"active_dims": float(active.mean()), "sparsity_ratio": float(1.0 - active.mean() / width)}
 
 
 def _tensor_to_csr(t: torch.Tensor) -> sp.csr_matrix:
@@ -117,3 +171,40 @@ def dicts_to_rows(vectors: Sequence[dict[str, float]], term_id: dict[str, int]) 
             rows.append(r)
             vals.append(float(w))
     return sp.csr_matrix((vals, (rows, cols)), shape=(len(vectors), len(term_id)))
+
+
+class VectorMethods:
+    """The sentence-transformers ``SparseEncoder`` methods both of our encoders offer
+    (:class:`~sparse_adapt.modeling.encoder.SpladeEncoder` in PyTorch,
+    :class:`~sparse_adapt.modeling.onnx.OnnxSpladeEncoder` in ONNX Runtime), written once
+    over each one's own ``encode(texts, kind, batch_size, progress=, max_active_dims=)`` and
+    ``id_to_token()``. Vectors are scipy CSR rows, not torch tensors.
+    """
+
+    def encode_query(self, texts: Sequence[str], batch_size: int = 32, max_active_dims: int | None = None,
+                     progress=None) -> sp.csr_matrix:
+        """Queries -> (n, V) CSR weights (query maximum length)."""
+        return self.encode(texts, "query", batch_size, progress=progress, max_active_dims=max_active_dims)
+
+    def encode_document(self, texts: Sequence[str], batch_size: int = 32, max_active_dims: int | None = None,
+                        progress=None) -> sp.csr_matrix:
+        """Documents -> (n, V) CSR weights (document maximum length)."""
+        return self.encode(texts, "document", batch_size, progress=progress, max_active_dims=max_active_dims)
+
+    def decode(
+        self, vectors: sp.spmatrix | torch.Tensor | np.ndarray, top_k: int | None = None
+    ) -> list[tuple[str, float]] | list[list[tuple[str, float]]]:
+        """``vectors`` as ``(token, weight)`` lists, largest first: see :func:`decode`."""
+        return decode(vectors, self.id_to_token(), top_k)
+
+    def encode_to_dicts(self, texts: Sequence[str], kind: str = "document", batch_size: int = 32,
+                        top_k: int | None = None) -> list[dict[str, float]]:
+        """Encode texts to ``{token: weight}`` dicts sorted by descending weight, the first
+        ``top_k`` terms of each if given."""
+        if top_k is not None:
+            require_positive_int(top_k, "top_k")  # before any encoding
+        return rows_to_dicts(self.encode(texts, kind, batch_size), self.id_to_token(), top_k)
+
+    similarity = staticmethod(similarity)
+    intersection = staticmethod(intersection)
+    sparsity = staticmethod(sparsity)

@@ -308,3 +308,37 @@ def test_texts_may_be_any_iterable_of_strings_and_a_wrong_item_is_named(tiny_ber
     for bad, says in cases:
         with pytest.raises(TypeError, match=re.escape(says)):
             tiny_bert.encode(bad)
+
+
+def test_similarity_and_intersection_explain_the_encoders_own_scores(tiny_bert):
+    q = tiny_bert.encode_query(["reset the database"])
+    d = tiny_bert.encode_document(TEXTS)
+    scores = tiny_bert.similarity(q, d)
+    assert scores.shape == (1, len(TEXTS))
+    np.testing.assert_allclose(scores[0], (d.toarray() @ q.toarray()[0]), rtol=1e-5)
+    shared = tiny_bert.intersection(q, d)
+    np.testing.assert_allclose(np.asarray(shared.sum(axis=1)).ravel(), scores[0], rtol=1e-5)
+    best = int(scores[0].argmax())
+    listed = tiny_bert.decode(shared[best])[0]
+    q_terms = {t for t, _ in tiny_bert.decode(q)[0]}
+    d_terms = {t for t, _ in tiny_bert.decode(d[best])[0]}
+    assert {t for t, _ in listed} == q_terms & d_terms  # exactly the terms both vectors hold
+
+
+def test_encode_to_dicts_keeps_each_rows_top_k(tiny_bert):
+    full = tiny_bert.encode_to_dicts(TEXTS)
+    top = tiny_bert.encode_to_dicts(TEXTS, top_k=3)
+    assert all(len(f) > 3 for f in full)
+    assert [list(t.items()) for t in top] == [list(f.items())[:3] for f in full]
+    with pytest.raises(ValueError, match="top_k"):
+        tiny_bert.encode_to_dicts(TEXTS, top_k=0)
+
+
+def test_encode_query_and_encode_document_report_progress(tiny_bert):
+    from sparse_adapt.progress import Hooks, _NullTask
+
+    started = []
+    hooks = Hooks(task=lambda description, total: started.append((description, total)) or _NullTask())
+    tiny_bert.encode_query(TEXTS, batch_size=2, progress=hooks)
+    tiny_bert.encode_document(TEXTS, batch_size=2, progress=hooks)
+    assert started == [("encoding queries", 2), ("encoding documents", 2)]

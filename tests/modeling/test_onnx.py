@@ -206,3 +206,19 @@ def test_the_opset_converter_s_failures_are_kept_for_the_error_not_printed(capsy
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err and "Gelu" not in captured.err
     assert log.handlers == [] or all(type(h).__name__ != "Keep" for h in log.handlers)
+
+
+def test_onnx_scores_and_progress_match_the_torch_encoder(exported):
+    from sparse_adapt.progress import Hooks, _NullTask
+
+    splade, out, _ = exported
+    onnx = OnnxSpladeEncoder(out, threads=1)
+    started = []
+    hooks = Hooks(task=lambda description, total: started.append((description, total)) or _NullTask())
+    q = onnx.encode_query(QUERIES, batch_size=2, progress=hooks)
+    assert started == [("encoding queries", -(-len(QUERIES) // 2))]
+    theirs = onnx.similarity(q, onnx.encode_document(QUERIES))
+    ours = splade.similarity(splade.encode_query(QUERIES), splade.encode_document(QUERIES))
+    np.testing.assert_allclose(theirs, ours, rtol=1e-3, atol=1e-3)
+    with pytest.raises(ValueError, match="kind must be 'query' or 'document'"):
+        onnx.encode(QUERIES, "passage", progress=hooks)

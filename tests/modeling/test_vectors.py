@@ -55,3 +55,50 @@ def test_dicts_to_rows_inverts_rows_to_dicts():
     np.testing.assert_array_equal(back.toarray(), matrix.toarray())
     with pytest.raises(KeyError, match="'e'"):
         dicts_to_rows([{"e": 1.0}], {t: i for i, t in enumerate(vocab)})
+
+
+# Two queries and three documents over a 4-term vocabulary, scores worked by hand:
+#   q0 = (1, 0, 2, 0)  d0 = (0.5, 0, 1, 0) -> 1*0.5 + 2*1 = 2.5   d1 = (0, 3, 0, 0) -> 0   d2 = (2, 0, 0, 4) -> 2
+#   q1 = (0, 1, 0, 1)  d0 -> 0                                  d1 -> 3                 d2 -> 4
+Q = np.array([[1.0, 0, 2, 0], [0, 1, 0, 1]], dtype=np.float32)
+D = np.array([[0.5, 0, 1, 0], [0, 3, 0, 0], [2, 0, 0, 4]], dtype=np.float32)
+SCORES = np.array([[2.5, 0.0, 2.0], [0.0, 3.0, 4.0]], dtype=np.float32)
+
+
+def test_similarity_is_the_dot_product_of_every_pair():
+    import torch
+
+    from sparse_adapt.modeling.vectors import similarity
+
+    for q, d in [(sp.csr_matrix(Q), sp.csr_matrix(D)), (torch.from_numpy(Q), torch.from_numpy(D).to_sparse()), (Q, D)]:
+        got = similarity(q, d)
+        assert got.shape == (2, 3) and got.dtype == np.float32
+        np.testing.assert_allclose(got, SCORES)
+    np.testing.assert_allclose(similarity(Q[0], D), SCORES[:1])  # one (V,) vector is one row
+    with pytest.raises(ValueError, match="different vocabularies: 4 and 3"):
+        similarity(Q, D[:, :3])
+
+
+def test_intersection_holds_each_shared_terms_contribution_and_sums_to_the_score():
+    from sparse_adapt.modeling.vectors import intersection
+
+    got = intersection(sp.csr_matrix(Q[:1]), sp.csr_matrix(D))
+    # q0 x d0 = (0.5, 0, 2, 0); q0 x d1 shares nothing; q0 x d2 = (2, 0, 0, 0)
+    np.testing.assert_allclose(got.toarray(), [[0.5, 0, 2, 0], [0, 0, 0, 0], [2, 0, 0, 0]])
+    assert got.nnz == 3  # only shared terms are stored
+    np.testing.assert_allclose(np.asarray(got.sum(axis=1)).ravel(), SCORES[0])
+    np.testing.assert_allclose(intersection(Q[0], D[0]).toarray(), [[0.5, 0, 2, 0]])
+    with pytest.raises(ValueError, match="one vector, got 2 rows"):
+        intersection(Q, D)
+
+
+def test_sparsity_counts_active_terms_not_stored_zeros():
+    from sparse_adapt.modeling.vectors import sparsity
+
+    m = sp.csr_matrix(D)
+    m.data[0] = 0.0  # a stored zero: d0 keeps one active term, not two
+    # active terms 1, 1, 2 -> mean 4/3; sparsity 1 - (4/3)/4 = 2/3
+    got = sparsity(m)
+    assert got["active_dims"] == pytest.approx(4 / 3) and got["sparsity_ratio"] == pytest.approx(2 / 3)
+    assert m.data[0] == 0.0 and m.nnz == 5  # the input is not changed
+    assert sparsity(sp.csr_matrix((0, 4), dtype=np.float32)) == {"active_dims": 0.0, "sparsity_ratio": 1.0}
