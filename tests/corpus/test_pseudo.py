@@ -47,6 +47,7 @@ def test_explicit_queries_name_the_term_and_semantic_ones_never_do():
 
 def test_crops_are_seeded_and_deduplicated():
     assert _queries(seed=3) == _queries(seed=3)
+    assert [q.text for q in _queries(seed=3)] != [q.text for q in _queries(seed=4)]  # the seed picks the crops
     texts = [" ".join(q.text.casefold().split()) for q in _queries()]
     assert len(texts) == len(set(texts))
     capped = _queries(max_queries=3)

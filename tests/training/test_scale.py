@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -223,7 +222,12 @@ def test_crash_mid_stage_resumes_from_the_checkpoint_bit_identically(files, tmp_
     assert all(torch.equal(resumed[k], reference[k]) for k in reference)
 
 
-def test_sigkill_at_a_random_step_then_rerun_equals_an_uninterrupted_run(files, tmp_path):
+# Logged optimiser steps of the CKPT run (the log counts on across stages): 1-8 warmup,
+# 9-10 dictionary, 11-14 distill. One kill mid-epoch in each stage, in the same run folder.
+KILL_AT = (3, 10, 13)
+
+
+def test_sigkill_in_each_stage_then_rerun_equals_an_uninterrupted_run(files, tmp_path):
     argv = [x for k, v in files.items() for x in (f"--{k}", str(v))]
     config = tmp_path / "ckpt.json"
     config.write_text(json.dumps(CKPT))
@@ -233,19 +237,19 @@ def test_sigkill_at_a_random_step_then_rerun_equals_an_uninterrupted_run(files, 
     subprocess.run(cmd + argv + ["--out", str(tmp_path / "ref")], check=True, env=env, capture_output=True, cwd=ROOT)
 
     out = tmp_path / "run"
-    kill_at = random.Random().randint(2, 9)  # an optimiser step somewhere in warmup, dictionary or distill
-    proc = subprocess.Popen(cmd + argv + ["--out", str(out)], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = out / "train_log.jsonl"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        steps = sum(1 for line in log.read_text().splitlines() if '"step"' in line) if log.exists() else 0
-        if steps >= kill_at:
-            proc.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.005)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, f"the run ended before step {kill_at}"
+    for kill_at in KILL_AT:
+        proc = subprocess.Popen(cmd + argv + ["--out", str(out)], env=env, cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None:
+            steps = sum(1 for line in log.read_text().splitlines() if '"step"' in line) if log.exists() else 0
+            if steps >= kill_at:
+                proc.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.005)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL, f"the run ended before step {kill_at}"
     subprocess.run(cmd + argv + ["--out", str(out)], check=True, env=env, capture_output=True, cwd=ROOT)
     reference, resumed = _weights(tmp_path / "ref" / "final"), _weights(out / "final")
-    assert all(torch.equal(resumed[k], reference[k]) for k in reference), f"killed at step {kill_at}"
+    assert all(torch.equal(resumed[k], reference[k]) for k in reference), f"killed at steps {KILL_AT}"

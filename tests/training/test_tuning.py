@@ -64,6 +64,9 @@ def test_tune_with_the_same_seed_samples_the_same_trials(tiny_dir, inputs, tmp_p
                        config=_config(tmp_path, epochs=1), space=SPACE) for i in range(2)]
     assert [r["params"] for r in runs[0]["trials"]] == [r["params"] for r in runs[1]["trials"]]
     assert [r["value"] for r in runs[0]["trials"]] == pytest.approx([r["value"] for r in runs[1]["trials"]])
+    other = run_tuning(_data(inputs), tmp_path / "s8", str(tiny_dir), trials=1, seed=8,
+                       config=_config(tmp_path, epochs=1), space=SPACE)
+    assert other["trials"][0]["params"] != runs[0]["trials"][0]["params"]  # the seed is the sampler's
 
 
 def test_tune_without_validation_queries_is_refused(tiny_dir, inputs, tmp_path):
