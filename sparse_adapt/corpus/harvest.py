@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from sparse_adapt.corpus.glosses import Gloss
-from sparse_adapt.corpus.text import TermGroup, dotted_terms, key, sentences, spellings, window, words
+from sparse_adapt.corpus.text import TermGroup, bounded, dotted_terms, key, sentences, spellings, window, words
 from sparse_adapt.data import DictionaryEntry, Document
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.progress import SILENT, Hooks, counted
@@ -67,9 +67,16 @@ class HarvestedDefinition:
     sentence: str  # the sentence it came from (examples prefer other sentences)
 
 
-def _trim(text: str) -> str:
+def _trim(text: str, term: re.Pattern | None = None) -> str:
+    """``text``'s first MAX_DEFINITION_WORDS words; with ``term``, a window of that many that
+    holds its first use (a context sentence naming the term at word 47 lost it)."""
     w = text.strip().rstrip(".").split()
-    return " ".join(w[:MAX_DEFINITION_WORDS])
+    found = term.search(text) if term is not None else None
+    start = 0
+    if found is not None and len(w) > MAX_DEFINITION_WORDS:
+        at = len(text[: found.start()].split())  # the term's word index
+        start = max(0, min(at - MAX_DEFINITION_WORDS // 2, len(w) - MAX_DEFINITION_WORDS))
+    return " ".join(w[start : start + MAX_DEFINITION_WORDS])
 
 
 def _uses(group: TermGroup, documents: Sequence[Document]) -> list[tuple[str, str]]:
@@ -93,7 +100,7 @@ def find_definition(
     mentions = [_other_terms(s, others) for _, s in uses]
     fewest = min(mentions)
     for name, template in DEFINITION_PATTERNS:
-        rx = re.compile(template.replace("{t}", rf"(?<![\w-])(?:{term})(?![\w]|-\w)"), re.IGNORECASE)
+        rx = re.compile(template.replace("{t}", bounded(term)), re.IGNORECASE)
         found = [
             (n, i, m) for i, ((_, s), n) in enumerate(zip(uses, mentions))
             if (m := rx.search(s)) and len(m.group("d").split()) >= 2
@@ -114,7 +121,7 @@ def find_definition(
         key=lambda i: (sum(len(bags[i] & b) for j, b in enumerate(bags) if j != i), -i),
     )
     doc_id, sentence = uses[best]
-    return HarvestedDefinition(_trim(sentence), doc_id, "context", sentence)
+    return HarvestedDefinition(_trim(sentence, group.pattern), doc_id, "context", sentence)
 
 
 def find_examples(group: TermGroup, uses: Sequence[tuple[str, str]], skip: str | None) -> list[tuple[str, str]]:

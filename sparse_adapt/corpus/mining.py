@@ -14,13 +14,16 @@ Kept candidates are used in at least ``min_count`` documents and are not common 
 corpus's language (wordfreq's Zipf frequency below ``COMMON_ZIPF``, except a code wordfreq
 splits into words, whose value is its parts': ``IL-6`` 4.3; English unless told or
 detected otherwise, ``language.py``). Not candidates: words of URLs and e-mail addresses;
-quantities (``100ms``, ``24h``, ``23rd``, ``60Hz``: digits then at most three letters); encoded
+quantities (``100ms``, ``24h``, ``23rd``, ``60Hz``: digits then at most three letters) and
+measures (``24-hour``, ``10-20mg``, ``15-Mar-2024``: a number joined to those, to common words,
+to months or numbers, :func:`measure`); encoded
 data (hex digests, UUIDs, base64: :func:`encoded`); a
 word of five or more capitals that general English uses (``CAUTION``, a heading: held to the
 jargon bound like the word; ``API`` stays an acronym); and,
 in a corpus of at least ``BOILERPLATE_MIN_DOCS`` documents, a word used in more than
 ``BOILERPLATE_SHARE`` of them (a footer, a company name): it tells no documents apart, and as
-a term it would make every document relevant to every query using it. Their score is a sum of four parts, each
+a term it would make every document relevant to every query using it (the words left out so
+are named, as the corpus's subject can be among them). Their score is a sum of four parts, each
 on a log scale so that none dominates by units alone (``--explain`` prints them):
 
     score = frequency + rarity + fragmentation + pattern
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
@@ -63,6 +67,8 @@ BOILERPLATE_MIN_DOCS = 5
 # Links and addresses are not prose: their parts ("acmeflow-industries", "newsletter_2024") are no terms.
 _LINK = re.compile(r"\b(?:https?://|www\.)\S+|\S+@\S+\.\w+")
 _QUANTITY = re.compile(r"\d+(?:[.,]\d+)?[^\W\d_]{1,3}")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_MONTHS = frozenset("jan feb mar apr may jun jul aug sep sept oct nov dec".split())
 # Encoded data is no vocabulary: a base64 image repeated in every page's markup, hex digests,
 # UUIDs. Measured on 2,900 pieces of random base64 of 20+ characters: their letter/digit
 # segments ("i", "VBO", "Rw", "0") average 1.9 characters (99% under 2.9); CamelCase names and
@@ -140,6 +146,17 @@ def _split_code(term: str, category: str, lang: str) -> bool:
     return category == "codes" and len(tokenize(term.casefold(), lang)) > 1
 
 
+def measure(word: str, lang: str = "en") -> bool:
+    """A number joined to units, common words or other numbers: a duration, range or date
+    ("24-hour", "3-year-old", "10-20mg", "15-Mar-2024"), no term. Its shape made it a code,
+    and wordfreq splitting it exempted it from the common-English test (:func:`_split_code`)."""
+    first, *rest = re.split(r"[-_]", word)
+    return bool(rest) and bool(_NUMBER.fullmatch(first)) and all(
+        _NUMBER.fullmatch(p) or _QUANTITY.fullmatch(p) or p.casefold() in _MONTHS or general_zipf(p, lang) >= COMMON_ZIPF
+        for p in rest
+    )
+
+
 def general_zipf(word: str, lang: str = "en") -> float:
     """Zipf frequency of ``word`` in the general language ``lang`` (wordfreq; 0 for unseen words)."""
     from wordfreq import zipf_frequency
@@ -208,12 +225,14 @@ def score_candidates(
             k = key(w)
             docs_of.setdefault(k, set()).add(d.doc_id)
             forms = forms_of.setdefault(k, {})
+            w = unicodedata.normalize("NFC", w)  # one spelling, however the text composed its accents
             forms[w] = forms.get(w, 0) + 1
         task.advance()
     out: list[Candidate] = []
+    everywhere: list[str] = []  # would be candidates but for BOILERPLATE_SHARE
     most = len(documents) * BOILERPLATE_SHARE if len(documents) >= BOILERPLATE_MIN_DOCS else len(documents)
     for k, doc_set in docs_of.items():
-        if len(doc_set) < min_count or len(doc_set) > most:
+        if len(doc_set) < min_count:
             continue
         forms = sorted(forms_of[k].items(), key=lambda kv: -kv[1])
         term = forms[0][0]
@@ -222,6 +241,8 @@ def score_candidates(
         category, unusual = shape(term)
         if category == "jargon" and len(term) < MIN_JARGON_LENGTH:
             continue
+        if category == "codes" and measure(term, lang):
+            continue
         zipf = general_zipf(term, lang)
         # A heading in capitals ("CAUTION") is the word; an acronym is short ("API" stays one).
         as_word = category == "jargon" or (term.isalpha() and term.isupper() and len(term) >= CAPITALISED_WORD_LENGTH)
@@ -229,6 +250,9 @@ def score_candidates(
             continue
         pieces = tokenizer.convert_ids_to_tokens(running_text_ids(tokenizer, term))
         if category == "jargon" and len(pieces) < (MIN_PIECES if zipf > 0 else 2):
+            continue
+        if len(doc_set) > most:
+            everywhere.append(term)
             continue
         parts = {
             "frequency": math.log2(len(doc_set)),
@@ -240,6 +264,10 @@ def score_candidates(
             term=term, category=category, score=sum(parts.values()), parts=parts, documents=len(doc_set),
             occurrences=sum(c for _, c in forms), zipf=zipf, pieces=pieces, forms=[f for f, _ in forms],
         ))
+    if everywhere:  # often the corpus's own subject (its product): the user should hear of it
+        hooks.message(f"left out {counted(len(everywhere), 'word')} used in more than {BOILERPLATE_SHARE:.0%} of the "
+                      f"documents (boilerplate, or the corpus's whole subject): {', '.join(sorted(everywhere)[:5])}; "
+                      "a term among them tells no documents apart, but add it to a terms file (--terms) to train it")
     if not out:
         raise MiningError(
             f"no candidate domain terms in {counted(len(documents), 'document')}: no word used in >= {counted(min_count, 'document')} "

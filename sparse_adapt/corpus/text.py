@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from sparse_adapt.data import DataError, Document
 
-WORD = re.compile(r"[^\W_]+(?:[-_][^\W_]+)*")
+# Combining marks (U+0300-036F and the other combining blocks) are no \w: a decomposed (NFD)
+# "Mu\u0308ller" split into "Mu" and "ller", and "ller-Thurgau" became a term of its own.
+_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+# A comma between digits joins a chemical locant list to its name ("2,4-dichlorophenoxyacetic"):
+# split there, the fragment "4-dichlorophenoxyacetic" was mined as a term.
+_CHAR = rf"(?:[^\W_]|[{_MARKS}])"  # a letter, a digit or a mark on one
+WORD = re.compile(rf"[^\W_]{_CHAR}*(?:(?:[-_]|(?<=\d),(?=\d))[^\W_]{_CHAR}*)*")
 # A sentence ends at . ! ? followed by white space, except after a lone capital letter: an
 # initial or an abbreviated genus ("E. coli", "S. piceovorax", "J. Smith") continues the
 # sentence. Other abbreviations ("approx.", "Dr.") still split, which only shortens a context.
@@ -71,7 +78,7 @@ def sentences(text: str, unbroken: Sequence[str] = ()) -> list[str]:
     dotted = tuple(t for t in unbroken if t.endswith("."))
     if not dotted:
         return parts
-    ends_in_term = re.compile(rf"(?<![\w-])(?:{spellings(dotted)})$", re.IGNORECASE)
+    ends_in_term = re.compile(rf"(?<![\w{_MARKS}-])(?:{spellings(dotted)})$", re.IGNORECASE)
     out: list[str] = []
     for part in parts:
         if out and ends_in_term.search(out[-1]):
@@ -88,26 +95,36 @@ def dotted_terms(groups: Sequence["TermGroup"]) -> tuple[str, ...]:
 
 def spellings(terms: tuple[str, ...]) -> str:
     # Spellings of one term: its key and its forms. IGNORECASE does not casefold, so the key of
-    # "Spaltmaß" ("spaltmass") alone never matched the corpus's own spelling.
-    return "|".join(re.escape(t) for t in sorted(set(terms), key=lambda t: (-len(t), t)))
+    # "Spaltmaß" ("spaltmass") alone never matched the corpus's own spelling. Each in its
+    # composed and decomposed Unicode form: "Müller" typed (NFC) and "Mu\u0308ller" pasted from
+    # a PDF (NFD) are one spelling to a reader.
+    forms = {unicodedata.normalize(nf, t) for t in terms for nf in ("NFC", "NFD")}
+    return "|".join(re.escape(t) for t in sorted(forms, key=lambda t: (-len(t), t)))
+
+
+def bounded(alternation: str) -> str:
+    """``alternation`` (of :func:`spellings`) as a whole word: no letter, digit, mark or
+    joiner before it, no letter, digit or mark after it, nor a joiner leading into a word."""
+    return rf"(?<![\w{_MARKS}-])(?:{alternation})(?![\w{_MARKS}]|-\w)"
 
 
 def term_pattern(*terms: str) -> re.Pattern:
     """Case-insensitive occurrences of any of ``terms`` (spellings of one term) as a whole
     word (joiners count as word)."""
-    return re.compile(rf"(?<![\w-])(?:{spellings(terms)})(?![\w]|-\w)", re.IGNORECASE)
+    return re.compile(bounded(spellings(terms)), re.IGNORECASE)
 
 
 def loose_term_pattern(*terms: str) -> re.Pattern:
     """:func:`term_pattern` plus the term's plural and the term joined into a compound
     ("quorvexes", "quorvex-based", "non-quorvex"); not a longer word it begins ("config" in
     "configuration")."""
-    return re.compile(rf"(?<![^\W_])(?:{spellings(terms)})(?:e?s)?(?![^\W_])", re.IGNORECASE)
+    return re.compile(rf"(?<![^\W_]|[{_MARKS}])(?:{spellings(terms)})(?:e?s)?(?![^\W_]|[{_MARKS}])", re.IGNORECASE)
 
 
 def key(term: str) -> str:
-    """One key per term whatever its case: ``Velotraxin`` and ``velotraxin`` are one term."""
-    return term.casefold()
+    """One key per term whatever its case or Unicode composition: ``Velotraxin`` and
+    ``velotraxin`` are one term, and so are a composed and a decomposed ``Müller``."""
+    return unicodedata.normalize("NFC", term.casefold())
 
 
 @dataclass

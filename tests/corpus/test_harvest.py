@@ -161,3 +161,16 @@ def test_a_definition_pattern_finds_a_term_whose_key_is_another_spelling():
             Document("g2", "A Spaltmaß is the gap between the shaft and its seal.")]
     [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Spaltmaß"]}))
     assert entry["definition"] == "the gap between the shaft and its seal"
+
+
+def test_a_long_context_sentence_is_cut_around_the_term_not_before_it():
+    from sparse_adapt.corpus.harvest import MAX_DEFINITION_WORDS
+
+    lead = " ".join(f"w{i}" for i in range(46))  # 46 words before the term: a cut at 40 lost it
+    docs = [Document("a", f"{lead} then Kryzel restarts the replication job."),
+            Document("b", "Kryzel and friends walk in the park today.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Kryzel"]}))
+    assert entry["harvested"]["definition"] == "a: context"
+    words = entry["definition"].split()
+    assert len(words) == MAX_DEFINITION_WORDS and "Kryzel" in words
+    assert words[-1] == "job" and words[0] == "w12"  # the window ends with the sentence: 40 words from w12

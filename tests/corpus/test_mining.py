@@ -207,5 +207,51 @@ def test_a_code_is_not_dropped_for_the_frequency_of_its_parts(tokenizer):
     docs = [Document(f"c{i}", f"Serum IL-6 rose on day {i} while the fever of the patient persisted.") for i in range(3)]
     assert "IL-6" in [c.term for c in mine_terms(docs, tokenizer)]
     words = [Document(f"w{i}", f"The cat-flap {i} opens onto the garden path.") for i in range(3)]
-    with pytest.raises(MiningError):  # a joined pair of common words stays common
+    with pytest.raises(MiningError, match="no candidate domain terms"):  # a joined pair of common words stays common
         mine_terms(words, tokenizer)
+
+
+def test_durations_ranges_and_dates_are_no_codes(tokenizer):
+    """A number joined to a common word, a unit, a month or a number looks like a code by its
+    shape, and wordfreq splitting it spared it the common-English test."""
+    texts = ["A 24-hour soak test of the XR-7200 ran on 15-Mar-2024 with 10-20mg doses for a 3-year-old rig.",
+             "The XR-7200 passed its 24-hour burn-in on 15-Mar-2024; 10-20mg doses, 3-year-old rig."]
+    mined = _mined(tokenizer, texts)
+    assert "XR-7200" in mined
+    assert not mined & {"24-hour", "15-Mar-2024", "10-20mg", "3-year-old"}
+
+
+def test_a_decomposed_accent_keeps_its_word_whole_and_one_spelling(tokenizer):
+    """NFD text ("Mu" + U+0308 + "ller") split at the mark: "ller-Thurgau" became a term."""
+    import unicodedata
+
+    nfc = "Müller-Thurgau"
+    nfd = unicodedata.normalize("NFD", nfc)
+    assert nfd != nfc
+    docs = [Document("a", f"{nfc} ripens early on the slope."), Document("b", f"Growers prize {nfd} for aroma."),
+            Document("c", f"{nfd} needs a cool cellar."), Document("d", "The tractor was serviced.")]
+    cands = [c for c in mine_terms(docs, tokenizer) if "thurgau" in c.term.casefold()]
+    assert [(c.term, c.forms, c.documents) for c in cands] == [(nfc, [nfc], 3)]
+    from sparse_adapt.corpus.text import locate_terms
+
+    (group,) = locate_terms(docs, {"jargon": [nfc]})
+    assert group.doc_ids == ["a", "b", "c"]  # the composed spelling finds the decomposed text
+
+
+def test_a_chemical_locant_list_stays_with_its_name(tokenizer):
+    texts = [f"Plot {i} was exposed to 2,4-dichlorophenoxyacetic acid in spring." for i in range(3)]
+    mined = _mined(tokenizer, texts)
+    assert "2,4-dichlorophenoxyacetic" in mined and "4-dichlorophenoxyacetic" not in mined
+
+
+def test_a_term_in_nearly_every_document_is_named_when_left_out(tokenizer):
+    """A single-product corpus names its product everywhere: the boilerplate rule drops it,
+    and the user hears which words went, not silence."""
+    from sparse_adapt.progress import Hooks
+
+    said = []
+    docs = [Document(f"d{i}", f"The Orbitrex pump must be primed before run {i}; check the {'quillon' if i < 2 else 'main'} seal.")
+            for i in range(9)] + [Document("x", "The quillon seal was replaced.")]
+    terms = [c.term for c in mine_terms(docs, tokenizer, hooks=Hooks(message=said.append))]
+    assert "Orbitrex" not in terms and "quillon" in terms
+    assert [m for m in said if "more than 80% of the documents" in m and "Orbitrex" in m]
