@@ -136,6 +136,9 @@ class TermGroup:
     category: str
     doc_ids: list[str] = field(default_factory=list)  # documents using it, corpus order
     seen: dict[str, int] = field(default_factory=dict)  # surface form in the corpus -> count
+    # Documents naming it in any form, its plural and compounds too ("Gatrocraptics",
+    # "XR-7200-based"): what pseudo-labels go by, since such a document is about the term.
+    named_in: list[str] = field(default_factory=list)
 
     @property
     def display(self) -> str:
@@ -187,15 +190,17 @@ def locate_terms(
 def regroup(groups: Sequence[TermGroup], documents: Sequence[Document]) -> list[TermGroup]:
     """``groups`` located again in ``documents`` (the part of each the model reads); a term
     these texts no longer hold keeps its group, with no documents."""
-    out = [dataclasses.replace(g, doc_ids=[], seen={}) for g in groups]
+    out = [dataclasses.replace(g, doc_ids=[], seen={}, named_in=[]) for g in groups]
     for g in out:
-        pattern = g.pattern
+        pattern, loose = g.pattern, loose_term_pattern(g.key, *g.forms)
         for d in documents:
             found = pattern.findall(d.text)
             if found:
                 g.doc_ids.append(d.doc_id)
                 for f in found:
                     g.seen[f] = g.seen.get(f, 0) + 1
+            if found or loose.search(d.text):
+                g.named_in.append(d.doc_id)
     return out
 
 
@@ -209,9 +214,11 @@ def window(tokens: Sequence[str], center: int, size: int, start_offset: int) -> 
 
 
 def doc_terms(groups: Sequence[TermGroup]) -> dict[str, set[str]]:
-    """doc_id -> the keys of the domain terms it uses (documents using none are absent)."""
+    """doc_id -> the keys of the domain terms it names, plurals and compounds included
+    (``TermGroup.named_in``; documents naming none are absent). A document naming a term only
+    as "Gatrocraptics" was labelled unrelated to every query about it (capped at 0)."""
     out: dict[str, set[str]] = {}
     for g in groups:
-        for d in g.doc_ids:
+        for d in g.named_in:
             out.setdefault(d, set()).add(g.key)
     return out

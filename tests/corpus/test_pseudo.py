@@ -239,3 +239,17 @@ def test_make_train_says_which_terms_occur_only_past_what_the_model_reads(tiny_b
     assert [m for m in said if "only past" in m] == [
         f"warning: 1 term (Quorbel) occurs only past the first {tiny_bert.max_length('document')} pieces of their "
         "documents, which the model reads: no query names it; split the documents into passages"]
+
+
+def test_a_document_naming_the_term_only_in_its_plural_is_labelled_as_naming_it():
+    """A plural ("Zentrofaxes") escapes the whole-word pattern: that document was capped at 0,
+    unrelated, for every query about the term, and counted as no sibling."""
+    from sparse_adapt.corpus.text import doc_terms
+
+    docs = [*DOCS, Document("d6", "Both Zentrofaxes were flushed after the coolant leak."),
+            Document("d7", "A zentrofax-based loop needs fewer valves.")]
+    groups = locate_terms(docs, TERMS)
+    assert groups[0].doc_ids == ["d1", "d2", "d3"]  # the whole-word uses, as every other step reads them
+    terms_of = doc_terms(groups)
+    assert terms_of["d6"] == terms_of["d7"] == {"zentrofax"} and "d4" not in terms_of
+    assert term_consistent([10.0, -5.0, -6.0, 3.0], ["d1", "d6", "d7", "d4"], terms_of) == [10.0, SIBLING_FLOOR, SIBLING_FLOOR, 0.0]
