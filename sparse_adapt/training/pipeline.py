@@ -193,7 +193,7 @@ def run_pipeline(
     data = _load_inputs(**paths)  # validate every input before any training or writing
     if "distill" in names:
         check_validation_choice(data.train, flat_terms(data.terms), cfg.distill.valid_fraction,
-                                None if valid is None else str(valid))
+                                None if valid is None else str(valid), data.valid)
     if "dictionary" in names:
         stray = stray_entries(data)
         if stray:

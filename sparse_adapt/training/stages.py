@@ -33,7 +33,7 @@ from sparse_adapt.training.masking import mask_tokens, occurrences, span_occurre
 from sparse_adapt.training.mlm_data import CorpusTexts, ListTexts, TextSource, WindowedTexts, plan_epoch, token_lengths
 from sparse_adapt.training.reference import ReferenceVectors, load_reference
 from sparse_adapt.training.template import render_entry
-from sparse_adapt.training.validation import EpochSelector, ValidationSet, split_valid
+from sparse_adapt.training.validation import EpochSelector, ValidationSet, shared_positives, split_valid
 
 
 @dataclass
@@ -231,7 +231,10 @@ class DistillStage(Stage):
         examples, valid = ctx.data.train, ctx.data.valid
         if valid is None and cfg.valid_fraction > 0:
             examples, valid = split_valid(examples, cfg.valid_fraction, ctx.seed, terms)
-            ctx.hooks.message(f"distill: {len(valid)} of {len(ctx.data.train)} training queries held out for validation")
+            shared = shared_positives(examples, valid)
+            ctx.hooks.message(f"distill: {len(valid)} of {len(ctx.data.train)} training queries held out for validation"
+                              + (f" ({shared} of them share a positive document with a training query: the split is "
+                                 "by query, so the objective partly rewards remembering those documents)" if shared else ""))
         if not examples:
             raise ConfigError("distill: no training query left after holding out the validation queries")
         extra = []

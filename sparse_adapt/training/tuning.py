@@ -6,7 +6,8 @@ the distill settings of :data:`SEARCH_SPACE` (TPE sampler, seeded), runs the dis
 from that checkpoint in memory with validation after every epoch, and reports the
 selection objective (``validation.py``) per epoch, so the median pruner stops a trial whose
 objective trails the other trials' at the same epoch. A trial's value is its best epoch's
-objective. Writes ``OUT/best.toml`` (the whole config with the best trial's values, which
+objective. Trial 0 runs the config's own values (those inside the space): the baseline, so
+``best.toml`` is never a study's worse-than-default pick without saying so. Writes ``OUT/best.toml`` (the whole config with the best trial's values, which
 ``train --config`` accepts), ``OUT/trials.md`` and ``OUT/trials.json`` (every trial) and
 ``OUT/trials/<n>.jsonl`` (each trial's training log).
 
@@ -119,7 +120,7 @@ def run_tuning(
         raise ConfigError("tune needs validation queries: pass --valid FILE or --valid-fraction F "
                           "(or set distill.valid_fraction > 0 in --config)")
     check_validation_choice(data.train, flat_terms(data.terms), cfg.distill.valid_fraction,
-                            None if data.valid is None else str(valid_path or "FILE"))
+                            None if data.valid is None else str(valid_path or "FILE"), data.valid)
     if trials < 1:
         raise ConfigError(f"--trials must be >= 1, got {trials}")
     if not 0 <= seed < 2**32:  # the TPE sampler's range; found only after the prefix trained
@@ -131,6 +132,10 @@ def run_tuning(
         in_effect = recommended_in_effect(cfg, base, sections=("distill",))  # the prefix run says its own stages'
         if in_effect:
             hooks.message(f"settings recommended for {base}: {in_effect} (a key in --config overrides it)")
+        if cfg.distill.interpolate > 0:
+            hooks.message(f"warning: distill.interpolate {cfg.distill.interpolate:g}: trials are scored before the "
+                          "interpolation that train applies to its final model, so their objectives describe the "
+                          "distilled model, not the one train delivers")
         start = prefix(out / "prefix") if prefix is not None else Path(base)
         # A rerun is a new study (no resume): the last one's trials and results go, so that none of
         # them can pass for this study's, even when it is stopped early.
@@ -162,6 +167,9 @@ def run_tuning(
             ctx = StageContext(
                 data=data, config=trial_cfg, seed=int(seed) + ORDER.index("distill"), log=log, reference=reference,
                 on_validation=report,
+                # The stage's own lines (the split, a validation set without control queries) once:
+                # the data, and so what they say, is the same in every trial.
+                hooks=hooks if trial.number == 0 else SILENT,
             )
             # Trials are named by Optuna's number (from 0), as in trials.md, trials.json and best.toml.
             hooks.message(f"tune: trial {trial.number} ({trial.number + 1} of {trials}): " + " ".join(f"{k}={v:.3g}" for k, v in values.items()))
@@ -189,7 +197,10 @@ def run_tuning(
             hooks.message(f"tune: trial {trial.number} {rows[-1]['state']}, objective "
                           f"{'-' if trial.value is None else signed(trial.value, 4)}{failure}")
 
-        usage = "sparse-adapt train --config best.toml" + (f" --valid {valid_path}" if valid_path is not None else "")
+        # The base and the seed as the study had them: train's defaults (offline-minilm, 0) make
+        # another prefix and, with a valid_fraction, another validation split.
+        usage = (f"sparse-adapt train --base {base} --seed {seed} --config best.toml"
+                 + (f" --valid {valid_path}" if valid_path is not None else ""))
 
         def write_results(study: "optuna.Study", finished: bool) -> dict | None:
             """best.toml and trials.json for the trials so far (None: none completed)."""
@@ -199,13 +210,18 @@ def run_tuning(
             best = max(complete, key=lambda t: t.value)  # the first of equals, as study.best_trial
             best_cfg = with_distill(cfg, {k: best.params[k] for k in space})
             so_far = "" if finished else " so far (the study did not finish)"
+            baseline = next((t for t in complete if t.number == 0 and enqueued), None)
+            versus = ("" if baseline is None else " = the config's own values: no trial beat them" if best is baseline
+                      else f", the config's own values {signed(baseline.value, 4)}")
             header = (f"sparse-adapt tune: best of {len(complete)} completed trials{so_far} (trial {best.number}, objective "
-                      f"{signed(best.value, 4)}, seed {seed}); use with: {usage}")
+                      f"{signed(best.value, 4)}{versus}, seed {seed}); use with: {usage}")
             write_atomic(out / "best.toml", config_to_toml(best_cfg, header))
             summary = {"best_trial": best.number, "best_value": best.value, "best_params": best.params, "seed": seed,
                        "start": str(start), "base": str(base), "finished": finished,
                        "valid": None if valid_path is None else str(valid_path),
-                       "valid_fraction": cfg.distill.valid_fraction, "usage": usage, "trials": rows}
+                       "valid_fraction": cfg.distill.valid_fraction, "usage": usage,
+                       "baseline_trial": 0 if enqueued else None,
+                       "space": {k: dataclasses.asdict(r) for k, r in space.items()}, "trials": rows}
             write_atomic(out / "trials.json", json.dumps(summary, indent=2) + "\n")
             return summary
 
@@ -217,6 +233,14 @@ def run_tuning(
             # Judge a trial only after 2 complete ones and 2 of its own epochs: early epochs are noisy.
             pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2),
         )
+        # Trial 0 runs the config's own values (those inside the space): the baseline a tuned
+        # best.toml must beat, or the study says that none did. A value outside its range (a
+        # weight of 0 on a log scale) is left to the sampler.
+        own = {k: float(getattr(cfg.distill, k)) for k, r in space.items()
+               if r.low <= float(getattr(cfg.distill, k)) <= r.high}
+        enqueued = bool(own)
+        if enqueued:
+            study.enqueue_trial(own)
         # A trial whose loss or gradient goes non-finite is an outcome of its values (an lr too
         # high), recorded as failed; the study goes on with the others.
         study.optimize(objective, n_trials=trials, callbacks=[record], catch=(NonFiniteError,))

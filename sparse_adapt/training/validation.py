@@ -69,18 +69,30 @@ def split_valid(
 
 
 def check_validation_choice(
-    examples: Sequence[TrainExample], terms: Sequence[str], fraction: float, valid_file: str | None
+    examples: Sequence[TrainExample], terms: Sequence[str], fraction: float, valid_file: str | None,
+    valid: Sequence[TrainExample] | None = None,
 ) -> None:
     """Before any training, where the distill stage's validation queries come from: a file
     (``valid_file``, its name; None: none given) or ``fraction`` of ``examples``, not both (the
     file would win silently); a fraction must hold out at least one query (the split's size
-    does not depend on the seed), or validation would silently not happen."""
+    does not depend on the seed), or validation would silently not happen. The file's queries
+    (``valid``) must not be training queries: ``--valid train.jsonl`` scored, and selected
+    epochs and trials by, what the model was distilled on."""
     from sparse_adapt.errors import ConfigError
 
     if valid_file is not None:
         if fraction > 0:
             raise ConfigError(f"--valid and distill.valid_fraction {fraction:g} both choose the validation queries: "
                               f"give one (--valid {valid_file})")
+        trained = {_query_key(ex.query): ex.qid for ex in examples}
+        qids = {ex.qid for ex in examples}
+        again = [ex for ex in valid or () if ex.qid in qids or _query_key(ex.query) in trained]
+        if again:
+            ex = again[0]
+            same = f"qid {ex.qid!r}" if ex.qid in qids else f"{ex.qid!r}, the text of training query {trained[_query_key(ex.query)]!r}"
+            raise ConfigError(f"--valid {valid_file}: {len(again)} of its {len(valid)} queries are training queries too "
+                              f"(e.g. {same}); validation must hold queries the model is not trained on "
+                              "(or use --valid-fraction / distill.valid_fraction to hold some out)")
     elif fraction > 0 and not split_valid(examples, fraction, 0, terms)[1]:
         raise ConfigError(f"distill.valid_fraction {fraction:g} of {len(examples)} training queries holds out none "
                           "(each query kind keeps one for training): raise it, or give --valid FILE")
@@ -221,3 +233,18 @@ class EpochSelector:
         if self._best_state is not None:
             self.splade.load_state_dict(self._best_state)
         return sel
+
+
+def _query_key(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def shared_positives(train: Sequence[TrainExample], valid: Sequence[TrainExample]) -> int:
+    """How many ``valid`` queries have a teacher-positive document that is a positive of a
+    ``train`` query too: a split by query leaves them, and the objective then partly rewards
+    remembering those documents rather than reading new queries."""
+    def positives(ex: TrainExample) -> set[str]:
+        return {d for d, s in zip(ex.doc_ids, ex.teacher_scores) if teacher_grade(s) > 0}
+
+    trained = set().union(*(positives(ex) for ex in train)) if train else set()
+    return sum(1 for ex in valid if positives(ex) & trained)

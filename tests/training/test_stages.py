@@ -32,6 +32,13 @@ TRAIN = [
     {"qid": "q2", "query": "install the agent", "doc_ids": ["d2", "d1"],
      "doc_texts": [DOCS[1]["text"], DOCS[0]["text"]], "teacher_scores": [10.0, -8.0]},
 ]
+# Validation queries held out of TRAIN (their own ids and texts, the same documents).
+VALID = [
+    {"qid": "v1", "query": "tracking corporate spending", "doc_ids": ["d1", "d2"],
+     "doc_texts": [DOCS[0]["text"], DOCS[1]["text"]], "teacher_scores": [10.0, -8.0]},
+    {"qid": "v2", "query": "agent installation", "doc_ids": ["d2", "d3"],
+     "doc_texts": [DOCS[1]["text"], DOCS[2]["text"]], "teacher_scores": [10.0, -8.0]},
+]
 DICTIONARY = [
     {"term": "Zorblatt", "definition": "the tracking of corporate spending", "examples": ["Zorblatt metrics", "a Zorblatt review"]},
     {"term": "API", "definition": "an application programming interface", "examples": ["the API docs"]},
@@ -65,6 +72,12 @@ def inputs(tmp_path) -> dict:
         "dictionary": _jsonl(tmp_path / "dict.jsonl", DICTIONARY),
         "train": _jsonl(tmp_path / "train.jsonl", TRAIN),
     }
+
+
+@pytest.fixture
+def valid_file(tmp_path) -> Path:
+    """VALID as a --valid file."""
+    return _jsonl(tmp_path / "valid.jsonl", VALID)
 
 
 class Messages(list):

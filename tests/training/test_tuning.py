@@ -8,22 +8,25 @@ from pathlib import Path
 import pytest
 
 from sparse_adapt.cli import main
-from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
+from sparse_adapt.data import TrainExample, load_dictionary, load_domain_terms, load_train
 from sparse_adapt.errors import ConfigError, OutputError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.training import validation as validation_mod
 from sparse_adapt.training.config import load_config
 from sparse_adapt.training.stages import TrainData
 from sparse_adapt.training.tuning import Range, run_tuning, trials_table
-from tests.training.test_stages import SMALL, Messages, inputs, tiny_dir  # noqa: F401 (fixtures)
+from tests.training.test_stages import SMALL, VALID, Messages, inputs, tiny_dir, valid_file  # noqa: F401 (fixtures)
 
 SPACE = {"lr": Range(1e-4, 1e-2), "pres": Range(0.1, 10.0)}
 
 
 def _data(inputs, valid=True) -> TrainData:
-    train = load_train(inputs["train"])
-    return TrainData(Path(inputs["corpus"]), load_domain_terms(inputs["terms"]),
-                     load_dictionary(inputs["dictionary"]), train, valid=train if valid else None)
+    return TrainData(Path(inputs["corpus"]), load_domain_terms(inputs["terms"]), load_dictionary(inputs["dictionary"]),
+                     load_train(inputs["train"]), valid=[_example(row) for row in VALID] if valid else None)
+
+
+def _example(row: dict) -> TrainExample:
+    return TrainExample(row["qid"], row["query"], tuple(row["doc_ids"]), tuple(row["doc_texts"]), tuple(row["teacher_scores"]))
 
 
 def _config(tmp_path, epochs=4):
@@ -64,9 +67,10 @@ def test_tune_with_the_same_seed_samples_the_same_trials(tiny_dir, inputs, tmp_p
                        config=_config(tmp_path, epochs=1), space=SPACE) for i in range(2)]
     assert [r["params"] for r in runs[0]["trials"]] == [r["params"] for r in runs[1]["trials"]]
     assert [r["value"] for r in runs[0]["trials"]] == pytest.approx([r["value"] for r in runs[1]["trials"]])
-    other = run_tuning(_data(inputs), tmp_path / "s8", str(tiny_dir), trials=1, seed=8,
+    other = run_tuning(_data(inputs), tmp_path / "s8", str(tiny_dir), trials=2, seed=8,
                        config=_config(tmp_path, epochs=1), space=SPACE)
-    assert other["trials"][0]["params"] != runs[0]["trials"][0]["params"]  # the seed is the sampler's
+    assert other["trials"][0]["params"] == runs[0]["trials"][0]["params"]  # trial 0: the config's own values
+    assert other["trials"][1]["params"] != runs[0]["trials"][1]["params"]  # the seed is the sampler's
 
 
 def test_tune_without_validation_queries_is_refused(tiny_dir, inputs, tmp_path):
@@ -187,17 +191,21 @@ def test_a_trial_that_goes_non_finite_fails_alone_and_the_study_goes_on(tiny_dir
     assert summary["trials"][1]["failure"] == "distill: the loss is nan at step 1"
 
 
-def test_a_rerun_is_a_new_study_and_best_toml_names_the_valid_file(tiny_dir, inputs, tmp_path, monkeypatch):
+def test_a_rerun_is_a_new_study_and_best_toml_names_the_valid_file(tiny_dir, inputs, valid_file, tmp_path, monkeypatch):
     """A rerun with fewer trials once left the last study's trials/N.jsonl, and its best.toml
     beside the new trials.md; best.toml's usage line dropped the --valid train needs."""
     out = tmp_path / "study"
     run_tuning(_data(inputs), out, str(tiny_dir), trials=3, seed=0, config=_config(tmp_path, epochs=1), space=SPACE,
-               valid_path=inputs["train"])
+               valid_path=valid_file)
     assert sorted(p.name for p in (out / "trials").iterdir()) == ["0.jsonl", "1.jsonl", "2.jsonl"]
-    usage = f"use with: sparse-adapt train --config best.toml --valid {inputs['train']}"
+    # the base and seed too: train's defaults (offline-minilm, seed 0) would make another prefix
+    usage = f"use with: sparse-adapt train --base {tiny_dir} --seed 0 --config best.toml --valid {valid_file}"
     assert usage in (out / "best.toml").read_text(encoding="utf-8")
     summary = json.loads((out / "trials.json").read_text())
-    assert summary["valid"] == str(inputs["train"]) and summary["finished"] is True
+    assert summary["valid"] == str(valid_file) and summary["finished"] is True
+    own = _config(tmp_path, epochs=1).distill  # trial 0 is the config's own values: the baseline
+    assert summary["baseline_trial"] == 0 and summary["trials"][0]["params"] == {"lr": own.lr, "pres": own.pres}
+    assert summary["space"] == {"lr": {"low": 1e-4, "high": 1e-2, "log": True}, "pres": {"low": 0.1, "high": 10.0, "log": True}}
 
     # Stopped during its second trial: the first one's results stand, marked unfinished.
     calls = iter(range(100))
@@ -237,3 +245,15 @@ def test_a_study_directory_in_use_is_refused(tiny_dir, inputs, tmp_path):
         with pytest.raises(LockError, match="in use by another sparse-adapt process"):
             run_tuning(_data(inputs), out, str(tiny_dir), trials=1, config=_config(tmp_path, epochs=1), space=SPACE)
     assert not (out / "trials").exists()
+
+
+def test_tune_says_the_stages_lines_once_and_warns_of_interpolation(tiny_dir, inputs, tmp_path):
+    """The distill stage's lines (the split) were silent in tune; said once, not per trial."""
+    path = tmp_path / "start.json"
+    path.write_text(json.dumps({**SMALL, "distill": {**SMALL["distill"], "epochs": 1, "valid_fraction": 0.5,
+                                                     "interpolate": 0.3}}))
+    said = Messages()
+    run_tuning(_data(inputs, valid=False), tmp_path / "s", str(tiny_dir), trials=2, seed=0, config=load_config(path),
+               space=SPACE, hooks=said.hooks())
+    assert [m for m in said if "held out for validation" in m] == ["distill: 1 of 2 training queries held out for validation"]
+    assert any(m.startswith("warning: distill.interpolate 0.3: trials are scored before the interpolation") for m in said)

@@ -19,7 +19,7 @@ from sparse_adapt.training.pipeline import run_pipeline
 from sparse_adapt.training.validation import (
     ValidationSet, objective, query_kind, select_epoch, split_valid, teacher_grade,
 )
-from tests.training.test_stages import SMALL, inputs, tiny_dir  # noqa: F401 (fixtures)
+from tests.training.test_stages import SMALL, inputs, tiny_dir, valid_file  # noqa: F401 (fixtures)
 
 
 def _ex(qid: str, query: str, positive: str, negative: str = "an unrelated text") -> TrainExample:
@@ -120,7 +120,7 @@ def test_validation_measures_each_kind_s_ndcg_as_worked_by_hand():
     assert only_control.measure(TableEncoder(table)) == {"domain": None, "control": pytest.approx(1.0)}
 
 
-def test_distill_keeps_the_best_epoch_and_stops_early(tiny_dir, inputs, tmp_path, monkeypatch):
+def test_distill_keeps_the_best_epoch_and_stops_early(tiny_dir, inputs, valid_file, tmp_path, monkeypatch):
     # Scripted validation: reference, epoch 0, then epochs 1..; epoch 2 is best; patience 2
     # stops after epoch 4 of 6. The weights at the end must be epoch 2's.
     script = iter([0.5, 0.5, 0.55, 0.9, 0.6, 0.7, 0.99, 0.99])
@@ -132,8 +132,7 @@ def test_distill_keeps_the_best_epoch_and_stops_early(tiny_dir, inputs, tmp_path
         return {"domain": value, "control": 1.0}
 
     monkeypatch.setattr(validation_mod.ValidationSet, "measure", measure)
-    valid = tmp_path / "valid.jsonl"
-    valid.write_text(inputs["train"].read_text(encoding="utf-8"), encoding="utf-8")
+    valid = valid_file
     cfg = {**SMALL, "distill": {**SMALL["distill"], "epochs": 6, "patience": 2}}
     final = run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("extend", "distill"),
                          config=config_from_dict(cfg), seed=0, valid=valid, **inputs)
@@ -150,14 +149,13 @@ def test_distill_keeps_the_best_epoch_and_stops_early(tiny_dir, inputs, tmp_path
     assert not torch.equal(kept, seen[5])
 
 
-def test_crash_mid_distill_resumes_the_selection_with_its_history(tiny_dir, inputs, tmp_path, monkeypatch):
+def test_crash_mid_distill_resumes_the_selection_with_its_history(tiny_dir, inputs, valid_file, tmp_path, monkeypatch):
     # Validation after every epoch, a checkpoint after every step, a crash in epoch 3: the
     # rerun must log and keep what an uninterrupted run does (same records, same epoch kept,
     # same weights), not re-measure "epoch 0" on the resumed model or forget epochs 1-2.
     from sparse_adapt.training import loop as loop_mod
 
-    valid = tmp_path / "valid.jsonl"
-    valid.write_text(inputs["train"].read_text(encoding="utf-8"), encoding="utf-8")
+    valid = valid_file
     cfg = config_from_dict({**SMALL, "distill": {**SMALL["distill"], "epochs": 4, "checkpoint_every": 1}})
     run = dict(base=str(tiny_dir), stages=("extend", "distill"), config=cfg, seed=0, valid=valid, **inputs)
 
@@ -220,7 +218,7 @@ def test_a_config_file_s_settings_this_run_cannot_use_are_warned_about(tiny_dir,
     assert unused_settings(from_dict({}), ("extend",), validating=False) == []
 
 
-def test_a_stage_bounded_below_one_epoch_is_still_validated(tiny_dir, inputs, tmp_path, monkeypatch):
+def test_a_stage_bounded_below_one_epoch_is_still_validated(tiny_dir, inputs, valid_file, tmp_path, monkeypatch):
     """max_steps 1 of a longer epoch once ended distill with no validation at all: "kept epoch
     None of 0 (objective -inf)", and tune scored every trial -inf."""
     script = iter([0.5, 0.5, 0.8])  # reference, epoch 0, the cut epoch 1
@@ -229,8 +227,7 @@ def test_a_stage_bounded_below_one_epoch_is_still_validated(tiny_dir, inputs, tm
         return {"domain": next(script), "control": 1.0}
 
     monkeypatch.setattr(validation_mod.ValidationSet, "measure", measure)
-    valid = tmp_path / "valid.jsonl"
-    valid.write_text(inputs["train"].read_text(encoding="utf-8"), encoding="utf-8")
+    valid = valid_file
     cfg = {**SMALL, "distill": {**SMALL["distill"], "batch_size": 1, "max_steps": 1}}
     run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("distill",), config=config_from_dict(cfg),
                  seed=0, valid=valid, **inputs)
@@ -263,16 +260,43 @@ def test_a_valid_fraction_that_holds_out_no_query_stops_before_training(tiny_dir
 
 
 def test_a_validation_set_without_a_control_query_says_the_penalty_does_nothing(tiny_dir, inputs, tmp_path):
-    from tests.training.test_stages import DOCS, TRAIN, Messages, _jsonl
+    from tests.training.test_stages import DOCS, VALID, Messages, _jsonl
 
     control = {"qid": "c1", "query": "rain expected tomorrow", "doc_ids": ["x1", "d1"],
                "doc_texts": ["Rain is expected tomorrow morning in the north.", DOCS[0]["text"]],
                "teacher_scores": [10.0, -8.0]}
     said = {}
-    for name, rows in (("domain-only", TRAIN), ("both", [*TRAIN, control])):
+    for name, rows in (("domain-only", VALID), ("both", [*VALID, control])):
         buf = Messages()
         run_pipeline(base=str(tiny_dir), out=tmp_path / name, stages=("extend", "distill"), config=config_from_dict(SMALL),
                      seed=0, valid=_jsonl(tmp_path / f"{name}.jsonl", rows), hooks=buf.hooks(), **inputs)
         said[name] = [m for m in buf if "no validation query is a control" in m]
     assert len(said["domain-only"]) == 1 and "distill.control_penalty has no effect" in said["domain-only"][0]
     assert said["both"] == []
+
+
+def test_a_valid_file_holding_training_queries_is_refused(tiny_dir, inputs, tmp_path):
+    """``--valid train.jsonl`` selected epochs (and tune's trials) by queries the model was distilled on."""
+    from sparse_adapt.errors import ConfigError
+    from tests.training.test_stages import TRAIN, VALID, _jsonl
+
+    renamed = {**TRAIN[1], "qid": "v9", "query": "  Install the AGENT "}  # another id, the same query
+    for rows, example in (([*VALID, TRAIN[0]], "qid 'q1'"), ([renamed], "'v9', the text of training query 'q2'")):
+        with pytest.raises(ConfigError, match=rf"1 of its {len(rows)} queries are training queries too \(e.g. {example}\)"):
+            run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("extend", "distill"),
+                         config=config_from_dict(SMALL), seed=0, valid=_jsonl(tmp_path / "v.jsonl", rows), **inputs)
+        assert not (tmp_path / "run").exists()  # refused before anything is trained
+
+
+def test_a_split_by_query_says_how_many_held_out_queries_share_a_positive_with_training():
+    from sparse_adapt.training.validation import shared_positives
+
+    def ex(qid, positives, negatives=()):
+        docs = (*positives, *negatives)
+        return TrainExample(qid, qid, docs, docs, (*[10.0] * len(positives), *[-8.0] * len(negatives)))
+
+    train = [ex("t1", ["a", "b"]), ex("t2", ["c"], ["d"])]
+    # v1 shares a; v2's d is only a training negative; v3 shares nothing; v4 shares c
+    valid = [ex("v1", ["a"]), ex("v2", ["d"]), ex("v3", ["e"]), ex("v4", ["f", "c"])]
+    assert shared_positives(train, valid) == 2
+    assert shared_positives([], valid) == 0
