@@ -70,6 +70,9 @@ def _domain_rows(splade: SpladeEncoder) -> list[str]:
 def _stage_result(record: Mapping[str, Any]) -> str:
     if "added" in record:
         return f"added {', '.join(f'`{t}`' for t in record['added']) or 'no tokens'}; vocabulary {record.get('vocab_size')}"
+    if record.get("best_epoch") is not None:  # validated: the weights are the kept epoch's, not the last step's
+        return (f"kept epoch {record['best_epoch']} of {record.get('epochs_run')} by validation nDCG@10 on "
+                f"{len(record.get('valid_queries') or [])} queries (objective {record.get('best_objective', float('nan')):+.4f})")
     if isinstance(record.get("last"), dict):
         return "last step: " + ", ".join(f"{k} {v:.4g}" for k, v in record["last"].items() if isinstance(v, (int, float)))
     if record.get("final_epoch_loss") is not None:
@@ -85,6 +88,12 @@ def _evaluation(evaluation: Mapping[str, Mapping[str, float]] | None, records: l
         for name, values in evaluation.items():
             lines.append(f"| {name} | " + " | ".join(f"{values[m]:.4f}" if m in values else "" for m in metrics) + " |")
         lines.append("")
+    elif any(r.get("best_epoch") is not None for r in records):
+        lines += [
+            "This run measured retrieval only on its validation queries, to choose the distill epoch (below); "
+            "measure held-out queries with `sparse-adapt evaluate --model DIR --docs D --queries Q --qrels R`. "
+            "What the run recorded, per stage (`train_log.jsonl`):", "",
+        ]
     else:
         lines += [
             "This run measured no retrieval metrics (the training pipeline does not evaluate); "

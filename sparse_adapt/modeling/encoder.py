@@ -37,7 +37,7 @@ from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support, max_pieces
-from sparse_adapt.modeling.hub import model_directory
+from sparse_adapt.modeling.hub import model_directory, remote_code
 from sparse_adapt.modeling.interop import (
     sentence_transformers_lengths, sentence_transformers_mismatch, write_sentence_transformers_files,
 )
@@ -128,15 +128,21 @@ class SpladeEncoder(VectorMethods, nn.Module):
             path = model_directory(name, trust_remote_code)
             if not (path / "config.json").is_file():
                 raise ModelLoadError(f"{name} has no config.json: not a Hugging Face model directory")
-            if not any(path.glob("*.safetensors")):
-                # Said before transformers' own message, which for a pickle-only or weightless
-                # directory reads like a missing MLM head.
-                pickles = sorted(p.name for p in path.glob("*.bin"))
+            pickles = sorted(p.name for p in path.glob("*.bin"))
+            # Said before transformers' own message, which for a pickle-only or weightless
+            # directory reads like a missing MLM head. Beside pickles, only the model's own
+            # safetensors names count: an adapter's file is no model weights.
+            if not any(p.name == "model.safetensors" or p.name.startswith("model-") or not pickles
+                       for p in path.glob("*.safetensors")):
                 raise ModelLoadError(
                     f"{name} holds only pickle weights ({', '.join(pickles)}); sparse-adapt loads safetensors only: "
                     "re-save the model with save_pretrained(..., safe_serialization=True)" if pickles else
                     f"{name} holds no model weights (no *.safetensors file beside its config.json)"
                 )
+            remote = remote_code(path) if not trust_remote_code else None
+            if remote:
+                raise ModelLoadError(f"{name} needs Python code of its own ({remote}); sparse-adapt runs none unless "
+                                     "told to (trust_remote_code=True; --trust-remote-code where a command offers it)")
             mismatch = sentence_transformers_mismatch(path)
             if mismatch:
                 raise ModelLoadError(f"{name} is a sentence-transformers model that sparse-adapt would encode "

@@ -16,6 +16,7 @@ pushed adapted model kept its lengths and domain tokens only when loaded from a 
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from contextlib import contextmanager
@@ -149,3 +150,17 @@ def model_directory(name: str, trust_remote_code: bool = False) -> Path:
             raise ModelLoadError(f"cannot load {name!r}: no such local directory, and as a Hugging Face Hub id: "
                                  f"{hub.failure(first_line(e))}") from None
     return Path(snapshot)
+
+
+def remote_code(path: Path) -> str | None:
+    """What in ``path/config.json`` asks for code shipped with the model (a model type transformers
+    does not know, mapped to its own classes by ``auto_map``); None when transformers' classes do."""
+    from transformers import CONFIG_MAPPING
+
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # the loaders say what is wrong with the file
+    if not isinstance(config, dict) or not config.get("auto_map") or config.get("model_type") in CONFIG_MAPPING:
+        return None
+    return f"model_type {str(config.get('model_type'))[:40]!r} with auto_map {', '.join(sorted(config['auto_map']))[:80]}"

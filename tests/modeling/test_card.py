@@ -74,3 +74,13 @@ def test_card_of_an_adapt_run_is_named_by_it_and_says_the_average(tiny_bert, tmp
     assert "These weights are 0.5 x the distilled model + 0.5 x the run's starting point" in card
     plain = write_model_card(tmp_path / "h4" / "final", tiny_bert, MANIFEST).read_text(encoding="utf-8")
     assert "# h4: domain-adapted" in plain and "These weights are" not in plain
+
+
+def test_card_of_a_validated_run_says_which_epoch_it_kept_and_by_what(tiny_bert):
+    """It said "no retrieval metrics" and gave the last epoch's losses for weights of an earlier epoch."""
+    validated = {"event": "stage_end", "stage": "distill", "seconds": 9.5, "last": {"total": 16.4},
+                 "epochs_run": 16, "best_epoch": 5, "best_objective": 0.106, "valid_queries": ["q2", "q7", "q8", "q13"]}
+    card = model_card(tiny_bert, MANIFEST, [RECORDS[0], validated], name="h4")
+    assert "no retrieval metrics" not in card and "measured retrieval only on its validation queries" in card
+    assert "| distill | 9.5 | kept epoch 5 of 16 by validation nDCG@10 on 4 queries (objective +0.1060) |" in card
+    assert "total 16.4" not in card

@@ -146,6 +146,28 @@ def test_a_directory_without_safetensors_weights_says_so(tiny_bert, tmp_path):
     (target / "pytorch_model.bin").write_bytes(b"a pickle")
     with pytest.raises(ModelLoadError, match=r"only pickle weights \(pytorch_model\.bin\); sparse-adapt loads safetensors only"):
         SpladeEncoder.from_pretrained(target)
+    (target / "adapter_model.safetensors").write_bytes(b"an adapter's file is no model weights")
+    with pytest.raises(ModelLoadError, match=r"only pickle weights \(pytorch_model\.bin\)"):
+        SpladeEncoder.from_pretrained(target)
+
+
+def test_a_model_needing_its_own_code_is_refused_by_name_and_its_code_never_runs(tiny_bert, tmp_path):
+    target = tmp_path / "m"
+    tiny_bert.save_pretrained(target)
+    config = json.loads((target / "config.json").read_text())
+    config.update(model_type="evilbert", auto_map={"AutoModelForMaskedLM": "modeling_evil.EvilModel"})
+    (target / "config.json").write_text(json.dumps(config))
+    ran = tmp_path / "ran"
+    (target / "modeling_evil.py").write_text(f"open({str(ran)!r}, 'w').write('ran')\n")
+    with pytest.raises(ModelLoadError, match=r"needs Python code of its own \(model_type 'evilbert' with auto_map "
+                                             r"AutoModelForMaskedLM\); sparse-adapt runs none unless told to"):
+        SpladeEncoder.from_pretrained(target)
+    assert not ran.exists()
+    # a model type transformers knows loads with its own classes, auto_map or not
+    config.update(model_type="bert")
+    (target / "config.json").write_text(json.dumps(config))
+    assert SpladeEncoder.from_pretrained(target).vocab_size == tiny_bert.vocab_size
+    assert not ran.exists()
 
 
 def test_max_active_dims_cuts_each_row_to_its_largest_weights(tiny_bert):
