@@ -234,7 +234,10 @@ def score_candidates(
     for k, doc_set in docs_of.items():
         if len(doc_set) < min_count:
             continue
-        forms = sorted(forms_of[k].items(), key=lambda kv: -kv[1])
+        # The most used spelling; a tie goes to one not in capitals (those are headings), then the
+        # first in code-point order: the first one seen made the term, its category and score
+        # depend on the order of the documents.
+        forms = sorted(forms_of[k].items(), key=lambda kv: (-kv[1], kv[0].isupper(), kv[0]))
         term = forms[0][0]
         if encoded(term):  # judged once per word, not per occurrence
             continue

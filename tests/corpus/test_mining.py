@@ -255,3 +255,14 @@ def test_a_term_in_nearly_every_document_is_named_when_left_out(tokenizer):
     terms = [c.term for c in mine_terms(docs, tokenizer, hooks=Hooks(message=said.append))]
     assert "Orbitrex" not in terms and "quillon" in terms
     assert [m for m in said if "more than 80% of the documents" in m and "Orbitrex" in m]
+
+
+def test_a_tie_between_spellings_does_not_depend_on_document_order(tokenizer):
+    """"Xylotrin" and a heading's "XYLOTRIN" twice each: the first seen won, and with it the
+    category (jargon or acronyms) and the score."""
+    texts = ["Xylotrin dries in four hours.", "Xylotrin coats the hull.", "XYLOTRIN SAFETY: wear gloves.",
+             "XYLOTRIN STORAGE: keep cool."]
+    for order in (texts, texts[::-1]):
+        docs = [Document(f"d{i}", t) for i, t in enumerate(order)]
+        (cand,) = [c for c in mine_terms(docs, tokenizer) if c.term.casefold() == "xylotrin"]
+        assert (cand.term, cand.category, cand.forms) == ("Xylotrin", "jargon", ["Xylotrin", "XYLOTRIN"])
