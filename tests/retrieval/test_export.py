@@ -102,11 +102,17 @@ def test_export_streams_in_batches(tiny_bert, tmp_path, monkeypatch):
         return original(texts, kind, batch_size, **options)
 
     monkeypatch.setattr(tiny_bert, "encode", spy)
-    # a generator input: iter_documents reads lazily, so a bad line is found only when reached
     monkeypatch.setattr("sparse_adapt.retrieval.export.SORT_WINDOW_BATCHES", 2)
     export_vectors(tiny_bert, GATROCRAPTIC.docs, tmp_path / "v", ExportConfig(batch_size=5))
     # windows of 2 batches (encode sorts each window by length), never the whole corpus at once
     assert sizes == [10, 10, 6]
+    # a bad last line is found by the checking pass, before anything is encoded
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(GATROCRAPTIC.docs.read_text(encoding="utf-8") + '{"doc_id": "z"}\n', encoding="utf-8")
+    sizes.clear()
+    with pytest.raises(DataError, match="bad.jsonl"):
+        export_vectors(tiny_bert, bad, tmp_path / "w", ExportConfig(batch_size=5))
+    assert sizes == []
 
 
 def test_iter_documents_is_lazy_and_names_the_bad_line(tmp_path):

@@ -58,17 +58,19 @@ def _log(out: Path) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------ devices
-def test_device_names_resolve_and_unavailable_ones_are_errors():
+def test_device_names_resolve_and_unavailable_ones_are_errors(monkeypatch):
+    # tests/conftest.py makes CUDA unavailable for every test; each branch is set here explicitly.
     assert resolve_device("cpu").type == "cpu"
-    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("auto").type == "cpu"
     with pytest.raises(ConfigError, match="must be one of"):
         resolve_device("tpu")
     assert resolve_device(torch.device("cpu")) == torch.device("cpu")
-    if not torch.cuda.is_available():
-        with pytest.raises(ConfigError, match="no CUDA device"):
-            resolve_device("cuda")
-        with pytest.raises(ConfigError, match="no CUDA device"):  # a torch.device too (was a bare AssertionError later)
-            resolve_device(torch.device("cuda:0"))
+    with pytest.raises(ConfigError, match="no CUDA device"):
+        resolve_device("cuda")
+    with pytest.raises(ConfigError, match="no CUDA device"):  # a torch.device too (was a bare AssertionError later)
+        resolve_device(torch.device("cuda:0"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") == torch.device("cuda")
 
 
 def test_train_device_cuda_without_gpu_is_one_line_exit_2(files, tmp_path, capsys):
