@@ -37,7 +37,7 @@ from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support, max_pieces
-from sparse_adapt.modeling.hub import model_directory, remote_code
+from sparse_adapt.modeling.hub import model_directory, no_progress_bars, remote_code
 from sparse_adapt.modeling.interop import (
     sentence_transformers_lengths, sentence_transformers_mismatch, write_sentence_transformers_files,
 )
@@ -150,7 +150,8 @@ class SpladeEncoder(VectorMethods, nn.Module):
             settings = SpladeSettings.load(path)
             try:
                 tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-                mlm = AutoModelForMaskedLM.from_pretrained(path, trust_remote_code=trust_remote_code, use_safetensors=True)
+                with no_progress_bars():
+                    mlm = AutoModelForMaskedLM.from_pretrained(path, trust_remote_code=trust_remote_code, use_safetensors=True)
             except Exception as e:  # the files are here: whatever the loaders raise is their fault
                 first = first_line(e)
                 if not isinstance(e, (OSError, ValueError)):  # a safetensors header, JSON, a tokenizer.json key
@@ -201,7 +202,8 @@ class SpladeEncoder(VectorMethods, nn.Module):
                               "model; saving would replace it: choose another path or pass overwrite=True")
         baked = self.exclude_special_tokens()
         with atomic_directory(target) as tmp:
-            self.mlm.save_pretrained(tmp)
+            with no_progress_bars():
+                self.mlm.save_pretrained(tmp)
             self.save_tokenizer(tmp)
             self.settings.save(tmp)
             if baked:  # without the baked exclusion SparseEncoder would give different vectors

@@ -164,3 +164,19 @@ def remote_code(path: Path) -> str | None:
     if not isinstance(config, dict) or not config.get("auto_map") or config.get("model_type") in CONFIG_MAPPING:
         return None
     return f"model_type {str(config.get('model_type'))[:40]!r} with auto_map {', '.join(sorted(config['auto_map']))[:80]}"
+
+
+@contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """transformers' "Loading weights" / "Writing model shards" bars off for the block, as they
+    were after it: a training run saves a checkpoint per stage, and in a notebook or a log each
+    save printed a bar of its own between the run's lines."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()

@@ -364,3 +364,14 @@ def test_encode_query_and_encode_document_report_progress(tiny_bert):
     tiny_bert.encode_query(TEXTS, batch_size=2, progress=hooks)
     tiny_bert.encode_document(TEXTS, batch_size=2, progress=hooks)
     assert started == [("encoding queries", 2), ("encoding documents", 2)]
+
+
+def test_saving_and_loading_print_no_progress_bars_and_leave_the_setting_as_it_was(tiny_bert, tmp_path, capfd):
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()
+    tiny_bert.save_pretrained(tmp_path / "m")
+    SpladeEncoder.from_pretrained(tmp_path / "m")
+    err = capfd.readouterr().err
+    assert "Writing model shards" not in err and "Loading weights" not in err
+    assert hf_logging.is_progress_bar_enabled()
