@@ -65,7 +65,10 @@ CAPITALISED_WORD_LENGTH = 5
 BOILERPLATE_SHARE = 0.8
 BOILERPLATE_MIN_DOCS = 5
 # Links and addresses are not prose: their parts ("acmeflow-industries", "newsletter_2024") are no terms.
-_LINK = re.compile(r"\b(?:https?://|www\.)\S+|\S+@\S+\.\w+")
+# A host name without scheme ("docs.acme-cloud.io/setup") counts when it ends in a common
+# top-level domain: "Node.js" and "Synkro.js" are names, not hosts.
+_TLD = "com|org|net|io|dev|app|ai|co|edu|gov|int|info|biz|cloud|de|uk|fr|eu|ch|nl|us|ca|au|jp|cn|in"
+_LINK = re.compile(rf"\b(?:https?://|www\.)\S+|\S+@\S+\.\w+|\b(?:[\w-]+\.)+(?:{_TLD})\b(?![\w-])(?:/\S*)?")
 _QUANTITY = re.compile(r"\d+(?:[.,]\d+)?[^\W\d_]{1,3}")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _MONTHS = frozenset("jan feb mar apr may jun jul aug sep sept oct nov dec".split())

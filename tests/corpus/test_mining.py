@@ -266,3 +266,10 @@ def test_a_tie_between_spellings_does_not_depend_on_document_order(tokenizer):
         docs = [Document(f"d{i}", t) for i, t in enumerate(order)]
         (cand,) = [c for c in mine_terms(docs, tokenizer) if c.term.casefold() == "xylotrin"]
         assert (cand.term, cand.category, cand.forms) == ("Xylotrin", "jargon", ["Xylotrin", "XYLOTRIN"])
+
+
+def test_a_host_name_without_scheme_is_no_term_but_a_dotted_name_stays(tokenizer):
+    texts = [f"Setup {i} is at docs.acme-cloud.io/setup and uses Quorvex-lib; see Synkro.js." for i in range(3)]
+    mined = _mined(tokenizer, texts)
+    assert "acme-cloud" not in mined  # a part of a host name
+    assert {"Quorvex-lib", "Synkro"} <= mined
