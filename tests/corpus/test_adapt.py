@@ -58,6 +58,15 @@ def setup(tmp_path_factory):
             "corpus": _write_docs(root / "docs.jsonl")}
 
 
+@pytest.fixture(scope="module")
+def finished(setup):
+    """The module's default adapt run, finished: trained by the first test that needs it, and
+    resumed (nothing left to train) by each later one, whatever order they run in."""
+    out = setup["root"] / "run"
+    _adapt(setup, out)
+    return out
+
+
 class Recorder:
     def __init__(self):
         self.tasks, self.messages = [], []
@@ -198,10 +207,8 @@ def test_given_files_are_used_and_never_written(setup):
     assert not (out / "domain_terms.json").exists() and result.files.generated == ["dictionary", "train"]
 
 
-def test_a_different_run_or_a_foreign_directory_is_refused(setup):
-    out = setup["root"] / "run"
-    if not (out / "adapt.json").is_file():
-        _adapt(setup, out)
+def test_a_different_run_or_a_foreign_directory_is_refused(setup, finished):
+    out = finished
     with pytest.raises(AdaptMismatchError, match="seed"):
         _adapt(setup, out, seed=5)
     with pytest.raises(AdaptMismatchError, match="options"):  # --glosses makes other inputs
@@ -365,10 +372,8 @@ def test_cli_bad_queries_qrels_or_groups_exit_2_before_anything_is_written(setup
     assert not (tmp_path / "out").exists()
 
 
-def test_cli_adapt_glosses_reaches_the_run(setup, capsys):
-    out = setup["root"] / "run"
-    if not (out / "adapt.json").is_file():
-        _adapt(setup, out)
+def test_cli_adapt_glosses_reaches_the_run(setup, finished, capsys):
+    out = finished
     assert main(_cli(setup, out, "--glosses")) == 2  # the finished run was made without glosses
     assert "holds an adapt run with other options" in _err(capsys)
 
@@ -501,10 +506,8 @@ def test_cli_make_train_says_when_documents_are_longer_than_the_model_reads(setu
     assert f"1 of {len(DOCS) + 1} documents is longer than 48 pieces: queries, negatives and labels come" in err
 
 
-def test_cli_adapt_prints_and_writes_the_summary(setup, capsys):
-    out = setup["root"] / "run"
-    if not (out / "final").is_dir():
-        _adapt(setup, out)
+def test_cli_adapt_prints_and_writes_the_summary(setup, finished, capsys):
+    out = finished
     assert main(_cli(setup, out)) == 0  # resumes: nothing left to train
     text = " ".join(capsys.readouterr().out.split())
     assert "nDCG@10, base vs adapted" in text and "zentrofax" in text
@@ -530,12 +533,10 @@ def test_cli_adapt_prints_and_writes_the_summary(setup, capsys):
     assert "zentrofax" in tokens and summary["generated"] == ["terms", "dictionary", "train"]
 
 
-def test_cli_adapt_prints_each_summary_warning(setup, monkeypatch, capsys):
+def test_cli_adapt_prints_each_summary_warning(setup, finished, monkeypatch, capsys):
     from sparse_adapt.report import adapt as report
 
-    out = setup["root"] / "run"
-    if not (out / "final").is_dir():
-        _adapt(setup, out)
+    out = finished
     seen = []
     monkeypatch.setattr(report, "worse_than_base", lambda rows: seen.append(rows) or ["on a set the adapted model is worse"])
     assert main(_cli(setup, out)) == 0
@@ -543,14 +544,12 @@ def test_cli_adapt_prints_each_summary_warning(setup, monkeypatch, capsys):
     assert json.loads((out / "summary.json").read_text())["warnings"] == ["on a set the adapted model is worse"]
 
 
-def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, monkeypatch):
+def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, finished, monkeypatch):
     from sparse_adapt.report import adapt as report
     from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
     from sparse_adapt.retrieval.feedback import Feedback
 
-    out = setup["root"] / "run"
-    if not (out / "final").is_dir():
-        _adapt(setup, out)
+    out = finished
     result = _adapt(setup, out)  # resumes
     encoded = []  # every document-side encode of the summary, inspect's included
     real = SpladeEncoder.encode
