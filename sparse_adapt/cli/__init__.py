@@ -10,6 +10,7 @@ The CLI sits above the core (``sparse_adapt`` without ``cli``/``report``) and th
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import warnings
 from typing import Optional
@@ -75,9 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()
     shown = warnings.showwarning
     warnings.showwarning = _one_line_warnings(shown)
+    stopped: list[int] = []
+    handlers = _stop_handlers(stopped)
     try:
         app(args=argv, prog_name="sparse-adapt", standalone_mode=True)
-    except SystemExit as e:
+    except (SystemExit, KeyboardInterrupt) as e:
+        if stopped:
+            return _said_stopped(stopped[0])
+        if isinstance(e, KeyboardInterrupt):
+            raise
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except SparseAdaptError as e:
         err_console.print(f"[bold red]error:[/bold red] {escape(terminal_safe(str(e)))}", highlight=False, soft_wrap=True)
@@ -100,7 +107,39 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         warnings.showwarning = shown
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     return 0
+
+
+# Signals that stop a run: Ctrl-C, `kill`/`docker stop` (SIGTERM), a closed terminal (SIGHUP).
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def _stop_handlers(stopped: list[int]) -> dict[int, object]:
+    """Make each stop signal a KeyboardInterrupt where the run is, noting which one came: the
+    cleanup Ctrl-C gets (temporaries and locks removed, the child indexer killed) then runs for
+    SIGTERM too, which ended the process at once and left ``.NAME.tmp-*`` folders and the lock.
+    Returns the handlers to put back (none outside the main thread, where Python allows none)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def stop(signum, frame):
+        stopped.append(signum)
+        raise KeyboardInterrupt
+
+    return {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
+
+
+def _said_stopped(signum: int) -> int:
+    """One line for a run a signal stopped (typer's exit 130 said nothing); the shell's code, 128 + N."""
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    err_console.print(f"[bold red]stopped[/bold red] by {name}: nothing half-written is left in place of an output; "
+                      "rerun the same command to go on (train, adapt, report and benchmark resume from their last "
+                      "checkpoint)", highlight=False, soft_wrap=True)
+    return 128 + signum
 
 
 def _one_line_warnings(default):

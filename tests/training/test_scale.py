@@ -255,3 +255,31 @@ def test_sigkill_in_each_stage_then_rerun_equals_an_uninterrupted_run(files, tmp
     subprocess.run(cmd + argv + ["--out", str(out)], check=True, env=env, capture_output=True, cwd=ROOT)
     reference, resumed = _weights(tmp_path / "ref" / "final"), _weights(out / "final")
     assert all(torch.equal(resumed[k], reference[k]) for k in reference), f"killed at steps {KILL_AT}"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_cleans_up_says_one_line_and_the_rerun_resumes(files, tmp_path, signum):
+    """SIGTERM ended the process at once: its temporaries and the lock stayed, and Ctrl-C said nothing."""
+    argv = [x for k, v in files.items() for x in (f"--{k}", str(v))]
+    config = tmp_path / "ckpt.json"
+    config.write_text(json.dumps(CKPT))
+    argv += ["--config", str(config), "--seed", "4", "--out", str(tmp_path / "run")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "sparse_adapt", "--device", "cpu", "--threads", "1", "train"]
+    proc = subprocess.Popen(cmd + argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "run" / "train_log.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if log.exists() and sum('"step"' in line for line in log.read_text().splitlines()) >= 3:
+            proc.send_signal(signum)
+            break
+        time.sleep(0.005)
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 128 + signum, err
+    name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+    assert err.strip().splitlines()[-1].startswith(f"stopped by {name}: nothing half-written is left")
+    assert "Traceback" not in err
+    left = sorted(p.name for p in (tmp_path / "run").iterdir())
+    assert not [n for n in left if ".tmp-" in n or n.endswith(".lock")], left
+    done = subprocess.run(cmd + argv, env=env, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0 and "resuming" in done.stdout + done.stderr
