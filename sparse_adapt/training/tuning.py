@@ -55,6 +55,7 @@ SEARCH_SPACE: dict[str, Range] = {
 }
 PREFIX_STAGES = ("extend", "warmup", "dictionary")
 STUDY_FILES = ("best.toml", "trials.md", "trials.json")
+RUNNING = ".jsonl.running"  # a trial's log until the trial ends: trials/.N.jsonl.running
 
 
 def sample(trial, space: dict[str, Range]) -> dict[str, float]:
@@ -138,21 +139,32 @@ def run_tuning(
                           "distilled model, not the one train delivers")
         start = prefix(out / "prefix") if prefix is not None else Path(base)
         # A rerun is a new study (no resume): the last one's trials and results go, so that none of
-        # them can pass for this study's, even when it is stopped early.
-        for log in (out / "trials").glob("*.jsonl"):  # only the study's own N.jsonl: --overwrite writes beside others
-            if log.stem.isdigit():
-                log.unlink()
-        for name in STUDY_FILES:
-            (out / name).unlink(missing_ok=True)
+        # them can pass for this study's, but only once this study has a trial of its own to show:
+        # a rerun stopped in its first trial deleted a finished study and left nothing instead.
+        # Until then a trial logs to a hidden RUNNING name (one a stopped run left is no result).
+        for log in (out / "trials").glob(f".*{RUNNING}"):
+            log.unlink()
+        stale = [log for log in (out / "trials").glob("*.jsonl") if log.stem.isdigit()]  # --overwrite writes beside others
+        stale += [out / name for name in STUDY_FILES]
         reference = SpladeEncoder.from_pretrained(base)
         (out / "trials").mkdir(parents=True, exist_ok=True)
         rows: list[dict] = []
 
+        def running(number: int) -> Path:
+            return out / "trials" / f".{number}{RUNNING}"
+
+        def keep_log(number: int) -> None:
+            """The earlier study's files go (on the first trial), then trial ``number``'s log takes its name."""
+            while stale:
+                stale.pop().unlink(missing_ok=True)
+            if running(number).exists():
+                running(number).replace(out / "trials" / f"{number}.jsonl")
+
         def objective(trial: "optuna.Trial") -> float:
             values = sample(trial, space)
             trial_cfg = with_distill(cfg, values)
-            log_path = out / "trials" / f"{trial.number}.jsonl"
-            log_path.unlink(missing_ok=True)  # a rerun of the study rewrites its trials
+            log_path = running(trial.number)
+            log_path.unlink(missing_ok=True)
 
             def log(record: dict) -> None:
                 with log_path.open("a", encoding="utf-8") as f:
@@ -186,6 +198,7 @@ def run_tuning(
             return float(ctx.info["best_objective"])
 
         def record(study: "optuna.Study", trial: "optuna.trial.FrozenTrial") -> None:
+            keep_log(trial.number)
             rows.append({
                 "number": trial.number, "state": trial.state.name.lower(), "value": trial.value, "params": trial.params,
                 "best_epoch": trial.user_attrs.get("best_epoch"), "epochs_run": trial.user_attrs.get("epochs_run",
@@ -243,7 +256,12 @@ def run_tuning(
             study.enqueue_trial(own)
         # A trial whose loss or gradient goes non-finite is an outcome of its values (an lr too
         # high), recorded as failed; the study goes on with the others.
-        study.optimize(objective, n_trials=trials, callbacks=[record], catch=(NonFiniteError,))
+        try:
+            study.optimize(objective, n_trials=trials, callbacks=[record], catch=(NonFiniteError,))
+        except BaseException:
+            if rows:  # the study has trials of its own: the stopped one's log joins them
+                keep_log(len(study.trials) - 1)
+            raise
         summary = write_results(study, finished=True)
         if summary is None:
             raise ConfigError(f"tune: no trial completed of {trials}; see {out / 'trials.md'}")

@@ -257,3 +257,22 @@ def test_tune_says_the_stages_lines_once_and_warns_of_interpolation(tiny_dir, in
                space=SPACE, hooks=said.hooks())
     assert [m for m in said if "held out for validation" in m] == ["distill: 1 of 2 training queries held out for validation"]
     assert any(m.startswith("warning: distill.interpolate 0.3: trials are scored before the interpolation") for m in said)
+
+
+def test_a_rerun_stopped_in_its_first_trial_keeps_the_finished_study(tiny_dir, inputs, tmp_path, monkeypatch):
+    """The rerun deleted best.toml, trials.json and the logs before its first trial, so a Ctrl-C
+    then left nothing of either study."""
+    out = tmp_path / "study"
+    run_tuning(_data(inputs), out, str(tiny_dir), trials=2, seed=0, config=_config(tmp_path, epochs=1), space=SPACE)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and "prefix" not in p.parts}
+    assert {Path("best.toml"), Path("trials.json"), Path("trials/0.jsonl"), Path("trials/1.jsonl")} <= set(before)
+
+    def measure(self, splade):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(validation_mod.ValidationSet, "measure", measure)
+    with pytest.raises(KeyboardInterrupt):
+        run_tuning(_data(inputs), out, str(tiny_dir), trials=2, seed=0, config=_config(tmp_path, epochs=1), space=SPACE)
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and "prefix" not in p.parts
+             and not p.name.endswith(".running") and p.name != ".sparse-adapt.lock"}
+    assert after == before
