@@ -37,7 +37,7 @@ from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support, max_pieces
-from sparse_adapt.modeling.hub import model_directory, no_progress_bars, remote_code
+from sparse_adapt.modeling.hub import model_directory, quiet_transformers, remote_code
 from sparse_adapt.modeling.interop import (
     sentence_transformers_lengths, sentence_transformers_mismatch, write_sentence_transformers_files,
 )
@@ -150,8 +150,9 @@ class SpladeEncoder(VectorMethods, nn.Module):
             settings = SpladeSettings.load(path)
             try:
                 tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-                with no_progress_bars():
-                    mlm = AutoModelForMaskedLM.from_pretrained(path, trust_remote_code=trust_remote_code, use_safetensors=True)
+                with quiet_transformers():
+                    mlm, loading = AutoModelForMaskedLM.from_pretrained(
+                        path, trust_remote_code=trust_remote_code, use_safetensors=True, output_loading_info=True)
             except Exception as e:  # the files are here: whatever the loaders raise is their fault
                 first = first_line(e)
                 if not isinstance(e, (OSError, ValueError)):  # a safetensors header, JSON, a tokenizer.json key
@@ -161,6 +162,14 @@ class SpladeEncoder(VectorMethods, nn.Module):
                     f"cannot load {name!r} as a masked-LM with safetensors weights: {first}. "
                     f"For an encoder without an MLM head run `sparse-adapt base --from-encoder {name}`."
                 ) from None
+            # transformers 5 starts weights the checkpoint lacks at random and goes on: an encoder
+            # saved without its MLM head encoded 29,500 random terms, different on every load.
+            missing = sorted(loading.get("missing_keys") or [])
+            if missing:
+                raise ModelLoadError(
+                    f"{name} has no weights for {len(missing)} tensors of a masked-LM ({', '.join(missing[:3])}"
+                    f"{', ...' if len(missing) > 3 else ''}), which would start at random. For an encoder without "
+                    f"an MLM head run `sparse-adapt base --from-encoder {name}`.")
             require_finite_weights(mlm, name)
             lengths = None if (path / SETTINGS_FILE).is_file() else sentence_transformers_lengths(path, tokenizer)
             if lengths is not None:  # saved by sentence-transformers: encode as it does
@@ -202,7 +211,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
                               "model; saving would replace it: choose another path or pass overwrite=True")
         baked = self.exclude_special_tokens()
         with atomic_directory(target) as tmp:
-            with no_progress_bars():
+            with quiet_transformers():
                 self.mlm.save_pretrained(tmp)
             self.save_tokenizer(tmp)
             self.settings.save(tmp)

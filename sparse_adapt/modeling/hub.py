@@ -167,16 +167,19 @@ def remote_code(path: Path) -> str | None:
 
 
 @contextmanager
-def no_progress_bars() -> Iterator[None]:
-    """transformers' "Loading weights" / "Writing model shards" bars off for the block, as they
-    were after it: a training run saves a checkpoint per stage, and in a notebook or a log each
-    save printed a bar of its own between the run's lines."""
+def quiet_transformers() -> Iterator[None]:
+    """transformers' progress bars ("Loading weights", "Writing model shards") and its load
+    report off for the block, as they were after it: a training run saves a checkpoint per
+    stage, and in a notebook or a log each save printed a bar between the run's lines; the
+    load report's "MISSING" keys are checked by the caller, which says them in one line."""
     from transformers.utils import logging as hf_logging
 
-    was = hf_logging.is_progress_bar_enabled()
+    bars, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
     hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
     try:
         yield
     finally:
-        if was:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
             hf_logging.enable_progress_bar()

@@ -375,3 +375,14 @@ def test_saving_and_loading_print_no_progress_bars_and_leave_the_setting_as_it_w
     err = capfd.readouterr().err
     assert "Writing model shards" not in err and "Loading weights" not in err
     assert hf_logging.is_progress_bar_enabled()
+
+
+def test_an_encoder_saved_without_its_mlm_head_is_refused_not_given_a_random_one(tiny_bert, tmp_path, capfd):
+    """transformers 5 initialises the missing head and loads: 29,500 random terms per text,
+    different on every load, encoded, extended and trained without a word."""
+    tiny_bert.mlm.bert.save_pretrained(tmp_path / "encoder")  # the backbone alone (a BertModel)
+    tiny_bert.tokenizer.save_pretrained(tmp_path / "encoder")
+    with pytest.raises(ModelLoadError, match=r"has no weights for \d+ tensors of a masked-LM \(cls\.predictions\.bias, "
+                                             r".*run `sparse-adapt base --from-encoder"):
+        SpladeEncoder.from_pretrained(tmp_path / "encoder")
+    assert "MISSING" not in capfd.readouterr().err  # said once, by us, not in transformers' load report too
