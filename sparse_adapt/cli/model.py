@@ -57,6 +57,7 @@ def base(
     from sparse_adapt.errors import ConfigError
     from sparse_adapt.defaults import docs_or_bundled
     from sparse_adapt.modeling.base import OFFLINE_MINILM, offline_minilm_dir, set_bias
+    from sparse_adapt.modeling.builtin import BUILTIN_BASES
     from sparse_adapt.modeling.calibration import calibrate_bias, encoder_to_splade
 
     check_output(out, overwrite, inputs=(from_encoder, calibration_docs))
@@ -66,7 +67,13 @@ def base(
         raise ConfigError(f"--target-active must be >= 1, got {target_active}")
     if from_encoder == OFFLINE_MINILM:
         from_encoder = offline_minilm_dir()
+    elif from_encoder in BUILTIN_BASES:
+        raise ConfigError(f"--from-encoder {from_encoder}: a built-in SPLADE base already; use it as --base or --model")
     splade = encoder_to_splade(from_encoder, bias=0.0 if bias is None else bias, trust_remote_code=trust_remote_code)
+    usable = int(splade.output_mask.sum())  # rows a vector can use: not special tokens
+    if bias is None and target_active >= usable:
+        raise ConfigError(f"--target-active {target_active} is not below the {usable} terms a vector of this model "
+                          "can hold: calibrating to it leaves no threshold")
     if bias is None:
         texts = [d.text for d in load_documents(docs_or_bundled(calibration_docs))]
         bias = calibrate_bias(splade, texts, target_active)

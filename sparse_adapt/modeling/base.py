@@ -25,7 +25,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, 
 
 from sparse_adapt.errors import ModelLoadError, first_line
 from sparse_adapt.modeling.heads import HEADS, family_for_model_type
-from sparse_adapt.modeling.hub import hub_loading
+from sparse_adapt.modeling.hub import hub_loading, quiet_transformers
 
 # The built-in offline default base (see offline_minilm).
 OFFLINE_MINILM = "offline-minilm"
@@ -90,16 +90,31 @@ def require_finite_weights(model: torch.nn.Module, name: str) -> None:
                              "not a usable model")
 
 
+# Where masked-LM heads keep their weights, beyond the encoder AutoModel loads: BERT's
+# cls.predictions, RoBERTa/XLM-R/ModernBERT's lm_head (head), DistilBERT's vocab_* layers,
+# ELECTRA's generator_* ones. Such a checkpoint is a masked-LM already.
+MLM_HEAD_PREFIXES = ("cls.predictions.", "lm_head.", "head.", "vocab_transform.", "vocab_layer_norm.",
+                     "vocab_projector.", "generator_predictions.", "generator_lm_head.", "predictions.")
+
+
 def load_encoder(name_or_path: str, trust_remote_code: bool = False) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A headless encoder and its tokenizer (safetensors only)."""
     with hub_loading(str(name_or_path)) as hub:
         try:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code, **hub.kwargs)
-            encoder = AutoModel.from_pretrained(
-                name_or_path, trust_remote_code=trust_remote_code, use_safetensors=True, **hub.kwargs
-            )
+            with quiet_transformers():  # its load report lists the head we refuse below, and a pooler
+                encoder, loading = AutoModel.from_pretrained(
+                    name_or_path, trust_remote_code=trust_remote_code, use_safetensors=True, output_loading_info=True,
+                    **hub.kwargs
+                )
         except (OSError, ValueError) as e:
             raise ModelLoadError(f"cannot load encoder {name_or_path!r}: {hub.failure(first_line(e))}") from None
+    head = sorted(k for k in loading.get("unexpected_keys") or [] if k.startswith(MLM_HEAD_PREFIXES))
+    if head:
+        raise ModelLoadError(
+            f"{name_or_path} has a masked-LM head already ({', '.join(head[:2])}{', ...' if len(head) > 2 else ''}): "
+            "use it as --base or --model directly; a new base from it would replace that head with an untrained "
+            "one (a trained SPLADE's expansions would be lost)")
     require_finite_weights(encoder, str(name_or_path))
     return encoder, tokenizer
 

@@ -114,3 +114,23 @@ def test_base_cli_calibrates_and_writes_a_loadable_model(tmp_path, capsys):
     assert abs(np.median(counts) - 7) <= 1
     assert main(["base", "--from-encoder", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
     assert "cannot load encoder" in capsys.readouterr().err
+
+
+def test_base_refuses_a_model_that_has_its_head_already_and_a_target_it_cannot_reach(tmp_path, tiny_bert, capsys):
+    """A masked-LM (a trained SPLADE among them) lost its head to the identity one, said only in
+    transformers' load report; a target at the vocabulary's size calibrated to an infinite bias."""
+    from sparse_adapt.cli import main
+
+    tiny_bert.save_pretrained(tmp_path / "mlm")
+    assert main(["base", "--from-encoder", str(tmp_path / "mlm"), "--out", str(tmp_path / "x")]) == 2
+    assert "has a masked-LM head already (cls.predictions." in capsys.readouterr().err
+    assert main(["base", "--from-encoder", "offline-splade-tiny", "--out", str(tmp_path / "x")]) == 2
+    assert "a built-in SPLADE base already; use it as --base" in capsys.readouterr().err
+    tiny_bert.mlm.bert.save_pretrained(tmp_path / "enc")
+    tiny_bert.tokenizer.save_pretrained(tmp_path / "enc")
+    usable = tiny_bert.vocab_size - len(tiny_bert.excluded_ids())
+    for target in (usable, 10 * usable):
+        assert main(["base", "--from-encoder", str(tmp_path / "enc"), "--out", str(tmp_path / "x"),
+                     "--target-active", str(target)]) == 2
+        assert f"is not below the {usable} terms a vector of this model can hold" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
