@@ -174,3 +174,27 @@ def test_a_term_listed_under_two_categories_is_said(tiny_bert, tmp_path, capsys)
     assert main(["extend-vocab", "--base", str(base), "--terms", str(terms), "--out", str(tmp_path / "ext")]) == 0
     err = " ".join(capsys.readouterr().err.split())
     assert "Gatrocraptic is listed under jargon and products; one token, recorded as jargon" in err
+
+
+def test_extend_vocab_carries_the_bases_recommended_settings_and_pretraining_record(tmp_path):
+    """Without them, `train --base EXTENDED` used the plain defaults the README measures undoing
+    the pretraining, and said nothing."""
+    from sparse_adapt.cli import main
+    from sparse_adapt.modeling.builtin import RECOMMENDED_FILE, recommended_settings
+    from sparse_adapt.training.general import RECORD
+
+    terms = tmp_path / "terms.json"
+    terms.write_text(json.dumps({"jargon": ["Gatrocraptic"]}))
+    base = make_tiny_bert().save_pretrained(tmp_path / "base")
+    (base / RECOMMENDED_FILE).write_text(json.dumps({"distill": {"pres_form": "all-texts"}}))
+    (base / RECORD).write_text('{"steps": 3}\n')
+    assert main(["extend-vocab", "--base", str(base), "--terms", str(terms), "--out", str(tmp_path / "ext")]) == 0
+    assert recommended_settings(tmp_path / "ext") == {"distill": {"pres_form": "all-texts"}}
+    assert (tmp_path / "ext" / RECORD).read_text() == '{"steps": 3}\n'
+    # a built-in base's recommendations, which live in code, are written out
+    assert main(["extend-vocab", "--base", "offline-splade-tiny", "--terms", str(terms), "--out", str(tmp_path / "t")]) == 0
+    assert recommended_settings(tmp_path / "t") == recommended_settings("offline-splade-tiny") != {}
+    # a base without any leaves no file
+    (base / RECOMMENDED_FILE).unlink()
+    assert main(["extend-vocab", "--base", str(base), "--terms", str(terms), "--out", str(tmp_path / "plain")]) == 0
+    assert not (tmp_path / "plain" / RECOMMENDED_FILE).exists()
