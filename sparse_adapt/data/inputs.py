@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from pathlib import Path
 
 from sparse_adapt.data.reading import (
@@ -87,7 +89,9 @@ def check_domain_terms(obj: object, p: str | Path = "<terms>") -> dict[str, list
             checked_text(p, None, f"{category}[{i}]", t)
             if not t.isprintable():
                 raise DataError(p, None, f"{category}[{i}]", f"a term must be printable, got {t!r:.60}")
-        out[category] = list(terms)
+        # Composed (NFC): a term pasted from a PDF or macOS as "Zu\u0308rich" became a token
+        # that byte-level BPE and SentencePiece text typed as "Zürich" never produces.
+        out[category] = [unicodedata.normalize("NFC", t) for t in terms]
     if not any(out.values()):
         raise DataError(p, None, None, "no terms: every category is empty")
     return out

@@ -198,3 +198,21 @@ def test_extend_vocab_carries_the_bases_recommended_settings_and_pretraining_rec
     (base / RECOMMENDED_FILE).unlink()
     assert main(["extend-vocab", "--base", str(base), "--terms", str(terms), "--out", str(tmp_path / "plain")]) == 0
     assert not (tmp_path / "plain" / RECOMMENDED_FILE).exists()
+
+
+def test_a_decomposed_term_becomes_the_composed_token_running_text_uses(tmp_path):
+    """A term pasted as NFD ("Zu" + U+0308 + "rich") became a byte-level BPE token that the
+    usual composed text never produced: "Zürich office" still split into byte pieces."""
+    import unicodedata
+
+    from tests.conftest import make_tiny_roberta
+
+    nfc = "Zürich"
+    path = tmp_path / "terms.json"
+    path.write_text(json.dumps({"places": [unicodedata.normalize("NFD", nfc)]}), encoding="utf-8")
+    terms = load_domain_terms(path)
+    assert terms == {"places": [nfc]}
+    splade = make_tiny_roberta()
+    extend_vocabulary(splade, terms)
+    [term_id] = running_text_ids(splade.tokenizer, nfc)
+    assert term_id in running_text_ids(splade.tokenizer, f"the {nfc} office")
