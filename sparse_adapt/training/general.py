@@ -28,7 +28,7 @@ from sparse_adapt.corpus.lexicon import MIN_ZIPF, lexicon_pairs
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses.flops import FlopsLoss
 from sparse_adapt.losses.in_batch import InBatchLoss
-from sparse_adapt.modeling.builtin import RECOMMENDED_FILE
+from sparse_adapt.modeling.builtin import BUILTIN_BASES, RECOMMENDED_FILE
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.loop import LoopConfig, StepResult, require_finite, run_loop, seed_everything
@@ -82,6 +82,20 @@ class GeneralConfig:
         return self
 
 
+def _not_for_pretraining(base: str | Path) -> list[str]:
+    """Why ``base`` is not what general pretraining is for (a base that is no trained SPLADE)."""
+    from sparse_adapt.modeling.settings import SpladeSettings
+
+    if str(base) in BUILTIN_BASES:
+        return [] if BUILTIN_BASES[str(base)].pretrain else [f"{base} is a trained SPLADE: pretraining is for a base that is not"]
+    out = []
+    if (Path(base) / RECORD).is_file():
+        out.append(f"{base} is pretrained already ({RECORD}): this trains it a second time")
+    if Path(base).is_dir() and SpladeSettings.load(Path(base)).domain_terms:
+        out.append(f"{base} holds domain tokens: pretrain the base first, then extend its vocabulary")
+    return out
+
+
 def run_general(
     base: str | Path,
     out: Path,
@@ -105,6 +119,13 @@ def run_general(
         pairs = lexicon_pairs(seed, cfg.steps * cfg.batch_size, cfg.min_zipf)
     if len(pairs) < 2:
         raise ConfigError(f"pretrain: {len(pairs)} training pairs; at least 2 are needed")
+    if cfg.batch_size > len(pairs):  # one batch of every pair (70,000 ran out of memory), as no step the config meant
+        raise ConfigError(f"pretrain: a batch of {cfg.batch_size} pairs is more than the {len(pairs)} there are")
+    if cfg.steps > len(pairs) // cfg.batch_size:
+        hooks.message(f"warning: pretrain: {len(pairs)} pairs make {len(pairs) // cfg.batch_size} steps of "
+                      f"{cfg.batch_size}, not {cfg.steps}: each pair is used once")
+    for problem in _not_for_pretraining(base):
+        hooks.message(f"warning: pretrain: {problem}")
     splade = SpladeEncoder.from_pretrained(base)
     if teacher is None and cfg.kd > 0:
         from sparse_adapt.corpus.teacher import load_teacher

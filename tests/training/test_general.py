@@ -168,3 +168,30 @@ def test_a_pretrained_base_carries_its_adapt_settings_and_a_config_key_still_win
     (out / RECOMMENDED_FILE).write_text('{"distill": 3}')
     with pytest.raises(ConfigError, match="table of stage sections"):
         load_config(None, out)
+
+
+def test_pretraining_says_a_capped_step_count_refuses_a_batch_beyond_the_pairs_and_warns_of_a_wrong_base(tiny_dir, tmp_path):
+    from sparse_adapt.progress import Hooks
+
+    said = []
+    hooks = Hooks(message=said.append)
+    with pytest.raises(ConfigError, match=f"a batch of 48 pairs is more than the {len(PAIRS)} there are"):
+        run_general(tiny_dir, tmp_path / "a", GeneralConfig(kd=0.0), pairs=PAIRS)
+    out = run_general(tiny_dir, tmp_path / "b", GeneralConfig(steps=20, batch_size=8, kd=0.0), pairs=PAIRS, hooks=hooks)
+    assert f"warning: pretrain: {len(PAIRS)} pairs make 5 steps of 8, not 20: each pair is used once" in said
+    assert json.loads((out / RECORD).read_text())["steps"] == 5
+    assert not [m for m in said if "pretrained already" in m]
+    said.clear()
+    run_general(out, tmp_path / "c", GeneralConfig(steps=2, batch_size=8, kd=0.0), pairs=PAIRS, hooks=hooks)
+    assert f"warning: pretrain: {out} is pretrained already ({RECORD}): this trains it a second time" in said
+    from sparse_adapt.modeling.vocabulary import extend_vocabulary
+    from sparse_adapt.training.general import _not_for_pretraining
+
+    assert _not_for_pretraining("offline-splade-tiny") == ["offline-splade-tiny is a trained SPLADE: pretraining is "
+                                                           "for a base that is not"]
+    assert _not_for_pretraining("offline-minilm") == [] and _not_for_pretraining(tiny_dir) == []
+    extended = make_tiny_bert()
+    extend_vocabulary(extended, {"jargon": ["Gatrocraptic"]})
+    extended.save_pretrained(tmp_path / "ext")
+    assert _not_for_pretraining(tmp_path / "ext") == [f"{tmp_path / 'ext'} holds domain tokens: pretrain the base "
+                                                      "first, then extend its vocabulary"]
