@@ -20,6 +20,9 @@ the head LayerNorm's mean subtraction. Net effect: the head reproduces ``h_i``.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -97,8 +100,28 @@ MLM_HEAD_PREFIXES = ("cls.predictions.", "lm_head.", "head.", "vocab_transform."
                      "vocab_projector.", "generator_predictions.", "generator_lm_head.", "predictions.")
 
 
+def _transformer_folder(name_or_path: str | Path) -> str | Path:
+    """A local folder's Hugging Face model: the folder, or the sub-folder of a sentence-transformers
+    model's Transformer module (``modules.json``, ``0_Transformer/``); transformers read only the
+    top and failed with a cut-off tokenizer message."""
+    path = Path(name_or_path)
+    if not path.is_dir() or (path / "config.json").is_file():
+        return name_or_path
+    try:
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        modules = []
+    for module in modules if isinstance(modules, list) else []:
+        if (isinstance(module, dict) and str(module.get("type", "")).endswith(".Transformer")
+                and (path / str(module.get("path", "")) / "config.json").is_file()):
+            return path / str(module["path"])
+    raise ModelLoadError(f"{path} has no config.json (nor a sentence-transformers Transformer module with one): "
+                         "not a Hugging Face model directory")
+
+
 def load_encoder(name_or_path: str, trust_remote_code: bool = False) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A headless encoder and its tokenizer (safetensors only)."""
+    name_or_path = _transformer_folder(name_or_path)
     with hub_loading(str(name_or_path)) as hub:
         try:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code, **hub.kwargs)

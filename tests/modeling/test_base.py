@@ -134,3 +134,21 @@ def test_base_refuses_a_model_that_has_its_head_already_and_a_target_it_cannot_r
                      "--target-active", str(target)]) == 2
         assert f"is not below the {usable} terms a vector of this model can hold" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_base_follows_a_sentence_transformers_folder_to_its_transformer_module(tmp_path, tiny_bert, capsys):
+    import json
+
+    from sparse_adapt.cli import main
+
+    root = tmp_path / "st"
+    tiny_bert.mlm.bert.save_pretrained(root / "0_Transformer")
+    tiny_bert.tokenizer.save_pretrained(root / "0_Transformer")
+    (root / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    assert main(["base", "--from-encoder", str(root), "--out", str(tmp_path / "b"), "--bias", "-3"]) == 0
+    assert SpladeEncoder.from_pretrained(tmp_path / "b").vocab_size == tiny_bert.vocab_size
+    (tmp_path / "empty").mkdir()
+    assert main(["base", "--from-encoder", str(tmp_path / "empty"), "--out", str(tmp_path / "c")]) == 2
+    assert "has no config.json (nor a sentence-transformers Transformer module with one)" in capsys.readouterr().err
