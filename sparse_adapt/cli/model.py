@@ -70,6 +70,9 @@ def base(
     elif from_encoder in BUILTIN_BASES:
         raise ConfigError(f"--from-encoder {from_encoder}: a built-in SPLADE base already; use it as --base or --model")
     splade = encoder_to_splade(from_encoder, bias=0.0 if bias is None else bias, trust_remote_code=trust_remote_code)
+    if splade.tokenizer.mask_token_id is None:  # found only at train's warmup stage, after extend had run
+        warn(f"{from_encoder}'s tokenizer has no mask token: the warmup and dictionary stages (train, adapt) "
+             "refuse this base; distill alone can train it")
     usable = int(splade.output_mask.sum())  # rows a vector can use: not special tokens
     if bias is None and target_active >= usable:
         raise ConfigError(f"--target-active {target_active} is not below the {usable} terms a vector of this model "

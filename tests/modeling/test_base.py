@@ -152,3 +152,19 @@ def test_base_follows_a_sentence_transformers_folder_to_its_transformer_module(t
     (tmp_path / "empty").mkdir()
     assert main(["base", "--from-encoder", str(tmp_path / "empty"), "--out", str(tmp_path / "c")]) == 2
     assert "has no config.json (nor a sentence-transformers Transformer module with one)" in capsys.readouterr().err
+
+
+def test_base_warns_of_a_tokenizer_without_a_mask_token(tmp_path, tiny_bert, capsys):
+    """train found it only at its warmup stage, after extend had run."""
+    import json
+
+    from sparse_adapt.cli import main
+
+    tiny_bert.mlm.bert.save_pretrained(tmp_path / "enc")
+    tiny_bert.tokenizer.save_pretrained(tmp_path / "enc")
+    config = json.loads((tmp_path / "enc" / "tokenizer_config.json").read_text())
+    config.pop("mask_token", None)
+    (tmp_path / "enc" / "tokenizer_config.json").write_text(json.dumps(config))
+    assert main(["base", "--from-encoder", str(tmp_path / "enc"), "--out", str(tmp_path / "b"), "--bias", "-3"]) == 0
+    assert "tokenizer has no mask token: the warmup and dictionary stages (train, adapt) refuse this base" in \
+        " ".join(capsys.readouterr().err.split())
