@@ -164,6 +164,7 @@ def test_base_warns_of_a_tokenizer_without_a_mask_token(tmp_path, tiny_bert, cap
     tiny_bert.tokenizer.save_pretrained(tmp_path / "enc")
     config = json.loads((tmp_path / "enc" / "tokenizer_config.json").read_text())
     config.pop("mask_token", None)
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"  # BertTokenizer would fall back to its class default [MASK]
     (tmp_path / "enc" / "tokenizer_config.json").write_text(json.dumps(config))
     assert main(["base", "--from-encoder", str(tmp_path / "enc"), "--out", str(tmp_path / "b"), "--bias", "-3"]) == 0
     assert "tokenizer has no mask token: the warmup and dictionary stages (train, adapt) refuse this base" in \
