@@ -626,7 +626,7 @@ def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_i
     assert needs_pretraining("offline-minilm") and not needs_pretraining("offline-splade-tiny")
     assert not needs_pretraining(setup["base"])  # a directory: adapt does not pretrain it unless asked
     calls = []
-    monkeypatch.setattr(general, "lexicon_pairs", lambda seed, limit, min_zipf: calls.append(seed) or PAIRS)
+    monkeypatch.setattr(general, "lexicon_pairs", lambda seed, limit, min_zipf: calls.append(seed) or PAIRS * 2)  # one batch of 48
     monkeypatch.setattr("sparse_adapt.corpus.teacher.load_teacher", lambda *a, **k: WordTeacher())
     out = setup["root"] / "pretrained-run"
     rec = Recorder()
