@@ -240,6 +240,9 @@ def run_pipeline(
         processes.barrier()
         done = rundir.completed_stages(out, names)
         start = len(done)
+        if main:
+            for name in done:  # killed between saving a stage and removing its partial: model + optimiser, kept forever
+                shutil.rmtree(_partial(out, name), ignore_errors=True)
         if main and start < len(names):
             _discard_partial_of_other_world(out, names[start], processes.world, hooks)
         processes.barrier()

@@ -283,3 +283,17 @@ def test_a_stop_signal_cleans_up_says_one_line_and_the_rerun_resumes(files, tmp_
     assert not [n for n in left if ".tmp-" in n or n.endswith(".lock")], left
     done = subprocess.run(cmd + argv, env=env, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0 and "resuming" in done.stdout + done.stderr
+
+
+def test_a_completed_stages_leftover_partial_checkpoint_is_removed_by_the_rerun(files, tmp_path):
+    """Killed between saving a stage and removing its partial checkpoint: no later rerun looked
+    at that stage again, so its model and optimiser state stayed."""
+    import shutil
+
+    cfg = config_from_dict(CKPT)
+    run_pipeline(out=tmp_path / "run", config=cfg, seed=2, stages="extend,warmup", **files)
+    (tmp_path / "run" / "warmup.partial").mkdir()
+    shutil.copytree(tmp_path / "run" / "warmup", tmp_path / "run" / "warmup.partial" / "model")
+    (tmp_path / "run" / "warmup.partial" / "trainer_state.pt").write_bytes(b"state")
+    run_pipeline(out=tmp_path / "run", config=cfg, seed=2, stages="extend,warmup", **files)
+    assert not (tmp_path / "run" / "warmup.partial").exists() and (tmp_path / "run" / "warmup").is_dir()
