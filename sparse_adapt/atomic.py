@@ -35,8 +35,13 @@ WRITE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, 
 _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<rest>.*)$")
 
 
-def _writer_alive(rest: str) -> bool:
-    """Whether the process that named a temporary ``...tmp-<rest>`` may still be writing it."""
+def _writer_alive(rest: str, entry: Path | None = None) -> bool:
+    """Whether the process that named a temporary ``...tmp-<rest>`` may still be writing it.
+
+    A live process with that pid is another one when it started after ``entry`` was last
+    written: pids wrap around, and a container's entry point is pid 1 after every restart,
+    so a pid alone kept a dead writer's temporaries (and its moved-aside old version) forever.
+    """
     pid = rest.split("-", 1)[0]
     if not pid.isdigit():  # not written by a pid-tagging version: nobody can still own it
         return False
@@ -45,8 +50,26 @@ def _writer_alive(rest: str) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's live process
-        return True
-    return True
+        pass
+    started = _process_start(int(pid))
+    try:
+        # ctime too: renaming ".NAME.old-PID" aside keeps the old version's mtime, not its ctime
+        written = max(entry.lstat().st_mtime, entry.lstat().st_ctime) if entry is not None else None
+    except OSError:
+        written = None
+    # Boot time is whole seconds and start times are clock ticks: 2 s of slack.
+    return started is None or written is None or started <= written + 2.0
+
+
+def _process_start(pid: int) -> float | None:
+    """When process ``pid`` started (seconds since the epoch), from Linux's /proc; None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()  # the name may hold spaces
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of stat, starttime in ticks
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def clean_leftovers(directory: str | Path, name: str | None = None) -> list[Path]:
@@ -63,7 +86,7 @@ def clean_leftovers(directory: str | Path, name: str | None = None) -> list[Path
     removed = []
     for entry in sorted(directory.iterdir(), key=lambda e: e.name):
         m = _LEFTOVER.match(entry.name)
-        if m is None or (name is not None and m["name"] != name) or _writer_alive(m["rest"]):
+        if m is None or (name is not None and m["name"] != name) or _writer_alive(m["rest"], entry):
             continue
         target = directory / m["name"]
         if m["kind"] == "old" and not (target.exists() or target.is_symlink()):

@@ -213,6 +213,22 @@ def test_a_live_writers_temporary_is_left_alone(tmp_path):
     assert live.exists() and mine.exists()
 
 
+def test_a_temporary_whose_pid_now_names_a_later_process_is_a_dead_writers(tmp_path, monkeypatch):
+    """Pids wrap, and a container's entry point is pid 1 after each restart: a live pid kept a
+    killed writer's temporary and its moved-aside old version for good."""
+    import time
+
+    from sparse_adapt import atomic
+
+    started = atomic._process_start(os.getpid())  # read from /proc: this process began before now
+    assert started is not None and time.time() - 24 * 3600 < started <= time.time()
+    leftover = tmp_path / f".model.tmp-{os.getpid()}-abc"
+    leftover.mkdir()
+    assert atomic.clean_leftovers(tmp_path, "model") == []  # this process wrote it (it started before): alive
+    monkeypatch.setattr(atomic, "_process_start", lambda pid: time.time() + 100)  # the pid's process is younger
+    assert atomic.clean_leftovers(tmp_path, "model") == [leftover] and not leftover.exists()
+
+
 def test_train_into_an_existing_read_only_run_directory_fails_before_any_work(
     files, train_inputs, read_only_dir, no_work, capsys
 ):
