@@ -232,7 +232,12 @@ def build_index(
     env = dict(os.environ)
     env.update(_import_env(java))
     start = time.perf_counter()
-    with atomic_directory(Path(index_dir)) as tmp, tempfile.TemporaryDirectory(prefix="sparse-adapt-input-") as only:
+    index_dir = Path(index_dir)
+    # Named like the index's own temporary (beside it, ".INDEX.tmp-PID-input*"): one a killed run
+    # left is removed by the next write of the index, where /tmp/sparse-adapt-input-* stayed.
+    with atomic_directory(index_dir) as tmp, tempfile.TemporaryDirectory(
+        prefix=f".{index_dir.name}.tmp-{os.getpid()}-input", dir=index_dir.parent
+    ) as only:
         # Anserini reads every file of -input: a vectors.jsonl.bak or an older export beside
         # the checked vectors.jsonl would be indexed too (duplicate ids), and the metadata file
         # is logged as an error. It gets a folder holding the checked file alone.

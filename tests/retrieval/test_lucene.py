@@ -509,3 +509,23 @@ def test_ids_texts_and_paths_in_brackets_are_shown_as_written(tmp_path, capsys):
     out = capsys.readouterr()
     assert "[/x]" in out.out and "[bold]d2[/bold]" in out.out and "[i]again" in out.out, out.out
     assert "Traceback" not in out.err
+
+
+def test_the_indexers_input_folder_is_a_temporary_beside_the_index(tmp_path, monkeypatch):
+    """It was /tmp/sparse-adapt-input-*, which a killed run left for good; beside the index, the
+    next write of the index removes it as it removes the index's own temporary."""
+    from sparse_adapt.retrieval import lucene
+    from sparse_adapt.retrieval.export import VECTORS_FILE
+
+    vectors = tmp_path / "vectors"
+    vectors.mkdir()
+    (vectors / VECTORS_FILE).write_text('{"id": "d1", "contents": "", "vector": {"a": 1}}\n')
+    seen = []
+    monkeypatch.setattr(lucene, "find_java", lambda: type("J", (), {"home": "/nowhere"})())
+    monkeypatch.setattr(lucene, "_import_env", lambda java: {})
+    monkeypatch.setattr(lucene, "_run_child", lambda argv, env: seen.append(Path(argv[argv.index("-input") + 1])) or (1, "no"))
+    with pytest.raises(lucene.LuceneError):
+        lucene.build_index(vectors, tmp_path / "idx")
+    [folder] = seen
+    assert folder.parent == tmp_path and folder.name.startswith(f".idx.tmp-{os.getpid()}-input")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vectors"]  # removed with the failed index
