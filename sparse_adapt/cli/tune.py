@@ -29,7 +29,12 @@ def register(app: typer.Typer) -> None:
         ),
         out: Path = typer.Option(..., "--out", help="Study directory: prefix/, best.toml, trials.md, trials.json, trials/."),
         config: Optional[Path] = typer.Option(None, "--config", help="Starting config (JSON or TOML), as for train."),
-        trials: int = typer.Option(20, "--trials", min=1, help="Trial budget (each trial is one distill run)."),
+        trials: int = typer.Option(20, "--trials", min=1, help="Trial budget (each trial is one distill run; trial "
+                                   "0 runs the config's own values, and TPE samples at random until 10 have run)."),
+        space_file: Optional[Path] = typer.Option(
+            None, "--space", help="Search space (TOML or JSON): name = [low, high] (log scale) or "
+            "{low, high, log} per float distill setting; replaces the default (lr, kd, ret, sp, dom, ctr, qexp, pres)."
+        ),
         seed: int = typer.Option(0, "--seed", help="Seeds the TPE sampler, the validation split and every run."),
         overwrite: bool = typer.Option(False, "--overwrite", help="Write the study into a non-empty --out that holds "
                                        "no earlier study (beside its files, replacing same-named ones); retrain a "
@@ -43,8 +48,9 @@ def register(app: typer.Typer) -> None:
         from sparse_adapt.training.config import load_config
         from sparse_adapt.training.pipeline import run_pipeline
         from sparse_adapt.training.stages import TrainData
-        from sparse_adapt.training.tuning import PREFIX_STAGES, run_tuning
+        from sparse_adapt.training.tuning import PREFIX_STAGES, load_space, run_tuning
 
+        space = load_space(space_file) if space_file is not None else None  # before any training
         cfg = load_config(config, base)
         if valid_fraction is not None:
             if valid is not None:
@@ -64,8 +70,8 @@ def register(app: typer.Typer) -> None:
                     stages=PREFIX_STAGES, config=cfg, seed=seed, hooks=hooks, overwrite=overwrite,
                 )
 
-            summary = run_tuning(data, out, base, trials, seed, cfg, prefix=prefix, hooks=hooks, overwrite=overwrite,
-                                 valid_path=valid)
+            summary = run_tuning(data, out, base, trials, seed, cfg, prefix=prefix, space=space, hooks=hooks,
+                                 overwrite=overwrite, valid_path=valid)
         console.print(f"best trial {summary['best_trial']}: objective {signed(summary['best_value'], 4)}")
         usage = summary["usage"].replace("best.toml", str(out / "best.toml"), 1)
         wrote(out / "best.toml", f" (use: {usage}) and {out / 'trials.md'}")

@@ -58,6 +58,43 @@ STUDY_FILES = ("best.toml", "trials.md", "trials.json")
 RUNNING = ".jsonl.running"  # a trial's log until the trial ends: trials/.N.jsonl.running
 
 
+def load_space(path: str | Path) -> dict[str, Range]:
+    """A search space from a TOML or JSON file: ``name = [low, high]`` (log scale) or
+    ``name = {low = .., high = .., log = false}`` per distill setting that is a float
+    (``lr``, ``kd``, ...). Replaces :data:`SEARCH_SPACE` whole; errors name the file and key."""
+    import math
+    import tomllib
+
+    from sparse_adapt.training.config import DistillConfig
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        raw = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot read the search space ({str(e)[:200]})") from None
+    # Not searchable: what defines the objective (its validation split, its control penalty) or
+    # happens after it is measured (interpolation).
+    floats = {f.name for f in dataclasses.fields(DistillConfig) if isinstance(getattr(DistillConfig(), f.name), float)}
+    floats -= {"valid_fraction", "control_penalty", "interpolate"}
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError(f"{path}: expected a table of distill settings, each [low, high] or {{low, high, log}}")
+    space: dict[str, Range] = {}
+    for key, value in raw.items():
+        if key not in floats:
+            raise ConfigError(f"{path}: {key!r} is no distill setting with a float value (one of: {', '.join(sorted(floats))})")
+        if isinstance(value, list) and len(value) == 2:
+            value = {"low": value[0], "high": value[1]}
+        if not isinstance(value, dict) or set(value) - {"low", "high", "log"} or not {"low", "high"} <= set(value):
+            raise ConfigError(f"{path}: {key}: expected [low, high] or {{low, high, log}}, got {value!r:.80}")
+        low, high, log = value["low"], value["high"], value.get("log", True)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (low, high)) \
+                or not isinstance(log, bool) or not low < high or (log and low <= 0):
+            raise ConfigError(f"{path}: {key}: finite numbers low < high expected (low > 0 on a log scale), got {value!r:.80}")
+        space[key] = Range(float(low), float(high), log)
+    return space
+
+
 def sample(trial, space: dict[str, Range]) -> dict[str, float]:
     return {k: trial.suggest_float(k, r.low, r.high, log=r.log) for k, r in space.items()}
 

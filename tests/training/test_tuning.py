@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -276,3 +277,43 @@ def test_a_rerun_stopped_in_its_first_trial_keeps_the_finished_study(tiny_dir, i
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and "prefix" not in p.parts
              and not p.name.endswith(".running") and p.name != ".sparse-adapt.lock"}
     assert after == before
+
+
+def test_a_search_space_file_replaces_the_default_and_bad_ones_name_file_and_key(tmp_path):
+    from sparse_adapt.training.tuning import load_space
+
+    path = tmp_path / "space.toml"
+    path.write_text('lr = [1e-5, 1e-3]\nmargin = {low = 0.0, high = 2.0, log = false}\n')
+    assert load_space(path) == {"lr": Range(1e-5, 1e-3, True), "margin": Range(0.0, 2.0, False)}
+    js = tmp_path / "space.json"
+    js.write_text('{"kd": [0.1, 1]}')
+    assert load_space(js) == {"kd": Range(0.1, 1.0, True)}
+    for text, message in [
+        ('epochs = [1, 4]', "'epochs' is no distill setting with a float value"),
+        ('valid_fraction = [0.1, 0.5]', "'valid_fraction' is no distill setting"),  # it defines the objective
+        ('lr = [1e-3, 1e-5]', "lr: finite numbers low < high expected"),
+        ('kd = [0.0, 1.0]', "low > 0 on a log scale"),
+        ('kd = [0.1, 1.0, 2.0]', "kd: expected [low, high] or {low, high, log}"),
+        ('kd = {low = 0.1, high = 1.0, step = 2}', "kd: expected [low, high]"),
+        ('kd = [0.1, inf]', "kd: finite numbers"),
+        ('', "expected a table of distill settings"),
+        ('lr = [', "cannot read the search space"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=re.escape(str(path)) + r": .*" + re.escape(message)):
+            load_space(path)
+
+
+def test_tune_cli_reads_its_search_space_from_a_file(tiny_dir, inputs, valid_file, tmp_path):
+    space = tmp_path / "space.json"
+    space.write_text('{"lr": [1e-4, 1e-2]}')
+    start = tmp_path / "start.json"
+    start.write_text(json.dumps({**SMALL, "distill": {**SMALL["distill"], "epochs": 1}}))
+    out = tmp_path / "study"
+    argv = ["--threads", "1", "tune", "--base", str(tiny_dir), "--corpus", str(inputs["corpus"]), "--terms",
+            str(inputs["terms"]), "--dictionary", str(inputs["dictionary"]), "--train", str(inputs["train"]),
+            "--valid", str(valid_file), "--config", str(start), "--trials", "1", "--space", str(space), "--out", str(out)]
+    assert main(argv) == 0
+    summary = json.loads((out / "trials.json").read_text())
+    assert summary["space"] == {"lr": {"low": 1e-4, "high": 1e-2, "log": True}}
+    assert set(summary["trials"][0]["params"]) == {"lr"}
