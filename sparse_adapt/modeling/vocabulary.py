@@ -175,7 +175,7 @@ def plan_extension(tokenizer, terms: dict[str, list[str]], source: str = "<terms
                 raise DataError(
                     source, None, where[t.normalized],
                     f"{t.term!r} cannot be one token: even added to the vocabulary, this tokenizer splits it into "
-                    f"{trial.convert_ids_to_tokens(pieces)} (its normaliser changes the term)",
+                    f"{trial.convert_ids_to_tokens(pieces)} ({_why_split(trial, t.term)})",
                 )
     return list(planned.values())
 
@@ -270,3 +270,17 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
     splade.settings.domain_terms = {**before, **{t.normalized: t.category for t in planned.values()}}
     splade.refresh_vocabulary()
     return report
+
+
+def _why_split(tokenizer, term: str) -> str:
+    """Why an added ``term`` still splits, as far as the tokenizer shows it: a special token
+    inside it, its normaliser, or its pre-tokenizer (CJK characters split one by one)."""
+    special = [t for t in tokenizer.all_special_tokens if t and t in term]
+    if special:
+        return f"it holds the special token {special[0]}"
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and backend.normalizer is not None and backend.normalizer.normalize_str(term) != term:
+        return "its normaliser changes the term"
+    if backend is not None and backend.pre_tokenizer is not None and len(backend.pre_tokenizer.pre_tokenize_str(term)) > 1:
+        return "its pre-tokenizer splits the term (CJK characters, for one, become one word each)"
+    return "its normaliser or pre-tokenizer changes the term"

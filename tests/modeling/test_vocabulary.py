@@ -216,3 +216,10 @@ def test_a_decomposed_term_becomes_the_composed_token_running_text_uses(tmp_path
     extend_vocabulary(splade, terms)
     [term_id] = running_text_ids(splade.tokenizer, nfc)
     assert term_id in running_text_ids(splade.tokenizer, f"the {nfc} office")
+
+
+def test_a_term_holding_a_special_token_is_refused_for_that_reason():
+    from sparse_adapt.data import DataError
+
+    with pytest.raises(DataError, match=r"'\[MASK\]y' cannot be one token: .* \(it holds the special token \[MASK\]\)"):
+        extend_vocabulary(make_tiny_bert(), {"jargon": ["[MASK]y"]})
