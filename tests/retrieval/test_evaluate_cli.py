@@ -315,16 +315,18 @@ def test_a_query_with_an_empty_ranking_scores_zero_without_numba_warnings(monkey
 
     from numba.core.errors import NumbaTypeSafetyWarning
 
+    import ranx
+
     import sparse_adapt.retrieval.evaluation as evaluation
 
-    real = evaluation.evaluate
+    real = ranx.evaluate
 
     def compiling_evaluate(*args, **kwargs):
         # What ranx's kernels do the first time they compile for an empty ranking.
         warnings.warn("unsafe cast from uint64 to int64. Precision may be lost.", NumbaTypeSafetyWarning)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(evaluation, "evaluate", compiling_evaluate)
+    monkeypatch.setattr(ranx, "evaluate", compiling_evaluate)  # evaluation imports it where it evaluates
     qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}}
     run = {"q1": {"d3": 2.0, "d1": 1.0}, "q2": {}}
     with warnings.catch_warnings(record=True) as caught:
