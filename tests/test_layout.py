@@ -109,3 +109,10 @@ def test_importing_the_package_changes_no_global_state():
         "assert l.is_progress_bar_enabled() == before, 'progress bars switched'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_training_and_the_cli_do_not_import_ranx():
+    """ranx (with numba) is ~1.3 s of imports, about 2% of a default `train`, which evaluates nothing."""
+    code = ("import sys, sparse_adapt.cli, sparse_adapt.training.pipeline, sparse_adapt.retrieval.evaluation; "
+            "assert 'ranx' not in sys.modules, 'ranx imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
