@@ -130,7 +130,10 @@ def _stop_handlers(stopped: list[int]) -> dict[int, object]:
         stopped.append(signum)
         raise KeyboardInterrupt
 
-    return {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
+    # A signal set to be ignored stays so: `nohup` ignores SIGHUP, a shell's `cmd &` SIGINT, and
+    # a handler installed from C (None) is no Python callable to put back.
+    return {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS
+            if signal.getsignal(signum) not in (signal.SIG_IGN, None)}
 
 
 def _said_stopped(signum: int) -> int:

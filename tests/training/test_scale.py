@@ -297,3 +297,18 @@ def test_a_completed_stages_leftover_partial_checkpoint_is_removed_by_the_rerun(
     (tmp_path / "run" / "warmup.partial" / "trainer_state.pt").write_bytes(b"state")
     run_pipeline(out=tmp_path / "run", config=cfg, seed=2, stages="extend,warmup", **files)
     assert not (tmp_path / "run" / "warmup.partial").exists() and (tmp_path / "run" / "warmup").is_dir()
+
+
+def test_a_signal_set_to_be_ignored_stays_ignored(monkeypatch):
+    """`nohup` ignores SIGHUP: the stop handlers replaced that, and a nohup'd run stopped at logout."""
+    from sparse_adapt.cli import _stop_handlers
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        handlers = _stop_handlers([])
+        assert signal.SIGHUP not in handlers and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.SIGTERM in handlers
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
