@@ -171,6 +171,9 @@ def _prepare(module: str) -> ModuleType:
         _JAVA = find_java()
         _drop_vector_module_if_missing(_JAVA)
         _quiet_unsafe_warning(_JAVA)
+        # -Xrs: the JVM leaves SIGTERM, SIGHUP and SIGINT to Python. Its own handlers ended the
+        # process at once (exit 143), past the CLI's cleanup and its "stopped" line.
+        jnius_config.add_options("-Xrs")
     with _temporary_env(_import_env(_JAVA) if _JAVA else {}), _without_jvm_noise():
         try:
             return importlib.import_module(module)

@@ -529,3 +529,29 @@ def test_the_indexers_input_folder_is_a_temporary_beside_the_index(tmp_path, mon
     [folder] = seen
     assert folder.parent == tmp_path and folder.name.startswith(f".idx.tmp-{os.getpid()}-input")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vectors"]  # removed with the failed index
+
+
+STOPPED_WITH_A_JVM = """
+import os, signal, sys, threading, time
+from sparse_adapt.cli import app, main
+from sparse_adapt.retrieval.lucene import searcher_module
+
+@app.command("jvm-then-wait")
+def jvm_then_wait():
+    searcher_module()
+    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+    try:
+        time.sleep(30)
+    finally:
+        print("cleanup ran", file=sys.stderr, flush=True)
+
+sys.exit(main(["jvm-then-wait"]))
+"""
+
+
+def test_sigterm_reaches_the_cli_after_the_jvm_started():
+    """HotSpot's own SIGTERM handler ended the process at once (143), past every cleanup."""
+    proc = subprocess.run([sys.executable, "-c", STOPPED_WITH_A_JVM], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert proc.returncode == 143, proc.stderr[-2000:]
+    assert "cleanup ran" in proc.stderr and "stopped by SIGTERM" in proc.stderr
