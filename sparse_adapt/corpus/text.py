@@ -193,15 +193,27 @@ def regroup(groups: Sequence[TermGroup], documents: Sequence[Document]) -> list[
     out = [dataclasses.replace(g, doc_ids=[], seen={}, named_in=[]) for g in groups]
     for g in out:
         pattern, loose = g.pattern, loose_term_pattern(g.key, *g.forms)
+        spelt = {key(f) for f in (g.key, *g.forms)}
         for d in documents:
             found = pattern.findall(d.text)
             if found:
                 g.doc_ids.append(d.doc_id)
                 for f in found:
                     g.seen[f] = g.seen.get(f, 0) + 1
-            if found or loose.search(d.text):
+            # The term joined into a compound ("pip-based") names it; a plural form only when it
+            # is no English word of its own.
+            if found or any(key(m.group()) in spelt or not _english(m.group()) for m in loose.finditer(d.text)):
                 g.named_in.append(d.doc_id)
     return out
+
+
+def _english(word: str) -> bool:
+    """Whether a term's plural form is a word of general English ("pipes" for the term "pip",
+    "codes" for "COD"): that names no term. wordfreq's Zipf 3 is once per million words, the
+    bound under which mining calls a word jargon (``mining.RARE_JARGON_ZIPF``); "zentrofaxes" is 0."""
+    from wordfreq import zipf_frequency
+
+    return zipf_frequency(word.casefold(), "en") >= 3.0
 
 
 def window(tokens: Sequence[str], center: int, size: int, start_offset: int) -> list[str]:

@@ -253,3 +253,14 @@ def test_a_document_naming_the_term_only_in_its_plural_is_labelled_as_naming_it(
     terms_of = doc_terms(groups)
     assert terms_of["d6"] == terms_of["d7"] == {"zentrofax"} and "d4" not in terms_of
     assert term_consistent([10.0, -5.0, -6.0, 3.0], ["d1", "d6", "d7", "d4"], terms_of) == [10.0, SIBLING_FLOOR, SIBLING_FLOOR, 0.0]
+
+
+def test_an_english_word_that_looks_like_a_terms_plural_does_not_name_it():
+    """ "pipes" is no plural of the term "pip": the document was raised to a positive sibling."""
+    from sparse_adapt.corpus.text import doc_terms
+
+    docs = [Document("a", "Install the pip package manager first."), Document("b", "Check the pipes for leaks."),
+            Document("c", "Both pips were flagged by the linter."), Document("d", "A pip-based install needs network.")]
+    groups = locate_terms(docs, {"tools": ["pip"]})
+    assert sorted(doc_terms(groups)) == ["a", "c", "d"]  # "pips" (Zipf 2.9) is rare enough, "pipes" (3.7) is not
+    assert term_consistent([9.0, -5.0], ["a", "b"], doc_terms(groups)) == [9.0, -5.0]
