@@ -62,9 +62,22 @@ def duplicate_warning(documents: Sequence[Document]) -> str | None:
             "each copy counts again in mining and the copies compete in retrieval: remove duplicates first")
 
 
+def decomposed_warning(documents: Sequence[Document]) -> str | None:
+    """A warning when documents hold decomposed accents (NFD, as text copied from PDFs or macOS
+    often does): terms are read composed (NFC), and a tokenizer without a Unicode normaliser
+    (byte-level BPE, SentencePiece) never produces a composed term's token from decomposed text."""
+    decomposed = [d.doc_id for d in documents if unicodedata.normalize("NFC", d.text) != d.text]
+    if not decomposed:
+        return None
+    return (f"{len(decomposed)} of {len(documents)} documents hold decomposed accents (e.g. {decomposed[0]}); terms are "
+            "read composed, so on RoBERTa- or XLM-R-style tokenizers a term never fires there: normalise the text to "
+            "NFC first (unicodedata.normalize('NFC', text))")
+
+
 def corpus_warnings(documents: Sequence[Document]) -> list[str]:
-    """What every generator would otherwise take in silently: markup, repeated documents."""
-    return [w for w in (markup_warning(documents), duplicate_warning(documents)) if w]
+    """What every generator would otherwise take in silently: markup, repeated documents,
+    decomposed accents."""
+    return [w for w in (markup_warning(documents), duplicate_warning(documents), decomposed_warning(documents)) if w]
 
 
 def words(text: str) -> list[str]:

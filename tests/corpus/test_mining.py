@@ -273,3 +273,19 @@ def test_a_host_name_without_scheme_is_no_term_but_a_dotted_name_stays(tokenizer
     mined = _mined(tokenizer, texts)
     assert "acme-cloud" not in mined  # a part of a host name
     assert {"Quorvex-lib", "Synkro"} <= mined
+
+
+def test_documents_with_decomposed_accents_are_said(tmp_path, capsys):
+    import json
+    import unicodedata
+
+    from sparse_adapt.cli import main
+    from sparse_adapt.corpus.text import decomposed_warning
+
+    docs = [Document("a", "Müller-Thurgau ripens early."), Document("b", unicodedata.normalize("NFD", "Müller-Thurgau keeps."))]
+    assert decomposed_warning(docs[:1]) is None
+    assert decomposed_warning(docs).startswith("1 of 2 documents hold decomposed accents (e.g. b)")
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"doc_id": d.doc_id, "text": d.text}) + "\n" for d in docs))
+    main(["mine-terms", "--corpus", str(corpus), "--out", str(tmp_path / "t.json"), "--base", "offline-splade-tiny"])
+    assert "warning: 1 of 2 documents hold decomposed accents" in " ".join(capsys.readouterr().err.split())
