@@ -327,20 +327,24 @@ def load_config(path: str | Path | None, base: str | Path | None = None, default
     the file sets always wins."""
     if path is None:
         return config_from_dict(with_recommended({}, base, defaults), f"the settings recommended for {base}")
+    return config_from_dict(with_recommended(read_table(path), base, defaults), str(path))
+
+
+def read_table(path: str | Path, what: str = "config") -> Any:
+    """A ``.toml`` file, or JSON (duplicate keys refused), as parsed; one-line errors naming it."""
     p = Path(path)
     if p.is_dir():
-        raise ConfigError(f"{p}: is a directory; give the config file itself (JSON or TOML)")
+        raise ConfigError(f"{p}: is a directory; give the {what} file itself (JSON or TOML)")
     if not p.is_file():
-        raise ConfigError(f"{p}: config file not found" if not p.exists() else
-                          f"{p}: not a regular file (a pipe or a device); give the config file itself (JSON or TOML)")
+        raise ConfigError(f"{p}: {what} file not found" if not p.exists() else
+                          f"{p}: not a regular file (a pipe or a device); give the {what} file itself (JSON or TOML)")
     text = read_text(p)
     toml = p.suffix.lower() == ".toml"
     try:
-        raw = tomllib.loads(text) if toml else json.loads(text, object_pairs_hook=_unique_keys)
+        return tomllib.loads(text) if toml else json.loads(text, object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError) as e:  # both decode errors are ValueErrors; so is a 5000-digit int
         read_as = "" if toml or p.suffix.lower() == ".json" else "; read as JSON: only a .toml file is read as TOML"
         raise ConfigError(f"{p}: cannot parse ({str(e)[:200]}{read_as})") from None
-    return config_from_dict(with_recommended(raw, base, defaults), str(p))
 
 
 def with_recommended(raw: Any, base: str | Path | None, defaults: dict | None = None) -> Any:

@@ -55,7 +55,7 @@ SEARCH_SPACE: dict[str, Range] = {
 }
 PREFIX_STAGES = ("extend", "warmup", "dictionary")
 STUDY_FILES = ("best.toml", "trials.md", "trials.json")
-RUNNING = ".jsonl.running"  # a trial's log until the trial ends: trials/.N.jsonl.running
+RUNNING = ".running.jsonl"  # a trial's log until the trial ends: trials/N.running.jsonl
 
 
 def load_space(path: str | Path) -> dict[str, Range]:
@@ -63,16 +63,11 @@ def load_space(path: str | Path) -> dict[str, Range]:
     ``name = {low = .., high = .., log = false}`` per distill setting that is a float
     (``lr``, ``kd``, ...). Replaces :data:`SEARCH_SPACE` whole; errors name the file and key."""
     import math
-    import tomllib
 
-    from sparse_adapt.training.config import DistillConfig
+    from sparse_adapt.training.config import DistillConfig, read_table
 
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-        raw = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ConfigError(f"{path}: cannot read the search space ({str(e)[:200]})") from None
+    raw = read_table(path, "search space")
     # Not searchable: what defines the objective (its validation split, its control penalty) or
     # happens after it is measured (interpolation).
     floats = {f.name for f in dataclasses.fields(DistillConfig) if isinstance(getattr(DistillConfig(), f.name), float)}
@@ -92,6 +87,13 @@ def load_space(path: str | Path) -> dict[str, Range]:
                 or not isinstance(log, bool) or not low < high or (log and low <= 0):
             raise ConfigError(f"{path}: {key}: finite numbers low < high expected (low > 0 on a log scale), got {value!r:.80}")
         space[key] = Range(float(low), float(high), log)
+    default = TrainConfig()
+    for key, r in space.items():  # both ends as the config checks them: found in a trial, it stopped the study
+        for end in (r.low, r.high):
+            try:
+                with_distill(default, {key: end})
+            except ConfigError as e:
+                raise ConfigError(f"{path}: {key}: {end:g} is no value the config takes ({e})") from None
     return space
 
 
@@ -178,17 +180,25 @@ def run_tuning(
         # A rerun is a new study (no resume): the last one's trials and results go, so that none of
         # them can pass for this study's, but only once this study has a trial of its own to show:
         # a rerun stopped in its first trial deleted a finished study and left nothing instead.
-        # Until then a trial logs to a hidden RUNNING name (one a stopped run left is no result).
-        for log in (out / "trials").glob(f".*{RUNNING}"):
+        # Until then a trial logs to N.running.jsonl (one a stopped run left is no result).
+        for log in (out / "trials").glob(f"*{RUNNING}"):
             log.unlink()
         stale = [log for log in (out / "trials").glob("*.jsonl") if log.stem.isdigit()]  # --overwrite writes beside others
         stale += [out / name for name in STUDY_FILES]
         reference = SpladeEncoder.from_pretrained(base)
         (out / "trials").mkdir(parents=True, exist_ok=True)
         rows: list[dict] = []
+        said: set[str] = set()
+
+        def say_once(message: str) -> None:
+            if message not in said:
+                said.add(message)
+                hooks.message(message)
+
+        once = Hooks(message=say_once, task=hooks.task)
 
         def running(number: int) -> Path:
-            return out / "trials" / f".{number}{RUNNING}"
+            return out / "trials" / f"{number}{RUNNING}"
 
         def keep_log(number: int) -> None:
             """The earlier study's files go (on the first trial), then trial ``number``'s log takes its name."""
@@ -216,9 +226,9 @@ def run_tuning(
             ctx = StageContext(
                 data=data, config=trial_cfg, seed=int(seed) + ORDER.index("distill"), log=log, reference=reference,
                 on_validation=report,
-                # The stage's own lines (the split, a validation set without control queries) once:
-                # the data, and so what they say, is the same in every trial.
-                hooks=hooks if trial.number == 0 else SILENT,
+                # A line every trial would repeat (the split, a validation set without control
+                # queries: the data is the same) is said once; progress and the rest as they come.
+                hooks=once,
             )
             # Trials are named by Optuna's number (from 0), as in trials.md, trials.json and best.toml.
             hooks.message(f"tune: trial {trial.number} ({trial.number + 1} of {trials}): " + " ".join(f"{k}={v:.3g}" for k, v in values.items()))
@@ -283,14 +293,17 @@ def run_tuning(
             # Judge a trial only after 2 complete ones and 2 of its own epochs: early epochs are noisy.
             pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2),
         )
-        # Trial 0 runs the config's own values (those inside the space): the baseline a tuned
-        # best.toml must beat, or the study says that none did. A value outside its range (a
-        # weight of 0 on a log scale) is left to the sampler.
-        own = {k: float(getattr(cfg.distill, k)) for k, r in space.items()
-               if r.low <= float(getattr(cfg.distill, k)) <= r.high}
-        enqueued = bool(own)
+        # Trial 0 runs the config's own values: the baseline a tuned best.toml must beat, or the
+        # study says that none did. With a value outside its range (a weight of 0 on a log
+        # scale) there is no baseline, and the study says so.
+        own = {k: float(getattr(cfg.distill, k)) for k in space}
+        outside = [k for k, r in space.items() if not r.low <= own[k] <= r.high]
+        enqueued = not outside
         if enqueued:
             study.enqueue_trial(own)
+        else:  # a mix of its values and sampled ones would be no baseline
+            hooks.message(f"tune: no baseline trial: the config's {', '.join(outside)} "
+                          f"{'lies' if len(outside) == 1 else 'lie'} outside the search space")
         # A trial whose loss or gradient goes non-finite is an outcome of its values (an lr too
         # high), recorded as failed; the study goes on with the others.
         try:

@@ -84,14 +84,15 @@ def check_validation_choice(
         if fraction > 0:
             raise ConfigError(f"--valid and distill.valid_fraction {fraction:g} both choose the validation queries: "
                               f"give one (--valid {valid_file})")
+        # By text, not id: make-train names queries by document and kind, so two runs over one
+        # corpus share ids for different crops.
         trained = {_query_key(ex.query): ex.qid for ex in examples}
-        qids = {ex.qid for ex in examples}
-        again = [ex for ex in valid or () if ex.qid in qids or _query_key(ex.query) in trained]
+        again = [ex for ex in valid or () if _query_key(ex.query) in trained]
         if again:
             ex = again[0]
-            same = f"qid {ex.qid!r}" if ex.qid in qids else f"{ex.qid!r}, the text of training query {trained[_query_key(ex.query)]!r}"
             raise ConfigError(f"--valid {valid_file}: {len(again)} of its {len(valid)} queries are training queries too "
-                              f"(e.g. {same}); validation must hold queries the model is not trained on "
+                              f"(e.g. {ex.qid!r}, the text of training query {trained[_query_key(ex.query)]!r}); "
+                              "validation must hold queries the model is not trained on "
                               "(or use --valid-fraction / distill.valid_fraction to hold some out)")
     elif fraction > 0 and not split_valid(examples, fraction, 0, terms)[1]:
         raise ConfigError(f"distill.valid_fraction {fraction:g} of {len(examples)} training queries holds out none "

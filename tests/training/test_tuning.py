@@ -275,7 +275,7 @@ def test_a_rerun_stopped_in_its_first_trial_keeps_the_finished_study(tiny_dir, i
     with pytest.raises(KeyboardInterrupt):
         run_tuning(_data(inputs), out, str(tiny_dir), trials=2, seed=0, config=_config(tmp_path, epochs=1), space=SPACE)
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and "prefix" not in p.parts
-             and not p.name.endswith(".running") and p.name != ".sparse-adapt.lock"}
+             and not p.name.endswith(".running.jsonl") and p.name != ".sparse-adapt.lock"}
     assert after == before
 
 
@@ -288,6 +288,9 @@ def test_a_search_space_file_replaces_the_default_and_bad_ones_name_file_and_key
     js = tmp_path / "space.json"
     js.write_text('{"kd": [0.1, 1]}')
     assert load_space(js) == {"kd": Range(0.1, 1.0, True)}
+    js.write_text('{"lr": [1e-5, 1e-3], "lr": [0.5, 0.9]}')
+    with pytest.raises(ConfigError, match="key 'lr' is given twice"):
+        load_space(js)
     for text, message in [
         ('epochs = [1, 4]', "'epochs' is no distill setting with a float value"),
         ('valid_fraction = [0.1, 0.5]', "'valid_fraction' is no distill setting"),  # it defines the objective
@@ -297,7 +300,9 @@ def test_a_search_space_file_replaces_the_default_and_bad_ones_name_file_and_key
         ('kd = {low = 0.1, high = 1.0, step = 2}', "kd: expected [low, high]"),
         ('kd = [0.1, inf]', "kd: finite numbers"),
         ('', "expected a table of distill settings"),
-        ('lr = [', "cannot read the search space"),
+        ('lr = [', "cannot parse"),
+        ('kd = {low = -1.0, high = 1.0, log = false}', "kd: -1 is no value the config takes"),  # the config's own bound
+        ('temperature = {low = 0.0, high = 1.0, log = false}', "temperature: 0 is no value the config takes"),
     ]:
         path.write_text(text)
         with pytest.raises(ConfigError, match=re.escape(str(path)) + r": .*" + re.escape(message)):
@@ -317,3 +322,13 @@ def test_tune_cli_reads_its_search_space_from_a_file(tiny_dir, inputs, valid_fil
     summary = json.loads((out / "trials.json").read_text())
     assert summary["space"] == {"lr": {"low": 1e-4, "high": 1e-2, "log": True}}
     assert set(summary["trials"][0]["params"]) == {"lr"}
+
+
+def test_a_config_value_outside_the_space_means_no_baseline_trial_and_says_so(tiny_dir, inputs, tmp_path):
+    said = Messages()
+    summary = run_tuning(_data(inputs), tmp_path / "s", str(tiny_dir), trials=1, seed=0,
+                         config=_config(tmp_path, epochs=1), space={"lr": Range(1e-2, 1e-1), "pres": Range(0.1, 10.0)},
+                         hooks=said.hooks())
+    assert summary["baseline_trial"] is None and summary["trials"][0]["params"]["lr"] >= 1e-2
+    assert "tune: no baseline trial: the config's lr lies outside the search space" in said
+    assert "the config's own values" not in (tmp_path / "s" / "best.toml").read_text()

@@ -281,7 +281,8 @@ def test_a_valid_file_holding_training_queries_is_refused(tiny_dir, inputs, tmp_
     from tests.training.test_stages import TRAIN, VALID, _jsonl
 
     renamed = {**TRAIN[1], "qid": "v9", "query": "  Install the AGENT "}  # another id, the same query
-    for rows, example in (([*VALID, TRAIN[0]], "qid 'q1'"), ([renamed], "'v9', the text of training query 'q2'")):
+    for rows, example in (([*VALID, TRAIN[0]], "'q1', the text of training query 'q1'"),
+                          ([renamed], "'v9', the text of training query 'q2'")):
         with pytest.raises(ConfigError, match=rf"1 of its {len(rows)} queries are training queries too \(e.g. {example}\)"):
             run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("extend", "distill"),
                          config=config_from_dict(SMALL), seed=0, valid=_jsonl(tmp_path / "v.jsonl", rows), **inputs)
@@ -300,3 +301,14 @@ def test_a_split_by_query_says_how_many_held_out_queries_share_a_positive_with_t
     valid = [ex("v1", ["a"]), ex("v2", ["d"]), ex("v3", ["e"]), ex("v4", ["f", "c"])]
     assert shared_positives(train, valid) == 2
     assert shared_positives([], valid) == 0
+
+
+def test_a_valid_query_sharing_only_its_id_with_a_training_query_is_taken(tiny_dir, inputs, tmp_path):
+    """make-train names queries by document and kind: two runs over one corpus share ids for other crops."""
+    from tests.training.test_stages import TRAIN, _jsonl
+
+    same_id = {**TRAIN[0], "query": "a different crop of the same document"}
+    final = run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("extend", "distill"),
+                         config=config_from_dict(SMALL), seed=0, valid=_jsonl(tmp_path / "v.jsonl", [same_id]), **inputs)
+    assert final.is_dir()  # validated on it, not refused
+
