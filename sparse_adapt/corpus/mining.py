@@ -67,7 +67,8 @@ BOILERPLATE_MIN_DOCS = 5
 # Links and addresses are not prose: their parts ("acmeflow-industries", "newsletter_2024") are no terms.
 # A host name without scheme ("docs.acme-cloud.io/setup") counts when it ends in a common
 # top-level domain: "Node.js" and "Synkro.js" are names, not hosts.
-_TLD = "com|org|net|io|dev|app|ai|co|edu|gov|int|info|biz|cloud|de|uk|fr|eu|ch|nl|us|ca|au|jp|cn|in"
+# Not "in", "info", "int", "app", "dev": System.in, logger.info, MANIFEST.in are names in code.
+_TLD = "com|org|net|io|ai|co|edu|gov|biz|cloud|de|uk|fr|eu|ch|nl|us|ca|au|jp|cn"
 _LINK = re.compile(rf"\b(?:https?://|www\.)\S+|\S+@\S+\.\w+|\b(?:[\w-]+\.)+(?:{_TLD})\b(?![\w-])(?:/\S*)?")
 _QUANTITY = re.compile(r"\d+(?:[.,]\d+)?[^\W\d_]{1,3}")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -154,8 +155,11 @@ def measure(word: str, lang: str = "en") -> bool:
     ("24-hour", "3-year-old", "10-20mg", "15-Mar-2024"), no term. Its shape made it a code,
     and wordfreq splitting it exempted it from the common-English test (:func:`_split_code`)."""
     first, *rest = re.split(r"[-_]", word)
+    # A common word counts only in lower case: "24-hour" is a measure, "1-Wire", "5-Axis" and
+    # "6-MP" are names.
     return bool(rest) and bool(_NUMBER.fullmatch(first)) and all(
-        _NUMBER.fullmatch(p) or _QUANTITY.fullmatch(p) or p.casefold() in _MONTHS or general_zipf(p, lang) >= COMMON_ZIPF
+        _NUMBER.fullmatch(p) or _QUANTITY.fullmatch(p) or p.casefold() in _MONTHS
+        or (p.islower() and general_zipf(p, lang) >= COMMON_ZIPF)
         for p in rest
     )
 

@@ -94,9 +94,10 @@ def require_finite_weights(model: torch.nn.Module, name: str) -> None:
 
 
 # Where masked-LM heads keep their weights, beyond the encoder AutoModel loads: BERT's
-# cls.predictions, RoBERTa/XLM-R/ModernBERT's lm_head (head), DistilBERT's vocab_* layers,
-# ELECTRA's generator_* ones. Such a checkpoint is a masked-LM already.
-MLM_HEAD_PREFIXES = ("cls.predictions.", "lm_head.", "head.", "vocab_transform.", "vocab_layer_norm.",
+# cls.predictions, RoBERTa/XLM-R's lm_head, ModernBERT's decoder (its "head." is shared with
+# its classifiers), DistilBERT's vocab_* layers, ALBERT's predictions, ELECTRA's generator_*
+# ones. Such a checkpoint is a masked-LM already.
+MLM_HEAD_PREFIXES = ("cls.predictions.", "lm_head.", "decoder.", "vocab_transform.", "vocab_layer_norm.",
                      "vocab_projector.", "generator_predictions.", "generator_lm_head.", "predictions.")
 
 

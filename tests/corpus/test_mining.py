@@ -219,6 +219,8 @@ def test_durations_ranges_and_dates_are_no_codes(tokenizer):
     mined = _mined(tokenizer, texts)
     assert "XR-7200" in mined
     assert not mined & {"24-hour", "15-Mar-2024", "10-20mg", "3-year-old"}
+    names = ["The 1-Wire bus and the 5-Axis mill ran 6-MP with 2,4-D nearby.", "1-Wire, 5-Axis, 6-MP and 2,4-D again."]
+    assert {"1-Wire", "5-Axis", "6-MP", "2,4-D"} <= _mined(tokenizer, names)  # capitals: names, no measures
 
 
 def test_a_decomposed_accent_keeps_its_word_whole_and_one_spelling(tokenizer):
@@ -269,10 +271,10 @@ def test_a_tie_between_spellings_does_not_depend_on_document_order(tokenizer):
 
 
 def test_a_host_name_without_scheme_is_no_term_but_a_dotted_name_stays(tokenizer):
-    texts = [f"Setup {i} is at docs.acme-cloud.io/setup and uses Quorvex-lib; see Synkro.js." for i in range(3)]
+    texts = [f"Setup {i} is at docs.acme-cloud.io/setup and uses Quorvex-lib; see Synkro.js and Zorblix.info." for i in range(3)]
     mined = _mined(tokenizer, texts)
     assert "acme-cloud" not in mined  # a part of a host name
-    assert {"Quorvex-lib", "Synkro"} <= mined
+    assert {"Quorvex-lib", "Synkro", "Zorblix"} <= mined  # .js and .info are no host endings here
 
 
 def test_documents_with_decomposed_accents_are_said(tmp_path, capsys):
