@@ -123,11 +123,19 @@ def _stop_handlers(stopped: list[int]) -> dict[int, object]:
     Returns the handlers to put back (none outside the main thread, where Python allows none)."""
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
+    # Under a multi-process launcher a rank blocked in a collective would run the handler only
+    # when the C call returns: the launcher's SIGTERM then waited for its SIGKILL.
+    if threading.current_thread() is not threading.main_thread() or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
         return {}
+
+    def noted(signum, frame):  # a second signal while the first one's cleanup runs: let it finish
+        stopped.append(signum)
 
     def stop(signum, frame):
         stopped.append(signum)
+        for other in STOP_SIGNALS:
+            if signal.getsignal(other) is stop:
+                signal.signal(other, noted)
         raise KeyboardInterrupt
 
     # A signal set to be ignored stays so: `nohup` ignores SIGHUP, a shell's `cmd &` SIGINT, and

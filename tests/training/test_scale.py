@@ -312,3 +312,36 @@ def test_a_signal_set_to_be_ignored_stays_ignored(monkeypatch):
             signal.signal(signum, handler)
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+TWO_SIGNALS = """
+import os, signal, sys, threading, time
+from sparse_adapt.cli import app, main
+
+started = threading.Event()
+
+@app.command("slow-cleanup")
+def slow_cleanup():
+    started.set()
+    try:
+        time.sleep(30)
+    finally:
+        time.sleep(1.0)  # cleanup a second signal arrives in the middle of
+        print("cleanup finished", file=sys.stderr, flush=True)
+
+def fire():
+    started.wait(60)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGHUP)
+
+threading.Thread(target=fire, daemon=True).start()
+sys.exit(main(["slow-cleanup"]))
+"""
+
+
+def test_a_second_stop_signal_lets_the_first_ones_cleanup_finish():
+    proc = subprocess.run([sys.executable, "-c", TWO_SIGNALS], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-2000:]
+    assert "cleanup finished" in proc.stderr and "stopped by SIGTERM" in proc.stderr
