@@ -112,22 +112,22 @@ def pretrain(
     wrote(out)
 
 
-def _carry_base_files(base_model: str, out: Path) -> None:
+def _carried(base_model: str) -> dict[str, str]:
     """The base's recommended training settings (a built-in's, or its directory's file) and its
-    pretraining record, into the extended model: without them `train --base OUT` used the plain
+    pretraining record, for the extended model: without them `train --base OUT` used the plain
     defaults, which the README measures undoing the pretraining."""
     import json
-    import shutil
 
-    from sparse_adapt.atomic import write_atomic
     from sparse_adapt.modeling.builtin import RECOMMENDED_FILE, recommended_settings
     from sparse_adapt.training.general import RECORD
 
+    out = {}
     recommended = recommended_settings(base_model)
     if recommended:
-        write_atomic(out / RECOMMENDED_FILE, json.dumps(recommended, indent=1) + "\n")
+        out[RECOMMENDED_FILE] = json.dumps(recommended, indent=1) + "\n"
     if (Path(base_model) / RECORD).is_file():
-        shutil.copyfile(Path(base_model) / RECORD, out / RECORD)
+        out[RECORD] = (Path(base_model) / RECORD).read_text(encoding="utf-8")
+    return out
 
 
 def extend_vocab(
@@ -147,8 +147,8 @@ def extend_vocab(
     domain = load_domain_terms(terms)
     splade = SpladeEncoder.from_pretrained(base_model)
     report = extend_vocabulary(splade, domain, source=str(terms))
-    splade.save_pretrained(out, overwrite=overwrite, keep_others=False)  # --overwrite replaces the output whole
-    _carry_base_files(base_model, out)
+    # --overwrite replaces the output whole; what the base carries goes in with the model, atomically
+    splade.save_pretrained(out, overwrite=overwrite, keep_others=False, beside=_carried(base_model))
     shown = report.terms[:SHOWN_TERMS]
     table = Table(title=f"vocabulary {report.old_vocab_size} -> {report.new_vocab_size}")
     for col in ("term", "category", "token id", "base pieces", "action"):

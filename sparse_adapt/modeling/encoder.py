@@ -194,13 +194,15 @@ class SpladeEncoder(VectorMethods, nn.Module):
             for p in self.mlm.parameters():
                 p.data = p.data.clone()
 
-    def save_pretrained(self, directory: str | Path, overwrite: bool = False, keep_others: bool = True) -> Path:
+    def save_pretrained(self, directory: str | Path, overwrite: bool = False, keep_others: bool = True,
+                        beside: dict[str, str] | None = None) -> Path:
         """Write HF model + tokenizer + ``sparse_adapt.json`` + sentence-transformers module
         files; replaces ``directory`` atomically. An earlier saved model there is replaced, and
         what else it held stays (a model card, ``recommended_training.json``, a user's notes:
         :func:`keep_beside`), unless ``keep_others`` is False (a training run's own directories,
         whose other files describe the model they replace); a file, or a non-empty directory
-        holding no model (``config.json``), only with ``overwrite``.
+        holding no model (``config.json``), only with ``overwrite``. ``beside``: name -> text of
+        files saved with the model, in the same atomic rename.
 
         The special-token exclusion is re-applied first (a shared-bias change such as
         ``base.set_bias`` overwrites it in memory), so every saved directory carries it.
@@ -220,6 +222,8 @@ class SpladeEncoder(VectorMethods, nn.Module):
                 write_sentence_transformers_files(tmp, self.settings.query_max_length, self.settings.doc_max_length, rows)
             if keep_others:
                 keep_beside(target, tmp)
+            for name, text in (beside or {}).items():
+                (tmp / name).write_text(text, encoding="utf-8")
         return target
 
     def save_tokenizer(self, directory: str | Path) -> None:
