@@ -53,10 +53,11 @@ def _writer_alive(rest: str, entry: Path | None = None) -> bool:
         pass
     started = _process_start(int(pid))
     try:
-        # ctime too: renaming ".NAME.old-PID" aside keeps the old version's mtime, not its ctime
-        written = max(entry.lstat().st_mtime, entry.lstat().st_ctime) if entry is not None else None
+        stat = entry.lstat() if entry is not None else None
     except OSError:
-        written = None
+        stat = None
+    # ctime too: renaming ".NAME.old-PID" aside keeps the old version's mtime, not its ctime
+    written = max(stat.st_mtime, stat.st_ctime) if stat is not None else None
     # Boot time is whole seconds and start times are clock ticks: 2 s of slack.
     return started is None or written is None or started <= written + 2.0
 

@@ -20,7 +20,6 @@ the head LayerNorm's mean subtraction. Net effect: the head reproduces ``h_i``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -29,6 +28,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, 
 from sparse_adapt.errors import ModelLoadError, first_line
 from sparse_adapt.modeling.heads import HEADS, family_for_model_type
 from sparse_adapt.modeling.hub import hub_loading, quiet_transformers
+from sparse_adapt.modeling.interop import transformer_module
 
 # The built-in offline default base (see offline_minilm).
 OFFLINE_MINILM = "offline-minilm"
@@ -103,21 +103,16 @@ MLM_HEAD_PREFIXES = ("cls.predictions.", "lm_head.", "decoder.", "vocab_transfor
 
 def _transformer_folder(name_or_path: str | Path) -> str | Path:
     """A local folder's Hugging Face model: the folder, or the sub-folder of a sentence-transformers
-    model's Transformer module (``modules.json``, ``0_Transformer/``); transformers read only the
-    top and failed with a cut-off tokenizer message."""
+    model's Transformer module (``0_Transformer/``); transformers read only the top and failed
+    with a cut-off tokenizer message."""
     path = Path(name_or_path)
     if not path.is_dir() or (path / "config.json").is_file():
         return name_or_path
-    try:
-        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        modules = []
-    for module in modules if isinstance(modules, list) else []:
-        if (isinstance(module, dict) and str(module.get("type", "")).endswith(".Transformer")
-                and (path / str(module.get("path", "")) / "config.json").is_file()):
-            return path / str(module["path"])
-    raise ModelLoadError(f"{path} has no config.json (nor a sentence-transformers Transformer module with one): "
-                         "not a Hugging Face model directory")
+    module = transformer_module(path)
+    if module is None:
+        raise ModelLoadError(f"{path} has no config.json (nor a sentence-transformers Transformer module with one): "
+                             "not a Hugging Face model directory")
+    return module
 
 
 def load_encoder(name_or_path: str, trust_remote_code: bool = False) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -62,6 +62,22 @@ def write_sentence_transformers_files(directory: str | Path, query_max_length: i
         path.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
 
 
+def transformer_module(directory: str | Path) -> Path | None:
+    """The folder of a sentence-transformers model's Transformer module that holds a Hugging
+    Face model (``0_Transformer/`` of a dense model), or None: the directory has no
+    ``modules.json``, or none of its modules is one."""
+    root = Path(directory)
+    try:
+        modules = json.loads((root / MODULES_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for module in modules if isinstance(modules, list) else []:
+        if (isinstance(module, dict) and str(module.get("type", "")).endswith(".Transformer")
+                and (root / str(module.get("path", "")) / "config.json").is_file()):
+            return root / str(module["path"])
+    return None
+
+
 # Module classes sentence-transformers saves as a SPLADE model's masked-LM (6.x; 5.x's name).
 _MLM_MODULES = ("Transformer", "MLMTransformer")
 # SPLADE pooling as sparse-adapt computes it: max over positions of log(1 + relu(logit)).

@@ -70,7 +70,8 @@ def load_space(path: str | Path) -> dict[str, Range]:
     raw = read_table(path, "search space")
     # Not searchable: what defines the objective (its validation split, its control penalty) or
     # happens after it is measured (interpolation).
-    floats = {f.name for f in dataclasses.fields(DistillConfig) if isinstance(getattr(DistillConfig(), f.name), float)}
+    defaults = DistillConfig()
+    floats = {f.name for f in dataclasses.fields(defaults) if isinstance(getattr(defaults, f.name), float)}
     floats -= {"valid_fraction", "control_penalty", "interpolate"}
     if not isinstance(raw, dict) or not raw:
         raise ConfigError(f"{path}: expected a table of distill settings, each [low, high] or {{low, high, log}}")

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import torch
 
-from sparse_adapt.data import Document, Qrels, Query, TrainExample
+from sparse_adapt.data import Document, Qrels, Query, TrainExample, collapse_whitespace
 from sparse_adapt.progress import signed
 from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
 
@@ -237,7 +237,7 @@ class EpochSelector:
 
 
 def _query_key(text: str) -> str:
-    return " ".join(text.casefold().split())
+    return collapse_whitespace(text.casefold())
 
 
 def shared_positives(train: Sequence[TrainExample], valid: Sequence[TrainExample]) -> int:
@@ -247,5 +247,5 @@ def shared_positives(train: Sequence[TrainExample], valid: Sequence[TrainExample
     def positives(ex: TrainExample) -> set[str]:
         return {d for d, s in zip(ex.doc_ids, ex.teacher_scores) if teacher_grade(s) > 0}
 
-    trained = set().union(*(positives(ex) for ex in train)) if train else set()
+    trained = set().union(*(positives(ex) for ex in train))
     return sum(1 for ex in valid if positives(ex) & trained)
