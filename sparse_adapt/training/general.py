@@ -121,8 +121,9 @@ def run_general(
         raise ConfigError(f"pretrain: {len(pairs)} training pairs; at least 2 are needed")
     if cfg.batch_size > len(pairs):  # one batch of every pair (70,000 ran out of memory), as no step the config meant
         raise ConfigError(f"pretrain: a batch of {cfg.batch_size} pairs is more than the {len(pairs)} there are")
-    if cfg.steps > len(pairs) // cfg.batch_size:
-        hooks.message(f"warning: pretrain: {len(pairs)} pairs make {len(pairs) // cfg.batch_size} steps of "
+    n_batches = len(pairs) // cfg.batch_size  # the last partial batch is dropped
+    if cfg.steps > n_batches:
+        hooks.message(f"warning: pretrain: {len(pairs)} pairs make {n_batches} steps of "
                       f"{cfg.batch_size}, not {cfg.steps}: each pair is used once")
     for problem in _not_for_pretraining(base):
         hooks.message(f"warning: pretrain: {problem}")
@@ -132,7 +133,6 @@ def run_general(
 
         teacher = load_teacher()
     losses, flops = InBatchLoss(cfg.temperature, cfg.teacher_temperature), FlopsLoss()
-    n_batches = len(pairs) // cfg.batch_size or 1  # the last partial batch is dropped
 
     def plan(_: torch.Generator) -> list[list[int]]:
         # The pairs are already shuffled with the seed; one pass, in order.
