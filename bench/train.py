@@ -21,6 +21,9 @@ under bf16 autocast there:
 - ``rss``: peak RSS (``VmHWM``) of the warmup stage with ``max_steps`` fixed, over 1k,
   10k and 50k synthetic documents: memory must not grow with the corpus.
 - ``extend``: ``extend_vocabulary`` with 10,000 made-up terms: time and peak RSS.
+
+``--json`` is written after every measured run (with ``"partial": true`` until the last), so a
+run stopped by a time limit (a lent GPU's minutes) keeps what it measured.
 """
 
 from __future__ import annotations
@@ -205,15 +208,33 @@ def main(argv: list[str] | None = None) -> int:
              "rss": (200, 400) if args.quick else (1000, 10000, 50000), "extend": 200 if args.quick else 10000}
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     runs = []
+
+    def measure(part: str, system: str, size: int) -> None:
+        runs.append(_run(part, system, model, args.workdir, size, args.threads))
+        if args.json:  # after every run: one stopped by a time limit keeps what it measured
+            args.json.write_text(json.dumps({"summary": summarise(runs), "runs": runs, "threads": args.threads,
+                                             "partial": True}, indent=2) + "\n")
+
     for r in range(args.repeats):
         for part in parts:
             if part in SYSTEMS:
-                systems = SYSTEMS[part][r % len(SYSTEMS[part]):] + SYSTEMS[part][: r % len(SYSTEMS[part])]
-                runs += [_run(part, s, model, args.workdir, sizes[part], args.threads) for s in systems]
+                for s in SYSTEMS[part][r % len(SYSTEMS[part]):] + SYSTEMS[part][: r % len(SYSTEMS[part])]:
+                    measure(part, s, sizes[part])
             elif part == "rss" and r == 0:
-                runs += [_run(part, "sparse-adapt", model, args.workdir, n, args.threads) for n in sizes["rss"]]
+                for n in sizes["rss"]:
+                    measure(part, "sparse-adapt", n)
             elif part == "extend" and r == 0:
-                runs.append(_run(part, "sparse-adapt", model, args.workdir, sizes["extend"], args.threads))
+                measure(part, "sparse-adapt", sizes["extend"])
+    summary = summarise(runs)
+    print(json.dumps(summary, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps({"summary": summary, "runs": runs, "threads": args.threads}, indent=2) + "\n")
+    return 0
+
+
+def summarise(runs: list[dict]) -> dict:
+    """Median seconds per system and the ratio to each part's peer (a part whose systems have
+    not all run is left out), peak RSS per corpus size, and the extension's cost."""
     summary = {}
     for part, systems in SYSTEMS.items():
         times = {s: median(x["seconds"] for x in runs if x["part"] == part and x["system"] == s)
@@ -228,10 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     ext = [x for x in runs if x["part"] == "extend"]
     if ext:
         summary["extend"] = {"terms": ext[0]["size"], "seconds": ext[0]["seconds"], "peak_rss_mb": ext[0]["peak_rss_mb"]}
-    print(json.dumps(summary, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps({"summary": summary, "runs": runs, "threads": args.threads}, indent=2) + "\n")
-    return 0
+    return summary
 
 
 if __name__ == "__main__":

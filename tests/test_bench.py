@@ -61,3 +61,26 @@ def test_feedback_search_benchmark_runs_on_a_tiny_model(tmp_path):
     assert result["queries"] > 100 and result["documents"] > 100
     assert set(result["ms_per_query"]) == {"plain", "feedback", "feedback_one_by_one"}
     assert all(v > 0 for v in result["ms_per_query"].values())
+
+
+def test_the_training_benchmark_keeps_each_finished_run_when_a_later_one_is_cut(tmp_path, monkeypatch):
+    import bench.train as train
+
+    seconds = {"hf-trainer": 10.0, "hf-trainer-grouped": 12.0, "sparse-adapt": 8.0, "sparse-adapt-budget": 7.0}
+
+    def fake_run(part, system, model, work, size, threads):
+        if part == "distill":  # the lent machine's minutes end during the second part
+            raise KeyboardInterrupt
+        return {"part": part, "system": system, "size": size, "seconds": seconds[system], "peak_rss_mb": 1.0}
+
+    monkeypatch.setattr(train, "model_dir", lambda name, root: tmp_path / name)
+    monkeypatch.setattr(train, "_run", fake_run)
+    out = tmp_path / "train.json"
+    with pytest.raises(KeyboardInterrupt):
+        train.main(["--parts", "warmup,distill", "--workdir", str(tmp_path), "--json", str(out)])
+    saved = json.loads(out.read_text())
+    assert saved["partial"] is True and [r["system"] for r in saved["runs"]] == list(seconds)
+    # ratio = a system's seconds / the peer's (the HF Trainer's) seconds; distill never finished
+    assert saved["summary"] == {"warmup": {
+        "hf-trainer": {"seconds": 10.0, "ratio_to_peer": 1.0}, "hf-trainer-grouped": {"seconds": 12.0, "ratio_to_peer": 1.2},
+        "sparse-adapt": {"seconds": 8.0, "ratio_to_peer": 0.8}, "sparse-adapt-budget": {"seconds": 7.0, "ratio_to_peer": 0.7}}}
