@@ -85,7 +85,7 @@ def index(
 
 
 def search(
-    query: str = typer.Argument(..., help="Query text."),
+    query: Optional[str] = typer.Argument(None, help="Query text (or --queries FILE)."),
     index_dir: Path = typer.Option(..., "--index", help="Index built by `sparse-adapt index`."),
     model: Optional[str] = typer.Option(None, "--model", help="The model that exported the documents."),
     onnx: Optional[Path] = typer.Option(
@@ -103,17 +103,43 @@ def search(
         None, "--docs", help="docs.jsonl the index was built from: show each hit's text (read for the hits only)."
     ),
     as_json: bool = typer.Option(False, "--json", help='Print [{"doc_id", "score"}, ...] (and "text" with --docs).'),
+    queries: Optional[Path] = typer.Option(
+        None, "--queries", help="queries.jsonl (or .tsv) instead of QUERY: search every query (no qrels needed) and "
+        "write the top --k of each to --save-run.",
+    ),
+    save_run: Optional[Path] = typer.Option(None, "--save-run", help="With --queries: the TREC run file written."),
+    threads: int = typer.Option(1, "--threads-search", min=1, help="With --queries: Lucene search threads."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --save-run file."),
 ) -> None:
-    """Encode QUERY with the model (same quantisation) and search the index through Lucene."""
+    """Encode QUERY with the model (same quantisation) and search the index through Lucene;
+    or search every query of --queries and write a TREC run."""
     from sparse_adapt.errors import ConfigError
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.modeling.truncation import truncated
     from sparse_adapt.retrieval.searcher import LuceneRetriever
 
-    require_text(query, "query")
+    if (query is None) == (queries is None):
+        raise ConfigError("search needs a QUERY or --queries FILE (one of the two)")
+    if queries is not None:
+        if save_run is None:
+            raise ConfigError("search --queries writes a TREC run: pass --save-run RUN")
+        if docs is not None or as_json:
+            raise ConfigError(f"{'--docs' if docs is not None else '--json'} shows one QUERY's hits; "
+                              "with --queries the hits go to --save-run")
+    elif save_run is not None:
+        raise ConfigError("--save-run writes the run of --queries; for one QUERY use --json")
+    if query is not None:
+        require_text(query, "query")
     fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
     if (model is None) == (onnx is None):
         raise ConfigError("search needs exactly one of --model (PyTorch) or --onnx (ONNX Runtime) for the query")
+    batch = None
+    if queries is not None:
+        from sparse_adapt.atomic import check_output
+        from sparse_adapt.data import load_queries
+
+        check_output(save_run, overwrite, kind="file", flag="--save-run", inputs=(queries, index_dir, model, onnx))
+        batch = load_queries(queries)
     if onnx is not None:
         from sparse_adapt.modeling.onnx import OnnxSpladeEncoder
 
@@ -125,6 +151,9 @@ def search(
     mismatch = retriever.model_warning(model)
     if mismatch:
         warn(mismatch)
+    if batch is not None:
+        _search_all(retriever, encoder, batch, k, threads, fb, save_run, model)
+        return
     if truncated(encoder, [query], "query"):  # a SpladeEncoder or an ONNX export: both have tokenizer and lengths
         warn(f"the query is longer than {encoder.max_length('query')} pieces: only its start was searched")
     if docs is not None:
@@ -149,6 +178,25 @@ def search(
             row.append(Text(texts.get(h.doc_id, "(not in --docs)")))
         table.add_row(*row)
     console.print(table)
+
+
+def _search_all(retriever, encoder, batch, k: int, threads: int, fb, save_run: Path, model: str) -> None:
+    """Pyserini's batch search: every query's top ``k`` (ties settled as ``evaluate --index``
+    settles them) written as a TREC run; queries matching no document are named."""
+    from sparse_adapt.modeling.truncation import truncation_note
+    from sparse_adapt.retrieval.evaluation import save_run_file
+
+    note = truncation_note(encoder, [q.text for q in batch], "query")
+    if note:
+        warn(note)
+    run = retriever.run(batch, k=k, threads=threads, feedback=fb)
+    empty = [q.qid for q in batch if not run.get(q.qid)]
+    if empty:
+        warn(f"{counted(len(empty), 'query', 'queries')} of {len(batch)} matched no document and "
+             f"{'has' if len(empty) == 1 else 'have'} no line in the run (e.g. {', '.join(empty[:5])})")
+    save_run_file(run, save_run, model)
+    wrote(save_run, f" ({counted(len(batch), 'query', 'queries')}, {counted(sum(map(len, run.values())), 'hit')}, "
+                    f"at most {k} per query)")
 
 
 # Characters of a hit's text in the table: one terminal line beside rank, id and score.

