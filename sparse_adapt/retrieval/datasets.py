@@ -5,12 +5,15 @@ or of a local BEIR-format folder.
 A local folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``, as BEIR's
 zips unpack) is read by ir_datasets' own components: ``JsonlDocs``/``JsonlQueries`` with
 BEIR's field names and ``BeirQrels`` (which checks BEIR's header line), assembled into
-an ``ir_datasets`` ``Dataset``; nothing here parses those files by hand.
+an ``ir_datasets`` ``Dataset``. The two JSONL files reach them through the reader of
+``--docs``/``--queries`` files (``data.reading.json_objects``), so they read alike: blank
+lines skipped, a key written twice in one object refused, every error naming file and line.
 """
 
 from __future__ import annotations
 
 import codecs
+import json
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +21,8 @@ from typing import Iterator
 
 from sparse_adapt.data import Document, Qrels, Query, collapse_whitespace
 from sparse_adapt.data.qrels import GRADE_LIMIT
-from sparse_adapt.data.reading import encodable, id_problem, visible
+from sparse_adapt.data.reading import encodable, id_problem, json_objects, visible
+from sparse_adapt.data.records import DataError
 from sparse_adapt.errors import SparseAdaptError
 
 
@@ -73,7 +77,7 @@ class IRDataset:
         # ir_datasets parses the files itself; a bad byte or line surfaces as its exception.
         try:
             yield
-        except DatasetError:
+        except (DatasetError, DataError):  # ours: they name the file (and line) already
             raise
         except (UnicodeDecodeError, ValueError, KeyError, RuntimeError, TypeError, AttributeError) as e:
             # TypeError/AttributeError: a field of the wrong JSON type (a number for a text, a line that is a list)
@@ -125,7 +129,7 @@ def local_beir(folder: str | Path, split: str = "test") -> IRDataset:
         raise DatasetError(f"{root} is not a BEIR folder: missing {', '.join(missing)}")
 
     class download(ir_datasets.util.LocalDownload):
-        """A local file whose stream skips a UTF-8 byte-order mark, as every loader of ours does."""
+        """The qrels file, whose stream skips a UTF-8 byte-order mark, as every loader of ours does."""
 
         @contextmanager
         def stream(self):
@@ -134,11 +138,32 @@ def local_beir(folder: str | Path, split: str = "test") -> IRDataset:
                     f.seek(0)
                 yield f
 
+    class jsonl_download(ir_datasets.util.LocalDownload):
+        """A local JSONL file as ``--docs``/``--queries`` read one: ir_datasets' own parser
+        keeps a repeated key's last value and stops at a blank line or a missing field with a
+        message naming no line, so each line reaches it checked (and the byte-order mark
+        dropped) by ours. A BEIR document's title, like its text, may be absent (read as empty)."""
+
+        def __init__(self, path: Path, required: tuple[str, ...], optional: tuple[str, ...] = ()):
+            super().__init__(path)
+            self.required, self.optional = required, optional
+
+        @contextmanager
+        def stream(self):
+            path = self.path()
+            yield (self._line(path, n, obj) for n, obj in json_objects(path))
+
+        def _line(self, path: Path, n: int, obj: dict) -> str:
+            for field in self.required:
+                if field not in obj:
+                    raise DataError(path, n, field, "missing")
+            return json.dumps({**dict.fromkeys(self.optional, ""), **obj})
+
     docs = JsonlDocs(
-        download(files["corpus"]), BeirTitleDoc, mapping={"doc_id": "_id", "text": "text", "title": "title"},
+        jsonl_download(files["corpus"], ("_id",), ("title", "text")), BeirTitleDoc, mapping={"doc_id": "_id", "text": "text", "title": "title"},
         namespace=f"local-beir:{root}",
     )
-    queries = JsonlQueries(download(files["queries"]), GenericQuery, mapping={"query_id": "_id", "text": "text"})
+    queries = JsonlQueries(jsonl_download(files["queries"], ("_id", "text")), GenericQuery, mapping={"query_id": "_id", "text": "text"})
     qrels = BeirQrels(download(files["qrels"]), qrels_defs={})
     return IRDataset(str(root), Dataset(docs, queries, qrels))
 

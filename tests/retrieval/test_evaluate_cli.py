@@ -218,6 +218,43 @@ def test_a_bad_beir_record_is_refused_like_the_same_line_of_a_docs_file(part, li
         list(ds.documents()) if part == "corpus" else ds.queries()
 
 
+@pytest.mark.parametrize("part, raw, message", [
+    ("corpus", '{"_id": "z", "text": "x", "text": "y"}', "corpus.jsonl:27: field 'text': appears twice in one JSON object"),
+    ("queries", '{"_id": "q99", "_id": "q98", "text": "x"}', "queries.jsonl:17: field '_id': appears twice"),
+    ("corpus", '{"title": "", "text": "x"}', "corpus.jsonl:27: field '_id': missing"),
+    ("queries", '{"_id": "q99"}', "queries.jsonl:17: field 'text': missing"),
+    ("corpus", '{"_id": "z", "text": "x"', "corpus.jsonl:27: invalid JSON"),
+    ("queries", '["q99", "x"]', "queries.jsonl:17: expected a JSON object, got list"),
+])
+def test_a_beir_line_ir_datasets_would_misread_is_refused_naming_file_and_line(part, raw, message, tmp_path):
+    # ir_datasets' parser keeps a repeated key's last value and fails on a missing field
+    # without a line; the folder's files are read as --docs/--queries files are.
+    from sparse_adapt.data.records import DataError
+    from sparse_adapt.retrieval.datasets import load_dataset
+
+    beir = write_beir(tmp_path / "beir")
+    with (beir / f"{part}.jsonl").open("a") as f:
+        f.write(raw + "\n")
+    ds = load_dataset(str(beir))
+    with pytest.raises(DataError, match=message.replace("(", "\\(").replace("[", "\\[")):
+        list(ds.documents()) if part == "corpus" else ds.queries()
+
+
+def test_blank_lines_and_an_absent_title_read_in_a_beir_folder_as_in_its_files(tmp_path):
+    from sparse_adapt.retrieval.datasets import load_dataset
+
+    beir = write_beir(tmp_path / "beir")
+    for part, record in (("corpus", {"_id": "z", "text": "no title here"}), ("queries", {"_id": "q99", "text": "x"})):
+        path = beir / f"{part}.jsonl"
+        lines = path.read_text().splitlines()
+        path.write_text("\n" + "\n".join(lines[:3]) + "\n\n  \n" + "\n".join(lines[3:] + [json.dumps(record)]) + "\n\n")
+    ds = load_dataset(str(beir))
+    documents = list(ds.documents())
+    assert documents == load_documents(beir / "corpus.jsonl") and documents[-1].text == "no title here"
+    queries = ds.queries(judged_only=False)
+    assert queries == load_queries(beir / "queries.jsonl") and queries[-1].qid == "q99"
+
+
 def test_beir_folder_without_qrels_is_a_clear_error(models, tmp_path, capsys):
     beir = write_beir(tmp_path / "beir")
     (beir / "qrels" / "test.tsv").unlink()
