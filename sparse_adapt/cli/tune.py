@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
             None, "--valid-fraction", help="Hold out this fraction of --train's queries (seeded, per query kind) as "
             "the validation split; sets distill.valid_fraction, so best.toml holds it too.",
         ),
-        out: Path = typer.Option(..., "--out", help="Study directory: prefix/, best.toml, trials.md, trials.json, trials/."),
+        out: Path = typer.Option(..., "--out", help="Study directory: prefix/, study.db (a rerun with the same inputs resumes it), best.toml, trials.md, trials.json, trials/."),
         config: Optional[Path] = typer.Option(None, "--config", help="Starting config (JSON or TOML), as for train."),
         trials: int = typer.Option(20, "--trials", min=1, help="Trial budget (each trial is one distill run; trial "
                                    "0 runs the config's own values, and TPE samples at random until 10 have run)."),

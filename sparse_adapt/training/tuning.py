@@ -9,7 +9,8 @@ objective trails the other trials' at the same epoch. A trial's value is its bes
 objective. Trial 0 runs the config's own values (those inside the space): the baseline, so
 ``best.toml`` is never a study's worse-than-default pick without saying so. Writes ``OUT/best.toml`` (the whole config with the best trial's values, which
 ``train --config`` accepts), ``OUT/trials.md`` and ``OUT/trials.json`` (every trial) and
-``OUT/trials/<n>.jsonl`` (each trial's training log).
+``OUT/trials/<n>.jsonl`` (each trial's training log). The study itself is kept in
+``OUT/study.db`` (``study.py``): a rerun with the same inputs and settings resumes it.
 
 Optuna is imported only here: the rest of the package does not need it.
 """
@@ -31,6 +32,9 @@ from sparse_adapt.progress import SILENT, Hooks, signed
 from sparse_adapt.training.config import TrainConfig, config_to_toml, load_config, recommended_in_effect
 from sparse_adapt.training.loop import NonFiniteError
 from sparse_adapt.training.stages import ORDER, DistillStage, StageContext, TrainData
+from sparse_adapt.training.study import (
+    INTERRUPTED, STUDY_DB, counted_trials, delete_others, open_study, requeue_interrupted, stopped, study_key,
+)
 from sparse_adapt.training.validation import check_validation_choice
 
 
@@ -127,13 +131,23 @@ def trials_table(rows: list[dict], space: dict[str, Range]) -> str:
     return "\n".join(lines + (["", *failed] if failed else [])) + "\n"
 
 
+def row(trial) -> dict:
+    """A finished trial as trials.md and trials.json show it."""
+    return {
+        "number": trial.number, "state": trial.state.name.lower(), "value": trial.value, "params": trial.params,
+        "best_epoch": trial.user_attrs.get("best_epoch"),
+        "epochs_run": trial.user_attrs.get("epochs_run", len(trial.intermediate_values)),
+        "failure": trial.user_attrs.get("failure") or (INTERRUPTED if stopped(trial) else None),
+    }
+
+
 def check_study_dir(out: Path, overwrite: bool) -> None:
     """Before any work: ``out`` can hold a study (module docstring of :func:`run_tuning`)."""
     check_writable(out, into=True)
     if out.exists() and not out.is_dir():
         raise OutputError(f"--out {out} is an existing file; a study needs a directory")
-    # What a study writes first: prefix/run.json (the CLI), trials/ (then every trial), trials.json (last).
-    earlier = (out / "prefix" / "run.json").is_file() or (out / "trials").is_dir() or (out / "trials.json").is_file()
+    # What a study writes first: prefix/run.json (the CLI), study.db and trials/ (then every trial), trials.json (last).
+    earlier = any((out / name).exists() for name in ("prefix/run.json", STUDY_DB, "trials", "trials.json"))
     entries = [p.name for p in out.iterdir() if p.name != LOCK_FILE] if out.is_dir() else []
     if entries and not earlier and not overwrite:
         raise OutputError(f"--out {out} is not empty and holds no tune study ({len(entries)} entries); "
@@ -148,13 +162,11 @@ def run_tuning(
     """Run the study; ``prefix(out_dir)`` trains the stages before distill and returns the
     checkpoint to start every trial from (the CLI passes ``run_pipeline``). Returns the summary.
 
-    ``out`` may be new, empty or an earlier study (rerun: its trials are rewritten); a
-    directory holding anything else is refused unless ``overwrite``, which writes the
-    study's files beside (and over same-named ones of) what is there.
+    ``out`` may be new, empty or an earlier study (resumed when its inputs and settings are
+    these, else replaced by a new one); a directory holding anything else is refused unless
+    ``overwrite``, which writes the study's files beside (and over same-named ones of) what is there.
     ``valid_path``: the file ``data.valid`` came from, named in ``best.toml``'s usage line,
     since ``train`` validates (and keeps the best epoch) only when given it too."""
-    import optuna
-
     cfg = config if isinstance(config, TrainConfig) else load_config(config, base)
     cfg.validate()
     if data.valid is None and cfg.distill.valid_fraction <= 0:
@@ -178,17 +190,33 @@ def run_tuning(
                           "interpolation that train applies to its final model, so their objectives describe the "
                           "distilled model, not the one train delivers")
         start = prefix(out / "prefix") if prefix is not None else Path(base)
-        # A rerun is a new study (no resume): the last one's trials and results go, so that none of
-        # them can pass for this study's, but only once this study has a trial of its own to show:
-        # a rerun stopped in its first trial deleted a finished study and left nothing instead.
-        # Until then a trial logs to N.running.jsonl (one a stopped run left is no result).
+        import optuna
+
+        # ERROR: a failed trial is said by record() in one line, with its reason; Optuna's warning
+        # for it printed the whole traceback.
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        # Judge a trial only after 2 complete ones and 2 of its own epochs: early epochs are noisy.
+        pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2)
+        study, resumed = open_study(out, study_key(data, base, start, seed, cfg, space), seed, pruner)
+        interrupted = requeue_interrupted(study) if resumed else []
+        counted = len(counted_trials(study))
+        # Another study's trials and results go, so that none of them can pass for this study's, but
+        # only once this study has a trial of its own to show: a rerun stopped in its first trial
+        # deleted a finished study and left nothing instead. Until then a trial logs to
+        # N.running.jsonl (one a stopped run left is no result). A resumed study with finished
+        # trials has only its own files here (the first of them removed the others').
         for log in (out / "trials").glob(f"*{RUNNING}"):
             log.unlink()
-        stale = [log for log in (out / "trials").glob("*.jsonl") if log.stem.isdigit()]  # --overwrite writes beside others
-        stale += [out / name for name in STUDY_FILES]
+        stale = [] if counted else [log for log in (out / "trials").glob("*.jsonl") if log.stem.isdigit()]
+        stale += [] if counted else [out / name for name in STUDY_FILES]  # --overwrite: beside others' files
+        others_left = True  # other studies in study.db, deleted with the stale files
         reference = SpladeEncoder.from_pretrained(base)
         (out / "trials").mkdir(parents=True, exist_ok=True)
-        rows: list[dict] = []
+        rows: list[dict] = [row(t) for t in study.trials if t.state.is_finished()]
+        if resumed:
+            hooks.message(f"tune: resuming the study in {out}: {counted} of {trials} trials done"
+                          + (f"; trial {', '.join(map(str, interrupted))} was stopped and runs again" if interrupted
+                             else ""))
         said: set[str] = set()
 
         def say_once(message: str) -> None:
@@ -203,8 +231,12 @@ def run_tuning(
 
         def keep_log(number: int) -> None:
             """The earlier study's files go (on the first trial), then trial ``number``'s log takes its name."""
+            nonlocal others_left
             while stale:
                 stale.pop().unlink(missing_ok=True)
+            if others_left:
+                delete_others(study)
+                others_left = False
             if running(number).exists():
                 running(number).replace(out / "trials" / f"{number}.jsonl")
 
@@ -232,7 +264,8 @@ def run_tuning(
                 hooks=once,
             )
             # Trials are named by Optuna's number (from 0), as in trials.md, trials.json and best.toml.
-            hooks.message(f"tune: trial {trial.number} ({trial.number + 1} of {trials}): " + " ".join(f"{k}={v:.3g}" for k, v in values.items()))
+            hooks.message(f"tune: trial {trial.number} ({counted + 1} of {trials}): "
+                          + " ".join(f"{k}={v:.3g}" for k, v in values.items()))
             try:
                 DistillStage().run(splade, ctx)
             except NonFiniteError as e:  # said in one line by record(); Optuna's own warning carried a traceback
@@ -246,12 +279,10 @@ def run_tuning(
             return float(ctx.info["best_objective"])
 
         def record(study: "optuna.Study", trial: "optuna.trial.FrozenTrial") -> None:
+            nonlocal counted
+            counted += 1
             keep_log(trial.number)
-            rows.append({
-                "number": trial.number, "state": trial.state.name.lower(), "value": trial.value, "params": trial.params,
-                "best_epoch": trial.user_attrs.get("best_epoch"), "epochs_run": trial.user_attrs.get("epochs_run",
-                len(trial.intermediate_values)), "failure": trial.user_attrs.get("failure"),
-            })
+            rows.append(row(trial))
             write_atomic(out / "trials.md", trials_table(rows, space))
             write_results(study, finished=False)  # a study stopped early still leaves its best so far
             failure = f" ({rows[-1]['failure']})" if rows[-1]["failure"] else ""
@@ -271,7 +302,7 @@ def run_tuning(
             best = max(complete, key=lambda t: t.value)  # the first of equals, as study.best_trial
             best_cfg = with_distill(cfg, {k: best.params[k] for k in space})
             so_far = "" if finished else " so far (the study did not finish)"
-            baseline = next((t for t in complete if t.number == 0 and enqueued), None)
+            baseline = next((t for t in complete if t.user_attrs.get("baseline")), None)
             versus = ("" if baseline is None else " = the config's own values: no trial beat them" if best is baseline
                       else f", the config's own values {signed(baseline.value, 4)}")
             header = (f"sparse-adapt tune: best of {len(complete)} completed trials{so_far} (trial {best.number}, objective "
@@ -281,38 +312,32 @@ def run_tuning(
                        "start": str(start), "base": str(base), "finished": finished,
                        "valid": None if valid_path is None else str(valid_path),
                        "valid_fraction": cfg.distill.valid_fraction, "usage": usage,
-                       "baseline_trial": 0 if enqueued else None,
+                       "baseline_trial": next((t.number for t in study.trials if t.user_attrs.get("baseline")
+                                               and not stopped(t)), None),
                        "space": {k: dataclasses.asdict(r) for k, r in space.items()}, "trials": rows}
             write_atomic(out / "trials.json", json.dumps(summary, indent=2) + "\n")
             return summary
 
-        # ERROR: a failed trial is said by record() in one line, with its reason; Optuna's warning
-        # for it printed the whole traceback.
-        optuna.logging.set_verbosity(optuna.logging.ERROR)
-        study = optuna.create_study(
-            direction="maximize", sampler=optuna.samplers.TPESampler(seed=int(seed)),
-            # Judge a trial only after 2 complete ones and 2 of its own epochs: early epochs are noisy.
-            pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2),
-        )
         # Trial 0 runs the config's own values: the baseline a tuned best.toml must beat, or the
         # study says that none did. With a value outside its range (a weight of 0 on a log
         # scale) there is no baseline, and the study says so.
         own = {k: float(getattr(cfg.distill, k)) for k in space}
         outside = [k for k, r in space.items() if not r.low <= own[k] <= r.high]
-        enqueued = not outside
-        if enqueued:
-            study.enqueue_trial(own)
-        else:  # a mix of its values and sampled ones would be no baseline
+        if not resumed and not outside:
+            study.enqueue_trial(own, user_attrs={"baseline": True})
+        elif not resumed:  # a mix of its values and sampled ones would be no baseline
             hooks.message(f"tune: no baseline trial: the config's {', '.join(outside)} "
                           f"{'lies' if len(outside) == 1 else 'lie'} outside the search space")
         # A trial whose loss or gradient goes non-finite is an outcome of its values (an lr too
         # high), recorded as failed; the study goes on with the others.
         try:
-            study.optimize(objective, n_trials=trials, callbacks=[record], catch=(NonFiniteError,))
+            if counted < trials:
+                study.optimize(objective, n_trials=trials - counted, callbacks=[record], catch=(NonFiniteError,))
         except BaseException:
-            if rows:  # the study has trials of its own: the stopped one's log joins them
+            if counted:  # the study has trials of its own: the stopped one's log joins them
                 keep_log(len(study.trials) - 1)
             raise
+        write_atomic(out / "trials.md", trials_table(rows, space))
         summary = write_results(study, finished=True)
         if summary is None:
             raise ConfigError(f"tune: no trial completed of {trials}; see {out / 'trials.md'}")

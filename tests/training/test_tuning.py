@@ -265,18 +265,57 @@ def test_a_rerun_stopped_in_its_first_trial_keeps_the_finished_study(tiny_dir, i
     then left nothing of either study."""
     out = tmp_path / "study"
     run_tuning(_data(inputs), out, str(tiny_dir), trials=2, seed=0, config=_config(tmp_path, epochs=1), space=SPACE)
-    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and "prefix" not in p.parts}
+
+    def files() -> dict:  # study.db holds the new study's stopped trial beside the finished one's
+        return {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and "prefix" not in p.parts
+                and not p.name.endswith(".running.jsonl") and p.name not in (".sparse-adapt.lock", "study.db")}
+
+    before = files()
     assert {Path("best.toml"), Path("trials.json"), Path("trials/0.jsonl"), Path("trials/1.jsonl")} <= set(before)
 
     def measure(self, splade):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(validation_mod.ValidationSet, "measure", measure)
+    with pytest.raises(KeyboardInterrupt):  # another seed: a new study, stopped before it has a trial
+        run_tuning(_data(inputs), out, str(tiny_dir), trials=2, seed=5, config=_config(tmp_path, epochs=1), space=SPACE)
+    assert files() == before
+
+
+def test_a_stopped_study_resumes_its_trials_and_runs_the_interrupted_values_again(tiny_dir, inputs, tmp_path,
+                                                                                 monkeypatch):
+    out, calls = tmp_path / "study", iter(range(100))
+
+    def stop_in_trial_1(self, splade):
+        if next(calls) >= 4:  # reference, epoch 0 and epoch 1 of trial 0, trial 1's reference, then stopped
+            raise KeyboardInterrupt
+        return {"domain": 0.6, "control": 1.0}
+
+    def run(measure, said=None):
+        monkeypatch.setattr(validation_mod.ValidationSet, "measure", measure)
+        return run_tuning(_data(inputs), out, str(tiny_dir), trials=3, seed=0, config=_config(tmp_path, epochs=1),
+                          space=SPACE, hooks=(said if said is not None else Messages()).hooks())
+
     with pytest.raises(KeyboardInterrupt):
-        run_tuning(_data(inputs), out, str(tiny_dir), trials=2, seed=0, config=_config(tmp_path, epochs=1), space=SPACE)
-    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and "prefix" not in p.parts
-             and not p.name.endswith(".running.jsonl") and p.name != ".sparse-adapt.lock"}
-    assert after == before
+        run(stop_in_trial_1)
+    stopped = json.loads((out / "trials.json").read_text())
+    assert [r["number"] for r in stopped["trials"]] == [0]
+    said = Messages()
+    summary = run(lambda self, splade: {"domain": 0.5, "control": 1.0}, said)
+    assert "tune: resuming the study in" in said.text() and "1 of 3 trials done; trial 1 was stopped and runs again" in said.text()
+    rows = summary["trials"]
+    assert [(r["number"], r["state"]) for r in rows] == [(0, "complete"), (1, "fail"), (2, "complete"), (3, "complete")]
+    assert rows[1]["failure"].startswith("stopped before it ended") and rows[2]["params"] == rows[1]["params"]
+    assert rows[0] == stopped["trials"][0]  # trial 0 kept as it ran, not run again
+    assert summary["baseline_trial"] == 0 and summary["finished"] is True
+    assert "tune: trial 3 (3 of 3)" in said.text()
+    assert sorted(p.name for p in (out / "trials").iterdir()) == ["0.jsonl", "1.jsonl", "2.jsonl", "3.jsonl"]
+
+    def never(self, splade):
+        raise AssertionError("a finished study ran a trial again")
+
+    said = Messages()
+    assert run(never, said)["trials"] == rows and "3 of 3 trials done" in said.text()
 
 
 def test_a_search_space_file_replaces_the_default_and_bad_ones_name_file_and_key(tmp_path):
@@ -332,3 +371,19 @@ def test_a_config_value_outside_the_space_means_no_baseline_trial_and_says_so(ti
     assert summary["baseline_trial"] is None and summary["trials"][0]["params"]["lr"] >= 1e-2
     assert "tune: no baseline trial: the config's lr lies outside the search space" in said
     assert "the config's own values" not in (tmp_path / "s" / "best.toml").read_text()
+
+
+def test_a_trial_a_killed_run_left_running_is_failed_and_its_values_queued_once():
+    import optuna
+
+    from sparse_adapt.training.study import counted_trials, requeue_interrupted
+
+    study = optuna.create_study(direction="maximize")
+    study.tell(study.ask({"x": optuna.distributions.FloatDistribution(0, 1)}), 0.5)
+    killed = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})  # its process died: still running
+    assert requeue_interrupted(study) == [killed.number]
+    states = [t.state.name for t in study.trials]
+    assert states == ["COMPLETE", "FAIL", "WAITING"] and len(counted_trials(study)) == 1
+    waiting = study.trials[2]  # Optuna keeps a queued trial's values as fixed_params until it runs
+    assert waiting.system_attrs["fixed_params"] == killed.params and waiting.user_attrs == {"retry_of": killed.number}
+    assert requeue_interrupted(study) == []  # queued already: a second resume does not queue it twice
