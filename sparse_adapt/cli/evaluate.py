@@ -153,7 +153,10 @@ def evaluate(
         "queries.jsonl, qrels/test.tsv); replaces --docs/--queries/--qrels."
     ),
     index: Optional[Path] = typer.Option(None, "--index", help="Rank through this Lucene index instead of in memory."),
-    depth: int = typer.Option(100, "--depth", min=10, help="With --index: hits retrieved per query."),
+    depth: Optional[int] = typer.Option(
+        None, "--depth", min=10, help="With --index: hits retrieved per query (default 100; in memory every document "
+        "with a score counts)."
+    ),
     compare: Optional[str] = typer.Option(
         None, "--compare", help="Second system: a run file (TREC or ranx JSON) or a model, scored in memory."
     ),
@@ -180,10 +183,16 @@ def evaluate(
         raise ConfigError(f"--stat-test must be one of {', '.join(STAT_TESTS)}, got {stat_test!r}")
     if max_active_dims is not None and index is not None:
         raise ConfigError("--max-active-dims applies to in-memory scoring; an --index holds what `export` wrote")
+    if depth is not None and index is None:
+        raise ConfigError("--depth applies to --index (Lucene's hits per query); in memory every document is ranked")
     fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
     if save_run is not None:
+        from sparse_adapt.retrieval.datasets import local_beir_files
+
+        # A local BEIR folder's files are inputs too: a run written over corpus.jsonl replaced the data set.
+        folder = list(local_beir_files(dataset).values()) if dataset is not None and Path(dataset).is_dir() else []
         check_output(save_run, overwrite, kind="file", flag="--save-run",
-                     inputs=(docs, queries, qrels, compare, index, model))
+                     inputs=(docs, queries, qrels, compare, index, model, *folder))
     data = _load_data(docs, queries, qrels, dataset)
     other_run = None  # --compare's run file, read before any encoding
     if compare is not None and (Path(compare).is_file() or Path(compare).suffix in _RUN_SUFFIXES):
@@ -202,11 +211,17 @@ def evaluate(
         names = (*names[:2], f"the index {index}")
     for line in check_qrels(data.qrels, [q.qid for q in data.queries], doc_ids, names):
         warn(line)
-    run = (retriever.run(data.queries, k=depth, feedback=fb) if retriever is not None
+    run = (retriever.run(data.queries, k=depth or 100, feedback=fb) if retriever is not None
            else _in_memory(model, data, documents, max_active_dims=max_active_dims, feedback=fb))
     metrics = evaluate_run(data.qrels, run)
     if save_run is not None:
         save_run_file(run, save_run, model)
+        empty = [q.qid for q in data.queries if q.qid in data.qrels and not run.get(q.qid)]
+        if empty:  # the metrics count them as 0; a run file cannot hold a query without a document
+            warn(f"{counted(len(empty), 'evaluated query', 'evaluated queries')} retrieved no document and "
+                 f"{'has' if len(empty) == 1 else 'have'} no line in {save_run} (e.g. {', '.join(empty[:5])}): "
+                 "trec_eval scores them only with -c, and a tool averaging over the run's own queries scores the "
+                 "run higher than these figures")
     how = f"Lucene index {index}" if index is not None else "in memory"
     if max_active_dims is not None:
         how += f", documents cut to {max_active_dims} terms"

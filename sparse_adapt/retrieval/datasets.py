@@ -115,6 +115,12 @@ class IRDataset:
         return out
 
 
+def local_beir_files(folder: str | Path, split: str = "test") -> dict[str, Path]:
+    """The files of a BEIR-format folder that :func:`local_beir` reads."""
+    root = Path(folder)
+    return {"corpus": root / "corpus.jsonl", "queries": root / "queries.jsonl", "qrels": root / "qrels" / f"{split}.tsv"}
+
+
 def local_beir(folder: str | Path, split: str = "test") -> IRDataset:
     """A BEIR-format folder as an ir_datasets Dataset (no copy, no download)."""
     import ir_datasets
@@ -123,7 +129,7 @@ def local_beir(folder: str | Path, split: str = "test") -> IRDataset:
     from ir_datasets.formats import GenericQuery, JsonlDocs, JsonlQueries
 
     root = Path(folder)
-    files = {"corpus": root / "corpus.jsonl", "queries": root / "queries.jsonl", "qrels": root / "qrels" / f"{split}.tsv"}
+    files = local_beir_files(root, split)
     missing = [str(p) for p in files.values() if not p.is_file()]
     if missing:
         raise DatasetError(f"{root} is not a BEIR folder: missing {', '.join(missing)}")

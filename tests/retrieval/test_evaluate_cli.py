@@ -387,3 +387,29 @@ def test_beir_files_given_one_by_one_read_as_ir_datasets_reads_the_folder(models
     via_files = run_json(capsys, ["evaluate", "--model", models[0], *files, "--json"])
     via_dataset = run_json(capsys, ["evaluate", "--model", models[0], "--dataset", str(beir), "--json"])
     assert via_files == via_dataset
+
+
+def test_a_run_is_never_written_into_the_dataset_folder_and_depth_needs_an_index(models, tmp_path, capsys):
+    beir = write_beir(tmp_path / "beir")
+    corpus = (beir / "corpus.jsonl").read_bytes()
+    assert main(["evaluate", "--model", models[0], "--dataset", str(beir), "--save-run", str(beir / "corpus.jsonl"),
+                 "--overwrite"]) == 2
+    assert "is also an input" in " ".join(capsys.readouterr().err.split())
+    assert (beir / "corpus.jsonl").read_bytes() == corpus
+    assert main(["evaluate", "--model", models[0], "--dataset", str(beir), "--depth", "50"]) == 2
+    assert "--depth applies to --index" in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_saved_run_names_the_evaluated_queries_it_has_no_line_for(models, tmp_path, capsys, monkeypatch):
+    import sparse_adapt.cli.evaluate as cli_evaluate
+
+    def nothing_for_q2(model, data, documents, **kwargs):
+        return {q.qid: ({} if q.qid == "q2" else {"d1": 1.0}) for q in data.queries}
+
+    monkeypatch.setattr(cli_evaluate, "_in_memory", nothing_for_q2)
+    run = tmp_path / "run.trec"
+    assert main(["evaluate", "--model", models[0], "--docs", str(GATROCRAPTIC.docs), "--queries",
+                 str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels), "--save-run", str(run), "--json"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"1 evaluated query retrieved no document and has no line in {run} (e.g. q2): trec_eval scores them only with -c" in err
+    assert {line.split()[0] for line in run.read_text().splitlines()} == {q.qid for q in load_queries(GATROCRAPTIC.queries)} - {"q2"}
