@@ -176,4 +176,12 @@ def recommend(term: str, failed_checks: Sequence, sources: Sources) -> list[Reco
     for check in failed_checks:
         groups.setdefault(RECOMMENDERS[check.name], []).append(check)
     recs = [build(term, sources, checks) for build, checks in groups.items()]
+    if any(c.name == "single_token" for c in failed_checks):
+        # A split term: the weight, logit and expansion checks graded its pieces, not the term, and
+        # extend's command already runs every stage; three --stages lists for one run contradicted it.
+        recs = [r for r in recs if r.id not in SUBSUMED_BY_EXTEND]
     return sorted(recs, key=lambda r: ORDER.index(r.id))
+
+
+# What extend's `--stages extend,warmup,dictionary,distill` already runs for a term the model splits.
+SUBSUMED_BY_EXTEND = ("warmup", "dictionary", "query_expansion")

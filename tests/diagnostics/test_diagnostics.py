@@ -90,6 +90,7 @@ def test_vocabulary_unextended_term_is_split_and_analysed_per_piece(tiny_bert):
     # train command ignored, read as a first step)
     (command,) = r.recommendations[0].commands
     assert command.startswith("sparse-adapt train --base") and "--stages extend,warmup,dictionary,distill" in command
+    assert not {"warmup", "dictionary", "query_expansion"} & {rec.id for rec in r.recommendations}  # run by that command
     # each piece is marked at its own position inside both occurrences in d2
     assert r.document.doc_id == "d2" and r.document.docs_containing == ["d2", "d3"]
     ids = _ids(tiny_bert, DOCS[1].text)[0][0].tolist()

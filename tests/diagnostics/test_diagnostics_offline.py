@@ -37,6 +37,8 @@ def test_offline_base_splits_the_term(offline_base, data):
     assert _status(r)["single_token"] == {"fail"} and _status(r)["weight_matches_encoding"] == {"pass"}
     assert r.recommendations[0].id == "extend"
     assert "--stages extend,warmup,dictionary,distill" in r.recommendations[0].commands[0]
+    # the pieces' weak weights and logits are no separate remedies: extend's command runs those stages
+    assert [rec.id for rec in r.recommendations] == ["extend"]
 
 
 def test_extended_untrained_base_has_negative_logits_and_zero_weight(offline_base, data):
