@@ -186,7 +186,7 @@ def inspect_corpus(
     else:
         warnings.append("no queries: per-query statistics and FLOPS need --queries")
     if feedback is not None:
-        fed = expand_in_memory(Q, D, feedback)  # (n_q, V)
+        fed = expand_in_memory(Q, D, feedback, [d.doc_id for d in documents])  # (n_q, V)
         p_fed = np.asarray((fed > 0).mean(axis=0)).ravel()  # (V,)
         cost = FeedbackCost(feedback.docs, feedback.weight, feedback.terms, _text_stats(fed), float(p_fed @ p_d))
 

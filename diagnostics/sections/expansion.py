@@ -63,7 +63,7 @@ def query_expansion(
     fed = None
     if feedback is not None:
         D = splade.encode([d.text for d in documents], "document") if documents else sp.csr_matrix((0, Q.shape[1]))
-        fed = expand_in_memory(Q, D, feedback)  # (n_queries, V)
+        fed = expand_in_memory(Q, D, feedback, [d.doc_id for d in documents])  # (n_queries, V)
     out = {}
     for t in targets:
         col = Q[:, t].toarray().ravel()  # (n_queries,)

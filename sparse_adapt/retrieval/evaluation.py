@@ -157,7 +157,7 @@ def score_vectors(
 ) -> dict[str, dict[str, float]]:
     """:func:`score_in_memory` on already encoded vectors (rows in ``queries``/``documents`` order)."""
     if feedback is not None:
-        Q = expand_in_memory(Q, D, feedback)  # (n_queries, V)
+        Q = expand_in_memory(Q, D, feedback, [d.doc_id for d in documents])  # (n_queries, V)
     S = (Q @ D.T).toarray()  # (n_queries, n_docs)
     doc_ids = [d.doc_id for d in documents]
     return {

@@ -3,12 +3,14 @@
 A first pass scores every document, ``S = Q D^T``; each query then moves towards the mean of
 its ``docs`` best documents and is scored again:
 
-    q' = q + weight * top_terms( (1/k) * sum_{j in top_k(q)} d_j )
+    q' = q + weight * top_terms( (1/|top(q)|) * sum_{j in top(q)} d_j )
 
-where ``top_k(q)`` are the ``k = docs`` documents with the highest positive first-pass scores
-(ties by document order), and ``top_terms`` keeps the centroid's ``terms`` largest weights
-(ties by token id, as every listing; :func:`sparse_adapt.modeling.vectors.keep_top`). A query
-that matches no document is left as it was.
+where ``top(q)`` are the (at most ``docs``) documents with the highest positive first-pass
+scores (fewer when fewer match; ties by descending doc id, the order of every ranking,
+``ranking.py``, so the documents fed back are the first ones ``search`` lists, in memory and
+through Lucene alike), and ``top_terms`` keeps the centroid's ``terms`` largest weights (ties
+by token id, as every listing; :func:`sparse_adapt.modeling.vectors.keep_top`). A query that
+matches no document is left as it was.
 
 Rocchio, "Relevance feedback in information retrieval", in G. Salton (ed.), *The SMART
 Retrieval System*, 1971 (the original formula also subtracts non-relevant documents; pseudo
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -54,25 +57,32 @@ class Feedback:
             raise ValueError(f"feedback weight must be a positive finite number, got {self.weight!r}")
 
 
-def feedback_documents(scores: np.ndarray, docs: int) -> list[np.ndarray]:
+def feedback_documents(scores: np.ndarray, docs: int, doc_ids: Sequence[str]) -> list[np.ndarray]:
     """Per query (row of ``scores``, shape (n_queries, n_docs)), the indices of its ``docs``
-    best documents with a positive score, best first; ties by document order."""
+    best documents with a positive score, best first; ties by descending doc id (``doc_ids``,
+    one per column), as :func:`sparse_adapt.retrieval.ranking.ranking` orders them."""
+    if len(doc_ids) != scores.shape[1]:
+        raise ValueError(f"{len(doc_ids)} doc ids for {scores.shape[1]} documents")
+    by_id = np.empty(len(doc_ids), dtype=np.int64)  # (n_docs,) each document's place in descending id order
+    by_id[sorted(range(len(doc_ids)), key=doc_ids.__getitem__, reverse=True)] = np.arange(len(doc_ids))
     out = []
     for row in scores:
-        order = np.argsort(-row, kind="stable")[:docs]  # stable: equal scores keep document order
+        order = np.lexsort((by_id, -row))[:docs]  # by score, then by descending doc id
         out.append(order[row[order] > 0])
     return out
 
 
-def rocchio(Q: sp.csr_matrix, D: sp.csr_matrix, scores: np.ndarray, feedback: Feedback) -> sp.csr_matrix:
+def rocchio(
+    Q: sp.csr_matrix, D: sp.csr_matrix, scores: np.ndarray, feedback: Feedback, doc_ids: Sequence[str],
+) -> sp.csr_matrix:
     """Expanded queries ``q + weight * centroid`` (see the module docstring).
 
     Q: (n_queries, V) query vectors; D: (n_docs, V) document vectors; scores: (n_queries,
-    n_docs) the first pass ``Q D^T``. Returns (n_queries, V).
+    n_docs) the first pass ``Q D^T``; doc_ids: D's rows' ids. Returns (n_queries, V).
     """
     if scores.shape != (Q.shape[0], D.shape[0]):
         raise ValueError(f"scores have shape {scores.shape}, expected {(Q.shape[0], D.shape[0])}")
-    picks = feedback_documents(scores, feedback.docs)
+    picks = feedback_documents(scores, feedback.docs, doc_ids)
     counts = np.array([len(p) for p in picks], dtype=np.int64)  # (n_queries,), 0 where nothing matched
     rows = np.repeat(np.arange(len(picks)), counts)
     cols = np.concatenate(picks) if picks else np.zeros(0, dtype=np.int64)
@@ -82,7 +92,8 @@ def rocchio(Q: sp.csr_matrix, D: sp.csr_matrix, scores: np.ndarray, feedback: Fe
     return sp.csr_matrix(Q, dtype=np.float64) + feedback.weight * centroid
 
 
-def expand_in_memory(Q: sp.csr_matrix, D: sp.csr_matrix, feedback: Feedback) -> sp.csr_matrix:
-    """:func:`rocchio` with its first pass ``Q D^T`` over every document of ``D``: the expanded
-    queries (n_queries, V) that in-memory scoring and the diagnostics search with."""
-    return rocchio(Q, D, (Q @ D.T).toarray(), feedback)
+def expand_in_memory(Q: sp.csr_matrix, D: sp.csr_matrix, feedback: Feedback, doc_ids: Sequence[str]) -> sp.csr_matrix:
+    """:func:`rocchio` with its first pass ``Q D^T`` over every document of ``D`` (rows
+    ``doc_ids``): the expanded queries (n_queries, V) that in-memory scoring and the
+    diagnostics search with."""
+    return rocchio(Q, D, (Q @ D.T).toarray(), feedback, doc_ids)

@@ -141,9 +141,13 @@ class LuceneRetriever:
             )
         self.encoder.prime(texts)
         ids = [str(i) for i in range(len(texts))]  # positions, not qids: texts may repeat
-        by_id = self.searcher.batch_search(list(texts), ids, feedback.docs, threads)
-        first = [by_id.get(i, []) for i in ids]  # Lucene's order: best first
-        fed = sorted({h.docid for hits in first for h in hits})
+        # The first pass settled as every search is (ties by descending doc id, fetched past the
+        # cut while they last): Lucene's own top `docs` breaks ties its way, so another document
+        # was fed back than `search` lists first.
+        by_id = self.searcher.batch_search(list(texts), ids, feedback.docs + 1, threads)
+        first = [_settled(list(by_id.get(i, [])), feedback.docs, lambda n, t=t: self.searcher.search(t, n))
+                 for i, t in zip(ids, texts)]
+        fed = sorted({h.doc_id for hits in first for h in hits})
         column = {d: j for j, d in enumerate(fed)}
         term_id = {t: i for i, t in enumerate(self.encoder.vocab)}
         try:
@@ -155,8 +159,8 @@ class LuceneRetriever:
         # Lucene returned each query's `docs` best documents already, so all of them are fed back.
         picked = np.zeros((len(texts), len(fed)))  # (n_queries, n_fed)
         for i, hits in enumerate(first):
-            picked[i, [column[h.docid] for h in hits]] = 1.0
-        expanded = rocchio(Q, D, picked, feedback)  # (n_queries, V), already in impact units
+            picked[i, [column[h.doc_id] for h in hits]] = 1.0
+        expanded = rocchio(Q, D, picked, feedback, fed)  # (n_queries, V), already in impact units
         return quantise(expanded, self.encoder.vocab, 1)
 
     def holds(self, doc_id: str) -> bool:
@@ -210,14 +214,14 @@ class LuceneRetriever:
 
 def _ranked(hits) -> list[Hit]:
     """Lucene's hits in the order every evaluation uses (``evaluation.ranking``: ties by
-    descending doc id, where Lucene breaks them by indexing order)."""
+    descending doc id, where Anserini breaks them by ascending doc id)."""
     return [Hit(d, s) for d, s in ranking({h.docid: float(h.score) for h in hits})]
 
 
 def _whole_ties(fetch, k: int) -> list[Hit]:
     """The first ``k`` of ``fetch(n)``'s hits (Lucene's best ``n``) in ``ranking`` order: while
     the hit after the ``k``-th ties with it, more are fetched, since Lucene picks among tied
-    documents by indexing order and the order's own pick could lie beyond."""
+    documents by its own rule (ascending doc id) and the order's own pick could lie beyond."""
     n = k + 1
     while True:
         hits = fetch(n)

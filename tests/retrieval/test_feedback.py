@@ -19,6 +19,7 @@ D = sp.csr_matrix(np.array([
     [0.0, 3.0, 0.0, 0.0, 4.0],  # d1: terms 1 and 4
     [1.0, 0.0, 0.0, 5.0, 0.0],  # d2: terms 0 and 3
 ]))
+IDS = ["d0", "d1", "d2"]
 
 
 def first_pass(Q: sp.csr_matrix) -> np.ndarray:
@@ -28,7 +29,7 @@ def first_pass(Q: sp.csr_matrix) -> np.ndarray:
 def test_one_document_by_hand():
     # q = term 2 only: scores (1, 0, 0), so d0 is fed back: q' = q + 0.5 * d0.
     Q = sp.csr_matrix(np.array([[0.0, 0.0, 2.0, 0.0, 0.0]]))
-    got = rocchio(Q, D, first_pass(Q), Feedback(docs=1, weight=0.5, terms=32)).toarray()
+    got = rocchio(Q, D, first_pass(Q), Feedback(docs=1, weight=0.5, terms=32), IDS).toarray()
     np.testing.assert_allclose(got, [[1.0, 0.0, 2.5, 0.0, 0.0]])
     # The second pass now reaches d2 through term 0, which the query never had.
     assert first_pass(Q)[0, 2] == 0.0
@@ -39,7 +40,7 @@ def test_two_documents_average_and_the_centroid_is_cut_to_its_terms():
     # q = terms 0 and 1: scores d0 2, d1 3, d2 1 -> d1 then d0; centroid (d0 + d1) / 2 =
     # (1, 1.5, 0.5, 0, 2); its top 2 terms are 4 (2.0) and 1 (1.5).
     Q = sp.csr_matrix(np.array([[1.0, 1.0, 0.0, 0.0, 0.0]]))
-    got = rocchio(Q, D, first_pass(Q), Feedback(docs=2, weight=1.0, terms=2)).toarray()
+    got = rocchio(Q, D, first_pass(Q), Feedback(docs=2, weight=1.0, terms=2), IDS).toarray()
     np.testing.assert_allclose(got, [[1.0, 2.5, 0.0, 0.0, 2.0]])
 
 
@@ -47,42 +48,68 @@ def test_centroid_ties_keep_the_lower_token_id():
     # q = term 0: d0 scores 2, d2 1 -> d0, whose terms are 0 (2.0) and 2 (1.0); one term kept: 0.
     # Of two equal weights the lower token id is kept, as in every listing.
     Q = sp.csr_matrix(np.array([[1.0, 0.0, 0.0, 0.0, 0.0]]))
-    got = rocchio(Q, D, first_pass(Q), Feedback(docs=1, weight=1.0, terms=1)).toarray()
+    got = rocchio(Q, D, first_pass(Q), Feedback(docs=1, weight=1.0, terms=1), IDS).toarray()
     np.testing.assert_allclose(got, [[3.0, 0.0, 0.0, 0.0, 0.0]])
     tie = sp.csr_matrix(np.array([[1.0, 1.0]]))
-    one = rocchio(sp.csr_matrix((1, 2)), tie, np.array([[1.0]]), Feedback(docs=1, weight=1.0, terms=1)).toarray()
+    one = rocchio(sp.csr_matrix((1, 2)), tie, np.array([[1.0]]), Feedback(docs=1, weight=1.0, terms=1), ["t"]).toarray()
     np.testing.assert_allclose(one, [[1.0, 0.0]])
 
 
-def test_equal_scores_feed_back_the_earlier_document():
-    assert [p.tolist() for p in feedback_documents(np.array([[1.0, 3.0, 3.0, 0.5]]), 2)] == [[1, 2]]
-    assert [p.tolist() for p in feedback_documents(np.array([[1.0, 3.0, 3.0, 0.5]]), 1)] == [[1]]
+def test_equal_scores_feed_back_the_document_search_lists_first():
+    # ties by descending doc id, as every ranking: d9 before d3, whatever the corpus order
+    ids = ["a", "d3", "d9", "b"]
+    assert [p.tolist() for p in feedback_documents(np.array([[1.0, 3.0, 3.0, 0.5]]), 2, ids)] == [[2, 1]]
+    assert [p.tolist() for p in feedback_documents(np.array([[1.0, 3.0, 3.0, 0.5]]), 1, ids)] == [[2]]
+    assert feedback_documents(np.array([[3.0, 3.0]]), 1, ["d9", "d3"])[0].tolist() == [0]  # the same, reordered
     # Long enough for numpy's default (unstable) sort to reorder the ties.
     flat = np.ones((1, 200))
     flat[0, ::7] = 0.5
-    assert feedback_documents(flat, 5)[0].tolist() == [1, 2, 3, 4, 5]
+    many = [f"d{i:03d}" for i in range(200)]
+    assert feedback_documents(flat, 5, many)[0].tolist() == [199, 198, 197, 195, 194]  # 196 = 7 * 28 scores 0.5
+    with pytest.raises(ValueError, match="2 doc ids for 4 documents"):
+        feedback_documents(np.ones((1, 4)), 1, ["a", "b"])
+
+
+def test_feedback_does_not_depend_on_the_corpus_order():
+    # Two documents tie on the query's term; which one is fed back decides the second pass.
+    first = [Document("d1", "one"), Document("d2", "two")]
+    Dt = sp.csr_matrix(np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 1.0]]))  # d1: t0 t1; d2: t0 t2
+    Q = sp.csr_matrix(np.array([[1.0, 0.0, 0.0]]))
+
+    class Fixed:
+        def __init__(self, rows):
+            self.rows = rows
+
+        def encode(self, texts, kind, batch_size=32, **options):
+            return self.rows if kind == "document" else Q
+
+    fb = Feedback(docs=1, weight=0.5)
+    forward = score_in_memory(Fixed(Dt), first, [Query("q", "x")], feedback=fb)
+    backward = score_in_memory(Fixed(Dt[::-1]), first[::-1], [Query("q", "x")], feedback=fb)
+    # d2, the first of the tie in every ranking, is fed back: q' = (1.5, 0, 0.5)
+    assert forward == backward == {"q": {"d2": pytest.approx(2.0), "d1": pytest.approx(1.5)}}
 
 
 def test_documents_with_no_shared_term_are_never_fed_back():
     # q = term 3 matches only d2; with docs=3 the two zero-score documents must not dilute it.
     Q = sp.csr_matrix(np.array([[0.0, 0.0, 0.0, 1.0, 0.0], [0.0] * 5]))
     S = first_pass(Q)
-    assert [p.tolist() for p in feedback_documents(S, 3)] == [[2], []]
-    got = rocchio(Q, D, S, Feedback(docs=3, weight=1.0, terms=32)).toarray()
+    assert [p.tolist() for p in feedback_documents(S, 3, IDS)] == [[2], []]
+    got = rocchio(Q, D, S, Feedback(docs=3, weight=1.0, terms=32), IDS).toarray()
     np.testing.assert_allclose(got[0], [1.0, 0.0, 0.0, 6.0, 0.0])  # q + d2, not q + (d2) / 3
     np.testing.assert_allclose(got[1], 0.0)  # a query matching nothing is left as it was
 
 
 def test_every_query_gets_its_own_feedback():
     Q = sp.csr_matrix(np.array([[0.0, 0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]]))
-    got = rocchio(Q, D, first_pass(Q), Feedback(docs=1, weight=0.5, terms=32)).toarray()
+    got = rocchio(Q, D, first_pass(Q), Feedback(docs=1, weight=0.5, terms=32), IDS).toarray()
     np.testing.assert_allclose(got, [[1.0, 0.0, 1.5, 0.0, 0.0], [0.0, 1.5, 0.0, 0.0, 3.0]])
 
 
 def test_scores_of_the_wrong_shape_are_refused():
     Q = sp.csr_matrix(np.ones((2, 5)))
     with pytest.raises(ValueError, match="shape"):
-        rocchio(Q, D, np.ones((2, 2)), Feedback())
+        rocchio(Q, D, np.ones((2, 2)), Feedback(), IDS)
 
 
 @pytest.mark.parametrize("field,value", [

@@ -196,12 +196,45 @@ def test_feedback_through_lucene_matches_in_memory(built_vectors, offline_base):
     lucene = LuceneRetriever(built_vectors, offline_base).run(queries, k=10, feedback=feedback)
     exact = score_in_memory(offline_base, docs, queries, feedback=feedback)
     plain = score_in_memory(offline_base, docs, queries)
-    top = lambda run: {q: [d for d, _ in sorted(s.items(), key=lambda kv: (-kv[1], kv[0]))][:10] for q, s in run.items()}  # noqa: E731
+    from sparse_adapt.retrieval.ranking import top_k as top
     assert top(exact) != top(plain)  # feedback changes some ranking, so the agreement below means something
     identical = sum(top(exact)[q.qid] == list(lucene[q.qid]) for q in queries)
     assert identical >= len(queries) - 2  # the two differ by rounding impacts only
     qrels = load_qrels(GATROCRAPTIC.qrels)
     assert abs(evaluate_run(qrels, lucene)["ndcg@10"] - evaluate_run(qrels, exact)["ndcg@10"]) <= 0.01
+
+
+@pytest.mark.slow
+def test_feedback_through_lucene_feeds_back_the_first_of_tied_documents_whatever_the_index_order(tmp_path):
+    """Anserini picks among tied hits its own way; the document fed back is the one `search`
+    lists first (ties by descending doc id), as in memory."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from sparse_adapt.data import Query
+    from sparse_adapt.retrieval.feedback import Feedback
+    from sparse_adapt.retrieval.searcher import LuceneRetriever
+
+    class Term0:  # a query model whose every query is the term t0
+        def id_to_token(self):
+            return ["t0", "t1", "t2", "t3"]
+
+        def encode(self, texts, kind, batch_size=32, **options):
+            return sp.csr_matrix(np.array([[1.0, 0.0, 0.0, 0.0]] * len(texts)))
+
+    impacts = {"d1": {"t0": 100, "t1": 100}, "d2": {"t0": 100, "t2": 100}}  # tied on t0
+    for order in (["d1", "d2"], ["d2", "d1"]):
+        vectors, index = tmp_path / f"v-{order[0]}", tmp_path / f"i-{order[0]}"
+        vectors.mkdir()
+        (vectors / VECTORS_FILE).write_text("".join(json.dumps({"id": d, "contents": "", "vector": impacts[d]}) + "\n"
+                                                    for d in order))
+        (vectors / "sparse_adapt_export.json").write_text(json.dumps({"scale": 100, "model": "term0", "documents": 2}))
+        assert main(["index", "--vectors", str(vectors), "--index", str(index), "--store-vectors"]) == 0
+        retriever = LuceneRetriever(index, Term0())
+        assert [h.doc_id for h in retriever.search("q", 2)] == ["d2", "d1"]
+        # d2 fed back: q' = {t0: 100 + 0.5 * 100, t2: 0.5 * 100}; d2 150 * 100 + 50 * 100, d1 150 * 100
+        assert retriever.run([Query("q", "q")], k=10, feedback=Feedback(docs=1, weight=0.5)) == {
+            "q": {"d2": 20000.0, "d1": 15000.0}}, order
 
 
 @pytest.mark.slow
