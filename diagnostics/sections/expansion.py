@@ -12,7 +12,7 @@ from typing import Sequence
 
 import scipy.sparse as sp
 
-from diagnostics.tokens import term_pattern
+from diagnostics.tokens import in_text_ids, term_pattern
 from sparse_adapt.data import Document, Query
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.retrieval.feedback import Feedback, expand_in_memory
@@ -36,10 +36,10 @@ class FeedbackExpansion:
 @dataclass
 class QueryExpansion:
     queries: int  # queries checked
-    without_term: int  # of which do not contain the term in their text
+    without_term: int  # of which contain neither the term (a whole word) nor this token in their text
     expanding: list[ExpandingQuery]  # queries without the term that activate the token
-    with_term: int
-    with_term_active: int  # queries containing the term whose vector has it
+    with_term: int  # queries containing the term or this token
+    with_term_active: int  # of which have the token in their vector
     feedback: FeedbackExpansion | None = None  # the same after feedback (None: not asked)
 
 
@@ -59,14 +59,18 @@ def query_expansion(
     Q = splade.encode([q.text for q in queries], "query")  # (n_queries, V)
     pattern = term_pattern(splade, term)
     # A query using the term only past the query window is no query "without the term".
-    contains = [bool(pattern.search(q.text)) for q in queries]
+    words = [bool(pattern.search(q.text)) for q in queries]
     fed = None
     if feedback is not None:
         D = splade.encode([d.text for d in documents], "document") if documents else sp.csr_matrix((0, Q.shape[1]))
         fed = expand_in_memory(Q, D, feedback, [d.doc_id for d in documents])  # (n_queries, V)
+    # A query holding the target token itself ("APIs" is `api ##s`) did not expand to it: the
+    # whole-word match alone counted its in-text weight as expansion.
+    own = in_text_ids(splade, [q.text for q in queries], "query")
     out = {}
     for t in targets:
         col = Q[:, t].toarray().ravel()  # (n_queries,)
+        contains = [word or t in ids for word, ids in zip(words, own)]
         out[t] = QueryExpansion(
             queries=len(queries),
             without_term=contains.count(False),

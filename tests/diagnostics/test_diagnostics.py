@@ -238,6 +238,18 @@ def test_query_expansion_counts_match_encoded_queries(extended):
     assert qe.with_term_active == int(Q[1] > 0)
 
 
+def test_a_query_holding_the_token_in_another_word_is_no_expansion(sparse):
+    # "APIs" is `api ##s`: its own `api` weight is no expansion to "API", though the word differs
+    api = sparse.tokenizer.convert_tokens_to_ids("api")
+    _boost(sparse, api, 50.0)  # active in every text, with or without it
+    queries = [Query("q1", "list all APIs"), Query("q2", "watering plants"), Query("q3", "the API")]
+    r = diagnose_term(sparse, "API", DOCS, queries=queries)
+    qe = r.targets[0].query_expansion
+    assert sparse.encode([q.text for q in queries], "query").toarray()[:, api].min() > 0
+    assert (qe.without_term, qe.with_term, qe.with_term_active) == (1, 2, 2)
+    assert [e.qid for e in qe.expanding] == ["q2"]
+
+
 def _fire_only_at(splade, token_id, doc, alpha=5.0, cut=0.9):
     """Aim the token's decoder row at its hidden state in ``doc``: its logit is positive where
     the token is the input (documents and queries naming the term) and negative elsewhere."""
@@ -404,7 +416,9 @@ def test_a_term_is_a_whole_word_not_the_start_of_a_longer_one(sparse):
     # "Gatro" is [ga, ##tro], the first two pieces of every "Gatrocraptic" of d2 and d3
     r = diagnose_term(sparse, "Gatro", DOCS, queries=QUERIES)
     assert r.document.docs_containing == [] and r.document.source == "probe"
-    assert r.targets[0].query_expansion.without_term == 3  # q2's "Gatrocraptic" is not "Gatro"
+    # q2's "Gatrocraptic" is not the word "Gatro", but it holds the piece `ga`: its `ga` weight is
+    # no expansion, so q2 is no query without it either
+    assert r.targets[0].query_expansion.without_term == 2 and r.targets[0].query_expansion.with_term == 1
 
 
 def test_bpe_finds_a_term_at_a_text_start_and_after_a_bracket():
