@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from diagnostics.schema import EXPLAIN_SCHEMA
 from diagnostics.tokens import eval_mode, in_text_ids
 from sparse_adapt.data import Document
+from sparse_adapt.data.reading import first_repeat
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vectors import ranked_row
@@ -121,6 +122,9 @@ def explain_query(
         raise ConfigError(f"--k must be >= 1, got {k}")
     if not documents:
         raise ConfigError("no documents to score")
+    repeated = first_repeat(d.doc_id for d in documents)
+    if repeated is not None:  # results are named by id: two documents of one id became one, the wrong one
+        raise ConfigError(f"the documents repeat the id {repeated!r}; every document needs its own")
     with eval_mode(splade):
         return _explain(splade, query, documents, k, model, progress, feedback)
 
@@ -177,6 +181,8 @@ def _explain(
     note = truncation_note(splade, [d.text for d in documents], "document")
     if note:
         warnings.append(note)
+    if k > len(documents):
+        warnings.append(f"--k {k} asks for more documents than the {len(documents)} there are: all are shown")
 
     q_weight = dict(zip(q_ids.tolist(), q_w.tolist()))
     position = {d.doc_id: i for i, d in enumerate(documents)}

@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from diagnostics.sections.checks import WARN
+from diagnostics.sections.checks import HIGH_WEIGHT, WARN
 
 
 @dataclass
@@ -96,9 +96,13 @@ def _warmup(term: str, s: Sources, checks: Sequence) -> Recommendation:
 
 
 def _dictionary(term: str, s: Sources, checks: Sequence) -> Recommendation:
+    # Said as the failed checks have it: a term ranked first of its document but below the
+    # weight target was called "weak next to its document's generic tokens".
+    how = ("outranked by its document's generic tokens" if any(c.name == "top_rank" for c in checks)
+           else f"its weight stays at or below {HIGH_WEIGHT:g}")
     return Recommendation(
         "dictionary",
-        f"'{term}' is active but weak next to its document's generic tokens ("
+        f"'{term}' is active but {how} ("
         + _details(checks, lambda c: f"rank {c.actual}" if c.name == "top_rank" else f"weight {c.actual}")
         + ")",
         "run the dictionary stage (definitions give the term emphasis) and keep the domain hinge on in "

@@ -608,3 +608,26 @@ def test_long_document_is_analysed_as_the_model_truncates_it(extended):
     assert r.document.num_tokens == extended.settings.doc_max_length == len(r.targets[0].logits.positions)
     assert any("the model sees (and this analyses) the first 48" in w for w in r.warnings)
     assert r.targets[0].weight.matches
+
+
+def test_the_dictionary_finding_says_which_check_failed():
+    from diagnostics.recommend import Sources, recommend
+    from diagnostics.sections.checks import WARN, Check
+
+    sources = Sources("m", "docs.jsonl", "terms.json")
+    weak = Check("high_weight", WARN, "> 2", "0.1610")
+    (alone,) = recommend("Gatrocraptic", [weak], sources)  # rank 1 of its document, weight under 2
+    assert "its weight stays at or below 2 (weight 0.1610)" in alone.finding and "outranked" not in alone.finding
+    (both,) = recommend("Gatrocraptic", [weak, Check("top_rank", WARN, "1", "4 of 26")], sources)
+    assert "outranked by its document's generic tokens (weight 0.1610; rank 4 of 26)" in both.finding
+
+
+def test_explain_refuses_repeated_ids_and_says_when_k_exceeds_the_corpus(sparse):
+    from sparse_adapt.errors import ConfigError
+
+    same = [Document("a", "Reset your password now."), Document("a", "Plants need water.")]
+    with pytest.raises(ConfigError, match="repeat the id 'a'"):
+        explain_query(sparse, "reset password", same, k=2)
+    e = explain_query(sparse, "reset password", DOCS, k=len(DOCS) + 5)
+    assert len(e.results) == len(DOCS)
+    assert f"--k {len(DOCS) + 5} asks for more documents than the {len(DOCS)} there are: all are shown" in e.warnings
