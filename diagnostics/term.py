@@ -97,7 +97,7 @@ def _diagnose(
     vocab = vocabulary_check(splade, term, terms, sources.terms)
     sources = replace(sources, extended=vocab.domain_token)
     ids = vocab.token_ids
-    doc = choose_document(splade, term, documents, doc_id)
+    doc = choose_document(splade, term, documents, doc_id, ids)
 
     batch = splade.tokenize([doc.text], "document")
     targets_ids = list(dict.fromkeys(ids))  # a piece repeated in the term is analysed once

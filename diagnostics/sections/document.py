@@ -22,17 +22,27 @@ class DocumentChoice:
     docs_beyond_window: list[str]  # ids of documents using the term only past the model's window
 
 
-def choose_document(splade: SpladeEncoder, term: str, documents: Sequence[Document], doc_id: str | None) -> DocumentChoice:
+def choose_document(
+    splade: SpladeEncoder, term: str, documents: Sequence[Document], doc_id: str | None,
+    target_ids: Sequence[int] = (),
+) -> DocumentChoice:
+    """The document analysed: ``doc_id``'s, else the first containing the term as ``target_ids``
+    (the term's running-text pieces: a byte-level BPE splits a text-initial word otherwise, and
+    a document analysed for pieces it does not hold said "term not in this text"), else the
+    first containing it at all, else the term alone (a probe)."""
     pattern = term_pattern(splade, term)
     containing: list[str] = []
     beyond: list[str] = []
     first: tuple[Document, list[int], list[tuple[int, int]]] | None = None
+    whole: tuple[Document, list[int], list[tuple[int, int]]] | None = None
     for d in documents:
         found = occurrences(splade, d.text, pattern, "document")
         if found.spans:
             containing.append(d.doc_id)
             if first is None:
                 first = (d, found.ids, found.spans)
+            if whole is None and any(set(target_ids) <= set(found.ids[s:e]) for s, e in found.spans):
+                whole = (d, found.ids, found.spans)
         elif found.beyond:
             beyond.append(d.doc_id)
     if doc_id is not None:
@@ -42,7 +52,7 @@ def choose_document(splade: SpladeEncoder, term: str, documents: Sequence[Docume
         found = occurrences(splade, chosen.text, pattern, "document")
         source, doc, d_ids, spans = "doc", chosen, found.ids, found.spans
     elif first is not None:
-        source, (doc, d_ids, spans) = "first", first
+        source, (doc, d_ids, spans) = "first", whole or first
     else:
         doc = Document("", term)
         found = occurrences(splade, term, pattern, "document")

@@ -431,10 +431,15 @@ def test_bpe_finds_a_term_at_a_text_start_and_after_a_bracket():
     docs = [Document("a1", "spending rose in the third quarter."), Document("a2", "The report (spending) was late."),
             Document("a3", "Cuts in spending were announced."), Document("a4", "Nothing related here.")]
     r = diagnose_term(tiny_roberta, "spending", docs, queries=[Query("q1", "spending cuts"), Query("q2", "budget")])
-    assert r.document.docs_containing == ["a1", "a2", "a3"] and r.document.doc_id == "a1"
-    tokens = tiny_roberta.tokenizer.convert_ids_to_tokens(_ids(tiny_roberta, docs[0].text)[0][0].tolist())
+    # a1 and a2 split it otherwise (`sp end ing` at a text start, after a bracket): analysed is a3,
+    # the first document holding the term's running-text pieces, which every check reads
+    assert r.document.docs_containing == ["a1", "a2", "a3"] and r.document.doc_id == "a3"
+    tokens = tiny_roberta.tokenizer.convert_ids_to_tokens(_ids(tiny_roberta, docs[2].text)[0][0].tolist())
     (start, end), = r.document.term_spans
     assert tiny_roberta.tokenizer.convert_tokens_to_string(tokens[start:end]).strip() == "spending"
+    assert r.targets[0].logits.verdict != "absent"  # a1 gave "term not in this text" for a term it located
+    first_only = diagnose_term(tiny_roberta, "spending", docs[:2])  # no document with the running-text pieces
+    assert first_only.document.doc_id == "a1"
     expansion = r.targets[0].query_expansion
     assert expansion.with_term == 1 and expansion.without_term == 1
     # a word BPE keeps whole in running text is a vocabulary entry, spelt with its space mark
