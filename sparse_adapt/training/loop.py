@@ -6,7 +6,8 @@ Each epoch asks ``plan(generator)`` for its batches (lists of item indices) and 
 to ``step(indices, step_number)``, which returns a :class:`StepResult` (the named losses,
 the objective under ``"loss"``, and the tokens processed) or ``None`` to skip a batch with
 nothing to learn from (e.g. no position was masked). ``grad_accum`` micro-batches make one
-optimiser step. ``max_steps`` > 0 ends the stage after that many optimiser steps whatever
+optimiser step, whose gradient is the mean over the batches it holds (an epoch's last step
+may hold fewer, a skipped batch leaves one out). ``max_steps`` > 0 ends the stage after that many optimiser steps whatever
 the epochs; ``step_cap`` > 0 lets the epochs decide but stops at that many steps, so a stage
 sized in epochs for a small corpus stays bounded on a large one.
 
@@ -273,9 +274,14 @@ def run_loop(
             if consumed < group and position < len(batches):
                 continue
             consumed = 0
-            if not processes.sum_int(len(pending)):
+            held = processes.sum_int(len(pending))  # batches in this step, over every process
+            if not held:
                 continue
             processes.sum_gradients(params)
+            if held != group:  # an epoch's short last group, or a skipped batch: the mean over those held
+                for p in params:
+                    if p.grad is not None:
+                        p.grad.mul_(group / held)
             norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             _check_finite(cfg, epoch + 1, result.steps + 1, "the gradient", {"grad_norm": float(norm)})
             lr = sched.get_last_lr()[0]  # the rate this step applied, not the next step's

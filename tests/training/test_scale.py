@@ -345,3 +345,42 @@ def test_a_second_stop_signal_lets_the_first_ones_cleanup_finish():
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-2000:]
     assert "cleanup finished" in proc.stderr and "stopped by SIGTERM" in proc.stderr
+
+
+@pytest.mark.parametrize("skip, want", [
+    (None, [[0, 1], [2]]),  # the epoch's last step holds batch 2 alone
+    (0, [[1], [2]]),  # batch 0 had nothing to learn from: the first step holds batch 1 alone
+])
+def test_an_accumulated_step_s_gradient_is_the_mean_over_the_batches_it_holds(skip, want, monkeypatch):
+    from torch import nn
+
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    torch.manual_seed(0)
+    X = torch.randn(3, 4)
+    model = nn.Linear(4, 1, bias=False)
+    nn.init.ones_(model.weight)
+
+    def step(indices, number):
+        if indices[0] == skip:
+            return None
+        return StepResult({"loss": (model(X[indices]) ** 2).mean()}, 1)
+
+    seen, adamw_step = [], torch.optim.AdamW.step
+
+    def spy(self, *args, **kwargs):
+        seen.append(model.weight.grad.clone())
+        return adamw_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", spy)
+    cfg = LoopConfig("t", epochs=1, batch_size=1, lr=0.0, weight_decay=0.0, max_grad_norm=1e9, grad_accum=2)
+    run_loop(model, lambda g: [[0], [1], [2]], cfg, step, seed_everything(0), lambda record: None)
+
+    def mean_gradient(rows):  # lr 0: the weights never move, so each step's gradient is known by hand
+        w = torch.ones(1, 4, requires_grad=True)
+        losses = [(X[[i]] @ w.T).pow(2).mean() for i in rows]
+        return torch.autograd.grad(sum(losses) / len(losses), w)[0]
+
+    assert len(seen) == len(want)
+    for got, rows in zip(seen, want):
+        torch.testing.assert_close(got, mean_gradient(rows))
