@@ -25,13 +25,16 @@ def _softmax(xs):
 
 def test_in_batch_loss_equals_the_hand_worked_formula():
     q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-    d = torch.tensor([[2.0, 0.0], [0.0, 1.0]])  # S = Q D^T = [[2, 0], [0, 1]] (symmetric)
-    teacher = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    d = torch.tensor([[2.0, 1.0], [0.0, 1.0]])  # S = Q D^T = [[2, 0], [1, 1]]: rows and columns differ
+    teacher = torch.tensor([[1.0, 0.0], [0.5, 1.0]])
     out = InBatchLoss(temperature=1.0, teacher_temperature=1.0)(q, d, teacher)
-    rows = [[2.0, 0.0], [0.0, 1.0]]
-    nce = -(math.log(_softmax(rows[0])[0]) + math.log(_softmax(rows[1])[1])) / 2  # rows and columns agree
-    assert out["nce"].item() == pytest.approx(nce, rel=1e-6)
-    target = [_softmax([1.0, 0.0]), _softmax([0.0, 1.0])]
+    rows = [[2.0, 0.0], [1.0, 1.0]]  # query i against every document
+    columns = [[2.0, 1.0], [0.0, 1.0]]  # document i against every query
+    q_to_d = -(math.log(_softmax(rows[0])[0]) + math.log(_softmax(rows[1])[1])) / 2
+    d_to_q = -(math.log(_softmax(columns[0])[0]) + math.log(_softmax(columns[1])[1])) / 2
+    assert q_to_d != pytest.approx(d_to_q)  # a loss reading one direction twice cannot pass
+    assert out["nce"].item() == pytest.approx((q_to_d + d_to_q) / 2, rel=1e-6)
+    target = [_softmax([1.0, 0.0]), _softmax([0.5, 1.0])]
     kd = sum(t * math.log(t / s) for tr, r in zip(target, rows) for t, s in zip(tr, _softmax(r))) / 2
     assert out["kd"].item() == pytest.approx(kd, abs=1e-6)  # float32 against float64
 
