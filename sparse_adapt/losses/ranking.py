@@ -14,7 +14,8 @@ class RankingLoss(nn.Module):
         \\mathcal{L}_{ret} = -\\log \\frac{\\exp(s_{student}^{(1)} / \\tau)}{\\sum_{j=1}^{N} \\exp(s_{student}^{(j)} / \\tau)}
 
     where ``s^(1)`` is the student's score of the document the teacher scores highest
-    (first one on ties) and ``tau`` the temperature; averaged over the queries of the batch.
+    (first one on ties) and ``tau`` the temperature; averaged over the queries of the batch
+    that have a candidate (0 when none has).
     From the spec (primary seed, the ranking term); the listwise softmax cross-entropy of
     SPLADE's contrastive training (Formal et al., "SPLADE v2", 2021) with the teacher's
     top document as the positive.
@@ -37,7 +38,13 @@ class RankingLoss(nn.Module):
         logits = student / self.temperature  # (B, N)
         t = teacher
         if mask is not None:
+            # A query with no real candidate has nothing to rank (an all -inf row gave NaN): left
+            # out, as the contrastive loss leaves it; none at all gives 0, as KD does.
+            keep = mask.any(dim=1)  # (B,)
+            logits, t, mask = logits[keep], teacher[keep], mask[keep]
             logits = logits.masked_fill(~mask, float("-inf"))
-            t = teacher.masked_fill(~mask, float("-inf"))
+            t = t.masked_fill(~mask, float("-inf"))
+        if logits.shape[0] == 0 or logits.shape[1] == 0:
+            return student.sum() * 0.0  # keeps the graph (and the device, dtype) of the student
         target = t.argmax(dim=1)  # (B,) index of the teacher's top document
         return nn.functional.cross_entropy(logits, target)

@@ -40,6 +40,20 @@ def test_ranking_targets_teachers_top_document_with_temperature():
         RankingLoss(0.0)
 
 
+def test_ranking_leaves_out_a_query_without_candidates_and_is_0_without_any():
+    student = torch.tensor([[2.0, 4.0, 0.0], [1.0, 1.0, 1.0]], requires_grad=True)
+    teacher = torch.tensor([[1.0, 9.0, -8.0], [5.0, 1.0, 1.0]])
+    mask = torch.tensor([[True, True, True], [False, False, False]])  # query 2: padding only
+    z = [2.0, 4.0, 0.0]
+    expected = -(z[1] - math.log(sum(math.exp(v) for v in z)))  # query 1 alone
+    loss = RankingLoss(1.0)(student, teacher, mask)
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    none = RankingLoss(1.0)(student, teacher, torch.zeros(2, 3, dtype=torch.bool))
+    none.backward()  # a graph to backpropagate through, with nothing in it
+    assert none.item() == 0.0 and torch.equal(student.grad, torch.zeros(2, 3))
+    assert RankingLoss(1.0)(torch.zeros(0, 3), torch.zeros(0, 3)).item() == 0.0
+
+
 def test_flops_is_product_of_means_and_ignores_domain_ids():
     q = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 4.0]])  # means: 2, 1, 2
     d = torch.tensor([[2.0, 2.0, 2.0], [0.0, 4.0, 6.0]])  # means: 1, 3, 4
