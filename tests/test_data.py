@@ -299,6 +299,10 @@ def test_a_tsv_header_line_is_refused_not_read_as_a_record(tmp_path, header):
     ("run.trec", "q1 Q0 d1 1 \u0663 tag\n", 1, "score", "expected a number"),
     # a 400-digit integer score overflowed float() with a traceback
     ("run.json", '{"q1": {"d1": 1' + "0" * 400 + "}}", None, "q1.d1", "expected a finite number"),
+    # shown as written, not as the "inf" it converts to
+    ("run.trec", "q1 Q0 d1 1 1e400 tag\n", 1, "score", "expected a finite number, got 1e400"),
+    # ranx's JSON layout holds numbers: a quoted score is another format
+    ("run.json", '{"q1": {"d1": "1.0"}}', None, "q1.d1", "expected a JSON number, got the string '1.0'"),
 ])
 def test_numbers_in_qrels_and_runs_are_plain_ascii_numbers(tmp_path, name, text, line, field, says):
     from sparse_adapt.data.runs import load_run

@@ -20,6 +20,7 @@ _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|inf
 
 
 def run_score(path: Path, line: int | None, field: str, value: object) -> float:
+    written = value  # shown as the file has it: 1e400 is "1e400", not the "inf" it converts to
     if isinstance(value, str):
         if not _NUMBER.fullmatch(value):
             raise DataError(path, line, field, f"expected a number, got {value[:60]!r}")
@@ -28,7 +29,7 @@ def run_score(path: Path, line: int | None, field: str, value: object) -> float:
         raise DataError(path, line, field, f"expected a number, got {value!r:.60}")
     as_float = value if isinstance(value, float) else int_as_float(value)  # a 400-digit int overflowed
     if not math.isfinite(as_float):
-        raise DataError(path, line, field, f"expected a finite number, got {str(value)[:60]}")
+        raise DataError(path, line, field, f"expected a finite number, got {str(written)[:60]}")
     return as_float
 
 
@@ -43,7 +44,10 @@ def load_run(path: str | Path) -> Run:
         for qid, docs in obj.items():
             if not isinstance(docs, dict):
                 raise DataError(p, None, qid, f"expected an object of doc_id -> score, got {type(docs).__name__}")
-            run[qid] = {d: run_score(p, None, f"{qid}.{d}", s) for d, s in docs.items()}
+            for d, score in docs.items():
+                if isinstance(score, str):  # ranx's layout holds numbers; a quoted one is another file
+                    raise DataError(p, None, f"{qid}.{d}", f"expected a JSON number, got the string {score[:60]!r}")
+            run[qid] = {d: run_score(p, None, f"{qid}.{d}", score) for d, score in docs.items()}
     else:
         for n, text in iter_lines(p):
             parts = text.split()
