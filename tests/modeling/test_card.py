@@ -84,3 +84,21 @@ def test_card_of_a_validated_run_says_which_epoch_it_kept_and_by_what(tiny_bert)
     assert "no retrieval metrics" not in card and "measured retrieval only on its validation queries" in card
     assert "| distill | 9.5 | kept epoch 5 of 16 by validation nDCG@10 on 4 queries (objective +0.1060) |" in card
     assert "total 16.4" not in card
+
+
+def test_the_domain_table_gives_bpe_terms_their_running_text_ids():
+    # `the` is `Ġthe` in running text (its bare string was listed with the <unk> id); a term bound
+    # to an existing entry is no new token
+    from sparse_adapt.modeling.card import model_card
+    from sparse_adapt.modeling.vocabulary import extend_vocabulary
+    from tests.conftest import make_tiny_roberta
+
+    enc = make_tiny_roberta()
+    vocab = enc.tokenizer.get_vocab()
+    bound = next(w for w in vocab if w.isalpha() and len(w) > 3 and "Ġ" + w not in vocab and not w.startswith("Ġ"))
+    report = extend_vocabulary(enc, {"x": ["the", "gatrocraptic", bound]})
+    ids = {t.term: t.token_id for t in report.terms}
+    rows = [line for line in model_card(enc).splitlines() if line.startswith("| `")]
+    assert f"| `the` | x | {vocab['Ġthe']} | no (already one token) |" in rows
+    assert f"| `{bound}` | x | {vocab[bound]} | no (already one token) |" in rows
+    assert f"| `gatrocraptic` | x | {ids['gatrocraptic']} | yes |" in rows and ids["gatrocraptic"] >= len(vocab)
