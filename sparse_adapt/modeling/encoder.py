@@ -37,7 +37,7 @@ from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support, max_pieces
-from sparse_adapt.modeling.hub import model_directory, quiet_transformers, remote_code
+from sparse_adapt.modeling.hub import missing_weights, model_directory, quiet_transformers, remote_code
 from sparse_adapt.modeling.interop import (
     sentence_transformers_lengths, sentence_transformers_mismatch, write_sentence_transformers_files,
 )
@@ -134,11 +134,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
             # safetensors names count: an adapter's file is no model weights.
             if not any(p.name == "model.safetensors" or p.name.startswith("model-") or not pickles
                        for p in path.glob("*.safetensors")):
-                raise ModelLoadError(
-                    f"{name} holds only pickle weights ({', '.join(pickles)}); sparse-adapt loads safetensors only: "
-                    "re-save the model with save_pretrained(..., safe_serialization=True)" if pickles else
-                    f"{name} holds no model weights (no *.safetensors file beside its config.json)"
-                )
+                raise ModelLoadError(missing_weights(name, pickles))
             remote = remote_code(path) if not trust_remote_code else None
             if remote:
                 raise ModelLoadError(f"{name} needs Python code of its own ({remote}); sparse-adapt runs none unless "

@@ -183,3 +183,17 @@ def quiet_transformers() -> Iterator[None]:
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+def missing_weights(name: str, pickles: list[str]) -> str:
+    """Why the model ``name`` (a folder, or a Hub id's snapshot) has no weights to load."""
+    resave = "save_pretrained(..., safe_serialization=True)"
+    if pickles:
+        return (f"{name} holds only pickle weights ({', '.join(pickles)}); sparse-adapt loads safetensors only: "
+                f"re-save the model with {resave}")
+    if Path(name).expanduser().is_dir():
+        return f"{name} holds no model weights (no *.safetensors file beside its config.json)"
+    # MODEL_FILES fetches no pickle: a Hub repository of *.bin weights alone arrives weightless.
+    return (f"{name} holds no model weights (no *.safetensors file beside its config.json); from the Hub only "
+            f"safetensors weights are fetched, never pickles: a repository with *.bin weights alone needs "
+            f"converting (load it, then {resave})")

@@ -139,3 +139,20 @@ def test_a_model_path_under_the_home_directory_may_be_written_with_a_tilde(tiny_
     tiny_bert.save_pretrained(tmp_path / "m")
     loaded = SpladeEncoder.from_pretrained("~/m")
     assert loaded.vocab_size == tiny_bert.vocab_size
+
+
+def test_a_hub_repository_of_pickle_weights_alone_is_said_to_need_converting(tiny_bert, tmp_path, monkeypatch):
+    # only safetensors are fetched: its snapshot arrives without weights, which read as "holds no model weights"
+    import huggingface_hub
+
+    from sparse_adapt.errors import ModelLoadError
+
+    tiny_bert.save_pretrained(tmp_path / "snapshot")
+    (tmp_path / "snapshot" / "model.safetensors").unlink()  # what the fetch leaves of a *.bin-only repository
+    monkeypatch.setattr(hub, "hub_unreachable", lambda name: None)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id, **kw: str(tmp_path / "snapshot"))
+    with pytest.raises(ModelLoadError, match=r"org/old-splade holds no model weights .*never pickles: a repository "
+                                             r"with \*\.bin weights alone needs converting"):
+        SpladeEncoder.from_pretrained("org/old-splade")
+    with pytest.raises(ModelLoadError, match=r"beside its config\.json\)$"):  # a local folder: no Hub advice
+        SpladeEncoder.from_pretrained(str(tmp_path / "snapshot"))
