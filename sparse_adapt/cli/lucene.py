@@ -44,7 +44,9 @@ def export(
     config = ExportConfig(scale=scale, batch_size=batch_size, max_active_dims=max_active_dims)
     splade = SpladeEncoder.from_pretrained(model)
     with rich_hooks() as hooks:
-        stats = export_vectors(splade, docs, out, config, model_name=model, progress=hooks)
+        # A folder recorded absolute, as `onnx` records it: the export is read from other directories.
+        name = str(Path(model).expanduser().resolve()) if Path(model).expanduser().is_dir() else model
+        stats = export_vectors(splade, docs, out, config, model_name=name, progress=hooks)
     if stats.truncated:
         warn(truncation_sentence(stats.truncated, stats.documents, splade.max_length("document")))
     if stats.empty:

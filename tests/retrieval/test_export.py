@@ -158,7 +158,7 @@ def test_export_max_active_dims_keeps_each_documents_largest_impacts(tiny_bert, 
     assert json.loads((cut / EXPORT_META).read_text())["max_active_dims"] == 6 == stats.max_active_dims
 
 
-def test_export_cli(tiny_bert, tmp_path, capsys):
+def test_export_cli(tiny_bert, tmp_path, capsys, monkeypatch):
     from sparse_adapt.cli import main
 
     model = tiny_bert.save_pretrained(tmp_path / "model")
@@ -166,6 +166,10 @@ def test_export_cli(tiny_bert, tmp_path, capsys):
     assert main(["export", "--model", str(model), "--docs", str(GATROCRAPTIC.docs), "--out", str(out), "--scale", "50"]) == 0
     assert len(read_lines(out)) == 26
     assert json.loads((out / EXPORT_META).read_text())["scale"] == 50
+    relative = tmp_path / "relative"
+    monkeypatch.chdir(tmp_path)  # a model folder given relative is recorded absolute, as `onnx` records it
+    assert main(["export", "--model", "model", "--docs", str(GATROCRAPTIC.docs), "--out", str(relative)]) == 0
+    assert json.loads((relative / EXPORT_META).read_text())["model"] == str(model.resolve())
     cut = tmp_path / "cut"
     assert main(["export", "--model", str(model), "--docs", str(GATROCRAPTIC.docs), "--out", str(cut),
                  "--max-active-dims", "3"]) == 0
