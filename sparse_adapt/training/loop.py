@@ -81,16 +81,31 @@ def make_optimizer(model: nn.Module, lr: float, weight_decay: float) -> torch.op
     )
 
 
-def linear_schedule(opt: torch.optim.Optimizer, total: int, warmup_frac: float = 0.1):
-    """Linear warm-up over the first 10% of steps, then linear decay to 0 (BERT schedule)."""
+def linear_schedule(
+    opt: torch.optim.Optimizer, total: int, warmup_frac: float = 0.1
+) -> tuple[torch.optim.lr_scheduler.LambdaLR, list[int]]:
+    """Linear warm-up over the first 10% of steps, then linear decay to 0 (BERT schedule).
+
+    Also returns the horizon, ``[total]``, where the decay ends: a stage whose epochs differ
+    in length (token-budget batches) moves it each epoch, or a longer later epoch trained its
+    last steps at a rate of 0 and a shorter one ended above 0. (A list beside the scheduler,
+    not an attribute of it: ``load_state_dict`` would replace an attribute with a copy.)"""
     warm = max(1, int(total * warmup_frac))
+    horizon = [total]
 
     def factor(step: int) -> float:
         if step < warm:
             return (step + 1) / warm
-        return max(0.0, (total - step) / max(1, total - warm))
+        return max(0.0, (horizon[0] - step) / max(1, horizon[0] - warm))
 
-    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    return torch.optim.lr_scheduler.LambdaLR(opt, factor), horizon
+
+
+def _apply_rate(sched: torch.optim.lr_scheduler.LambdaLR) -> None:
+    """The coming step's rate under a moved horizon (the last step computed it with the old one)."""
+    for group, base, factor in zip(sched.optimizer.param_groups, sched.base_lrs, sched.lr_lambdas):
+        group["lr"] = base * factor(sched.last_epoch)
+    sched._last_lr = [group["lr"] for group in sched.optimizer.param_groups]  # noqa: SLF001 - what get_last_lr reads
 
 
 class NonFiniteError(SparseAdaptError):
@@ -228,8 +243,9 @@ def run_loop(
         result = LoopResult(resume["steps"], resume["epoch_means"], resume["last"], resume["tokens"])
     epoch_steps = -(-len(batches) // group)  # optimiser steps an epoch (its last may be short)
     if resume is not None:
-        # Token-budget batches give each epoch its own count: the schedule stays the one the
-        # first epoch sized, or a resumed run would decay its lr differently from an unbroken one.
+        # Token-budget batches give each epoch its own count: the warm-up stays the one the first
+        # epoch sized (and the horizon comes back from the checkpoint), or a resumed run would
+        # decay its lr differently from an unbroken one.
         epoch_steps = resume.get("epoch_steps", epoch_steps)
     total = _total_steps(cfg, epoch_steps)
     capped = cfg.max_steps <= 0 and 0 < cfg.step_cap < cfg.epochs * epoch_steps
@@ -241,10 +257,11 @@ def run_loop(
                       f"{cfg.name}.step_cap in --config bounds them")
     if total == 0 and resume is None:
         hooks.message(f"warning: {cfg.name}: {cfg.name}.epochs 0 and no max_steps: the stage trains nothing")
-    sched = linear_schedule(opt, max(1, total))
+    sched, horizon = linear_schedule(opt, max(1, total))
     if resume is not None:
         opt.load_state_dict(resume["optimizer"])
         sched.load_state_dict(resume["scheduler"])
+        horizon[0] = resume.get("horizon", total)
         # Checkpoints of several processes before 2026-11-26 kept rank 0's state alone.
         set_rng_state(resume["rng_ranks"][rank] if "rng_ranks" in resume else resume["rng"], generator)
     task = hooks.task(cfg.name, total)
@@ -314,7 +331,7 @@ def run_loop(
                 checkpoint({
                     "epoch": epoch, "position": position, "plan": batches, "sums": sums, "counted": counted,
                     "steps": result.steps, "epoch_means": result.epoch_means, "last": result.last,
-                    "tokens": result.tokens, "epoch_steps": epoch_steps, "world": world,
+                    "tokens": result.tokens, "epoch_steps": epoch_steps, "horizon": horizon[0], "world": world,
                     "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
                     "rng": states[0], **({"rng_ranks": states} if world > 1 else {}),
                     **({"extra": extra_state()} if extra_state is not None else {}),
@@ -333,6 +350,11 @@ def run_loop(
             epoch, position, sums, counted = epoch + 1, 0, {}, 0
             if (epochs is None or epoch < epochs) and not finished():
                 batches = processes.broadcast(plan(generator))
+                steps_now = -(-len(batches) // group)
+                if epochs is not None and not capped and (steps_now != epoch_steps or horizon[0] != total):
+                    # this epoch's own length: the decay reaches 0 with the last epoch's last step
+                    horizon[0] = max(result.steps + 1, result.steps + (epochs - epoch) * steps_now)
+                    _apply_rate(sched)
     if on_epoch_end is not None and counted and position < len(batches):
         # max_steps or step_cap ended the stage inside an epoch: what it trained there is still
         # a candidate (validation), or a stage bounded below one epoch would never be validated.

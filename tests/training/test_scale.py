@@ -384,3 +384,25 @@ def test_an_accumulated_step_s_gradient_is_the_mean_over_the_batches_it_holds(sk
     assert len(seen) == len(want)
     for got, rows in zip(seen, want):
         torch.testing.assert_close(got, mean_gradient(rows))
+
+
+def test_a_longer_later_epoch_still_trains_every_step_at_a_decaying_rate():
+    # Token-budget epochs differ in length: sized by the first (4 steps of 2 epochs: 8), the
+    # second's 8 steps ran its last 4 at a rate of 0
+    from torch import nn
+
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    model = nn.Linear(2, 1)
+    lengths = iter([4, 8])
+    logged = []
+
+    def step(indices, number):
+        return StepResult({"loss": model(torch.ones(1, 2)).sum() ** 2}, 1)
+
+    cfg = LoopConfig("t", epochs=2, batch_size=1, lr=1.0, weight_decay=0.0, max_grad_norm=1e9)
+    run_loop(model, lambda g: [[i] for i in range(next(lengths))], cfg, step, seed_everything(0), logged.append)
+    lrs = [r["lr"] for r in logged if "step" in r]
+    assert len(lrs) == 12 and min(lrs) > 0  # the decay now ends with the last step of the last epoch
+    decay = lrs[4:]  # the second epoch: 8 steps to a horizon of 12 (warm-up: the first of 8 planned)
+    assert decay == sorted(decay, reverse=True) and decay[-1] == pytest.approx(1.0 / (12 - 1))
