@@ -63,12 +63,12 @@ def _add_to_terms(term: str, s: Sources, checks: Sequence) -> Recommendation:
 
 
 def _extend(term: str, s: Sources, checks: Sequence) -> Recommendation:
-    if any(c.name == "domain_token" and "special token" in c.actual for c in checks):
+    if any(c.name == "domain_token" and c.reason == "special_token" for c in checks):
         return Recommendation(
             "extend", f"'{term}' is a special token of this tokenizer: no vector holds it",
             "spell the term another way (special tokens cannot be domain terms)",
         )
-    if any(c.name == "single_token" and "never in a vector" in c.actual for c in checks):
+    if any(c.name == "single_token" and c.reason == "special_token" for c in checks):
         finding = (f"'{term}' holds characters the tokenizer does not know ({checks[0].actual}): "
                    "only a token of its own can represent it")
     elif any(c.name == "single_token" for c in checks):
@@ -138,7 +138,7 @@ def _pooling(term: str, s: Sources, checks: Sequence) -> Recommendation:
 
 
 def _documents(term: str, s: Sources, checks: Sequence) -> Recommendation:
-    if any("past the document window" in c.actual for c in checks):
+    if any(c.reason == "beyond_window" for c in checks):
         return Recommendation(
             "documents",
             f"documents of {s.path(s.docs, 'the corpus')} use '{term}' only past the model's document window, "

@@ -105,7 +105,8 @@ DIAGNOSE = {
             ),
         }
     ],
-    "checks": [{"name": str, "status": str, "expected": str, "actual": str, "target": Nullable(str)}],
+    "checks": [{"name": str, "status": str, "expected": str, "actual": str, "target": Nullable(str),
+                "reason": Nullable(str)}],
     "recommendations": [_RECOMMENDATION],
     "warnings": [str],
 }

@@ -23,6 +23,9 @@ class Check:
     expected: str
     actual: str
     target: str | None = None  # the piece a per-token check is about
+    # Why it failed, where the remedy depends on it (recommend.py reads this, not the text
+    # of ``actual``, which holds the term's own pieces): "special_token" | "beyond_window".
+    reason: str | None = None
 
 
 def checks(vocab: VocabularyCheck, doc: DocumentChoice, targets: list[TargetDiagnosis], terms_given: bool) -> list[Check]:
@@ -33,7 +36,7 @@ def checks(vocab: VocabularyCheck, doc: DocumentChoice, targets: list[TargetDiag
         split += f"; {', '.join(special)} {'is' if len(special) == 1 else 'are'} never in a vector"
     out = [
         Check("single_token", PASS if vocab.single_token else FAIL, "one token",
-              f"id {vocab.token_ids[0]}" if vocab.single_token else split),
+              f"id {vocab.token_ids[0]}" if vocab.single_token else split, reason="special_token" if special else None),
         Check("in_terms_file", NA if not terms_given else PASS if vocab.in_terms_file else FAIL,
               "listed", ", ".join(vocab.categories) or ("no terms file" if not terms_given else "absent")),
     ]
@@ -41,10 +44,11 @@ def checks(vocab: VocabularyCheck, doc: DocumentChoice, targets: list[TargetDiag
         not_domain = ("no: a special token, never in a vector (extend-vocab refuses it)" if special
                       else "no (model not extended with this term)")
         out.append(Check("domain_token", PASS if vocab.domain_token else FAIL, "registered domain token",
-                            "yes" if vocab.domain_token else not_domain))
+                            "yes" if vocab.domain_token else not_domain, reason="special_token" if special else None))
     past = f" ({len(doc.docs_beyond_window)} more only past the document window)" if doc.docs_beyond_window else ""
     out.append(Check("in_documents", PASS if doc.docs_containing else WARN, ">= 1 document",
-                        f"{len(doc.docs_containing)} of {doc.docs_searched}{past}"))
+                        f"{len(doc.docs_containing)} of {doc.docs_searched}{past}",
+                        reason="beyond_window" if doc.docs_beyond_window else None))
     many = len(targets) > 1
     for t in targets:
         name = t.token if many else None

@@ -636,3 +636,16 @@ def test_explain_refuses_repeated_ids_and_says_when_k_exceeds_the_corpus(sparse)
     e = explain_query(sparse, "reset password", DOCS, k=len(DOCS) + 5)
     assert len(e.results) == len(DOCS)
     assert f"--k {len(DOCS) + 5} asks for more documents than the {len(DOCS)} there are: all are shown" in e.warnings
+
+
+def test_recommendations_follow_the_checks_reasons_not_their_text(sparse):
+    # the term's own pieces are in the single_token check's text: "never in a vector" there
+    # was read as a tokenizer that does not know the term's characters
+    r = diagnose_term(sparse, "never in a vector", DOCS)
+    single = next(c for c in r.checks if c.name == "single_token")
+    assert "never in a vector" in single.actual and single.reason is None
+    extend = next(rec for rec in r.recommendations if rec.id == "extend")
+    assert "is not one token: the model splits it" in extend.finding and "does not know" not in extend.finding
+    unknown = diagnose_term(sparse, "\u2603\u2604", DOCS)  # characters this vocabulary has no piece for: [UNK]
+    assert next(c for c in unknown.checks if c.name == "single_token").reason == "special_token"
+    assert "holds characters the tokenizer does not know" in unknown.recommendations[0].finding
