@@ -59,3 +59,11 @@ def test_committed_notebook_has_outputs_and_no_errors():
     assert all(c.execution_count is not None for c in code)
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
     assert any("image/png" in o.get("data", {}) for c in code for o in c.outputs)
+
+
+def test_the_notebook_holds_out_s_lock_from_before_its_first_write_to_its_last_cell():
+    # it wrote runs/case-study beside a `sparse-adapt report` of the same folder, unlocked
+    code = [c.source for c in nbformat.read(NOTEBOOK, as_version=4).cells if c.cell_type == "code"]
+    taken = next(i for i, s in enumerate(code) if "writing.enter_context(locked(inputs.out))" in s)
+    first_write = next(i for i, s in enumerate(code) if "run_experiment(" in s or "write_report(" in s)
+    assert taken < first_write and "writing.close()" in code[-1]
