@@ -99,7 +99,7 @@ def collapse_whitespace(text: str) -> str:
     return " ".join(text.split())
 
 
-def _parse_beir(p: Path, n: int, o: dict) -> Document:
+def parse_beir_document(p: Path, n: int, o: dict) -> Document:
     # BEIR's models read the title in front of the body; either may be empty, not both. Collapsed
     # as `evaluate --dataset` (ir_datasets) reads it, or byte-level BPE would see other pieces.
     doc_id = id_value(p, n, o, "_id")
@@ -119,7 +119,7 @@ def _parse_pyserini(p: Path, n: int, o: dict) -> Document:
 # holding two id fields is read by the first): ours, BEIR's corpus.jsonl, Pyserini's JsonCollection.
 DOCUMENT_FORMATS: dict[str, Callable[[Path, int, dict], Document]] = {
     "doc_id": _parse_ours,
-    "_id": _parse_beir,
+    "_id": parse_beir_document,
     "id": _parse_pyserini,
 }
 # Id fields of formats that are not read, so the error says how to map them.
@@ -193,6 +193,11 @@ def load_documents(path: str | Path) -> list[Document]:
     return read_unique(path, parse_document, id_field, _objects(_DOCUMENT_COLUMNS))
 
 
+def parse_beir_query(p: Path, n: int, o: dict) -> Query:
+    # a BEIR query's whitespace as `evaluate --dataset` (ir_datasets) reads it, like its documents
+    return Query(id_value(p, n, o, "_id"), collapse_whitespace(str_field(p, n, o, "text")))
+
+
 def load_queries(path: str | Path) -> list[Query]:
     """``queries.jsonl``: one ``{"qid": str, "text": str}`` per line (BEIR's ``_id`` too), or
     ``queries.tsv``: ``qid<TAB>text`` (MS MARCO's); ids unique."""
@@ -201,8 +206,8 @@ def load_queries(path: str | Path) -> list[Query]:
         return "_id" if "qid" not in o and "_id" in o else "qid"  # BEIR's queries.jsonl: '_id', 'text'
 
     def parse(p: Path, n: int, o: dict) -> Query:
-        key, text = id_field(o), str_field(p, n, o, "text")
-        # a BEIR query's whitespace as `evaluate --dataset` (ir_datasets) reads it, like its documents
-        return Query(id_value(p, n, o, key), collapse_whitespace(text) if key == "_id" else text)
+        if id_field(o) == "_id":
+            return parse_beir_query(p, n, o)
+        return Query(id_value(p, n, o, "qid"), str_field(p, n, o, "text"))
 
     return read_unique(path, parse, id_field, _objects(_QUERY_COLUMNS))

@@ -17,10 +17,11 @@ import json
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from sparse_adapt.data import Document, Qrels, Query, collapse_whitespace
 from sparse_adapt.data.qrels import GRADE_LIMIT
+from sparse_adapt.data.documents import parse_beir_document, parse_beir_query
 from sparse_adapt.data.reading import encodable, id_problem, json_objects, visible
 from sparse_adapt.data.records import DataError
 from sparse_adapt.errors import SparseAdaptError
@@ -148,28 +149,31 @@ def local_beir(folder: str | Path, split: str = "test") -> IRDataset:
         """A local JSONL file as ``--docs``/``--queries`` read one: ir_datasets' own parser
         keeps a repeated key's last value and stops at a blank line or a missing field with a
         message naming no line, so each line reaches it checked (and the byte-order mark
-        dropped) by ours. A BEIR document's title, like its text, may be absent (read as empty)."""
+        dropped) by ours, errors naming file and line. A BEIR document's title, like its text,
+        may be absent (read as empty)."""
 
-        def __init__(self, path: Path, required: tuple[str, ...], optional: tuple[str, ...] = ()):
+        def __init__(self, path: Path, parse: Callable[[Path, int, dict], tuple], fill: tuple[str, ...] = ()):
             super().__init__(path)
-            self.required, self.optional = required, optional
+            self.parse, self.fill = parse, fill
 
         @contextmanager
         def stream(self):
-            path = self.path()
-            yield (self._line(path, n, obj) for n, obj in json_objects(path))
+            path, first = self.path(), {}
 
-        def _line(self, path: Path, n: int, obj: dict) -> str:
-            for field in self.required:
-                if field not in obj:
-                    raise DataError(path, n, field, "missing")
-            return json.dumps({**dict.fromkeys(self.optional, ""), **obj})
+            def line(n: int, obj: dict) -> str:
+                record_id = self.parse(path, n, obj)[0]  # the --docs/--queries checks of this line
+                if record_id in first:
+                    raise DataError(path, n, "_id", f"duplicate id {record_id!r} (first on line {first[record_id]})")
+                first[record_id] = n
+                return json.dumps({**dict.fromkeys(self.fill, ""), **obj})
+
+            yield (line(n, obj) for n, obj in json_objects(path))
 
     docs = JsonlDocs(
-        jsonl_download(files["corpus"], ("_id",), ("title", "text")), BeirTitleDoc, mapping={"doc_id": "_id", "text": "text", "title": "title"},
+        jsonl_download(files["corpus"], parse_beir_document, ("title", "text")), BeirTitleDoc, mapping={"doc_id": "_id", "text": "text", "title": "title"},
         namespace=f"local-beir:{root}",
     )
-    queries = JsonlQueries(jsonl_download(files["queries"], ("_id", "text")), GenericQuery, mapping={"query_id": "_id", "text": "text"})
+    queries = JsonlQueries(jsonl_download(files["queries"], parse_beir_query), GenericQuery, mapping={"query_id": "_id", "text": "text"})
     qrels = BeirQrels(download(files["qrels"]), qrels_defs={})
     return IRDataset(str(root), Dataset(docs, queries, qrels))
 

@@ -196,24 +196,26 @@ def test_a_beir_grade_beyond_what_ranx_stores_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("part, line, message", [
-    ("corpus", {"_id": 5, "title": "", "text": "x"}, "document record 27: field '_id': expected a non-empty string, got 5"),
-    ("corpus", {"_id": "z", "title": "", "text": None}, "document record 27: field 'text': expected a string, got None"),
-    ("corpus", {"_id": "z", "title": "", "text": " "}, "document record 27 ('z'): empty text"),
-    ("corpus", {"_id": "d1", "title": "", "text": "again"}, "document record 27: field '_id': duplicate id 'd1'"),
-    ("queries", {"_id": "q99", "text": ""}, "query record 17 ('q99'): empty text"),
-    ("corpus", {"_id": "doc one", "title": "", "text": "x"}, "document record 27: field '_id': 'doc one' holds whitespace"),
-    ("corpus", {"_id": "z", "title": "", "text": "\u200b"}, "document record 27 ('z'): empty text"),
-    ("corpus", {"_id": "z", "title": "", "text": "alpha \ud800"}, "document record 27: field 'text': contains an unpaired surrogate"),
-    ("queries", {"_id": "q\ud800", "text": "x"}, "query record 17: field 'query_id': contains an unpaired surrogate"),
+    ("corpus", {"_id": 5, "title": "", "text": "x"}, "corpus.jsonl:27: field '_id': expected a non-empty string, got 5"),
+    ("corpus", {"_id": "z", "title": "", "text": None}, "corpus.jsonl:27: field 'text': expected a string, got None"),
+    ("corpus", {"_id": "z", "title": "", "text": " "}, "corpus.jsonl:27: field 'text': a BEIR record needs a non-empty"),
+    ("corpus", {"_id": "d1", "title": "", "text": "again"}, "corpus.jsonl:27: field '_id': duplicate id 'd1' (first on line 1)"),
+    ("queries", {"_id": "q99", "text": ""}, "queries.jsonl:17: field 'text': expected a non-empty string"),
+    ("corpus", {"_id": "doc one", "title": "", "text": "x"}, "corpus.jsonl:27: field '_id': 'doc one' holds whitespace"),
+    ("corpus", {"_id": "z", "title": "", "text": "\u200b"}, "document record 27 ('z'): empty text"),  # ir_datasets' record
+    ("corpus", {"_id": "z", "title": "", "text": "alpha \ud800"}, "corpus.jsonl:27: field 'text': contains an unpaired surrogate"),
+    ("queries", {"_id": "q\ud800", "text": "x"}, "queries.jsonl:17: field '_id': contains an unpaired surrogate"),
 ])
 def test_a_bad_beir_record_is_refused_like_the_same_line_of_a_docs_file(part, line, message, tmp_path, capsys):
-    """ir_datasets parses the folder without these checks; the records it yields get them."""
+    """ir_datasets parses the folder without these checks: each line gets those of a --docs
+    (--queries) line first, naming file and line; the records it yields get the rest."""
+    from sparse_adapt.data.records import DataError
     from sparse_adapt.retrieval.datasets import DatasetError, load_dataset
 
     beir = write_beir(tmp_path / "beir")
     with (beir / f"{part}.jsonl").open("a") as f:
         f.write(json.dumps(line) + "\n")
-    with pytest.raises(DatasetError, match=message.replace("(", "\\(").replace(")", "\\)")):
+    with pytest.raises((DataError, DatasetError), match=message.replace("(", "\\(").replace(")", "\\)")):
         ds = load_dataset(str(beir))
         list(ds.documents()) if part == "corpus" else ds.queries()
 
