@@ -35,8 +35,11 @@ INTERRUPTED = "stopped before it ended (a Ctrl-C, a kill or an error); its value
 
 
 def study_key(data: TrainData, base: str | Path, start: str | Path, seed: int, cfg: TrainConfig, space: dict) -> str:
+    local = Path(base).expanduser()
     what = {
-        "base": str(base), "base_files": files_sha256(base), "start_files": files_sha256(start), "seed": int(seed),
+        # a folder by its place, however spelt (`model` and `model/` made two studies)
+        "base": str(local.resolve()) if local.is_dir() else str(base),
+        "base_files": files_sha256(base), "start_files": files_sha256(start), "seed": int(seed),
         "config": cfg.to_dict(), "space": {k: dataclasses.asdict(r) for k, r in space.items()},
         "corpus": file_sha256(data.corpus), "terms": data.terms, "dictionary": data.dictionary, "train": data.train,
         "valid": data.valid,

@@ -214,9 +214,9 @@ def run_tuning(
         (out / "trials").mkdir(parents=True, exist_ok=True)
         rows: list[dict] = [row(t) for t in study.trials if t.state.is_finished()]
         if resumed:
+            again = "runs again" if counted < trials else f"would run again with a --trials above {counted}"
             hooks.message(f"tune: resuming the study in {out}: {counted} of {trials} trials done"
-                          + (f"; trial {', '.join(map(str, interrupted))} was stopped and runs again" if interrupted
-                             else ""))
+                          + (f"; trial {', '.join(map(str, interrupted))} was stopped and {again}" if interrupted else ""))
         said: set[str] = set()
 
         def say_once(message: str) -> None:
@@ -232,11 +232,11 @@ def run_tuning(
         def keep_log(number: int) -> None:
             """The earlier study's files go (on the first trial), then trial ``number``'s log takes its name."""
             nonlocal others_left
-            while stale:
-                stale.pop().unlink(missing_ok=True)
-            if others_left:
+            if others_left:  # first: a kill in between leaves old files but no old study to resume beside them
                 delete_others(study)
                 others_left = False
+            while stale:
+                stale.pop().unlink(missing_ok=True)
             if running(number).exists():
                 running(number).replace(out / "trials" / f"{number}.jsonl")
 
@@ -323,9 +323,12 @@ def run_tuning(
         # scale) there is no baseline, and the study says so.
         own = {k: float(getattr(cfg.distill, k)) for k in space}
         outside = [k for k, r in space.items() if not r.low <= own[k] <= r.high]
-        if not resumed and not outside:
+        # Queued unless the study has one: a run stopped between creating the study and this line
+        # had queued none, and its rerun (a resumed study) would have gone without.
+        has_baseline = any(t.user_attrs.get("baseline") for t in study.trials)
+        if not outside and not has_baseline:
             study.enqueue_trial(own, user_attrs={"baseline": True})
-        elif not resumed:  # a mix of its values and sampled ones would be no baseline
+        elif outside and not resumed:  # a mix of its values and sampled ones would be no baseline
             hooks.message(f"tune: no baseline trial: the config's {', '.join(outside)} "
                           f"{'lies' if len(outside) == 1 else 'lie'} outside the search space")
         # A trial whose loss or gradient goes non-finite is an outcome of its values (an lr too

@@ -387,3 +387,30 @@ def test_a_trial_a_killed_run_left_running_is_failed_and_its_values_queued_once(
     waiting = study.trials[2]  # Optuna keeps a queued trial's values as fixed_params until it runs
     assert waiting.system_attrs["fixed_params"] == killed.params and waiting.user_attrs == {"retry_of": killed.number}
     assert requeue_interrupted(study) == []  # queued already: a second resume does not queue it twice
+
+
+def test_a_study_stopped_before_its_baseline_was_queued_still_runs_it_and_a_base_spelt_otherwise_resumes(
+        tiny_dir, inputs, tmp_path, monkeypatch):
+    import sparse_adapt.training.tuning as tuning
+
+    out, load = tmp_path / "study", tuning.SpladeEncoder.from_pretrained
+
+    def stopped(*args, **kwargs):  # the reference model loads after the study exists, before its baseline is queued
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(tuning.SpladeEncoder, "from_pretrained", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            run_tuning(_data(inputs), out, str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1),
+                       space=SPACE)
+    assert tuning.SpladeEncoder.from_pretrained == load
+    said = Messages()
+    summary = run_tuning(_data(inputs), out, str(tiny_dir) + "/", trials=1, seed=0,  # the same folder, spelt otherwise
+                         config=_config(tmp_path, epochs=1), space=SPACE, hooks=said.hooks())
+    assert "tune: resuming the study in" in said.text()
+    own = _config(tmp_path, epochs=1).distill
+    assert summary["baseline_trial"] == 0 and summary["trials"][0]["params"] == {"lr": own.lr, "pres": own.pres}
+    said = Messages()
+    run_tuning(_data(inputs), out, str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1), space=SPACE,
+               hooks=said.hooks())
+    assert "1 of 1 trials done" in said.text()
