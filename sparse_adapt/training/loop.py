@@ -273,7 +273,8 @@ def run_loop(
     pending_tokens, consumed, started = 0, 0, time.perf_counter()
 
     def finished() -> bool:
-        return (cfg.max_steps > 0 or capped) and result.steps >= total
+        # step_cap also where the first epoch did not reach it: a later token-budget epoch may be longer
+        return ((cfg.max_steps > 0 or capped) and result.steps >= total) or 0 < cfg.step_cap <= result.steps
 
     while (epochs is None or epoch < epochs) and not finished() and batches:
         while position < len(batches) and not finished():
@@ -351,9 +352,10 @@ def run_loop(
             if (epochs is None or epoch < epochs) and not finished():
                 batches = processes.broadcast(plan(generator))
                 steps_now = -(-len(batches) // group)
-                if epochs is not None and not capped and (steps_now != epoch_steps or horizon[0] != total):
-                    # this epoch's own length: the decay reaches 0 with the last epoch's last step
-                    horizon[0] = max(result.steps + 1, result.steps + (epochs - epoch) * steps_now)
+                if epochs is not None and (steps_now != epoch_steps or horizon[0] != total):
+                    # this epoch's own length: the decay reaches 0 with the last epoch's last step (or the cap)
+                    planned = max(result.steps + 1, result.steps + (epochs - epoch) * steps_now)
+                    horizon[0] = min(planned, cfg.step_cap) if cfg.step_cap > 0 else planned
                     _apply_rate(sched)
     if on_epoch_end is not None and counted and position < len(batches):
         # max_steps or step_cap ended the stage inside an epoch: what it trained there is still

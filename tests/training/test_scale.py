@@ -406,3 +406,24 @@ def test_a_longer_later_epoch_still_trains_every_step_at_a_decaying_rate():
     assert len(lrs) == 12 and min(lrs) > 0  # the decay now ends with the last step of the last epoch
     decay = lrs[4:]  # the second epoch: 8 steps to a horizon of 12 (warm-up: the first of 8 planned)
     assert decay == sorted(decay, reverse=True) and decay[-1] == pytest.approx(1.0 / (12 - 1))
+
+
+@pytest.mark.parametrize("lengths, cap, steps", [
+    ([4, 8], 10, 10),  # not reached by the first epoch's plan (8 steps), passed by the longer second
+    ([8, 4], 10, 10),  # reached in the second epoch, though it is shorter
+])
+def test_step_cap_holds_whatever_the_epochs_lengths(lengths, cap, steps):
+    from torch import nn
+
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    model = nn.Linear(2, 1)
+    plans, logged = iter(lengths), []
+
+    def step(indices, number):
+        return StepResult({"loss": model(torch.ones(1, 2)).sum() ** 2}, 1)
+
+    cfg = LoopConfig("t", epochs=2, batch_size=1, lr=1.0, weight_decay=0.0, max_grad_norm=1e9, step_cap=cap)
+    run_loop(model, lambda g: [[i] for i in range(next(plans))], cfg, step, seed_everything(0), logged.append)
+    lrs = [r["lr"] for r in logged if "step" in r]
+    assert len(lrs) == steps and min(lrs) > 0
