@@ -135,9 +135,9 @@ def _feedback(
 ) -> tuple[sp.csr_matrix, FeedbackStats]:
     """The expanded query (1, V) and what feedback did to it; ``q_vec`` (1, V), ``D`` (n, V),
     ``scores`` (n,) the first pass."""
-    ids = [d.doc_id for d in documents]
-    expanded = rocchio(q_vec, D, scores[None, :], feedback, ids)  # (1, V)
-    fed = [ids[int(i)] for i in feedback_documents(scores[None, :], feedback.docs, ids)[0]]
+    doc_ids = [d.doc_id for d in documents]
+    expanded = rocchio(q_vec, D, scores[None, :], feedback, doc_ids)  # (1, V)
+    fed = [doc_ids[int(i)] for i in feedback_documents(scores[None, :], feedback.docs, doc_ids)[0]]
     before = set(q_vec.indices.tolist())
     ids, added = ranked_row(expanded - q_vec, 0)
     tokens = [AddedToken(vocab[int(i)], int(i), float(w), int(i) not in before) for i, w in zip(ids, added) if w > 0]

@@ -174,7 +174,8 @@ def recommend(term: str, failed_checks: Sequence, sources: Sources) -> list[Reco
     """One recommendation per distinct remedy, in pipeline order.
 
     ``failed_checks`` are the term diagnosis' checks with status warn/fail (objects with
-    ``name``, ``target`` and ``actual``); checks sharing a remedy are reported together.
+    ``name``, ``status``, ``target``, ``actual`` and ``reason``, which decides between remedies);
+    checks sharing a remedy are reported together.
     """
     groups: dict[Callable, list] = {}
     for check in failed_checks:

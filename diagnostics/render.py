@@ -96,7 +96,7 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
     # [2] logits
     _section(console, 2, "MLM logit analysis")
     where = {
-        "first": f"first of {len(doc.docs_containing)} document(s) containing the term: {', '.join(doc.docs_containing)}",
+        "first": f"one of {len(doc.docs_containing)} document(s) containing the term: {', '.join(doc.docs_containing)}",
         "doc": "chosen with --doc",
         "probe": "probe: the term on its own (no document contains it)",
     }[doc.source]
@@ -193,8 +193,8 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
         if qe is None:
             continue
         head = Text.assemble((f"'{t.token}'", "bold"), f" in query vectors: {len(qe.expanding)} of {qe.without_term} "
-                             f"queries without the term expand to it; {qe.with_term_active} of {qe.with_term} "
-                             "queries with the term keep it")
+                             f"queries without the term (or this token) expand to it; {qe.with_term_active} of "
+                             f"{qe.with_term} queries with either keep it")
         console.print(head)
         for e in qe.expanding[:5]:
             console.print(Text(f"    {e.weight:.4f}  [{e.qid}] {_short(e.text, 70)}", style="dim"))

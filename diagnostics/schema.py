@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-DIAGNOSE_SCHEMA = "sparse-adapt.diagnose/3"
+DIAGNOSE_SCHEMA = "sparse-adapt.diagnose/4"
 EXPLAIN_SCHEMA = "sparse-adapt.explain/2"
 INSPECT_SCHEMA = "sparse-adapt.inspect/2"
 

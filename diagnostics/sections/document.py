@@ -1,4 +1,5 @@
-"""The document sections 2-4 analyse: the one given, the first containing the term, or a probe."""
+"""The document sections 2-4 analyse: the one given, the first containing the term (as its
+running-text pieces where one does), or a probe."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 
 @dataclass
 class DocumentChoice:
-    source: str  # "first" (first document containing the term), "doc" (--doc) or "probe"
+    source: str  # "first" (first document containing the term, see choose_document), "doc" (--doc) or "probe"
     doc_id: str | None
     text: str
     num_tokens: int  # including [CLS]/[SEP]
