@@ -38,6 +38,7 @@ from pathlib import Path
 from statistics import median
 
 from bench.workload import MODELS, model_dir, peak_rss_mb, synthetic_corpus
+from sparse_adapt.atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEMS = {
@@ -211,9 +212,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def measure(part: str, system: str, size: int) -> None:
         runs.append(_run(part, system, model, args.workdir, size, args.threads))
-        if args.json:  # after every run: one stopped by a time limit keeps what it measured
-            args.json.write_text(json.dumps({"summary": summarise(runs), "runs": runs, "threads": args.threads,
-                                             "partial": True}, indent=2) + "\n")
+        if args.json:  # after every run, atomically: one stopped by a time limit keeps what it measured
+            write_atomic(args.json, json.dumps({"summary": summarise(runs), "runs": runs, "threads": args.threads,
+                                                "partial": True}, indent=2) + "\n")
 
     for r in range(args.repeats):
         for part in parts:
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarise(runs)
     print(json.dumps(summary, indent=2))
     if args.json:
-        args.json.write_text(json.dumps({"summary": summary, "runs": runs, "threads": args.threads}, indent=2) + "\n")
+        write_atomic(args.json, json.dumps({"summary": summary, "runs": runs, "threads": args.threads}, indent=2) + "\n")
     return 0
 
 

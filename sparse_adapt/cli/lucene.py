@@ -110,7 +110,8 @@ def search(
         "write the top --k of each to --save-run.",
     ),
     save_run: Optional[Path] = typer.Option(None, "--save-run", help="With --queries: the TREC run file written."),
-    threads: int = typer.Option(1, "--threads-search", min=1, help="With --queries: Lucene search threads."),
+    threads: Optional[int] = typer.Option(None, "--threads-search", min=1, help="With --queries: Lucene search threads "
+                                          "(default 1)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --save-run file."),
 ) -> None:
     """Encode QUERY with the model (same quantisation) and search the index through Lucene;
@@ -128,8 +129,11 @@ def search(
         if docs is not None or as_json:
             raise ConfigError(f"{'--docs' if docs is not None else '--json'} shows one QUERY's hits; "
                               "with --queries the hits go to --save-run")
-    elif save_run is not None:
-        raise ConfigError("--save-run writes the run of --queries; for one QUERY use --json")
+    else:
+        given = [flag for flag, v in (("--save-run", save_run), ("--threads-search", threads), ("--overwrite", overwrite))
+                 if v not in (None, False)]
+        if given:
+            raise ConfigError(f"{given[0]} applies to --queries (a run file); for one QUERY use --json")
     if query is not None:
         require_text(query, "query")
     fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
@@ -154,7 +158,7 @@ def search(
     if mismatch:
         warn(mismatch)
     if batch is not None:
-        _search_all(retriever, encoder, batch, k, threads, fb, save_run, model)
+        _search_all(retriever, encoder, batch, k, threads or 1, fb, save_run, model)
         return
     if truncated(encoder, [query], "query"):  # a SpladeEncoder or an ONNX export: both have tokenizer and lengths
         warn(f"the query is longer than {encoder.max_length('query')} pieces: only its start was searched")

@@ -361,7 +361,9 @@ def test_search_of_a_queries_file_refuses_what_does_not_fit_before_any_work(tmp_
         (base, "needs a QUERY or --queries FILE"),
         (base + ["q", "--queries", queries, "--save-run", str(run)], "needs a QUERY or --queries FILE"),
         (base + ["--queries", queries], "pass --save-run RUN"),
-        (base + ["q", "--save-run", str(run)], "--save-run writes the run of --queries"),
+        (base + ["q", "--save-run", str(run)], "--save-run applies to --queries (a run file)"),
+        (base + ["q", "--threads-search", "2"], "--threads-search applies to --queries"),
+        (base + ["q", "--overwrite"], "--overwrite applies to --queries"),
         (base + ["--queries", queries, "--save-run", str(run), "--json"], "with --queries the hits go to --save-run"),
     ):
         assert main(argv) == 2, argv
