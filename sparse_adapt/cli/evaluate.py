@@ -215,9 +215,8 @@ def evaluate(
            else _in_memory(model, data, documents, max_active_dims=max_active_dims, feedback=fb))
     metrics = evaluate_run(data.qrels, run)
     if save_run is not None:
-        save_run_file(run, save_run, model)
-        empty = [q.qid for q in data.queries if q.qid in data.qrels and not run.get(q.qid)]
-        if empty:  # the metrics count them as 0; a run file cannot hold a query without a document
+        empty = [q for q in save_run_file(run, save_run, model) if q in data.qrels]
+        if empty:  # the metrics count them as 0
             warn(f"{counted(len(empty), 'evaluated query', 'evaluated queries')} retrieved no document and "
                  f"{'has' if len(empty) == 1 else 'have'} no line in {save_run} (e.g. {', '.join(empty[:5])}): "
                  "trec_eval scores them only with -c, and a tool averaging over the run's own queries scores the "

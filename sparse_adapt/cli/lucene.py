@@ -35,6 +35,7 @@ def export(
     from sparse_adapt.data import require_file
     from sparse_adapt.retrieval.export import ExportConfig, empty_sentence, export_vectors
     from sparse_adapt.modeling.encoder import SpladeEncoder
+    from sparse_adapt.modeling.hub import model_reference
     from sparse_adapt.modeling.truncation import truncation_sentence
 
     from sparse_adapt.cli.output import rich_hooks
@@ -44,9 +45,7 @@ def export(
     config = ExportConfig(scale=scale, batch_size=batch_size, max_active_dims=max_active_dims)
     splade = SpladeEncoder.from_pretrained(model)
     with rich_hooks() as hooks:
-        # A folder recorded absolute, as `onnx` records it: the export is read from other directories.
-        name = str(Path(model).expanduser().resolve()) if Path(model).expanduser().is_dir() else model
-        stats = export_vectors(splade, docs, out, config, model_name=name, progress=hooks)
+        stats = export_vectors(splade, docs, out, config, model_name=model_reference(model), progress=hooks)
     if stats.truncated:
         warn(truncation_sentence(stats.truncated, stats.documents, splade.max_length("document")))
     if stats.empty:
@@ -196,11 +195,10 @@ def _search_all(retriever, encoder, batch, k: int, threads: int, fb, save_run: P
     if note:
         warn(note)
     run = retriever.run(batch, k=k, threads=threads, feedback=fb)
-    empty = [q.qid for q in batch if not run.get(q.qid)]
+    empty = save_run_file(run, save_run, model)
     if empty:
         warn(f"{counted(len(empty), 'query', 'queries')} of {len(batch)} matched no document and "
              f"{'has' if len(empty) == 1 else 'have'} no line in the run (e.g. {', '.join(empty[:5])})")
-    save_run_file(run, save_run, model)
     wrote(save_run, f" ({counted(len(batch), 'query', 'queries')}, {counted(sum(map(len, run.values())), 'hit')}, "
                     f"at most {k} per query)")
 

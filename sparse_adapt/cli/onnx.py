@@ -19,6 +19,7 @@ def onnx(
     """Export input_ids/attention_mask -> pooled (batch, vocab) SPLADE weights, checked in ONNX Runtime."""
     from sparse_adapt.atomic import check_output
     from sparse_adapt.modeling.encoder import SpladeEncoder
+    from sparse_adapt.modeling.hub import model_reference
     from sparse_adapt.modeling.onnx import ONNX_FILE, TOP_K, export_onnx
 
     check_output(out, overwrite, inputs=(model,))
@@ -30,9 +31,7 @@ def onnx(
     level = exporter_log.level
     exporter_log.setLevel(logging.ERROR)
     try:
-        # A local model by its absolute path: a relative one says nothing once read from elsewhere.
-        local = Path(model).expanduser()
-        meta = export_onnx(splade, out, opset, source=str(local.resolve()) if local.is_dir() else model)
+        meta = export_onnx(splade, out, opset, source=model_reference(model))
     finally:
         exporter_log.setLevel(level)
     size = sum(p.stat().st_size for p in out.glob(f"{ONNX_FILE}*")) / 2**20

@@ -44,10 +44,11 @@ def load_run(path: str | Path) -> Run:
         for qid, docs in obj.items():
             if not isinstance(docs, dict):
                 raise DataError(p, None, qid, f"expected an object of doc_id -> score, got {type(docs).__name__}")
+            run[qid] = {}
             for d, score in docs.items():
                 if isinstance(score, str):  # ranx's layout holds numbers; a quoted one is another file
                     raise DataError(p, None, f"{qid}.{d}", f"expected a JSON number, got the string {score[:60]!r}")
-            run[qid] = {d: run_score(p, None, f"{qid}.{d}", score) for d, score in docs.items()}
+                run[qid][d] = run_score(p, None, f"{qid}.{d}", score)
     else:
         for n, text in iter_lines(p):
             parts = text.split()

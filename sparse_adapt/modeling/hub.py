@@ -197,3 +197,11 @@ def missing_weights(name: str, pickles: list[str]) -> str:
     return (f"{name} holds no model weights (no *.safetensors file beside its config.json); from the Hub only "
             f"safetensors weights are fetched, never pickles: a repository with *.bin weights alone needs "
             f"converting (load it, then {resave})")
+
+
+def model_reference(name: str | Path) -> str:
+    """A model as records name it: a local folder by its absolute path (a relative one says
+    nothing once read from elsewhere, and `model` and `model/` are one folder), a built-in or
+    Hub name as given."""
+    local = Path(name).expanduser()
+    return str(local.resolve()) if local.is_dir() else str(name)

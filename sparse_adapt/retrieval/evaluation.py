@@ -215,11 +215,13 @@ def run_tag(name: str) -> str:
     return re.sub(r"\s+", "_", name.strip()) or "sparse-adapt"
 
 
-def save_run_file(run: dict[str, dict[str, float]], path: str | Path, name: str) -> None:
+def save_run_file(run: dict[str, dict[str, float]], path: str | Path, name: str) -> list[str]:
     """Write ``run`` as a TREC run file (``qid Q0 doc_id rank score tag``), atomically: each
-    query in :func:`ranking` order, exact scores, ``name`` as the tag (:func:`run_tag`)."""
+    query in :func:`ranking` order, exact scores, ``name`` as the tag (:func:`run_tag`).
+    Returns the queries it has no line for: a run file cannot hold one that retrieved nothing."""
     tag = run_tag(name)
     with atomic_file(path) as tmp, Path(tmp).open("w", encoding="utf-8") as f:
         for q, scores in run.items():
             f.writelines(f"{q} Q0 {d} {rank} {float(score)!r} {tag}\n"
                          for rank, (d, score) in enumerate(ranking(scores), start=1))
+    return [q for q, scores in run.items() if not scores]

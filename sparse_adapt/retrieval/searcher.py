@@ -140,13 +140,9 @@ class LuceneRetriever:
                 "rebuild it with `sparse-adapt index --store-vectors`"
             )
         self.encoder.prime(texts)
-        ids = [str(i) for i in range(len(texts))]  # positions, not qids: texts may repeat
-        # The first pass settled as every search is (ties by descending doc id, fetched past the
-        # cut while they last): Lucene's own top `docs` breaks ties its way, so another document
-        # was fed back than `search` lists first.
-        by_id = self.searcher.batch_search(list(texts), ids, feedback.docs + 1, threads)
-        first = [_settled(list(by_id.get(i, [])), feedback.docs, lambda n, t=t: self.searcher.search(t, n))
-                 for i, t in zip(ids, texts)]
+        # The first pass settled as every search is: Lucene's own top `docs` breaks ties its
+        # way, so another document was fed back than `search` lists first.
+        first = self.search_batch(texts, feedback.docs, threads)
         fed = sorted({h.doc_id for hits in first for h in hits})
         column = {d: j for j, d in enumerate(fed)}
         term_id = {t: i for i, t in enumerate(self.encoder.vocab)}
@@ -205,11 +201,17 @@ class LuceneRetriever:
             vectors = self.feedback_queries([q.text for q in queries], feedback, threads)
             hits = self.search_encoded_batch(vectors, k, threads)
             return {q.qid: {h.doc_id: h.score for h in found} for q, found in zip(queries, hits)}
-        self.encoder.prime([q.text for q in queries])
-        hits = self.searcher.batch_search([q.text for q in queries], [q.qid for q in queries], k + 1, threads)
-        return {q.qid: {h.doc_id: h.score for h in _settled(list(hits.get(q.qid, [])), k,
-                                                             lambda n, t=q.text: self.searcher.search(t, n))}
-                for q in queries}
+        texts = [q.text for q in queries]
+        self.encoder.prime(texts)
+        return {q.qid: {h.doc_id: h.score for h in found} for q, found in zip(queries, self.search_batch(texts, k, threads))}
+
+    def search_batch(self, texts: Sequence[str], k: int, threads: int = 1) -> list[list[Hit]]:
+        """:meth:`search` (without feedback) for many texts in one call to Anserini's threaded
+        batch search; the texts' vectors are best primed on the encoder first."""
+        ids = [str(i) for i in range(len(texts))]  # positions: texts may repeat
+        by_id = self.searcher.batch_search(list(texts), ids, k + 1, threads)  # + 1: see _settled
+        return [_settled(list(by_id.get(i, [])), k, lambda n, t=t: self.searcher.search(t, n))
+                for i, t in zip(ids, texts)]
 
 
 def _ranked(hits) -> list[Hit]:

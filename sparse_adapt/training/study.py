@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparse_adapt.data import file_sha256
+from sparse_adapt.modeling.hub import model_reference
 from sparse_adapt.training.config import TrainConfig
 from sparse_adapt.training.rundir import files_sha256
 from sparse_adapt.training.stages import TrainData
@@ -35,10 +36,8 @@ INTERRUPTED = "stopped before it ended (a Ctrl-C, a kill or an error); its value
 
 
 def study_key(data: TrainData, base: str | Path, start: str | Path, seed: int, cfg: TrainConfig, space: dict) -> str:
-    local = Path(base).expanduser()
     what = {
-        # a folder by its place, however spelt (`model` and `model/` made two studies)
-        "base": str(local.resolve()) if local.is_dir() else str(base),
+        "base": model_reference(base),  # a folder by its place, however spelt (`model/` made another study)
         "base_files": files_sha256(base), "start_files": files_sha256(start), "seed": int(seed),
         "config": cfg.to_dict(), "space": {k: dataclasses.asdict(r) for k, r in space.items()},
         "corpus": file_sha256(data.corpus), "terms": data.terms, "dictionary": data.dictionary, "train": data.train,
