@@ -110,7 +110,8 @@ class LuceneRetriever:
             mine = model_sha256(self.encoder.splade)
         if mine != self.meta.model_sha256:
             return (f"{self.index_dir} was built from a different model than {model!r} "
-                    f"(weights sha256 {self.meta.model_sha256[:12]} vs {mine[:12]}; exported as {self.meta.model!r}): "
+                    f"(sha256 of weights, vocabulary and document length {self.meta.model_sha256[:12]} vs {mine[:12]}; "
+                    f"exported as {self.meta.model!r}): "
                     f"query and document vectors do not match")
         return None
 

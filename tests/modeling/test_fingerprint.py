@@ -1,0 +1,41 @@
+"""model_sha256: what an index records of the model that encoded it."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.fingerprint import model_sha256
+from sparse_adapt.modeling.settings import SETTINGS_FILE
+from tests.conftest import make_tiny_bert
+
+
+def test_the_hash_follows_weights_and_the_document_window_not_the_query_window(tmp_path):
+    splade = make_tiny_bert()
+    splade.save_pretrained(tmp_path / "m")
+    saved = model_sha256(splade)
+    assert model_sha256(SpladeEncoder.from_pretrained(tmp_path / "m")) == saved  # reloading changes nothing
+
+    def set_lengths(**lengths: int) -> None:  # both files, as a user must (they are checked to agree)
+        for name, keys in ((SETTINGS_FILE, ("query_max_length", "doc_max_length")),
+                           ("sentence_bert_config.json", ("query_length", "document_length"))):
+            path = tmp_path / "m" / name
+            edited = json.loads(path.read_text())
+            for ours, key in zip(("query", "doc"), keys):
+                if ours in lengths:
+                    edited[key] = lengths[ours]
+            path.write_text(json.dumps(edited))
+
+    set_lengths(query=8)  # only queries change: the index's vectors are the same
+    assert model_sha256(SpladeEncoder.from_pretrained(tmp_path / "m")) == saved
+
+    set_lengths(doc=8)  # documents cut at 8 pieces: other vectors from the same weights
+    short = SpladeEncoder.from_pretrained(tmp_path / "m")
+    assert short.settings.doc_max_length == 8
+    assert model_sha256(short) != saved
+
+    with torch.no_grad():
+        splade.mlm.get_output_embeddings().bias[5] += 1e-3
+    assert model_sha256(splade) != saved
