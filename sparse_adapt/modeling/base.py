@@ -27,7 +27,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, 
 
 from sparse_adapt.errors import ModelLoadError, first_line
 from sparse_adapt.modeling.heads import HEADS, family_for_model_type
-from sparse_adapt.modeling.hub import hub_loading, quiet_transformers
+from sparse_adapt.modeling.hub import hub_loading, quiet_transformers, warn_unused_weights
 from sparse_adapt.modeling.interop import transformer_module
 
 # The built-in offline default base (see offline_minilm).
@@ -134,6 +134,7 @@ def load_encoder(name_or_path: str, trust_remote_code: bool = False) -> tuple[Pr
             f"{name_or_path} has a masked-LM head already ({', '.join(head[:2])}{', ...' if len(head) > 2 else ''}): "
             "use it as --base or --model directly; a new base from it would replace that head with an untrained "
             "one (a trained SPLADE's expansions would be lost)")
+    warn_unused_weights(str(name_or_path), loading.get("unexpected_keys"))
     require_finite_weights(encoder, str(name_or_path))
     return encoder, tokenizer
 

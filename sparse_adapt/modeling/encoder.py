@@ -37,7 +37,7 @@ from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES
 from sparse_adapt.modeling.heads import head_support, max_pieces
-from sparse_adapt.modeling.hub import missing_weights, model_directory, quiet_transformers, remote_code
+from sparse_adapt.modeling.hub import missing_weights, model_directory, quiet_transformers, remote_code, warn_unused_weights
 from sparse_adapt.modeling.interop import (
     sentence_transformers_lengths, sentence_transformers_mismatch, write_sentence_transformers_files,
 )
@@ -166,6 +166,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
                     f"{name} has no weights for {len(missing)} tensors of a masked-LM ({', '.join(missing[:3])}"
                     f"{', ...' if len(missing) > 3 else ''}), which would start at random. For an encoder without "
                     f"an MLM head run `sparse-adapt base --from-encoder {name}`.")
+            warn_unused_weights(name, loading.get("unexpected_keys"))
             require_finite_weights(mlm, name)
             lengths = None if (path / SETTINGS_FILE).is_file() else sentence_transformers_lengths(path, tokenizer)
             if lengths is not None:  # saved by sentence-transformers: encode as it does

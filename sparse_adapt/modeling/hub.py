@@ -171,7 +171,8 @@ def quiet_transformers() -> Iterator[None]:
     """transformers' progress bars ("Loading weights", "Writing model shards") and its load
     report off for the block, as they were after it: a training run saves a checkpoint per
     stage, and in a notebook or a log each save printed a bar between the run's lines; the
-    load report's "MISSING" keys are checked by the caller, which says them in one line."""
+    load report's "MISSING" keys are checked by the caller, which says them in one line, and
+    its "UNEXPECTED" ones go through :func:`warn_unused_weights`."""
     from transformers.utils import logging as hf_logging
 
     bars, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
@@ -183,6 +184,26 @@ def quiet_transformers() -> Iterator[None]:
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+class UnusedWeightsWarning(SparseAdaptWarning):
+    """Tensors of a checkpoint that no part of the masked-LM took: transformers drops them."""
+
+
+# Parts of a pretraining checkpoint a masked-LM has no place for, by design: BERT's pooler and
+# next-sentence head (bert-base-uncased ships both). Anything else left over is a layout the
+# model class does not read (another family's names, a renamed head), said in one warning.
+UNUSED_BY_DESIGN = ("pooler.", "cls.seq_relationship.")
+
+
+def warn_unused_weights(name: str, unexpected: object) -> None:
+    """One warning naming the checkpoint tensors transformers left unused (its load report,
+    which :func:`quiet_transformers` hides along with the progress bars)."""
+    unused = sorted(k for k in (unexpected or ()) if not any(part in k for part in UNUSED_BY_DESIGN))
+    if unused:
+        warnings.warn(f"{name}: {len(unused)} tensors of the checkpoint fit no part of the masked-LM and are "
+                      f"not used ({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''})",
+                      UnusedWeightsWarning, stacklevel=3)
 
 
 def missing_weights(name: str, pickles: list[str]) -> str:

@@ -156,3 +156,26 @@ def test_a_hub_repository_of_pickle_weights_alone_is_said_to_need_converting(tin
         SpladeEncoder.from_pretrained("org/old-splade")
     with pytest.raises(ModelLoadError, match=r"beside its config\.json\)$"):  # a local folder: no Hub advice
         SpladeEncoder.from_pretrained(str(tmp_path / "snapshot"))
+
+
+def _with_extra_tensors(model_dir, names: list[str]) -> None:
+    from safetensors.torch import load_file, save_file
+
+    weights = model_dir / "model.safetensors"
+    tensors = load_file(weights)
+    tensors.update({name: torch.zeros(2) for name in names})
+    save_file(tensors, weights, metadata={"format": "pt"})
+
+
+def test_checkpoint_tensors_the_model_drops_are_one_warning_unless_dropped_by_design(tiny_bert, tmp_path, capsys):
+    tiny_bert.save_pretrained(tmp_path / "m")
+    # bert-base-uncased's pooler and next-sentence head: no masked-LM has a place for them
+    _with_extra_tensors(tmp_path / "m", ["bert.pooler.dense.bias", "cls.seq_relationship.bias"])
+    assert main(["encode", "--model", str(tmp_path / "m"), "relay"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    # a renamed layer: its weights would be silently left out of the model
+    _with_extra_tensors(tmp_path / "m", ["bert.encoder.layer.0.attn.q.weight", "bert.extra.bias"])
+    assert main(["encode", "--model", str(tmp_path / "m"), "relay"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"warning: {tmp_path / 'm'}: 2 tensors of the checkpoint fit no part of the masked-LM and are "
+                   "not used (bert.encoder.layer.0.attn.q.weight, bert.extra.bias)"]
