@@ -67,8 +67,9 @@ _register_commands()
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; user errors become one red line and code 2.
 
-    Click's own usage errors (unknown option, missing argument) are handled by typer in
-    standalone mode, which prints usage and exits 2; we turn that exit into a return value.
+    Click's own usage errors (unknown option, missing argument, a value out of range) are one
+    line and code 2 too, naming the command and its ``--help``: typer's standalone mode drew
+    them as a five-line box under the usage line.
     """
     # Weight-loading progress bars from transformers would bury the CLI's own output.
     from transformers.utils import logging as hf_logging
@@ -79,13 +80,27 @@ def main(argv: list[str] | None = None) -> int:
     stopped: list[int] = []
     handlers = _stop_handlers(stopped)
     try:
-        app(args=argv, prog_name="sparse-adapt", standalone_mode=True)
+        # Not standalone: click's errors reach us instead of being drawn and turned into
+        # SystemExit; a Ctrl-C comes back as code 130 (typer's Exit), a finished command as None.
+        code = app(args=argv, prog_name="sparse-adapt", standalone_mode=False)
+        if stopped:
+            return _said_stopped(stopped[0])
+        return code if isinstance(code, int) else 0
     except (SystemExit, KeyboardInterrupt) as e:
         if stopped:
             return _said_stopped(stopped[0])
         if isinstance(e, KeyboardInterrupt):
             raise
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except typer.TyperException as e:  # click's errors (typer vendors click; >= 0.28 derives them from this)
+        if type(e).__name__ == "NoArgsIsHelpError":  # a bare command: its help is already printed
+            return e.exit_code
+        err_console.print(f"[bold red]error:[/bold red] {escape(terminal_safe(_usage_line(e)))}",
+                          highlight=False, soft_wrap=True)
+        return e.exit_code
+    except typer.Abort:  # end of input at a prompt (sparse-adapt asks none)
+        err_console.print("[bold red]error:[/bold red] aborted", highlight=False)
+        return 1
     except SparseAdaptError as e:
         err_console.print(f"[bold red]error:[/bold red] {escape(terminal_safe(str(e)))}", highlight=False, soft_wrap=True)
         return 2
@@ -110,6 +125,22 @@ def main(argv: list[str] | None = None) -> int:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
     return 0
+
+
+# Options of the app itself: given after a command's name they are "no such option" there.
+GLOBAL_OPTIONS = ("--device", "--threads")
+
+
+def _usage_line(e: typer.TyperException) -> str:
+    """``sparse-adapt encode: Missing argument 'text' (see sparse-adapt encode --help)``."""
+    ctx = getattr(e, "ctx", None)
+    message = e.format_message()
+    if getattr(e, "option_name", None) in GLOBAL_OPTIONS and ctx is not None and ctx.parent is not None:
+        message += (f" ({e.option_name} is a global option: give it before the command, "
+                    f"sparse-adapt {e.option_name} ... {ctx.info_name} ...)")
+    if ctx is None:
+        return message
+    return f"{ctx.command_path}: {message.rstrip('.')} (see {ctx.command_path} --help)"
 
 
 # Signals that stop a run: Ctrl-C, `kill`/`docker stop` (SIGTERM), a closed terminal (SIGHUP).

@@ -73,7 +73,7 @@ def benchmark(
     ),
     top: Optional[int] = typer.Option(None, "--top", min=1, help="adapt-corpus: as adapt --top (default: adapt's)."),
     min_count: Optional[int] = typer.Option(None, "--min-count", min=1, help="adapt-corpus: as adapt --min-count."),
-    max_queries: Optional[int] = typer.Option(None, "--max-queries", min=1, help="adapt-corpus: as adapt --max-queries."),
+    max_queries: Optional[int] = typer.Option(None, "--max-queries", min=2, help="adapt-corpus: as adapt --max-queries (2 or more)."),
     negatives: Optional[int] = typer.Option(None, "--negatives", min=1, help="adapt-corpus: as adapt --negatives."),
     siblings: Optional[int] = typer.Option(None, "--siblings", min=0, help="adapt-corpus: as adapt --siblings."),
     term_labels: Optional[bool] = typer.Option(

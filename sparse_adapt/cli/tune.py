@@ -35,7 +35,8 @@ def register(app: typer.Typer) -> None:
             None, "--space", help="Search space (TOML or JSON): name = [low, high] (log scale) or "
             "{low, high, log} per float distill setting; replaces the default (lr, kd, ret, sp, dom, ctr, qexp, pres)."
         ),
-        seed: int = typer.Option(0, "--seed", help="Seeds the TPE sampler, the validation split and every run."),
+        seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1,
+                                help="Seeds the TPE sampler, the validation split and every run."),
         overwrite: bool = typer.Option(False, "--overwrite", help="Write the study into a non-empty --out that holds "
                                        "no earlier study (beside its files, replacing same-named ones); retrain a "
                                        "prefix/ made with other settings."),

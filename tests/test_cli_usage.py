@@ -1,0 +1,37 @@
+"""Click's own usage errors (a missing argument, an unknown option, a value out of range) are
+one line and exit code 2, like every other mistake in what a user passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparse_adapt.cli import main
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["encode"], "error: sparse-adapt encode: Missing argument 'text' (see sparse-adapt encode --help)"),
+    (["encode", "x", "-k", "0"], "error: sparse-adapt encode: Invalid value for '--k' / '-k': Input should be "
+                                 "greater than or equal to 1 (see sparse-adapt encode --help)"),
+    (["encode", "x", "--bogus"], "error: sparse-adapt encode: No such option: --bogus (see sparse-adapt encode --help)"),
+    (["nosuch"], "error: sparse-adapt: No such command 'nosuch' (see sparse-adapt --help)"),
+    (["--threads", "0", "encode", "x"], "error: sparse-adapt: Invalid value for '--threads': Input should be greater "
+                                        "than or equal to 1 (see sparse-adapt --help)"),
+    (["tune", "--seed", "4294967296"], "error: sparse-adapt tune: Invalid value for '--seed': Input should be less "
+                                       "than or equal to 4294967295 (see sparse-adapt tune --help)"),
+    # a global option after the command's name: said where it belongs
+    (["encode", "--device", "cpu", "x"], "error: sparse-adapt encode: No such option: --device (--device is a global "
+                                         "option: give it before the command, sparse-adapt --device ... encode ...) "
+                                         "(see sparse-adapt encode --help)"),
+], ids=["missing argument", "out of range", "unknown option", "unknown command", "global option", "tune seed",
+        "global option placed after"])
+def test_a_usage_error_is_one_line_and_code_2(argv, line, capsys):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [line] and captured.out == ""
+
+
+def test_help_is_still_help(capsys):
+    assert main(["encode", "--help"]) == 0
+    assert "Print the top-weighted terms" in capsys.readouterr().out
+    assert main([]) == 2  # no command: the app's help, as before, with click's usage code
+    assert "Commands" in capsys.readouterr().out
