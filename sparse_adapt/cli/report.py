@@ -14,7 +14,7 @@ from rich.table import Table
 
 from sparse_adapt.cli.output import BASE_HELP, seed_option
 
-BUNDLED = "(default: the bundled Gatrocraptic file)"
+BUNDLED = "(default: the bundled Gatrocraptic file; required with your own --corpus)"
 # Column headers of the console summary, by criterion id (the full names are in report.md).
 SHORT = {
     "single_token": "token", "positive_logits": "logit>0", "nonzero_weight": "w>0", "high_weight": "w>2",
