@@ -4,15 +4,15 @@ or of a local BEIR-format folder.
 
 A local folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``, as BEIR's
 zips unpack) is read by ir_datasets' own components: ``JsonlDocs``/``JsonlQueries`` with
-BEIR's field names and ``BeirQrels`` (which checks BEIR's header line), assembled into
-an ``ir_datasets`` ``Dataset``. The two JSONL files reach them through the reader of
-``--docs``/``--queries`` files (``data.reading.json_objects``), so they read alike: blank
-lines skipped, a key written twice in one object refused, every error naming file and line.
+BEIR's field names and ``BeirQrels``, assembled into an ``ir_datasets`` ``Dataset``. The
+files reach them through the readers of ``--docs``/``--queries``/``--qrels`` files
+(``data.reading.json_objects``, ``data.qrels.load_qrels``), so they read alike: blank lines
+skipped, a key written twice in one object refused, every error naming file and line.
 """
 
 from __future__ import annotations
 
-import codecs
+import io
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from sparse_adapt.data import Document, Qrels, Query, collapse_whitespace
-from sparse_adapt.data.qrels import GRADE_LIMIT
+from sparse_adapt.data.qrels import BEIR_QRELS_HEADER, GRADE_LIMIT, load_qrels
 from sparse_adapt.data.documents import parse_beir_document, parse_beir_query
-from sparse_adapt.data.reading import encodable, id_problem, json_objects, visible
+from sparse_adapt.data.reading import encodable, id_problem, iter_lines, json_objects, visible
 from sparse_adapt.data.records import DataError
 from sparse_adapt.errors import SparseAdaptError
 
@@ -135,15 +135,22 @@ def local_beir(folder: str | Path, split: str = "test") -> IRDataset:
     if missing:
         raise DatasetError(f"{root} is not a BEIR folder: missing {', '.join(missing)}")
 
-    class download(ir_datasets.util.LocalDownload):
-        """The qrels file, whose stream skips a UTF-8 byte-order mark, as every loader of ours does."""
+    class qrels_download(ir_datasets.util.LocalDownload):
+        """The qrels file as ``--qrels`` reads one (:func:`~sparse_adapt.data.qrels.load_qrels`:
+        errors naming file and line, grades in ASCII digits, blank and CRLF lines), after BEIR's
+        header line, handed to ``BeirQrels`` as clean lines: its own parser read "1_0" as grade
+        10, stopped at a blank CRLF line and named neither file nor line."""
 
         @contextmanager
         def stream(self):
-            with self.path().open("rb") as f:
-                if f.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
-                    f.seek(0)
-                yield f
+            path = self.path()
+            first = next(((n, raw.split()) for n, raw in iter_lines(path) if raw.strip()), None)
+            if first is not None and tuple(first[1]) != BEIR_QRELS_HEADER:
+                raise DataError(path, first[0], None, "expected BEIR's header line 'query-id<TAB>corpus-id<TAB>score' first")
+            judged = load_qrels(path)
+            lines = ["\t".join(BEIR_QRELS_HEADER)]
+            lines += [f"{qid}\t{doc_id}\t{grade}" for qid, docs in judged.items() for doc_id, grade in docs.items()]
+            yield io.BytesIO(("\n".join(lines) + "\n").encode("utf-8"))
 
     class jsonl_download(ir_datasets.util.LocalDownload):
         """A local JSONL file as ``--docs``/``--queries`` read one: ir_datasets' own parser
@@ -174,7 +181,7 @@ def local_beir(folder: str | Path, split: str = "test") -> IRDataset:
         namespace=f"local-beir:{root}",
     )
     queries = JsonlQueries(jsonl_download(files["queries"], parse_beir_query), GenericQuery, mapping={"query_id": "_id", "text": "text"})
-    qrels = BeirQrels(download(files["qrels"]), qrels_defs={})
+    qrels = BeirQrels(qrels_download(files["qrels"]), qrels_defs={})
     return IRDataset(str(root), Dataset(docs, queries, qrels))
 
 
