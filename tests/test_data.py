@@ -249,7 +249,7 @@ def test_an_id_longer_than_lucene_keeps_is_refused(tmp_path):
     assert len(load_documents(p)[0].doc_id) == 32766
 
 
-@pytest.mark.parametrize("text", ["\u200b", "\u0000", " \u200b\t\u2060 "])
+@pytest.mark.parametrize("text", ["\u200b", "\u0000", " \u200b\t\u2060 ", "\u0301\u0302", "\ufe0f"])
 def test_a_text_of_invisible_characters_alone_is_refused(tmp_path, text):
     """It encoded to the model's empty-input vector, which matched generic queries."""
     p = tmp_path / "docs.jsonl"
@@ -314,6 +314,27 @@ def test_numbers_in_qrels_and_runs_are_plain_ascii_numbers(tmp_path, name, text,
     assert (e.value.line, e.value.field) == (line, field)
 
 
+@pytest.mark.parametrize("name, text, line, field", [
+    # `cat a.tsv b.tsv` of two files written with a byte-order mark: the second's is in an id
+    ("docs.tsv", "d1\tfirst\n\ufeffd2\tsecond\n", 2, "doc_id"),
+    ("queries.jsonl", '{"qid": "q\\u200b1", "text": "x"}\n', 1, "qid"),
+    ("qrels.txt", "q1 0 d\u00001 1\n", 1, "doc_id"),
+    ("run.trec", "q1 Q0 d\u001b[31m 1 2.0 tag\n", 1, "doc_id"),
+    ("run.json", '{"q1": {"d\\u200b1": 2.0}}', None, "q1.d\u200b1"),
+    ("run.json", '{"": {"d1": 2.0}}', None, ""),
+])
+def test_an_id_holding_an_invisible_or_control_character_is_refused(tmp_path, name, text, line, field):
+    """It is invisible where the id is shown, and never equals the id another file spells without it."""
+    from sparse_adapt.data.runs import load_run
+
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    read = {"docs": load_documents, "queries": load_queries, "qrels": load_qrels, "run": load_run}[name.split(".")[0]]
+    with pytest.raises(DataError, match="invisible or control character|an empty query id") as e:
+        read(p)
+    assert (e.value.line, e.value.field) == (line, field)
+
+
 def test_a_teacher_score_beyond_float32_is_refused_when_read(tmp_path):
     """It passed as finite, became inf in the float32 tensor, and stopped the run at distill."""
     good = {"qid": "q1", "query": "x", "doc_ids": ["a", "b"], "doc_texts": ["A", "B"], "teacher_scores": [1e38, -2.0]}
@@ -321,6 +342,21 @@ def test_a_teacher_score_beyond_float32_is_refused_when_read(tmp_path):
     with pytest.raises(DataError, match="within float32's range") as e:
         load_train(p)
     assert (e.value.line, e.value.field) == (2, "teacher_scores[0]")
+
+
+@pytest.mark.parametrize("groups, field, says", [
+    ({"g": ["q1", "q2", "q1"]}, "g", "lists 'q1' twice"),  # counted twice in the group's size, averaged once
+    ({"g": ["q1"], "h": "q2"}, "h", "expected a list of query ids"),
+    ({"g": ["q1", 2]}, "g", "expected a list of query ids"),
+])
+def test_a_query_group_lists_each_query_id_once(tmp_path, groups, field, says):
+    from sparse_adapt.data import load_query_groups
+
+    p = tmp_path / "groups.json"
+    p.write_text(json.dumps(groups))
+    with pytest.raises(DataError, match=re.escape(says)) as e:
+        load_query_groups(p)
+    assert e.value.field == field
 
 
 @pytest.mark.parametrize("name", ["", "  ", "a\nb", "x\u001b[2J"])

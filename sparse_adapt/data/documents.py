@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from sparse_adapt.data.reading import (
-    Objects, checked_text, id_value, iter_jsonl, iter_lines, json_objects, read_unique, str_field,
+    Objects, checked_text, id_value, iter_jsonl, iter_lines, json_objects, read_unique, str_field, visible,
 )
 from sparse_adapt.data.records import DataError, Document, Query
 
@@ -104,7 +104,7 @@ def parse_beir_document(p: Path, n: int, o: dict) -> Document:
     # as `evaluate --dataset` (ir_datasets) reads it, or byte-level BPE would see other pieces.
     doc_id = id_value(p, n, o, "_id")
     text = collapse_whitespace(f"{_optional_str(p, n, o, 'title')} {_optional_str(p, n, o, 'text')}")
-    if not text:
+    if not visible(text):
         raise DataError(p, n, "text", "a BEIR record needs a non-empty 'title' or 'text'")
     return Document(doc_id, text)
 

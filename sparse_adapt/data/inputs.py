@@ -85,7 +85,7 @@ def check_domain_terms(obj: object, p: str | Path = "<terms>") -> dict[str, list
             if not isinstance(t, str) or not visible(t):  # "\u0000" or a zero-width space: no term
                 raise DataError(p, None, f"{category}[{i}]", f"expected a non-empty string, got {t!r:.60}")
             if t != t.strip() or any(c.isspace() for c in t):
-                raise DataError(p, None, f"{category}[{i}]", f"a term must be one word without spaces, got {t!r}")
+                raise DataError(p, None, f"{category}[{i}]", f"a term must be one word without spaces, got {t!r:.60}")
             checked_text(p, None, f"{category}[{i}]", t)
             if not t.isprintable():
                 raise DataError(p, None, f"{category}[{i}]", f"a term must be printable, got {t!r:.60}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sparse_adapt.data.reading import iter_lines, read_json, require_file
+from sparse_adapt.data.reading import id_problem, iter_lines, read_json, require_file
 from sparse_adapt.data.records import DataError, Qrels
 
 
@@ -50,6 +50,9 @@ def load_qrels(path: str | Path) -> Qrels:
         if not -GRADE_LIMIT <= g <= GRADE_LIMIT:  # ranx stores grades as 64-bit integers
             raise DataError(p, n, "grade", f"expected a relevance grade between {-GRADE_LIMIT} and {GRADE_LIMIT}, "
                                            f"got {grade[:60]}")
+        for field, value in (("qid", qid), ("doc_id", doc_id)):
+            if (problem := id_problem(value)) is not None:
+                raise DataError(p, n, field, problem)
         judged = qrels.setdefault(qid, {})
         if judged.get(doc_id, g) != g:  # which line wins would decide the figures: the file must say
             raise DataError(p, n, "grade", f"{qid} {doc_id} is judged {judged[doc_id]} on an earlier line and {g} here")
@@ -62,13 +65,17 @@ def load_qrels(path: str | Path) -> Qrels:
 def load_query_groups(path: str | Path) -> dict[str, list[str]]:
     """``query_groups.json``: group name -> list of qids (used by reports)."""
     p, obj = read_json(path)
-    if not isinstance(obj, dict) or not all(
-        isinstance(v, list) and all(isinstance(q, str) for q in v) for v in obj.values()
-    ):
-        raise DataError(p, None, None, "expected an object of group -> list of qids")
-    for name in obj:  # group names head report tables and JSON keys
-        if not name.strip() or not name.isprintable():
+    if not isinstance(obj, dict):
+        raise DataError(p, None, None, f"expected an object of group -> list of qids, got {type(obj).__name__}")
+    for name, qids in obj.items():
+        if not name.strip() or not name.isprintable():  # group names head report tables and JSON keys
             raise DataError(p, None, None, f"a group name must be a printable name, got {name!r:.60}")
+        if not isinstance(qids, list) or not all(isinstance(q, str) for q in qids):
+            raise DataError(p, None, name, "expected a list of query ids (strings)")
+        # A repeat counted twice in the group's size while its metric averaged each query once.
+        seen: set[str] = set()
+        if repeat := next((q for q in qids if q in seen or seen.add(q)), None):
+            raise DataError(p, None, name, f"lists {repeat!r:.60} twice")
     return obj
 
 

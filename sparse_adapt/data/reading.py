@@ -91,8 +91,8 @@ def parse_json(path: Path, line: int | None, text: str) -> Any:
         raise DataError(path, line, e.key, "appears twice in one JSON object (only the last would count)") from None
     except json.JSONDecodeError as e:
         where = line if line is not None else e.lineno
-        column = "" if line is None else f" at column {e.colno}"
-        raise DataError(path, where, None, f"invalid JSON ({e.msg}{column})") from None
+        # json's "Invalid control character at" message ends where its position would follow
+        raise DataError(path, where, None, f"invalid JSON ({e.msg.removesuffix(' at')} at column {e.colno})") from None
     except (ValueError, RecursionError) as e:  # e.g. an integer of 5000 digits, nesting 10^5 deep
         raise DataError(path, line, None, f"invalid JSON ({str(e)[:80] or type(e).__name__})") from None
 
@@ -123,9 +123,12 @@ def str_field(path: Path, line: int, obj: dict, field: str) -> str:
 
 
 def visible(text: str) -> bool:
-    """Whether ``text`` holds more than whitespace and invisible characters (a zero-width space,
-    a NUL): a document of those encoded to the model's empty-input vector and matched generic queries."""
-    return any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text)
+    """Whether ``text`` holds more than whitespace, invisible characters (a zero-width space, a
+    NUL) and marks with nothing to sit on (a lone combining accent, an emoji variation selector):
+    a document of those encoded to the model's empty-input vector and matched generic queries
+    (uncased WordPiece strips the marks, leaving no piece)."""
+    return any(not c.isspace() and unicodedata.category(c)[0] != "M" and unicodedata.category(c) not in ("Cc", "Cf")
+               for c in text)
 
 
 # Lucene's limit on one term (an id is one): Anserini lost a longer id's document, and every
@@ -146,6 +149,10 @@ def id_problem(value: str) -> str | None:
     """What makes ``value`` no id (see :func:`id_value`), or None."""
     if any(c.isspace() for c in value):
         return f"{value!r:.60} holds whitespace, which qrels and run files cannot: replace it (e.g. with '_')"
+    # A BOM or zero-width space is invisible where the id is shown and never equals the id a
+    # qrels file spells without it (two TSV files joined by `cat` put the second's BOM in an id).
+    if hidden := next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Cs")), None):
+        return f"{value!r:.60} holds the invisible or control character U+{ord(hidden):04X}: remove it"
     if (size := len(value.encode("utf-8", "surrogatepass"))) > MAX_ID_BYTES:
         return (f"{value!r:.40} is {size:,} bytes long; a Lucene index keeps ids of up to {MAX_ID_BYTES:,} "
                 f"(longer ones lost their documents)")

@@ -9,7 +9,7 @@ import math
 import re
 from pathlib import Path
 
-from sparse_adapt.data.reading import int_as_float, iter_lines, read_json, require_file
+from sparse_adapt.data.reading import id_problem, int_as_float, iter_lines, read_json, require_file
 from sparse_adapt.data.records import DataError
 
 Run = dict[str, dict[str, float]]
@@ -33,19 +33,29 @@ def run_score(path: Path, line: int | None, field: str, value: object) -> float:
     return as_float
 
 
+def _check_id(p: Path, line: int | None, field: str, value: str, what: str) -> None:
+    """An id as documents and queries may have one (a JSON run's keys could be anything)."""
+    if not value:
+        raise DataError(p, line, field, f"an empty {what}")
+    if (problem := id_problem(value)) is not None:
+        raise DataError(p, line, field, problem)
+
+
 def load_run(path: str | Path) -> Run:
     """``{qid: {doc_id: score}}`` from a TREC run, or from a ``.json`` file in ranx's layout."""
     p = require_file(path)
     run: Run = {}
-    if p.suffix == ".json":
+    if p.suffix.lower() == ".json":
         _, obj = read_json(p)
         if not isinstance(obj, dict):
             raise DataError(p, None, None, f"expected an object of query id -> {{doc_id: score}}, got {type(obj).__name__}")
         for qid, docs in obj.items():
+            _check_id(p, None, qid, qid, "query id")
             if not isinstance(docs, dict):
                 raise DataError(p, None, qid, f"expected an object of doc_id -> score, got {type(docs).__name__}")
             run[qid] = {}
             for d, score in docs.items():
+                _check_id(p, None, f"{qid}.{d}", d, "document id")
                 if isinstance(score, str):  # ranx's layout holds numbers; a quoted one is another file
                     raise DataError(p, None, f"{qid}.{d}", f"expected a JSON number, got the string {score[:60]!r}")
                 run[qid][d] = run_score(p, None, f"{qid}.{d}", score)
@@ -57,9 +67,11 @@ def load_run(path: str | Path) -> Run:
             if len(parts) != 6:
                 raise DataError(p, n, None, f"expected 6 columns 'qid Q0 doc_id rank score tag', got {len(parts)}")
             qid, _, doc_id, _, score, _ = parts
+            _check_id(p, n, "qid", qid, "query id")
+            _check_id(p, n, "doc_id", doc_id, "document id")
             docs = run.setdefault(qid, {})
             if doc_id in docs:
-                raise DataError(p, n, "doc_id", f"{doc_id!r} is ranked twice for query {qid!r}")
+                raise DataError(p, n, "doc_id", f"{doc_id!r:.60} is ranked twice for query {qid!r:.60}")
             docs[doc_id] = run_score(p, n, "score", score)
     if not any(run.values()):
         raise DataError(p, None, None, "no ranked documents in file")

@@ -278,7 +278,7 @@ def _coerce(where: str, key: str, value: Any, kind: Any) -> Any:
     if ok and kind is int and abs(value) > MAX_INT:
         raise ConfigError(f"{where}: {key}: expected at most {MAX_INT:,}, got {str(value)[:60]}")
     if not ok:
-        raise ConfigError(f"{where}: {key}: expected {kind.__name__}, got {value!r}")
+        raise ConfigError(f"{where}: {key}: expected {kind.__name__}, got {value!r:.60}")
     return value
 
 
