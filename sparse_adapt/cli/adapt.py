@@ -90,7 +90,7 @@ def mine_terms(
     from sparse_adapt.data import load_documents
     from sparse_adapt.modeling.builtin import load_tokenizer
 
-    _check_out(out, overwrite, corpus)
+    _check_out(out, overwrite, corpus, Path(base).expanduser())
     check_language(lang)
     documents = load_documents(corpus)
     lang = _language(lang, documents)
@@ -143,7 +143,7 @@ def build_dictionary(
     from sparse_adapt.data import flat_terms, load_dictionary, load_documents, load_domain_terms
     from sparse_adapt.training.validation import mentions_term
 
-    _check_out(out, overwrite, corpus, terms, dictionary)
+    _check_out(out, overwrite, corpus, terms, dictionary, *(Path(teacher).expanduser(),) * glosses)
     documents = load_documents(corpus)
     existing = load_dictionary(dictionary) if dictionary is not None else []
     domain_terms = load_domain_terms(terms)
@@ -195,7 +195,7 @@ def make_train(
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.modeling.truncation import longer_than, truncated
 
-    _check_out(out, overwrite, corpus, terms)
+    _check_out(out, overwrite, corpus, terms, Path(base).expanduser(), Path(teacher).expanduser())
     check_language(lang)
     documents = load_documents(corpus)
     lang = _language(lang, documents)
