@@ -121,7 +121,17 @@ def _check_out(
 ) -> None:
     path = out / MANIFEST
     if path.is_file():
-        old = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            old = None
+        if not isinstance(old, dict):  # emptied or edited by hand: no run that could resume
+            if not overwrite:
+                raise AdaptMismatchError(f"{path} is damaged (not a JSON object of an adapt run); use another --out, "
+                                         f"pass --overwrite to discard that run, or delete {out}")
+            _discard_run(out, keep)
+            hooks.message(f"--overwrite: discarded the adapt run in {out} (its {MANIFEST} was damaged)")
+            return
         if isinstance(old.get("options"), dict):
             old["options"] = {**LEGACY_OPTIONS, **old["options"]}
         diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))

@@ -168,6 +168,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
                     f"an MLM head run `sparse-adapt base --from-encoder {name}`.")
             warn_unused_weights(name, loading.get("unexpected_keys"))
             require_finite_weights(mlm, name)
+            settings.check_token_ids(path, len(tokenizer))
             lengths = None if (path / SETTINGS_FILE).is_file() else sentence_transformers_lengths(path, tokenizer)
             if lengths is not None:  # saved by sentence-transformers: encode as it does
                 settings.query_max_length, settings.doc_max_length = lengths

@@ -69,7 +69,7 @@ def transformer_module(directory: str | Path) -> Path | None:
     root = Path(directory)
     try:
         modules = json.loads((root / MODULES_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     for module in modules if isinstance(modules, list) else []:
         if (isinstance(module, dict) and str(module.get("type", "")).endswith(".Transformer")
@@ -101,7 +101,7 @@ def sentence_transformers_mismatch(directory: str | Path) -> str | None:
     try:
         modules = json.loads(modules_path.read_text(encoding="utf-8"))
         kinds = [(str(m["type"]).rsplit(".", 1)[-1], str(m.get("path", ""))) for m in modules]
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return f"its {MODULES_FILE} is not a sentence-transformers module list"
     names = [k for k, _ in kinds]
     if len(kinds) != 2 or kinds[0][0] not in _MLM_MODULES or kinds[0][1] != "" or kinds[1][0] != "SpladePooling":
@@ -110,7 +110,7 @@ def sentence_transformers_mismatch(directory: str | Path) -> str | None:
     pooling_path = root / kinds[1][1] / "config.json"
     try:
         pooling = json.loads(pooling_path.read_text(encoding="utf-8")) if pooling_path.is_file() else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return f"its {kinds[1][1]}/config.json is not JSON"
     differs = {k: pooling.get(k, v) for k, v in _OUR_POOLING.items() if pooling.get(k, v) != v}
     if differs:
@@ -120,7 +120,7 @@ def sentence_transformers_mismatch(directory: str | Path) -> str | None:
     config_path = root / MODEL_CONFIG
     try:
         config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return f"its {MODEL_CONFIG} is not JSON"
     if not isinstance(config, dict):
         return f"its {MODEL_CONFIG} is not a JSON object"
@@ -149,7 +149,7 @@ def _lengths_mismatch(root: Path) -> str | None:
     try:
         ours = json.loads((root / SETTINGS_FILE).read_text(encoding="utf-8"))
         theirs = json.loads((root / TRANSFORMER_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # either file missing: nothing to compare (a broken one is said on loading)
+    except (OSError, ValueError, RecursionError):  # either file missing: nothing to compare (a broken one is said on loading)
         return None
     if not (isinstance(ours, dict) and isinstance(theirs, dict)):
         return None
@@ -182,7 +182,7 @@ def sentence_transformers_lengths(directory: str | Path, tokenizer) -> tuple[int
         return None
     try:
         config = json.loads((root / TRANSFORMER_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         config = {}
     if not isinstance(config, dict):
         config = {}

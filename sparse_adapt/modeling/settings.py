@@ -38,8 +38,8 @@ class SpladeSettings:
             return cls()
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ModelLoadError(f"{path}: not valid JSON ({e})") from None
+        except (ValueError, RecursionError) as e:  # also a 5000-digit number, 10^5-deep nesting
+            raise ModelLoadError(f"{path}: not valid JSON ({type(e).__name__}: {str(e)[:120]})") from None
         if not isinstance(raw, dict):
             raise ModelLoadError(f"{path}: expected a JSON object of settings, got {type(raw).__name__}")
         known = {f for f in cls.__dataclass_fields__}
@@ -59,6 +59,17 @@ class SpladeSettings:
         if not isinstance(raw.get("base", ""), str):
             raise ModelLoadError(f"{path}: field 'base': expected a string, got {raw['base']!r}")
         return cls(**raw)
+
+    def check_token_ids(self, directory: Path, vocabulary: int) -> None:
+        """Every domain token id names a token of the model's ``vocabulary``, once: an id beyond
+        it loaded and then failed deep in training (a token without a string)."""
+        path = Path(directory) / SETTINGS_FILE
+        beyond = [i for i in self.domain_token_ids if i >= vocabulary]
+        if beyond:
+            raise ModelLoadError(f"{path}: field 'domain_token_ids': {beyond[0]} is beyond the tokenizer's "
+                                 f"{vocabulary} tokens")
+        if len(set(self.domain_token_ids)) != len(self.domain_token_ids):
+            raise ModelLoadError(f"{path}: field 'domain_token_ids': an id is listed twice")
 
     def save(self, directory: Path) -> None:
         (Path(directory) / SETTINGS_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")

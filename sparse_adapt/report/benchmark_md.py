@@ -351,7 +351,7 @@ def load_benchmark(path: str | Path) -> dict:
     if not file.is_file():
         raise ConfigError(f"--benchmark {path}: no benchmark.json (write one with `sparse-adapt benchmark --out DIR`)")
     try:
-        report = json.loads(file.read_text(encoding="utf-8-sig"))
+        report = json.loads(file.read_text(encoding="utf-8-sig"), parse_constant=_no_constant)
     except (ValueError, RecursionError) as e:  # a 5000-digit number or 10^5-deep nesting too
         raise ConfigError(f"{file}: not a benchmark.json ({type(e).__name__}: {str(e)[:120]})") from None
     if not isinstance(report, dict) or report.get("schema") not in READABLE_SCHEMAS:
@@ -360,9 +360,15 @@ def load_benchmark(path: str | Path) -> dict:
         raise ConfigError(f"{file}: fields 'inputs' and 'results' are required")
     try:  # rendered now: a file missing a field would otherwise fail after every experiment trained
         benchmark_section(report)
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, ArithmeticError) as e:  # a 400-digit metric
         raise ConfigError(f"{file}: not a complete benchmark result ({type(e).__name__}: {str(e)[:120]})") from None
     return report
+
+
+def _no_constant(name: str) -> float:
+    """``NaN``/``Infinity`` in a benchmark.json: no figure `benchmark` writes (it writes JSON's
+    numbers), so an edited file, which would render as a 'nan' nDCG."""
+    raise ValueError(f"{name} is no figure")
 
 
 def benchmark_section(report: dict) -> str:

@@ -25,6 +25,7 @@ from typing import Callable
 
 from sparse_adapt.atomic import check_writable, write_atomic
 from sparse_adapt.data import flat_terms
+from sparse_adapt.data.reading import int_as_float
 from sparse_adapt.errors import ConfigError, OutputError
 from sparse_adapt.lock import LOCK_FILE, locked
 from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -88,7 +89,8 @@ def load_space(path: str | Path) -> dict[str, Range]:
         if not isinstance(value, dict) or set(value) - {"low", "high", "log"} or not {"low", "high"} <= set(value):
             raise ConfigError(f"{path}: {key}: expected [low, high] or {{low, high, log}}, got {value!r:.80}")
         low, high, log = value["low"], value["high"], value.get("log", True)
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (low, high)) \
+        # int_as_float: a 400-digit integer overflowed math.isfinite with a traceback
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(int_as_float(v)) for v in (low, high)) \
                 or not isinstance(log, bool) or not low < high or (log and low <= 0):
             raise ConfigError(f"{path}: {key}: finite numbers low < high expected (low > 0 on a log scale), got {value!r:.80}")
         space[key] = Range(float(low), float(high), log)

@@ -219,6 +219,11 @@ def test_a_different_run_or_a_foreign_directory_is_refused(setup, finished):
     with pytest.raises(AdaptMismatchError, match="holds no adapt.json"):
         _adapt(setup, foreign)
     assert (foreign / "notes.txt").read_text() == "mine"
+    for damaged in ("", "[1]", "{"):  # JSONDecodeError / AttributeError tracebacks before
+        (foreign / "adapt.json").write_text(damaged)
+        with pytest.raises(AdaptMismatchError, match=r"adapt.json is damaged .*pass --overwrite"):
+            _adapt(setup, foreign)
+        assert (foreign / "notes.txt").read_text() == "mine"
 
 
 def test_overwrite_discards_a_different_run_but_keeps_what_the_user_gave(setup):

@@ -49,6 +49,15 @@ DAMAGES = {
                                  ["sparse_adapt.json", "'query_max_length'", "-5"]),
     "settings-ids-text": (lambda m: _settings(m, json.dumps({"domain_token_ids": ["a"]})),
                           ["sparse_adapt.json", "'domain_token_ids'"]),
+    # a ValueError / RecursionError traceback from json before
+    "settings-5000-digits": (lambda m: _settings(m, '{"doc_max_length": 1' + "0" * 5000 + "}"),
+                             ["sparse_adapt.json", "not valid JSON"]),
+    "settings-deep": (lambda m: _settings(m, "[" * 100000 + "]" * 100000), ["sparse_adapt.json", "not valid JSON"]),
+    # loaded, then a TypeError deep in distill (a token id without a string)
+    "settings-ids-beyond": (lambda m: _settings(m, json.dumps({"domain_token_ids": [999999999]})),
+                            ["sparse_adapt.json", "'domain_token_ids'", "999999999 is beyond the tokenizer's"]),
+    "settings-ids-twice": (lambda m: _settings(m, json.dumps({"domain_token_ids": [5, 5]})),
+                           ["sparse_adapt.json", "'domain_token_ids'", "twice"]),
     "nan-encoder-weight": (lambda m: _poison(m, "attention.self.query.weight"), ["NaN or infinite", "query.weight"]),
     "nan-decoder-bias": (lambda m: _poison(m, "predictions.bias"), ["NaN or infinite", "bias"]),
 }

@@ -537,9 +537,11 @@ def test_a_domains_qrels_are_checked_against_its_documents_and_queries(tmp_path)
         EvalSet.load(resolve_domain(str(domain)).files)
 
 
-@pytest.mark.parametrize("text", ["[" * 100000 + "]" * 100000, '{"schema": 1' + "0" * 5000 + "}"])
+@pytest.mark.parametrize("text", ["[" * 100000 + "]" * 100000, '{"schema": 1' + "0" * 5000 + "}",
+                                  '{"schema": NaN}'])
 def test_a_benchmark_file_json_cannot_read_is_one_error(tmp_path, text):
-    """10^5-deep nesting and a 5000-digit number raised RecursionError / ValueError tracebacks."""
+    """10^5-deep nesting and a 5000-digit number raised RecursionError / ValueError tracebacks;
+    NaN is no figure `benchmark` writes."""
     (tmp_path / "benchmark.json").write_text(text)
     with pytest.raises(ConfigError, match="not a benchmark.json"):
         load_benchmark(tmp_path)

@@ -338,6 +338,7 @@ def test_a_search_space_file_replaces_the_default_and_bad_ones_name_file_and_key
         ('kd = [0.1, 1.0, 2.0]', "kd: expected [low, high] or {low, high, log}"),
         ('kd = {low = 0.1, high = 1.0, step = 2}', "kd: expected [low, high]"),
         ('kd = [0.1, inf]', "kd: finite numbers"),
+        ('kd = [0.1, 1' + "0" * 400 + ']', "kd: finite numbers"),  # overflowed math.isfinite with a traceback
         ('', "expected a table of distill settings"),
         ('lr = [', "cannot parse"),
         ('kd = {low = -1.0, high = 1.0, log = false}', "kd: -1 is no value the config takes"),  # the config's own bound
