@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
@@ -260,14 +261,19 @@ def evaluate(
                               "nothing to compare")
     other = ranx_run({q: s for q, s in other_run.items() if q in evaluated},
                      name=f"{compare} (compare)" if compare == name_a else compare)
-    with quiet_ranx():
+    one = len(judged) < 2
+    if one:
+        warn(f"--compare: 1 evaluated query: a paired {stat_test} test needs 2 or more, so no difference is marked")
+    with quiet_ranx(), warnings.catch_warnings():
+        if one:  # scipy's statistics of one pair: NaN, with two RuntimeWarnings whose source lines only puzzle
+            warnings.simplefilter("ignore", RuntimeWarning)
         report = ranx_compare(
             ranx_qrels, [this, other], list(DEFAULT_METRICS), stat_test=stat_test, max_p=max_p, make_comparable=True,
         )
     if as_json:
         print(json.dumps(_json_safe({"metrics": metrics, "comparison": report.to_dict()})))
         return
-    console.print(f"{len(judged)} queries, {stat_test} paired test, p < {max_p} marked by superscripts ({how})")
+    console.print(f"{counted(len(judged), 'query', 'queries')}, {stat_test} paired test, p < {max_p} marked by superscripts ({how})")
     console.print(str(report), highlight=False, markup=False)
 
 

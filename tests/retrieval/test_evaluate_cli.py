@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from ranx import Qrels, Run, evaluate
 from corpora import GATROCRAPTIC
 from sparse_adapt.cli import main
 from sparse_adapt.data import load_documents, load_qrels, load_queries
+from sparse_adapt.data.records import DataError
 from tests.conftest import make_tiny_bert
 
 FILES = ["--docs", str(GATROCRAPTIC.docs), "--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels)]
@@ -185,14 +187,36 @@ def test_dataset_option_equals_the_same_files(models, tmp_path, capsys):
     assert via_dataset == via_files
 
 
-def test_a_beir_grade_beyond_what_ranx_stores_is_refused(tmp_path):
-    from sparse_adapt.retrieval.datasets import DatasetError, load_dataset
+@pytest.mark.parametrize("edit, where, message", [
+    (lambda t: t + "q11\td1\t99999999999999999999\n", ":LAST:", "field 'grade': expected a relevance grade between"),
+    # ir_datasets' own reader took int("1_0") as grade 10 and Arabic-Indic digits as numbers
+    (lambda t: t + "q11\td1\t1_0\n", ":LAST:", "field 'grade': expected an integer, got '1_0'"),
+    (lambda t: t + "q11\td1\t\u0663\n", ":LAST:", "field 'grade': expected an integer"),
+    (lambda t: t + "q11\td1\t1\textra\n", ":LAST:", "columns"),
+    (lambda t: t.split("\n", 1)[1], ":1:", "expected BEIR's header line"),
+    (lambda t: "", "", "no judgements in file"),
+    (lambda t: t.split("\n", 1)[0] + "\n", "", "no judgements in file"),
+], ids=["grade beyond int64", "underscore digits", "non-ASCII digits", "extra column", "no header", "empty",
+        "header alone"])
+def test_a_beir_folders_qrels_are_read_as_a_qrels_file(tmp_path, edit, where, message):
+    from sparse_adapt.retrieval.datasets import load_dataset
 
     beir = write_beir(tmp_path / "beir")
-    with (beir / "qrels" / "test.tsv").open("a") as f:
-        f.write("q11\td1\t99999999999999999999\n")
-    with pytest.raises(DatasetError, match="q11 d1: a relevance grade between -1000000 and 1000000 expected"):
+    path = beir / "qrels" / "test.tsv"
+    path.write_text(edit(path.read_text()))
+    where = where.replace(":LAST:", f":{len(path.read_text().splitlines())}:")
+    with pytest.raises(DataError, match=re.escape(f"{path}{where}") + ".*" + re.escape(message)):
         load_dataset(str(beir)).qrels()
+
+
+def test_a_beir_folders_crlf_qrels_with_a_blank_last_line_read_as_the_same_file_given_to_qrels(tmp_path):
+    from sparse_adapt.retrieval.datasets import load_dataset
+
+    beir = write_beir(tmp_path / "beir")
+    path = beir / "qrels" / "test.tsv"
+    plain = load_dataset(str(beir)).qrels()
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n") + b"\r\n  \r\n")  # ir_datasets: "got 0 columns"
+    assert load_dataset(str(beir)).qrels() == plain == load_qrels(path)
 
 
 @pytest.mark.parametrize("part, line, message", [
@@ -202,14 +226,15 @@ def test_a_beir_grade_beyond_what_ranx_stores_is_refused(tmp_path):
     ("corpus", {"_id": "d1", "title": "", "text": "again"}, "corpus.jsonl:27: field '_id': duplicate id 'd1' (first on line 1)"),
     ("queries", {"_id": "q99", "text": ""}, "queries.jsonl:17: field 'text': expected a non-empty string"),
     ("corpus", {"_id": "doc one", "title": "", "text": "x"}, "corpus.jsonl:27: field '_id': 'doc one' holds whitespace"),
-    ("corpus", {"_id": "z", "title": "", "text": "\u200b"}, "document record 27 ('z'): empty text"),  # ir_datasets' record
+    ("corpus", {"_id": "z", "title": "\u200b", "text": "\u0000"}, "corpus.jsonl:27: field 'text': a BEIR record needs a non-empty"),
+    ("corpus", {"_id": "z", "title": "", "text": "\u0301\ufe0f"}, "corpus.jsonl:27: field 'text': a BEIR record needs a non-empty"),
+    ("corpus", {"_id": "\ufeffz", "title": "", "text": "x"}, "corpus.jsonl:27: field '_id': .* holds the invisible or control character U.FEFF"),
     ("corpus", {"_id": "z", "title": "", "text": "alpha \ud800"}, "corpus.jsonl:27: field 'text': contains an unpaired surrogate"),
     ("queries", {"_id": "q\ud800", "text": "x"}, "queries.jsonl:17: field '_id': contains an unpaired surrogate"),
 ])
 def test_a_bad_beir_record_is_refused_like_the_same_line_of_a_docs_file(part, line, message, tmp_path, capsys):
     """ir_datasets parses the folder without these checks: each line gets those of a --docs
     (--queries) line first, naming file and line; the records it yields get the rest."""
-    from sparse_adapt.data.records import DataError
     from sparse_adapt.retrieval.datasets import DatasetError, load_dataset
 
     beir = write_beir(tmp_path / "beir")
@@ -308,6 +333,19 @@ def test_compare_with_a_saved_run_prints_ranx_table(models, tmp_path, capsys):
     assert main(["evaluate", "--model", models[0], *FILES, "--compare", str(run_file)]) == 0
     out = capsys.readouterr().out
     assert "NDCG@10" in out and str(run_file) in out and "student" in out
+
+
+def test_compare_on_one_query_says_no_test_is_possible_in_one_warning_line(models, tmp_path, capsys):
+    """scipy's statistics of one pair are NaN; its two RuntimeWarnings came with their source lines."""
+    qrels = tmp_path / "one.tsv"
+    qrels.write_text("".join(l for l in GATROCRAPTIC.qrels.read_text().splitlines(keepends=True) if l.startswith("q11 ")))
+    argv = ["evaluate", "--model", models[0], "--docs", str(GATROCRAPTIC.docs), "--queries", str(GATROCRAPTIC.queries),
+            "--qrels", str(qrels), "--compare", models[1]]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert [l for l in captured.err.splitlines() if "--compare" in l or not l.startswith("warning: ")] == [
+        "warning: --compare: 1 evaluated query: a paired student test needs 2 or more, so no difference is marked"]
+    assert "RuntimeWarning" not in captured.err and "1 query, student paired test" in captured.out
 
 
 @pytest.mark.parametrize("name, text, message", [
