@@ -140,13 +140,14 @@ def test_a_trec_line_missing_a_column_says_how_it_was_read(tmp_path):
 
 
 def test_a_beir_folder_judging_a_document_twice_with_two_grades_is_refused(tmp_path):
-    from sparse_adapt.retrieval.datasets import DatasetError, load_dataset
+    from sparse_adapt.data.records import DataError
+    from sparse_adapt.retrieval.datasets import load_dataset
     from tests.retrieval.test_evaluate_cli import write_beir
 
     folder = write_beir(tmp_path / "beir")
     with (folder / "qrels" / "test.tsv").open("a") as f:
         f.write("q11\td21\t0\n")  # q11 d21 is judged 2 above
-    with pytest.raises(DatasetError, match="q11 d21 is judged 2 and 0 in its qrels"):
+    with pytest.raises(DataError, match="test.tsv:122: field 'grade': q11 d21 is judged 2 on an earlier line and 0 here"):
         load_dataset(str(folder)).qrels()
 
 
