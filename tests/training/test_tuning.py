@@ -134,7 +134,7 @@ def test_a_run_of_the_mlm_stages_survives_a_change_of_distill_settings(tiny_dir,
     (["--valid-fraction", "0.5", "--valid", "TRAIN"], "--valid and --valid-fraction both choose the validation queries"),
     (["--valid", "TRAIN", "--config", "HALF"], "--valid and distill.valid_fraction 0.5 both choose the validation queries"),
     (["--valid-fraction", "0.01"], "distill.valid_fraction 0.01 of 2 training queries holds out none"),
-    (["--valid-fraction", "0.5", "--seed", "-1"], "--seed must be between 0 and 2**32 - 1, got -1"),
+    (["--valid-fraction", "0.5", "--seed", "-1"], "sparse-adapt tune: Invalid value for '--seed'"),
 ])
 def test_tune_cli_validation_choices_are_one_line_errors(tiny_dir, inputs, tmp_path, capsys, extra, message):
     half = tmp_path / "half.json"
@@ -146,6 +146,14 @@ def test_tune_cli_validation_choices_are_one_line_errors(tiny_dir, inputs, tmp_p
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
     assert not (tmp_path / "study").exists()
+
+
+def test_tune_through_the_library_refuses_a_seed_the_sampler_cannot_take_before_any_work(tiny_dir, inputs, tmp_path,
+                                                                                         monkeypatch):
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
+    with pytest.raises(ConfigError, match=re.escape("--seed must be between 0 and 2**32 - 1, got 4294967296")):
+        run_tuning(_data(inputs), tmp_path / "s", str(tiny_dir), trials=1, seed=2**32, space=SPACE,
+                   config=_config(tmp_path, epochs=1))
 
 
 def test_tune_refuses_a_directory_of_other_files_before_any_work(tiny_dir, inputs, tmp_path, monkeypatch):
