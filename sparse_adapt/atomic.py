@@ -150,6 +150,9 @@ def check_output(
         raise OutputError(f"{flag} {target} is the working directory or holds it; give a new folder for the result")
     if target.exists() and not (target.is_file() or target.is_dir()):
         raise OutputError(f"{flag} {target} is not a regular file or directory (a device or a pipe); give a file path")
+    if target.is_dir() and os.path.ismount(target):  # a container's volume: renames cannot replace it
+        raise OutputError(f"{flag} {target} is a mount point, which an output replaces whole and cannot; "
+                          "give a new folder inside it")
     clean_leftovers(target.parent, target.name)
     if target.is_dir():
         if kind == "file":
@@ -251,11 +254,17 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
         raise
     _share_like_the_user(tmp)
     old = None
-    if target.exists() or target.is_symlink():
-        # A directory cannot be replaced by rename while it exists: move it aside first.
-        old = target.parent / f".{target.name}.old-{os.getpid()}"
-        os.replace(target, old)
-    os.replace(tmp, target)
+    try:
+        if target.exists() or target.is_symlink():
+            # A directory cannot be replaced by rename while it exists: move it aside first.
+            old = target.parent / f".{target.name}.old-{os.getpid()}"
+            os.replace(target, old)
+        os.replace(tmp, target)
+    except OSError as e:  # refused at the last step (a mount point, an immutable folder): nothing changes
+        if old is not None and old.exists() and not target.exists():
+            os.replace(old, target)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputError(f"{target}: cannot be replaced ({e.strerror or e}); nothing was changed") from None
     if old is not None:
         _remove(old)
 
@@ -273,7 +282,11 @@ def atomic_file(target: str | Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
         _raise_naming(e, target)
         raise
-    os.replace(tmp, target)
+    try:
+        os.replace(tmp, target)
+    except OSError as e:  # an immutable file, another user's file in a sticky folder: the old one stays
+        tmp.unlink(missing_ok=True)
+        raise OutputError(f"{target}: cannot be replaced ({e.strerror or e}); it was left as it was") from None
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:

@@ -358,3 +358,43 @@ def test_a_full_disk_during_a_plain_write_names_the_file(files, tmp_path, capsys
     assert result.code == 2 and "Traceback" not in result.err and len(errors) == 1, result.err
     assert "No space left on device" in result.err_line and str(out) in result.err_line
     assert not out.exists() and hidden_leftovers(tmp_path) == []
+
+
+def test_a_refused_last_rename_leaves_the_old_output_and_no_temporary(tmp_path, monkeypatch):
+    """A container's volume (EBUSY) or an immutable file (EPERM) refused the final rename after
+    all the work: a traceback, and a full hidden copy left beside the output."""
+    import errno
+
+    import sparse_adapt.atomic as atomic
+    from sparse_adapt.errors import OutputError
+
+    out, run = tmp_path / "out", tmp_path / "run.trec"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    run.write_text("old run\n")
+    real = os.replace
+
+    def refused(src, dst):
+        if ".tmp-" in str(src):
+            raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), str(src), None, str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", refused)
+    with pytest.raises(OutputError, match=f"{out}: cannot be replaced .*nothing was changed"):
+        with atomic.atomic_directory(out) as tmp:
+            (tmp / "new.txt").write_text("new")
+    assert [p.name for p in out.iterdir()] == ["old.txt"] and hidden_leftovers(tmp_path) == []
+    with pytest.raises(OutputError, match=f"{run}: cannot be replaced .*left as it was"):
+        with atomic.atomic_file(run) as tmp:
+            tmp.write_text("new run\n")
+    assert run.read_text() == "old run\n" and hidden_leftovers(tmp_path) == []
+
+
+def test_a_mount_point_is_refused_as_an_output_before_any_work(files, tmp_path, capsys, monkeypatch):
+    real = os.path.ismount
+    mounted = tmp_path / "volume"
+    mounted.mkdir()
+    monkeypatch.setattr(os.path, "ismount", lambda p: Path(p) == mounted or real(p))
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
+    result = cli(capsys, ["export", "--model", files["model"], "--docs", files["docs"], "--out", mounted])
+    assert_one_line_error(result, str(mounted), "is a mount point", "give a new folder inside it")
