@@ -46,6 +46,33 @@ def study_key(data: TrainData, base: str | Path, start: str | Path, seed: int, c
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=repr).encode("utf-8")).hexdigest()[:20]
 
 
+# Tables every Optuna storage has (its RDB schema); a SQLite file without them is someone else's.
+OPTUNA_TABLES = {"studies", "trials"}
+
+
+def study_db_problem(out: Path) -> str | None:
+    """Why ``OUT/study.db`` can hold no study (damaged, not SQLite, another program's database),
+    or None: SQLAlchemy's error for it came as a 100-line traceback, after the prefix trained,
+    and a user's own database would have had Optuna's tables written into it."""
+    import sqlite3
+
+    path = out / STUDY_DB
+    if not path.exists() and not path.is_symlink():
+        return None
+    if not path.is_file():
+        return f"{path} is not a regular file"
+    try:
+        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as db:
+            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if tables and OPTUNA_TABLES <= tables:
+                db.execute("SELECT count(*) FROM trials").fetchone()  # the pages of a truncated file
+    except sqlite3.Error as e:
+        return f"{path} is no SQLite database Optuna can open ({e})"
+    if tables and not OPTUNA_TABLES <= tables:
+        return f"{path} is another program's SQLite database (tables {', '.join(sorted(tables)[:5])}), not a study"
+    return None
+
+
 def open_study(out: Path, key: str, seed: int, pruner: "optuna.pruners.BasePruner") -> tuple["optuna.Study", bool]:
     """The study named ``key`` in ``out``'s storage (created if new) and whether it existed."""
     import optuna

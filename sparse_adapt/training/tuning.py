@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -34,7 +35,8 @@ from sparse_adapt.training.config import TrainConfig, config_to_toml, load_confi
 from sparse_adapt.training.loop import NonFiniteError
 from sparse_adapt.training.stages import ORDER, DistillStage, StageContext, TrainData
 from sparse_adapt.training.study import (
-    INTERRUPTED, STUDY_DB, counted_trials, delete_others, open_study, requeue_interrupted, stopped, study_key,
+    INTERRUPTED, STUDY_DB, counted_trials, delete_others, open_study, requeue_interrupted, stopped, study_db_problem,
+    study_key,
 )
 from sparse_adapt.training.validation import check_validation_choice
 
@@ -154,6 +156,9 @@ def check_study_dir(out: Path, overwrite: bool) -> None:
     if entries and not earlier and not overwrite:
         raise OutputError(f"--out {out} is not empty and holds no tune study ({len(entries)} entries); "
                           "pass --overwrite to write the study beside them, or choose another path")
+    problem = study_db_problem(out) if out.is_dir() else None
+    if problem and not overwrite:
+        raise OutputError(f"{problem}: move it away, or pass --overwrite to replace it with a new study")
 
 
 def run_tuning(
@@ -199,6 +204,10 @@ def run_tuning(
         optuna.logging.set_verbosity(optuna.logging.ERROR)
         # Judge a trial only after 2 complete ones and 2 of its own epochs: early epochs are noisy.
         pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2)
+        if overwrite and (problem := study_db_problem(out)):
+            db = out / STUDY_DB
+            shutil.rmtree(db) if db.is_dir() and not db.is_symlink() else db.unlink()
+            hooks.message(f"--overwrite: {problem}; replaced by a new study")
         study, resumed = open_study(out, study_key(data, base, start, seed, cfg, space), seed, pruner)
         interrupted = requeue_interrupted(study) if resumed else []
         counted = len(counted_trials(study))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.training import validation as validation_mod
 from sparse_adapt.training.config import load_config
 from sparse_adapt.training.stages import TrainData
+from sparse_adapt.progress import Hooks
+from sparse_adapt.training.study import study_db_problem
 from sparse_adapt.training.tuning import Range, run_tuning, trials_table
 from tests.training.test_stages import SMALL, VALID, Messages, inputs, tiny_dir, valid_file  # noqa: F401 (fixtures)
 
@@ -423,3 +426,44 @@ def test_a_study_stopped_before_its_baseline_was_queued_still_runs_it_and_a_base
     run_tuning(_data(inputs), out, str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1), space=SPACE,
                hooks=said.hooks())
     assert "1 of 1 trials done" in said.text()
+
+
+def _optuna_db(path: Path) -> None:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    optuna.create_study(storage=f"sqlite:///{path}", study_name="other")
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda p: p.write_text("hello"), "is no SQLite database Optuna can open"),
+    (lambda p: p.mkdir(), "is not a regular file"),
+    (lambda p: sqlite3.connect(p).execute("CREATE TABLE notes (x)").connection.commit(),
+     "is another program's SQLite database (tables notes)"),
+    (lambda p: (_optuna_db(p), p.write_bytes(p.read_bytes()[:3000])), "is no SQLite database Optuna can open"),
+], ids=["text", "directory", "foreign database", "truncated study"])
+def test_a_study_db_that_holds_no_study_is_refused_before_any_work_and_replaced_with_overwrite(
+        tiny_dir, inputs, tmp_path, monkeypatch, make, says):
+    """SQLAlchemy's error came as a 100-line traceback after the prefix trained, --overwrite did
+    not get past it, and a user's own database got Optuna's tables written into it."""
+    out = tmp_path / "study"
+    out.mkdir()
+    make(out / "study.db")
+    before = sorted(p.name for p in out.iterdir())
+    with monkeypatch.context() as m:
+        m.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
+        with pytest.raises(OutputError, match=re.escape(f"{out / 'study.db'} ") + ".*" + re.escape(says)):
+            run_tuning(_data(inputs), out, str(tiny_dir), trials=1, config=_config(tmp_path, epochs=1), space=SPACE)
+    assert sorted(p.name for p in out.iterdir()) == before
+    said: list[str] = []
+    run_tuning(_data(inputs), out, str(tiny_dir), trials=1, config=_config(tmp_path, epochs=1), space=SPACE,
+               overwrite=True, hooks=Hooks(message=said.append))
+    assert any(says in m and "replaced by a new study" in m for m in said)
+    assert study_db_problem(out) is None
+
+
+def test_an_empty_study_db_is_a_new_study(tmp_path):
+    (tmp_path / "study.db").write_bytes(b"")
+    assert study_db_problem(tmp_path) is None
+    _optuna_db(tmp_path / "study.db")
+    assert study_db_problem(tmp_path) is None
