@@ -43,6 +43,7 @@ from sparse_adapt.modeling.interop import (
 )
 from sparse_adapt.modeling.saved import keep_beside
 from sparse_adapt.modeling.settings import SETTINGS_FILE, SpladeSettings
+from sparse_adapt.modeling.tokenization import check_head_fits
 from sparse_adapt.modeling.vectors import VectorMethods, check_max_active_dims, keep_top
 from sparse_adapt.progress import Hooks
 
@@ -169,6 +170,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
             warn_unused_weights(name, loading.get("unexpected_keys"))
             require_finite_weights(mlm, name)
             settings.check_token_ids(path, len(tokenizer))
+            check_head_fits(mlm.get_output_embeddings().weight.shape[0], tokenizer, name)
             lengths = None if (path / SETTINGS_FILE).is_file() else sentence_transformers_lengths(path, tokenizer)
             if lengths is not None:  # saved by sentence-transformers: encode as it does
                 settings.query_max_length, settings.doc_max_length = lengths

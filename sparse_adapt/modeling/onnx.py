@@ -261,6 +261,9 @@ class OnnxSpladeEncoder(VectorMethods):
         except Exception as e:  # noqa: BLE001
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise ModelLoadError(f"{directory}: cannot load the ONNX export ({type(e).__name__}: {first})") from None
+        if len(self.tokenizer) != self.meta.vocab_size:  # a tokenizer copied in from another model
+            raise ModelLoadError(f"{directory}: its tokenizer has {len(self.tokenizer)} tokens but the graph scores "
+                                 f"{self.meta.vocab_size}: the tokenizer is not the exported model's; export again")
 
     @property
     def vocab_size(self) -> int:

@@ -161,3 +161,19 @@ def single_token_id(tokenizer, term: str) -> int | None:
     """
     ids = running_text_ids(tokenizer, term)
     return ids[0] if len(ids) == 1 and ids[0] != tokenizer.unk_token_id else None
+
+
+# Heads wider than their tokenizer by design: ModernBERT pads its rows to a multiple of 64,
+# DeBERTa-v3 has 99 spare rows, T5 28. A gap beyond this is another model's tokenizer.
+SPARE_ROWS = 256
+
+
+def check_head_fits(rows: int, tokenizer, name: str) -> None:
+    """The MLM head's ``rows`` fit ``tokenizer`` of the model ``name``: fewer rows than tokens
+    indexes past the head; far more means the tokenizer is not the model's own (a BERT head
+    with RoBERTa's tokenizer encoded plausible-looking vectors of the wrong words)."""
+    from sparse_adapt.errors import ModelLoadError
+
+    if rows < len(tokenizer) or rows > len(tokenizer) + SPARE_ROWS:
+        raise ModelLoadError(f"{name}: the MLM head has {rows} rows but the tokenizer has {len(tokenizer)} tokens: "
+                             "the tokenizer is not this model's own")

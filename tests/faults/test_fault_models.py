@@ -114,3 +114,35 @@ def test_a_nan_encoder_becomes_no_splade_base(tmp_path, capsys):
     result = cli(capsys, ["base", "--from-encoder", encoder, "--bias", "-1.0", "--out", out])
     assert_one_line_error(result, str(encoder), "NaN or infinite", "word_embeddings")
     assert not out.exists()
+
+
+
+def _tokenizer_of_tiny_roberta(tmp_path: Path, into: Path) -> None:
+    from tests.conftest import make_tiny_roberta
+
+    other = tmp_path / "roberta"
+    make_tiny_roberta().save_pretrained(other)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(other / name, into / name)
+
+
+def test_a_tokenizer_that_is_not_the_models_own_is_one_line_naming_the_model(tiny_model_dir, tmp_path, capsys):
+    """A BERT head with RoBERTa's (smaller) tokenizer loaded and encoded plausible vectors of
+    the wrong words; the error for the opposite case did not name the model."""
+    model = _copy(tiny_model_dir, tmp_path, "mixed")
+    _tokenizer_of_tiny_roberta(tmp_path, model)
+    result = cli(capsys, ["encode", "--model", model, "--query", "hello world"])
+    assert_one_line_error(result, str(model), "the MLM head has", "the tokenizer is not this model's own")
+
+
+def test_an_onnx_export_with_another_models_tokenizer_is_refused_on_loading(tiny_model_dir, tmp_path, capsys):
+    """It failed at the first query: a TypeError for a smaller tokenizer, ONNX Runtime's Gather
+    error for a larger one."""
+    from sparse_adapt.errors import ModelLoadError
+    from sparse_adapt.modeling.onnx import OnnxSpladeEncoder
+
+    onnx = tmp_path / "onnx"
+    assert cli(capsys, ["onnx", "--model", tiny_model_dir, "--out", onnx]).code == 0
+    _tokenizer_of_tiny_roberta(tmp_path, onnx)
+    with pytest.raises(ModelLoadError, match="its tokenizer has .* tokens but the graph scores .*export again"):
+        OnnxSpladeEncoder(onnx)
