@@ -108,6 +108,8 @@ class LuceneRetriever:
                     f"{self.index_dir} was exported with {self.meta.model!r}; the ONNX query encoder comes from {model!r}")
         else:
             mine = model_sha256(self.encoder.splade)
+            if mine != self.meta.model_sha256 and model_sha256(self.encoder.splade, False) == self.meta.model_sha256:
+                return None  # exported before the hash counted the document window: same weights, all it can say
         if mine != self.meta.model_sha256:
             return (f"{self.index_dir} was built from a different model than {model!r} "
                     f"(sha256 of weights, vocabulary and document length {self.meta.model_sha256[:12]} vs {mine[:12]}; "

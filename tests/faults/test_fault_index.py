@@ -53,6 +53,16 @@ def test_search_warns_when_the_model_behind_the_path_changed(tiny_model_dir, tmp
     assert same.code == 0 and "warning" not in same.err, same.err
     copy = cli(capsys, ["search", "budget", "--index", index, "--model", tiny_model_dir, "--json"])
     assert copy.code == 0 and "warning" not in copy.err, copy.err  # the same weights elsewhere: the same model
+    # an index exported before the hash counted the document window: its own model is not "different"
+    from sparse_adapt.modeling.fingerprint import model_sha256
+
+    meta_file = index / "sparse_adapt_index.json"
+    meta = json.loads(meta_file.read_text())
+    current = meta["model_sha256"]
+    meta_file.write_text(json.dumps({**meta, "model_sha256": model_sha256(SpladeEncoder.from_pretrained(model), False)}))
+    older = cli(capsys, ["search", "budget", "--index", index, "--model", model, "--json"])
+    assert older.code == 0 and "warning" not in older.err, older.err
+    meta_file.write_text(json.dumps({**meta, "model_sha256": current}))
     # retrained "in place": another model saved at the very same path
     other = make_tiny_bert(seed=1)
     with torch.no_grad():
