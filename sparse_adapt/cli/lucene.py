@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -133,6 +134,10 @@ def search(
                  if v not in (None, False)]
         if given:
             raise ConfigError(f"{given[0]} applies to --queries (a run file); for one QUERY use --json")
+    cpus = os.cpu_count() or 1
+    if threads is not None and threads > 4 * cpus:  # Java's pool refused 32,768 with a traceback; more only waits
+        raise ConfigError(f"--threads-search {threads} is more than 4x this machine's {cpus} CPUs; "
+                          f"give at most {4 * cpus}")
     if query is not None:
         require_text(query, "query")
     fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)

@@ -365,6 +365,9 @@ def test_search_of_a_queries_file_refuses_what_does_not_fit_before_any_work(tmp_
         (base + ["q", "--threads-search", "2"], "--threads-search applies to --queries"),
         (base + ["q", "--overwrite"], "--overwrite applies to --queries"),
         (base + ["--queries", queries, "--save-run", str(run), "--json"], "with --queries the hits go to --save-run"),
+        # Java's thread pool refused 32,768 with a traceback
+        (base + ["--queries", queries, "--save-run", str(run), "--threads-search", "32768"],
+         f"--threads-search 32768 is more than 4x this machine's {os.cpu_count()} CPUs"),
     ):
         assert main(argv) == 2, argv
         assert said in " ".join(capsys.readouterr().err.split()), argv
