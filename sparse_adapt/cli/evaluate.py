@@ -108,6 +108,11 @@ def _retriever(model: str, index: Path, data: EvalData):
     return retriever
 
 
+def _is_run(compare: str) -> bool:
+    """Whether ``--compare`` names a run file (else a model)."""
+    return Path(compare).is_file() or Path(compare).suffix in _RUN_SUFFIXES
+
+
 def _read_run(path: Path, name: str):
     from ranx import Run
 
@@ -161,8 +166,12 @@ def evaluate(
     compare: Optional[str] = typer.Option(
         None, "--compare", help="Second system: a run file (TREC or ranx JSON) or a model, scored in memory."
     ),
-    stat_test: str = typer.Option("student", "--stat-test", help=f"ranx significance test: {', '.join(STAT_TESTS)}."),
-    max_p: float = typer.Option(0.05, "--max-p", min=0.0, max=1.0, help="p-value threshold for the comparison."),
+    stat_test: Optional[str] = typer.Option(
+        None, "--stat-test", help=f"With --compare: ranx significance test, {', '.join(STAT_TESTS)} (default student)."
+    ),
+    max_p: Optional[float] = typer.Option(
+        None, "--max-p", min=0.0, max=1.0, help="With --compare: p-value threshold of the test (default 0.05)."
+    ),
     max_active_dims: Optional[int] = typer.Option(
         None, "--max-active-dims", min=1,
         help="In memory: cut --model's document vectors to their N largest weights, as `export --max-active-dims` "
@@ -180,8 +189,20 @@ def evaluate(
     from sparse_adapt.atomic import check_output
     from sparse_adapt.retrieval.evaluation import DEFAULT_METRICS, check_qrels, evaluate_run, quiet_ranx, save_run_file
 
+    # Accepted and then ignored, each of these would pass for a setting of the run.
+    unused = [flag for flag, given, needs in (
+        ("--stat-test", stat_test is not None, compare), ("--max-p", max_p is not None, compare),
+        ("--overwrite", overwrite, save_run),
+    ) if given and needs is None]
+    if unused:
+        raise ConfigError(f"{unused[0]} applies to {'--save-run' if unused[0] == '--overwrite' else '--compare'}, "
+                          "which was not given")
+    stat_test, max_p = stat_test or "student", 0.05 if max_p is None else max_p
     if stat_test not in STAT_TESTS:
         raise ConfigError(f"--stat-test must be one of {', '.join(STAT_TESTS)}, got {stat_test!r}")
+    if docs is not None and index is not None and (compare is None or _is_run(compare)):
+        raise ConfigError("--docs is not read with --index (the index holds the documents); drop it, or --compare "
+                          "a model, which is scored in memory over --docs")
     if max_active_dims is not None and index is not None:
         raise ConfigError("--max-active-dims applies to in-memory scoring; an --index holds what `export` wrote")
     if depth is not None and index is None:
@@ -196,7 +217,7 @@ def evaluate(
                      inputs=(docs, queries, qrels, compare, index, model, *folder))
     data = _load_data(docs, queries, qrels, dataset)
     other_run = None  # --compare's run file, read before any encoding
-    if compare is not None and (Path(compare).is_file() or Path(compare).suffix in _RUN_SUFFIXES):
+    if compare is not None and _is_run(compare):
         other_run = _read_run(Path(compare), compare)
     documents = None
     if index is None or (compare is not None and other_run is None):

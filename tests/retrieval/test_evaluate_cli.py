@@ -303,6 +303,12 @@ def test_beir_folder_without_qrels_is_a_clear_error(models, tmp_path, capsys):
         ([*FILES, "--feedback", "--feedback-docs", "0"], "--feedback-docs must be a positive integer, got 0"),
         ([*FILES, "--feedback", "--feedback-weight", "nan"], "--feedback-weight must be a positive finite number"),
         ([*FILES, "--feedback", "--feedback-terms", "0"], "--feedback-terms must be a positive integer"),
+        # accepted and ignored, each had passed for a setting of the run
+        ([*FILES, "--stat-test", "fisher"], "--stat-test applies to --compare, which was not given"),
+        ([*FILES, "--max-p", "0.5"], "--max-p applies to --compare, which was not given"),
+        ([*FILES, "--overwrite"], "--overwrite applies to --save-run, which was not given"),
+        (["--index", "idx", *FILES], "--docs is not read with --index"),
+        (["--index", "idx", *FILES, "--compare", "run.trec"], "--docs is not read with --index"),
     ],
 )
 def test_bad_option_combinations(models, capsys, argv, message):
