@@ -71,15 +71,16 @@ def main(argv: list[str] | None = None) -> int:
     line and code 2 too, naming the command and its ``--help``: typer's standalone mode drew
     them as a five-line box under the usage line.
     """
-    # Weight-loading progress bars from transformers would bury the CLI's own output.
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
     shown = warnings.showwarning
     warnings.showwarning = _one_line_warnings(shown)
     stopped: list[int] = []
+    # First: a Ctrl-C during the half second transformers takes to import was a traceback.
     handlers = _stop_handlers(stopped)
     try:
+        # Weight-loading progress bars from transformers would bury the CLI's own output.
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
         # Not standalone: click's errors reach us instead of being drawn and turned into
         # SystemExit; a Ctrl-C comes back as code 130 (typer's Exit), a finished command as None.
         code = app(args=argv, prog_name="sparse-adapt", standalone_mode=False)
@@ -180,7 +181,7 @@ def _said_stopped(signum: int) -> int:
     name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
     err_console.print(f"[bold red]stopped[/bold red] by {name}: nothing half-written is left in place of an output; "
                       "rerun the same command to go on (train, adapt, report and benchmark resume from their last "
-                      "checkpoint)", highlight=False, soft_wrap=True)
+                      "checkpoint, tune from its last finished trial)", highlight=False, soft_wrap=True)
     return 128 + signum
 
 
