@@ -29,6 +29,7 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.progress import counted
 
 if TYPE_CHECKING:
+    from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.retrieval.feedback import Feedback
 
 
@@ -84,13 +85,13 @@ def _warn_truncated(splade, data: EvalData, documents: list[Document] | None) ->
 
 
 def _in_memory(
-    model: str, data: EvalData, documents: list[Document], notes: bool = True, max_active_dims: int | None = None,
-    feedback: Feedback | None = None,
+    model: "str | SpladeEncoder", data: EvalData, documents: list[Document], notes: bool = True,
+    max_active_dims: int | None = None, feedback: Feedback | None = None,
 ) -> dict[str, dict[str, float]]:
     from sparse_adapt.retrieval.evaluation import score_in_memory
     from sparse_adapt.modeling.encoder import SpladeEncoder
 
-    splade = SpladeEncoder.from_pretrained(model)
+    splade = model if isinstance(model, SpladeEncoder) else SpladeEncoder.from_pretrained(model)
     if notes:
         _warn_truncated(splade, data, documents)
     return score_in_memory(splade, documents, data.queries, max_active_dims=max_active_dims, feedback=feedback)
@@ -217,8 +218,13 @@ def evaluate(
                      inputs=(docs, queries, qrels, compare, index, model, *folder))
     data = _load_data(docs, queries, qrels, dataset)
     other_run = None  # --compare's run file, read before any encoding
+    compare_model = None  # loaded before --model scores anything: a typo in its name cost that whole first run
     if compare is not None and _is_run(compare):
         other_run = _read_run(Path(compare), compare)
+    elif compare is not None:
+        from sparse_adapt.modeling.encoder import SpladeEncoder
+
+        compare_model = SpladeEncoder.from_pretrained(compare)
     documents = None
     if index is None or (compare is not None and other_run is None):
         if data.documents is None:
@@ -264,7 +270,7 @@ def evaluate(
     how_searched = [w for w, used in (("lucene", index is not None), ("feedback", fb is not None)) if used]
     name_a = f"{model} ({', '.join(how_searched)})" if how_searched else model
     if other_run is None:
-        other_run = _in_memory(compare, data, documents, notes=False)
+        other_run = _in_memory(compare_model, data, documents, notes=False)
     judged = [q.qid for q in data.queries if q.qid in data.qrels]
     missing = [q for q in judged if q not in other_run]
     if len(missing) == len(judged):

@@ -341,6 +341,14 @@ def test_compare_with_a_saved_run_prints_ranx_table(models, tmp_path, capsys):
     assert "NDCG@10" in out and str(run_file) in out and "student" in out
 
 
+def test_a_compare_model_that_cannot_load_stops_evaluate_before_any_scoring(models, tmp_path, capsys, monkeypatch):
+    from sparse_adapt.retrieval import evaluation
+
+    monkeypatch.setattr(evaluation, "score_in_memory", lambda *a, **k: pytest.fail("scoring started"))
+    assert main(["evaluate", "--model", models[0], *FILES, "--compare", str(tmp_path / "no-such-model")]) == 2
+    assert "no-such-model" in capsys.readouterr().err
+
+
 def test_compare_on_one_query_says_no_test_is_possible_in_one_warning_line(models, tmp_path, capsys):
     """scipy's statistics of one pair are NaN; its two RuntimeWarnings came with their source lines."""
     qrels = tmp_path / "one.tsv"
