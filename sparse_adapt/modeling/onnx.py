@@ -240,6 +240,9 @@ class OnnxSpladeEncoder(VectorMethods):
 
     def __init__(self, directory: str | Path, threads: int | None = None):
         self.directory = Path(directory)
+        if self.directory.is_file():  # the graph's own path: its tokenizer and metadata lie beside it
+            raise ModelLoadError(f"{directory} is a file; give the folder `sparse-adapt onnx --out` wrote "
+                                 f"({self.directory.parent})")
         if not (self.directory / ONNX_FILE).is_file():
             raise ModelLoadError(f"{directory}: no {ONNX_FILE}; write one with `sparse-adapt onnx --model M --out DIR`")
         self.meta = OnnxMeta.load(self.directory)

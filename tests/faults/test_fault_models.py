@@ -6,6 +6,7 @@ extended into a new model."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -146,3 +147,6 @@ def test_an_onnx_export_with_another_models_tokenizer_is_refused_on_loading(tiny
     _tokenizer_of_tiny_roberta(tmp_path, onnx)
     with pytest.raises(ModelLoadError, match="its tokenizer has .* tokens but the graph scores .*export again"):
         OnnxSpladeEncoder(onnx)
+    with pytest.raises(ModelLoadError, match=re.escape(f"model.onnx is a file; give the folder `sparse-adapt onnx --out` "
+                                                       f"wrote ({onnx})")):
+        OnnxSpladeEncoder(onnx / "model.onnx")
