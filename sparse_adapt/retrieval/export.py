@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparse_adapt.data import DataError, Document, check_documents, iter_documents, iter_lines
-from sparse_adapt.data.reading import id_problem
+from sparse_adapt.data.reading import id_problem, parse_json
 from sparse_adapt.errors import ConfigError, require_positive_int
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.modeling.encoder import SORT_WINDOW_BATCHES, SpladeEncoder
@@ -180,8 +180,10 @@ def read_export_meta(vectors_dir: str | Path) -> dict:
     except (ValueError, RecursionError):
         raise DataError(path, None, None, "not valid JSON; export the documents again") from None
     for key, kind in (("scale", int), ("model", str), ("documents", int)):
-        if not isinstance(meta, dict) or not isinstance(meta.get(key), kind):
-            raise DataError(path, None, key, f"missing or not {kind.__name__}; export the documents again")
+        value = meta.get(key) if isinstance(meta, dict) else None
+        # JSON's true is an int to Python; a scale below 1 or a negative count is no export's
+        if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < (key == "scale")):
+            raise DataError(path, None, key, f"missing or not a valid {kind.__name__}; export the documents again")
     return meta
 
 
@@ -200,22 +202,28 @@ def validate_vectors(vectors_dir: str | Path, documents: int) -> VectorsCheck:
     parse and still succeeds, which would silently drop that document from the index."""
     path = Path(vectors_dir) / VECTORS_FILE
     seen = empty = self_score = 0
+    first: dict[str, int] = {}
     for n, raw in iter_lines(path):
         if not raw.strip():
             continue
-        try:
-            record = json.loads(raw)
-        except (ValueError, RecursionError):
-            raise DataError(path, n, None, "not valid JSON (the file was changed after export)") from None
+        try:  # parse_json: a token written twice in one vector is refused, not its last impact kept
+            record = parse_json(path, n, raw)
+        except DataError as e:
+            said = e.message if e.field is not None else "not valid JSON"  # a repeated key names itself
+            raise DataError(path, n, e.field, f"{said} (the file was changed after export)") from None
         if not isinstance(record, dict) or not isinstance(record.get("id"), str) or not record["id"]:
             raise DataError(path, n, "id", "missing or not a non-empty string")
         if (problem := id_problem(record["id"])) is not None:
             raise DataError(path, n, "id", problem)
+        if record["id"] in first:  # Lucene would index two documents under one id
+            raise DataError(path, n, "id", f"duplicate id {record['id']!r:.60} (first on line {first[record['id']]})")
+        first[record["id"]] = n
         vector = record.get("vector")
+        # Lucene stores an impact as a 32-bit int; an empty token is no term a query can hold.
         if not isinstance(vector, dict) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in vector.values()
+            isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**31 and t.strip() for t, v in vector.items()
         ):
-            raise DataError(path, n, "vector", "expected an object of token -> positive integer impact")
+            raise DataError(path, n, "vector", "expected an object of token -> positive integer impact below 2^31")
         seen += 1
         empty += not vector
         self_score = max(self_score, sum(v * v for v in vector.values()))

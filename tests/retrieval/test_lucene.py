@@ -292,6 +292,20 @@ def test_index_refuses_a_directory_without_export_metadata(tmp_path, capsys):
     assert not (tmp_path / "i").exists()
 
 
+@pytest.mark.parametrize("meta, field", [
+    ({"scale": True, "model": "m", "documents": 2}, "scale"),  # JSON's true is an int to Python
+    ({"scale": 0, "model": "m", "documents": 2}, "scale"),
+    ({"scale": 100, "model": "m", "documents": -1}, "documents"),
+    ({"scale": 100, "documents": 2}, "model"),
+])
+def test_index_refuses_edited_export_metadata_naming_the_field(tmp_path, capsys, meta, field):
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "sparse_adapt_export.json").write_text(json.dumps(meta))
+    assert main(["index", "--vectors", str(tmp_path / "v"), "--index", str(tmp_path / "i")]) == 2
+    assert f"sparse_adapt_export.json: field '{field}': missing or not a valid" in capsys.readouterr().err
+    assert not (tmp_path / "i").exists()
+
+
 CHILD = r"""
 import json, os, sys
 from pathlib import Path
