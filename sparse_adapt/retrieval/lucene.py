@@ -69,7 +69,7 @@ class IndexMeta:
             return None
         try:
             return cls(**json.loads(path.read_text(encoding="utf-8")))
-        except (ValueError, TypeError):  # damaged JSON, or keys this version does not know
+        except (ValueError, TypeError, RecursionError):  # damaged JSON, or keys this version does not know
             raise LuceneError(f"{path}: not a valid index description; rebuild the index with `sparse-adapt index`") from None
 
 

@@ -69,6 +69,17 @@ class Hit:
     score: float  # Lucene's score: integer impact dot product
 
 
+def require_stored_vectors(index_dir: str | Path, meta: IndexMeta | None = None) -> None:
+    """Feedback reads the first pass's documents' vectors back from the index: refused, before
+    any model loads, for an index built without ``--store-vectors``."""
+    meta = meta if meta is not None else IndexMeta.load(Path(index_dir)) if Path(index_dir).is_dir() else None
+    if Path(index_dir).is_dir() and (meta is None or not meta.vectors):
+        raise LuceneError(
+            f"{index_dir}: built without --store-vectors, so feedback cannot read its documents' vectors; "
+            "rebuild it with `sparse-adapt index --store-vectors`"
+        )
+
+
 class LuceneRetriever:
     """Search an index built by ``sparse-adapt index`` with queries encoded by ``splade``."""
 
@@ -137,11 +148,7 @@ class LuceneRetriever:
         impacts (cut to ``terms`` terms), rounded again. Needs an index built with
         ``--store-vectors``.
         """
-        if self.meta is None or not self.meta.vectors:
-            raise LuceneError(
-                f"{self.index_dir}: built without --store-vectors, so feedback cannot read its documents' vectors; "
-                "rebuild it with `sparse-adapt index --store-vectors`"
-            )
+        require_stored_vectors(self.index_dir, self.meta)
         self.encoder.prime(texts)
         # The first pass settled as every search is: Lucene's own top `docs` breaks ties its
         # way, so another document was fed back than `search` lists first.

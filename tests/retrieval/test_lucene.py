@@ -668,3 +668,18 @@ def test_a_batch_search_names_the_queries_that_matched_nothing(tmp_path, capsys)
     assert "1 query of 2 matched no document and has no line in the run (e.g. q2)" in " ".join(captured.err.split())
     assert (tmp_path / "run.trec").read_text() == "q1 Q0 d1 1 7.0 my_model\n"
     assert "(2 queries, 1 hit, at most 5 per query)" in " ".join(captured.out.split())
+
+
+def test_feedback_on_an_index_without_stored_vectors_is_refused_before_any_model_loads(tmp_path, capsys, monkeypatch):
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+    from sparse_adapt.retrieval.lucene import IndexMeta
+
+    index = tmp_path / "index"
+    index.mkdir()
+    IndexMeta(scale=100, model="m", documents=2, seconds=1.0, model_sha256="x", vectors=False).save(index)
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("a model loaded")))
+    for argv in (["search", "q", "--index", str(index), "--model", "m", "--feedback"],
+                 ["evaluate", "--model", "m", "--index", str(index), "--queries", str(GATROCRAPTIC.queries),
+                  "--qrels", str(GATROCRAPTIC.qrels), "--feedback"]):
+        assert main(argv) == 2
+        assert "built without --store-vectors" in " ".join(capsys.readouterr().err.split())
