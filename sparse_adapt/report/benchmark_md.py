@@ -133,15 +133,19 @@ def bar_summary(results: list[dict], seeds: Sequence[int], bar: Bar = BAR) -> li
 
 
 def pooled(results: list[dict], seeds: Sequence[int]) -> list[dict]:
-    """Per split and held-out group, every query-seed pair of its domains (a query of two seeds
-    counts twice): ``{split, group, pairs, base, adapted}`` means and the paired permutation test
-    (``paired.py``: wins, ties, losses, p_value). Empty for results without per-query values
-    (schema /1, older /2 files). The benchmark stores it as ``pooled``: the test takes seconds
-    on a hundred pairs, so the tables and the CLI read it instead of testing again."""
+    """Per split and held-out group, every query of its domains, each with its adapted nDCG
+    averaged over the seeds: ``{split, group, queries, seeds, base, adapted}`` means and the
+    paired permutation test (``paired.py``: wins, ties, losses, p_value) over those queries.
+
+    The query is the unit: its seeds share one base value and one text, so testing each
+    query-seed pair as independent (as this did before 2026-11-26) doubled n and gave p-values
+    up to 10x too small. Empty for results without per-query values (schema /1, older /2
+    files). The benchmark stores it as ``pooled``: the test takes seconds on a hundred
+    queries, so the tables and the CLI read it instead of testing again."""
     from sparse_adapt.report.paired import paired_test
 
-    pairs: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
-    for _, _, base, full in _measured(results, seeds):
+    per_query: dict[tuple[str, str], dict[tuple[str, str], tuple[float, list[float]]]] = {}
+    for name, _, base, full in _measured(results, seeds):
         if {r["seed"] for r in full} != set(seeds):  # a domain measured on fewer seeds (an ablation's)
             continue
         for g in (g for g in HELDOUT if g in base["groups"]):
@@ -150,28 +154,42 @@ def pooled(results: list[dict], seeds: Sequence[int]) -> list[dict]:
                 after = r["groups"].get(g, {}).get("per_query")
                 if before is None or after is None:
                     return []
-                b, a = pairs.setdefault((base["split"], g), ([], []))
+                group = per_query.setdefault((base["split"], g), {})
                 for q in after:
-                    b.append(before[q])
-                    a.append(after[q])
-    return [{"split": split, "group": g, "pairs": len(a), "base": mean(b), "adapted": mean(a), **paired_test(a, b)}
-            for (split, g), (b, a) in pairs.items() if a]
+                    group.setdefault((name, q), (before[q], []))[1].append(after[q])
+    out = []
+    for (split, g), queries in per_query.items():
+        b = [v[0] for v in queries.values()]
+        a = [mean(v[1]) for v in queries.values()]
+        out.append({"split": split, "group": g, "queries": len(a), "seeds": len(seeds), "base": mean(b),
+                    "adapted": mean(a), **paired_test(a, b)})
+    return out
+
+
+def stored_pooled(report: dict) -> list[dict] | None:
+    """The benchmark file's own pooled test when it is per query; None for a file written when
+    it tested query-seed pairs (``pairs``), which is tested again."""
+    stored = report.get("pooled")
+    if stored is None or any("queries" not in p for p in stored):
+        return None
+    return stored
 
 
 def pooled_line(p: dict) -> str:
     """One :func:`pooled` entry as a line of text."""
     return (f"{p['split']} {SHORT[p['group']]}: {p['base']:.3f} -> {p['adapted']:.3f} "
-            f"({signed(p['adapted'] - p['base'])}, n={p['pairs']} query-seed pairs, p {_p(p['p_value'])})")
+            f"({signed(p['adapted'] - p['base'])}, n={p['queries']} queries, mean of {p['seeds']} seeds, "
+            f"p {_p(p['p_value'])})")
 
 
 def pooled_table(summaries: list[dict]) -> list[str]:
     """:func:`pooled`'s entries as a table; empty without any."""
     if not summaries:
         return []
-    lines = ["| split | group | query-seed pairs | base | adapted | change | wins / ties / losses | p |",
+    lines = ["| split | group | queries (seed means) | base | adapted | change | wins / ties / losses | p |",
              "|---|---|---|---|---|---|---|---|"]
     for p in summaries:
-        lines.append(f"| {p['split']} | {SHORT[p['group']]} | {p['pairs']} | {p['base']:.3f} | {p['adapted']:.3f} | "
+        lines.append(f"| {p['split']} | {SHORT[p['group']]} | {p['queries']} | {p['base']:.3f} | {p['adapted']:.3f} | "
                      f"{signed(p['adapted'] - p['base'])} | {p['wins']} / {p['ties']} / {p['losses']} | "
                      f"{_p(p['p_value'])} |")
     return lines
@@ -278,12 +296,13 @@ def render_benchmark(report: dict) -> str:
         "",
         *bar_summary(results, i["seeds"], pipeline.bar),
     ]
-    # files written before the benchmark stored its pooled test: tested here
-    pooled_rows = pooled_table(report["pooled"] if "pooled" in report else pooled(results, i["seeds"]))
+    # files written before the benchmark stored its per-query pooled test: tested here
+    pooled_rows = pooled_table(stored_pooled(report) or pooled(results, i["seeds"]))
     if pooled_rows:
-        out += ["", "## Pooled by split: every query-seed pair", "",
-                "Each held-out group's queries of a split's domains, every seed (a query of two seeds counts twice); "
-                "p: two-sided paired permutation test of the mean change (sign flips; exact up to 16 pairs).", "",
+        out += ["", "## Pooled by split: every query, its seeds averaged", "",
+                "Each held-out group's queries of a split's domains, each query's adapted nDCG@10 the mean of its "
+                "seeds (the query is the unit: its seeds share its base value); p: two-sided paired permutation "
+                "test of the mean change (sign flips; exact up to 16 queries that changed).", "",
                 *pooled_rows]
     ablation = ablation_table(results, i["ablation_seeds"])
     if ablation:

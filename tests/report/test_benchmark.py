@@ -403,7 +403,9 @@ def _pq(domain, split, seed, variant, values):
                                                    "per_query": values}}}
 
 
-def test_pooled_table_pairs_every_query_and_seed_of_a_split():
+def test_pooled_table_tests_every_query_of_a_split_with_its_seeds_averaged():
+    """The query is the unit: its seeds share its base value, and testing each query-seed pair
+    as independent gave p-values up to 10x too small (bench/RESULTS.md, thirty-sixth session)."""
     results = [_pq("a", "test", None, "base", {"q1": 0.5, "q2": 0.5}),
                _pq("a", "test", 0, "full", {"q1": 1.0, "q2": 0.5}),
                _pq("a", "test", 1, "full", {"q1": 1.0, "q2": 1.0}),
@@ -412,14 +414,28 @@ def test_pooled_table_pairs_every_query_and_seed_of_a_split():
                # measured on seed 0 alone (an ablation domain): not one of the split's full domains
                _pq("c", "test", None, "base", {"y": 0.1}), _pq("c", "test", 0, "full", {"y": 0.9})]
     rows = pooled_table(pooled(results, [0, 1]))
-    # test: pairs (0.5, 1), (0.5, 0.5), (0.5, 1), (0.5, 1); differences 0.5, 0, 0.5, 0.5 -> mean +0.375;
-    # of the 16 sign flips, 4 reach |mean| >= 0.375 (the three 0.5s alike, either sign of the 0): p = 0.25
-    assert "| test | semantic | 4 | 0.500 | 0.875 | +0.375 | 3 / 1 / 0 | 0.250 |" in rows
-    assert "| dev | semantic | 2 | 0.800 | 0.600 | -0.200 | 0 / 0 / 2 | 0.500 |" in rows  # of 4 sign flips, 2 as extreme
+    # test: q1 0.5 -> mean(1.0, 1.0) = 1.0, q2 0.5 -> mean(0.5, 1.0) = 0.75; differences 0.5, 0.25 ->
+    # mean +0.375; of the 4 sign flips, 2 reach |sum| >= 0.75: p = 0.5
+    assert "| test | semantic | 2 | 0.500 | 0.875 | +0.375 | 2 / 0 / 0 | 0.500 |" in rows
+    assert "| dev | semantic | 1 | 0.800 | 0.600 | -0.200 | 0 / 0 / 1 | 1.000 |" in rows  # one query: no test
     assert pooled_table(pooled(results, [0]))[2].startswith("| test | semantic | 3 |")  # c counts for seed 0
-    assert pooled_line(pooled(results, [0, 1])[0]) == "test semantic: 0.500 -> 0.875 (+0.375, n=4 query-seed pairs, p 0.250)"
+    assert pooled_line(pooled(results, [0, 1])[0]) == \
+        "test semantic: 0.500 -> 0.875 (+0.375, n=2 queries, mean of 2 seeds, p 0.500)"
     old = [{**r, "groups": {"heldout-domain-semantic": {"queries": 1, "ndcg@10": 0.5}}} for r in results]
     assert pooled_table(pooled(old, [0, 1])) == []  # files written before per-query values: no table
+    # two domains' queries of one id are two queries
+    same_id = [_pq("a", "test", None, "base", {"q1": 0.5}), _pq("a", "test", 0, "full", {"q1": 1.0}),
+               _pq("b", "test", None, "base", {"q1": 0.5}), _pq("b", "test", 0, "full", {"q1": 0.9})]
+    assert pooled(same_id, [0])[0]["queries"] == 2
+
+
+def test_a_stored_pooled_test_of_query_seed_pairs_is_tested_again_per_query():
+    from sparse_adapt.report.benchmark_md import stored_pooled
+
+    fresh = [{"split": "test", "group": "heldout-domain-semantic", "queries": 2, "seeds": 2}]
+    assert stored_pooled({"pooled": fresh}) == fresh
+    assert stored_pooled({"pooled": [{"split": "test", "group": "heldout-domain-semantic", "pairs": 4}]}) is None
+    assert stored_pooled({}) is None
 
 
 def test_the_bar_line_is_for_every_seed_as_the_domain_table_is():
@@ -439,6 +455,9 @@ def test_paired_test_by_hand():
     # 7 pairs all +0.4: of 128 sign flips only all-plus and all-minus are as extreme, p = 2/128
     assert paired_test([0.9] * 7, [0.5] * 7) == {"wins": 7, "ties": 0, "losses": 0, "p_value": round(2 / 128, 4)}
     assert paired_test([0.5, 0.5], [0.5, 0.5])["p_value"] == 1.0
+    # ties flip to themselves and are left out: 7 changed pairs among 27 are enumerated exactly
+    assert paired_test([0.9] * 7 + [0.5] * 20, [0.5] * 27) == {"wins": 7, "ties": 20, "losses": 0,
+                                                                "p_value": round(2 / 128, 4)}
 
 
 def test_check_out_refuses_a_foreign_directory_and_accepts_a_stopped_benchmark(tmp_path):
