@@ -88,9 +88,14 @@ class EvalSet:
         # count as misses or drop out silently; nothing at all to match is an error.
         for q_file, r_file in ((files.queries, files.qrels), (files.heldout_queries, files.heldout_qrels)):
             part, judged = load_queries(q_file), load_qrels(r_file)
+            clash = sorted({q.qid for q in part} & {q.qid for q in queries})
+            if clash:  # as report refuses them: one id, two texts, one of them silently lost
+                raise ConfigError(f"{q_file}: query ids also in {files.queries}: {', '.join(clash[:5])}")
             warnings += check_qrels(judged, [q.qid for q in part], doc_ids, (str(r_file), str(q_file), str(files.docs)))
             queries += part
-            qrels.update(judged)
+            # Each file judges its own queries only (the warnings name the rest as not evaluated).
+            own = {q.qid for q in part}
+            qrels.update({q: r for q, r in judged.items() if q in own})
         groups = load_query_groups(files.query_groups)
         # As report and adapt do: a group naming a query that is not there would shrink silently.
         check_query_groups(files.query_groups, groups, {q.qid for q in queries})

@@ -161,6 +161,10 @@ def load_report_data(inputs: ReportInputs) -> ReportData:
     if heldout:
         notes += check_qrels(heldout_qrels, [q.qid for q in heldout], doc_ids,
                              (str(i.heldout_qrels), str(i.heldout_queries), str(i.corpus)))
+    # Each file judges its own queries only (the notes name the rest as not evaluated): a held-out
+    # qrels line for a main query replaced that query's judgements in the merged group tables.
+    qrels = {q: r for q, r in qrels.items() if q in {x.qid for x in queries}}
+    heldout_qrels = {q: r for q, r in heldout_qrels.items() if q in {x.qid for x in heldout}}
     if i.groups is not None:
         groups, source = load_query_groups(i.groups), "file"
         known = {q.qid for q in queries} | {q.qid for q in heldout}

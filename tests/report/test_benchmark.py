@@ -564,3 +564,22 @@ def test_a_benchmark_file_json_cannot_read_is_one_error(tmp_path, text):
     (tmp_path / "benchmark.json").write_text(text)
     with pytest.raises(ConfigError, match="not a benchmark.json"):
         load_benchmark(tmp_path)
+
+
+def test_each_qrels_file_judges_its_own_queries_and_a_query_id_in_both_files_is_refused(tmp_path):
+    """A held-out qrels line for a main query replaced that query's judgements (q1 scored 0.36
+    instead of 0.90 in the group tables); a held-out query reusing a main id was scored with the
+    held-out text in both groups."""
+    from sparse_adapt.report.domains import EvalSet
+
+    domain = write_domain(tmp_path / "dom")
+    with (domain / "heldout_qrels.tsv").open("a") as f:
+        f.write("q1 0 d2 2\n")
+    said: list[str] = []
+    evalset = EvalSet.load(resolve_domain(str(domain)).files, said)
+    assert evalset.qrels["q1"] == {"d1": 2, "d3": 2}
+    assert any("q1" in line for line in said)  # named, as before, as not evaluated from that file
+    heldout = [json.loads(l) for l in (domain / "heldout_queries.jsonl").read_text().splitlines()]
+    _jsonl(domain / "heldout_queries.jsonl", [*heldout, {"qid": "q1", "text": "another text"}])
+    with pytest.raises(ConfigError, match="heldout_queries.jsonl: query ids also in .*queries.jsonl: q1"):
+        EvalSet.load(resolve_domain(str(domain)).files)

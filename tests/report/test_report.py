@@ -358,6 +358,14 @@ def test_own_corpus_needs_queries_and_derives_groups(tmp_path):
     data = load_report_data(ReportInputs(out=tmp_path / "o", corpus=docs, queries=queries, qrels=qrels, **own))
     assert data.groups_source == "derived" and data.groups == {"domain-explicit": ["a"], "control": ["b"]}
     assert data.heldout_queries == [] and "derived" in data.notes[0]
+    # a held-out qrels line for a main query: named as not evaluated, and it replaces nothing
+    heldout, heldout_qrels = tmp_path / "h.jsonl", tmp_path / "h.tsv"
+    heldout.write_text('{"qid": "h", "text": "gatrocraptic spending"}\n')
+    heldout_qrels.write_text("h 0 x1 1\na 0 x2 2\n")
+    data = load_report_data(ReportInputs(out=tmp_path / "o", corpus=docs, queries=queries, qrels=qrels,
+                                         heldout_queries=heldout, heldout_qrels=heldout_qrels, **own))
+    assert data.all_qrels == {"a": {"x1": 1}, "b": {"x2": 1}, "h": {"x1": 1}}
+    assert any("not evaluated" in n and "a" in n for n in data.notes)
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
