@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-DIAGNOSE_SCHEMA = "sparse-adapt.diagnose/4"
+DIAGNOSE_SCHEMA = "sparse-adapt.diagnose/5"
 EXPLAIN_SCHEMA = "sparse-adapt.explain/2"
 INSPECT_SCHEMA = "sparse-adapt.inspect/2"
 
@@ -97,6 +97,7 @@ DIAGNOSE = {
                     "expanding": [{"qid": str, "text": str, "weight": NUM}],
                     "with_term": int,
                     "with_term_active": int,
+                    "with_term_qids": [str],
                     "feedback": Nullable(
                         {"docs": int, "weight": NUM, "terms": int,
                          "expanding": [{"qid": str, "text": str, "weight": NUM}]}

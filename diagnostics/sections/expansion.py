@@ -7,7 +7,7 @@ document carries the term reaches it without the model expanding it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import scipy.sparse as sp
@@ -40,6 +40,9 @@ class QueryExpansion:
     expanding: list[ExpandingQuery]  # queries without the term that activate the token
     with_term: int  # queries containing the term or this token
     with_term_active: int  # of which have the token in their vector
+    # Their ids: what a query "naming the term" is (a whole word, or the token in its pieces, as
+    # "APIs" is `api ##s`), for report's criteria to split queries alike.
+    with_term_qids: list[str] = field(default_factory=list)
     feedback: FeedbackExpansion | None = None  # the same after feedback (None: not asked)
 
 
@@ -77,6 +80,7 @@ def query_expansion(
             expanding=_expanding(col, queries, contains),
             with_term=contains.count(True),
             with_term_active=sum(1 for i in range(len(queries)) if contains[i] and col[i] > 0),
+            with_term_qids=[q.qid for q, c in zip(queries, contains) if c],
             feedback=None if fed is None else FeedbackExpansion(
                 feedback.docs, feedback.weight, feedback.terms,
                 _expanding(fed[:, t].toarray().ravel(), queries, contains),

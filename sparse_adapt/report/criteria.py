@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import dataclasses
 from dataclasses import dataclass
 
 from sparse_adapt.report.inputs import ReportData, mentions
@@ -35,6 +36,7 @@ class TermSummary:
     expanding: dict[str, float]  # qid -> weight, queries without the term whose vector has it
     with_term: int  # queries whose text contains the term
     with_term_active: int  # ... and whose vector has it
+    with_term_qids: list[str] = dataclasses.field(default_factory=list)  # those queries
 
 
 def summarise_term(d) -> TermSummary:
@@ -54,6 +56,7 @@ def summarise_term(d) -> TermSummary:
         expanding={e.qid: e.weight for e in qe.expanding} if qe else {},
         with_term=qe.with_term if qe else 0,
         with_term_active=qe.with_term_active if qe else 0,
+        with_term_qids=list(qe.with_term_qids) if qe else [],
     )
 
 
@@ -85,7 +88,9 @@ def criteria(term: TermSummary, data: ReportData, top: dict[str, list[str]]) -> 
     ]
     semantic = data.semantic_qids
     texts = {q.qid: q.text for q in data.queries}
-    naming = [q for q in semantic if mentions(texts[q], term.term)]
+    # As diagnose splits them (a query holding the token, "APIs" for API, names it too): counted
+    # as describing, such a query failed expansion that diagnose had rightly left out.
+    naming = [q for q in semantic if mentions(texts[q], term.term) or q in term.with_term_qids]
     describing = [q for q in semantic if q not in naming]
     if describing:
         actual = ", ".join(

@@ -247,7 +247,7 @@ def test_a_query_holding_the_token_in_another_word_is_no_expansion(sparse):
     qe = r.targets[0].query_expansion
     assert sparse.encode([q.text for q in queries], "query").toarray()[:, api].min() > 0
     assert (qe.without_term, qe.with_term, qe.with_term_active) == (1, 2, 2)
-    assert [e.qid for e in qe.expanding] == ["q2"]
+    assert [e.qid for e in qe.expanding] == ["q2"] and qe.with_term_qids == ["q1", "q3"]
 
 
 def _fire_only_at(splade, token_id, doc, alpha=5.0, cut=0.9):

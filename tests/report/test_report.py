@@ -305,6 +305,17 @@ def test_criteria_h3_values_of_the_spec():
                    "top_rank": FAIL, "query_expansion": FAIL, "explicit_queries": PASS, "correct_retrieval": FAIL}
 
 
+def test_a_semantic_query_holding_the_terms_token_names_it_as_diagnose_says():
+    """"APIs" is `api ##s`: diagnose counts the query among those with the term (its in-text
+    weight is no expansion); criteria called it describing, hence "absent", and failed it."""
+    data = _data({"domain-semantic": ["q11", "s1"]}, {"q11": {"d21": 2}, "s1": {"d21": 2}},
+                 [("q11", "tools for monitoring corporate expenses"), ("s1", "how do the APIs of the agent work")])
+    term = _term(term="API", pieces=["api"], expanding={"q11": 1.2}, with_term=1, with_term_active=1,
+                 with_term_qids=["s1"])
+    got = {c.id: c for c in criteria(term, data, {"q11": ["d21"], "s1": ["d21"]})}
+    assert got["query_expansion"].actual == "q11: 1.20" and got["query_expansion"].status == PASS
+
+
 def test_criteria_unextended_term_and_missing_groups():
     data = _data({"control": ["q1"]}, {"q1": {"d1": 1}}, [("q1", "install")])
     term = _term(single_token=False, pieces=["ga", "##tro"], occurrence_logits=[], logit_verdict=None, weight=None,
