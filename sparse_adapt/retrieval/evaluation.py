@@ -179,17 +179,19 @@ def evaluate_run(
     qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], metrics: Sequence[str] = DEFAULT_METRICS,
     qids: Sequence[str] | None = None,
 ) -> dict[str, float]:
-    """Mean metrics over the queries that have judgements (optionally only ``qids``)."""
-    keep = [q for q in (qids if qids is not None else run) if q in qrels and q in run]
+    """Mean metrics over the queries that have judgements (optionally only ``qids``; one of
+    those the run lacks counts 0, as in ranx and trec_eval, not left out of the mean)."""
+    keep = [q for q in (qids if qids is not None else run) if q in qrels]
     if not keep:
         raise ValueError("no query of the run has relevance judgements")
-    if not any(run[q] for q in keep):  # nothing retrieved at all: ranx fails on max() of nothing
+    if not any(run.get(q) for q in keep):  # nothing retrieved at all: ranx fails on max() of nothing
         return {m: 0.0 for m in metrics}
     from ranx import Qrels, evaluate
 
-    with quiet_ranx():
+    with quiet_ranx():  # make_comparable: a judged query missing from the run is scored as retrieving nothing
         result = evaluate(
-            Qrels({q: qrels[q] for q in keep}), ranx_run({q: run[q] for q in keep}), list(metrics), make_comparable=True
+            Qrels({q: qrels[q] for q in keep}), ranx_run({q: run[q] for q in keep if run.get(q)}), list(metrics),
+            make_comparable=True,
         )
     if isinstance(result, float):  # ranx returns a bare float for a single metric
         result = {metrics[0]: result}

@@ -377,6 +377,10 @@ def test_bar_status():
     assert bar_status("heldout-domain-explicit", 0.5, [0.1], CORPUS_BAR) == ""
     assert bar_status("heldout-control", 0.96, [0.945], CORPUS_BAR) == "pass"
     assert bar_status("heldout-control", 0.96, [0.935], CORPUS_BAR) == "fail"
+    # exactly at the bar passes, as its ">=" says, whatever float noise the subtraction leaves
+    assert bar_status("heldout-domain-semantic", 0.5, [0.7 + 0.2]) == "pass"  # 0.8999999999999999
+    assert bar_status("heldout-control", 0.3, [0.3 - 0.01]) == "pass"
+    assert bar_status("heldout-control", 0.3, [0.3 - 0.0101]) == "fail"
 
 
 def _r(domain, seed, variant, sem, ctl):

@@ -129,6 +129,14 @@ def test_a_run_that_retrieved_nothing_scores_zero_instead_of_failing_in_ranx():
     assert evaluate_per_query(qrels, {"q1": {}, "q2": {}}) == {"q1": 0.0, "q2": 0.0}
 
 
+def test_a_judged_query_the_run_lacks_counts_zero_in_the_mean():
+    """It was left out of the mean, which then stood on fewer queries than were asked for."""
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}}
+    run = {"q1": {"d1": 2.0, "d9": 1.0}, "q3": {}}  # q1 perfect, q2 absent, q3 retrieved nothing
+    assert evaluate_run(qrels, run, ["ndcg@10"], qids=["q1", "q2", "q3"]) == {"ndcg@10": pytest.approx(1 / 3)}
+    assert evaluate_run(qrels, run, ["ndcg@10"]) == {"ndcg@10": pytest.approx(1 / 2)}  # the run's own queries
+
+
 def test_a_trec_line_missing_a_column_says_how_it_was_read(tmp_path):
     path = tmp_path / "qrels.txt"
     path.write_text("q1 0 d1 1\nq1 0 d2\n")
