@@ -3,10 +3,11 @@
 
     python -m bench.compare default.json variant.json [--domains pharma,hardware,software] [--base offline-minilm] [--inputs corpus]
 
-Rows are matched on (domain, base, inputs, seed); for each held-out group the per-query nDCG@10
-of every matched row are pooled (a query of two seeds counts twice), and the change is tested
-with ``sparse_adapt.report.paired.paired_test`` (a paired permutation test: exact up to 16 pairs, 100,000
-seeded Monte Carlo draws beyond). Per domain it
+Rows are matched on (domain, base, inputs, seed); for each held-out group every query of the
+matched rows is one pair, its nDCG@10 the mean over its matched seeds (the query is the unit:
+counting a query of two seeds twice, as this did before 2026-11-26, gave p-values up to 10x too
+small), and the change is tested with ``sparse_adapt.report.paired.paired_test`` (a paired
+permutation test: exact up to 16 queries that changed, 100,000 seeded Monte Carlo draws beyond). Per domain it
 prints the mean of each group over the matched seeds. Decide with a rule written down before
 the variant runs; this tool only reports.
 """
@@ -54,7 +55,7 @@ def _rows(path: Path, domains: set[str] | None, base: str | None, inputs: str | 
 
 
 def compare(default: dict[tuple, dict], variant: dict[tuple, dict]) -> dict:
-    """``{group: {pairs, default, variant, change, wins, losses, p_value, per_domain}}`` over the
+    """``{group: {queries, default, variant, change, wins, losses, p_value, per_domain}}`` over the
     rows both dicts (keyed by (domain, base, inputs, seed)) hold; a row's ``per_query`` values are
     ``[base model, adapted]`` and the adapted one is compared."""
     keys = sorted(set(default) & set(variant))
@@ -62,21 +63,25 @@ def compare(default: dict[tuple, dict], variant: dict[tuple, dict]) -> dict:
         raise ValueError("the two files share no (domain, base, inputs, seed) row")
     out = {}
     for g in GROUPS:
-        a, b, per_domain = [], [], {}
+        seeds: dict[tuple, tuple[list[float], list[float]]] = {}  # (domain, base, inputs, qid) -> per seed
+        per_domain = {}
         for k in keys:
             d, v = default[k]["groups"][g]["per_query"], variant[k]["groups"][g]["per_query"]
             if sorted(d) != sorted(v):
                 raise ValueError(f"{'/'.join(map(str, k))} {g}: the two rows were scored on different queries")
             row_b, row_a = [d[q][1] for q in sorted(d)], [v[q][1] for q in sorted(d)]
-            b += row_b
-            a += row_a
+            for q, x_b, x_a in zip(sorted(d), row_b, row_a):
+                pair = seeds.setdefault((*k[:3], q), ([], []))
+                pair[0].append(x_b)
+                pair[1].append(x_a)
             means = per_domain.setdefault(k[0], ([], []))
             means[0].append(float(np.mean(row_b)))
             means[1].append(float(np.mean(row_a)))
-        x, y = np.array(a), np.array(b)
+        x = np.array([np.mean(p[1]) for p in seeds.values()])
+        y = np.array([np.mean(p[0]) for p in seeds.values()])
         test = paired_test(x, y, TIE)
         out[g] = {
-            "pairs": len(x), "default": round(float(y.mean()), 6), "variant": round(float(x.mean()), 6),
+            "queries": len(x), "default": round(float(y.mean()), 6), "variant": round(float(x.mean()), 6),
             "change": round(float((x - y).mean()), 6), "wins": test["wins"], "losses": test["losses"],
             "p_value": test["p_value"],
             "per_domain": {dom: [round(float(np.mean(m[0])), 6), round(float(np.mean(m[1])), 6)] for dom, m in per_domain.items()},
@@ -96,7 +101,7 @@ def main() -> None:
     result = compare(_rows(args.default, domains, args.base, args.inputs), _rows(args.variant, domains, args.base, args.inputs))
     for g, r in result.items():
         doms = ", ".join(f"{d} {m[0]:.3f} -> {m[1]:.3f}" for d, m in r["per_domain"].items())
-        print(f"{g}: {r['default']:.3f} -> {r['variant']:.3f} ({r['change']:+.3f}; {r['pairs']} pairs, "
+        print(f"{g}: {r['default']:.3f} -> {r['variant']:.3f} ({r['change']:+.3f}; {r['queries']} queries (seed means), "
               f"{r['wins']} up, {r['losses']} down, p = {r['p_value']:.3f}) | {doms}")
     print(json.dumps(result))
 

@@ -24,12 +24,13 @@ def test_pools_matched_rows_and_gives_the_exact_p_by_hand():
     default = _keyed(_row("a", 0, {"q1": 0.5, "q2": 0.5}), _row("a", 1, {"q1": 0.2, "q2": 0.4}), _row("c", 0, {"q1": 0.1}))
     variant = _keyed(_row("a", 0, {"q1": 1.0, "q2": 0.5}), _row("a", 1, {"q1": 0.6, "q2": 0.4}), _row("z", 0, {"q1": 0.9}))
     out = compare(default, variant)["heldout-domain-semantic"]
-    # Only the two rows of domain a match: differences +0.5, 0, +0.4, 0 -> mean 0.225.
-    assert out["pairs"] == 4 and (out["wins"], out["losses"]) == (2, 0)
+    # Only the two rows of domain a match. The query is the unit, its seeds averaged:
+    # q1 0.35 -> 0.8 (+0.45), q2 0.45 -> 0.45 (0) -> mean change 0.225.
+    assert out["queries"] == 2 and (out["wins"], out["losses"]) == (1, 0)
     assert out["change"] == pytest.approx(0.225)
     assert out["default"] == pytest.approx(0.4) and out["variant"] == pytest.approx(0.625)
-    # Two non-zero differences: of the 2^2 sign flips, "both +" and "both -" reach |mean| 0.225.
-    assert out["p_value"] == 0.5
+    # One query changed: both its sign flips are as extreme.
+    assert out["p_value"] == 1.0
     assert out["per_domain"] == {"a": [pytest.approx(0.4), pytest.approx(0.625)]}
 
 
@@ -76,6 +77,6 @@ def test_benchmark_files_compare_their_adapted_runs_seed_by_seed(tmp_path):
     assert set(default) == {("joined", "b", "adapt-corpus", 0), ("joined", "b", "adapt-corpus", 1)}  # no ablation row
     assert default[("joined", "b", "adapt-corpus", 0)]["groups"]["heldout-control"]["per_query"] == {"h1": [0.5, 0.6]}
     out = compare(default, variant)["heldout-domain-semantic"]
-    # seed 0: 0.6 -> 0.9, seed 1: 0.7 -> 0.7; one non-zero difference: both sign flips are as extreme
-    assert (out["pairs"], out["wins"], out["losses"], out["p_value"]) == (2, 1, 0, 1.0)
+    # one query, its seeds averaged: 0.65 -> 0.8; one pair: both sign flips are as extreme
+    assert (out["queries"], out["wins"], out["losses"], out["p_value"]) == (1, 1, 0, 1.0)
     assert out["change"] == pytest.approx(0.15)
