@@ -183,7 +183,7 @@ def pooled_line(p: dict) -> str:
     """One :func:`pooled` entry as a line of text."""
     return (f"{p['split']} {SHORT[p['group']]}: {p['base']:.3f} -> {p['adapted']:.3f} "
             f"({signed(p['adapted'] - p['base'])}, n={p['queries']} queries, mean of {p['seeds']} seeds, "
-            f"p {_p(p['p_value'])})")
+            f"p {'' if p['p_value'] < 0.001 else '= '}{_p(p['p_value'])})")
 
 
 def pooled_table(summaries: list[dict]) -> list[str]:
@@ -200,7 +200,11 @@ def pooled_table(summaries: list[dict]) -> list[str]:
 
 
 def _p(p: float) -> str:
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+    """Three decimals, or four where three would put it on the other side of 0.05 (0.0496)."""
+    if p < 0.001:
+        return "<0.001"
+    shown = f"{p:.3f}"
+    return shown if (float(shown) < 0.05) == (p < 0.05) else f"{p:.4f}"
 
 
 def ablation_table(results: list[dict], seeds: Sequence[int]) -> list[str]:

@@ -424,7 +424,7 @@ def test_pooled_table_tests_every_query_of_a_split_with_its_seeds_averaged():
     assert "| dev | semantic | 1 | 0.800 | 0.600 | -0.200 | 0 / 0 / 1 | 1.000 |" in rows  # one query: no test
     assert pooled_table(pooled(results, [0]))[2].startswith("| test | semantic | 3 |")  # c counts for seed 0
     assert pooled_line(pooled(results, [0, 1])[0]) == \
-        "test semantic: 0.500 -> 0.875 (+0.375, n=2 queries, mean of 2 seeds, p 0.500)"
+        "test semantic: 0.500 -> 0.875 (+0.375, n=2 queries, mean of 2 seeds, p = 0.500)"
     old = [{**r, "groups": {"heldout-domain-semantic": {"queries": 1, "ndcg@10": 0.5}}} for r in results]
     assert pooled_table(pooled(old, [0, 1])) == []  # files written before per-query values: no table
     # two domains' queries of one id are two queries
@@ -587,3 +587,9 @@ def test_each_qrels_file_judges_its_own_queries_and_a_query_id_in_both_files_is_
     _jsonl(domain / "heldout_queries.jsonl", [*heldout, {"qid": "q1", "text": "another text"}])
     with pytest.raises(ConfigError, match="heldout_queries.jsonl: query ids also in .*queries.jsonl: q1"):
         EvalSet.load(resolve_domain(str(domain)).files)
+
+
+def test_a_p_value_is_never_shown_on_the_other_side_of_005():
+    from sparse_adapt.report.benchmark_md import _p
+
+    assert [_p(p) for p in (0.0004, 0.0496, 0.05, 0.0504, 0.1234)] == ["<0.001", "0.0496", "0.050", "0.050", "0.123"]
