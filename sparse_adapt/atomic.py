@@ -170,9 +170,10 @@ def check_output(
 
 
 def check_not_an_input(target: str | Path, inputs: Sequence[str | Path | None], flag: str = "--out") -> None:
-    """``target`` is none of ``inputs``, holds none of them and is no existing part of an input
-    folder (written over, they would be lost or damaged; a new file beside a model's is no
-    harm); inputs that are no local path (a built-in base, a Hub id) are skipped."""
+    """``target`` is none of ``inputs``, holds none of them and is not inside an input folder
+    (written over, they would be lost or damaged: `--save-run MODEL/tokenizer.json` broke a
+    model; a new file there would be refused when written again, so none is written there);
+    inputs that are no local path (a built-in base, a Hub id) are skipped."""
     resolved = Path(target).resolve()
     for given in inputs:
         if given is None or not Path(given).exists():
@@ -183,9 +184,9 @@ def check_not_an_input(target: str | Path, inputs: Sequence[str | Path | None], 
         if resolved in path.parents:
             raise OutputError(f"{flag} {target} holds an input ({given}), which writing there would delete; "
                               "write the result somewhere else")
-        if path in resolved.parents and resolved.exists():  # a model's tokenizer.json replaced by a run
-            raise OutputError(f"{flag} {target} is part of an input ({given}), which replacing it would damage; "
-                              "write the result somewhere else")
+        if path in resolved.parents:  # a model's tokenizer.json replaced by a run file
+            raise OutputError(f"{flag} {target} is inside an input's folder ({given}), whose files an output "
+                              "could replace; write the result somewhere else")
 
 
 def empty_or_model_directory(path: Path) -> bool:

@@ -335,6 +335,15 @@ def test_an_id_holding_an_invisible_or_control_character_is_refused(tmp_path, na
     assert (e.value.line, e.value.field) == (line, field)
 
 
+@pytest.mark.parametrize("doc_id", ["\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", "\U0001f469\u200d\U0001f52c", "co\u00adop"])
+def test_ids_with_joiners_and_soft_hyphens_are_text_not_hidden_characters(tmp_path, doc_id):
+    """ZWNJ spells Persian words, ZWJ joins emoji, a soft hyphen is part of a word: all format
+    characters (Cf), none of them only hiding in an id."""
+    p = tmp_path / "docs.jsonl"
+    p.write_text(json.dumps({"doc_id": doc_id, "text": "x"}) + "\n", encoding="utf-8")
+    assert load_documents(p)[0].doc_id == doc_id
+
+
 def test_a_teacher_score_beyond_float32_is_refused_when_read(tmp_path):
     """It passed as finite, became inf in the float32 tensor, and stopped the run at distill."""
     good = {"qid": "q1", "query": "x", "doc_ids": ["a", "b"], "doc_texts": ["A", "B"], "teacher_scores": [1e38, -2.0]}

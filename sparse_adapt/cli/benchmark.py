@@ -96,7 +96,8 @@ def benchmark(
     """Train (or resume) every domain and seed, evaluate base vs adapted per query group."""
     from sparse_adapt.cli.output import console, feedback_settings, rich_hooks, wrote
     from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark
-    from sparse_adapt.report.benchmark_md import PIPELINES, bar_summary, pooled_line
+    from sparse_adapt.report.benchmark_md import PIPELINES, bar_summary
+    from sparse_adapt.report.pooled import pooled_line
 
     inputs = BenchmarkInputs(
         out=out, domains=_required(_names(domains), "--domains"), seeds=_seeds(seeds), base=base, config=config,

@@ -131,6 +131,9 @@ def visible(text: str) -> bool:
                for c in text)
 
 
+# Characters that only hide in an id: the byte-order mark (zero-width no-break space), the zero-width space, the word joiner.
+INVISIBLE = frozenset("\ufeff\u200b\u2060")
+
 # Lucene's limit on one term (an id is one): Anserini lost a longer id's document, and every
 # document after it in the file, while reporting them indexed.
 MAX_ID_BYTES = 32766
@@ -151,7 +154,8 @@ def id_problem(value: str) -> str | None:
         return f"{value!r:.60} holds whitespace, which qrels and run files cannot: replace it (e.g. with '_')"
     # A BOM or zero-width space is invisible where the id is shown and never equals the id a
     # qrels file spells without it (two TSV files joined by `cat` put the second's BOM in an id).
-    if hidden := next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Cs")), None):
+    # Not every format character: ZWNJ/ZWJ spell Persian and Indic words and emoji, a soft hyphen is text.
+    if hidden := next((c for c in value if unicodedata.category(c) in ("Cc", "Cs") or c in INVISIBLE), None):
         return f"{value!r:.60} holds the invisible or control character U+{ord(hidden):04X}: remove it"
     if (size := len(value.encode("utf-8", "surrogatepass"))) > MAX_ID_BYTES:
         return (f"{value!r:.40} is {size:,} bytes long; a Lucene index keeps ids of up to {MAX_ID_BYTES:,} "

@@ -55,10 +55,11 @@ from sparse_adapt.losses import TERMS
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.report.benchmark_md import (
-    BENCHMARK_SCHEMA, PIPELINES, generation_flags, pooled, render_benchmark,
+    BENCHMARK_SCHEMA, PIPELINES, generation_flags, render_benchmark,
 )
 from sparse_adapt.report.domains import BenchDomain, EvalSet, pool_documents, resolve_domain
 from sparse_adapt.report.files import holds_files, output_kind
+from sparse_adapt.report.pooled import pooled
 from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.training.config import TrainConfig, load_config
 from sparse_adapt.training.stages import EXPERIMENTS
@@ -176,7 +177,7 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
     for flag, named in (("--domains", [d.name for d in domains]), ("--ablation", [d.name for d in ablation]),
                         ("--seeds", list(inputs.seeds)), ("--ablation-seeds", list(inputs.ablation_seeds))):
         twice = sorted({str(v) for v in named if named.count(v) > 1})
-        if twice:  # each pair would count twice in the pooled test: a significance it does not have
+        if twice:  # each would count twice in the pooled test: a significance it does not have
             raise ConfigError(f"{flag} names {', '.join(twice)} more than once")
     evalsets = {}
     for d in [*domains, *ablation]:  # validated before training

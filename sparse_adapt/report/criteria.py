@@ -88,9 +88,12 @@ def criteria(term: TermSummary, data: ReportData, top: dict[str, list[str]]) -> 
     ]
     semantic = data.semantic_qids
     texts = {q.qid: q.text for q in data.queries}
-    # As diagnose splits them (a query holding the token, "APIs" for API, names it too): counted
-    # as describing, such a query failed expansion that diagnose had rightly left out.
-    naming = [q for q in semantic if mentions(texts[q], term.term) or q in term.with_term_qids]
+    # As diagnose splits them, when it could (one token): a query holding the token ("APIs" for
+    # API) names the term too; counted as describing, it failed an expansion diagnose rightly left out.
+    if one:
+        naming = [q for q in semantic if q in term.with_term_qids]
+    else:
+        naming = [q for q in semantic if mentions(texts[q], term.term)]
     describing = [q for q in semantic if q not in naming]
     if describing:
         actual = ", ".join(

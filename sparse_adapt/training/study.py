@@ -61,13 +61,19 @@ def study_db_problem(out: Path) -> str | None:
         return None
     if not path.is_file():
         return f"{path} is not a regular file"
+    # Read-write, as Optuna opens it: a run killed mid-write leaves a hot journal, which only a
+    # writable connection rolls back (read-only, that study was refused as damaged). Reads write nothing else.
+    db = None
     try:
-        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as db:
-            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if tables and OPTUNA_TABLES <= tables:
-                db.execute("SELECT count(*) FROM trials").fetchone()  # the pages of a truncated file
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True)
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and OPTUNA_TABLES <= tables:
+            db.execute("SELECT count(*) FROM trials").fetchone()  # the pages of a truncated file
     except sqlite3.Error as e:
         return f"{path} is no SQLite database Optuna can open ({e})"
+    finally:
+        if db is not None:
+            db.close()
     if tables and not OPTUNA_TABLES <= tables:
         return f"{path} is another program's SQLite database (tables {', '.join(sorted(tables)[:5])}), not a study"
     return None

@@ -150,3 +150,16 @@ def test_an_onnx_export_with_another_models_tokenizer_is_refused_on_loading(tiny
     with pytest.raises(ModelLoadError, match=re.escape(f"model.onnx is a file; give the folder `sparse-adapt onnx --out` "
                                                        f"wrote ({onnx})")):
         OnnxSpladeEncoder(onnx / "model.onnx")
+
+
+def test_a_head_wider_than_its_tokenizer_by_design_is_no_other_models_tokenizer():
+    from sparse_adapt.errors import ModelLoadError
+    from sparse_adapt.modeling.tokenization import check_head_fits
+
+    # dbmdz/bert-base-italian-xxl: 32,102 rows, 31,102 tokens; mDeBERTa-v3: 251,000 and ~250,000
+    for rows, tokens in ((32102, 31102), (251000, 250002), (30528, 30522)):
+        check_head_fits(rows, range(tokens), "m")
+    with pytest.raises(ModelLoadError, match="m: the MLM head has 30522 rows but the tokenizer has 800 tokens"):
+        check_head_fits(30522, range(800), "m")
+    with pytest.raises(ModelLoadError, match="has 800 rows but the tokenizer has 801"):
+        check_head_fits(800, range(801), "m")

@@ -18,8 +18,9 @@ from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark, with
 from sparse_adapt.report.domains import EvalSet, resolve_domain
 from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.report.benchmark_md import (
-    CORPUS_BAR, ablation_table, bar_status, domain_table, load_benchmark, pooled, pooled_line, pooled_table,
+    CORPUS_BAR, ablation_table, bar_status, domain_table, load_benchmark,
 )
+from sparse_adapt.report.pooled import pooled, pooled_line, pooled_table
 from sparse_adapt.training.config import TrainConfig
 from tests.corpus.test_adapt import setup  # noqa: F401 (fixture: tiny base, tiny cross-encoder, one-epoch config)
 from tests.report.test_report import tiny_base
@@ -434,7 +435,7 @@ def test_pooled_table_tests_every_query_of_a_split_with_its_seeds_averaged():
 
 
 def test_a_stored_pooled_test_of_query_seed_pairs_is_tested_again_per_query():
-    from sparse_adapt.report.benchmark_md import stored_pooled
+    from sparse_adapt.report.pooled import stored_pooled
 
     fresh = [{"split": "test", "group": "heldout-domain-semantic", "queries": 2, "seeds": 2}]
     assert stored_pooled({"pooled": fresh}) == fresh
@@ -590,6 +591,6 @@ def test_each_qrels_file_judges_its_own_queries_and_a_query_id_in_both_files_is_
 
 
 def test_a_p_value_is_never_shown_on_the_other_side_of_005():
-    from sparse_adapt.report.benchmark_md import _p
+    from sparse_adapt.report.pooled import _p
 
     assert [_p(p) for p in (0.0004, 0.0496, 0.05, 0.0504, 0.1234)] == ["<0.001", "0.0496", "0.050", "0.050", "0.123"]

@@ -467,3 +467,23 @@ def test_an_empty_study_db_is_a_new_study(tmp_path):
     assert study_db_problem(tmp_path) is None
     _optuna_db(tmp_path / "study.db")
     assert study_db_problem(tmp_path) is None
+
+
+def test_a_study_killed_mid_write_is_a_study_to_resume(tmp_path):
+    """A kill -9 mid-write leaves a hot journal; read-only, the check called the study damaged,
+    and --overwrite would have deleted every finished trial."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "study.db"
+    _optuna_db(db)
+    # a writer killed inside a transaction: its journal stays beside the file
+    code = ("import os, sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+            "c.execute('PRAGMA cache_size=5'); c.execute('BEGIN'); "
+            "c.execute(\"UPDATE studies SET study_name = 'x'\"); c.execute('CREATE TABLE junk (x)'); "
+            "c.executemany('INSERT INTO junk VALUES (?)', [('x' * 5000,) for i in range(500)]); "
+            "os._exit(9)")
+    subprocess.run([sys.executable, "-c", code, str(db)])
+    assert (tmp_path / "study.db-journal").is_file()  # the hot journal a read-only check could not roll back
+    assert study_db_problem(tmp_path) is None
+    assert sqlite3.connect(db).execute("SELECT study_name FROM studies").fetchone() == ("other",)  # rolled back
