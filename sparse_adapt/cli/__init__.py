@@ -19,7 +19,7 @@ import typer
 from rich.markup import escape
 
 from sparse_adapt.atomic import WRITE_ERRNOS, os_errno
-from sparse_adapt.cli.output import err_console, terminal_safe
+from sparse_adapt.cli.output import check_thread_count, err_console, terminal_safe
 from sparse_adapt.errors import SparseAdaptError, SparseAdaptWarning
 
 app = typer.Typer(
@@ -46,11 +46,7 @@ def _global_options(
     if threads is not None:
         import torch
 
-        from sparse_adapt.errors import ConfigError
-
-        cpus = os.cpu_count() or 1
-        if threads > 4 * cpus:  # 100,000 threads crashed the process (a segfault in the thread pool)
-            raise ConfigError(f"--threads {threads} is more than 4x this machine's {cpus} CPUs; give at most {4 * cpus}")
+        check_thread_count("--threads", threads)
         torch.set_num_threads(threads)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -14,7 +13,7 @@ from rich.text import Text
 
 from sparse_adapt.cli.output import (
     BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, OVERWRITE_HELP,
-    console, feedback_option, feedback_settings, require_text, warn, wrote,
+    check_thread_count, console, feedback_option, feedback_settings, require_text, warn, wrote,
 )
 from sparse_adapt.progress import counted
 
@@ -134,10 +133,7 @@ def search(
                  if v not in (None, False)]
         if given:
             raise ConfigError(f"{given[0]} applies to --queries (a run file); for one QUERY use --json")
-    cpus = os.cpu_count() or 1
-    if threads is not None and threads > 4 * cpus:  # Java's pool refused 32,768 with a traceback; more only waits
-        raise ConfigError(f"--threads-search {threads} is more than 4x this machine's {cpus} CPUs; "
-                          f"give at most {4 * cpus}")
+    check_thread_count("--threads-search", threads)
     if query is not None:
         require_text(query, "query")
     fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)

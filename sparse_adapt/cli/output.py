@@ -187,3 +187,15 @@ def feedback_settings(on: bool, docs: int | None, weight: float | None, terms: i
         return Feedback(**chosen)
     except ValueError as e:  # "feedback docs must be ..." -> "--feedback-docs must be ..."
         raise ConfigError(f"--{str(e).replace(' ', '-', 1)}") from None
+
+
+def check_thread_count(flag: str, threads: int | None) -> None:
+    """``threads`` at most 4x this machine's CPUs: 100,000 torch threads crashed the process (a
+    segfault in its pool), Java's pool refused 32,768 with a traceback, and more only wait."""
+    import os
+
+    from sparse_adapt.errors import ConfigError
+
+    cpus = os.cpu_count() or 1
+    if threads is not None and threads > 4 * cpus:
+        raise ConfigError(f"{flag} {threads} is more than 4x this machine's {cpus} CPUs; give at most {4 * cpus}")

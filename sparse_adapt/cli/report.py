@@ -25,7 +25,10 @@ SHORT = {
 def report(
     out: Path = typer.Option(..., "--out", help="Report directory: report.md, report.json, PNGs, runs/H1..H4."),
     base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP),
-    corpus: Optional[Path] = typer.Option(None, "--corpus", help=f"docs.jsonl {BUNDLED}."),
+    corpus: Optional[Path] = typer.Option(
+        None, "--corpus", help="docs.jsonl (default: the bundled Gatrocraptic file; your own needs --terms, "
+        "--dictionary, --train, --queries and --qrels)."
+    ),
     terms: Optional[Path] = typer.Option(None, "--terms", help=f"domain_terms.json {BUNDLED}."),
     dictionary: Optional[Path] = typer.Option(None, "--dictionary", help=f"dictionary.jsonl {BUNDLED}."),
     train: Optional[Path] = typer.Option(None, "--train", help=f"train.jsonl with teacher scores {BUNDLED}."),

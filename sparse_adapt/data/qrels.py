@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sparse_adapt.data.reading import id_problem, iter_lines, read_json, require_file
+from sparse_adapt.data.reading import first_repeat, id_problem, iter_lines, read_json, require_file
 from sparse_adapt.data.records import DataError, Qrels
 
 
@@ -73,8 +73,7 @@ def load_query_groups(path: str | Path) -> dict[str, list[str]]:
         if not isinstance(qids, list) or not all(isinstance(q, str) for q in qids):
             raise DataError(p, None, name, "expected a list of query ids (strings)")
         # A repeat counted twice in the group's size while its metric averaged each query once.
-        seen: set[str] = set()
-        if repeat := next((q for q in qids if q in seen or seen.add(q)), None):
+        if (repeat := first_repeat(qids)) is not None:
             raise DataError(p, None, name, f"lists {repeat!r:.60} twice")
     return obj
 

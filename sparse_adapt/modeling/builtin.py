@@ -76,7 +76,7 @@ BUILTIN_BASES: dict[str, BuiltinBase] = {
         "all-MiniLM-L6-v2 with a SPLADE head (tied decoder, calibrated bias)",
         # Its vectors fire a text's own words, not what they mean: pretraining (1200 steps) lifts the
         # dev domains' held-out paraphrases from 0.659 to 0.817 before any adaptation, and adapt
-        # after it beat adapt without it by +0.089 (148 query-seed pairs, p < 0.001; bench/RESULTS.md).
+        # after it beat adapt without it by +0.089 (74 queries, seeds averaged, p = 0.001; bench/RESULTS.md).
         pretrain=True,
     ),
     OFFLINE_SPLADE_TINY: BuiltinBase(
@@ -85,8 +85,8 @@ BUILTIN_BASES: dict[str, BuiltinBase] = {
         "trained SPLADE BertForMaskedLM, 2 layers x 128, bert-base-uncased vocabulary (4.4M parameters)",
         # Distillation spreads this sparse base's documents from 70-100 active terms to
         # 3,500-5,200 unless preservation also holds the general words of domain texts.
-        # Measured on the five dev domains (corpus-only adapt, seeds 0/1, 148 query-seed pairs):
-        # held-out domain-semantic +0.064 (p < 0.001), controls +0.053; on offline-minilm the
+        # Measured on the five dev domains (corpus-only adapt, seeds 0/1, 148 query-seed pairs,
+        # which understate p; not recomputed per query): held-out domain-semantic +0.064 (p < 0.001), controls +0.053; on offline-minilm the
         # same setting costs explicit queries 0.064, so it is this base's, not everyone's
         # (README, "The offline trained SPLADE base").
         recommended={"distill": {"pres_form": "all-texts"}},

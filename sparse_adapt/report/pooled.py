@@ -87,8 +87,11 @@ def pooled_table(summaries: list[dict]) -> list[str]:
 
 
 def _p(p: float) -> str:
-    """Three decimals, or four where three would put it on the other side of 0.05 (0.0496)."""
+    """Three decimals, or as many more as keep it on its side of 0.05 (0.0496, 0.04996)."""
     if p < 0.001:
         return "<0.001"
-    shown = f"{p:.3f}"
-    return shown if (float(shown) < 0.05) == (p < 0.05) else f"{p:.4f}"
+    for digits in range(3, 8):
+        shown = f"{p:.{digits}f}"
+        if (float(shown) < 0.05) == (p < 0.05):
+            return shown
+    return f"{p:.8f}"

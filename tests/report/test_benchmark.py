@@ -593,4 +593,5 @@ def test_each_qrels_file_judges_its_own_queries_and_a_query_id_in_both_files_is_
 def test_a_p_value_is_never_shown_on_the_other_side_of_005():
     from sparse_adapt.report.pooled import _p
 
-    assert [_p(p) for p in (0.0004, 0.0496, 0.05, 0.0504, 0.1234)] == ["<0.001", "0.0496", "0.050", "0.050", "0.123"]
+    assert [_p(p) for p in (0.0004, 0.0496, 0.04996, 0.05, 0.0504, 0.1234)] == \
+        ["<0.001", "0.0496", "0.04996", "0.050", "0.050", "0.123"]
