@@ -14,6 +14,9 @@ from sparse_adapt.cli import main
                                  "greater than or equal to 1 (see sparse-adapt encode --help)"),
     (["encode", "x", "--bogus"], "error: sparse-adapt encode: No such option: --bogus (see sparse-adapt encode --help)"),
     (["nosuch"], "error: sparse-adapt: No such command 'nosuch' (see sparse-adapt --help)"),
+    # raised before click made a context: the command is found in the arguments
+    (["--threads", "2", "encode", "x", "-k"], "error: sparse-adapt encode: Option '-k' requires an argument "
+                                              "(see sparse-adapt encode --help)"),
     (["--threads", "0", "encode", "x"], "error: sparse-adapt: Invalid value for '--threads': Input should be greater "
                                         "than or equal to 1 (see sparse-adapt --help)"),
     (["tune", "--seed", "4294967296"], "error: sparse-adapt tune: Invalid value for '--seed': Input should be less "
@@ -22,8 +25,8 @@ from sparse_adapt.cli import main
     (["encode", "--device", "cpu", "x"], "error: sparse-adapt encode: No such option: --device (--device is a global "
                                          "option: give it before the command, sparse-adapt --device ... encode ...) "
                                          "(see sparse-adapt encode --help)"),
-], ids=["missing argument", "out of range", "unknown option", "unknown command", "global option", "tune seed",
-        "global option placed after"])
+], ids=["missing argument", "out of range", "unknown option", "unknown command", "option without value",
+        "global option", "tune seed", "global option placed after"])
 def test_a_usage_error_is_one_line_and_code_2(argv, line, capsys):
     assert main(argv) == 2
     captured = capsys.readouterr()

@@ -92,10 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     except typer.TyperException as e:  # click's errors (typer vendors click; >= 0.28 derives them from this)
         if type(e).__name__ == "NoArgsIsHelpError":  # a bare command: its help is already printed
             return e.exit_code
-        err_console.print(f"[bold red]error:[/bold red] {escape(terminal_safe(_usage_line(e)))}",
+        err_console.print(f"[bold red]error:[/bold red] {escape(terminal_safe(_usage_line(e, argv)))}",
                           highlight=False, soft_wrap=True)
         return e.exit_code
-    except typer.Abort:  # end of input at a prompt (sparse-adapt asks none)
+    except typer.Abort:  # end of input at a prompt (sparse-adapt asks none), or an interrupt typer calls one
+        if stopped:
+            return _said_stopped(stopped[0])
         err_console.print("[bold red]error:[/bold red] aborted", highlight=False)
         return 1
     except SparseAdaptError as e:
@@ -128,15 +130,18 @@ def main(argv: list[str] | None = None) -> int:
 GLOBAL_OPTIONS = ("--device", "--threads")
 
 
-def _usage_line(e: typer.TyperException) -> str:
+def _usage_line(e: typer.TyperException, argv: list[str] | None) -> str:
     """``sparse-adapt encode: Missing argument 'text' (see sparse-adapt encode --help)``."""
     ctx = getattr(e, "ctx", None)
     message = e.format_message()
+    if ctx is None:  # click raised it before a context ("-k requires an argument"): the command from argv
+        commands = {c.name for c in app.registered_commands}
+        name = next((w for w in (sys.argv[1:] if argv is None else argv) if w in commands), None)
+        path = f"sparse-adapt {name}" if name else "sparse-adapt"
+        return f"{path}: {message.rstrip('.')} (see {path} --help)"
     if getattr(e, "option_name", None) in GLOBAL_OPTIONS and ctx is not None and ctx.parent is not None:
         message += (f" ({e.option_name} is a global option: give it before the command, "
                     f"sparse-adapt {e.option_name} ... {ctx.info_name} ...)")
-    if ctx is None:
-        return message
     return f"{ctx.command_path}: {message.rstrip('.')} (see {ctx.command_path} --help)"
 
 

@@ -69,6 +69,7 @@ def index(
     from sparse_adapt.retrieval.export import empty_sentence, inexact_sentence, read_export_meta, validate_vectors
     from sparse_adapt.retrieval.lucene import IndexMeta, build_index
 
+    check_thread_count("--threads-index", threads)
     check_output(index_dir, overwrite, flag="--index", inputs=(vectors,))
     meta = read_export_meta(vectors)
     check = validate_vectors(vectors, meta["documents"])

@@ -227,8 +227,8 @@ def render_benchmark(report: dict) -> str:
         out += ["", "## Pooled by split: every query, its seeds averaged", "",
                 "Each held-out group's queries of a split's domains, each query's adapted nDCG@10 the mean of its "
                 "seeds (the query is the unit: its seeds share its base value); p: two-sided paired permutation "
-                "test of the mean change (sign flips; exact up to 16 queries that changed).", "",
-                *pooled_rows]
+                "test of the mean change (sign flips; exact up to 16 queries that changed).",
+                *_fewer_seeds(results, i["seeds"]), "", *pooled_rows]
     ablation = ablation_table(results, i["ablation_seeds"])
     if ablation:
         out += [
@@ -285,6 +285,12 @@ def benchmark_differences(benchmark: dict, base: str, config: dict) -> list[str]
     if keys:
         differences.append(f"config ({', '.join(keys)})")
     return differences
+
+
+def _fewer_seeds(results: list[dict], seeds: Sequence[int]) -> list[str]:
+    """The sentence naming the domains the pooled table leaves out (measured on fewer seeds)."""
+    fewer = [name for name, _, _, full in measured(results, seeds) if full and {r["seed"] for r in full} != set(seeds)]
+    return [f"Left out (measured on fewer seeds): {', '.join(fewer)}."] if fewer else []
 
 
 def load_benchmark(path: str | Path) -> dict:

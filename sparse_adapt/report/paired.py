@@ -34,4 +34,4 @@ def paired_test(adapted: np.ndarray, base: np.ndarray, tie: float = TIE) -> dict
             n_resamples=RESAMPLES, alternative="two-sided", random_state=0,
         ).pvalue)
     return {"wins": int((diff > tie).sum()), "ties": int((np.abs(diff) <= tie).sum()),
-            "losses": int((diff < -tie).sum()), "p_value": round(min(p, 1.0), 4)}
+            "losses": int((diff < -tie).sum()), "p_value": round(min(p, 1.0), 6)}

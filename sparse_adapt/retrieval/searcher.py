@@ -73,7 +73,9 @@ def require_stored_vectors(index_dir: str | Path, meta: IndexMeta | None = None)
     """Feedback reads the first pass's documents' vectors back from the index: refused, before
     any model loads, for an index built without ``--store-vectors``."""
     meta = meta if meta is not None else IndexMeta.load(Path(index_dir)) if Path(index_dir).is_dir() else None
-    if Path(index_dir).is_dir() and (meta is None or not meta.vectors):
+    if Path(index_dir).is_dir() and meta is None:  # the retriever says why (the impact scale is unknown)
+        return
+    if meta is not None and not meta.vectors:
         raise LuceneError(
             f"{index_dir}: built without --store-vectors, so feedback cannot read its documents' vectors; "
             "rebuild it with `sparse-adapt index --store-vectors`"

@@ -458,11 +458,11 @@ def test_paired_test_by_hand():
     from sparse_adapt.report.paired import paired_test
 
     # 7 pairs all +0.4: of 128 sign flips only all-plus and all-minus are as extreme, p = 2/128
-    assert paired_test([0.9] * 7, [0.5] * 7) == {"wins": 7, "ties": 0, "losses": 0, "p_value": round(2 / 128, 4)}
+    assert paired_test([0.9] * 7, [0.5] * 7) == {"wins": 7, "ties": 0, "losses": 0, "p_value": round(2 / 128, 6)}
     assert paired_test([0.5, 0.5], [0.5, 0.5])["p_value"] == 1.0
     # ties flip to themselves and are left out: 7 changed pairs among 27 are enumerated exactly
     assert paired_test([0.9] * 7 + [0.5] * 20, [0.5] * 27) == {"wins": 7, "ties": 20, "losses": 0,
-                                                                "p_value": round(2 / 128, 4)}
+                                                                "p_value": round(2 / 128, 6)}
 
 
 def test_check_out_refuses_a_foreign_directory_and_accepts_a_stopped_benchmark(tmp_path):
@@ -595,3 +595,13 @@ def test_a_p_value_is_never_shown_on_the_other_side_of_005():
 
     assert [_p(p) for p in (0.0004, 0.0496, 0.04996, 0.05, 0.0504, 0.1234)] == \
         ["<0.001", "0.0496", "0.04996", "0.050", "0.050", "0.123"]
+
+
+def test_the_pooled_section_names_the_domains_it_leaves_out():
+    from sparse_adapt.report.benchmark_md import _fewer_seeds
+
+    results = [_pq("a", "test", None, "base", {"q1": 0.5}), _pq("a", "test", 0, "full", {"q1": 1.0}),
+               _pq("a", "test", 1, "full", {"q1": 1.0}),
+               _pq("c", "test", None, "base", {"y": 0.1}), _pq("c", "test", 0, "full", {"y": 0.9})]
+    assert _fewer_seeds(results, [0, 1]) == ["Left out (measured on fewer seeds): c."]
+    assert _fewer_seeds(results, [0]) == []
