@@ -139,7 +139,7 @@ def _usage_line(e: typer.TyperException, argv: list[str] | None) -> str:
         name = next((w for w in (sys.argv[1:] if argv is None else argv) if w in commands), None)
         path = f"sparse-adapt {name}" if name else "sparse-adapt"
         return f"{path}: {message.rstrip('.')} (see {path} --help)"
-    if getattr(e, "option_name", None) in GLOBAL_OPTIONS and ctx is not None and ctx.parent is not None:
+    if getattr(e, "option_name", None) in GLOBAL_OPTIONS and ctx.parent is not None:
         message += (f" ({e.option_name} is a global option: give it before the command, "
                     f"sparse-adapt {e.option_name} ... {ctx.info_name} ...)")
     return f"{ctx.command_path}: {message.rstrip('.')} (see {ctx.command_path} --help)"

@@ -208,11 +208,7 @@ def evaluate(
         raise ConfigError("--max-active-dims applies to in-memory scoring; an --index holds what `export` wrote")
     if depth is not None and index is None:
         raise ConfigError("--depth applies to --index (Lucene's hits per query); in memory every document is ranked")
-    fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
-    if fb is not None and index is not None:  # said before any model loads and encodes
-        from sparse_adapt.retrieval.searcher import require_stored_vectors
-
-        require_stored_vectors(index)
+    fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms, index=index)
     if save_run is not None:
         from sparse_adapt.retrieval.datasets import local_beir_files
 

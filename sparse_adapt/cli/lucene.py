@@ -137,11 +137,7 @@ def search(
     check_thread_count("--threads-search", threads)
     if query is not None:
         require_text(query, "query")
-    fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
-    if fb is not None and index_dir is not None:  # said before any model loads and encodes
-        from sparse_adapt.retrieval.searcher import require_stored_vectors
-
-        require_stored_vectors(index_dir)
+    fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms, index=index_dir)
     if (model is None) == (onnx is None):
         raise ConfigError("search needs exactly one of --model (PyTorch) or --onnx (ONNX Runtime) for the query")
     batch = None

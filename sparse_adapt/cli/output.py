@@ -16,6 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sparse_adapt.progress import Hooks
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from sparse_adapt.retrieval.feedback import Feedback
 
 # Help text of every --base/--model option. Spelled out rather than read from
@@ -171,8 +173,10 @@ FEEDBACK_TERMS_OPTION = typer.Option(
 )
 
 
-def feedback_settings(on: bool, docs: int | None, weight: float | None, terms: int | None) -> Feedback | None:
-    """The ``--feedback`` settings (None when off); a tuning flag without ``--feedback`` is refused."""
+def feedback_settings(on: bool, docs: int | None, weight: float | None, terms: int | None,
+                      index: Path | None = None) -> Feedback | None:
+    """The ``--feedback`` settings (None when off); a tuning flag without ``--feedback`` is refused,
+    and so is feedback on an ``index`` built without stored vectors, before any model loads."""
     from sparse_adapt.errors import ConfigError
     from sparse_adapt.retrieval.feedback import Feedback
 
@@ -184,9 +188,14 @@ def feedback_settings(on: bool, docs: int | None, weight: float | None, terms: i
         return None
     chosen = {k: v for k, v in zip(("docs", "weight", "terms"), given.values()) if v is not None}
     try:
-        return Feedback(**chosen)
+        feedback = Feedback(**chosen)
     except ValueError as e:  # "feedback docs must be ..." -> "--feedback-docs must be ..."
         raise ConfigError(f"--{str(e).replace(' ', '-', 1)}") from None
+    if index is not None:
+        from sparse_adapt.retrieval.searcher import require_stored_vectors
+
+        require_stored_vectors(index)
+    return feedback
 
 
 def check_thread_count(flag: str, threads: int | None) -> None:

@@ -122,13 +122,17 @@ def str_field(path: Path, line: int, obj: dict, field: str) -> str:
     return checked_text(path, line, field, value)
 
 
+# Categories that draw nothing of their own: controls, format characters, and marks (nonspacing,
+# spacing combining, enclosing), which sit on a letter.
+UNSEEN = frozenset({"Cc", "Cf", "Mn", "Mc", "Me"})
+
+
 def visible(text: str) -> bool:
     """Whether ``text`` holds more than whitespace, invisible characters (a zero-width space, a
     NUL) and marks with nothing to sit on (a lone combining accent, an emoji variation selector):
     a document of those encoded to the model's empty-input vector and matched generic queries
     (uncased WordPiece strips the marks, leaving no piece)."""
-    return any(not c.isspace() and unicodedata.category(c)[0] != "M" and unicodedata.category(c) not in ("Cc", "Cf")
-               for c in text)
+    return any(not c.isspace() and unicodedata.category(c) not in UNSEEN for c in text)
 
 
 # Characters that only hide in an id: the byte-order mark (zero-width no-break space), the zero-width space, the word joiner.

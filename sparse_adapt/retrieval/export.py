@@ -181,10 +181,10 @@ def read_export_meta(vectors_dir: str | Path) -> dict:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, RecursionError):
         raise DataError(path, None, None, "not valid JSON; export the documents again") from None
-    for key, kind in (("scale", int), ("model", str), ("documents", int)):
+    # (key, type, least value): JSON's true is an int to Python; a scale below 1 or a negative count is no export's
+    for key, kind, least in (("scale", int, 1), ("model", str, None), ("documents", int, 0)):
         value = meta.get(key) if isinstance(meta, dict) else None
-        # JSON's true is an int to Python; a scale below 1 or a negative count is no export's
-        if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < (key == "scale")):
+        if not isinstance(value, kind) or isinstance(value, bool) or (least is not None and value < least):
             raise DataError(path, None, key, f"missing or not a valid {kind.__name__}; export the documents again")
     return meta
 
@@ -239,7 +239,7 @@ def _id_hash(doc_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(doc_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
 
 
-def _refuse_repeated_ids(path: Path, hashes: "array") -> None:
+def _refuse_repeated_ids(path: Path, hashes: array) -> None:
     """A repeated id (Lucene would index two documents under it), named with both lines."""
     ordered = np.sort(np.frombuffer(hashes, dtype=np.uint64))
     shared = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
