@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sparse_adapt.cli.output import BASE_HELP, console, seed_option, warn, wrote
+from sparse_adapt.cli.output import BASE_HELP, FILE_PATH, console, seed_option, warn, wrote
 from sparse_adapt.corpus.language import check_language
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.progress import signed
@@ -75,7 +75,7 @@ def _language(lang: str, documents) -> str:
 
 def mine_terms(
     corpus: Path = typer.Option(..., "--corpus", help="docs.jsonl of your corpus."),
-    out: Path = typer.Option(..., "--out", help="domain_terms.json to write (category -> terms)."),
+    out: Path = typer.Option(..., "--out", **FILE_PATH, help="domain_terms.json to write (category -> terms)."),
     base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP + " Its tokenizer counts pieces."),
     top: int = TOP_OPTION,
     min_count: int = MIN_COUNT_OPTION,
@@ -124,7 +124,7 @@ def mine_terms(
 def build_dictionary(
     corpus: Path = typer.Option(..., "--corpus", help="docs.jsonl of your corpus."),
     terms: Path = typer.Option(..., "--terms", help="domain_terms.json."),
-    out: Path = typer.Option(..., "--out", help="dictionary.jsonl to write."),
+    out: Path = typer.Option(..., "--out", **FILE_PATH, help="dictionary.jsonl to write."),
     dictionary: Optional[Path] = typer.Option(
         None, "--dictionary", help="Your own entries: kept unchanged, and they win over harvested ones."
     ),
@@ -170,7 +170,7 @@ def build_dictionary(
 def make_train(
     corpus: Path = typer.Option(..., "--corpus", help="docs.jsonl of your corpus."),
     terms: Path = typer.Option(..., "--terms", help="domain_terms.json."),
-    out: Path = typer.Option(..., "--out", help="train.jsonl to write."),
+    out: Path = typer.Option(..., "--out", **FILE_PATH, help="train.jsonl to write."),
     teacher: str = typer.Option("offline-minilm", "--teacher", help=TEACHER_HELP),
     base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP + " It mines the hard negatives."),
     seed: int = seed_option("Seeds the crops."),

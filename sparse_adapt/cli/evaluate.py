@@ -21,8 +21,8 @@ from rich.table import Table
 from rich.text import Text
 
 from sparse_adapt.cli.output import (
-    BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, console,
-    feedback_settings, warn,
+    BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, FILE_PATH,
+    console, feedback_settings, warn,
 )
 from sparse_adapt.data import Document, Qrels, Query
 from sparse_adapt.errors import ConfigError
@@ -182,7 +182,7 @@ def evaluate(
     feedback_docs: Optional[int] = FEEDBACK_DOCS_OPTION,
     feedback_weight: Optional[float] = FEEDBACK_WEIGHT_OPTION,
     feedback_terms: Optional[int] = FEEDBACK_TERMS_OPTION,
-    save_run: Optional[Path] = typer.Option(None, "--save-run", help="Write this system's run (TREC format)."),
+    save_run: Optional[Path] = typer.Option(None, "--save-run", **FILE_PATH, help="Write this system's run (TREC format)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --save-run file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (see README)."),
 ) -> None:

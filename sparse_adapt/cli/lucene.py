@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sparse_adapt.cli.output import (
-    BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, OVERWRITE_HELP,
+    BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, FILE_PATH, OVERWRITE_HELP,
     check_thread_count, console, feedback_option, feedback_settings, require_text, warn, wrote,
 )
 from sparse_adapt.progress import counted
@@ -109,7 +109,7 @@ def search(
         None, "--queries", help="queries.jsonl (or .tsv) instead of QUERY: search every query (no qrels needed) and "
         "write the top --k of each to --save-run.",
     ),
-    save_run: Optional[Path] = typer.Option(None, "--save-run", help="With --queries: the TREC run file written."),
+    save_run: Optional[Path] = typer.Option(None, "--save-run", **FILE_PATH, help="With --queries: the TREC run file written."),
     threads: Optional[int] = typer.Option(None, "--threads-search", min=1, help="With --queries: Lucene search threads "
                                           "(default 1)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --save-run file."),

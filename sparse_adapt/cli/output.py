@@ -3,6 +3,7 @@ plus the help texts and options several commands share."""
 
 from __future__ import annotations
 
+import os
 import time
 import unicodedata
 from contextlib import contextmanager
@@ -141,6 +142,21 @@ def require_text(text: str, what: str) -> str:
 
 
 OVERWRITE_HELP = "Replace an existing output (a non-empty directory or a file) instead of refusing."
+
+
+def _file_path(value: str) -> "Path":
+    """Parser of an option naming a file to write: ``--save-run runs/`` ended in a slash, which
+    ``Path`` drops, so a file named ``runs`` was written where the user meant a folder."""
+    from pathlib import Path
+
+    if value.endswith("/") or value.endswith(os.sep):
+        raise typer.BadParameter(f"{value} ends in '{value[-1]}', so it names a folder; "
+                                 f"give the path of a file (such as {value}NAME)")
+    return Path(value)
+
+
+# typer.Option(..., **FILE_PATH): `parser` alone would show the annotation's name (<Path>) in --help.
+FILE_PATH = {"parser": _file_path, "metavar": "<path>"}
 
 
 # torch.manual_seed takes up to 2^64 - 1 and the stages add small offsets; 2^65 had stopped

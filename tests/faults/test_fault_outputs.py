@@ -175,6 +175,25 @@ def test_save_run_overwrite_replaces_the_file(files, tmp_path, capsys):
     assert run.read_text().split()[2] in {json.loads(line)["doc_id"] for line in GATROCRAPTIC.docs.open()}
 
 
+# Every option naming a file to write (argv without the destination).
+FILE_WRITERS = {
+    "evaluate --save-run": ALL_WRITERS["evaluate --save-run"],
+    "search --save-run": lambda f: ["search", "--model", f["model"], "--index", f["vectors"],
+                                    "--queries", GATROCRAPTIC.queries, "--save-run"],
+    "mine-terms --out": lambda f: ["mine-terms", "--corpus", f["docs"], "--out"],
+    "build-dictionary --out": lambda f: ["build-dictionary", "--corpus", f["docs"], "--terms", f["terms"], "--out"],
+    "make-train --out": lambda f: ["make-train", "--corpus", f["docs"], "--terms", f["terms"], "--out"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(FILE_WRITERS))
+def test_a_file_output_ending_in_a_slash_is_refused_and_nothing_is_written(command, files, tmp_path, capsys):
+    """`--save-run runs/` wrote a file named ``runs``: the slash, which names a folder, is lost in ``Path``."""
+    result = cli(capsys, FILE_WRITERS[command](files) + [f"{tmp_path / 'runs'}/"])
+    assert_one_line_error(result, "names a folder")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.fixture
 def no_work(monkeypatch):
     """Make loading any model fail the test: a refused destination must be refused first."""
