@@ -227,7 +227,10 @@ def run_tuning(
         if resumed:
             again = "runs again" if counted < trials else f"would run again with a --trials above {counted}"
             hooks.message(f"tune: resuming the study in {out}: {counted} of {trials} trials done"
-                          + (f"; trial {', '.join(map(str, interrupted))} was stopped and {again}" if interrupted else ""))
+                          + (f"; trial {', '.join(map(str, interrupted))} was stopped and {again}" if interrupted else "")
+                          # --overwrite replaces other files, not this study: said, since a user may read it as "start over"
+                          + (f" (--overwrite does not restart a study; remove {out / STUDY_DB} to start over)"
+                             if overwrite else ""))
         said: set[str] = set()
 
         def say_once(message: str) -> None:

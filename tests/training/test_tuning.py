@@ -425,7 +425,11 @@ def test_a_study_stopped_before_its_baseline_was_queued_still_runs_it_and_a_base
     said = Messages()
     run_tuning(_data(inputs), out, str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1), space=SPACE,
                hooks=said.hooks())
-    assert "1 of 1 trials done" in said.text()
+    assert "1 of 1 trials done" in said.text() and "--overwrite" not in said.text()
+    said = Messages()  # --overwrite replaces other files, not the study: a user reading it as "start over" is told
+    run_tuning(_data(inputs), out, str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1), space=SPACE,
+               hooks=said.hooks(), overwrite=True)
+    assert "1 of 1 trials done (--overwrite does not restart a study; remove" in said.text()
 
 
 def _optuna_db(path: Path) -> None:
