@@ -301,6 +301,7 @@ def test_a_tsv_header_line_is_refused_not_read_as_a_record(tmp_path, header):
     ("run.json", '{"q1": {"d1": 1' + "0" * 400 + "}}", None, "q1.d1", "expected a finite number"),
     # shown as written, not as the "inf" it converts to
     ("run.trec", "q1 Q0 d1 1 1e400 tag\n", 1, "score", "expected a finite number, got 1e400"),
+    ("run.json", '{"q1": {"d1": -1.5e400}}', None, "q1.d1", "expected a finite number, got -1.5e400"),
     # ranx's JSON layout holds numbers: a quoted score is another format
     ("run.json", '{"q1": {"d1": "1.0"}}', None, "q1.d1", "expected a JSON number, got the string '1.0'"),
 ])

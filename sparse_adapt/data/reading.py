@@ -82,11 +82,31 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     return obj
 
 
+class Overflowed(float):
+    """A JSON number too large for a float (``1e400``): infinite, and shown as the file wrote it,
+    since "got inf" named nothing the user had written."""
+
+    def __new__(cls, text: str) -> "Overflowed":
+        obj = super().__new__(cls, text)
+        obj.written = text
+        return obj
+
+    def __str__(self) -> str:
+        return self.written
+
+    __repr__ = __str__
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    return value if math.isfinite(value) else Overflowed(text)
+
+
 def parse_json(path: Path, line: int | None, text: str) -> Any:
     """JSON of a user's file or line. A key repeated in one object is an error: JSON parsers
     keep only its last value, so a category or field written twice would vanish silently."""
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_float=_parse_float)
     except _RepeatedKey as e:
         raise DataError(path, line, e.key, "appears twice in one JSON object (only the last would count)") from None
     except json.JSONDecodeError as e:
