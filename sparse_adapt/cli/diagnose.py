@@ -91,6 +91,8 @@ def diagnose(
     query_list = load_queries(queries_path) if queries_path is not None else None
     if fb is not None and query_list is None:
         raise ConfigError("--feedback checks the queries' expansion after feedback; give --queries")
+    if doc is not None and not any(d.doc_id == doc for d in documents):  # before the model loads
+        raise ConfigError(f"--doc {doc!r}: no document with this id in {docs_path}")
     splade = _load_model(model, json_out)
     sources = Sources(
         model=model, docs=str(docs_path), terms=_str(terms_path),

@@ -105,9 +105,12 @@ def test_diagnose_errors_are_one_line(files, capsys):
     rc = main(["diagnose", "Gatrocraptic", "--model", str(files / "missing"), "--docs", str(files / "docs.jsonl")])
     err = capsys.readouterr().err
     assert rc == 2 and "model directory not found" in err and len(err.strip().splitlines()) == 1
-    rc = main(["diagnose", "Gatrocraptic", *_args(files), "--doc", "d9"])
+    # named with the documents file, and before the model loads (a missing model would say so first)
+    rc = main(["diagnose", "Gatrocraptic", "--model", str(files / "missing"), "--docs", str(files / "docs.jsonl"),
+               "--doc", "d9"])
     err = capsys.readouterr().err
-    assert rc == 2 and "--doc 'd9'" in err and len(err.strip().splitlines()) == 1
+    assert rc == 2 and f"--doc 'd9': no document with this id in {files / 'docs.jsonl'}" in err
+    assert len(err.strip().splitlines()) == 1
     (files / "bad.jsonl").write_text('{"doc_id": "x"}\n')
     rc = main(["diagnose", "Gatrocraptic", "--model", str(files / "model"), "--docs", str(files / "bad.jsonl")])
     err = capsys.readouterr().err
