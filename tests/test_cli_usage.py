@@ -38,3 +38,29 @@ def test_help_is_still_help(capsys):
     assert "Print the top-weighted terms" in capsys.readouterr().out
     assert main([]) == 2  # no command: the app's help, as before, with click's usage code
     assert "Commands" in capsys.readouterr().out
+
+
+def test_a_ctrl_c_while_the_cli_imports_is_one_line_and_code_130(monkeypatch, capsys):
+    """The console script's entry catches it: the CLI's own stop handlers exist only once imported."""
+    import sys
+    import types
+
+    from sparse_adapt.__main__ import entry
+
+    class Importing(types.ModuleType):
+        def __getattr__(self, name):  # `from sparse_adapt.cli import entry` while the user presses Ctrl-C
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "sparse_adapt.cli", Importing("sparse_adapt.cli"))
+    with pytest.raises(SystemExit) as e:
+        entry()
+    assert e.value.code == 130
+    assert capsys.readouterr().err.splitlines() == ["stopped by Ctrl-C before the command began: nothing was written"]
+
+
+def test_the_console_script_is_the_guarded_entry():
+    import tomllib
+    from pathlib import Path
+
+    scripts = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"sparse-adapt": "sparse_adapt.__main__:entry"}
