@@ -76,26 +76,19 @@ class EvalSet:
     @classmethod
     def load(cls, files: corpora.CorpusFiles, warnings: list[str] | None = None) -> "EvalSet":
         """The domain's files, checked; what is wrong but usable is appended to ``warnings``."""
-        from sparse_adapt.data import load_documents, load_qrels, load_queries, load_query_groups
+        from sparse_adapt.data import load_documents, load_query_groups
         from sparse_adapt.data.qrels import check_query_groups
-        from sparse_adapt.retrieval.evaluation import check_qrels
+        from sparse_adapt.retrieval.evaluation import load_judged
 
         warnings = [] if warnings is None else warnings
         documents = load_documents(files.docs)
-        doc_ids = {d.doc_id for d in documents}
-        queries, qrels = [], {}
         # As `evaluate` and `report` do: qrels naming documents or queries that are not there
         # count as misses or drop out silently; nothing at all to match is an error.
-        for q_file, r_file in ((files.queries, files.qrels), (files.heldout_queries, files.heldout_qrels)):
-            part, judged = load_queries(q_file), load_qrels(r_file)
-            clash = sorted({q.qid for q in part} & {q.qid for q in queries})
-            if clash:  # as report refuses them: one id, two texts, one of them silently lost
-                raise ConfigError(f"{q_file}: query ids also in {files.queries}: {', '.join(clash[:5])}")
-            warnings += check_qrels(judged, [q.qid for q in part], doc_ids, (str(r_file), str(q_file), str(files.docs)))
-            queries += part
-            # Each file judges its own queries only (the warnings name the rest as not evaluated).
-            own = {q.qid for q in part}
-            qrels.update({q: r for q, r in judged.items() if q in own})
+        loaded, judged, notes = load_judged([(files.queries, files.qrels), (files.heldout_queries, files.heldout_qrels)],
+                                            files.docs, {d.doc_id for d in documents})
+        warnings += notes
+        queries = [q for part in loaded for q in part]
+        qrels = {q: r for part in judged for q, r in part.items()}
         groups = load_query_groups(files.query_groups)
         # As report and adapt do: a group naming a query that is not there would shrink silently.
         check_query_groups(files.query_groups, groups, {q.qid for q in queries})

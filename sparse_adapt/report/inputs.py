@@ -141,30 +141,17 @@ def derive_groups(queries: Sequence[Query], heldout: Sequence[Query], terms: dic
 
 def load_report_data(inputs: ReportInputs) -> ReportData:
     """Load and cross-check every input (before any training starts)."""
-    from sparse_adapt.data import (
-        check_query_groups, load_documents, load_domain_terms, load_qrels, load_queries, load_query_groups,
-    )
+    from sparse_adapt.data import check_query_groups, load_documents, load_domain_terms, load_query_groups
 
     i = inputs.resolved()
-    documents, queries, qrels = load_documents(i.corpus), load_queries(i.queries), load_qrels(i.qrels)
-    terms = load_domain_terms(i.terms)
-    heldout = load_queries(i.heldout_queries) if i.heldout_queries else []
-    heldout_qrels = load_qrels(i.heldout_qrels) if i.heldout_qrels else {}
-    clash = sorted({q.qid for q in queries} & {q.qid for q in heldout})
-    if clash:
-        raise ConfigError(f"{i.heldout_queries}: query ids also in {i.queries}: {', '.join(clash[:5])}")
-    from sparse_adapt.retrieval.evaluation import check_qrels
+    documents, terms = load_documents(i.corpus), load_domain_terms(i.terms)
+    from sparse_adapt.retrieval.evaluation import load_judged
 
     # As `evaluate` checks them: qrels judging none of the queries stop here, not after training.
-    doc_ids = {d.doc_id for d in documents}
-    notes = check_qrels(qrels, [q.qid for q in queries], doc_ids, (str(i.qrels), str(i.queries), str(i.corpus)))
-    if heldout:
-        notes += check_qrels(heldout_qrels, [q.qid for q in heldout], doc_ids,
-                             (str(i.heldout_qrels), str(i.heldout_queries), str(i.corpus)))
-    # Each file judges its own queries only (the notes name the rest as not evaluated): a held-out
-    # qrels line for a main query replaced that query's judgements in the merged group tables.
-    qrels = {q: r for q, r in qrels.items() if q in {x.qid for x in queries}}
-    heldout_qrels = {q: r for q, r in heldout_qrels.items() if q in {x.qid for x in heldout}}
+    pairs = [(i.queries, i.qrels)] + ([(i.heldout_queries, i.heldout_qrels)] if i.heldout_queries else [])
+    loaded, judged, notes = load_judged(pairs, i.corpus, {d.doc_id for d in documents})
+    queries, qrels = loaded[0], judged[0]
+    heldout, heldout_qrels = (loaded[1], judged[1]) if i.heldout_queries else ([], {})
     if i.groups is not None:
         groups, source = load_query_groups(i.groups), "file"
         known = {q.qid for q in queries} | {q.qid for q in heldout}

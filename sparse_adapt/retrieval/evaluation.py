@@ -54,6 +54,34 @@ def _examples(ids: Sequence[str]) -> str:
     return ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
 
 
+def load_judged(
+    pairs: Sequence[tuple[str | Path, str | Path]], docs: str | Path, doc_ids: Collection[str],
+) -> tuple[list[list[Query]], list[dict[str, dict[str, int]]], list[str]]:
+    """Query files and their qrels (``(queries, qrels)`` per pair: a domain's own and held-out
+    ones), each pair checked as `evaluate` checks one (:func:`check_qrels`, its warnings
+    returned). A query id in two files is refused: one id with two texts, one silently lost.
+    Each qrels file judges its own file's queries only: a held-out qrels line for a main query
+    replaced that query's judgements where the files were merged."""
+    from sparse_adapt.data import load_qrels, load_queries
+    from sparse_adapt.errors import ConfigError
+
+    queries: list[list[Query]] = []
+    qrels: list[dict[str, dict[str, int]]] = []
+    notes: list[str] = []
+    seen: dict[str, str | Path] = {}  # query id -> the file it came from
+    for q_file, r_file in pairs:
+        part, judged = load_queries(q_file), load_qrels(r_file)
+        clash = sorted(q.qid for q in part if q.qid in seen)
+        if clash:
+            raise ConfigError(f"{q_file}: query ids also in {seen[clash[0]]}: {', '.join(clash[:5])}")
+        seen.update({q.qid: q_file for q in part})
+        notes += check_qrels(judged, [q.qid for q in part], doc_ids, (str(r_file), str(q_file), str(docs)))
+        own = {q.qid for q in part}
+        queries.append(part)
+        qrels.append({q: r for q, r in judged.items() if q in own})
+    return queries, qrels, notes
+
+
 def check_qrels(
     qrels: dict[str, dict[str, int]], qids: Collection[str], doc_ids: Collection[str] | None = None,
     names: tuple[str, str, str] = ("the qrels", "the queries", "the documents"),

@@ -89,6 +89,29 @@ def test_a_query_without_judgements_is_said_not_to_be_evaluated():
     assert check_qrels(qrels, ["q1", "q2"], ["d1", "d2"]) == []
 
 
+def test_query_files_are_loaded_apart_each_judged_by_its_own_qrels_and_an_id_in_two_is_refused(tmp_path):
+    from sparse_adapt.errors import ConfigError
+    from sparse_adapt.retrieval.evaluation import load_judged
+
+    def write(name, lines):
+        (tmp_path / name).write_text("".join(lines), encoding="utf-8")
+        return tmp_path / name
+
+    main = write("queries.jsonl", ['{"qid": "q1", "text": "a"}\n', '{"qid": "q2", "text": "b"}\n'])
+    held = write("heldout.jsonl", ['{"qid": "h1", "text": "c"}\n'])
+    # the held-out qrels also judge q1 (with another document): that line must not replace q1's judgements
+    main_r = write("qrels.tsv", ["q1 0 d1 1\n", "q2 0 d2 1\n"])
+    held_r = write("heldout_qrels.tsv", ["h1 0 d3 1\n", "q1 0 d2 1\n"])
+    (queries, heldout), (qrels, heldout_qrels), notes = load_judged(
+        [(main, main_r), (held, held_r)], "docs.jsonl", {"d1", "d2", "d3"})
+    assert [q.qid for q in queries] == ["q1", "q2"] and [q.qid for q in heldout] == ["h1"]
+    assert qrels == {"q1": {"d1": 1}, "q2": {"d2": 1}} and heldout_qrels == {"h1": {"d3": 1}}
+    assert notes == [f"{held_r}: 1 of 2 judged queries are not in {held} and are not evaluated (e.g. q1)"]
+    clash = write("clash.jsonl", ['{"qid": "q2", "text": "another text"}\n'])
+    with pytest.raises(ConfigError, match=f"^{clash}: query ids also in {main}: q2$"):
+        load_judged([(main, main_r), (clash, main_r)], "docs.jsonl", {"d1", "d2"})
+
+
 def test_compare_json_is_strict_json_and_a_partial_run_is_said(tmp_path, capsys):
     from corpora import GATROCRAPTIC
     from sparse_adapt.cli import main
