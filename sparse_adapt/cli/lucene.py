@@ -78,6 +78,7 @@ def index(
     seconds = build_index(vectors, index_dir, threads, store_vectors, IndexMeta(
         scale=meta["scale"], model=meta["model"], documents=indexed, seconds=0.0,
         model_sha256=str(meta.get("model_sha256", "")), vectors=store_vectors,
+        weights_sha256=str(meta.get("weights_sha256", "")),
     ))
     if empty:
         warn(empty_sentence(empty, meta["documents"], meta["scale"]))

@@ -37,7 +37,7 @@ from torch import nn
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.errors import ConfigError, ModelLoadError, SparseAdaptError, require_positive_int, require_texts
 from sparse_adapt.modeling.encoder import PLURAL, Kind, SpladeEncoder
-from sparse_adapt.modeling.fingerprint import model_sha256
+from sparse_adapt.modeling.fingerprint import model_hashes
 from sparse_adapt.modeling.vectors import VectorMethods, check_max_active_dims, keep_top, ranked_row
 from sparse_adapt.progress import Hooks
 
@@ -97,6 +97,7 @@ class OnnxMeta:
     # The source's weights and vocabulary (fingerprint.model_sha256): what `search --onnx` checks
     # against the index's export. Empty in exports written before it was recorded.
     model_sha256: str = ""
+    weights_sha256: str = ""  # the same without the document window (fingerprint.model_hashes); "" before it
 
     @classmethod
     def load(cls, directory: Path) -> "OnnxMeta":
@@ -171,7 +172,7 @@ def export_onnx(splade: SpladeEncoder, out: str | Path, opset: int = DEFAULT_OPS
                           f"{onnx.defs.onnx_opset_version()} (the installed onnx), got {opset}")
     t0 = time.perf_counter()
     splade.exclude_special_tokens()  # the graph carries the exclusion in its weights
-    fingerprint = model_sha256(splade)  # the model as saved: what `export` recorded for the index
+    fingerprint, weights = model_hashes(splade)  # the model as saved: what `export` recorded for the index
     if any(p.dtype != torch.float32 for p in splade.mlm.parameters()):
         # ONNX Runtime's CPU kernels run float32 (a bf16 graph has no Add kernel there, and an
         # fp16 one drifted past the tolerance): a half-precision checkpoint is exported, and
@@ -197,7 +198,7 @@ def export_onnx(splade: SpladeEncoder, out: str | Path, opset: int = DEFAULT_OPS
             source=source or splade.settings.base, vocab_size=splade.vocab_size,
             query_max_length=splade.settings.query_max_length, doc_max_length=splade.settings.doc_max_length,
             opset=opset, max_abs_diff=0.0, top10_identical=0, probes=len(PROBE_TEXTS), seconds=0.0,
-            model_sha256=fingerprint,
+            model_sha256=fingerprint, weights_sha256=weights,
         )
         _write_meta(tmp, meta)
         try:

@@ -34,7 +34,7 @@ from sparse_adapt.data.reading import id_problem, parse_json
 from sparse_adapt.errors import ConfigError, require_positive_int
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.modeling.encoder import SORT_WINDOW_BATCHES, SpladeEncoder
-from sparse_adapt.modeling.fingerprint import model_sha256
+from sparse_adapt.modeling.fingerprint import model_hashes
 from sparse_adapt.modeling.truncation import truncated
 from sparse_adapt.modeling.vectors import check_max_active_dims, rank
 from sparse_adapt.progress import Hooks, counted
@@ -87,6 +87,9 @@ class ExportStats:
     # score them, and Lucene holds no document without terms.
     empty: int = 0
     empty_ids: list[str] = field(default_factory=list)  # the first EMPTY_SHOWN of them
+    # The same model's hash without its document window (fingerprint.model_hashes): matches an
+    # index or ONNX export written before the window counted.
+    weights_sha256: str = ""
 
     @property
     def docs_per_second(self) -> float:
@@ -142,7 +145,7 @@ def export_vectors(
     task = progress.task("exporting", total) if progress is not None else None
     n_docs = postings = n_truncated = empty = 0
     empty_ids: list[str] = []
-    digest = model_sha256(splade)
+    digest, weights_digest = model_hashes(splade)
     start = time.perf_counter()
     with atomic_directory(Path(out)) as tmp:
         with (tmp / VECTORS_FILE).open("w", encoding="utf-8") as f:
@@ -166,7 +169,7 @@ def export_vectors(
                     task.advance(len(batch), description=f"exporting ({rate:.1f} docs/s)")
         stats = ExportStats(
             n_docs, postings, time.perf_counter() - start, config.scale, model_name or splade.settings.base, n_truncated, digest,
-            config.max_active_dims, empty, empty_ids,
+            config.max_active_dims, empty, empty_ids, weights_digest,
         )
         meta = {**asdict(stats), "docs_per_second": stats.docs_per_second, "docs": str(docs)}
         (tmp / EXPORT_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

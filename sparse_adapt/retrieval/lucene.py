@@ -58,6 +58,8 @@ class IndexMeta:
     # Lucene also stores each document's exported line, impacts included (`index --store-vectors`),
     # which query-time feedback reads back; off by default because it makes the index ~4x larger.
     vectors: bool = False
+    # The model's hash without its document window ("" in indexes written before it was recorded).
+    weights_sha256: str = ""
 
     def save(self, index_dir: Path) -> None:
         (index_dir / INDEX_META).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")

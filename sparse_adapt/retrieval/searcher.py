@@ -26,7 +26,7 @@ from sparse_adapt.retrieval.export import lucene_vocabulary, quantise
 from sparse_adapt.retrieval.feedback import Feedback, rocchio
 from sparse_adapt.retrieval.lucene import IndexMeta, LuceneError, impact_searcher
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.modeling.fingerprint import model_sha256
+from sparse_adapt.modeling.fingerprint import model_hashes, same_model
 
 
 class QueryModel(Protocol):
@@ -115,20 +115,19 @@ class LuceneRetriever:
             return (f"{self.index_dir} records no model hash (built by an older version): "
                     f"cannot check that {model!r} encoded its documents")
         if not isinstance(self.encoder.splade, SpladeEncoder):  # an ONNX export: its metadata holds the hash
-            mine = self.encoder.splade.meta.model_sha256
-            if not mine:  # exported before the hash was recorded: the path is all there is
+            onnx = self.encoder.splade.meta
+            if not onnx.model_sha256:  # exported before the hash was recorded: the path is all there is
                 return None if self.meta.model == model else (
                     f"{self.index_dir} was exported with {self.meta.model!r}; the ONNX query encoder comes from {model!r}")
+            mine = (onnx.model_sha256, onnx.weights_sha256)
         else:
-            mine = model_sha256(self.encoder.splade)
-            if mine != self.meta.model_sha256 and model_sha256(self.encoder.splade, False) == self.meta.model_sha256:
-                return None  # exported before the hash counted the document window: same weights, all it can say
-        if mine != self.meta.model_sha256:
-            return (f"{self.index_dir} was built from a different model than {model!r} "
-                    f"(sha256 of weights, vocabulary and document length {self.meta.model_sha256[:12]} vs {mine[:12]}; "
-                    f"exported as {self.meta.model!r}): "
-                    f"query and document vectors do not match")
-        return None
+            mine = model_hashes(self.encoder.splade)
+        if same_model((self.meta.model_sha256, self.meta.weights_sha256), mine):
+            return None
+        return (f"{self.index_dir} was built from a different model than {model!r} "
+                f"(sha256 of weights, vocabulary and document length {self.meta.model_sha256[:12]} vs {mine[0][:12]}; "
+                f"exported as {self.meta.model!r}): "
+                f"query and document vectors do not match")
 
     @property
     def num_docs(self) -> int:

@@ -65,7 +65,9 @@ def test_search_warns_when_the_model_behind_the_path_changed(tiny_model_dir, tmp
     meta_file = index / "sparse_adapt_index.json"
     meta = json.loads(meta_file.read_text())
     current = meta["model_sha256"]
-    meta_file.write_text(json.dumps({**meta, "model_sha256": model_sha256(SpladeEncoder.from_pretrained(model), False)}))
+    weights_only = model_sha256(SpladeEncoder.from_pretrained(model), False)
+    older_meta = {k: v for k, v in meta.items() if k != "weights_sha256"}  # an older index has no such key
+    meta_file.write_text(json.dumps({**older_meta, "model_sha256": weights_only}))
     older = cli(capsys, ["search", "budget", "--index", index, "--model", model, "--json"])
     assert older.code == 0 and "warning" not in older.err, older.err
     meta_file.write_text(json.dumps({**meta, "model_sha256": current}))
@@ -85,3 +87,15 @@ def test_search_warns_when_the_model_behind_the_path_changed(tiny_model_dir, tmp
     assert through_onnx.code == 0 and "was built from a different model" in through_onnx.err_line, through_onnx.err
     long = cli(capsys, ["search", "budget " * 80, "--index", index, "--onnx", onnx, "--json"])
     assert "the query is longer than" in long.err_line, long.err
+    # an ONNX export of the index's own model made before the hash counted the document window
+    # (its one hash: weights and vocabulary) is that model, not "different"
+    from sparse_adapt.modeling.onnx import META_FILE
+
+    old_onnx = tmp_path / "onnx-older"
+    assert cli(capsys, ["onnx", "--model", tiny_model_dir, "--out", old_onnx]).code == 0
+    onnx_meta = json.loads((old_onnx / META_FILE).read_text())
+    assert onnx_meta["weights_sha256"] == weights_only
+    onnx_meta = {**{k: v for k, v in onnx_meta.items() if k != "weights_sha256"}, "model_sha256": weights_only}
+    (old_onnx / META_FILE).write_text(json.dumps(onnx_meta))
+    older_onnx = cli(capsys, ["search", "budget", "--index", index, "--onnx", old_onnx, "--json"])
+    assert older_onnx.code == 0 and "warning" not in older_onnx.err, older_onnx.err

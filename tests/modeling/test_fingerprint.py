@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -39,3 +40,30 @@ def test_the_hash_follows_weights_and_the_document_window_not_the_query_window(t
     with torch.no_grad():
         splade.mlm.get_output_embeddings().bias[5] += 1e-3
     assert model_sha256(splade) != saved
+
+
+def test_model_hashes_are_the_full_and_the_weights_only_hash_in_one_pass():
+    from sparse_adapt.modeling.fingerprint import model_hashes
+
+    splade = make_tiny_bert()
+    assert model_hashes(splade) == (model_sha256(splade), model_sha256(splade, False))
+    assert model_sha256(splade) != model_sha256(splade, False)
+
+
+# (recorded by the index, recorded by the query side, same model?): F/W = full / weights-only hash
+# of model A, f/w = of model B (B: A's weights with another document window), "" = not recorded.
+@pytest.mark.parametrize("index, query, same", [
+    (("FA", "WA"), ("FA", "WA"), True),    # both written since the window counted
+    (("FB", "WA"), ("FA", "WA"), False),   # same weights, another document window: other vectors
+    (("WA", ""), ("FA", "WA"), True),      # an index from before the window counted (its one hash: weights)
+    (("FA", "WA"), ("WA", ""), True),      # an ONNX export from before it
+    (("WA", ""), ("WA", ""), True),        # both from before
+    (("FA", ""), ("FA", "WA"), True),      # written on the day the full hash came, before the weights one
+    (("FA", ""), ("WA", ""), False),       # nothing shared to compare: said, as before
+    (("WB", ""), ("FA", "WA"), False),     # other weights
+])
+def test_recorded_hash_pairs_match_across_the_versions_that_wrote_them(index, query, same):
+    from sparse_adapt.modeling.fingerprint import same_model
+
+    hashes = {"FA": "a" * 64, "WA": "b" * 64, "FB": "c" * 64, "WB": "d" * 64, "": ""}
+    assert same_model(tuple(hashes[h] for h in index), tuple(hashes[h] for h in query)) is same
