@@ -146,14 +146,31 @@ def _check_out(
             return
         if diff and not overwrite:
             raise AdaptMismatchError(
-                f"{out} holds an adapt run with other {', '.join(diff)}; use another --out, pass --overwrite "
-                f"to discard that run, or delete {out}"
+                f"{out} holds an adapt run with other {_differences(old, manifest, diff)}; use another --out, "
+                f"pass --overwrite to discard that run, or delete {out}"
             )
         if diff:
             _discard_run(out, keep)
             hooks.message(f"--overwrite: discarded the adapt run in {out} ({', '.join(diff)} differed)")
     elif out.exists() and (not out.is_dir() or any(p.name != LOCK_FILE for p in out.iterdir())):
         raise AdaptMismatchError(f"{out} exists and holds no {MANIFEST}: refusing to write an adapt run into it")
+
+
+def _differences(old: dict, new: dict, keys: list[str]) -> str:
+    """``options (top 20 -> 10), base`` for the manifest keys that differ: which option changed
+    is what a user needs to rerun as before (hashes of files are only named)."""
+    said = []
+    for key in keys:
+        before, after = old.get(key), new.get(key)
+        if isinstance(before, dict) and isinstance(after, dict) and key in ("options", "given"):
+            changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+            detail = changed if key == "given" else [f"{k} {before.get(k)} -> {after.get(k)}" for k in changed]
+            said.append(f"{key} ({', '.join(detail)})")
+        elif key in ("base", "teacher", "seed"):
+            said.append(f"{key} ({before} -> {after})")
+        else:
+            said.append(key)
+    return ", ".join(said)
 
 
 def _discard_run(out: Path, keep: tuple[Path, ...]) -> None:
@@ -290,7 +307,7 @@ def run_adapt(
     """
     from sparse_adapt.corpus.language import ENGLISH, resolve_language
     from sparse_adapt.corpus.text import corpus_warnings
-    from sparse_adapt.modeling.builtin import needs_pretraining
+    from sparse_adapt.modeling.builtin import load_tokenizer, needs_pretraining
     from sparse_adapt.training.config import load_config
     from sparse_adapt.training.pipeline import run_pipeline
     from sparse_adapt.training.rundir import RunMismatchError, final_record, part_holding
@@ -305,6 +322,7 @@ def run_adapt(
         if path is not None:
             checks[name](path)
     load_config(config, base, ADAPT_SETTINGS)
+    load_tokenizer(base)  # a mistyped --base fails here, before --out is made
     pretrain = needs_pretraining(base) if pretrain is None else pretrain
     manifest = {
         "corpus": file_sha256(corpus), "base": str(base), "teacher": str(teacher), "seed": int(seed),

@@ -19,6 +19,7 @@ pretrain``); any other directory or hub id trains with the plain defaults.
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,9 +129,16 @@ def needs_pretraining(name: str | Path) -> bool:
 BASE_HELP = f"Model directory, hub id or a built-in base ({', '.join(BUILTIN_BASES)})."
 
 
+def builtin_hint(name: str) -> str:
+    """`` (did you mean ...?)`` for a name one typo from a built-in base, else "": a missing
+    local directory or Hub id is all a loader can otherwise say of ``offline-splade-tin``."""
+    close = difflib.get_close_matches(name, list(BUILTIN_BASES), n=1, cutoff=0.8)
+    return f" (did you mean the built-in base {close[0]!r}?)" if close and close[0] != name else ""
+
+
 def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
     """The tokenizer of a built-in base, a model directory or a hub id (no weights loaded)."""
-    from sparse_adapt.modeling.hub import local_model_path, model_directory
+    from sparse_adapt.modeling.hub import hub_loading, local_model_path, model_directory
 
     name = str(name_or_path)
     where: str | Path = name
@@ -138,8 +146,10 @@ def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
         where = BUILTIN_BASES[name].directory()
     elif local_model_path(name) is not None:  # a missing directory is said as such, not as the
         where = model_directory(name)  # Hub's "Repo id must be in the form ..."; a Hub id fetches its tokenizer alone
-    try:
-        return AutoTokenizer.from_pretrained(where)
-    except (OSError, ValueError) as e:
-        first = first_line(e)
-        raise ModelLoadError(f"cannot load a tokenizer from {name!r}: {first}") from None
+    # A Hub id: one probe first, as for a model (without it, a typo cost ~50 s of retries).
+    with hub_loading(str(where)) as hub:
+        try:
+            return AutoTokenizer.from_pretrained(where, **hub.kwargs)
+        except (OSError, ValueError) as e:
+            raise ModelLoadError(f"cannot load a tokenizer from {name!r}: {hub.failure(first_line(e))}"
+                                 f"{builtin_hint(name)}") from None

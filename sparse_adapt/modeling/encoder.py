@@ -35,7 +35,7 @@ from sparse_adapt.errors import (
 )
 from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
-from sparse_adapt.modeling.builtin import BUILTIN_BASES
+from sparse_adapt.modeling.builtin import BUILTIN_BASES, builtin_hint
 from sparse_adapt.modeling.heads import head_support, max_pieces
 from sparse_adapt.modeling.hub import missing_weights, model_directory, quiet_transformers, remote_code, warn_unused_weights
 from sparse_adapt.modeling.interop import (
@@ -126,7 +126,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
             mlm, tokenizer = BUILTIN_BASES[name].load()
             enc = cls(mlm, tokenizer, SpladeSettings(base=name))
         else:
-            path = model_directory(name, trust_remote_code)
+            path = model_directory(name, trust_remote_code, hint=builtin_hint(name))
             if not (path / "config.json").is_file():
                 raise ModelLoadError(f"{name} has no config.json: not a Hugging Face model directory")
             pickles = sorted(p.name for p in path.glob("*.bin"))

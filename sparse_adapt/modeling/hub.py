@@ -127,16 +127,17 @@ def local_model_path(name: str) -> Path | None:
     return None
 
 
-def model_directory(name: str, trust_remote_code: bool = False) -> Path:
+def model_directory(name: str, trust_remote_code: bool = False, hint: str = "") -> Path:
     """Where the files of ``name`` are: the local directory, or the snapshot of a Hub id in the
     Hugging Face cache (fetched, or taken from the cache with a warning when the Hub does not
-    answer). A missing local path or an unknown id is a :class:`ModelLoadError`."""
+    answer). A missing local path or an unknown id is a :class:`ModelLoadError` (``hint``
+    appended: builtin.builtin_hint's "did you mean", which this module cannot import)."""
     if not name.strip():  # Path("") is the working directory
         raise ModelLoadError("the model name is empty")
     path = local_model_path(name)
     if path is not None:
         if not path.exists():
-            raise ModelLoadError(f"model directory not found: {name}")
+            raise ModelLoadError(f"model directory not found: {name}{hint}")
         if not path.is_dir():
             raise ModelLoadError(f"not a model directory: {name}")
         return path
@@ -148,7 +149,7 @@ def model_directory(name: str, trust_remote_code: bool = False) -> Path:
             snapshot = snapshot_download(name, allow_patterns=patterns, local_files_only=bool(hub.unreachable))
         except Exception as e:  # unknown or gated id, no cached copy, a failed transfer: one line
             raise ModelLoadError(f"cannot load {name!r}: no such local directory, and as a Hugging Face Hub id: "
-                                 f"{hub.failure(first_line(e))}") from None
+                                 f"{hub.failure(first_line(e))}{hint}") from None
     return Path(snapshot)
 
 

@@ -380,7 +380,21 @@ def test_cli_bad_queries_qrels_or_groups_exit_2_before_anything_is_written(setup
 def test_cli_adapt_glosses_reaches_the_run(setup, finished, capsys):
     out = finished
     assert main(_cli(setup, out, "--glosses")) == 2  # the finished run was made without glosses
-    assert "holds an adapt run with other options" in _err(capsys)
+    assert "holds an adapt run with other options (glosses False -> True);" in _err(capsys)
+
+
+def test_cli_adapt_with_a_mistyped_builtin_base_fails_at_once_and_makes_no_out(setup, tmp_path, capsys, monkeypatch):
+    """The Hub was asked with its retries twice (~50 s) and adapt.json was left in --out."""
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # no network in tests either way
+    argv = _cli(setup, tmp_path / "out")
+    argv[argv.index("--base") + 1] = "offline-splade-tin"
+    assert main(argv) == 2
+    err = _err(capsys)
+    assert "cannot load a tokenizer from 'offline-splade-tin'" in err
+    assert err.endswith("(did you mean the built-in base 'offline-splade-tiny'?)")
+    assert not (tmp_path / "out").exists()
 
 
 def test_cli_generation_options_default_to_the_librarys():
