@@ -229,7 +229,9 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
                             for t in targets])
         console.print(table)
     if not d.recommendations:
-        console.print(Text("✓ nothing to fix: the model gives the term weight, rank and expansion", style="bold green"))
+        unchecked = any(t.query_expansion is None for t in d.targets)
+        gives = "weight and rank (query expansion not checked: pass --queries)" if unchecked else "weight, rank and expansion"
+        console.print(Text(f"✓ nothing to fix: the model gives the term {gives}", style="bold green"))
     for i, rec in enumerate(d.recommendations, start=1):
         console.print(Text.assemble((f"{i}. ", "bold"), (rec.finding, "red"), "\n   → ", rec.action))
         for cmd in rec.commands:

@@ -75,7 +75,9 @@ def checks(vocab: VocabularyCheck, doc: DocumentChoice, targets: list[TargetDiag
                                 f"{r.weight:.4f}", name))
             status = PASS if r.rank == 1 else WARN if r.rank <= TOP_RANK else FAIL
             out.append(Check("top_rank", status, f"1 (<= {TOP_RANK}: warn)", f"{r.rank} of {r.nonzero}", name))
-        if qe is not None:
+        if qe is None:  # said, so that a clean table is not read as "expansion checked"
+            out.append(Check("query_expansion", NA, ">= 1 query w/o term", "not checked: no queries given", name))
+        else:
             if qe.without_term == 0:
                 out.append(Check("query_expansion", NA, ">= 1 query w/o term", "every query has it", name))
             else:

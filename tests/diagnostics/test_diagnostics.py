@@ -206,6 +206,22 @@ def test_healthy_term_passes_and_needs_no_recommendation(extended):
                  "high_weight", "top_rank", "query_expansion"):
         assert status[name] == "pass", name
     assert r.recommendations == []
+    from rich.console import Console
+
+    from diagnostics.render import render_term
+
+    def closing_line(result) -> str:
+        console = Console(record=True, width=200)
+        render_term(result, console)
+        return console.export_text().strip().splitlines()[-1]
+
+    assert closing_line(r) == "✓ nothing to fix: the model gives the term weight, rank and expansion"
+    # without queries the expansion is not checked: said in the table and in the closing line
+    unchecked = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS)
+    assert {c.name: (c.status, c.actual) for c in unchecked.checks}["query_expansion"] == (
+        "n/a", "not checked: no queries given")
+    assert closing_line(unchecked) == ("✓ nothing to fix: the model gives the term weight and rank "
+                                       "(query expansion not checked: pass --queries)")
 
 
 def test_dead_term_gets_warmup_and_query_expansion_recommendations(extended):
