@@ -84,12 +84,13 @@ def worse_than_base(rows: list[dict]) -> list[str]:
     """One warning per query set the adapted model scores more than :data:`WORSE_BY` below the
     base on (its "all" row): a run that made retrieval worse must say so, not leave it to a
     minus sign in a table. With queries of your own, they decide: the pseudo held-out set,
-    cropped from the corpus by the run itself, is then not warned about."""
+    cropped from the corpus by the run itself, is then not warned about. The same with
+    ``--feedback`` on both sides (``feedback`` against ``base_feedback``, where measured): a
+    model that loses to the base searched with feedback loses in the setting the table offers."""
     yours = any(r["set"] != PSEUDO for r in rows)
     out = []
     for r in rows:
-        # Exactly WORSE_BY below passes issue 11's control bar, so it is no loss to warn of (float slack).
-        if r["group"] != "all" or r["adapted"] >= r["base"] - WORSE_BY - 1e-9 or (yours and r["set"] == PSEUDO):
+        if r["group"] != "all" or (yours and r["set"] == PSEUDO):
             continue
         n = r["queries"]
         few = f"; {n} queries are a reading, not a verdict" if n < FEW_QUERIES else ""
@@ -98,8 +99,11 @@ def worse_than_base(rows: list[dict]) -> list[str]:
         else:
             advice = ("keep the base for such queries, or see which terms fail with `sparse-adapt diagnose TERM "
                       "--model FINAL`")
-        out.append(f"on {r['set']} ({n} queries) the adapted model scores nDCG@10 {r['adapted']:.3f}, below the "
-                   f"base's {r['base']:.3f}{few}: {advice}")
+        for adapted, base, how in (("adapted", "base", ""), ("feedback", "base_feedback", " with --feedback")):
+            # Exactly WORSE_BY below passes issue 11's control bar, so it is no loss to warn of (float slack).
+            if adapted in r and r[adapted] < r[base] - WORSE_BY - 1e-9:
+                out.append(f"on {r['set']} ({n} queries){how} the adapted model scores nDCG@10 {r[adapted]:.3f}, "
+                           f"below the base's {r[base]:.3f}{how}{few}: {advice}")
     return out
 
 

@@ -635,6 +635,12 @@ def test_a_set_scored_below_the_base_is_a_warning():
     assert line.startswith("on your queries (20 queries)") and "reading" not in line
     assert "keep the base for such queries" in line
     assert worse_than_base(pseudo + [row("your queries", "all", 30, 0.5, 0.9)]) == []
+    # with --feedback on both sides too: better than the base, but below the base with feedback
+    fed = {**row("your queries", "all", 9, 0.896, 0.909), "base_feedback": 0.940, "feedback": 0.921}
+    (line,) = worse_than_base([fed])
+    assert line.startswith("on your queries (9 queries) with --feedback the adapted model scores nDCG@10 0.921, "
+                           "below the base's 0.940 with --feedback; 9 queries are a reading")
+    assert worse_than_base([{**fed, "feedback": 0.930}]) == []  # within the tolerance
 
 
 def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_its_settings(setup, monkeypatch):
