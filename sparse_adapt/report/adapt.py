@@ -29,7 +29,8 @@ from sparse_adapt.retrieval.evaluation import (
 from sparse_adapt.retrieval.feedback import Feedback
 
 SUMMARY = "summary.json"
-SCHEMA = "sparse-adapt.adapt-summary/4"  # /1 had no "base_feedback", /2 no "truncated", /3 no "warnings"
+# /1 had no "base_feedback", /2 no "truncated", /3 no "warnings", /4 no "card_sha256"
+SCHEMA = "sparse-adapt.adapt-summary/5"
 # Below this many queries a set's change is a reading, not a verdict: legal's 7 paraphrases
 # scored 0.712 and 0.665 with seeds 0 and 1 of one pooled adapt-corpus run (bench/RESULTS.md).
 FEW_QUERIES = 20
@@ -152,6 +153,42 @@ def adapt_summary(
         "generated": result.files.generated, "notes": result.notes, "evaluation": rows, "inspect": inspect.to_dict(),
         "truncated": {"documents": len(cut), "of": len(documents), "max_length": limit},
         "warnings": worse_than_base(rows),
+        "card_sha256": _card_with_figures(result, rows, hooks),
     }
     write_json_atomic(result.final.parent / SUMMARY, summary)
     return summary
+
+
+def _card_with_figures(result: AdaptResult, rows: list[dict], hooks: Hooks) -> str | None:
+    """Rewrite ``DIR/final``'s model card with the figures measured here (it said "no retrieval
+    metrics measured", the training pipeline's words), unless the user edited it since the pipeline
+    or an earlier summary wrote it; returns the sha256 of the card written (None: none written)."""
+    import hashlib
+    import json
+
+    from sparse_adapt.modeling.card import CARD_FILE, write_model_card
+    from sparse_adapt.training.rundir import LOG_FILE, RUN_FILE
+
+    card, run = result.final / CARD_FILE, result.training
+    if not card.is_file() or not (run / RUN_FILE).is_file():
+        return None
+
+    def sha(path: Path) -> str | None:
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+    old = result.final.parent / SUMMARY
+    ours = {sha(run / "final" / CARD_FILE)}
+    if old.is_file():
+        try:
+            ours.add(json.loads(old.read_text(encoding="utf-8")).get("card_sha256"))
+        except (ValueError, AttributeError):  # damaged, or no object: no card of ours to recognise
+            pass
+    if sha(card) not in ours - {None}:
+        hooks.message(f"{card} was edited: kept as it is (the figures are in {old})")
+        return None
+    evaluation = {f"{r['set']}, {r['group']} ({r['queries']} queries)": {
+        "nDCG@10 base": r["base"], "nDCG@10 adapted": r["adapted"],
+        "nDCG@10 base + feedback": r["base_feedback"], "nDCG@10 adapted + feedback": r["feedback"]} for r in rows}
+    manifest = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
+    return sha(write_model_card(result.final, SpladeEncoder.from_pretrained(result.final), manifest,
+                                run / LOG_FILE, evaluation or None))

@@ -599,7 +599,7 @@ def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, fini
     for column, feedback in (("base", None), ("base_feedback", Feedback())):
         run = score_in_memory(base, docs, held, feedback=feedback)
         assert pseudo[column] == pytest.approx(evaluate_run(judged, run, ["ndcg@10"], qids=qids)["ndcg@10"])
-    assert summary["schema"] == "sparse-adapt.adapt-summary/4"
+    assert summary["schema"] == "sparse-adapt.adapt-summary/5"
     assert summary["warnings"] == report.worse_than_base(summary["evaluation"])
     limit = base.max_length("document")
     assert summary["truncated"] == {"documents": 0, "of": len(docs), "max_length": limit}
@@ -611,6 +611,29 @@ def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, fini
     assert summary["truncated"] == {"documents": 1, "of": len(DOCS) + 1, "max_length": limit}
     assert any(m.startswith(f"1 of {len(DOCS) + 1} documents is longer than {limit} pieces") and "split long" in m
                for m in rec.messages)
+
+
+def test_the_summary_writes_its_figures_into_the_model_card_unless_the_user_edited_it(setup):
+    import hashlib
+
+    from sparse_adapt.report import adapt as report
+
+    out = setup["root"] / "run-card"
+    result = _adapt(setup, out)
+    card = out / "final" / "README.md"
+    assert "measured no retrieval metrics" in card.read_text()  # the pipeline's card: it evaluates nothing
+    summary = report.adapt_summary(result, setup["corpus"], setup["base"])
+    text = card.read_text()
+    row = next(r for r in summary["evaluation"] if r["group"] == "all")
+    assert "measured no retrieval metrics" not in text
+    assert f"| pseudo held-out, all ({row['queries']} queries) | {row['adapted']:.4f} | {row['feedback']:.4f} |" in text
+    assert summary["card_sha256"] == hashlib.sha256(card.read_bytes()).hexdigest()
+    assert report.adapt_summary(result, setup["corpus"], setup["base"])["card_sha256"] == summary["card_sha256"]
+    card.write_text(text + "Approved for the support search.\n")  # the user's own words stay
+    rec = Recorder()
+    again = report.adapt_summary(result, setup["corpus"], setup["base"], hooks=rec.hooks())
+    assert card.read_text().endswith("Approved for the support search.\n") and again["card_sha256"] is None
+    assert f"{card} was edited: kept as it is" in " ".join(rec.messages)
 
 
 def test_a_set_scored_below_the_base_is_a_warning():
