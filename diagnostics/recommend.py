@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from diagnostics.sections.checks import HIGH_WEIGHT, WARN
@@ -23,6 +23,11 @@ class Sources:
     train: str | None = None
     # True when the term already is one domain token of this model (extend stage done).
     extended: bool = False
+    # The adapt run directory whose final model this is: its terms file is edited and adapt rerun,
+    # since `train` from the adapted model on the run's dictionary and lists would not name the term.
+    adapt_run: str | None = None
+    # A domain term of the model one typo from a term no document contains (set by the diagnosis).
+    near: str | None = None
 
     def path(self, value: str | None, placeholder: str) -> str:
         if value is None:
@@ -39,6 +44,12 @@ class Sources:
 
     def stages(self, *later: str) -> str:
         return ",".join((() if self.extended else ("extend",)) + later)
+
+    def adapt_again(self, term: str) -> str:
+        terms = self.path(self.terms, "the terms file you gave adapt")
+        return (f"add '{term}' to a category of {terms} and rerun the `sparse-adapt adapt` command that made "
+                f"{self.path(self.adapt_run, 'the run')}: it makes the dictionary and training data again from the "
+                "edited terms and retrains (pass --overwrite when it asks)")
 
 
 @dataclass
@@ -57,6 +68,7 @@ def _add_to_terms(term: str, s: Sources, checks: Sequence) -> Recommendation:
     return Recommendation(
         "add_to_terms",
         f"'{term}' is not in the terms file",
+        s.adapt_again(term) if s.adapt_run else
         f"add '{term}' to a category of {s.path(s.terms, 'TERMS.json')} so extend-vocab, the domain hinge "
         "and the FLOPS exclusion cover it",
     )
@@ -75,6 +87,8 @@ def _extend(term: str, s: Sources, checks: Sequence) -> Recommendation:
         finding = f"'{term}' is not one token: the model splits it ({checks[0].actual})"
     else:
         finding = f"'{term}' is one token but not a registered domain token (hinge and FLOPS exclusion ignore it)"
+    if s.adapt_run:
+        return Recommendation("extend", finding, s.adapt_again(term))
     return Recommendation(
         "extend",
         finding,
@@ -185,6 +199,10 @@ def recommend(term: str, failed_checks: Sequence, sources: Sources) -> list[Reco
         # A split term: the weight, logit and expansion checks graded its pieces, not the term, and
         # extend's command already runs every stage; three --stages lists for one run contradicted it.
         recs = [r for r in recs if r.id not in SUBSUMED_BY_EXTEND]
+    if sources.near:  # a typo is the likelier story than a term to add: said before any remedy for one
+        recs = [replace(r, action=f"check the spelling first: this model has the domain term '{sources.near}'; "
+                                  f"if '{term}' is another term, {r.action}")
+                if r.id in ("add_to_terms", "extend", "documents") else r for r in recs]
     return sorted(recs, key=lambda r: ORDER.index(r.id))
 
 

@@ -61,6 +61,15 @@ class TermDiagnosis:
         return [c for c in self.checks if c.status in (WARN, FAIL)]
 
 
+def near_domain_term(splade: SpladeEncoder, term: str) -> str | None:
+    """The model's domain term one typo from ``term`` (``krellamin`` for ``krellamine``), if any."""
+    import difflib
+
+    known = {t.lower(): t for t in splade.settings.domain_terms}
+    close = difflib.get_close_matches(term.lower(), list(known), n=1, cutoff=0.8)
+    return known[close[0]] if close and close[0] != term.lower() else None
+
+
 @torch.inference_mode()
 def diagnose_term(
     splade: SpladeEncoder,
@@ -132,6 +141,10 @@ def _diagnose(
         warnings.append(
             f"no document of {doc.docs_searched} contains '{term}': sections 2-4 use the term alone as a probe text"
         )
+        near = near_domain_term(splade, term)
+        if near is not None:
+            sources = replace(sources, near=near)
+            warnings.append(f"did you mean '{near}'? It is a domain term of this model")
     elif not doc.term_spans:
         warnings.append(f"document {doc.doc_id} does not contain '{term}' within the model's first {doc.num_tokens} "
                         "tokens: no occurrences to mark")

@@ -77,7 +77,7 @@ def diagnose(
     fb = feedback_settings(feedback, feedback_docs, feedback_weight, feedback_terms)
     from diagnostics import Sources, diagnose_term
     from diagnostics.render import render_term
-    from sparse_adapt.corpus.adapt import generated_inputs
+    from sparse_adapt.corpus.adapt import adapt_run_of, generated_inputs
     from sparse_adapt.data import load_documents, load_domain_terms, load_queries
 
     docs_path = docs_or_bundled(docs)
@@ -95,7 +95,7 @@ def diagnose(
         raise ConfigError(f"--doc {doc!r}: no document with this id in {docs_path}")
     splade = _load_model(model, json_out)
     sources = Sources(
-        model=model, docs=str(docs_path), terms=_str(terms_path),
+        model=model, docs=str(docs_path), terms=_str(terms_path), adapt_run=_str(adapt_run_of(model)),
         dictionary=_str(companion(docs_path, None, "dictionary") or own.get("dictionary")),
         train=_str(companion(docs_path, None, "train") or own.get("train")),
     )

@@ -271,21 +271,26 @@ def prepare_inputs(
     return files, notes
 
 
+def adapt_run_of(model: str | Path) -> Path | None:
+    """The adapt run ``DIR`` when ``model`` is its ``DIR/final`` (or ``DIR/training/final``)."""
+    path = Path(model)
+    if path.name != FINAL:
+        return None
+    return next((run for run in (path.parent, path.parent.parent) if (run / MANIFEST).is_file()), None)
+
+
 def generated_inputs(model: str | Path) -> dict[str, Path]:
     """The inputs ``adapt`` generated for ``model`` when it is an adapt run's ``DIR/final`` (or
     ``DIR/training/final``): ``{"terms" | "dictionary" | "train": path}`` for those ``DIR``
     holds; files the run took from the user are not in ``DIR`` and not returned."""
-    path = Path(model)
-    if path.name != FINAL:
+    run = adapt_run_of(model)
+    if run is None:
         return {}
-    for run in (path.parent, path.parent.parent):
-        if (run / MANIFEST).is_file():
-            try:
-                given = json.loads((run / MANIFEST).read_text(encoding="utf-8")).get("given") or {}
-            except (OSError, ValueError, AttributeError):
-                return {}
-            return {k: run / name for k, name in GENERATED.items() if given.get(k) is None and (run / name).is_file()}
-    return {}
+    try:
+        given = json.loads((run / MANIFEST).read_text(encoding="utf-8")).get("given") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {k: run / name for k, name in GENERATED.items() if given.get(k) is None and (run / name).is_file()}
 
 
 def run_adapt(

@@ -665,3 +665,18 @@ def test_recommendations_follow_the_checks_reasons_not_their_text(sparse):
     unknown = diagnose_term(sparse, "\u2603\u2604", DOCS)  # characters this vocabulary has no piece for: [UNK]
     assert next(c for c in unknown.checks if c.name == "single_token").reason == "special_token"
     assert "holds characters the tokenizer does not know" in unknown.recommendations[0].finding
+
+
+def test_a_split_term_of_an_adapt_runs_model_is_remedied_by_editing_its_terms_and_rerunning_adapt():
+    from diagnostics.recommend import recommend
+    from diagnostics.sections.checks import FAIL, Check
+
+    split = [Check("single_token", FAIL, "1 token", "2 pieces: quo, ##vane")]
+    plain = recommend("Quovane", split, Sources(model="m", terms="terms.json"))
+    assert [r.commands[0].split(" --")[0] for r in plain] == ["sparse-adapt train"]
+    [rec] = recommend("Quovane", split, Sources(model="runs/mine/final", terms="runs/mine/domain_terms.json",
+                                                 adapt_run="runs/mine"))
+    assert rec.id == "extend" and rec.commands == []
+    assert rec.action == ("add 'Quovane' to a category of runs/mine/domain_terms.json and rerun the `sparse-adapt "
+                          "adapt` command that made runs/mine: it makes the dictionary and training data again from "
+                          "the edited terms and retrains (pass --overwrite when it asks)")

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from conftest import make_tiny_bert
+from diagnostics.recommend import Sources
 from diagnostics.schema import DIAGNOSE_SCHEMA, EXPLAIN_SCHEMA, INSPECT_SCHEMA, validate
 from sparse_adapt.modeling.base import set_bias
 from sparse_adapt.modeling.calibration import calibrate_bias
@@ -204,7 +205,21 @@ def test_diagnose_and_inspect_an_adapt_runs_model_use_its_mined_terms(files, tmp
     out = json.loads(capsys.readouterr().out)
     [check] = [c for c in out["checks"] if c["name"] == "in_terms_file"]
     assert rc == 0 and check["status"] == "fail"
-    assert any("domain_terms.json" in r["action"] for r in out["recommendations"])
+    # the remedy for an adapt run: edit its terms and rerun adapt (a `train` from the adapted model on
+    # the run's dictionary and training lists, which never name the term, would teach it nothing)
+    [rec] = [r for r in out["recommendations"] if r["id"] == "add_to_terms"]
+    def shown(path):  # as the recommendations show a path
+        return Sources("m").path(str(path), "")
+    assert rec["action"].startswith(f"add 'API' to a category of {shown(run / 'domain_terms.json')} and "
+                                    f"rerun the `sparse-adapt adapt` command that made {shown(run)}")
+    assert not [r["commands"] for r in out["recommendations"] if r["id"] in ("add_to_terms", "extend") and r["commands"]]
+    # a typo of one of the model's domain terms, in no document: the spelling is checked first
+    rc = main(["diagnose", "Gatrocraptc", "--model", str(run / "final"), "--docs", str(files / "docs.jsonl"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and "did you mean 'gatrocraptic'? It is a domain term of this model" in out["warnings"]
+    assert out["recommendations"] and all(
+        r["action"].startswith("check the spelling first: this model has the domain term 'gatrocraptic'")
+        for r in out["recommendations"] if r["id"] in ("add_to_terms", "extend", "documents"))
     # --terms still wins
     rc = main(["diagnose", "API", "--model", str(run / "final"), "--docs", str(files / "docs.jsonl"),
                "--terms", str(files / "terms.json"), "--json"])
