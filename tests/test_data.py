@@ -398,3 +398,41 @@ def test_a_dictionary_example_of_invisible_characters_is_refused(tmp_path):
     with pytest.raises(DataError) as e:
         load_dictionary(p)
     assert (e.value.line, e.value.field) == (1, "examples[1]")
+
+
+def test_a_missing_field_names_the_fields_the_record_has(tmp_path):
+    """A docs line with 'body', a queries line with train.jsonl's 'query': "missing" alone named neither."""
+    docs, queries = tmp_path / "docs.jsonl", tmp_path / "queries.jsonl"
+    docs.write_text('{"doc_id": "d1", "body": "x"}\n', encoding="utf-8")
+    queries.write_text('{"qid": "q1", "query": "x"}\n{}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=re.escape("field 'text': missing (there: 'doc_id', 'body')")):
+        load_documents(docs)
+    with pytest.raises(DataError, match=re.escape("field 'text': missing (there: 'qid', 'query')")):
+        load_queries(queries)
+    many = json.dumps({"doc_id": "d1", **{f"k{i}": i for i in range(8)}})
+    docs.write_text(many + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=re.escape("missing (there: 'doc_id', 'k0', 'k1', 'k2', 'k3', 'k4', ...)")):
+        load_documents(docs)
+
+
+@pytest.mark.parametrize("text, says", [
+    ('[\n  {"doc_id": "d1", "text": "x"}\n]\n', "JSONL holds one whole JSON object per line (this looks like one JSON "
+                                                 "document spread over lines)"),
+    ('{\n  "doc_id": "d1", "text": "x"\n}\n', "this looks like one JSON document spread over lines"),
+    ('[{"doc_id": "d1", "text": "x"}]\n', "expected a JSON object, got list; JSONL holds one JSON object per line, "
+                                          "not an array of them"),
+])
+def test_a_json_document_given_as_jsonl_is_said_to_be_one(tmp_path, text, says):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(text, encoding="utf-8")
+    with pytest.raises(DataError, match=re.escape(says)) as e:
+        load_documents(docs)
+    assert e.value.line == 1
+
+
+def test_a_broken_jsonl_line_gets_no_hint_about_json_documents(tmp_path):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"doc_id": "d1", "text": "x"}\n{"doc_id": "d2", "text": "y"\n', encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        load_documents(docs)
+    assert e.value.line == 2 and "JSONL holds" not in str(e.value)

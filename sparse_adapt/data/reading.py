@@ -133,9 +133,16 @@ def checked_text(path: Path, line: int | None, field: str, value: str) -> str:
     return value
 
 
+def missing(obj: dict) -> str:
+    """The error text of a missing field, naming the fields there are: a docs line with
+    ``body`` or a queries line with ``query`` (train.jsonl's name) said only "missing"."""
+    shown = ", ".join(repr(k)[:40] for k in list(obj)[:6]) + (", ..." if len(obj) > 6 else "")
+    return f"missing (there: {shown})" if obj else "missing (the object is empty)"
+
+
 def str_field(path: Path, line: int, obj: dict, field: str) -> str:
     if field not in obj:
-        raise DataError(path, line, field, "missing")
+        raise DataError(path, line, field, missing(obj))
     value = obj[field]
     if not isinstance(value, str) or not visible(value):
         raise DataError(path, line, field, f"expected a non-empty string, got {value!r:.60}")
@@ -189,7 +196,7 @@ def id_problem(value: str) -> str | None:
 
 def _list_field(path: Path, line: int, obj: dict, field: str, of: str) -> list:
     if field not in obj:
-        raise DataError(path, line, field, "missing")
+        raise DataError(path, line, field, missing(obj))
     value = obj[field]
     if not isinstance(value, list) or not value:
         raise DataError(path, line, field, f"expected a non-empty list of {of}")
@@ -248,9 +255,17 @@ def json_objects(p: Path) -> Iterator[tuple[int, dict]]:
     for line_no, raw in iter_lines(p):
         if not raw.strip():
             continue
-        obj = parse_json(p, line_no, raw)
+        try:
+            obj = parse_json(p, line_no, raw)
+        except DataError as e:
+            # One JSON document pretty-printed over lines (an array, or an object): JSONL is one per line.
+            if raw.strip() in ("[", "{", "[{"):
+                raise DataError(p, line_no, None, f"{e.message}; JSONL holds one whole JSON object per line "
+                                "(this looks like one JSON document spread over lines)") from None
+            raise
         if not isinstance(obj, dict):
-            raise DataError(p, line_no, None, f"expected a JSON object, got {type(obj).__name__}")
+            one_per_line = "; JSONL holds one JSON object per line, not an array of them" if isinstance(obj, list) else ""
+            raise DataError(p, line_no, None, f"expected a JSON object, got {type(obj).__name__}{one_per_line}")
         yield line_no, obj
 
 
