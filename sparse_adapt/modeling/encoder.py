@@ -360,10 +360,8 @@ class SpladeEncoder(VectorMethods, nn.Module):
             for w0 in range(0, n, window)
             for batch in self._length_sorted_batches(texts[w0 : w0 + window], w0, max_length, batch_size)
         )
-        task = None
-        if progress is not None:
-            n_batches = sum(-(-min(window, n - w0) // batch_size) for w0 in range(0, n, window))
-            task = progress.task(f"encoding {PLURAL[kind]}", n_batches)
+        # Counted in texts, as the label says ("encoding documents: 1/1" was one batch of nine).
+        task = None if progress is None else progress.task(f"encoding {PLURAL[kind]}", n)
         rows: list[sp.csr_matrix] = []
         order: list[int] = []  # input index of each encoded row, in encoding order
         try:
@@ -372,7 +370,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
                 rows.append(sp.csr_matrix(w))
                 order.extend(positions)
                 if task is not None:
-                    task.advance()
+                    task.advance(len(positions))
         finally:
             for module, mode in modes:
                 module.training = mode

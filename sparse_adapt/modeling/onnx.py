@@ -295,7 +295,7 @@ class OnnxSpladeEncoder(VectorMethods):
         require_positive_int(batch_size, "batch_size")
         check_max_active_dims(max_active_dims)
         starts = range(0, len(texts), batch_size)
-        task = None if progress is None else progress.task(f"encoding {PLURAL[kind]}", len(starts))
+        task = None if progress is None else progress.task(f"encoding {PLURAL[kind]}", len(texts))  # in texts
         rows = []
         for start in starts:
             batch = self.tokenizer(
@@ -305,7 +305,7 @@ class OnnxSpladeEncoder(VectorMethods):
             feed = {name: batch[name].astype(np.int64) for name in INPUTS}
             rows.append(sp.csr_matrix(self.session.run([OUTPUT], feed)[0]))
             if task is not None:
-                task.advance()
+                task.advance(len(batch["input_ids"]))
         if not rows:
             return sp.csr_matrix((0, self.vocab_size), dtype=np.float32)
         matrix = sp.vstack(rows, format="csr").astype(np.float32)

@@ -190,10 +190,16 @@ def test_max_active_dims_cuts_each_row_to_its_largest_weights(tiny_bert):
 def test_encoding_progress_names_the_kind_in_plain_english(tiny_mlm, kind, label):
     from sparse_adapt.progress import Hooks, _NullTask
 
-    started = []
-    hooks = Hooks(task=lambda description, total: started.append((description, total)) or _NullTask())
+    started, advanced = [], []
+
+    class Counted(_NullTask):
+        def advance(self, steps: int = 1, description: str | None = None) -> None:
+            advanced.append(steps)
+
+    hooks = Hooks(task=lambda description, total: started.append((description, total)) or Counted())
     tiny_mlm.encode(TEXTS, kind, batch_size=2, progress=hooks)
-    assert started == [(label, 2)]
+    # counted in texts, as the label says, not in batches
+    assert started == [(label, len(TEXTS))] and sum(advanced) == len(TEXTS) and len(advanced) == -(-len(TEXTS) // 2)
 
 
 def test_one_string_is_one_text_not_its_characters(tiny_bert):
@@ -363,7 +369,7 @@ def test_encode_query_and_encode_document_report_progress(tiny_bert):
     hooks = Hooks(task=lambda description, total: started.append((description, total)) or _NullTask())
     tiny_bert.encode_query(TEXTS, batch_size=2, progress=hooks)
     tiny_bert.encode_document(TEXTS, batch_size=2, progress=hooks)
-    assert started == [("encoding queries", 2), ("encoding documents", 2)]
+    assert started == [("encoding queries", len(TEXTS)), ("encoding documents", len(TEXTS))]
 
 
 def test_saving_and_loading_print_no_progress_bars_and_leave_the_setting_as_it_was(tiny_bert, tmp_path, capfd):
