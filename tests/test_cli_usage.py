@@ -64,3 +64,19 @@ def test_the_console_script_is_the_guarded_entry():
 
     scripts = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"sparse-adapt": "sparse_adapt.__main__:entry"}
+
+
+def test_help_into_a_pipe_is_laid_out_at_the_cli_s_log_width():
+    """typer's help console used rich's 80 columns without a terminal: `adapt --help` ran to 160 lines."""
+    import os
+    import subprocess
+    import sys
+
+    from sparse_adapt.cli.output import LOG_WIDTH
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TERMINAL_WIDTH")}
+    run = [sys.executable, "-m", "sparse_adapt", "adapt", "--help"]
+    widths = [len(line) for line in subprocess.run(run, env=env, capture_output=True, text=True, check=True).stdout.splitlines()]
+    assert max(widths) == LOG_WIDTH
+    narrow = subprocess.run(run, env={**env, "COLUMNS": "80"}, capture_output=True, text=True, check=True).stdout
+    assert max(len(line) for line in narrow.splitlines()) == 80  # COLUMNS still wins

@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     shown = warnings.showwarning
     warnings.showwarning = _one_line_warnings(shown)
+    _help_width()
     stopped: list[int] = []
     # First: a Ctrl-C during the half second transformers takes to import was a traceback.
     handlers = _stop_handlers(stopped)
@@ -175,6 +176,18 @@ def _stop_handlers(stopped: list[int]) -> dict[int, object]:
     # a handler installed from C (None) is no Python callable to put back.
     return {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS
             if signal.getsignal(signum) not in (signal.SIG_IGN, None)}
+
+
+def _help_width() -> None:
+    """--help into a pipe or a file at the width of the rest of the CLI's output (LOG_WIDTH): typer
+    lays help out on a console of its own, at rich's 80 columns there, where `adapt --help` ran to
+    over 100 lines. A terminal, ``COLUMNS`` and typer's own ``TERMINAL_WIDTH`` keep their width."""
+    from typer import rich_utils
+
+    from sparse_adapt.cli.output import LOG_WIDTH, console
+
+    if rich_utils.MAX_WIDTH is None and not console.is_terminal and "COLUMNS" not in os.environ:
+        rich_utils.MAX_WIDTH = LOG_WIDTH
 
 
 def _said_stopped(signum: int) -> int:
