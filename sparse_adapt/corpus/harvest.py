@@ -5,7 +5,7 @@ Per term (case variants are one term), in the spec's entry format
 
 - **definition**: the first definitional sentence about the term, by the patterns of
   :data:`DEFINITION_PATTERNS` in order ("X is defined as ...", "X refers to ...",
-  "X means ...", "X is a ...", "X (...)", "X, a ...,", "... called X", "X is ..." opening a
+  "X means ...", "X, or Y, is ...", "X is a ...", "X (...)", "X, a ...,", "... called X", "X is ..." opening a
   sentence); the matched
   description becomes the definition.
   Without any, the *context* fallback: the sentence using the term that shares the most
@@ -50,6 +50,8 @@ DEFINITION_PATTERNS: tuple[tuple[str, str], ...] = (
     ("is defined as", r"{t}\s+(?:is|are)\s+defined\s+as\s+(?P<d>[^;]+)"),
     ("refers to", r"{t}\s+(?:refers|refer)\s+to\s+(?P<d>[^;]+)"),
     ("means", r"{t}\s+(?:means|mean|denotes|stands\s+for)\s+(?P<d>[^;]+)"),
+    # An acronym's expansion set off before its verb: "The SBCR, or steady-batch cycle rate, is ...".
+    ("or", r"{t},\s+or\s+(?P<d>[^,;]+),\s+(?:is|are|was|were)\b"),
     ("is a", r"{t}\s+(?:is|are|was|were)\s+(?P<d>(?:a|an|the|one)\s+[^;]+)"),
     ("parenthesis", r"{t}\s+\((?P<d>[^)]{3,})\)"),
     ("appositive", r"{t},\s+(?P<d>(?:a|an|the)\s+[^,;]+),"),

@@ -139,6 +139,18 @@ def test_a_called_definition_starts_at_a_word_not_inside_one():
     assert entry["definition"] == "a pump for the reactor loop" and entry["harvested"]["definition"] == "d1: called"
 
 
+def test_an_acronym_s_expansion_set_off_by_or_is_its_definition():
+    """"The SBCR, or steady-batch cycle rate, is ..." matched no pattern: an operational sentence won."""
+    docs = [Document("d1", "Operators calculate the SBCR each Monday from the batch log and compare it with the target."),
+            Document("d2", "The SBCR, or steady-batch cycle rate, is the number of cycles a line completes per week."),
+            Document("d3", "Ship the QV-310 or the QV-420, whichever is ready, and log it.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"acronyms": ["SBCR"]}))
+    assert entry["definition"] == "steady-batch cycle rate" and entry["harvested"]["definition"] == "d2: or"
+    # "X or Y" in a list is no expansion: the pattern needs the commas and a verb after them
+    [entry] = build_dictionary(docs, locate_terms(docs, {"codes": ["QV-310"]}))
+    assert entry["harvested"]["definition"] != "d3: or"
+
+
 def test_a_sentence_of_terms_alone_is_no_definition():
     """A document "XR-7200." gave XR-7200 the definition "XR-7200"; "XR-7200 IL-6 CO2" likewise."""
     docs = [Document("a", "XR-7200."), Document("b", "XR-7200 IL-6 CO2"),
