@@ -153,23 +153,26 @@ def _check_out(
             _discard_run(out, keep)
             hooks.message(f"--overwrite: discarded the adapt run in {out} ({', '.join(diff)} differed)")
     elif out.exists() and (not out.is_dir() or any(p.name != LOCK_FILE for p in out.iterdir())):
-        raise AdaptMismatchError(f"{out} exists and holds no {MANIFEST}: refusing to write an adapt run into it")
+        raise AdaptMismatchError(_not_a_run(out))
+
+
+def _not_a_run(out: Path) -> str:
+    what = "is a file" if out.is_file() else f"exists and holds no {MANIFEST}"
+    return (f"{out} {what}: refusing to write an adapt run into it; --out names a new folder for the run "
+            "(its generated inputs, training/ and final/), e.g. runs/my-domain")
 
 
 def _differences(old: dict, new: dict, keys: list[str]) -> str:
     """``options (top 20 -> 10), base`` for the manifest keys that differ: which option changed
     is what a user needs to rerun as before (hashes of files are only named)."""
     said = []
-    for key in keys:
-        before, after = old.get(key), new.get(key)
+    for key, before, after in ((k, old.get(k), new.get(k)) for k in keys):
         if isinstance(before, dict) and isinstance(after, dict) and key in ("options", "given"):
             changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
             detail = changed if key == "given" else [f"{k} {before.get(k)} -> {after.get(k)}" for k in changed]
             said.append(f"{key} ({', '.join(detail)})")
-        elif key in ("base", "teacher", "seed"):
-            said.append(f"{key} ({before} -> {after})")
         else:
-            said.append(key)
+            said.append(f"{key} ({before} -> {after})" if key in ("base", "teacher", "seed") else key)
     return ", ".join(said)
 
 
@@ -343,7 +346,7 @@ def run_adapt(
                           "or give another --out")
     inputs = (corpus, *(p for p in given.values() if p is not None), *([Path(config)] if config else []), *keep)
     if out.exists() and not out.is_dir():  # before the lock, which makes the directory
-        raise AdaptMismatchError(f"{out} exists and holds no {MANIFEST}: refusing to write an adapt run into it")
+        raise AdaptMismatchError(_not_a_run(out))
     with locked(out):  # one writer: two runs into one --out mixed their manifests and inputs;
         # taken before the check, which --overwrite follows by discarding the run it finds
         _check_out(out, manifest, overwrite, tuple(Path(p) for p in inputs), hooks)

@@ -216,9 +216,12 @@ def test_a_different_run_or_a_foreign_directory_is_refused(setup, finished):
     foreign = setup["root"] / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
-    with pytest.raises(AdaptMismatchError, match="holds no adapt.json"):
+    with pytest.raises(AdaptMismatchError, match="holds no adapt.json: refusing to write an adapt run into it; "
+                                                 "--out names a new folder for the run"):
         _adapt(setup, foreign)
     assert (foreign / "notes.txt").read_text() == "mine"
+    with pytest.raises(AdaptMismatchError, match="notes.txt is a file: refusing"):
+        _adapt(setup, foreign / "notes.txt")
     for damaged in ("", "[1]", "{"):  # JSONDecodeError / AttributeError tracebacks before
         (foreign / "adapt.json").write_text(damaged)
         with pytest.raises(AdaptMismatchError, match=r"adapt.json is damaged .*pass --overwrite"):
