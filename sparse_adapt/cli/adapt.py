@@ -86,7 +86,7 @@ def mine_terms(
     """Mine candidate domain terms: rare in the language, fragmented by the tokenizer, acronyms and codes."""
     from sparse_adapt.atomic import write_json_atomic
     from sparse_adapt.cli.output import rich_hooks
-    from sparse_adapt.corpus.mining import mine_with_rest, terms_json
+    from sparse_adapt.corpus.mining import known_words_note, mine_with_rest, terms_json
     from sparse_adapt.data import load_documents
     from sparse_adapt.modeling.builtin import load_tokenizer
 
@@ -118,6 +118,8 @@ def mine_terms(
     if explain:
         console.print(f"score = frequency log2(docs) + rarity (4 - Zipf in general {lang!r}) "
                       "+ fragmentation log2(pieces) + pattern (1 for capitals, digits, joiners)")
+    if note := known_words_note(candidates, out):
+        warn(note)
     wrote(out)
 
 

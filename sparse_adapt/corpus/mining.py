@@ -289,6 +289,19 @@ def score_candidates(
     return out
 
 
+def known_words_note(candidates: Sequence[Candidate], terms_file: object, then: str = "") -> str | None:
+    """A line naming the mined jargon that the language's word list knows (Zipf > 0: a rare
+    word, not a coinage), or None. Kept as rare, such a word may still be used in its everyday
+    sense in the corpus ("ferment", "caustic"), which the miner cannot tell: the user can."""
+    known = [c for c in candidates if c.category == "jargon" and c.zipf > 0]
+    if not known:
+        return None
+    words_ = ", ".join(f"{c.term} (Zipf {c.zipf:.2f})" for c in known[:8]) + (", ..." if len(known) > 8 else "")
+    return (f"{counted(len(known), 'mined term')} {'is a word' if len(known) == 1 else 'are words'} of general "
+            f"language, rare but not coined: {words_}; remove any your corpus uses in its everyday sense from "
+            f"{terms_file}{then}")
+
+
 def terms_json(candidates: Sequence[Candidate]) -> dict[str, list[str]]:
     """The spec's ``domain_terms.json`` (category -> terms, every corpus spelling), best first."""
     out: dict[str, list[str]] = {c: [] for c in CATEGORIES}

@@ -291,3 +291,19 @@ def test_documents_with_decomposed_accents_are_said(tmp_path, capsys):
     corpus.write_text("".join(json.dumps({"doc_id": d.doc_id, "text": d.text}) + "\n" for d in docs))
     main(["mine-terms", "--corpus", str(corpus), "--out", str(tmp_path / "t.json"), "--base", "offline-splade-tiny"])
     assert "warning: 1 of 2 documents hold decomposed accents" in " ".join(capsys.readouterr().err.split())
+
+
+def test_mined_jargon_that_the_word_list_knows_is_named_for_the_user_to_check():
+    """"ferment" and "caustic", rare words used in their everyday sense in distractors, were trained as jargon unsaid."""
+    from sparse_adapt.corpus.mining import Candidate, known_words_note
+
+    def cand(term, category, zipf):
+        return Candidate(term, category, 5.0, {}, 2, 2, zipf, ["p"])
+
+    coined = [cand("Morvitase", "jargon", 0.0), cand("QV-310", "codes", 2.28), cand("SBCR", "acronyms", 0.0)]
+    assert known_words_note(coined, "terms.json") is None  # a code's or acronym's Zipf is no word's
+    note = known_words_note([*coined, cand("ferment", "jargon", 2.85), cand("caustic", "jargon", 2.97)],
+                            "runs/x/domain_terms.json", " and rerun")
+    assert note == ("2 mined terms are words of general language, rare but not coined: ferment (Zipf 2.85), "
+                    "caustic (Zipf 2.97); remove any your corpus uses in its everyday sense from "
+                    "runs/x/domain_terms.json and rerun")
