@@ -26,7 +26,7 @@ class Sources:
     # The adapt run directory whose final model this is: its terms file is edited and adapt rerun,
     # since `train` from the adapted model on the run's dictionary and lists would not name the term.
     adapt_run: str | None = None
-    # A domain term of the model one typo from a term no document contains (set by the diagnosis).
+    # A domain term of the model spelt near a term no document contains (set by the diagnosis).
     near: str | None = None
 
     def path(self, value: str | None, placeholder: str) -> str:
@@ -199,6 +199,11 @@ def recommend(term: str, failed_checks: Sequence, sources: Sources) -> list[Reco
         # A split term: the weight, logit and expansion checks graded its pieces, not the term, and
         # extend's command already runs every stage; three --stages lists for one run contradicted it.
         recs = [r for r in recs if r.id not in SUBSUMED_BY_EXTEND]
+    if sources.adapt_run and {"add_to_terms", "extend"} <= {r.id for r in recs}:
+        # Both remedies are "edit the run's terms and rerun adapt": one recommendation, both findings.
+        extend = next(r for r in recs if r.id == "extend")
+        recs = [replace(r, finding=f"{r.finding}; {extend.finding}") if r.id == "add_to_terms" else r
+                for r in recs if r.id != "extend"]
     if sources.near:  # a typo is the likelier story than a term to add: said before any remedy for one
         recs = [replace(r, action=f"check the spelling first: this model has the domain term '{sources.near}'; "
                                   f"if '{term}' is another term, {r.action}")

@@ -62,7 +62,7 @@ class TermDiagnosis:
 
 
 def near_domain_term(splade: SpladeEncoder, term: str) -> str | None:
-    """The model's domain term one typo from ``term`` (``krellamin`` for ``krellamine``), if any."""
+    """The model's domain term spelt near ``term`` (difflib ratio >= 0.8: ``krellamin`` for ``krellamine``), if any."""
     import difflib
 
     known = {t.lower(): t for t in splade.settings.domain_terms}

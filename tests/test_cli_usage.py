@@ -80,3 +80,13 @@ def test_help_into_a_pipe_is_laid_out_at_the_cli_s_log_width():
     assert max(widths) == LOG_WIDTH
     narrow = subprocess.run(run, env={**env, "COLUMNS": "80"}, capture_output=True, text=True, check=True).stdout
     assert max(len(line) for line in narrow.splitlines()) == 80  # COLUMNS still wins
+
+
+def test_the_help_width_is_decided_on_every_call_not_kept_from_the_first(monkeypatch, capsys):
+    """A process calling main() again (tests, a notebook) with COLUMNS set got the first call's 120."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert main(["encode", "--help"]) == 0
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= 120
+    monkeypatch.setenv("COLUMNS", "60")
+    assert main(["encode", "--help"]) == 0
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()) == 60

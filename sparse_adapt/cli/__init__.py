@@ -17,6 +17,7 @@ from typing import Optional
 
 import typer
 from rich.markup import escape
+from typer import rich_utils
 
 from sparse_adapt.atomic import WRITE_ERRNOS, os_errno
 from sparse_adapt.cli.output import check_thread_count, err_console, terminal_safe
@@ -178,16 +179,19 @@ def _stop_handlers(stopped: list[int]) -> dict[int, object]:
             if signal.getsignal(signum) not in (signal.SIG_IGN, None)}
 
 
+# typer's own help width (its TERMINAL_WIDTH), as it was before any call changed it.
+_TYPER_WIDTH = rich_utils.MAX_WIDTH
+
+
 def _help_width() -> None:
     """--help into a pipe or a file at the width of the rest of the CLI's output (LOG_WIDTH): typer
     lays help out on a console of its own, at rich's 80 columns there, where `adapt --help` ran to
-    over 100 lines. A terminal, ``COLUMNS`` and typer's own ``TERMINAL_WIDTH`` keep their width."""
-    from typer import rich_utils
-
+    over 100 lines. A terminal, ``COLUMNS`` and ``TERMINAL_WIDTH`` keep their width; decided on
+    every call, since a process may call :func:`main` again with another ``COLUMNS``."""
     from sparse_adapt.cli.output import LOG_WIDTH, console
 
-    if rich_utils.MAX_WIDTH is None and not console.is_terminal and "COLUMNS" not in os.environ:
-        rich_utils.MAX_WIDTH = LOG_WIDTH
+    wide = _TYPER_WIDTH is None and not console.is_terminal and "COLUMNS" not in os.environ
+    rich_utils.MAX_WIDTH = LOG_WIDTH if wide else _TYPER_WIDTH
 
 
 def _said_stopped(signum: int) -> int:

@@ -149,9 +149,10 @@ def _file_path(value: str) -> "Path":
     ``Path`` drops, so a file named ``runs`` was written where the user meant a folder."""
     from pathlib import Path
 
-    if value.endswith("/") or value.endswith(os.sep):
-        raise typer.BadParameter(f"{value} ends in '{value[-1]}', so it names a folder; "
-                                 f"give the path of a file (such as {value}NAME)")
+    # "runs/", "runs/." and "runs/.." name folders; Path drops the slash and the dot ("runs").
+    if os.path.basename(value) in ("", ".", ".."):
+        folder = value.rstrip("/" + os.sep) or value
+        raise typer.BadParameter(f"{value} names a folder; give the path of a file (such as {folder}/NAME)")
     return Path(value)
 
 

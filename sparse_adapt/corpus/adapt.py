@@ -315,7 +315,7 @@ def run_adapt(
     """
     from sparse_adapt.corpus.language import ENGLISH, resolve_language
     from sparse_adapt.corpus.text import corpus_warnings
-    from sparse_adapt.modeling.builtin import load_tokenizer, needs_pretraining
+    from sparse_adapt.modeling.builtin import check_base, needs_pretraining
     from sparse_adapt.training.config import load_config
     from sparse_adapt.training.pipeline import run_pipeline
     from sparse_adapt.training.rundir import RunMismatchError, final_record, part_holding
@@ -330,7 +330,7 @@ def run_adapt(
         if path is not None:
             checks[name](path)
     load_config(config, base, ADAPT_SETTINGS)
-    load_tokenizer(base)  # a mistyped --base fails here, before --out is made
+    check_base(str(base))  # a mistyped --base fails here, before --out is made
     pretrain = needs_pretraining(base) if pretrain is None else pretrain
     manifest = {
         "corpus": file_sha256(corpus), "base": str(base), "teacher": str(teacher), "seed": int(seed),

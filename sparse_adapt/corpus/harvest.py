@@ -50,7 +50,8 @@ DEFINITION_PATTERNS: tuple[tuple[str, str], ...] = (
     ("is defined as", r"{t}\s+(?:is|are)\s+defined\s+as\s+(?P<d>[^;]+)"),
     ("refers to", r"{t}\s+(?:refers|refer)\s+to\s+(?P<d>[^;]+)"),
     ("means", r"{t}\s+(?:means|mean|denotes|stands\s+for)\s+(?P<d>[^;]+)"),
-    # An acronym's expansion set off before its verb: "The SBCR, or steady-batch cycle rate, is ...".
+    # An acronym's expansion set off before its verb: "The SBCR, or steady-batch cycle rate, is ...";
+    # only where its initials spell the acronym (_expands): "the MTBF, or the uptime, is" is no definition.
     ("or", r"{t},\s+or\s+(?P<d>[^,;]+),\s+(?:is|are|was|were)\b"),
     ("is a", r"{t}\s+(?:is|are|was|were)\s+(?P<d>(?:a|an|the|one)\s+[^;]+)"),
     ("parenthesis", r"{t}\s+\((?P<d>[^)]{3,})\)"),
@@ -93,6 +94,18 @@ def _other_terms(sentence: str, others: Sequence[TermGroup]) -> int:
     return sum(1 for g in others if g.pattern.search(sentence))
 
 
+# Words an expansion may hold that its acronym skips ("MoA, or mechanism of action").
+_UNSPELT = frozenset({"of", "and", "for", "the", "to", "in", "on", "a", "an", "&"})
+
+
+def _expands(acronym: str, expansion: str) -> bool:
+    """Whether the initials of ``expansion``'s words (parts of a hyphenated word count as words)
+    spell ``acronym``'s letters: "steady-batch cycle rate" for SBCR."""
+    letters = [c for c in acronym.casefold() if c.isalpha()]
+    initials = [w[0] for w in re.split(r"[\s\-/]+", expansion.casefold()) if w and w not in _UNSPELT and w[0].isalpha()]
+    return len(letters) >= 2 and initials == letters
+
+
 def find_definition(
     group: TermGroup, uses: Sequence[tuple[str, str]], others: Sequence[TermGroup] = ()
 ) -> HarvestedDefinition | None:
@@ -106,6 +119,7 @@ def find_definition(
         found = [
             (n, i, m) for i, ((_, s), n) in enumerate(zip(uses, mentions))
             if (m := rx.search(s)) and len(m.group("d").split()) >= 2
+            and (name != "or" or any(_expands(f, m.group("d")) for f in (group.key, *group.forms)))
         ]
         if found:
             _, i, m = min(found, key=lambda f: f[:2])

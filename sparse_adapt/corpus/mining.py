@@ -293,7 +293,8 @@ def known_words_note(candidates: Sequence[Candidate], terms_file: object, then: 
     """A line naming the mined jargon that the language's word list knows (Zipf > 0: a rare
     word, not a coinage), or None. Kept as rare, such a word may still be used in its everyday
     sense in the corpus ("ferment", "caustic"), which the miner cannot tell: the user can."""
-    known = [c for c in candidates if c.category == "jargon" and c.zipf > 0]
+    # One word only: wordfreq scores a joined coinage ("krell-pump") by its parts, so it looks known.
+    known = [c for c in candidates if c.category == "jargon" and c.term.isalpha() and c.zipf > 0]
     if not known:
         return None
     words_ = ", ".join(f"{c.term} (Zipf {c.zipf:.2f})" for c in known[:8]) + (", ..." if len(known) > 8 else "")

@@ -130,10 +130,19 @@ BASE_HELP = f"Model directory, hub id or a built-in base ({', '.join(BUILTIN_BAS
 
 
 def builtin_hint(name: str) -> str:
-    """`` (did you mean ...?)`` for a name one typo from a built-in base, else "": a missing
+    """`` (did you mean ...?)`` for a name spelt near a built-in base, else "": a missing
     local directory or Hub id is all a loader can otherwise say of ``offline-splade-tin``."""
     close = difflib.get_close_matches(name, list(BUILTIN_BASES), n=1, cutoff=0.8)
     return f" (did you mean the built-in base {close[0]!r}?)" if close and close[0] != name else ""
+
+
+def check_base(name: str) -> None:
+    """Fail now on a missing local base or a near miss of a built-in name (``offline-splade-tin``),
+    before a command writes anything; a Hub id is left to its load, which asks the Hub once."""
+    from sparse_adapt.modeling.hub import local_model_path
+
+    if local_model_path(name) is not None or builtin_hint(name):
+        load_tokenizer(name)
 
 
 def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:

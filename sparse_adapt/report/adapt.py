@@ -153,13 +153,13 @@ def adapt_summary(
         "generated": result.files.generated, "notes": result.notes, "evaluation": rows, "inspect": inspect.to_dict(),
         "truncated": {"documents": len(cut), "of": len(documents), "max_length": limit},
         "warnings": worse_than_base(rows),
-        "card_sha256": _card_with_figures(result, rows, hooks),
+        "card_sha256": _card_with_figures(result, rows, adapted, hooks),
     }
     write_json_atomic(result.final.parent / SUMMARY, summary)
     return summary
 
 
-def _card_with_figures(result: AdaptResult, rows: list[dict], hooks: Hooks) -> str | None:
+def _card_with_figures(result: AdaptResult, rows: list[dict], adapted: SpladeEncoder, hooks: Hooks) -> str | None:
     """Rewrite ``DIR/final``'s model card with the figures measured here (it said "no retrieval
     metrics measured", the training pipeline's words), unless the user edited it since the pipeline
     or an earlier summary wrote it; returns the sha256 of the card written (None: none written)."""
@@ -178,17 +178,17 @@ def _card_with_figures(result: AdaptResult, rows: list[dict], hooks: Hooks) -> s
 
     old = result.final.parent / SUMMARY
     ours = {sha(run / "final" / CARD_FILE)}
-    if old.is_file():
-        try:
-            ours.add(json.loads(old.read_text(encoding="utf-8")).get("card_sha256"))
-        except (ValueError, AttributeError):  # damaged, or no object: no card of ours to recognise
-            pass
+    try:
+        recorded = json.loads(old.read_text(encoding="utf-8")).get("card_sha256") if old.is_file() else None
+    except (OSError, ValueError, AttributeError):  # unreadable, damaged, or no object: no card of ours to recognise
+        recorded = None
+    ours.add(recorded if isinstance(recorded, str) else None)
     if sha(card) not in ours - {None}:
-        hooks.message(f"{card} was edited: kept as it is (the figures are in {old})")
+        hooks.message(f"{card} is not a card this run wrote (edited, or {old.name} lost since): kept as it is "
+                      f"(the figures are in {old})")
         return None
     evaluation = {f"{r['set']}, {r['group']} ({r['queries']} queries)": {
         "nDCG@10 base": r["base"], "nDCG@10 adapted": r["adapted"],
         "nDCG@10 base + feedback": r["base_feedback"], "nDCG@10 adapted + feedback": r["feedback"]} for r in rows}
     manifest = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
-    return sha(write_model_card(result.final, SpladeEncoder.from_pretrained(result.final), manifest,
-                                run / LOG_FILE, evaluation or None))
+    return sha(write_model_card(result.final, adapted, manifest, run / LOG_FILE, evaluation or None))

@@ -636,7 +636,13 @@ def test_the_summary_writes_its_figures_into_the_model_card_unless_the_user_edit
     rec = Recorder()
     again = report.adapt_summary(result, setup["corpus"], setup["base"], hooks=rec.hooks())
     assert card.read_text().endswith("Approved for the support search.\n") and again["card_sha256"] is None
-    assert f"{card} was edited: kept as it is" in " ".join(rec.messages)
+    assert f"{card} is not a card this run wrote (edited, or summary.json lost since): kept" in " ".join(rec.messages)
+    # a damaged summary.json recognises no card, and says so instead of a traceback
+    card.write_text(text)
+    (out / "summary.json").write_text(json.dumps({"card_sha256": ["not", "a", "hash"]}))
+    rec = Recorder()
+    assert report.adapt_summary(result, setup["corpus"], setup["base"], hooks=rec.hooks())["card_sha256"] is None
+    assert card.read_text() == text and "is not a card this run wrote" in " ".join(rec.messages)
 
 
 def test_a_set_scored_below_the_base_is_a_warning():

@@ -146,9 +146,18 @@ def test_an_acronym_s_expansion_set_off_by_or_is_its_definition():
             Document("d3", "Ship the QV-310 or the QV-420, whichever is ready, and log it.")]
     [entry] = build_dictionary(docs, locate_terms(docs, {"acronyms": ["SBCR"]}))
     assert entry["definition"] == "steady-batch cycle rate" and entry["harvested"]["definition"] == "d2: or"
-    # "X or Y" in a list is no expansion: the pattern needs the commas and a verb after them
-    [entry] = build_dictionary(docs, locate_terms(docs, {"codes": ["QV-310"]}))
-    assert entry["harvested"]["definition"] != "d3: or"
+    # an alternative is no expansion: its initials must spell the acronym, else a real definition wins
+    docs = [Document("d1", "The MTBF is a measure of how long a pump runs between failures."),
+            Document("d2", "The MTBF, or the uptime, is reported every month."),
+            Document("d3", "The MTBF, or mean time between failures, is logged per pump.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"acronyms": ["MTBF"]}))
+    assert entry["definition"] == "mean time between failures" and entry["harvested"]["definition"] == "d3: or"
+    [entry] = build_dictionary(docs[:2], locate_terms(docs[:2], {"acronyms": ["MTBF"]}))
+    assert entry["harvested"]["definition"] == "d1: is a"
+    docs = [Document("d1", "Krellamine is a solvent used to clean the reactor loop."),
+            Document("d2", "Krellamine, or any similar amine, is banned in the food line.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Krellamine"]}))
+    assert entry["harvested"]["definition"] == "d1: is a"
 
 
 def test_a_sentence_of_terms_alone_is_no_definition():

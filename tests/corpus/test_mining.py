@@ -307,3 +307,24 @@ def test_mined_jargon_that_the_word_list_knows_is_named_for_the_user_to_check():
     assert note == ("2 mined terms are words of general language, rare but not coined: ferment (Zipf 2.85), "
                     "caustic (Zipf 2.97); remove any your corpus uses in its everyday sense from "
                     "runs/x/domain_terms.json and rerun")
+
+
+def test_mine_terms_names_real_rare_words_but_not_coined_compounds(tmp_path, capsys):
+    """Through the CLI, with wordfreq's own Zipf: "ferment" is a word; "krell-pump", scored by its parts, is not."""
+    import json
+
+    from sparse_adapt.cli import main
+
+    docs = tmp_path / "docs.jsonl"
+    texts = ["Let the batch ferment for two days before the krell-pump drains the vessel.",
+             "A slow ferment fouls the krell-pump seals within a week.",
+             "Morvitase cleaves the protein; morvitase stays active at high heat.",
+             "The krell-pump and morvitase dosing run on one controller."]
+    docs.write_text("".join(json.dumps({"doc_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    assert main(["mine-terms", "--corpus", str(docs), "--out", str(tmp_path / "terms.json"),
+                 "--base", "offline-splade-tiny"]) == 0
+    mined = {t for terms in json.loads((tmp_path / "terms.json").read_text()).values() for t in terms}
+    assert {"ferment", "krell-pump"} <= mined
+    warning = " ".join(capsys.readouterr().err.split())
+    assert "1 mined term is a word of general language, rare but not coined: ferment (Zipf" in warning
+    assert "krell-pump (Zipf" not in warning and "morvitase (Zipf" not in warning.lower()

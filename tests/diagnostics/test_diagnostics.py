@@ -680,3 +680,11 @@ def test_a_split_term_of_an_adapt_runs_model_is_remedied_by_editing_its_terms_an
     assert rec.action == ("add 'Quovane' to a category of runs/mine/domain_terms.json and rerun the `sparse-adapt "
                           "adapt` command that made runs/mine: it makes the dictionary and training data again from "
                           "the edited terms and retrains (pass --overwrite when it asks)")
+
+    # a term neither in the run's terms nor one token: one recommendation with both findings, not the same action twice
+    missing = [Check("in_terms_file", FAIL, "listed", "not found"), *split]
+    [rec] = recommend("Quovane", missing, Sources(model="runs/mine/final", terms="runs/mine/domain_terms.json",
+                                                  adapt_run="runs/mine"))
+    assert rec.id == "add_to_terms" and rec.action.startswith("add 'Quovane' to a category of runs/mine/domain_terms.json")
+    assert rec.finding == "'Quovane' is not in the terms file; 'Quovane' is not one token: the model splits it (2 pieces: quo, ##vane)"
+    assert len(recommend("Quovane", missing, Sources(model="m", terms="terms.json"))) == 2  # two remedies without a run

@@ -187,10 +187,12 @@ FILE_WRITERS = {
 
 
 @pytest.mark.parametrize("command", sorted(FILE_WRITERS))
-def test_a_file_output_ending_in_a_slash_is_refused_and_nothing_is_written(command, files, tmp_path, capsys):
-    """`--save-run runs/` wrote a file named ``runs``: the slash, which names a folder, is lost in ``Path``."""
-    result = cli(capsys, FILE_WRITERS[command](files) + [f"{tmp_path / 'runs'}/"])
-    assert_one_line_error(result, "names a folder")
+@pytest.mark.parametrize("ending", ["/", "/.", "//"])
+def test_a_file_output_naming_a_folder_is_refused_and_nothing_is_written(command, ending, files, tmp_path, capsys):
+    """`--save-run runs/` (or `runs/.`) wrote a file named ``runs``: ``Path`` drops what names a folder."""
+    result = cli(capsys, FILE_WRITERS[command](files) + [f"{tmp_path / 'runs'}{ending}"])
+    assert_one_line_error(result, "names a folder; give the path of a file (such as "
+                                  f"{tmp_path / 'runs'}{'/.' if ending == '/.' else ''}/NAME)")
     assert list(tmp_path.iterdir()) == []
 
 

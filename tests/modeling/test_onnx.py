@@ -213,10 +213,15 @@ def test_onnx_scores_and_progress_match_the_torch_encoder(exported):
 
     splade, out, _ = exported
     onnx = OnnxSpladeEncoder(out, threads=1)
-    started = []
-    hooks = Hooks(task=lambda description, total: started.append((description, total)) or _NullTask())
+    started, advanced = [], []
+
+    class Counted(_NullTask):
+        def advance(self, steps: int = 1, description: str | None = None) -> None:
+            advanced.append(steps)
+
+    hooks = Hooks(task=lambda description, total: started.append((description, total)) or Counted())
     q = onnx.encode_query(QUERIES, batch_size=2, progress=hooks)
-    assert started == [("encoding queries", len(QUERIES))]
+    assert started == [("encoding queries", len(QUERIES))] and sum(advanced) == len(QUERIES)  # texts, not batches
     theirs = onnx.similarity(q, onnx.encode_document(QUERIES))
     ours = splade.similarity(splade.encode_query(QUERIES), splade.encode_document(QUERIES))
     np.testing.assert_allclose(theirs, ours, rtol=1e-3, atol=1e-3)
