@@ -112,10 +112,11 @@ def _weighted(ids: np.ndarray, weights: np.ndarray, vocab: list[str], text_ids: 
 
 def explain_query(
     splade: SpladeEncoder, query: str, documents: Sequence[Document], k: int = 3, *, model: str | None = None,
-    progress: Hooks | None = None, feedback: Feedback | None = None,
+    progress: Hooks | None = None, feedback: Feedback | None = None, doc_ids: Sequence[str] = (),
 ) -> QueryExplanation:
     """Score every document for ``query`` and explain the top ``k`` (of the query expanded by
-    pseudo-relevance ``feedback``, if given)."""
+    pseudo-relevance ``feedback``, if given), or the documents ``doc_ids`` at the ranks they take:
+    why a relevant document ranks low, without reading every document above it."""
     if not query.strip():
         raise ConfigError("the query is empty")
     if k < 1:
@@ -125,8 +126,11 @@ def explain_query(
     repeated = first_repeat(d.doc_id for d in documents)
     if repeated is not None:  # results are named by id: two documents of one id became one, the wrong one
         raise ConfigError(f"the documents repeat the id {repeated!r}; every document needs its own")
+    known = {d.doc_id for d in documents}
+    if unknown := [d for d in doc_ids if d not in known]:
+        raise ConfigError(f"--doc {unknown[0]!r}: no document with this id among the {len(documents)} scored")
     with eval_mode(splade):
-        return _explain(splade, query, documents, k, model, progress, feedback)
+        return _explain(splade, query, documents, k, model, progress, feedback, list(dict.fromkeys(doc_ids)))
 
 
 def _feedback(
@@ -146,7 +150,7 @@ def _feedback(
 
 def _explain(
     splade: SpladeEncoder, query: str, documents: Sequence[Document], k: int, model: str | None, progress: Hooks | None,
-    feedback: Feedback | None = None,
+    feedback: Feedback | None = None, doc_ids: Sequence[str] = (),
 ):
     vocab = splade.id_to_token()
     V = splade.vocab_size
@@ -181,16 +185,19 @@ def _explain(
     note = truncation_note(splade, [d.text for d in documents], "document")
     if note:
         warnings.append(note)
-    if k > len(documents):
+    if k > len(documents) and not doc_ids:
         warnings.append(f"--k {k} asks for more documents than the {len(documents)} there are: all are shown")
 
     q_weight = dict(zip(q_ids.tolist(), q_w.tolist()))
     position = {d.doc_id: i for i, d in enumerate(documents)}
-    order = [position[d] for d, _ in ranking({d.doc_id: float(s) for d, s in zip(documents, scores)})[:k]]
+    ranked = [d for d, _ in ranking({d.doc_id: float(s) for d, s in zip(documents, scores)})]
+    rank_of = {d: r for r, d in enumerate(ranked, start=1)}
+    order = [position[d] for d in (doc_ids or ranked[:k])]
     top_docs = [documents[i] for i in order]
     doc_text = in_text_ids(splade, [d.text for d in top_docs], "document")
     results = []
-    for rank, (i, text_ids) in enumerate(zip(order, doc_text), start=1):
+    for i, text_ids in zip(order, doc_text):
+        rank = rank_of[documents[i].doc_id]
         d_ids, d_w = ranked_row(D, i)
         shared = [
             SharedToken(vocab[t], t, q_weight[t], w, q_weight[t] * w)
@@ -214,5 +221,5 @@ def _explain(
     if unmatched and len(q_ids):
         warnings.append(f"{unmatched} of the {len(results)} documents shown score 0: they share no token with the query")
     return QueryExplanation(
-        EXPLAIN_SCHEMA, model or splade.settings.base, len(documents), k, stats, results, warnings
+        EXPLAIN_SCHEMA, model or splade.settings.base, len(documents), len(doc_ids) or k, stats, results, warnings
     )

@@ -109,6 +109,9 @@ def explain(
     model: str = typer.Option("offline-minilm", "--model", help=MODEL_HELP),
     docs: Optional[Path] = typer.Option(None, "--docs", help=DOCS_HELP),
     k: int = typer.Option(3, "--k", "-k", help="How many top documents to explain."),
+    doc: Optional[list[str]] = typer.Option(
+        None, "--doc", help="Explain this document (its doc_id; repeatable) at the rank it takes, instead of the top --k."
+    ),
     index: Optional[Path] = typer.Option(
         None, "--index", help="Lucene index of --docs (`sparse-adapt index`): its top --k hits are the documents "
         "explained, with exact weights, instead of encoding every document (for a large corpus)."
@@ -130,15 +133,19 @@ def explain(
 
     if index is not None and fb is not None:
         raise ConfigError("--feedback re-ranks every document of --docs; it cannot start from --index's hits")
+    if index is not None and doc:
+        raise ConfigError("--doc ranks the document among every document of --docs; it cannot start from --index's hits")
     docs_path = docs_or_bundled(docs)
     documents = load_documents(docs_path) if index is None else None
+    if doc and (unknown := [d for d in doc if d not in {x.doc_id for x in documents}]):  # before the model loads
+        raise ConfigError(f"--doc {unknown[0]!r}: no document with this id in {docs_path}")
     splade = _load_model(model, json_out)
     if index is not None:
         documents = _index_candidates(index, splade, model, query, k, docs_path)
         if not json_out:
             err_console.print(f"documents: the top {len(documents)} hits of {escape(str(index))} (Lucene's quantised "
                               "scores); below, their exact scores and contributions", style="dim")
-    result = explain_query(splade, query, documents, k, model=model, feedback=fb)
+    result = explain_query(splade, query, documents, k, model=model, feedback=fb, doc_ids=doc or ())
     _show(result, json_out, render_explanation)
 
 

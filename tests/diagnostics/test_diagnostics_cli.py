@@ -146,6 +146,25 @@ def test_explain_json_and_tables(files, capsys):
     assert rc == 2 and "add --feedback" in capsys.readouterr().err
 
 
+def test_explain_a_chosen_document_at_the_rank_it_takes(files, capsys):
+    """Why does a relevant document rank low? --doc explains it without the documents above it."""
+    query = "gatrocraptic spending tools"
+    assert main(["explain", query, *_args(files), "--k", str(len(DOCS)), "--json"]) == 0
+    everyone = {m["doc_id"]: m for m in json.loads(capsys.readouterr().out)["results"]}
+    last = max((m for m in everyone.values() if m["doc_id"] != "d1"), key=lambda m: m["rank"])
+    assert main(["explain", query, *_args(files), "--doc", last["doc_id"], "--doc", "d1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    validate(out)
+    assert [m["doc_id"] for m in out["results"]] == [last["doc_id"], "d1"] and out["k"] == 2
+    for m in out["results"]:  # the rank and score it takes among all the documents, and its contributions
+        assert (m["rank"], m["score"], m["shared"]) == (everyone[m["doc_id"]]["rank"], everyone[m["doc_id"]]["score"],
+                                                        everyone[m["doc_id"]]["shared"])
+    # an unknown id is one line naming the documents file, before the model loads
+    rc = main(["explain", query, "--model", str(files / "missing"), "--docs", str(files / "docs.jsonl"), "--doc", "d99"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"--doc 'd99': no document with this id in {files / 'docs.jsonl'}" in err
+
+
 def test_explain_empty_query_is_an_error(files, capsys):
     for empty in ("", "\u200b \u200b"):  # a zero-width space, pasted from a web page, is no query either
         rc = main(["explain", empty, *_args(files)])
