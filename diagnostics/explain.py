@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from diagnostics.schema import EXPLAIN_SCHEMA
-from diagnostics.tokens import eval_mode, in_text_ids
+from diagnostics.tokens import base_pieces, eval_mode, in_text_ids
 from sparse_adapt.data import Document
 from sparse_adapt.data.reading import first_repeat
 from sparse_adapt.errors import ConfigError
@@ -40,6 +40,9 @@ class WeightedToken:
     token_id: int
     weight: float
     in_text: bool  # occurs in the text itself (else an expansion)
+    # Not in the text, but a piece the base split a domain term of the text into ("##rella" of
+    # krellamine): the model kept the old spelling's weight, which is no learnt expansion.
+    piece_of: str | None = None
 
 
 @dataclass
@@ -106,8 +109,23 @@ class QueryExplanation:
         return asdict(self)
 
 
-def _weighted(ids: np.ndarray, weights: np.ndarray, vocab: list[str], text_ids: set[int]) -> list[WeightedToken]:
-    return [WeightedToken(vocab[int(i)], int(i), float(w), int(i) in text_ids) for i, w in zip(ids, weights)]
+def _weighted(ids: np.ndarray, weights: np.ndarray, vocab: list[str], text_ids: set[int],
+              pieces: dict[int, dict[int, str]]) -> list[WeightedToken]:
+    """``pieces``: domain token id -> {id of a piece of its base split: the term} (:func:`domain_pieces`)."""
+    of = {p: term for t in text_ids & pieces.keys() for p, term in pieces[t].items()}
+    return [WeightedToken(vocab[int(i)], int(i), float(w), int(i) in text_ids,
+                          None if int(i) in text_ids else of.get(int(i))) for i, w in zip(ids, weights)]
+
+
+def domain_pieces(splade: SpladeEncoder) -> dict[int, dict[int, str]]:
+    """Each domain token's id -> the ids of the pieces the base tokenizer split its term into."""
+    out: dict[int, dict[int, str]] = {}
+    for term in splade.settings.domain_terms:
+        token = splade.tokenizer.convert_tokens_to_ids(term)
+        split = base_pieces(splade, term) or []
+        if isinstance(token, int) and split != [term]:
+            out[token] = {i: term for i in splade.tokenizer.convert_tokens_to_ids(split) if i != token}
+    return out
 
 
 def explain_query(
@@ -164,7 +182,8 @@ def _explain(
 
     q_ids, q_w = ranked_row(q_vec, 0)
     q_text = in_text_ids(splade, [query], "query")[0]
-    q_tokens = _weighted(q_ids, q_w, vocab, q_text)
+    pieces = domain_pieces(splade)
+    q_tokens = _weighted(q_ids, q_w, vocab, q_text, pieces)
     stats = QueryStats(
         text=query,
         nonzero=len(q_ids),
@@ -214,7 +233,7 @@ def _explain(
                 contributions_sum=float(sum(s.contribution for s in shared)),
                 nonzero=len(d_ids),
                 shared=shared,
-                top_tokens=_weighted(d_ids[:DOC_TOP_TOKENS], d_w[:DOC_TOP_TOKENS], vocab, text_ids),
+                top_tokens=_weighted(d_ids[:DOC_TOP_TOKENS], d_w[:DOC_TOP_TOKENS], vocab, text_ids, pieces),
             )
         )
     unmatched = sum(1 for r in results if r.score <= 0)

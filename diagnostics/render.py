@@ -239,6 +239,14 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
 
 
 # ---------------------------------------------------------------------------- explain
+def _kind(t) -> Text:
+    """In the text, a piece of a domain term's old split (the weight the term's former spelling
+    kept), or an expansion the model adds."""
+    if t.in_text:
+        return Text("in text", style="dim")
+    return Text(f"piece of {t.piece_of}", style="yellow") if t.piece_of else Text("expansion", style="magenta")
+
+
 def render_explanation(e: QueryExplanation, console: Console) -> None:
     q = e.query
     console.print(Panel(
@@ -264,8 +272,7 @@ def render_explanation(e: QueryExplanation, console: Console) -> None:
     table.add_column("token")
     table.add_column("kind")
     for t in q.tokens[:SHOWN_QUERY_TOKENS]:
-        kind = (Text("feedback", style="cyan") if t.token_id in new
-                else Text("in text", style="dim") if t.in_text else Text("expansion", style="magenta"))
+        kind = Text("feedback", style="cyan") if t.token_id in new else _kind(t)
         table.add_row(f"{t.weight:.4f}", escape(t.token), kind)
     if len(q.tokens) > SHOWN_QUERY_TOKENS:
         table.add_row("…", Text(f"{len(q.tokens) - SHOWN_QUERY_TOKENS} more", style="dim"), "")
@@ -286,8 +293,7 @@ def render_explanation(e: QueryExplanation, console: Console) -> None:
         top.add_column("token")
         top.add_column("kind")
         for t in m.top_tokens:
-            top.add_row(f"{t.weight:.4f}", escape(t.token),
-                        Text("in text", style="dim") if t.in_text else Text("expansion", style="magenta"))
+            top.add_row(f"{t.weight:.4f}", escape(t.token), _kind(t))
         grid = Table.grid(padding=(0, 4))
         grid.add_row(shared, top)
         console.print(Panel(

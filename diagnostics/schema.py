@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 DIAGNOSE_SCHEMA = "sparse-adapt.diagnose/5"
-EXPLAIN_SCHEMA = "sparse-adapt.explain/2"
+EXPLAIN_SCHEMA = "sparse-adapt.explain/3"
 INSPECT_SCHEMA = "sparse-adapt.inspect/2"
 
 NUM = (int, float)
@@ -112,7 +112,7 @@ DIAGNOSE = {
     "warnings": [str],
 }
 
-_WEIGHTED = {"token": str, "token_id": int, "weight": NUM, "in_text": bool}
+_WEIGHTED = {"token": str, "token_id": int, "weight": NUM, "in_text": bool, "piece_of": Nullable(str)}
 
 EXPLAIN = {
     "schema": str,

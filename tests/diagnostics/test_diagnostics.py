@@ -688,3 +688,22 @@ def test_a_split_term_of_an_adapt_runs_model_is_remedied_by_editing_its_terms_an
     assert rec.id == "add_to_terms" and rec.action.startswith("add 'Quovane' to a category of runs/mine/domain_terms.json")
     assert rec.finding == "'Quovane' is not in the terms file; 'Quovane' is not one token: the model splits it (2 pieces: quo, ##vane)"
     assert len(recommend("Quovane", missing, Sources(model="m", terms="terms.json"))) == 2  # two remedies without a run
+
+
+def test_a_piece_of_a_domain_term_s_old_split_is_labelled_not_called_an_expansion(extended):
+    """fz10's '##rella' beside 'krellamine' read as a learnt expansion: it is the old spelling's weight."""
+    import numpy as np
+
+    from diagnostics.explain import _weighted, domain_pieces
+    from diagnostics.tokens import base_pieces
+
+    tok = extended.tokenizer
+    term = tok.convert_tokens_to_ids("gatrocraptic")
+    split = tok.convert_tokens_to_ids(base_pieces(extended, "gatrocraptic"))
+    assert len(split) > 1 and domain_pieces(extended)[term] == {i: "gatrocraptic" for i in split}
+    vocab, other = extended.id_to_token(), tok.convert_tokens_to_ids("budget")
+    ids, weights = np.array([split[0], other]), np.array([2.0, 1.0])
+    shown = _weighted(ids, weights, vocab, {term}, domain_pieces(extended))  # the text holds the term
+    assert [(t.piece_of, t.in_text) for t in shown] == [("gatrocraptic", False), (None, False)]
+    assert [t.piece_of for t in _weighted(ids, weights, vocab, {other}, domain_pieces(extended))] == [None, None]
+    assert _weighted(ids, weights, vocab, {term, split[0]}, domain_pieces(extended))[0].piece_of is None  # in the text
