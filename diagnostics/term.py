@@ -70,6 +70,23 @@ def near_domain_term(splade: SpladeEncoder, term: str) -> str | None:
     return known[close[0]] if close and close[0] != term.lower() else None
 
 
+# Another domain token at this share of the term's own weight in the term's query vector: a
+# search for the one finds the other's documents about as well (sibling codes, QV-420 / QV-310).
+RIVAL_SHARE = 0.8
+
+
+def rival_warnings(splade: SpladeEncoder, term: str, token: int) -> list[str]:
+    """Other domain tokens the term, searched on its own, activates nearly as strongly as itself."""
+    q = splade.encode([term], "query")  # (1, V)
+    own = float(q[0, token])
+    vocab = splade.id_to_token()
+    rivals = sorted(((float(q[0, t]), t) for t in set(splade.settings.domain_token_ids) - {token}
+                     if own > 0 and float(q[0, t]) >= RIVAL_SHARE * own), reverse=True)
+    return [f"the query '{term}' activates the domain token '{vocab[t]}' at {w / own:.0%} of its own weight: a search "
+            f"for it finds documents of '{vocab[t]}' about as well; if they are different things, the model does not "
+            "tell them apart" for w, t in rivals[:3]]
+
+
 @torch.inference_mode()
 def diagnose_term(
     splade: SpladeEncoder,
@@ -158,6 +175,8 @@ def _diagnose(
     if full_length > doc.num_tokens:
         warnings.append(f"the document has {full_length} tokens; the model sees (and this analyses) the first "
                         f"{doc.num_tokens}")
+    if vocab.domain_token:
+        warnings += rival_warnings(splade, term, ids[0])
     found = checks(vocab, doc, targets, terms_given=terms is not None)
     recs = recommend(term, [c for c in found if c.status in (WARN, FAIL)], sources)
     return TermDiagnosis(DIAGNOSE_SCHEMA, term, sources.model, vocab, doc, targets, found, recs, warnings)

@@ -707,3 +707,21 @@ def test_a_piece_of_a_domain_term_s_old_split_is_labelled_not_called_an_expansio
     assert [(t.piece_of, t.in_text) for t in shown] == [("gatrocraptic", False), (None, False)]
     assert [t.piece_of for t in _weighted(ids, weights, vocab, {other}, domain_pieces(extended))] == [None, None]
     assert _weighted(ids, weights, vocab, {term, split[0]}, domain_pieces(extended))[0].piece_of is None  # in the text
+
+
+def test_a_domain_token_the_term_activates_nearly_as_strongly_is_a_warning(extended):
+    """QV-420 searched alone activated qv-310 at 98% of its own weight: exact-code lookup found both alike."""
+    from diagnostics.term import RIVAL_SHARE
+
+    tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
+    rival = next(t for t in extended.settings.domain_token_ids if t != tid)
+    name = extended.id_to_token()[rival]
+    _boost(extended, tid, 15.0)  # fires wherever it can: in its own query, far above everything else
+    quiet = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS)
+    assert not any("activates the domain token" in w for w in quiet.warnings)
+    _boost(extended, rival, 15.0)  # the other domain token fires as strongly in every text
+    q = extended.encode(["Gatrocraptic"], "query")
+    assert q[0, rival] >= RIVAL_SHARE * q[0, tid]
+    loud = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS)
+    [line] = [w for w in loud.warnings if "activates the domain token" in w]
+    assert line.startswith(f"the query 'Gatrocraptic' activates the domain token '{name}' at ")
