@@ -118,13 +118,16 @@ def _weighted(ids: np.ndarray, weights: np.ndarray, vocab: list[str], text_ids: 
 
 
 def domain_pieces(splade: SpladeEncoder) -> dict[int, dict[int, str]]:
-    """Each domain token's id -> the ids of the pieces the base tokenizer split its term into."""
+    """Each domain token's id -> the ids of the pieces the base tokenizer split its term into
+    (special tokens, an unknown piece and a bare word-start marker such as "Ġ" left out)."""
+    tok = splade.tokenizer
+    domain, special = set(splade.settings.domain_token_ids), set(tok.all_special_ids)
     out: dict[int, dict[int, str]] = {}
     for term in splade.settings.domain_terms:
-        token = splade.tokenizer.convert_tokens_to_ids(term)
-        split = base_pieces(splade, term) or []
-        if isinstance(token, int) and split != [term]:
-            out[token] = {i: term for i in splade.tokenizer.convert_tokens_to_ids(split) if i != token}
+        token = tok.convert_tokens_to_ids(term)
+        split = [p for p in base_pieces(splade, term) or [] if p.strip("Ġ▁")]
+        if token in domain and token not in special and len(split) > 1:
+            out[token] = {i: term for i in tok.convert_tokens_to_ids(split) if i != token and i not in special}
     return out
 
 

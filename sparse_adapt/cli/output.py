@@ -150,9 +150,12 @@ def _file_path(value: str) -> "Path":
     from pathlib import Path
 
     # "runs/", "runs/." and "runs/.." name folders; Path drops the slash and the dot ("runs").
+    if not value.strip():
+        raise typer.BadParameter("the path is empty; give the path of a file")
     if os.path.basename(value) in ("", ".", ".."):
-        folder = value.rstrip("/" + os.sep) or value
-        raise typer.BadParameter(f"{value} names a folder; give the path of a file (such as {folder}/NAME)")
+        folder = value.rstrip("/" + os.sep)
+        example = f"{folder}/NAME" if folder else f"{value[0]}NAME"
+        raise typer.BadParameter(f"{value} names a folder; give the path of a file (such as {example})")
     return Path(value)
 
 

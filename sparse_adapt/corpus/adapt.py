@@ -330,7 +330,7 @@ def run_adapt(
         if path is not None:
             checks[name](path)
     load_config(config, base, ADAPT_SETTINGS)
-    check_base(str(base))  # a mistyped --base fails here, before --out is made
+    check_base(str(base))  # a missing local base or a near miss of a built-in name fails before --out is made
     pretrain = needs_pretraining(base) if pretrain is None else pretrain
     manifest = {
         "corpus": file_sha256(corpus), "base": str(base), "teacher": str(teacher), "seed": int(seed),

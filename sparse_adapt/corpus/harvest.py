@@ -99,11 +99,31 @@ _UNSPELT = frozenset({"of", "and", "for", "the", "to", "in", "on", "a", "an", "&
 
 
 def _expands(acronym: str, expansion: str) -> bool:
-    """Whether the initials of ``expansion``'s words (parts of a hyphenated word count as words)
-    spell ``acronym``'s letters: "steady-batch cycle rate" for SBCR."""
-    letters = [c for c in acronym.casefold() if c.isalpha()]
-    initials = [w[0] for w in re.split(r"[\s\-/]+", expansion.casefold()) if w and w not in _UNSPELT and w[0].isalpha()]
-    return len(letters) >= 2 and initials == letters
+    """Whether ``expansion`` spells ``acronym``: every word (parts of a hyphenated word count as
+    words) gives the next letter by its initial and maybe more, in order, from within it, and
+    small words may give none: "steady-batch cycle rate" for SBCR, "mechanism of action" for
+    MoA, "open authorization 2" for OAuth2, "deoxyribonucleic acid" for DNA."""
+    letters = [c for c in acronym.casefold() if c.isalnum()]
+    parts = [w.strip("\"'“”‘’()[]") for w in re.split(r"[\s\-/–—]+", expansion.casefold())]
+    parts = [w for w in parts if w]
+
+    def spells(i: int, j: int) -> bool:  # letters[i:] from parts[j:]
+        if i == len(letters) or j == len(parts):
+            return i == len(letters) and all(w in _UNSPELT for w in parts[j:])
+        word = parts[j]
+        if word in _UNSPELT and spells(i, j + 1):
+            return True
+        if word[0] != letters[i]:
+            return False
+        k, at = i + 1, 1
+        while True:  # this word gives letters[i:k]; the next word goes on from k
+            if spells(k, j + 1):
+                return True
+            if k == len(letters) or (at := word.find(letters[k], at)) < 0:
+                return False
+            k, at = k + 1, at + 1
+
+    return len(letters) >= 2 and spells(0, 0)
 
 
 def find_definition(

@@ -195,3 +195,21 @@ def test_a_long_context_sentence_is_cut_around_the_term_not_before_it():
     words = entry["definition"].split()
     assert len(words) == MAX_DEFINITION_WORDS and "Kryzel" in words
     assert words[-1] == "job" and words[0] == "w12"  # the window ends with the sentence: 40 words from w12
+
+
+@pytest.mark.parametrize("acronym, expansion, spelt", [
+    ("SBCR", "steady-batch cycle rate", True),
+    ("MoA", "mechanism of action", True),  # a small word may give its letter
+    ("OAuth2", "open authorization 2", True),  # a word may give more than its initial
+    ("DNA", "deoxyribonucleic acid", True),
+    ("R&D", "research and development", True),
+    ("SBCR", "“steady-batch cycle rate”", True),
+    ("MTBF", "the uptime", False),
+    ("MTBF", "mean time before fixing anything", False),  # every word must give a letter or be a small word
+    ("SBCR", "sub-contracting bids", False),
+    ("Krellamine", "any similar amine", False),
+])
+def test_an_expansion_spells_its_acronym_in_order(acronym, expansion, spelt):
+    from sparse_adapt.corpus.harvest import _expands
+
+    assert _expands(acronym, expansion) is spelt

@@ -725,3 +725,19 @@ def test_a_domain_token_the_term_activates_nearly_as_strongly_is_a_warning(exten
     loud = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS)
     [line] = [w for w in loud.warnings if "activates the domain token" in w]
     assert line.startswith(f"the query 'Gatrocraptic' activates the domain token '{name}' at ")
+
+
+def test_pieces_of_a_byte_level_bpe_term_leave_out_markers_unknowns_and_existing_tokens():
+    """On RoBERTa a term already one token had mapped '<unk>' to pieces, and a bare 'Ġ' was a piece."""
+    from diagnostics.explain import domain_pieces
+    from tests.conftest import make_tiny_roberta
+
+    splade = make_tiny_roberta()
+    extend_vocabulary(splade, {"jargon": ["Gatrocraptic", "the"]})
+    pieces = domain_pieces(splade)
+    tok = splade.tokenizer
+    special = set(tok.all_special_ids)
+    assert list(pieces) == [tok.convert_tokens_to_ids(t) for t in splade.settings.domain_terms if t != "the"]
+    for token, split in pieces.items():
+        assert token not in special and split and not special & split.keys()
+        assert all(tok.convert_ids_to_tokens(i).strip("Ġ▁") for i in split)

@@ -194,6 +194,7 @@ def test_a_file_output_naming_a_folder_is_refused_and_nothing_is_written(command
     assert_one_line_error(result, "names a folder; give the path of a file (such as "
                                   f"{tmp_path / 'runs'}{'/.' if ending == '/.' else ''}/NAME)")
     assert list(tmp_path.iterdir()) == []
+    assert_one_line_error(cli(capsys, FILE_WRITERS[command](files) + [""]), "the path is empty")
 
 
 @pytest.fixture
