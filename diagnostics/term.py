@@ -77,12 +77,13 @@ RIVAL_SHARE = 0.8
 
 def rival_warnings(splade: SpladeEncoder, term: str, token: int) -> list[str]:
     """Other domain tokens the term, searched on its own, activates nearly as strongly as itself."""
-    q = splade.encode([term], "query")  # (1, V)
-    own = float(q[0, token])
+    q = splade.encode([term], "query").toarray()[0]  # (V,)
+    own = float(q[token])
+    if own < 1.0:  # a term that barely fires in its own query has other problems (the checks report them)
+        return []
     vocab = splade.id_to_token()
-    # A term that barely fires in its own query has other problems (the checks report them).
-    rivals = sorted(((float(q[0, t]), t) for t in set(splade.settings.domain_token_ids) - {token}
-                     if own >= 1.0 and float(q[0, t]) >= RIVAL_SHARE * own), reverse=True)
+    rivals = sorted(((float(q[t]), t) for t in set(splade.settings.domain_token_ids) - {token}
+                     if q[t] >= RIVAL_SHARE * own), reverse=True)
     return [f"the query '{term}' activates the domain token '{vocab[t]}' at {w / own:.0%} of its own weight: a search "
             f"for it finds documents of '{vocab[t]}' about as well; if they are different things, the model does not "
             "tell them apart" for w, t in rivals[:3]]

@@ -137,8 +137,10 @@ def explain(
         raise ConfigError("--doc ranks the document among every document of --docs; it cannot start from --index's hits")
     docs_path = docs_or_bundled(docs)
     documents = load_documents(docs_path) if index is None else None
-    if doc and (unknown := [d for d in doc if d not in {x.doc_id for x in documents}]):  # before the model loads
-        raise ConfigError(f"--doc {unknown[0]!r}: no document with this id in {docs_path}")
+    if doc:  # checked before the model loads (with --index, refused above)
+        known = {d.doc_id for d in documents}
+        if unknown := [d for d in doc if d not in known]:
+            raise ConfigError(f"--doc {unknown[0]!r}: no document with this id in {docs_path}")
     splade = _load_model(model, json_out)
     if index is not None:
         documents = _index_candidates(index, splade, model, query, k, docs_path)

@@ -149,9 +149,9 @@ def _file_path(value: str) -> "Path":
     ``Path`` drops, so a file named ``runs`` was written where the user meant a folder."""
     from pathlib import Path
 
-    # "runs/", "runs/." and "runs/.." name folders; Path drops the slash and the dot ("runs").
     if not value.strip():
         raise typer.BadParameter("the path is empty; give the path of a file")
+    # "runs/", "runs/." and "runs/.." name folders; Path drops the slash and the dot ("runs").
     if os.path.basename(value) in ("", ".", ".."):
         folder = value.rstrip("/" + os.sep)
         example = f"{folder}/NAME" if folder else f"{value[0]}NAME"
