@@ -55,9 +55,14 @@ def test_chunked_forward_equals_full_logits_with_padding(tiny_mlm, small_chunks)
 
 
 def test_chunked_gradients_equal_full_logits_in_training_mode(tiny_mlm, small_chunks):
-    tiny_mlm.train()  # dropout on: both passes draw the same masks from the same seed
+    # float64: in float32 the two passes sum thousands of terms in different orders, and that
+    # noise moved with the library (ModernBERT's attention: 4e-5 of the scale when this test was
+    # written, 1.3e-4 on transformers 5.24); in float64 it is ~1e-12, so a tight tolerance tells a
+    # reordered sum from a wrong gradient (off by ~1x).
+    tiny_mlm.double().train()  # dropout on: both passes draw the same masks from the same seed
     batch = tiny_mlm.tokenize(TEXTS, "document")
-    coeff = torch.randn(len(TEXTS), tiny_mlm.vocab_size, generator=torch.Generator().manual_seed(3))
+    coeff = torch.randn(len(TEXTS), tiny_mlm.vocab_size, generator=torch.Generator().manual_seed(3),
+                        dtype=torch.float64)
 
     def grads(fn):
         tiny_mlm.zero_grad()
@@ -75,10 +80,8 @@ def test_chunked_gradients_equal_full_logits_in_training_mode(tiny_mlm, small_ch
     decoder = [n for n, p in tiny_mlm.named_parameters() if p is tied]
     assert decoder and g_want[decoder[0]].abs().sum() > 0
     for name, want in g_want.items():
-        # Sums of thousands of float32 terms in another order (ModernBERT's attention: 4e-5 of
-        # the scale): tolerance relative to the tensor's scale; a wrong gradient is off by ~1x.
         scale = float(want.abs().max())
-        torch.testing.assert_close(g_got[name], want, rtol=1e-4, atol=1e-4 * scale + 1e-6, msg=name)
+        torch.testing.assert_close(g_got[name], want, rtol=1e-9, atol=1e-9 * scale + 1e-12, msg=name)
 
 
 def test_max_dot_matches_dense_max_and_handles_a_text_without_rows():
