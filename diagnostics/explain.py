@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from diagnostics.schema import EXPLAIN_SCHEMA
-from diagnostics.tokens import base_pieces, eval_mode, in_text_ids
+from diagnostics.tokens import domain_pieces, eval_mode, in_text_ids, pieces_in
 from sparse_adapt.data import Document
 from sparse_adapt.data.reading import first_repeat
 from sparse_adapt.errors import ConfigError
@@ -69,7 +69,8 @@ class QueryStats:
     max_weight: float
     sparsity: float  # percent of the vocabulary with weight 0
     vocab_size: int
-    expansion_count: int  # active tokens that do not occur in the query text
+    expansion_count: int  # active tokens neither in the query text nor a piece of a domain term in it
+    piece_count: int  # active pieces of the old split of a domain term in the query (see WeightedToken.piece_of)
     tokens: list[WeightedToken]  # every active token, by descending weight
     feedback: FeedbackStats | None = None  # with feedback: the fields above are the expanded query's
 
@@ -112,23 +113,9 @@ class QueryExplanation:
 def _weighted(ids: np.ndarray, weights: np.ndarray, vocab: list[str], text_ids: set[int],
               pieces: dict[int, dict[int, str]]) -> list[WeightedToken]:
     """``pieces``: domain token id -> {id of a piece of its base split: the term} (:func:`domain_pieces`)."""
-    of = {p: term for t in text_ids & pieces.keys() for p, term in pieces[t].items()}
-    return [WeightedToken(vocab[int(i)], int(i), float(w), int(i) in text_ids,
-                          None if int(i) in text_ids else of.get(int(i))) for i, w in zip(ids, weights)]
-
-
-def domain_pieces(splade: SpladeEncoder) -> dict[int, dict[int, str]]:
-    """Each domain token's id -> the ids of the pieces the base tokenizer split its term into
-    (special tokens, an unknown piece and a bare word-start marker such as "Ġ" left out)."""
-    tok = splade.tokenizer
-    domain, special = set(splade.settings.domain_token_ids), set(tok.all_special_ids)
-    out: dict[int, dict[int, str]] = {}
-    for term in splade.settings.domain_terms:
-        token = tok.convert_tokens_to_ids(term)
-        split = [p for p in base_pieces(splade, term) or [] if p.strip("Ġ▁")]
-        if token in domain and token not in special and len(split) > 1:
-            out[token] = {i: term for i in tok.convert_tokens_to_ids(split) if i != token and i not in special}
-    return out
+    of = pieces_in(text_ids, pieces)
+    return [WeightedToken(vocab[int(i)], int(i), float(w), int(i) in text_ids, of.get(int(i)))
+            for i, w in zip(ids, weights)]
 
 
 def explain_query(
@@ -193,7 +180,8 @@ def _explain(
         max_weight=float(q_w[0]) if len(q_w) else 0.0,
         sparsity=100.0 * (1.0 - len(q_ids) / V),
         vocab_size=V,
-        expansion_count=sum(1 for t in q_tokens if not t.in_text),
+        expansion_count=sum(1 for t in q_tokens if not t.in_text and t.piece_of is None),
+        piece_count=sum(1 for t in q_tokens if t.piece_of is not None),
         tokens=q_tokens,
         feedback=fed,
     )

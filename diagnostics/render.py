@@ -185,8 +185,7 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
     for tok in targets[0].ranking.top:
         target = any(tok.token_id == t.token_id for t in targets)
         table.add_row(str(tok.rank), f"{tok.weight:.4f}", Text(tok.token, style="bold cyan" if target else ""),
-                      Text("◀ diagnosed token" if target else "in text" if tok.in_text else "expansion",
-                           style="bold cyan" if target else "dim"))
+                      Text("◀ diagnosed token", style="bold cyan") if target else _kind(tok))
     console.print(table)
     for t in targets:
         qe = t.query_expansion
@@ -253,7 +252,9 @@ def render_explanation(e: QueryExplanation, console: Console) -> None:
         Group(
             Text(q.text, style="bold"),
             Text(f"non-zero: {q.nonzero}   max weight: {q.max_weight:.4f}   sparsity: {q.sparsity:.2f}%   "
-                 f"expansion tokens: {q.expansion_count}   documents scored: {e.documents_scored}", style="dim"),
+                 f"expansion tokens: {q.expansion_count}   "
+                 + (f"pieces of domain terms: {q.piece_count}   " if q.piece_count else "")
+                 + f"documents scored: {e.documents_scored}", style="dim"),
             Text(f"model: {e.model}", style="dim"),
         ),
         title="[bold]Query[/bold]", expand=False,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-DIAGNOSE_SCHEMA = "sparse-adapt.diagnose/5"
-EXPLAIN_SCHEMA = "sparse-adapt.explain/3"
+DIAGNOSE_SCHEMA = "sparse-adapt.diagnose/6"
+EXPLAIN_SCHEMA = "sparse-adapt.explain/4"
 INSPECT_SCHEMA = "sparse-adapt.inspect/2"
 
 NUM = (int, float)
@@ -87,7 +87,8 @@ DIAGNOSE = {
                 "rank": Nullable(int),
                 "nonzero": int,
                 "top": [
-                    {"rank": int, "token": str, "token_id": int, "weight": NUM, "in_text": bool, "target": bool}
+                    {"rank": int, "token": str, "token_id": int, "weight": NUM, "in_text": bool, "target": bool,
+                     "piece_of": Nullable(str)}
                 ],
             },
             "query_expansion": Nullable(
@@ -126,6 +127,7 @@ EXPLAIN = {
         "sparsity": NUM,
         "vocab_size": int,
         "expansion_count": int,
+        "piece_count": int,
         "tokens": [_WEIGHTED],
         "feedback": Nullable({
             "docs": int, "weight": NUM, "terms": int, "fed_back": [str],

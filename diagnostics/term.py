@@ -33,7 +33,7 @@ from diagnostics.sections.ranking import ranking
 from diagnostics.sections.target import TargetDiagnosis
 from diagnostics.sections.vocabulary import VocabularyCheck, vocabulary_check
 from diagnostics.sections.weight import weight_check
-from diagnostics.tokens import eval_mode
+from diagnostics.tokens import domain_pieces, eval_mode, pieces_in
 from sparse_adapt.data import Document, Query
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vectors import ranked_row
@@ -135,6 +135,7 @@ def _diagnose(
     D = splade.encode([doc.text], "document")  # (1, V): the model's own answer
     ranked_ids, ranked_w = ranked_row(D, 0)
     text_ids = set(batch["input_ids"][0].tolist())
+    piece_of = pieces_in(text_ids, domain_pieces(splade))
     vocab_strings = splade.id_to_token()
     expansion = query_expansion(splade, term, targets_ids, queries, documents, feedback) if queries else {}
 
@@ -150,7 +151,7 @@ def _diagnose(
                 token=vocab_strings[t],
                 logits=logits,
                 weight=weight_check(splade, t, logits, actual),
-                ranking=ranking(t, ranked_ids, ranked_w, vocab_strings, text_ids),
+                ranking=ranking(t, ranked_ids, ranked_w, vocab_strings, text_ids, piece_of),
                 query_expansion=expansion.get(t),
             )
         )

@@ -64,6 +64,27 @@ def base_pieces(splade: SpladeEncoder, term: str) -> list[str] | None:
     return [t.value for w in words for t in backend.model.tokenize(w)]
 
 
+def domain_pieces(splade: SpladeEncoder) -> dict[int, dict[int, str]]:
+    """Each domain token's id -> the ids of the pieces the base tokenizer split its term into
+    (special tokens, an unknown piece and a bare word-start marker such as "Ġ" left out)."""
+    tok = splade.tokenizer
+    domain, special = set(splade.settings.domain_token_ids), set(tok.all_special_ids)
+    out: dict[int, dict[int, str]] = {}
+    for term in splade.settings.domain_terms:
+        token = tok.convert_tokens_to_ids(term)
+        split = [p for p in base_pieces(splade, term) or [] if p.strip("Ġ▁")]
+        if token in domain and token not in special and len(split) > 1:
+            out[token] = {i: term for i in tok.convert_tokens_to_ids(split) if i != token and i not in special}
+    return out
+
+
+def pieces_in(text_ids: set[int], pieces: dict[int, dict[int, str]]) -> dict[int, str]:
+    """Piece id -> its domain term, for the domain tokens in ``text_ids`` (from :func:`domain_pieces`):
+    a weighted token not in the text that is such a piece is the weight the term's old spelling
+    kept, not an expansion the model learnt (fz10: '##rella' beside 'krellamine')."""
+    return {p: term for t in text_ids & pieces.keys() for p, term in pieces[t].items() if p not in text_ids}
+
+
 def term_pattern(splade: SpladeEncoder, term: str) -> re.Pattern:
     """Whole-word occurrences of ``term`` in raw text; any case where the model sees none
     (an uncased model, or a term that extend-vocab folds to one token in every case)."""

@@ -17,6 +17,7 @@ class RankedToken:
     weight: float
     in_text: bool  # occurs in the document text (else an expansion)
     target: bool  # the diagnosed token
+    piece_of: str | None  # not in the text but a piece of a domain term's old split in it: no expansion
 
 
 @dataclass
@@ -27,11 +28,14 @@ class Ranking:
     top: list[RankedToken]
 
 
-def ranking(token_id: int, ids: np.ndarray, weights: np.ndarray, vocab: list[str], text_ids: set[int]) -> Ranking:
+def ranking(token_id: int, ids: np.ndarray, weights: np.ndarray, vocab: list[str], text_ids: set[int],
+            piece_of: dict[int, str]) -> Ranking:
+    """``ids``/``weights``: the document's non-zero tokens by descending weight; ``piece_of``:
+    piece id -> domain term, for the domain terms in the text (:func:`diagnostics.tokens.pieces_in`)."""
     where = np.nonzero(ids == token_id)[0]
     rank = int(where[0]) + 1 if len(where) else None
     top = [
-        RankedToken(r + 1, vocab[int(i)], int(i), float(w), int(i) in text_ids, int(i) == token_id)
+        RankedToken(r + 1, vocab[int(i)], int(i), float(w), int(i) in text_ids, int(i) == token_id, piece_of.get(int(i)))
         for r, (i, w) in enumerate(zip(ids[:TOP_TOKENS], weights[:TOP_TOKENS]))
     ]
     return Ranking(

@@ -694,7 +694,8 @@ def test_a_piece_of_a_domain_term_s_old_split_is_labelled_not_called_an_expansio
     """fz10's '##rella' beside 'krellamine' read as a learnt expansion: it is the old spelling's weight."""
     import numpy as np
 
-    from diagnostics.explain import _weighted, domain_pieces
+    from diagnostics.explain import _weighted
+    from diagnostics.tokens import domain_pieces
     from diagnostics.tokens import base_pieces
 
     tok = extended.tokenizer
@@ -729,7 +730,7 @@ def test_a_domain_token_the_term_activates_nearly_as_strongly_is_a_warning(exten
 
 def test_pieces_of_a_byte_level_bpe_term_leave_out_markers_unknowns_and_existing_tokens():
     """On RoBERTa a term already one token had mapped '<unk>' to pieces, and a bare 'Ġ' was a piece."""
-    from diagnostics.explain import domain_pieces
+    from diagnostics.tokens import domain_pieces
     from tests.conftest import make_tiny_roberta
 
     splade = make_tiny_roberta()
@@ -741,3 +742,26 @@ def test_pieces_of_a_byte_level_bpe_term_leave_out_markers_unknowns_and_existing
     for token, split in pieces.items():
         assert token not in special and split and not special & split.keys()
         assert all(tok.convert_ids_to_tokens(i).strip("Ġ▁") for i in split)
+
+
+def test_diagnose_ranking_and_explain_counts_label_pieces_not_expansions(extended):
+    """The ranking table called a piece of the term's old split an 'expansion', and explain
+    counted it among the expansions: both now read it as the old spelling's kept weight."""
+    from diagnostics.tokens import base_pieces
+
+    tok = extended.tokenizer
+    split = tok.convert_tokens_to_ids(base_pieces(extended, "gatrocraptic"))
+    _boost(extended, split[0], 15.0)  # the old spelling's first piece fires wherever it can
+    d = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS)
+    [row] = [t for t in d.targets[0].ranking.top if t.token_id == split[0]]
+    assert not row.in_text and not row.target and row.piece_of == "gatrocraptic"
+    assert all(t.piece_of is None for t in d.targets[0].ranking.top if t.token_id not in split)
+    validate(d.to_dict())
+
+    e = explain_query(extended, "what is Gatrocraptic", DOCS, k=1)
+    kinds = [(t.in_text, t.piece_of) for t in e.query.tokens]
+    assert (False, "gatrocraptic") in kinds
+    assert e.query.piece_count == sum(1 for _, p in kinds if p is not None) >= 1
+    assert e.query.expansion_count == sum(1 for i, p in kinds if not i and p is None)
+    assert e.query.piece_count + e.query.expansion_count == sum(1 for i, _ in kinds if not i)
+    validate(e.to_dict())
