@@ -22,7 +22,7 @@ trains; the rerun then refuses to mix it into an older run and says so; an unedi
 dictionary or training data made from an edited terms file is made again), the pipeline
 resumes after its last finished stage, and ``DIR/final`` is copied again only when
 ``training/final`` was rewritten (its ``made_from.json`` differs), so an edited card stays. A rerun with another corpus, base, teacher, options
-or given files is refused, as is a ``DIR`` holding anything but an adapt run.
+or given files is refused, as is a ``DIR`` holding anything but an adapt run (``adapt_folder.py``).
 """
 
 from __future__ import annotations
@@ -33,28 +33,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparse_adapt.atomic import atomic_directory, write_atomic, write_json_atomic
+from sparse_adapt.corpus.adapt_folder import (
+    FINAL, GENERATED, MANIFEST, PRETRAINED, RUN_OUTPUTS, TRAINING, AdaptMismatchError, check_out, discard_run,
+    not_a_run, pseudo_data_done,
+)
 from sparse_adapt.corpus.glosses import select_glosses
 from sparse_adapt.corpus.harvest import build_dictionary
 from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, known_words_note, mine_with_rest, terms_json
-from sparse_adapt.corpus.provenance import PROVENANCE, record, refresh
+from sparse_adapt.corpus.provenance import record, refresh
 from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, make_train
 from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
 from sparse_adapt.corpus.text import locate_terms
 from sparse_adapt.data import file_sha256, load_dictionary, load_documents, load_domain_terms, load_train
 from sparse_adapt.errors import ConfigError, SparseAdaptError
-from sparse_adapt.lock import LOCK_FILE, locked
+from sparse_adapt.lock import locked
 from sparse_adapt.progress import Hooks, SILENT, counted
 from sparse_adapt.training.general import pretrained_base
 
-MANIFEST = "adapt.json"
-# Where adapt writes the inputs it generates, in DIR (a user's own files stay where they are).
-GENERATED = {"terms": "domain_terms.json", "dictionary": "dictionary.jsonl", "train": "train.jsonl"}
 # run_adapt's keywords that shape the generated inputs (mining and make-train), which a
 # benchmark passes through, so they can be measured (README "A larger corpus").
 GENERATION = ("top", "min_count", "max_queries", "negatives", "siblings", "term_labels")
-PRETRAINED = "pretrained"
-TRAINING = "training"
-FINAL = "final"
 # Every 5th pseudo-query is held out: 20% for evaluation, 80% to train on.
 HOLDOUT_EVERY = 5
 # adapt's own defaults, under the base's recommended settings and --config. The final model
@@ -68,10 +66,6 @@ HOLDOUT_EVERY = 5
 # `train` keeps 0: on the bundled case study 0.5 lowers gatrocraptic's weight in d21 below the spec's
 # 2.0 and lets d26 into q11's top 5 (6 of 8 criteria).
 ADAPT_SETTINGS = {"distill": {"interpolate": 0.5}}
-
-
-class AdaptMismatchError(SparseAdaptError):
-    """``--out`` holds a different adapt run, or something that is no adapt run."""
 
 
 @dataclass
@@ -102,97 +96,6 @@ def grade(score: float) -> int:
     return 2 if score >= 8.0 else 1 if score > 0.0 else 0
 
 
-# Options added to make-train after runs were made with it: an older adapt.json lacks them, and
-# its files were made as each option's value here still makes them (no siblings, the teacher's
-# own labels, no glosses, mined against English), so such a run resumes with those values and
-# is refused with others.
-LEGACY_OPTIONS = {"siblings": 0, "term_labels": False, "glosses": False, "pretrain": False, "lang": "en"}
-
-
-# What a run writes into DIR, and --overwrite removes; not ``pretrained/``, which depends on the
-# base alone and says in its own manifest which base it came from.
-RUN_OUTPUTS = (
-    MANIFEST, *GENERATED.values(), "heldout_queries.jsonl", "heldout_qrels.tsv", "query_groups.json", "mining.json",
-    PROVENANCE, "summary.json", TRAINING, FINAL,
-)
-
-
-def _check_out(
-    out: Path, manifest: dict, overwrite: bool = False, keep: tuple[Path, ...] = (), hooks: Hooks = SILENT,
-) -> None:
-    path = out / MANIFEST
-    if path.is_file():
-        try:
-            old = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            old = None
-        if not isinstance(old, dict):  # emptied or edited by hand: no run that could resume
-            if not overwrite:
-                raise AdaptMismatchError(f"{path} is damaged (not a JSON object of an adapt run); use another --out, "
-                                         f"pass --overwrite to discard that run, or delete {out}")
-            _discard_run(out, keep)
-            hooks.message(f"--overwrite: discarded the adapt run in {out} (its {MANIFEST} was damaged)")
-            return
-        if isinstance(old.get("options"), dict):
-            old["options"] = {**LEGACY_OPTIONS, **old["options"]}
-        diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
-        if diff and not {p.name for p in out.iterdir()} - {MANIFEST, PRETRAINED, LOCK_FILE}:
-            # The run stopped before making any input (mining found no term, say): the options its
-            # error suggested start it afresh; its pretraining stays if it pretrained the same base.
-            if (old.get("base"), old.get("options", {}).get("pretrain")) != (manifest["base"], manifest["options"]["pretrain"]):
-                shutil.rmtree(out / PRETRAINED, ignore_errors=True)
-            path.unlink()
-            return
-        if diff and not overwrite:
-            raise AdaptMismatchError(
-                f"{out} holds an adapt run with other {_differences(old, manifest, diff)}; use another --out, "
-                f"pass --overwrite to discard that run, or delete {out}"
-            )
-        if diff:
-            _discard_run(out, keep)
-            hooks.message(f"--overwrite: discarded the adapt run in {out} ({', '.join(diff)} differed)")
-    elif out.exists() and (not out.is_dir() or any(p.name != LOCK_FILE for p in out.iterdir())):
-        raise AdaptMismatchError(_not_a_run(out))
-
-
-def _not_a_run(out: Path) -> str:
-    return (f"{out} {'is a file' if out.is_file() else f'exists and holds no {MANIFEST}'}: refusing to write an adapt "
-            "run into it; --out names a new folder for the run (its generated inputs, training/ and final/), e.g. runs/my-domain")
-
-
-def _differences(old: dict, new: dict, keys: list[str]) -> str:
-    """``options (top 20 -> 10), base`` for the manifest keys that differ: which option changed
-    is what a user needs to rerun as before (hashes of files are only named)."""
-    said = []
-    for key, before, after in ((k, old.get(k), new.get(k)) for k in keys):
-        if isinstance(before, dict) and isinstance(after, dict) and key in ("options", "given"):
-            changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-            detail = changed if key == "given" else [f"{k} {before.get(k)} -> {after.get(k)}" for k in changed]
-            said.append(f"{key} ({', '.join(detail)})")
-        else:
-            said.append(f"{key} ({before} -> {after})" if key in ("base", "teacher", "seed") else key)
-    return ", ".join(said)
-
-
-def _discard_run(out: Path, keep: tuple[Path, ...]) -> None:
-    """Remove a run's own outputs from ``out``; a file the user gave this command (an edited
-    ``domain_terms.json`` passed as ``--terms``) is theirs and stays."""
-    kept = {p.resolve() for p in keep}
-    for name in RUN_OUTPUTS:
-        path = out / name
-        if path.resolve() in kept or any(path.resolve() in k.parents for k in kept):
-            continue
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-
-
-def _pseudo_data_done(out: Path) -> bool:
-    # heldout_queries.jsonl is written last of the four pseudo-data files.
-    return (out / "train.jsonl").is_file() and (out / "heldout_queries.jsonl").is_file()
-
-
 def _split_heldout(records: list[dict]) -> tuple[list[dict], list[dict]]:
     """(train, held out): every HOLDOUT_EVERY-th record, at least one, never all."""
     held_at = {i for i in range(len(records)) if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1} or {len(records) - 1}
@@ -216,7 +119,7 @@ def _write_heldout(out: Path, held: list[dict], files: AdaptFiles) -> None:
 def _to_generate(out: Path, dictionary: Path | None, train: Path | None) -> tuple[bool, bool]:
     """Whether the dictionary and the pseudo-labelled data are still to be made in ``out``
     (neither given nor left by an earlier run): what needs the teacher, and what gets made."""
-    return dictionary is None and not (out / "dictionary.jsonl").is_file(), train is None and not _pseudo_data_done(out)
+    return dictionary is None and not (out / "dictionary.jsonl").is_file(), train is None and not pseudo_data_done(out)
 
 
 def prepare_inputs(
@@ -316,7 +219,7 @@ def run_adapt(
     from sparse_adapt.corpus.language import ENGLISH, resolve_language
     from sparse_adapt.corpus.text import corpus_warnings
     from sparse_adapt.modeling.builtin import check_base, needs_pretraining
-    from sparse_adapt.training.config import load_config
+    from sparse_adapt.training.config_files import load_config
     from sparse_adapt.training.pipeline import run_pipeline
     from sparse_adapt.training.rundir import RunMismatchError, final_record, part_holding
 
@@ -346,10 +249,10 @@ def run_adapt(
                           "or give another --out")
     inputs = (corpus, *(p for p in given.values() if p is not None), *([Path(config)] if config else []), *keep)
     if out.exists() and not out.is_dir():  # before the lock, which makes the directory
-        raise AdaptMismatchError(_not_a_run(out))
+        raise AdaptMismatchError(not_a_run(out))
     with locked(out):  # one writer: two runs into one --out mixed their manifests and inputs;
         # taken before the check, which --overwrite follows by discarding the run it finds
-        _check_out(out, manifest, overwrite, tuple(Path(p) for p in inputs), hooks)
+        check_out(out, manifest, overwrite, tuple(Path(p) for p in inputs), hooks)
         for note in (*noted, guess.warning() if guess is not None else None):
             if note:
                 hooks.message(f"warning: {note}")
@@ -377,7 +280,7 @@ def run_adapt(
             )
         except SparseAdaptError:
             if fresh:  # what this run generated goes: a rerun with the options the error suggests is then no other run
-                _discard_run(out, (*inputs, out / MANIFEST))
+                discard_run(out, (*inputs, out / MANIFEST))
             raise
         try:  # the same adapt run: what differs in training/ is a generated file edited since it trained
             trained = run_pipeline(

@@ -278,7 +278,7 @@ def test_overwrite_never_writes_into_a_directory_that_holds_no_adapt_run(setup):
 
 
 def test_a_run_from_before_an_option_existed_resumes_with_the_options_old_behaviour(tmp_path):
-    from sparse_adapt.corpus.adapt import _check_out
+    from sparse_adapt.corpus.adapt_folder import check_out as _check_out
 
     manifest = {"corpus": "c", "base": "b", "teacher": "t", "seed": 0, "given": {}, "config": None,
                 "options": {"top": 20, "min_count": 2, "max_queries": 60, "negatives": 7}}

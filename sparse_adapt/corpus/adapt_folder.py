@@ -1,0 +1,120 @@
+"""What an ``adapt --out`` folder holds, and when a rerun into it may resume.
+
+``adapt.json`` (the manifest) says what the run is; a rerun with the same manifest resumes,
+one with another corpus, base, teacher, options or given files is refused (or, with
+``--overwrite``, its outputs are discarded, never a file the user gave), and a folder that
+holds anything but an adapt run is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from sparse_adapt.corpus.provenance import PROVENANCE
+from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.lock import LOCK_FILE
+from sparse_adapt.progress import Hooks, SILENT
+
+MANIFEST = "adapt.json"
+# Where adapt writes the inputs it generates, in DIR (a user's own files stay where they are).
+GENERATED = {"terms": "domain_terms.json", "dictionary": "dictionary.jsonl", "train": "train.jsonl"}
+PRETRAINED = "pretrained"
+TRAINING = "training"
+FINAL = "final"
+
+
+class AdaptMismatchError(SparseAdaptError):
+    """``--out`` holds a different adapt run, or something that is no adapt run."""
+
+
+# Options added to make-train after runs were made with it: an older adapt.json lacks them, and
+# its files were made as each option's value here still makes them (no siblings, the teacher's
+# own labels, no glosses, mined against English), so such a run resumes with those values and
+# is refused with others.
+LEGACY_OPTIONS = {"siblings": 0, "term_labels": False, "glosses": False, "pretrain": False, "lang": "en"}
+
+
+# What a run writes into DIR, and --overwrite removes; not ``pretrained/``, which depends on the
+# base alone and says in its own manifest which base it came from.
+RUN_OUTPUTS = (
+    MANIFEST, *GENERATED.values(), "heldout_queries.jsonl", "heldout_qrels.tsv", "query_groups.json", "mining.json",
+    PROVENANCE, "summary.json", TRAINING, FINAL,
+)
+
+
+def check_out(
+    out: Path, manifest: dict, overwrite: bool = False, keep: tuple[Path, ...] = (), hooks: Hooks = SILENT,
+) -> None:
+    path = out / MANIFEST
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            old = None
+        if not isinstance(old, dict):  # emptied or edited by hand: no run that could resume
+            if not overwrite:
+                raise AdaptMismatchError(f"{path} is damaged (not a JSON object of an adapt run); use another --out, "
+                                         f"pass --overwrite to discard that run, or delete {out}")
+            discard_run(out, keep)
+            hooks.message(f"--overwrite: discarded the adapt run in {out} (its {MANIFEST} was damaged)")
+            return
+        if isinstance(old.get("options"), dict):
+            old["options"] = {**LEGACY_OPTIONS, **old["options"]}
+        diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
+        if diff and not {p.name for p in out.iterdir()} - {MANIFEST, PRETRAINED, LOCK_FILE}:
+            # The run stopped before making any input (mining found no term, say): the options its
+            # error suggested start it afresh; its pretraining stays if it pretrained the same base.
+            if (old.get("base"), old.get("options", {}).get("pretrain")) != (manifest["base"], manifest["options"]["pretrain"]):
+                shutil.rmtree(out / PRETRAINED, ignore_errors=True)
+            path.unlink()
+            return
+        if diff and not overwrite:
+            raise AdaptMismatchError(
+                f"{out} holds an adapt run with other {differences(old, manifest, diff)}; use another --out, "
+                f"pass --overwrite to discard that run, or delete {out}"
+            )
+        if diff:
+            discard_run(out, keep)
+            hooks.message(f"--overwrite: discarded the adapt run in {out} ({', '.join(diff)} differed)")
+    elif out.exists() and (not out.is_dir() or any(p.name != LOCK_FILE for p in out.iterdir())):
+        raise AdaptMismatchError(not_a_run(out))
+
+
+def not_a_run(out: Path) -> str:
+    return (f"{out} {'is a file' if out.is_file() else f'exists and holds no {MANIFEST}'}: refusing to write an adapt "
+            "run into it; --out names a new folder for the run (its generated inputs, training/ and final/), e.g. runs/my-domain")
+
+
+def differences(old: dict, new: dict, keys: list[str]) -> str:
+    """``options (top 20 -> 10), base`` for the manifest keys that differ: which option changed
+    is what a user needs to rerun as before (hashes of files are only named)."""
+    said = []
+    for key, before, after in ((k, old.get(k), new.get(k)) for k in keys):
+        if isinstance(before, dict) and isinstance(after, dict) and key in ("options", "given"):
+            changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+            detail = changed if key == "given" else [f"{k} {before.get(k)} -> {after.get(k)}" for k in changed]
+            said.append(f"{key} ({', '.join(detail)})")
+        else:
+            said.append(f"{key} ({before} -> {after})" if key in ("base", "teacher", "seed") else key)
+    return ", ".join(said)
+
+
+def discard_run(out: Path, keep: tuple[Path, ...]) -> None:
+    """Remove a run's own outputs from ``out``; a file the user gave this command (an edited
+    ``domain_terms.json`` passed as ``--terms``) is theirs and stays."""
+    kept = {p.resolve() for p in keep}
+    for name in RUN_OUTPUTS:
+        path = out / name
+        if path.resolve() in kept or any(path.resolve() in k.parents for k in kept):
+            continue
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def pseudo_data_done(out: Path) -> bool:
+    # heldout_queries.jsonl is written last of the four pseudo-data files.
+    return (out / "train.jsonl").is_file() and (out / "heldout_queries.jsonl").is_file()
