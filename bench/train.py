@@ -81,7 +81,7 @@ def _sparse_adapt_stage(model: Path, work: Path, stage: str, section: dict, docs
 
 
 def _config(stage: str, section: dict):
-    from sparse_adapt.training.config import config_from_dict
+    from sparse_adapt.training.config_files import config_from_dict
 
     return config_from_dict({stage: section})
 

@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
         from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
         from sparse_adapt.errors import ConfigError
         from sparse_adapt.progress import signed
-        from sparse_adapt.training.config import load_config
+        from sparse_adapt.training.config_files import load_config
         from sparse_adapt.training.pipeline import run_pipeline
         from sparse_adapt.training.stages import TrainData
         from sparse_adapt.training.tuning import PREFIX_STAGES, load_space, run_tuning

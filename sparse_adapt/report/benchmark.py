@@ -61,7 +61,8 @@ from sparse_adapt.report.domains import BenchDomain, EvalSet, pool_documents, re
 from sparse_adapt.report.files import holds_files, output_kind
 from sparse_adapt.report.pooled import pooled
 from sparse_adapt.retrieval.feedback import Feedback
-from sparse_adapt.training.config import TrainConfig, load_config
+from sparse_adapt.training.config import TrainConfig
+from sparse_adapt.training.config_files import load_config
 from sparse_adapt.training.stages import EXPERIMENTS
 
 # H4 runs as its MLM prefix (OUT/prefix/<domain>/seed<k>) then distill (OUT/runs/...).

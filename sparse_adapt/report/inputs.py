@@ -12,7 +12,8 @@ from sparse_adapt.data import Document, Qrels, Query, flat_terms
 from sparse_adapt.defaults import BUNDLED
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
-from sparse_adapt.training.config import TrainConfig, config_from_dict, load_config, with_recommended
+from sparse_adapt.training.config import TrainConfig
+from sparse_adapt.training.config_files import config_from_dict, load_config, with_recommended
 from sparse_adapt.training.stages import EXPERIMENTS
 
 

@@ -42,7 +42,8 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import check_not_special, plan_extension
 from sparse_adapt.progress import SILENT, Hooks, counted
 from sparse_adapt.training import rundir
-from sparse_adapt.training.config import TrainConfig, load_config, recommended_in_effect
+from sparse_adapt.training.config import TrainConfig
+from sparse_adapt.training.config_files import load_config, recommended_in_effect
 from sparse_adapt.training.distributed import Processes
 from sparse_adapt.training.interpolation import interpolate
 from sparse_adapt.training.loop import NonFiniteError, require_finite

@@ -31,7 +31,8 @@ from sparse_adapt.errors import ConfigError, OutputError
 from sparse_adapt.lock import LOCK_FILE, locked
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks, signed
-from sparse_adapt.training.config import TrainConfig, config_to_toml, load_config, recommended_in_effect
+from sparse_adapt.training.config import TrainConfig
+from sparse_adapt.training.config_files import config_to_toml, load_config, recommended_in_effect
 from sparse_adapt.training.loop import NonFiniteError
 from sparse_adapt.training.stages import ORDER, DistillStage, StageContext, TrainData
 from sparse_adapt.training.study import (
@@ -71,7 +72,8 @@ def load_space(path: str | Path) -> dict[str, Range]:
     (``lr``, ``kd``, ...). Replaces :data:`SEARCH_SPACE` whole; errors name the file and key."""
     import math
 
-    from sparse_adapt.training.config import DistillConfig, read_table
+    from sparse_adapt.training.config import DistillConfig
+    from sparse_adapt.training.config_files import read_table
 
     path = Path(path)
     raw = read_table(path, "search space")

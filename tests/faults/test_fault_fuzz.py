@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from sparse_adapt import data
 from sparse_adapt.errors import SparseAdaptError
-from sparse_adapt.training.config import TrainConfig, load_config
+from sparse_adapt.training.config import TrainConfig
+from sparse_adapt.training.config_files import load_config
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -14,7 +14,7 @@ from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.losses import DistillationLoss
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import Hooks
-from sparse_adapt.training.config import load_config
+from sparse_adapt.training.config_files import load_config
 from sparse_adapt.training.pipeline import run_pipeline
 from tests.faults.conftest import assert_one_line_error, cli, train_argv
 from tests.training.test_stages import TRAIN

@@ -14,7 +14,7 @@ from corpora import GATROCRAPTIC
 from sparse_adapt import data
 from sparse_adapt.data import documents
 from sparse_adapt.errors import SparseAdaptError
-from sparse_adapt.training.config import load_config
+from sparse_adapt.training.config_files import load_config
 from tests.faults.conftest import assert_one_line_error, cli, train_argv
 from tests.training.test_stages import DICTIONARY, DOCS, TRAIN
 

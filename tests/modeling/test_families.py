@@ -24,7 +24,7 @@ from sparse_adapt.modeling.heads import head_support, max_pieces
 from sparse_adapt.modeling.onnx import OnnxSpladeEncoder, export_onnx
 from sparse_adapt.modeling.tokenization import keeps_case, marks_word_starts, running_text_ids
 from sparse_adapt.modeling.vocabulary import extend_vocabulary
-from sparse_adapt.training.config import config_from_dict
+from sparse_adapt.training.config_files import config_from_dict
 from sparse_adapt.training.pipeline import run_pipeline
 from sparse_adapt.training.stages import EXPERIMENTS
 from tests.conftest import make_tiny_bert, make_tiny_roberta, row_pieces

@@ -20,7 +20,7 @@ from sparse_adapt.cli import main
 from sparse_adapt.corpus.teacher import DenseTeacher
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import Hooks
-from sparse_adapt.training.config import config_from_dict
+from sparse_adapt.training.config_files import config_from_dict
 from sparse_adapt.training.pipeline import run_pipeline
 from tests.corpus.test_adapt import _cli, setup  # noqa: F401 - fixture
 from tests.retrieval.test_export import read_lines

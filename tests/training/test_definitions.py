@@ -7,7 +7,7 @@ import json
 import pytest
 
 from sparse_adapt.data import DictionaryEntry, Document
-from sparse_adapt.training.config import config_from_dict
+from sparse_adapt.training.config_files import config_from_dict
 from sparse_adapt.training.definitions import NEGATIVE, POSITIVE, definition_examples, entry_words
 from sparse_adapt.training.pipeline import run_pipeline
 from tests.training.test_stages import SMALL, inputs, tiny_dir  # noqa: F401 (fixtures)

@@ -9,7 +9,7 @@ import torch
 
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.training.config import config_from_dict
+from sparse_adapt.training.config_files import config_from_dict
 from sparse_adapt.training.freezing import domain_rows_only
 from sparse_adapt.training.loop import make_optimizer
 from tests.training.test_stages import SMALL, _params, _run, inputs, tiny_dir  # noqa: F401 (fixtures)

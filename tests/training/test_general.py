@@ -153,7 +153,8 @@ def test_pretrain_cli_takes_its_defaults_from_general_config_and_says_them(tmp_p
 
 def test_a_pretrained_base_carries_its_adapt_settings_and_a_config_key_still_wins(tiny_dir, tmp_path):
     from sparse_adapt.modeling.builtin import RECOMMENDED_FILE
-    from sparse_adapt.training.config import TrainConfig, load_config, recommended_in_effect
+    from sparse_adapt.training.config import TrainConfig
+    from sparse_adapt.training.config_files import load_config, recommended_in_effect
     from sparse_adapt.training.general import RECOMMENDED
 
     out = tmp_path / "pretrained"

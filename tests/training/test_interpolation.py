@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from sparse_adapt.modeling.vocabulary import extend_vocabulary
-from sparse_adapt.training.config import ConfigError, config_from_dict
+from sparse_adapt.training.config import ConfigError
+from sparse_adapt.training.config_files import config_from_dict
 from sparse_adapt.training.interpolation import InterpolationError, interpolate
 from sparse_adapt.training.pipeline import RunMismatchError
 from tests.conftest import make_tiny_bert
@@ -135,7 +136,7 @@ def test_a_rerun_with_another_alpha_rewrites_final_without_retraining(tiny_dir, 
 
 def test_a_commands_defaults_sit_under_the_bases_recommendation_and_the_users_file(tmp_path):
     from sparse_adapt.modeling.builtin import RECOMMENDED_FILE
-    from sparse_adapt.training.config import load_config
+    from sparse_adapt.training.config_files import load_config
 
     base = tmp_path / "base"
     base.mkdir()

@@ -11,7 +11,8 @@ import torch
 from sparse_adapt.losses import TERMS, DistillationLoss
 from sparse_adapt.losses.preservation import FORMS, PreservationLoss
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.training.config import ConfigError, config_from_dict
+from sparse_adapt.training.config import ConfigError
+from sparse_adapt.training.config_files import config_from_dict
 from sparse_adapt.training.pipeline import run_pipeline
 from tests.report.test_report import tiny_base
 from tests.training.test_stages import SMALL, _jsonl

@@ -11,7 +11,7 @@ import torch
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.progress import Hooks
 from sparse_adapt.training import loop as loop_mod
-from sparse_adapt.training.config import config_from_dict
+from sparse_adapt.training.config_files import config_from_dict
 from sparse_adapt.training.loop import NonFiniteError
 from sparse_adapt.training.pipeline import run_pipeline
 from tests.training.test_scale import _log, _weights, files, tiny_dir  # noqa: F401 - fixtures
@@ -133,7 +133,7 @@ def test_the_dictionary_stage_may_mask_its_terms_alone():
 
 
 def test_a_json_config_naming_a_key_twice_is_refused_as_a_toml_one_is(tmp_path):
-    from sparse_adapt.training.config import load_config
+    from sparse_adapt.training.config_files import load_config
 
     path = tmp_path / "c.json"
     path.write_text('{"distill": {"lr": 1e-4}, "distill": {"epochs": 2}}')

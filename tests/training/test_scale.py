@@ -22,7 +22,7 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import Hooks
 from sparse_adapt.training import loop as loop_mod
-from sparse_adapt.training.config import config_from_dict
+from sparse_adapt.training.config_files import config_from_dict
 from sparse_adapt.training.mlm_data import CorpusTexts, plan_epoch
 from sparse_adapt.training.pipeline import run_pipeline
 from tests.training.test_stages import DICTIONARY, DOCS, TERMS_JSON, TRAIN, _jsonl

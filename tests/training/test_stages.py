@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from sparse_adapt.training import stages as stages_mod
-from sparse_adapt.training.config import ConfigError, TrainConfig, config_from_dict, load_config
+from sparse_adapt.training.config import ConfigError, TrainConfig
+from sparse_adapt.training.config_files import config_from_dict, load_config
 from sparse_adapt.data import DataError
 from sparse_adapt.losses import TERMS
 from sparse_adapt.training.masking import IGNORE, mask_tokens, occurrences, span_occurrences
@@ -256,7 +257,7 @@ def test_config_files_json_and_toml(tmp_path):
 
 
 def test_a_builtin_base_brings_its_recommended_settings_and_a_config_key_overrides_them(tmp_path):
-    from sparse_adapt.training.config import recommended_in_effect
+    from sparse_adapt.training.config_files import recommended_in_effect
 
     default = TrainConfig().validate()
     assert load_config(None, "offline-splade-tiny").distill.pres_form == "all-texts"

@@ -14,7 +14,7 @@ from sparse_adapt.data import TrainExample, load_dictionary, load_domain_terms, 
 from sparse_adapt.errors import ConfigError, OutputError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.training import validation as validation_mod
-from sparse_adapt.training.config import load_config
+from sparse_adapt.training.config_files import load_config
 from sparse_adapt.training.stages import TrainData
 from sparse_adapt.progress import Hooks
 from sparse_adapt.training.study import study_db_problem
@@ -112,7 +112,7 @@ def test_tune_cli_best_toml_is_accepted_by_train(tiny_dir, inputs, tmp_path, cap
 def test_a_run_of_the_mlm_stages_survives_a_change_of_distill_settings(tiny_dir, inputs, tmp_path):
     # tune and benchmark share one MLM prefix across distill configs: its manifest holds
     # only the sections of its own stages.
-    from sparse_adapt.training.config import config_from_dict
+    from sparse_adapt.training.config_files import config_from_dict
     from sparse_adapt.training.pipeline import RunMismatchError, run_pipeline
     from sparse_adapt.progress import Hooks
 

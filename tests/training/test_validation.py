@@ -14,7 +14,7 @@ import torch
 from sparse_adapt.data import Document, TrainExample
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.training import validation as validation_mod
-from sparse_adapt.training.config import config_from_dict
+from sparse_adapt.training.config_files import config_from_dict
 from sparse_adapt.training.pipeline import run_pipeline
 from sparse_adapt.training.validation import (
     ValidationSet, objective, query_kind, select_epoch, split_valid, teacher_grade,
@@ -196,7 +196,7 @@ def test_crash_mid_distill_resumes_the_selection_with_its_history(tiny_dir, inpu
 
 def test_a_config_file_s_settings_this_run_cannot_use_are_warned_about(tiny_dir, inputs, tmp_path):
     from tests.training.test_stages import Messages
-    from sparse_adapt.training.config import config_from_dict as from_dict
+    from sparse_adapt.training.config_files import config_from_dict as from_dict
     from sparse_adapt.training.pipeline import unused_settings
 
     toml = tmp_path / "cfg.toml"
