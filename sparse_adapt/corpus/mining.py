@@ -14,7 +14,8 @@ Kept candidates are used in at least ``min_count`` documents and are not common 
 corpus's language (wordfreq's Zipf frequency below ``COMMON_ZIPF``, except a code wordfreq
 splits into words, whose value is its parts': ``IL-6`` 4.3; English unless told or
 detected otherwise, ``language.py``). Not candidates: words of URLs and e-mail addresses;
-quantities (``100ms``, ``24h``, ``23rd``, ``60Hz``: digits then at most three letters) and
+quantities (``100ms``, ``24h``, ``23rd``, ``60Hz``, ``10GB``: digits then at most three letters,
+but for an acronym such as ``2FA``: :func:`quantity`) and
 measures (``24-hour``, ``10-20mg``, ``15-Mar-2024``: a number joined to those, to common words,
 to months or numbers, :func:`measure`); encoded
 data (hex digests, UUIDs, base64: :func:`encoded`); a
@@ -71,6 +72,22 @@ BOILERPLATE_MIN_DOCS = 5
 _TLD = "com|org|net|io|ai|co|edu|gov|biz|cloud|de|uk|fr|eu|ch|nl|us|ca|au|jp|cn"
 _LINK = re.compile(rf"\b(?:https?://|www\.)\S+|\S+@\S+\.\w+|\b(?:[\w-]+\.)+(?:{_TLD})\b(?![\w-])(?:/\S*)?")
 _QUANTITY = re.compile(r"\d+(?:[.,]\d+)?[^\W\d_]{1,3}")
+# A number then two or three capitals is an acronym ("2FA", "4WD", "3DS") unless the capitals
+# are a unit or an ordinal ("10GB", "5PM", "2ND" in a shouted heading); one capital ("5G", "4K",
+# "9V") is a unit as often as a name and stays a quantity.
+_UNIT_CAPITALS = frozenset(
+    "GB MB KB TB PB GW MW KW KWH MAH HP DB AM PM ST ND RD TH MG ML KG CM MM KM HZ MHZ GHZ KHZ RPM PSI MPH KPH "
+    "BPM FPS PPM PPB HR HRS MIN SEC MS YR YRS WK MO".split()
+)
+
+
+def quantity(word: str) -> bool:
+    """A number with at most three letters of unit ("100ms", "24h", "23rd", "60Hz", "10GB"),
+    not a digit-led acronym ("2FA")."""
+    if not _QUANTITY.fullmatch(word):
+        return False
+    letters = word.lstrip("0123456789.,")
+    return not (len(letters) >= 2 and letters.isupper() and letters not in _UNIT_CAPITALS)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _MONTHS = frozenset("jan feb mar apr may jun jul aug sep sept oct nov dec".split())
 # Encoded data is no vocabulary: a base64 image repeated in every page's markup, hex digests,
@@ -158,7 +175,7 @@ def measure(word: str, lang: str = "en") -> bool:
     # A common word counts only in lower case: "24-hour" is a measure, "1-Wire", "5-Axis" and
     # "6-MP" are names.
     return bool(rest) and bool(_NUMBER.fullmatch(first)) and all(
-        _NUMBER.fullmatch(p) or _QUANTITY.fullmatch(p) or p.casefold() in _MONTHS
+        _NUMBER.fullmatch(p) or quantity(p) or p.casefold() in _MONTHS
         or (p.islower() and general_zipf(p, lang) >= COMMON_ZIPF)
         for p in rest
     )
@@ -227,7 +244,7 @@ def score_candidates(
     task = hooks.task("mining terms", len(documents))
     for d in documents:
         for w in words(without_encoded(_LINK.sub(" ", d.text))):
-            if not any(c.isalpha() for c in w) or len(w) < 2 or _QUANTITY.fullmatch(w):
+            if not any(c.isalpha() for c in w) or len(w) < 2 or quantity(w):
                 continue
             k = key(w)
             docs_of.setdefault(k, set()).add(d.doc_id)

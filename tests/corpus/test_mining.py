@@ -116,6 +116,18 @@ def test_quantities_and_words_in_capitals_are_no_terms(tokenizer):
     assert {"XR-7200", "E4012"} <= _mined(tokenizer, ["The XR-7200 shows E4012 at start.", "XR-7200 fault E4012."])
 
 
+def test_a_digit_led_acronym_is_a_term_and_a_unit_in_capitals_a_quantity(tokenizer):
+    """'2FA' and '4WD' were read as quantities (a number and up to three letters) and never mined."""
+    from sparse_adapt.corpus.mining import quantity
+
+    assert [w for w in ["2FA", "4WD", "3DS", "100ms", "10GB", "5PM", "2ND", "60Hz", "5G", "4K", "1.5kW"]
+            if not quantity(w)] == ["2FA", "4WD", "3DS"]
+    texts = ["Enable 2FA on the 10GB vault; the 4WD fleet logs in by 5PM.",
+             "Without 2FA the 4WD telemetry upload of 10GB stops at 5PM."]
+    mined = _mined(tokenizer, texts)
+    assert {"2FA", "4WD"} <= mined and not mined & {"10GB", "5PM"}
+
+
 def test_documents_holding_html_tags_are_said(tmp_path, capsys):
     import json
 
