@@ -77,7 +77,7 @@ def check_out(
             )
         if diff:
             discard_run(out, keep)
-            hooks.message(f"--overwrite: discarded the adapt run in {out} ({', '.join(diff)} differed)")
+            hooks.message(f"--overwrite: discarded the adapt run in {out}, made with other {differences(old, manifest, diff)}")
     elif out.exists() and (not out.is_dir() or any(p.name != LOCK_FILE for p in out.iterdir())):
         raise AdaptMismatchError(not_a_run(out))
 

@@ -244,7 +244,9 @@ def test_overwrite_discards_a_different_run_but_keeps_what_the_user_gave(setup):
         _adapt(setup, out, terms=terms)
     rec = Recorder()
     result = _adapt(setup, out, rec.hooks(), terms=terms, seed=4, overwrite=True)
-    assert any("--overwrite: discarded the adapt run" in m for m in rec.messages)
+    # says what differed, as the refusal does: the seed's values and which given file
+    [said] = [m for m in rec.messages if "--overwrite: discarded the adapt run" in m]
+    assert "seed (0 -> 4)" in said and "given (terms)" in said, said
     assert json.loads(terms.read_text()) == edited and (out / "notes.txt").read_text() == "mine"
     assert result.files.terms == terms and result.files.generated == ["dictionary", "train"]
     assert (out / "train.jsonl").read_bytes() != old_train  # made again, for seed 4
