@@ -21,12 +21,14 @@ A rerun resumes: a generated file already in ``DIR`` is reused (so an edited one
 trains; the rerun then refuses to mix it into an older run and says so; an unedited
 dictionary or training data made from an edited terms file is made again), the pipeline
 resumes after its last finished stage, and ``DIR/final`` is copied again only when
-``training/final`` was rewritten (its ``made_from.json`` differs), so an edited card stays. A rerun with another corpus, base, teacher, options
+``training/final`` was rewritten (its ``made_from.json`` differs), so an edited card stays (and when
+it is replaced, an edited card is first copied to ``DIR/final-card.edited.md``). A rerun with another corpus, base, teacher, options
 or given files is refused, as is a ``DIR`` holding anything but an adapt run (``adapt_folder.py``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -35,7 +37,7 @@ from pathlib import Path
 from sparse_adapt.atomic import atomic_directory, write_atomic, write_json_atomic
 from sparse_adapt.corpus.adapt_folder import (
     FINAL, GENERATED, MANIFEST, PRETRAINED, RUN_OUTPUTS, TRAINING, AdaptMismatchError, check_out, discard_run,
-    not_a_run, pseudo_data_done,
+    keep_edited_card, not_a_run, pseudo_data_done,
 )
 from sparse_adapt.corpus.glosses import select_glosses
 from sparse_adapt.corpus.harvest import build_dictionary
@@ -47,6 +49,7 @@ from sparse_adapt.corpus.text import locate_terms
 from sparse_adapt.data import file_sha256, load_dictionary, load_documents, load_domain_terms, load_train
 from sparse_adapt.errors import ConfigError, SparseAdaptError
 from sparse_adapt.lock import locked
+from sparse_adapt.modeling.card import CARD_FILE
 from sparse_adapt.progress import Hooks, SILENT, counted
 from sparse_adapt.training.general import pretrained_base
 
@@ -85,6 +88,10 @@ class AdaptResult:
     final: Path
     training: Path
     notes: dict = field(default_factory=dict)  # counts of what was mined, harvested, kept
+
+
+def _sha(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
 
 
 def write_jsonl(path: Path, records: list[dict]) -> None:
@@ -221,7 +228,7 @@ def run_adapt(
     from sparse_adapt.modeling.builtin import check_base, needs_pretraining
     from sparse_adapt.training.config_files import load_config
     from sparse_adapt.training.pipeline import run_pipeline
-    from sparse_adapt.training.rundir import RunMismatchError, final_record, part_holding
+    from sparse_adapt.training.rundir import FINAL as RUN_FINAL, RunMismatchError, final_record, part_holding
 
     corpus, out = Path(corpus), Path(out)
     given = {k: (None if v is None else Path(v)) for k, v in (("terms", terms), ("dictionary", dictionary), ("train", train))}
@@ -282,6 +289,7 @@ def run_adapt(
             if fresh:  # what this run generated goes: a rerun with the options the error suggests is then no other run
                 discard_run(out, (*inputs, out / MANIFEST))
             raise
+        cards = {_sha(out / TRAINING / RUN_FINAL / CARD_FILE)}  # the card DIR/final was copied with, if unedited
         try:  # the same adapt run: what differs in training/ is a generated file edited since it trained
             trained = run_pipeline(
                 base=base, corpus=corpus, terms=files.terms, dictionary=files.dictionary, train=files.train,
@@ -296,6 +304,7 @@ def run_adapt(
             ) from None
         made = final_record(trained)
         if made is None or made != final_record(out / FINAL):
+            keep_edited_card(out, cards | {_sha(trained / CARD_FILE)}, hooks)
             with atomic_directory(out / FINAL) as tmp:
                 shutil.copytree(trained, tmp, dirs_exist_ok=True)
         # else: the copy of this very training/final is kept, with any edit to its card

@@ -12,6 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
+from sparse_adapt.atomic import write_atomic
 from sparse_adapt.corpus.provenance import PROVENANCE
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.lock import LOCK_FILE
@@ -23,6 +24,7 @@ GENERATED = {"terms": "domain_terms.json", "dictionary": "dictionary.jsonl", "tr
 PRETRAINED = "pretrained"
 TRAINING = "training"
 FINAL = "final"
+SUMMARY = "summary.json"  # written by the summary (report/adapt.py)
 
 
 class AdaptMismatchError(SparseAdaptError):
@@ -40,7 +42,7 @@ LEGACY_OPTIONS = {"siblings": 0, "term_labels": False, "glosses": False, "pretra
 # base alone and says in its own manifest which base it came from.
 RUN_OUTPUTS = (
     MANIFEST, *GENERATED.values(), "heldout_queries.jsonl", "heldout_qrels.tsv", "query_groups.json", "mining.json",
-    PROVENANCE, "summary.json", TRAINING, FINAL,
+    PROVENANCE, SUMMARY, TRAINING, FINAL,
 )
 
 
@@ -118,3 +120,34 @@ def discard_run(out: Path, keep: tuple[Path, ...]) -> None:
 def pseudo_data_done(out: Path) -> bool:
     # heldout_queries.jsonl is written last of the four pseudo-data files.
     return (out / "train.jsonl").is_file() and (out / "heldout_queries.jsonl").is_file()
+
+
+# An edited model card DIR/final held when DIR/final is replaced by a retrained model's copy.
+EDITED_CARD = "final-card.edited{}.md"
+
+
+def keep_edited_card(out: Path, ours: set[str | None], hooks: Hooks = SILENT) -> Path | None:
+    """Copy ``DIR/final``'s card aside (never over an earlier copy) when it is none of the cards
+    this run wrote (``ours``: their sha256s; the summary's recorded one is added here), before
+    ``DIR/final`` is replaced: the text a user wrote into it is theirs, the new model gets a
+    fresh card. Returns the copy, or None."""
+    import hashlib
+
+    from sparse_adapt.modeling.card import CARD_FILE
+
+    card = out / FINAL / CARD_FILE
+    if not card.is_file():
+        return None
+    try:
+        recorded = json.loads((out / SUMMARY).read_text(encoding="utf-8")).get("card_sha256")
+    except (OSError, ValueError, AttributeError):  # no summary, or a damaged one: it recognises no card
+        recorded = None
+    data = card.read_bytes()
+    if hashlib.sha256(data).hexdigest() in (ours | {recorded if isinstance(recorded, str) else None}) - {None}:
+        return None
+    n = 1
+    while (copy := out / EDITED_CARD.format("" if n == 1 else f"-{n}")).exists():
+        n += 1
+    write_atomic(copy, data)
+    hooks.message(f"{card} was edited since this run wrote it: kept as {copy}; the retrained {FINAL}/ gets a new card")
+    return copy

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sparse_adapt.atomic import write_json_atomic
 from sparse_adapt.corpus.adapt import AdaptResult
+from sparse_adapt.corpus.adapt_folder import SUMMARY
 from sparse_adapt.data import (
     Qrels, Query, check_query_groups, load_documents, load_domain_terms, load_qrels, load_queries, load_query_groups,
 )
@@ -28,7 +29,6 @@ from sparse_adapt.retrieval.evaluation import (
 )
 from sparse_adapt.retrieval.feedback import Feedback
 
-SUMMARY = "summary.json"
 # /1 had no "base_feedback", /2 no "truncated", /3 no "warnings", /4 no "card_sha256"
 SCHEMA = "sparse-adapt.adapt-summary/5"
 # Below this many queries a set's change is a reading, not a verdict: legal's 7 paraphrases

@@ -3,6 +3,7 @@ and the CLI's one-line errors (exit 2) for a corpus without terms, an absent ter
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -160,11 +161,36 @@ def test_an_edited_generated_file_is_said_and_overwrite_trains_again_on_it(setup
                                                  "again on them"):
         _adapt(setup, out)
     before = (out / "training" / "run.json").read_text()
+    card = out / "final" / "README.md"
+    card.write_text(card.read_text() + "Approved for the support search.\n")  # the user's words in the old card
+    (out / "final-card.edited.md").write_text("an earlier copy")  # never written over
     rec = Recorder()
     _adapt(setup, out, rec.hooks(), overwrite=True)
     assert (out / "training" / "run.json").read_text() != before  # trained on the edited dictionary
     assert [json.loads(line) for line in path.read_text().splitlines()] == entries  # the edit stays
     assert any("discarding the run in" in m for m in rec.messages), rec.messages
+    # the retrained model gets its own card; the edited one is kept beside it
+    assert "Approved" not in card.read_text() and card.read_text() == (out / "training/final/README.md").read_text()
+    assert (out / "final-card.edited-2.md").read_text().endswith("Approved for the support search.\n")
+    assert (out / "final-card.edited.md").read_text() == "an earlier copy"
+    assert any("was edited since this run wrote it: kept as" in m for m in rec.messages), rec.messages
+
+
+def test_a_card_this_run_wrote_is_replaced_without_a_copy(setup, tmp_path):
+    """Only an edited card is copied aside: the pipeline's and the summary's own are not."""
+    from sparse_adapt.corpus.adapt_folder import keep_edited_card
+
+    out = tmp_path / "run"
+    (out / "final").mkdir(parents=True)
+    card = out / "final" / "README.md"
+    card.write_text("the pipeline's card")
+    ours = {hashlib.sha256(card.read_bytes()).hexdigest()}
+    assert keep_edited_card(out, ours) is None and keep_edited_card(out, {None}) is not None
+    card.write_text("the summary's card")
+    (out / "summary.json").write_text(json.dumps({"card_sha256": hashlib.sha256(card.read_bytes()).hexdigest()}))
+    assert keep_edited_card(out, {None}) is None
+    (out / "summary.json").write_text("[damaged")  # recognises nothing: the card is kept
+    assert keep_edited_card(out, {None}).read_text() == "the summary's card"
 
 
 def test_inputs_made_from_an_edited_terms_file_are_made_again_unless_edited_too(setup):
