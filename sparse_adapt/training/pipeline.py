@@ -42,6 +42,7 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import check_not_special, plan_extension
 from sparse_adapt.progress import SILENT, Hooks, counted
 from sparse_adapt.training import rundir
+from sparse_adapt.training.checkpoint import TRAINER_STATE, load_partial, partial_value, save_partial
 from sparse_adapt.training.config import TrainConfig
 from sparse_adapt.training.config_files import load_config, recommended_in_effect
 from sparse_adapt.training.distributed import Processes
@@ -52,9 +53,6 @@ from sparse_adapt.training.rundir import FINAL, LOG_FILE, PARTIAL, RUN_FILE, Run
 from sparse_adapt.training.density import density_sample, document_density
 from sparse_adapt.training.validation import check_validation_choice, mentions_term
 from sparse_adapt.training.stages import EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, check_lengths, parse_stages
-
-TRAINER_STATE = "trainer_state.pt"
-
 
 def _load_inputs(corpus: Path, terms: Path, dictionary: Path, train: Path, valid: Path | None = None) -> TrainData:
     validate_corpus(corpus)  # streamed, record by record
@@ -102,31 +100,19 @@ def _partial(out: Path, name: str) -> Path:
 def _checkpointer(out: Path, name: str, splade: SpladeEncoder, processes: Processes):
     def save(state: dict) -> None:
         if processes.is_main:
-            with atomic_directory(_partial(out, name)) as tmp:
-                splade.save_pretrained(tmp / "model")
-                torch.save(state, tmp / TRAINER_STATE)
+            save_partial(_partial(out, name), splade, state)
         processes.barrier()
 
     return save
-
-
-def _load_partial(out: Path, name: str, device: torch.device) -> tuple[SpladeEncoder, dict] | None:
-    partial = _partial(out, name)
-    if not (partial / TRAINER_STATE).is_file() or not rundir.complete(partial / "model"):
-        return None
-    state = torch.load(partial / TRAINER_STATE, weights_only=True, map_location="cpu")
-    return SpladeEncoder.from_pretrained(partial / "model", device=device), state
 
 
 def _discard_partial_of_other_world(out: Path, name: str, world: int, hooks: Hooks) -> None:
     """A partial checkpoint saved by another number of processes is discarded: its schedule,
     data position and effective batch were sized for that number (resumed, 2 -> 1 ran 31 of
     20 steps, the last at lr 0)."""
-    path = _partial(out, name) / TRAINER_STATE
-    if not path.is_file():
+    if not (_partial(out, name) / TRAINER_STATE).is_file():
         return
-    # mmap: only this key is read, not the optimiser state beside it
-    saved = int(torch.load(path, weights_only=True, map_location="cpu", mmap=True).get("world", 1))
+    saved = int(partial_value(_partial(out, name), "world", 1))
     if saved != world:
         shutil.rmtree(_partial(out, name))
         hooks.message(f"{out}: {name} was interrupted on {counted(saved, 'process', 'processes')} and this run has "
@@ -135,10 +121,7 @@ def _discard_partial_of_other_world(out: Path, name: str, world: int, hooks: Hoo
 
 def _partial_steps(out: Path, name: str) -> int:
     """Optimiser steps saved in ``name``'s partial checkpoint (0: none)."""
-    path = _partial(out, name) / TRAINER_STATE
-    if not path.is_file():
-        return 0
-    return int(torch.load(path, weights_only=True, map_location="cpu", mmap=True)["steps"])
+    return int(partial_value(_partial(out, name), "steps", 0))
 
 
 def run_pipeline(
@@ -274,7 +257,7 @@ def run_pipeline(
             stage = STAGES[name]()
             ctx = StageContext(data=data, config=cfg, seed=int(seed) + ORDER.index(name), log=log, hooks=hooks,
                                processes=processes, reference=reference)
-            partial = _load_partial(out, name, device) if i == start else None
+            partial = load_partial(_partial(out, name), device) if i == start else None
             if partial is not None:
                 splade, ctx.resume = partial
                 hooks.message(f"resuming {name} at step {ctx.resume['steps']} from {_partial(out, name)}")

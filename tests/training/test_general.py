@@ -199,3 +199,44 @@ def test_pretraining_says_a_capped_step_count_refuses_a_batch_beyond_the_pairs_a
     extended.save_pretrained(tmp_path / "ext")
     assert _not_for_pretraining(tmp_path / "ext") == [f"{tmp_path / 'ext'} holds domain tokens: pretrain the base "
                                                       "first, then extend its vocabulary"]
+
+
+def test_a_stopped_pretraining_resumes_from_its_checkpoint_and_equals_an_unbroken_one(tiny_dir, tmp_path, monkeypatch):
+    """A stopped pretrain (~25 min) started again from step 0: it now resumes from OUT.partial."""
+    from sparse_adapt.progress import Hooks
+    from tests.training.test_resume import PowerCut, _cut_at
+
+    cfg = GeneralConfig(steps=8, batch_size=4, lr=3e-3, checkpoint_every=3)
+    ref = run_general(tiny_dir, tmp_path / "ref", cfg, seed=0, teacher=WordTeacher(), pairs=PAIRS)
+    out, partial = tmp_path / "run", tmp_path / "run.partial"
+    with monkeypatch.context() as m:
+        _cut_at(m, 8)  # the 8th step fails: the checkpoint of step 6 is the last
+        with pytest.raises(PowerCut):
+            run_general(tiny_dir, out, cfg, seed=0, teacher=WordTeacher(), pairs=PAIRS)
+    assert not out.exists() and partial.is_dir()
+    said: list[str] = []
+    run_general(tiny_dir, out, cfg, seed=0, teacher=WordTeacher(), pairs=PAIRS, hooks=Hooks(message=said.append))
+    assert f"pretrain: resuming at step 6 from {partial}" in said
+    want, got = SpladeEncoder.from_pretrained(ref).mlm.state_dict(), SpladeEncoder.from_pretrained(out).mlm.state_dict()
+    assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)  # bit for bit
+    timing = {"tokens_per_s"}
+    record, reference = json.loads((out / RECORD).read_text()), json.loads((ref / RECORD).read_text())
+    assert [{k: v for k, v in r.items() if k not in timing} for r in record["log"]] == \
+        [{k: v for k, v in r.items() if k not in timing} for r in reference["log"]]
+    assert record["resumed_at"] == 6 and reference["resumed_at"] is None and not partial.exists()
+
+
+def test_a_checkpoint_of_another_pretraining_is_discarded(tiny_dir, tmp_path, monkeypatch):
+    from sparse_adapt.progress import Hooks
+    from tests.training.test_resume import PowerCut, _cut_at
+
+    cfg = GeneralConfig(steps=6, batch_size=4, lr=3e-3, kd=0.0, checkpoint_every=2)
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        _cut_at(m, 4)
+        with pytest.raises(PowerCut):
+            run_general(tiny_dir, out, cfg, seed=0, pairs=PAIRS)
+    said: list[str] = []
+    run_general(tiny_dir, out, cfg, seed=1, pairs=PAIRS, hooks=Hooks(message=said.append))  # another seed
+    assert any("run.partial was saved by another base, seed, setting or set of pairs: discarded" in m for m in said)
+    assert not any("resuming" in m for m in said) and json.loads((out / RECORD).read_text())["resumed_at"] is None
