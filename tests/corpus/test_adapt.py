@@ -320,6 +320,22 @@ def test_a_run_from_before_an_option_existed_resumes_with_the_options_old_behavi
             _check_out(tmp_path, {**legacy, "options": {**legacy["options"], **changed}})
 
 
+def test_a_run_stopped_while_pretraining_reruns_with_other_options_and_keeps_or_drops_its_checkpoint(tmp_path):
+    """A run stopped inside pretraining leaves DIR/pretrained.partial: still a run that made no
+    input (other options start afresh), and its checkpoint stays for the same base only."""
+    from sparse_adapt.corpus.adapt_folder import check_out
+
+    manifest = {"corpus": "c", "base": "b", "teacher": "t", "seed": 0, "given": {}, "config": None,
+                "options": {"top": 20, "min_count": 2, "max_queries": 60, "negatives": 7, "siblings": 0,
+                            "term_labels": False, "glosses": False, "pretrain": True, "lang": "en"}}
+    partial = tmp_path / "pretrained.partial"
+    for other, kept in (({"options": {**manifest["options"], "top": 30}}, True), ({"base": "b2"}, False)):
+        (tmp_path / "adapt.json").write_text(json.dumps(manifest))
+        partial.mkdir(exist_ok=True)
+        check_out(tmp_path, {**manifest, **other})  # not refused: the run made no input yet
+        assert not (tmp_path / "adapt.json").exists() and partial.is_dir() == kept
+
+
 def _cli(setup, out, *extra):
     return ["adapt", "--corpus", str(setup["corpus"]), "--out", str(out), "--base", setup["base"],
             "--config", str(setup["config"]), "--teacher", setup["teacher"], *extra]
