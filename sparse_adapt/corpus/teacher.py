@@ -58,7 +58,7 @@ class DenseTeacher:
         with hub_loading(str(name_or_path)) as hub:
             try:
                 tokenizer = AutoTokenizer.from_pretrained(str(name_or_path), **hub.kwargs)
-                model = AutoModel.from_pretrained(str(name_or_path), use_safetensors=True, **hub.kwargs)
+                model = AutoModel.from_pretrained(str(name_or_path), use_safetensors=True, dtype=torch.float32, **hub.kwargs)
             except (OSError, ValueError) as e:
                 raise ModelLoadError(
                     f"cannot load the teacher {str(name_or_path)!r} as a bi-encoder: {hub.failure(first_line(e))}"
@@ -107,7 +107,8 @@ class CrossEncoderTeacher:
             try:
                 tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code, **hub.kwargs)
                 model, info = AutoModelForSequenceClassification.from_pretrained(
-                    name, use_safetensors=True, trust_remote_code=trust_remote_code, output_loading_info=True, **hub.kwargs
+                    name, use_safetensors=True, trust_remote_code=trust_remote_code, output_loading_info=True,
+                    dtype=torch.float32, **hub.kwargs
                 )
             except (OSError, ValueError) as e:
                 raise ModelLoadError(

@@ -124,7 +124,7 @@ def load_encoder(name_or_path: str, trust_remote_code: bool = False) -> tuple[Pr
             with quiet_transformers():  # its load report lists the head we refuse below, and a pooler
                 encoder, loading = AutoModel.from_pretrained(
                     name_or_path, trust_remote_code=trust_remote_code, use_safetensors=True, output_loading_info=True,
-                    **hub.kwargs
+                    dtype=torch.float32, **hub.kwargs
                 )
         except (OSError, ValueError) as e:
             raise ModelLoadError(f"cannot load encoder {name_or_path!r}: {hub.failure(first_line(e))}") from None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from sparse_adapt.errors import ConfigError, ModelLoadError, first_line
@@ -49,7 +50,7 @@ def offline_splade_tiny_dir() -> str:
 def _load_masked_lm(directory: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory)
-        mlm = AutoModelForMaskedLM.from_pretrained(directory, use_safetensors=True)
+        mlm = AutoModelForMaskedLM.from_pretrained(directory, use_safetensors=True, dtype=torch.float32)
     except (OSError, ValueError) as e:
         first = first_line(e)
         raise ModelLoadError(f"cannot load the masked-LM in {directory}: {first}") from None

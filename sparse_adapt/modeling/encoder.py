@@ -149,7 +149,8 @@ class SpladeEncoder(VectorMethods, nn.Module):
                 tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
                 with quiet_transformers():
                     mlm, loading = AutoModelForMaskedLM.from_pretrained(
-                        path, trust_remote_code=trust_remote_code, use_safetensors=True, output_loading_info=True)
+                        path, trust_remote_code=trust_remote_code, use_safetensors=True, output_loading_info=True,
+                        dtype=torch.float32)
             except Exception as e:  # the files are here: whatever the loaders raise is their fault
                 first = first_line(e)
                 if not isinstance(e, (OSError, ValueError)):  # a safetensors header, JSON, a tokenizer.json key

@@ -105,8 +105,13 @@ def sentence_transformers_mismatch(directory: str | Path) -> str | None:
         return f"its {MODULES_FILE} is not a sentence-transformers module list"
     names = [k for k, _ in kinds]
     if len(kinds) != 2 or kinds[0][0] not in _MLM_MODULES or kinds[0][1] != "" or kinds[1][0] != "SpladePooling":
+        # A dense model (all-MiniLM-L6-v2's Transformer, Pooling, Normalize) has no head to pool:
+        # `base --from-encoder` gives its encoder one, the way offline-minilm is made.
+        dense = "Pooling" in names and "SpladePooling" not in names
         return (f"its {MODULES_FILE} lists {', '.join(names) or 'no modules'}; sparse-adapt encodes a masked-LM "
-                "saved in the directory's root followed by SpladePooling, nothing else")
+                "saved in the directory's root followed by SpladePooling, nothing else"
+                + (f". A dense encoder: `sparse-adapt base --from-encoder {directory}` builds a SPLADE base from it"
+                   if dense else ""))
     pooling_path = root / kinds[1][1] / "config.json"
     try:
         pooling = json.loads(pooling_path.read_text(encoding="utf-8")) if pooling_path.is_file() else {}

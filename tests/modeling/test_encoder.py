@@ -137,6 +137,34 @@ def test_an_unreachable_hub_id_is_one_line_without_the_retry_log(monkeypatch, ca
     assert logging.getLogger("huggingface_hub.utils._http").level == before  # put back
 
 
+@pytest.mark.parametrize("half", [torch.bfloat16, torch.float16])
+def test_a_half_precision_checkpoint_loads_trains_and_saves_in_float32(tiny_bert, tmp_path, half):
+    """transformers 5 loads a checkpoint in its own dtype: a bf16 base trained in bf16 (LayerNorm
+    weights near 1 never moved by an lr-2e-4 step), an fp16 one went NaN, and the saved model's
+    vectors differed from sentence-transformers' and ONNX's float32 ones by 4e-3."""
+    from sparse_adapt.modeling.base import load_encoder
+
+    want = tiny_bert.encode(["gatrocraptic budget tools"], "document").toarray()
+    tiny_bert.mlm.to(half)
+    tiny_bert.save_pretrained(tmp_path / "half")
+    tiny_bert.mlm.bert.save_pretrained(tmp_path / "encoder")  # a headless encoder, for `base --from-encoder`
+    tiny_bert.tokenizer.save_pretrained(tmp_path / "encoder")
+    loaded = SpladeEncoder.from_pretrained(tmp_path / "half")
+    assert {p.dtype for p in loaded.mlm.parameters()} == {torch.float32}
+    encoder, _ = load_encoder(str(tmp_path / "encoder"))
+    assert {p.dtype for p in encoder.parameters()} == {torch.float32}
+    # the half-precision weights, widened: within the half format's rounding of the float32 model
+    got = loaded.encode(["gatrocraptic budget tools"], "document").toarray()
+    assert np.abs(got - want).max() < 0.1 and np.abs(got - want).max() > 0
+    norm = next(p for n, p in loaded.mlm.named_parameters() if n.endswith("LayerNorm.weight"))
+    before = norm.detach().clone()
+    norm.grad = torch.full_like(norm, 1.0)
+    torch.optim.AdamW([norm], lr=2e-4).step()  # a step far below a bf16 weight's spacing near 1 (0.0078)
+    assert (norm.detach() != before).all()
+    loaded.save_pretrained(tmp_path / "saved")
+    assert json.loads((tmp_path / "saved" / "config.json").read_text())["dtype"] == "float32"
+
+
 def test_a_directory_without_safetensors_weights_says_so(tiny_bert, tmp_path):
     target = tmp_path / "m"
     tiny_bert.save_pretrained(target)

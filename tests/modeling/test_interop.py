@@ -5,6 +5,7 @@ the special-token exclusion lives in the saved weights."""
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -267,5 +268,13 @@ def test_a_sentence_transformers_model_with_other_modules_is_refused(tiny_mlm, t
     modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
                     "type": "sentence_transformers.base.modules.normalize.Normalize"})
     (directory / MODULES_FILE).write_text(json.dumps(modules))
-    with pytest.raises(ModelLoadError, match="lists Transformer, SpladePooling, Normalize"):
+    with pytest.raises(ModelLoadError, match="lists Transformer, SpladePooling, Normalize") as e:
+        SpladeEncoder.from_pretrained(directory)
+    assert "base --from-encoder" not in str(e.value)  # it pools sparsely: no dense encoder
+    # a dense model (all-MiniLM-L6-v2's modules): pointed to the command that gives it a head
+    dense = [{**m, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"} if i == 1 else m
+             for i, m in enumerate(modules)]
+    (directory / MODULES_FILE).write_text(json.dumps(dense))
+    with pytest.raises(ModelLoadError, match=rf"lists Transformer, Pooling, Normalize; .*A dense encoder: "
+                                             rf"`sparse-adapt base --from-encoder {re.escape(str(directory))}`"):
         SpladeEncoder.from_pretrained(directory)
