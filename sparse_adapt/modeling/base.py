@@ -27,7 +27,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, 
 
 from sparse_adapt.errors import ModelLoadError, first_line
 from sparse_adapt.modeling.heads import HEADS, family_for_model_type
-from sparse_adapt.modeling.hub import hub_loading, quiet_transformers, warn_unused_weights
+from sparse_adapt.modeling.hub import check_model_directory, hub_loading, quiet_transformers, warn_unused_weights
 from sparse_adapt.modeling.interop import transformer_module
 
 # The built-in offline default base (see offline_minilm).
@@ -118,6 +118,8 @@ def _transformer_folder(name_or_path: str | Path) -> str | Path:
 def load_encoder(name_or_path: str, trust_remote_code: bool = False) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A headless encoder and its tokenizer (safetensors only)."""
     name_or_path = _transformer_folder(name_or_path)
+    if Path(name_or_path).is_dir():  # pickles, code, tokenizer files: one line each, before transformers'
+        check_model_directory(Path(name_or_path), str(name_or_path), trust_remote_code)
     with hub_loading(str(name_or_path)) as hub:
         try:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code, **hub.kwargs)

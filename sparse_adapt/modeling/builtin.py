@@ -142,13 +142,17 @@ def check_base(name: str) -> None:
     before a command writes anything; a Hub id is left to its load, which asks the Hub once."""
     from sparse_adapt.modeling.hub import local_model_path
 
+    from sparse_adapt.modeling.hub import check_model_directory, model_directory
+
+    if local_model_path(name) is not None:  # config, weights, code and tokenizer files: a bad base
+        check_model_directory(model_directory(name), name)  # failed after mining and harvesting
     if local_model_path(name) is not None or builtin_hint(name):
         load_tokenizer(name)
 
 
 def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
     """The tokenizer of a built-in base, a model directory or a hub id (no weights loaded)."""
-    from sparse_adapt.modeling.hub import hub_loading, local_model_path, model_directory
+    from sparse_adapt.modeling.hub import hub_loading, local_model_path, model_directory, require_tokenizer_files
 
     name = str(name_or_path)
     where: str | Path = name
@@ -156,6 +160,7 @@ def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
         where = BUILTIN_BASES[name].directory()
     elif local_model_path(name) is not None:  # a missing directory is said as such, not as the
         where = model_directory(name)  # Hub's "Repo id must be in the form ..."; a Hub id fetches its tokenizer alone
+        require_tokenizer_files(where, name)
     # A Hub id: one probe first, as for a model (without it, a typo cost ~50 s of retries).
     with hub_loading(str(where)) as hub:
         try:

@@ -37,7 +37,7 @@ from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES, builtin_hint
 from sparse_adapt.modeling.heads import head_support, max_pieces
-from sparse_adapt.modeling.hub import missing_weights, model_directory, quiet_transformers, remote_code, warn_unused_weights
+from sparse_adapt.modeling.hub import check_model_directory, model_directory, quiet_transformers, warn_unused_weights
 from sparse_adapt.modeling.interop import (
     sentence_transformers_lengths, sentence_transformers_mismatch, write_sentence_transformers_files,
 )
@@ -127,19 +127,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
             enc = cls(mlm, tokenizer, SpladeSettings(base=name))
         else:
             path = model_directory(name, trust_remote_code, hint=builtin_hint(name))
-            if not (path / "config.json").is_file():
-                raise ModelLoadError(f"{name} has no config.json: not a Hugging Face model directory")
-            pickles = sorted(p.name for p in path.glob("*.bin"))
-            # Said before transformers' own message, which for a pickle-only or weightless
-            # directory reads like a missing MLM head. Beside pickles, only the model's own
-            # safetensors names count: an adapter's file is no model weights.
-            if not any(p.name == "model.safetensors" or p.name.startswith("model-") or not pickles
-                       for p in path.glob("*.safetensors")):
-                raise ModelLoadError(missing_weights(name, pickles))
-            remote = remote_code(path) if not trust_remote_code else None
-            if remote:
-                raise ModelLoadError(f"{name} needs Python code of its own ({remote}); sparse-adapt runs none unless "
-                                     "told to (trust_remote_code=True; --trust-remote-code where a command offers it)")
+            check_model_directory(path, name, trust_remote_code)
             mismatch = sentence_transformers_mismatch(path)
             if mismatch:
                 raise ModelLoadError(f"{name} is a sentence-transformers model that sparse-adapt would encode "

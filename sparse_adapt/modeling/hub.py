@@ -227,3 +227,37 @@ def model_reference(name: str | Path) -> str:
     Hub name as given."""
     local = Path(name).expanduser()
     return str(local.resolve()) if local.is_dir() else str(name)
+
+
+# Files a tokenizer is read from. Without any, transformers 5 builds one of the special tokens
+# alone (every word [UNK]): mine-terms then mined 1 term of 9 and exited 0, and `base` saved a
+# model every other command refused as not its tokenizer's.
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model",
+                   "tokenizer.model", "sentencepiece.model", "spm.model")
+
+
+def require_tokenizer_files(path: Path, name: str) -> None:
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        raise ModelLoadError(f"{name} has no tokenizer files (none of {', '.join(TOKENIZER_FILES)}): save the "
+                             "model's tokenizer beside it (tokenizer.save_pretrained(DIR))")
+
+
+def check_model_directory(path: Path, name: str, trust_remote_code: bool = False, weights: bool = True) -> None:
+    """What a model directory must hold before transformers reads it, each said in one line:
+    ``config.json``, safetensors weights (``weights``), no code of its own unless trusted, and
+    tokenizer files. Cheap (no weights read): ``adapt`` runs it before mining."""
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"{name} has no config.json: not a Hugging Face model directory")
+    if weights:
+        pickles = sorted(p.name for p in path.glob("*.bin"))
+        # Said before transformers' own message, which for a pickle-only or weightless directory
+        # reads like a missing MLM head. Beside pickles, only the model's own safetensors names
+        # count: an adapter's file is no model weights.
+        if not any(p.name == "model.safetensors" or p.name.startswith("model-") or not pickles
+                   for p in path.glob("*.safetensors")):
+            raise ModelLoadError(missing_weights(name, pickles))
+    remote = remote_code(path) if not trust_remote_code else None
+    if remote:
+        raise ModelLoadError(f"{name} needs Python code of its own ({remote}); sparse-adapt runs none unless "
+                             "told to (trust_remote_code=True; --trust-remote-code where a command offers it)")
+    require_tokenizer_files(path, name)

@@ -165,6 +165,45 @@ def test_a_half_precision_checkpoint_loads_trains_and_saves_in_float32(tiny_bert
     assert json.loads((tmp_path / "saved" / "config.json").read_text())["dtype"] == "float32"
 
 
+def test_a_directory_without_tokenizer_files_is_refused_by_every_loader_before_any_work(tiny_bert, tmp_path):
+    """transformers 5 made a 5-token tokenizer (every word [UNK]) of a folder without one:
+    mine-terms mined 1 term of 9 and exited 0, encode blamed a foreign tokenizer, and `base
+    --from-encoder --bias` saved a model every other command refused."""
+    from sparse_adapt.modeling.base import load_encoder
+    from sparse_adapt.modeling.builtin import check_base, load_tokenizer
+
+    target, encoder = tmp_path / "m", tmp_path / "enc"
+    tiny_bert.save_pretrained(target)
+    tiny_bert.mlm.bert.save_pretrained(encoder)
+    for f in [*target.glob("tokenizer*"), *target.glob("vocab*"), target / "special_tokens_map.json"]:
+        f.unlink(missing_ok=True)
+    message = rf"{re.escape(str(target))} has no tokenizer files \(none of tokenizer.json, vocab.txt"
+    for load in (SpladeEncoder.from_pretrained, load_tokenizer, check_base):
+        with pytest.raises(ModelLoadError, match=message):
+            load(str(target))
+    with pytest.raises(ModelLoadError, match=rf"{re.escape(str(encoder))} has no tokenizer files"):
+        load_encoder(str(encoder))
+
+
+def test_a_base_without_usable_weights_is_refused_by_check_base_and_load_encoder_in_our_words(tiny_bert, tmp_path):
+    """adapt mined and harvested before a pickle-only base failed; `base --from-encoder` gave
+    transformers' "no file named model.safetensors" instead of the pickle line."""
+    from sparse_adapt.modeling.base import load_encoder
+    from sparse_adapt.modeling.builtin import check_base
+
+    target = tmp_path / "m"
+    tiny_bert.save_pretrained(target)
+    (target / "model.safetensors").unlink()
+    (target / "pytorch_model.bin").write_bytes(b"a pickle")
+    for load in (check_base, load_encoder):
+        with pytest.raises(ModelLoadError, match=r"only pickle weights \(pytorch_model\.bin\); sparse-adapt loads"):
+            load(str(target))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ModelLoadError, match=rf"^{re.escape(str(empty))} has no config.json: not a Hugging Face"):
+        check_base(str(empty))
+
+
 def test_a_directory_without_safetensors_weights_says_so(tiny_bert, tmp_path):
     target = tmp_path / "m"
     tiny_bert.save_pretrained(target)
