@@ -146,9 +146,19 @@ def family_for_model_type(model_type: str) -> HeadFamily | None:
 
 
 def max_pieces(mlm: PreTrainedModel) -> int | None:
-    """The longest input ``mlm`` has position embeddings for; None for an unregistered family."""
+    """The longest input ``mlm`` has position embeddings for; None when it has no such bound."""
     family = family_of(mlm)
-    return family.positions(mlm.config) if family is not None else None
+    if family is not None:
+        return family.positions(mlm.config)
+    # An unregistered family (Electra, ALBERT, CamemBERT ...) loads too: its 128 positions had
+    # been left at the default 256-piece document length, and a long text raised a traceback.
+    n = getattr(mlm.config, "max_position_embeddings", None)
+    if not isinstance(n, int) or isinstance(n, bool):
+        return None
+    table = next((m for name, m in mlm.named_modules() if name.endswith("position_embeddings")
+                  and isinstance(m, nn.Embedding)), None)
+    # RoBERTa-style embeddings number positions from padding_idx + 1 (514 rows hold 512 pieces).
+    return n - table.padding_idx - 1 if table is not None and table.padding_idx is not None else n
 
 
 def known_families() -> str:

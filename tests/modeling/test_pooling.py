@@ -143,6 +143,29 @@ def test_unknown_family_uses_full_logits_with_a_warning():
     torch.testing.assert_close(got, want)
 
 
+def test_an_unregistered_family_is_cut_to_its_position_embeddings():
+    """Electra with 80 positions kept the default 256-piece document length: a long text raised
+    "expanded size of the tensor (256) must match the existing size (80)" from the model."""
+    from transformers import CamembertConfig, CamembertForMaskedLM
+
+    from sparse_adapt.modeling.heads import max_pieces
+
+    tok = _tokenizer()
+    cfg = ElectraConfig(vocab_size=len(tok), embedding_size=32, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=80,
+                        pad_token_id=tok.pad_token_id)
+    splade = SpladeEncoder(ElectraForMaskedLM(cfg).eval(), tok, SpladeSettings())
+    assert max_pieces(splade.mlm) == 80 and splade.max_length("document") == 80
+    with pytest.warns(encoding.FullLogitsWarning):
+        vec = splade.encode([" ".join(["budget tools"] * 200)], "document")  # ~400 pieces, cut to 80
+    assert vec.nnz > 0
+    # RoBERTa-style positions (from padding_idx + 1): 82 rows hold 80 pieces
+    camembert = CamembertForMaskedLM(CamembertConfig(
+        vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=82, pad_token_id=1))
+    assert max_pieces(camembert) == 80
+
+
 def test_supported_families_do_not_warn(tiny_mlm):
     batch = tiny_mlm.tokenize(TEXTS[:2], "query")
     with warnings.catch_warnings():
