@@ -9,16 +9,19 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from sparse_adapt.atomic import write_atomic
+from sparse_adapt.corpus.adapt_folder import PRETRAINED
 from sparse_adapt.lock import LOCK_FILE
 from sparse_adapt.report.benchmark_md import PIPELINES, STEMS
 from sparse_adapt.report.figures import figures
 from sparse_adapt.report.markdown import render_markdown
 from sparse_adapt.report.results import PLOTS, RUNS_DIR, Report
+from sparse_adapt.training.rundir import PARTIAL
 from sparse_adapt.training.stages import EXPERIMENTS
 
 # Directories `sparse-adapt benchmark` writes (adapt's pipelines run into OUT/<pipeline>);
-# `adapt` also writes pretrained/ and `tune` prefix/, told apart by their own files first.
-BENCHMARK_DIRS = ("prefix", "pretrained", "ablation", *(p for p in PIPELINES if p != "train"))
+# `adapt` also writes pretrained/ (and pretrained.partial/ while pretraining) and `tune`
+# prefix/, told apart by their own files first.
+BENCHMARK_DIRS = ("prefix", PRETRAINED, PRETRAINED + PARTIAL, "ablation", *(p for p in PIPELINES if p != "train"))
 # What marks another command's directory: `adapt`'s manifest, `tune`'s results and trial logs.
 OTHER_OUTPUTS = {"adapt": ("adapt.json",), "tune": ("best.toml", "trials.json", "trials")}
 

@@ -471,7 +471,7 @@ def test_check_out_refuses_a_foreign_directory_and_accepts_a_stopped_benchmark(t
     (tmp_path / "mine.txt").write_text("a user's file")
     with pytest.raises(ConfigError, match="holds no benchmark"):
         check_out(tmp_path)
-    for ours in ("runs", "prefix", "adapt", "adapt-corpus", "pretrained", "ablation"):
+    for ours in ("runs", "prefix", "adapt", "adapt-corpus", "pretrained", "pretrained.partial", "ablation"):
         (tmp_path / ours).mkdir()  # empty: proves nothing, the user's file stays theirs
         with pytest.raises(ConfigError, match="holds no benchmark"):
             check_out(tmp_path)
