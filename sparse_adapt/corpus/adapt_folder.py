@@ -9,10 +9,11 @@ holds anything but an adapt run is refused.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
-from sparse_adapt.atomic import write_atomic
+from sparse_adapt.atomic import clean_leftovers, write_atomic
 from sparse_adapt.corpus.provenance import PROVENANCE
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.lock import LOCK_FILE
@@ -50,6 +51,7 @@ RUN_OUTPUTS = (
 def check_out(
     out: Path, manifest: dict, overwrite: bool = False, keep: tuple[Path, ...] = (), hooks: Hooks = SILENT,
 ) -> None:
+    clean_leftovers(out)  # a killed write's temporaries (the caller holds DIR's lock: no live writer)
     path = out / MANIFEST
     if path.is_file():
         try:
@@ -60,13 +62,13 @@ def check_out(
             if not overwrite:
                 raise AdaptMismatchError(f"{path} is damaged (not a JSON object of an adapt run); use another --out, "
                                          f"pass --overwrite to discard that run, or delete {out}")
-            discard_run(out, keep)
+            discard_run(out, keep, hooks)
             hooks.message(f"--overwrite: discarded the adapt run in {out} (its {MANIFEST} was damaged)")
             return
         if isinstance(old.get("options"), dict):
             old["options"] = {**LEGACY_OPTIONS, **old["options"]}
         diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
-        if diff and not {p.name for p in out.iterdir()} - {MANIFEST, PRETRAINED, PRETRAINED + PARTIAL, LOCK_FILE}:
+        if diff and all(p.name == MANIFEST or _left_by_a_run(p) for p in out.iterdir()):
             # The run stopped before making any input (mining found no term, say): the options its
             # error suggested start it afresh; its pretraining stays if it pretrained the same base.
             if (old.get("base"), old.get("options", {}).get("pretrain")) != (manifest["base"], manifest["options"]["pretrain"]):
@@ -80,10 +82,26 @@ def check_out(
                 f"pass --overwrite to discard that run, or delete {out}"
             )
         if diff:
-            discard_run(out, keep)
+            discard_run(out, keep, hooks)
             hooks.message(f"--overwrite: discarded the adapt run in {out}, made with other {differences(old, manifest, diff)}")
-    elif out.exists() and (not out.is_dir() or any(p.name != LOCK_FILE for p in out.iterdir())):
+    elif out.exists() and (not out.is_dir() or not all(_left_by_a_run(p) for p in out.iterdir())):
         raise AdaptMismatchError(not_a_run(out))
+
+
+def _left_by_a_run(entry: Path) -> bool:
+    """What a run leaves in DIR besides its manifest and inputs, and a rerun may find without
+    them (--overwrite discarded the run, then the teacher failed to load): the lock, the
+    pretrained base and its checkpoint (each by its own files) and edited cards kept aside
+    (:func:`check_out` first removes temporaries of writes killed midway). A user's folder
+    holding anything else is not ours."""
+    from sparse_adapt.training.checkpoint import TRAINER_STATE
+    from sparse_adapt.training.general import RECORD
+
+    name = entry.name
+    return (name == LOCK_FILE
+            or (name == PRETRAINED and (entry / RECORD).is_file())
+            or (name == PRETRAINED + PARTIAL and (entry / TRAINER_STATE).is_file())
+            or (entry.is_file() and re.fullmatch(re.escape(EDITED_CARD).replace(r"\{\}", r"(-\d+)?"), name) is not None))
 
 
 def not_a_run(out: Path) -> str:
@@ -105,9 +123,18 @@ def differences(old: dict, new: dict, keys: list[str]) -> str:
     return ", ".join(said)
 
 
-def discard_run(out: Path, keep: tuple[Path, ...]) -> None:
+def discard_run(out: Path, keep: tuple[Path, ...], hooks: Hooks = SILENT) -> None:
     """Remove a run's own outputs from ``out``; a file the user gave this command (an edited
-    ``domain_terms.json`` passed as ``--terms``) is theirs and stays."""
+    ``domain_terms.json`` passed as ``--terms``) is theirs and stays, and so does an edited
+    model card (:func:`keep_edited_card`)."""
+    import hashlib
+
+    from sparse_adapt.modeling.card import CARD_FILE
+    from sparse_adapt.training.rundir import FINAL as RUN_FINAL
+
+    pipeline_card = out / TRAINING / RUN_FINAL / CARD_FILE
+    keep_edited_card(out, {hashlib.sha256(pipeline_card.read_bytes()).hexdigest() if pipeline_card.is_file() else None},
+                     hooks)
     kept = {p.resolve() for p in keep}
     for name in RUN_OUTPUTS:
         path = out / name
@@ -151,5 +178,5 @@ def keep_edited_card(out: Path, ours: set[str | None], hooks: Hooks = SILENT) ->
     while (copy := out / EDITED_CARD.format("" if n == 1 else f"-{n}")).exists():
         n += 1
     write_atomic(copy, data)
-    hooks.message(f"{card} was edited since this run wrote it: kept as {copy}; the retrained {FINAL}/ gets a new card")
+    hooks.message(f"{card} was edited since this run wrote it: kept as {copy}; the new {FINAL}/ gets a card of its own")
     return copy

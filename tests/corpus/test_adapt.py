@@ -266,10 +266,13 @@ def test_overwrite_discards_a_different_run_but_keeps_what_the_user_gave(setup):
     edited["jargon"] = ["Zentrofax"]
     terms.write_text(json.dumps(edited))
     old_train = (out / "train.jsonl").read_bytes()
+    card = out / "final" / "README.md"
+    card.write_text(card.read_text() + "Signed off.\n")  # the user's words: kept aside, not discarded
     with pytest.raises(AdaptMismatchError, match="pass --overwrite"):
         _adapt(setup, out, terms=terms)
     rec = Recorder()
     result = _adapt(setup, out, rec.hooks(), terms=terms, seed=4, overwrite=True)
+    assert (out / "final-card.edited.md").read_text().endswith("Signed off.\n")
     # says what differed, as the refusal does: the seed's values and which given file
     [said] = [m for m in rec.messages if "--overwrite: discarded the adapt run" in m]
     assert "seed (0 -> 4)" in said and "given (terms)" in said, said
@@ -332,8 +335,33 @@ def test_a_run_stopped_while_pretraining_reruns_with_other_options_and_keeps_or_
     for other, kept in (({"options": {**manifest["options"], "top": 30}}, True), ({"base": "b2"}, False)):
         (tmp_path / "adapt.json").write_text(json.dumps(manifest))
         partial.mkdir(exist_ok=True)
+        (partial / "trainer_state.pt").write_bytes(b"")
         check_out(tmp_path, {**manifest, **other})  # not refused: the run made no input yet
         assert not (tmp_path / "adapt.json").exists() and partial.is_dir() == kept
+
+
+def test_what_a_discarded_run_leaves_behind_does_not_make_dir_foreign(tmp_path):
+    """--overwrite removed adapt.json, then the teacher failed to load: DIR held pretrained/ (or
+    its checkpoint, or a kept card) and every rerun, --overwrite included, was refused."""
+    from sparse_adapt.corpus.adapt_folder import check_out
+
+    manifest = {"corpus": "c", "base": "b", "teacher": "t", "seed": 0, "given": {}, "config": None, "options": {}}
+    (tmp_path / "pretrained").mkdir()
+    (tmp_path / "pretrained" / "general_pretraining.json").write_text("{}")
+    (tmp_path / "pretrained.partial").mkdir()
+    (tmp_path / "pretrained.partial" / "trainer_state.pt").write_bytes(b"")
+    (tmp_path / "final-card.edited-2.md").write_text("theirs")
+    (tmp_path / ".final.tmp-999999999-1").mkdir()  # a killed write's temporary (no such process)
+    check_out(tmp_path, manifest)
+    assert not (tmp_path / ".final.tmp-999999999-1").exists() and (tmp_path / "final-card.edited-2.md").is_file()
+    for foreign in ("notes.txt", "final-card.edited-x.md"):  # a user's file is no leftover of ours
+        (tmp_path / foreign).write_text("mine")
+        with pytest.raises(AdaptMismatchError, match="holds no adapt.json"):
+            check_out(tmp_path, manifest)
+        (tmp_path / foreign).unlink()
+    (tmp_path / "pretrained" / "general_pretraining.json").unlink()  # a user's own pretrained/ folder
+    with pytest.raises(AdaptMismatchError, match="holds no adapt.json"):
+        check_out(tmp_path, manifest)
 
 
 def _cli(setup, out, *extra):
