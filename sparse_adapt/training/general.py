@@ -25,17 +25,18 @@ from typing import Sequence
 
 import torch
 
-from sparse_adapt.atomic import atomic_directory, check_output
+from sparse_adapt.atomic import atomic_directory, check_output, clean_leftovers
 from sparse_adapt.corpus.lexicon import MIN_ZIPF, lexicon_pairs
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses.flops import FlopsLoss
 from sparse_adapt.losses.in_batch import InBatchLoss
 from sparse_adapt.modeling.builtin import BUILTIN_BASES, RECOMMENDED_FILE
 from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.hub import model_reference
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.checkpoint import load_partial, save_partial
 from sparse_adapt.training.loop import LoopConfig, StepResult, require_finite, run_loop, seed_everything
-from sparse_adapt.training.rundir import PARTIAL
+from sparse_adapt.training.rundir import PARTIAL, files_sha256
 
 RECORD = "general_pretraining.json"  # what the stage did, saved beside the weights
 # The adapt settings a pretrained base carries (modeling/builtin.py: RECOMMENDED_FILE). Chosen on
@@ -134,12 +135,18 @@ def run_general(
                       f"{cfg.batch_size}, not {cfg.steps}: each pair is used once")
     for problem in _not_for_pretraining(base):
         hooks.message(f"warning: pretrain: {problem}")
+    if teacher is None and cfg.kd > 0:
+        from sparse_adapt.corpus.teacher import load_teacher
+
+        teacher = load_teacher()
     partial = out.parent / f"{out.name}{PARTIAL}"
-    # What a checkpoint must match to be resumed: another base, seed, setting or set of pairs
-    # would mix two trainings.
+    # What a checkpoint must match to be resumed: another base (by its files too: one rebuilt in
+    # place), seed, setting, teacher or set of pairs would mix two trainings.
     settings = {k: v for k, v in asdict(cfg).items() if k != "checkpoint_every"}
-    identity = {"base": str(base), "seed": seed, "config": settings, "pairs": _pairs_sha256(pairs)}
+    identity = {"base": model_reference(base), "base_files": files_sha256(base), "seed": seed, "config": settings,
+                "pairs": _pairs_sha256(pairs), "teacher": getattr(teacher, "name", None) if cfg.kd > 0 else None}
     resume, log = None, []
+    clean_leftovers(partial.parent, partial.name)  # a kill while replacing it left the previous one aside
     saved = load_partial(partial)
     if saved is not None and saved[1].get("extra", {}).get("identity") == identity:
         splade, resume = saved
@@ -148,13 +155,9 @@ def run_general(
     else:
         if partial.exists():
             shutil.rmtree(partial)
-            hooks.message(f"pretrain: {partial} was saved by another base, seed, setting or set of pairs: "
+            hooks.message(f"pretrain: {partial} was saved by another base, seed, setting, teacher or set of pairs: "
                           "discarded, starting afresh")
         splade = SpladeEncoder.from_pretrained(base)
-    if teacher is None and cfg.kd > 0:
-        from sparse_adapt.corpus.teacher import load_teacher
-
-        teacher = load_teacher()
     losses, flops = InBatchLoss(cfg.temperature, cfg.teacher_temperature), FlopsLoss()
 
     def plan(_: torch.Generator) -> list[list[int]]:
@@ -194,7 +197,8 @@ def run_general(
         splade.save_pretrained(tmp)
         (tmp / RECORD).write_text(json.dumps({**record, "log": log}, indent=1) + "\n", encoding="utf-8")
         (tmp / RECOMMENDED_FILE).write_text(json.dumps(RECOMMENDED, indent=1) + "\n", encoding="utf-8")
-    shutil.rmtree(partial, ignore_errors=True)  # after the result is whole: a stop in between resumes again
+    # Only once the result is whole; a stop in between leaves it, for pretrained_base to remove.
+    shutil.rmtree(partial, ignore_errors=True)
     hooks.message(f"pretrain: {result.steps} steps in {record['seconds']:.0f}s -> {out}")
     return out
 
@@ -210,6 +214,12 @@ def pretrained_base(base: str | Path, where: Path, hooks: Hooks = SILENT) -> str
     """``where``, holding ``base`` after general-English pretraining (made once; a rerun reuses it)."""
     from sparse_adapt.training import rundir
 
+    made_from = _recorded(where).get("base") if rundir.complete(where) else None
+    if rundir.complete(where) and isinstance(made_from, str) and model_reference(made_from) != model_reference(base):
+        # --overwrite discards a run but keeps pretrained/, which depends on the base alone: a
+        # run on another base must not train from this one.
+        hooks.message(f"{where} was pretrained from {made_from}, not {base}: pretraining again")
+        shutil.rmtree(where)
     if not rundir.complete(where):
         # Said before it starts: the longest step of a first run, and avoidable for the next corpus.
         hooks.message(f"general-English pretraining of {base} -> {where}: the longest step (~25-30 min for "
@@ -221,6 +231,7 @@ def pretrained_base(base: str | Path, where: Path, hooks: Hooks = SILENT) -> str
         # second load in the same process took 0.04 s.
         run_general(base, where, hooks=hooks, overwrite=True)
     else:
+        shutil.rmtree(where.parent / f"{where.name}{PARTIAL}", ignore_errors=True)  # the checkpoint of a done pretraining
         stale = _stale_settings(where)
         if stale:
             # Pretraining again here would change the base under the run's completed stages;
@@ -231,12 +242,19 @@ def pretrained_base(base: str | Path, where: Path, hooks: Hooks = SILENT) -> str
 
 def _stale_settings(where: Path) -> str:
     """Where ``where``'s pretraining settings differ from today's ``GeneralConfig`` defaults ("" if none)."""
-    try:
-        used = json.loads((where / RECORD).read_text(encoding="utf-8")).get("config", {})
-    except (OSError, ValueError):
-        # run_general writes the record with the weights in one atomic directory, so only a
-        # hand-edited directory lacks it; the run still trains from those weights, and there is
-        # nothing to compare, so there is nothing to say.
-        return ""
-    today = asdict(GeneralConfig())
+    # run_general writes the record with the weights in one atomic directory, so only a
+    # hand-edited directory lacks it; the run still trains from those weights, and there is
+    # nothing to compare, so there is nothing to say.
+    used = _recorded(where).get("config")
+    used = used if isinstance(used, dict) else {}
+    today = {k: v for k, v in asdict(GeneralConfig()).items() if k != "checkpoint_every"}  # no weight depends on it
     return ", ".join(f"{k} {used[k]} (today {v})" for k, v in today.items() if k in used and used[k] != v)
+
+
+def _recorded(where: Path) -> dict:
+    """``where``'s pretraining record ({} when missing or not a JSON object)."""
+    try:
+        record = json.loads((where / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 import torch
@@ -238,5 +239,36 @@ def test_a_checkpoint_of_another_pretraining_is_discarded(tiny_dir, tmp_path, mo
             run_general(tiny_dir, out, cfg, seed=0, pairs=PAIRS)
     said: list[str] = []
     run_general(tiny_dir, out, cfg, seed=1, pairs=PAIRS, hooks=Hooks(message=said.append))  # another seed
-    assert any("run.partial was saved by another base, seed, setting or set of pairs: discarded" in m for m in said)
+    assert any("run.partial was saved by another base, seed, setting, teacher or set of pairs: discarded" in m for m in said)
     assert not any("resuming" in m for m in said) and json.loads((out / RECORD).read_text())["resumed_at"] is None
+    # the same name, other weights (a base rebuilt in place): not resumed either
+    shutil.rmtree(out)
+    with monkeypatch.context() as m:
+        _cut_at(m, 4)
+        with pytest.raises(PowerCut):
+            run_general(tiny_dir, out, cfg, seed=0, pairs=PAIRS)
+    make_tiny_bert(seed=1).save_pretrained(tiny_dir)
+    said.clear()
+    run_general(tiny_dir, out, cfg, seed=0, pairs=PAIRS, hooks=Hooks(message=said.append))
+    assert any("discarded, starting afresh" in m for m in said) and not any("resuming" in m for m in said)
+
+
+def test_a_pretrained_base_of_another_base_is_made_again_and_of_the_same_one_reused(tiny_dir, tmp_path, monkeypatch):
+    """adapt --overwrite onto another base kept DIR/pretrained (it depends on the base alone) and
+    then trained from the old base's pretraining without a word."""
+    from sparse_adapt.progress import Hooks
+    from sparse_adapt.training import general
+
+    where = tmp_path / "pretrained"
+    run_general(tiny_dir, where, GeneralConfig(steps=1, batch_size=4, kd=0.0, checkpoint_every=0), pairs=PAIRS)
+    made = []
+    monkeypatch.setattr(general, "run_general", lambda base, out, **kw: made.append(base) or
+                        shutil.copytree(tiny_dir, out))  # stands in for the 25-minute pretraining
+    said: list[str] = []
+    # the same base spelled another way, and a checkpoint setting that no weight depends on: reused
+    general.pretrained_base(str(tiny_dir) + "/", where, Hooks(message=said.append))
+    assert made == [] and any("steps 1 (today" in m for m in said) and not any("checkpoint_every" in m for m in said)
+    other = tmp_path / "other"
+    shutil.copytree(tiny_dir, other)
+    general.pretrained_base(str(other), where, Hooks(message=said.append))
+    assert made == [str(other)] and f"{where} was pretrained from {tiny_dir}, not {other}: pretraining again" in said
