@@ -12,7 +12,7 @@ that a distribution's file list already names.
 
 A built-in base may also carry *recommended training settings*: config overrides measured
 on the dev domains for that base, applied between the defaults and the user's ``--config``
-(see :func:`sparse_adapt.training.config.load_config`). They are keyed by the built-in name
+(see :func:`sparse_adapt.training.config_files.load_config`). They are keyed by the built-in name
 only, or by a file in a model directory (:data:`RECOMMENDED_FILE`, written by ``sparse-adapt
 pretrain``); any other directory or hub id trains with the plain defaults.
 """
