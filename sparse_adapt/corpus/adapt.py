@@ -257,6 +257,10 @@ def run_adapt(
     inputs = (corpus, *(p for p in given.values() if p is not None), *([Path(config)] if config else []), *keep)
     if out.exists() and not out.is_dir():  # before the lock, which makes the directory
         raise AdaptMismatchError(not_a_run(out))
+    # --overwrite may discard the run it finds: a teacher it would need loads first, or a typo in
+    # --teacher deleted a finished run and left DIR without its manifest.
+    may_need = given["train"] is None or (glosses and given["dictionary"] is None)
+    early = load_teacher(teacher) if overwrite and may_need and (out / MANIFEST).is_file() else None
     with locked(out):  # one writer: two runs into one --out mixed their manifests and inputs;
         # taken before the check, which --overwrite follows by discarding the run it finds
         check_out(out, manifest, overwrite, tuple(Path(p) for p in inputs), hooks)
@@ -273,7 +277,7 @@ def run_adapt(
         # The teacher loads before anything is written: one that fails leaves no half-made run.
         make_dictionary, make_pseudo = _to_generate(out, given["dictionary"], given["train"])
         needs_teacher = make_pseudo or (glosses and make_dictionary)
-        scorer = load_teacher(teacher) if needs_teacher else None
+        scorer = (early or load_teacher(teacher)) if needs_teacher else None
         fresh = not (out / MANIFEST).is_file()
         if fresh:
             write_json_atomic(out / MANIFEST, manifest)

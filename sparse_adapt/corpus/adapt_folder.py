@@ -51,7 +51,8 @@ RUN_OUTPUTS = (
 def check_out(
     out: Path, manifest: dict, overwrite: bool = False, keep: tuple[Path, ...] = (), hooks: Hooks = SILENT,
 ) -> None:
-    clean_leftovers(out)  # a killed write's temporaries (the caller holds DIR's lock: no live writer)
+    for name in (*RUN_OUTPUTS, PRETRAINED, PRETRAINED + PARTIAL):  # temporaries of a killed write of
+        clean_leftovers(out, name)  # ours (the caller holds DIR's lock: no writer lives); never a user's
     path = out / MANIFEST
     if path.is_file():
         try:
@@ -70,10 +71,9 @@ def check_out(
         diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
         if diff and all(p.name == MANIFEST or _left_by_a_run(p) for p in out.iterdir()):
             # The run stopped before making any input (mining found no term, say): the options its
-            # error suggested start it afresh; its pretraining stays if it pretrained the same base.
-            if (old.get("base"), old.get("options", {}).get("pretrain")) != (manifest["base"], manifest["options"]["pretrain"]):
-                shutil.rmtree(out / PRETRAINED, ignore_errors=True)
-                shutil.rmtree(out / (PRETRAINED + PARTIAL), ignore_errors=True)
+            # error suggested start it afresh. Its pretraining (and checkpoint) stays: each says
+            # which base it holds by the base's files, and one of another base is made again
+            # (training.general), where comparing names here dropped "b" for "b/".
             path.unlink()
             return
         if diff and not overwrite:
@@ -92,8 +92,8 @@ def _left_by_a_run(entry: Path) -> bool:
     """What a run leaves in DIR besides its manifest and inputs, and a rerun may find without
     them (--overwrite discarded the run, then the teacher failed to load): the lock, the
     pretrained base and its checkpoint (each by its own files) and edited cards kept aside
-    (:func:`check_out` first removes temporaries of writes killed midway). A user's folder
-    holding anything else is not ours."""
+    (:func:`check_out` first removes temporaries of our own writes killed midway). A user's
+    folder holding anything else is not ours."""
     from sparse_adapt.training.checkpoint import TRAINER_STATE
     from sparse_adapt.training.general import RECORD
 

@@ -74,13 +74,14 @@ _LINK = re.compile(rf"\b(?:https?://|www\.)\S+|\S+@\S+\.\w+|\b(?:[\w-]+\.)+(?:{_
 _QUANTITY = re.compile(r"\d+(?:[.,]\d+)?[^\W\d_]{1,3}")
 # A number then two or three capitals is an acronym ("2FA", "4WD", "3DS") unless the capitals
 # are a unit or an ordinal ("10GB", "5PM", "2ND" in a shouted heading); one capital ("5G", "4K",
-# "9V") is a unit as often as a name and stays a quantity.
+# "9V") is a unit as often as a name and stays a quantity. Not units here, being names as often:
+# PC ("2PC", two-phase commit; pieces are PCS), MA.
 _UNIT_CAPITALS = frozenset(
     # data, power, frequency, metric, time, ordinals and clock
-    "GB MB KB TB PB GW MW KW KWH WH AH MAH HP DB VA KVA KV MA VAC VDC RMS AM PM ST ND RD TH MG ML KG CM MM KM NM UM "
+    "GB MB KB TB PB GW MW KW KWH WH AH MAH HP DB VA KVA KV VAC VDC RMS AM PM ST ND RD TH MG ML KG CM MM KM NM UM "
     "HZ MHZ GHZ KHZ RPM PSI MPH KPH BPM FPS PPM PPB HR HRS MIN SEC MS YR YRS WK MO MOS YO "
     # imperial and retail units, counts, resolutions, time zones
-    "LB LBS OZ FT YD MI SQ GAL QT PT MPG BTU CFM AWG TPI GSM MIL CC PCS PC PK EA MP MPX DPI PPI HD FHD UHD "
+    "LB LBS OZ FT YD MI SQ GAL QT PT MPG BTU CFM AWG TPI GSM MIL CC PCS PK EA MP MPX DPI PPI HD FHD UHD "
     "EST EDT CST CDT MST MDT PST PDT GMT UTC BST CET CEST IST AEST".split()
 )
 

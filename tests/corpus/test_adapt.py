@@ -12,7 +12,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from sparse_adapt.cli import main
 from sparse_adapt.corpus.adapt import AdaptMismatchError, run_adapt
-from sparse_adapt.errors import ConfigError
+from sparse_adapt.errors import ConfigError, SparseAdaptError
 from sparse_adapt.data import load_dictionary, load_documents, load_domain_terms, load_qrels, load_queries, load_train
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import Hooks
@@ -271,6 +271,12 @@ def test_overwrite_discards_a_different_run_but_keeps_what_the_user_gave(setup):
     with pytest.raises(AdaptMismatchError, match="pass --overwrite"):
         _adapt(setup, out, terms=terms)
     rec = Recorder()
+    # a teacher that does not load fails before the run is discarded: nothing of it goes
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(SparseAdaptError, match="no-such-teacher"):
+        run_adapt(setup["corpus"], out, setup["base"], config=setup["config"], teacher=str(setup["root"] / "no-such-teacher"),
+                  hooks=Hooks(), terms=terms, seed=4, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == before and (out / "train.jsonl").read_bytes() == old_train
     result = _adapt(setup, out, rec.hooks(), terms=terms, seed=4, overwrite=True)
     assert (out / "final-card.edited.md").read_text().endswith("Signed off.\n")
     # says what differed, as the refusal does: the seed's values and which given file
@@ -323,16 +329,17 @@ def test_a_run_from_before_an_option_existed_resumes_with_the_options_old_behavi
             _check_out(tmp_path, {**legacy, "options": {**legacy["options"], **changed}})
 
 
-def test_a_run_stopped_while_pretraining_reruns_with_other_options_and_keeps_or_drops_its_checkpoint(tmp_path):
+def test_a_run_stopped_while_pretraining_reruns_with_other_options_and_keeps_its_checkpoint(tmp_path):
     """A run stopped inside pretraining leaves DIR/pretrained.partial: still a run that made no
-    input (other options start afresh), and its checkpoint stays for the same base only."""
+    input (other options, even another base, start afresh); the checkpoint stays, to be judged
+    by the files of the base it was saved from when pretraining resumes."""
     from sparse_adapt.corpus.adapt_folder import check_out
 
     manifest = {"corpus": "c", "base": "b", "teacher": "t", "seed": 0, "given": {}, "config": None,
                 "options": {"top": 20, "min_count": 2, "max_queries": 60, "negatives": 7, "siblings": 0,
                             "term_labels": False, "glosses": False, "pretrain": True, "lang": "en"}}
     partial = tmp_path / "pretrained.partial"
-    for other, kept in (({"options": {**manifest["options"], "top": 30}}, True), ({"base": "b2"}, False)):
+    for other, kept in (({"options": {**manifest["options"], "top": 30}}, True), ({"base": "b2"}, True)):
         (tmp_path / "adapt.json").write_text(json.dumps(manifest))
         partial.mkdir(exist_ok=True)
         (partial / "trainer_state.pt").write_bytes(b"")
@@ -354,6 +361,12 @@ def test_what_a_discarded_run_leaves_behind_does_not_make_dir_foreign(tmp_path):
     (tmp_path / ".final.tmp-999999999-1").mkdir()  # a killed write's temporary (no such process)
     check_out(tmp_path, manifest)
     assert not (tmp_path / ".final.tmp-999999999-1").exists() and (tmp_path / "final-card.edited-2.md").is_file()
+    theirs = tmp_path / ".drafts.tmp-keep"  # named like a temporary, but of no file a run writes
+    theirs.mkdir()
+    with pytest.raises(AdaptMismatchError, match="holds no adapt.json"):
+        check_out(tmp_path, manifest)
+    assert theirs.is_dir()  # refused, and never cleaned away
+    theirs.rmdir()
     for foreign in ("notes.txt", "final-card.edited-x.md"):  # a user's file is no leftover of ours
         (tmp_path / foreign).write_text("mine")
         with pytest.raises(AdaptMismatchError, match="holds no adapt.json"):

@@ -121,7 +121,7 @@ def test_a_digit_led_acronym_is_a_term_and_a_unit_in_capitals_a_quantity(tokeniz
     from sparse_adapt.corpus.mining import quantity
 
     assert [w for w in ["2FA", "4WD", "3DS", "100ms", "10GB", "5PM", "2ND", "60Hz", "5G", "4K", "1.5kW", "5LB", "12MP",
-                        "6FT", "50CC", "3PCS", "5EST", "1080HD"] if not quantity(w)] == ["2FA", "4WD", "3DS"]
+                        "6FT", "50CC", "3PCS", "5EST", "1080HD", "2PC"] if not quantity(w)] == ["2FA", "4WD", "3DS", "2PC"]
     texts = ["Enable 2FA on the 10GB vault; the 4WD fleet logs in by 5PM.",
              "Without 2FA the 4WD telemetry upload of 10GB stops at 5PM."]
     mined = _mined(tokenizer, texts)

@@ -276,5 +276,5 @@ def test_a_sentence_transformers_model_with_other_modules_is_refused(tiny_mlm, t
              for i, m in enumerate(modules)]
     (directory / MODULES_FILE).write_text(json.dumps(dense))
     with pytest.raises(ModelLoadError, match=rf"lists Transformer, Pooling, Normalize; .*A dense encoder: "
-                                             rf"`sparse-adapt base --from-encoder {re.escape(str(directory))}`"):
+                                             rf"`sparse-adapt base --from-encoder {re.escape(str(directory))} --out DIR`"):
         SpladeEncoder.from_pretrained(directory)

@@ -150,7 +150,9 @@ def test_unknown_family_uses_full_logits_with_a_warning():
 def test_an_unregistered_family_is_cut_to_its_position_embeddings():
     """Electra with 80 positions kept the default 256-piece document length: a long text raised
     "expanded size of the tensor (256) must match the existing size (80)" from the model."""
-    from transformers import CamembertConfig, CamembertForMaskedLM
+    from transformers import (
+        CamembertConfig, CamembertForMaskedLM, DebertaV2Config, DebertaV2ForMaskedLM, IBertConfig, IBertForMaskedLM,
+    )
 
     from sparse_adapt.modeling.heads import max_pieces
 
@@ -168,6 +170,11 @@ def test_an_unregistered_family_is_cut_to_its_position_embeddings():
         vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
         max_position_embeddings=82, pad_token_id=1))
     assert max_pieces(camembert) == 80
+    small = dict(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    # I-BERT's quantised table (no nn.Embedding) numbers positions as RoBERTa does
+    assert max_pieces(IBertForMaskedLM(IBertConfig(**small, max_position_embeddings=82, pad_token_id=1))) == 80
+    # DeBERTa-v3 has relative positions only: no bound, though its config names 512
+    assert max_pieces(DebertaV2ForMaskedLM(DebertaV2Config(**small, position_biased_input=False))) is None
 
 
 def test_supported_families_do_not_warn(tiny_mlm):

@@ -268,7 +268,23 @@ def test_a_pretrained_base_of_another_base_is_made_again_and_of_the_same_one_reu
     # the same base spelled another way, and a checkpoint setting that no weight depends on: reused
     general.pretrained_base(str(tiny_dir) + "/", where, Hooks(message=said.append))
     assert made == [] and any("steps 1 (today" in m for m in said) and not any("checkpoint_every" in m for m in said)
+    copy = tmp_path / "copy"  # the same files elsewhere (or named from another working directory): the same base
+    shutil.copytree(tiny_dir, copy)
+    monkeypatch.chdir(tmp_path)
+    general.pretrained_base("copy", where, Hooks(message=said.append))
+    assert made == []
     other = tmp_path / "other"
-    shutil.copytree(tiny_dir, other)
+    make_tiny_bert(seed=1).save_pretrained(other)
     general.pretrained_base(str(other), where, Hooks(message=said.append))
     assert made == [str(other)] and f"{where} was pretrained from {tiny_dir}, not {other}: pretraining again" in said
+
+
+def test_which_base_a_pretraining_was_made_from():
+    from sparse_adapt.training.general import _other_base
+
+    assert _other_base({"base": "offline-minilm"}, "offline-minilm") is None
+    assert _other_base({"base": "offline-minilm"}, "org/other-model") == "offline-minilm"  # two names
+    assert _other_base({"base": "offline-minilm"}, "./mine") == "offline-minilm"  # a name and a folder
+    # a folder recorded before its files were hashed says too little: reused, as before
+    assert _other_base({"base": "./theirs"}, "./mine") is None
+    assert _other_base({}, "./mine") is None
