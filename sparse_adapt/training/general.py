@@ -269,9 +269,9 @@ def _other_base(record: dict, base: str | Path) -> str | None:
         return made_from if files != now else None
     if local_model_path(made_from) is None and local_model_path(str(base)) is None:
         return made_from if made_from != str(base) else None
-    if (local_model_path(made_from) is None) != (local_model_path(str(base)) is None):
-        return made_from  # a name and a folder
-    return None
+    if made_from in BUILTIN_BASES or str(base) in BUILTIN_BASES:
+        return made_from if made_from != str(base) else None  # a built-in name and a folder
+    return None  # a recorded relative path may name this folder from another directory
 
 
 def _recorded(where: Path) -> dict:

@@ -284,7 +284,8 @@ def test_which_base_a_pretraining_was_made_from():
 
     assert _other_base({"base": "offline-minilm"}, "offline-minilm") is None
     assert _other_base({"base": "offline-minilm"}, "org/other-model") == "offline-minilm"  # two names
-    assert _other_base({"base": "offline-minilm"}, "./mine") == "offline-minilm"  # a name and a folder
+    assert _other_base({"base": "offline-minilm"}, "./mine") == "offline-minilm"  # a built-in and a folder
+    assert _other_base({"base": "mine"}, "../elsewhere/mine") is None  # "mine", recorded from another directory
     # a folder recorded before its files were hashed says too little: reused, as before
     assert _other_base({"base": "./theirs"}, "./mine") is None
     assert _other_base({}, "./mine") is None
