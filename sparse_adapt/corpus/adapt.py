@@ -28,7 +28,6 @@ or given files is refused, as is a ``DIR`` holding anything but an adapt run (``
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -36,8 +35,8 @@ from pathlib import Path
 
 from sparse_adapt.atomic import atomic_directory, write_atomic, write_json_atomic
 from sparse_adapt.corpus.adapt_folder import (
-    FINAL, GENERATED, MANIFEST, PRETRAINED, RUN_OUTPUTS, TRAINING, AdaptMismatchError, check_out, discard_run,
-    keep_edited_card, not_a_run, pseudo_data_done,
+    FINAL, GENERATED, MANIFEST, PRETRAINED, RUN_OUTPUTS, TRAINING, AdaptMismatchError, card_sha256, check_out,
+    discard_run, keep_edited_card, not_a_run, pseudo_data_done,
 )
 from sparse_adapt.corpus.glosses import select_glosses
 from sparse_adapt.corpus.harvest import build_dictionary
@@ -88,10 +87,6 @@ class AdaptResult:
     final: Path
     training: Path
     notes: dict = field(default_factory=dict)  # counts of what was mined, harvested, kept
-
-
-def _sha(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
 
 
 def write_jsonl(path: Path, records: list[dict]) -> None:
@@ -293,7 +288,7 @@ def run_adapt(
             if fresh:  # what this run generated goes: a rerun with the options the error suggests is then no other run
                 discard_run(out, (*inputs, out / MANIFEST))
             raise
-        cards = {_sha(out / TRAINING / RUN_FINAL / CARD_FILE)}  # the card DIR/final was copied with, if unedited
+        cards = {card_sha256(out / TRAINING / RUN_FINAL / CARD_FILE)}  # the card DIR/final was copied with, if unedited
         try:  # the same adapt run: what differs in training/ is a generated file edited since it trained
             trained = run_pipeline(
                 base=base, corpus=corpus, terms=files.terms, dictionary=files.dictionary, train=files.train,
@@ -308,7 +303,7 @@ def run_adapt(
             ) from None
         made = final_record(trained)
         if made is None or made != final_record(out / FINAL):
-            keep_edited_card(out, cards | {_sha(trained / CARD_FILE)}, hooks)
+            keep_edited_card(out, cards | {card_sha256(trained / CARD_FILE)}, hooks)
             with atomic_directory(out / FINAL) as tmp:
                 shutil.copytree(trained, tmp, dirs_exist_ok=True)
         # else: the copy of this very training/final is kept, with any edit to its card

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sparse_adapt.atomic import clean_leftovers, write_atomic
 from sparse_adapt.corpus.provenance import PROVENANCE
+from sparse_adapt.data import file_sha256
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.lock import LOCK_FILE
 from sparse_adapt.training.rundir import PARTIAL
@@ -101,7 +102,7 @@ def _left_by_a_run(entry: Path) -> bool:
     return (name == LOCK_FILE
             or (name == PRETRAINED and (entry / RECORD).is_file())
             or (name == PRETRAINED + PARTIAL and (entry / TRAINER_STATE).is_file())
-            or (entry.is_file() and re.fullmatch(re.escape(EDITED_CARD).replace(r"\{\}", r"(-\d+)?"), name) is not None))
+            or (entry.is_file() and _EDITED_CARD_NAME.fullmatch(name) is not None))
 
 
 def not_a_run(out: Path) -> str:
@@ -127,14 +128,10 @@ def discard_run(out: Path, keep: tuple[Path, ...], hooks: Hooks = SILENT) -> Non
     """Remove a run's own outputs from ``out``; a file the user gave this command (an edited
     ``domain_terms.json`` passed as ``--terms``) is theirs and stays, and so does an edited
     model card (:func:`keep_edited_card`)."""
-    import hashlib
-
     from sparse_adapt.modeling.card import CARD_FILE
     from sparse_adapt.training.rundir import FINAL as RUN_FINAL
 
-    pipeline_card = out / TRAINING / RUN_FINAL / CARD_FILE
-    keep_edited_card(out, {hashlib.sha256(pipeline_card.read_bytes()).hexdigest() if pipeline_card.is_file() else None},
-                     hooks)
+    keep_edited_card(out, {card_sha256(out / TRAINING / RUN_FINAL / CARD_FILE)}, hooks)
     kept = {p.resolve() for p in keep}
     for name in RUN_OUTPUTS:
         path = out / name
@@ -153,6 +150,22 @@ def pseudo_data_done(out: Path) -> bool:
 
 # An edited model card DIR/final held when DIR/final is replaced by a retrained model's copy.
 EDITED_CARD = "final-card.edited{}.md"
+_EDITED_CARD_NAME = re.compile(re.escape(EDITED_CARD).replace(r"\{\}", r"(-\d+)?"))  # every copy's name
+
+
+def card_sha256(path: Path) -> str | None:
+    """The sha256 of the model card at ``path``; None when there is none."""
+    return file_sha256(path) if path.is_file() else None
+
+
+def recorded_card_sha256(out: Path) -> str | None:
+    """The card ``DIR/summary.json`` says it wrote into ``DIR/final``; None when there is no
+    summary, or a damaged one: it then recognises no card."""
+    try:
+        recorded = json.loads((out / SUMMARY).read_text(encoding="utf-8")).get("card_sha256")
+    except (OSError, ValueError, AttributeError):  # missing, unreadable, no JSON object
+        return None
+    return recorded if isinstance(recorded, str) else None
 
 
 def keep_edited_card(out: Path, ours: set[str | None], hooks: Hooks = SILENT) -> Path | None:
@@ -160,23 +173,14 @@ def keep_edited_card(out: Path, ours: set[str | None], hooks: Hooks = SILENT) ->
     this run wrote (``ours``: their sha256s; the summary's recorded one is added here), before
     ``DIR/final`` is replaced: the text a user wrote into it is theirs, the new model gets a
     fresh card. Returns the copy, or None."""
-    import hashlib
-
     from sparse_adapt.modeling.card import CARD_FILE
 
     card = out / FINAL / CARD_FILE
-    if not card.is_file():
-        return None
-    try:
-        recorded = json.loads((out / SUMMARY).read_text(encoding="utf-8")).get("card_sha256")
-    except (OSError, ValueError, AttributeError):  # no summary, or a damaged one: it recognises no card
-        recorded = None
-    data = card.read_bytes()
-    if hashlib.sha256(data).hexdigest() in (ours | {recorded if isinstance(recorded, str) else None}) - {None}:
+    if not card.is_file() or file_sha256(card) in (ours | {recorded_card_sha256(out)}) - {None}:
         return None
     n = 1
     while (copy := out / EDITED_CARD.format("" if n == 1 else f"-{n}")).exists():
         n += 1
-    write_atomic(copy, data)
+    write_atomic(copy, card.read_bytes())
     hooks.message(f"{card} was edited since this run wrote it: kept as {copy}; the new {FINAL}/ gets a card of its own")
     return copy

@@ -140,13 +140,12 @@ def builtin_hint(name: str) -> str:
 def check_base(name: str) -> None:
     """Fail now on a missing local base or a near miss of a built-in name (``offline-splade-tin``),
     before a command writes anything; a Hub id is left to its load, which asks the Hub once."""
-    from sparse_adapt.modeling.hub import local_model_path
+    from sparse_adapt.modeling.hub import check_model_directory, local_model_path, model_directory
 
-    from sparse_adapt.modeling.hub import check_model_directory, model_directory
-
-    if local_model_path(name) is not None:  # config, weights, code and tokenizer files: a bad base
-        check_model_directory(model_directory(name), name)  # failed after mining and harvesting
-    if local_model_path(name) is not None or builtin_hint(name):
+    local = local_model_path(name) is not None
+    if local:  # config, weights, code and tokenizer files: a bad base failed after mining and harvesting
+        check_model_directory(model_directory(name), name)
+    if local or builtin_hint(name):
         load_tokenizer(name)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sparse_adapt.atomic import write_json_atomic
 from sparse_adapt.corpus.adapt import AdaptResult
-from sparse_adapt.corpus.adapt_folder import SUMMARY
+from sparse_adapt.corpus.adapt_folder import SUMMARY, card_sha256, recorded_card_sha256
 from sparse_adapt.data import (
     Qrels, Query, check_query_groups, load_documents, load_domain_terms, load_qrels, load_queries, load_query_groups,
 )
@@ -163,7 +163,6 @@ def _card_with_figures(result: AdaptResult, rows: list[dict], adapted: SpladeEnc
     """Rewrite ``DIR/final``'s model card with the figures measured here (it said "no retrieval
     metrics measured", the training pipeline's words), unless the user edited it since the pipeline
     or an earlier summary wrote it; returns the sha256 of the card written (None: none written)."""
-    import hashlib
     import json
 
     from sparse_adapt.modeling.card import CARD_FILE, write_model_card
@@ -172,18 +171,9 @@ def _card_with_figures(result: AdaptResult, rows: list[dict], adapted: SpladeEnc
     card, run = result.final / CARD_FILE, result.training
     if not card.is_file() or not (run / RUN_FILE).is_file():
         return None
-
-    def sha(path: Path) -> str | None:
-        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-
     old = result.final.parent / SUMMARY
-    ours = {sha(run / "final" / CARD_FILE)}
-    try:
-        recorded = json.loads(old.read_text(encoding="utf-8")).get("card_sha256") if old.is_file() else None
-    except (OSError, ValueError, AttributeError):  # unreadable, damaged, or no object: no card of ours to recognise
-        recorded = None
-    ours.add(recorded if isinstance(recorded, str) else None)
-    if sha(card) not in ours - {None}:
+    ours = {card_sha256(run / "final" / CARD_FILE), recorded_card_sha256(result.final.parent)}
+    if card_sha256(card) not in ours - {None}:
         hooks.message(f"{card} is not a card this run wrote (edited, or {old.name} lost since): kept as it is "
                       f"(the figures are in {old})")
         return None
@@ -191,4 +181,4 @@ def _card_with_figures(result: AdaptResult, rows: list[dict], adapted: SpladeEnc
         "nDCG@10 base": r["base"], "nDCG@10 adapted": r["adapted"],
         "nDCG@10 base + feedback": r["base_feedback"], "nDCG@10 adapted + feedback": r["feedback"]} for r in rows}
     manifest = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
-    return sha(write_model_card(result.final, adapted, manifest, run / LOG_FILE, evaluation or None))
+    return card_sha256(write_model_card(result.final, adapted, manifest, run / LOG_FILE, evaluation or None))

