@@ -50,4 +50,20 @@ def test_every_declared_dependency_is_locked_inside_its_range():
 
 def test_setup_installs_through_the_lock():
     setup = (ROOT / ".ci/setup").read_text(encoding="utf-8")
-    assert re.search(r"^pip_install -e '\.\[dev\]' -c \.ci/constraints\.txt$", setup, flags=re.M)
+    # torch's own dependencies (setuptools among them) and the package's
+    assert re.search(r"^pip_install torch==\S+ -c \.ci/constraints\.txt$", setup, flags=re.M)
+    # and the isolated build environment, which only PIP_CONSTRAINT reaches
+    assert re.search(r'^PIP_CONSTRAINT="\$PWD/\.ci/constraints\.txt" pip_install -e \'\.\[dev\]\' -c \.ci/constraints\.txt$',
+                     setup, flags=re.M)
+
+
+def test_the_build_backend_is_locked_inside_its_range():
+    """pyproject.toml's [build-system] requirements build the package in .ci/setup: a
+    setuptools released since must not change how it is built either."""
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["build-system"]["requires"]
+    lock = locked()
+    for req in map(Requirement, requires):
+        name = canonicalize_name(req.name)
+        assert name in lock, f"{req.name} (build-system) missing from .ci/constraints.txt: run bash .ci/relock"
+        assert req.specifier.contains(lock[name]), f"{req.name}: locked {lock[name]}, build-system asks {req.specifier}"
+    assert "pip" not in lock  # the interpreter's own pip, never replaced by the lock
