@@ -64,6 +64,20 @@ def test_every_documented_command_and_option_exists(doc):
         assert len(found) > 30  # the scanner did read the command overview
 
 
+def test_help_texts_survive_rich_markup():
+    """``--help`` renders help texts as rich markup, which drops a bracketed word it takes for a
+    style tag: ``--space``'s ``name = [low, high]`` printed as ``name =  (log scale)``. Every
+    bracket meant literally is escaped (``\\[``)."""
+    from rich.text import Text
+
+    group = typer.main.get_command(app)
+    texts = [(f"{name} {p.opts[0]}", p.help) for name, command in group.commands.items() for p in command.params
+             if getattr(p, "help", None)] + [(name, command.help) for name, command in group.commands.items() if command.help]
+    assert len(texts) > 100
+    lost = [f"{where}: {text!r}" for where, text in texts if Text.from_markup(text).plain != text.replace("\\[", "[")]
+    assert not lost, "\n".join(lost)
+
+
 def test_the_readme_config_block_lists_the_defaults():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split("### Configuration", 1)[1].split("```toml", 1)[1].split("```", 1)[0]

@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         trials: int = typer.Option(20, "--trials", min=1, help="Trial budget (each trial is one distill run; trial "
                                    "0 runs the config's own values, and TPE samples at random until 10 have run)."),
         space_file: Optional[Path] = typer.Option(
-            None, "--space", help="Search space (TOML or JSON): name = [low, high] (log scale) or "
+            None, "--space", help="Search space (TOML or JSON): name = \\[low, high] (log scale) or "
             "{low, high, log} per float distill setting; replaces the default (lr, kd, ret, sp, dom, ctr, qexp, pres)."
         ),
         seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1,
