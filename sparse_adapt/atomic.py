@@ -8,6 +8,10 @@ temporary is removed and the target is left as it was. A process killed mid-writ
 those whose writer is gone (:func:`clean_leftovers`), or puts an ``.old`` back where a kill
 between the two renames of a replacement left no target.
 
+A target another process made or replaced while the block wrote (two commands given one
+new destination) is left alone and the block's output dropped, with one line: the later
+writer's rename would delete the earlier one's finished output.
+
 Commands check their destination before any work (:func:`check_output`): an existing
 non-empty directory or an existing file is the user's and is refused unless they pass
 ``--overwrite``, and a destination that cannot be written fails at once, not after an
@@ -238,12 +242,34 @@ def _share_like_the_user(root: Path) -> None:
             os.chmod(path, 0o777 & ~mask)
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """What ``path`` is on disk (device, inode; the link itself for a symlink), None when absent."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _check_unchanged(target: Path, before: tuple[int, int] | None) -> None:
+    """Refuse to publish over a ``target`` another process made or replaced while this block
+    wrote: two `export`s into one new --out, both checked while it was still absent, had the
+    later one delete the earlier one's finished output."""
+    now = _identity(target)
+    if now is not None and now != before:  # gone meanwhile: nothing of anyone's to lose
+        what = "appeared" if before is None else "was replaced"
+        raise OutputError(f"{target}: {what} while this command ran (another command writing the same path?); "
+                          "it is left as it is and nothing was written: run again, or choose another path")
+
+
 @contextmanager
 def atomic_directory(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary directory that replaces ``target`` when the block succeeds."""
+    """Yield a temporary directory that replaces ``target`` when the block succeeds, and ``target``
+    is still what it was when the block began (see :func:`_check_unchanged`)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     clean_leftovers(target.parent, target.name)
+    before = _identity(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
     # mkdtemp makes the directory 0700; the output is to be shared like any the user makes.
     os.chmod(tmp, 0o777 & ~_umask())
@@ -254,6 +280,11 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
         _raise_naming(e, target)
         raise
     _share_like_the_user(tmp)
+    try:
+        _check_unchanged(target, before)
+    except OutputError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     old = None
     try:
         if target.exists() or target.is_symlink():
@@ -272,16 +303,23 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
 
 @contextmanager
 def atomic_file(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary file path that replaces ``target`` when the block succeeds."""
+    """Yield a temporary file path that replaces ``target`` when the block succeeds, and ``target``
+    is still what it was when the block began (see :func:`_check_unchanged`)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     clean_leftovers(target.parent, target.name)
+    before = _identity(target)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
         yield tmp
     except BaseException as e:
         tmp.unlink(missing_ok=True)
         _raise_naming(e, target)
+        raise
+    try:
+        _check_unchanged(target, before)
+    except OutputError:
+        tmp.unlink(missing_ok=True)
         raise
     try:
         os.replace(tmp, target)

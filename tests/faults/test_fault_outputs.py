@@ -418,3 +418,74 @@ def test_a_mount_point_is_refused_as_an_output_before_any_work(files, tmp_path, 
     monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
     result = cli(capsys, ["export", "--model", files["model"], "--docs", files["docs"], "--out", mounted])
     assert_one_line_error(result, str(mounted), "is a mount point", "give a new folder inside it")
+
+
+@pytest.mark.parametrize("change", ["appears", "is replaced"])
+def test_an_output_another_process_writes_meanwhile_is_not_replaced(change, tmp_path):
+    """Two commands writing one path, both checked while it was absent (or the same): the later
+    one's rename deleted the earlier one's finished output."""
+    import sparse_adapt.atomic as atomic
+    from sparse_adapt.errors import OutputError
+
+    out, run = tmp_path / "out", tmp_path / "run.trec"
+    if change == "is replaced":
+        out.mkdir()
+        run.write_text("first\n")
+
+    def theirs_dir() -> None:  # another process's finished atomic write of the same path
+        other = tmp_path / "other"
+        other.mkdir()
+        (other / "theirs.txt").write_text("theirs")
+        if out.exists():
+            os.replace(out, tmp_path / "aside")
+        os.replace(other, out)
+
+    with pytest.raises(OutputError, match=f"{out}: {'appeared' if change == 'appears' else 'was replaced'} while "
+                                          "this command ran .* nothing was written"):
+        with atomic.atomic_directory(out) as tmp:
+            (tmp / "ours.txt").write_text("ours")
+            theirs_dir()
+    assert [p.name for p in out.iterdir()] == ["theirs.txt"] and hidden_leftovers(tmp_path) == []
+
+    with pytest.raises(OutputError, match=f"{run}: .* while this command ran"):
+        with atomic.atomic_file(run) as tmp:
+            tmp.write_text("ours\n")
+            (tmp_path / "their.trec").write_text("theirs\n")
+            os.replace(tmp_path / "their.trec", run)
+    assert run.read_text() == "theirs\n" and hidden_leftovers(tmp_path) == []
+
+
+def test_an_output_removed_meanwhile_is_written(tmp_path):
+    """Nothing of anyone's is lost when the path is gone: the write goes ahead."""
+    import shutil
+
+    import sparse_adapt.atomic as atomic
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    with atomic.atomic_directory(out) as tmp:
+        (tmp / "new.txt").write_text("new")
+        shutil.rmtree(out)
+    assert [p.name for p in out.iterdir()] == ["new.txt"]
+
+
+def test_two_exports_into_one_new_out_keep_the_first_ones_output(files, tmp_path, capsys, monkeypatch):
+    """The second export finishes after the first: one line, exit 2, the first's vectors kept."""
+    out = tmp_path / "vectors"
+    real = SpladeEncoder.encode
+
+    def first_export_finishes_meanwhile(self, *args, **kwargs):
+        if not out.exists():
+            from sparse_adapt.retrieval.export import export_vectors
+
+            monkeypatch.setattr(SpladeEncoder, "encode", real)
+            export_vectors(self, files["docs"], out)
+            monkeypatch.setattr(SpladeEncoder, "encode", first_export_finishes_meanwhile)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SpladeEncoder, "encode", first_export_finishes_meanwhile)
+    result = cli(capsys, ["export", "--model", files["model"], "--docs", files["docs"], "--out", out])
+    assert_one_line_error(result, f"{out}: appeared while this command ran")
+    assert sorted(p.name for p in out.iterdir()) == ["sparse_adapt_export.json", "vectors.jsonl"]
+    assert hidden_leftovers(tmp_path) == []
