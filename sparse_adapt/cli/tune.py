@@ -42,6 +42,7 @@ def register(app: typer.Typer) -> None:
                                        "prefix/ made with other settings."),
     ) -> None:
         """Search distill weights and learning rate (TPE, median pruning); write OUT/best.toml."""
+        from sparse_adapt.atomic import check_not_an_input
         from sparse_adapt.cli.output import console, rich_hooks, wrote
         from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
         from sparse_adapt.errors import ConfigError
@@ -51,6 +52,8 @@ def register(app: typer.Typer) -> None:
         from sparse_adapt.training.stages import TrainData
         from sparse_adapt.training.tuning import PREFIX_STAGES, load_space, run_tuning
 
+        # Refused even with --overwrite: best.toml and trials.json replaced a config and a space kept there.
+        check_not_an_input(out, (corpus, terms, dictionary, train_file, valid, config, space_file, base))
         space = load_space(space_file) if space_file is not None else None  # before any training
         cfg = load_config(config, base)
         if valid_fraction is not None:

@@ -356,6 +356,10 @@ class SpladeEncoder(VectorMethods, nn.Module):
         try:
             for positions, input_ids, attention_mask in batches:
                 w = self(input_ids, attention_mask).float().cpu().numpy()  # (B, V)
+                finite = np.isfinite(w).all(axis=1)  # (B,): a NaN counted as an active term, exported as a cast warning
+                if not finite.all():
+                    raise ModelLoadError(f"the model gives NaN or infinite weights for {kind} #{positions[int(np.argmin(finite))]} "
+                                         "(its weights are far too large or damaged): not a usable model")
                 rows.append(sp.csr_matrix(w))
                 order.extend(positions)
                 if task is not None:

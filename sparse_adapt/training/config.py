@@ -223,11 +223,21 @@ class TrainConfig:
 MAX_LR = 1.0
 
 
+def check_decay(section: str, lr: float, weight_decay: float) -> None:
+    """AdamW's decoupled decay multiplies every weight by ``1 - lr x weight_decay`` each step.
+    At 1 or above that flips or zeroes every weight in one step (``weight_decay = 1e34`` saved
+    a model whose finite weights, ~1e30, gave NaN vectors while every command exited 0)."""
+    if not lr * weight_decay < 1:
+        raise ConfigError(f"{section}.weight_decay {weight_decay:g} x {section}.lr {lr:g} must be < 1 (AdamW multiplies "
+                          f"every weight by 1 - lr x weight_decay each step: {1 - lr * weight_decay:g} here)")
+
+
 def _check_lr_and_steps(section: str, cfg: "MLMConfig | DistillConfig") -> None:
-    """What every training section shares: an lr below :data:`MAX_LR`, and no ``max_steps``
-    above the ``step_cap`` that bounds it."""
+    """What every training section shares: an lr below :data:`MAX_LR`, a decay that keeps the
+    weights (:func:`check_decay`), and no ``max_steps`` above the ``step_cap`` that bounds it."""
     if not cfg.lr < MAX_LR:
         raise ConfigError(f"{section}.lr must be < {MAX_LR:g}, got {cfg.lr}")
+    check_decay(section, cfg.lr, cfg.weight_decay)
     if cfg.max_steps and cfg.step_cap and cfg.max_steps > cfg.step_cap:
         raise ConfigError(f"{section}.max_steps ({cfg.max_steps}) is above {section}.step_cap ({cfg.step_cap}), its bound")
 

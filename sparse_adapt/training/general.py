@@ -35,6 +35,7 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.hub import model_reference
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.checkpoint import load_partial, save_partial
+from sparse_adapt.training.config import check_decay
 from sparse_adapt.training.loop import LoopConfig, StepResult, require_finite, run_loop, seed_everything
 from sparse_adapt.training.rundir import PARTIAL, files_sha256
 
@@ -83,6 +84,7 @@ class GeneralConfig:
         for key in ("weight_decay", "nce", "kd", "sp", "checkpoint_every"):
             if not getattr(self, key) >= 0:
                 raise ConfigError(f"pretrain: {key} must be >= 0, got {getattr(self, key)}")
+        check_decay("pretrain", self.lr, self.weight_decay)
         if self.batch_size < 2:
             raise ConfigError("pretrain: batch_size must be >= 2 (the other pairs are the negatives)")
         if self.nce == 0 and self.kd == 0:

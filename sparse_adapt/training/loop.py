@@ -113,10 +113,29 @@ class NonFiniteError(SparseAdaptError):
 
 
 def require_finite(model: nn.Module, stage: str) -> None:
-    """Refuse to go on with (and save) a model holding a NaN or infinite weight."""
+    """Refuse to go on with (and save) a model holding a NaN or infinite weight, or whose
+    finite weights give non-finite logits: one step of a huge decay left weights near 1e30,
+    all finite, and a saved model whose every vector was NaN."""
     bad = nonfinite_parameters(model)
     if bad:
         raise NonFiniteError(f"{stage}: {len(bad)} weight tensors are not finite (e.g. {bad[0]}); not saved")
+    if not _outputs_finite(model):
+        raise NonFiniteError(f"{stage}: the model's outputs are not finite (its weights are finite but far too large: "
+                             f"try a lower {stage}.lr or weight_decay); not saved")
+
+
+def _outputs_finite(model: nn.Module) -> bool:
+    """Whether a masked LM's logits on a few pieces are all finite (eval mode: no dropout, so no
+    random draw moves a seeded run)."""
+    vocab = model.get_input_embeddings().num_embeddings
+    ids = (torch.arange(1, 9, device=next(model.parameters()).device) % vocab).unsqueeze(0)  # (1, 8)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return bool(torch.isfinite(model(input_ids=ids).logits).all())  # logits: (1, 8, V)
+    finally:
+        model.train(was_training)
 
 
 def _host_values(losses: dict[str, torch.Tensor]) -> dict[str, float]:

@@ -105,6 +105,12 @@ def load_space(path: str | Path) -> dict[str, Range]:
                 with_distill(default, {key: end})
             except ConfigError as e:
                 raise ConfigError(f"{path}: {key}: {end:g} is no value the config takes ({e})") from None
+    corner = {key: space[key].high for key in ("lr", "weight_decay") if key in space}
+    if len(corner) == 2:  # their product bounds AdamW's decay: both ends fine alone, the pair may not be
+        try:
+            with_distill(default, corner)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: lr and weight_decay at their highs together are no values the config takes ({e})") from None
     return space
 
 

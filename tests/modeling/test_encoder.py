@@ -459,3 +459,19 @@ def test_an_encoder_saved_without_its_mlm_head_is_refused_not_given_a_random_one
                                              r".*run `sparse-adapt base --from-encoder"):
         SpladeEncoder.from_pretrained(tmp_path / "encoder")
     assert "MISSING" not in capfd.readouterr().err  # said once, by us, not in transformers' load report too
+
+
+def test_a_model_giving_nan_weights_is_refused_naming_the_text(tiny_bert):
+    """Finite weights far too large give NaN logits: encode had counted each NaN as an active
+    term (30,522 of them) and export had written a cast warning and no posting."""
+    with torch.no_grad():
+        tiny_bert.mlm.get_output_embeddings().bias[:] = float("nan")  # every text NaN; then only the last
+    with pytest.raises(ModelLoadError, match=r"NaN or infinite weights for query #0 .*not a usable model"):
+        tiny_bert.encode(TEXTS[:1], "query")
+    with torch.no_grad():
+        tiny_bert.mlm.get_output_embeddings().bias.zero_()
+        words = tiny_bert.tokenizer("certificate", add_special_tokens=False)["input_ids"]
+        tiny_bert.mlm.get_input_embeddings().weight[words] *= 1e38  # (finite) overflows on the way up
+    assert all(bool(torch.isfinite(p).all()) for p in tiny_bert.mlm.parameters())
+    with pytest.raises(ModelLoadError, match=r"for document #2 "):
+        tiny_bert.encode(TEXTS, batch_size=1)

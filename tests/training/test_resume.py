@@ -119,6 +119,9 @@ def test_token_budget_batches_resume_bit_identically_across_epochs_of_other_leng
     ({"dictionary": {"max_steps": 6, "step_cap": 2}}, "dictionary.max_steps (6) is above dictionary.step_cap (2)"),
     ({"warmup": {"max_length": 2}}, "warmup.max_length must be >= 3 (the special tokens take 2), got 2"),
     ({"dictionary": {"max_length": 1}}, "dictionary.max_length must be >= 3"),
+    # 1 - lr x weight_decay: 1 - 2e-4 x 1e34 = -2e30, every weight flipped and blown up in one step
+    ({"warmup": {"weight_decay": 1e34}}, "warmup.weight_decay 1e+34 x warmup.lr 0.0002 must be < 1"),
+    ({"distill": {"lr": 0.5, "weight_decay": 2.0}}, "distill.weight_decay 2 x distill.lr 0.5 must be < 1"),
 ])
 def test_settings_that_cannot_train_as_written_are_refused(section, message):
     with pytest.raises(ConfigError) as e:
@@ -213,3 +216,24 @@ def test_a_stage_interrupted_on_another_number_of_processes_starts_afresh(files,
     assert not any(s.startswith("resuming warmup at step") for s in said)
     resumed = _weights(out / "final")
     assert all(torch.equal(resumed[k], reference[k]) for k in reference)
+
+
+def test_a_model_whose_finite_weights_give_non_finite_outputs_is_not_saved(files, tmp_path, monkeypatch):
+    """A step that leaves every weight finite but ~1e30 (a decay far too large) gave a saved
+    model whose every vector was NaN; the last guard runs the model once."""
+    from sparse_adapt.training.stages import STAGES
+
+    real = STAGES["warmup"].run  # STAGES holds the classes
+
+    def blown_up(self, splade, ctx):
+        real(self, splade, ctx)
+        with torch.no_grad():
+            for p in splade.mlm.parameters():
+                p.mul_(-2e30)
+        assert all(bool(torch.isfinite(p).all()) for p in splade.mlm.parameters())  # else the weight check would catch it
+
+    monkeypatch.setattr(STAGES["warmup"], "run", blown_up)
+    out = tmp_path / "run"
+    with pytest.raises(NonFiniteError, match="warmup: the model's outputs are not finite .* not saved"):
+        run_pipeline(out=out, stages="extend,warmup", config=config_from_dict(WARMUP), seed=3, **files)
+    assert not (out / "warmup").exists() and not (out / "final").exists()

@@ -151,6 +151,27 @@ def test_tune_cli_validation_choices_are_one_line_errors(tiny_dir, inputs, tmp_p
     assert not (tmp_path / "study").exists()
 
 
+@pytest.mark.parametrize("kept", ["best.toml", "trials.json"])
+def test_tune_cli_refuses_an_out_holding_its_config_or_space_even_with_overwrite(tiny_dir, inputs, tmp_path, capsys,
+                                                                                  monkeypatch, kept):
+    """The user's config kept as OUT/best.toml (or a space as OUT/trials.json) was replaced by
+    the study's own file under --overwrite."""
+    out = tmp_path / "study"
+    out.mkdir()
+    given = out / kept
+    option = "--space" if kept == "trials.json" else "--config"
+    given.write_text(json.dumps({"kd": [0.05, 0.5]}) if option == "--space" else "[distill]\nkd = 0.1\n")
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
+    before = given.read_bytes()
+    files = ["--corpus", str(inputs["corpus"]), "--terms", str(inputs["terms"]), "--dictionary",
+             str(inputs["dictionary"]), "--train", str(inputs["train"])]
+    code = main(["tune", "--base", str(tiny_dir), *files, "--out", str(out), "--trials", "1", "--valid-fraction", "0.5",
+                 option, str(given), "--overwrite"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--out {out} holds an input ({given})" in err and "Traceback" not in err
+    assert given.read_bytes() == before and sorted(p.name for p in out.iterdir()) == [kept]
+
+
 def test_tune_through_the_library_refuses_a_seed_the_sampler_cannot_take_before_any_work(tiny_dir, inputs, tmp_path,
                                                                                          monkeypatch):
     monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
