@@ -375,6 +375,9 @@ def test_a_search_space_file_replaces_the_default_and_bad_ones_name_file_and_key
         ('lr = [', "cannot parse"),
         ('kd = {low = -1.0, high = 1.0, log = false}', "kd: -1 is no value the config takes"),  # the config's own bound
         ('temperature = {low = 0.0, high = 1.0, log = false}', "temperature: 0 is no value the config takes"),
+        ('weight_decay = [1e30, 1e34]', "weight_decay: 1e+30 is no value the config takes"),  # x the default lr
+        # each high fine with the other's default; 0.5 x 3 together flips every weight
+        ('lr = [1e-5, 0.5]\nweight_decay = [0.01, 3.0]', "lr and weight_decay at their highs together"),
     ]:
         path.write_text(text)
         with pytest.raises(ConfigError, match=re.escape(str(path)) + r": .*" + re.escape(message)):
