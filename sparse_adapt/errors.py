@@ -5,7 +5,10 @@ import numbers
 
 
 class SparseAdaptError(Exception):
-    """Base of every user-facing error."""
+    """Base of every user-facing error: its message is one line (the CLI shows a line break in
+    it as ``\\n``); ``log``, when set, is another program's output, shown under that line."""
+
+    log: str = ""
 
 
 class ConfigError(SparseAdaptError, ValueError):

@@ -9,6 +9,7 @@ The CLI sits above the core (``sparse_adapt`` without ``cli``/``report``) and th
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -20,7 +21,10 @@ from rich.markup import escape
 from typer import rich_utils
 
 from sparse_adapt.atomic import WRITE_ERRNOS, os_errno
-from sparse_adapt.cli.output import check_thread_count, err_console, terminal_safe
+
+# Paths the system refuses whatever the disk holds: a name over 255 bytes, a loop of symlinks.
+PATH_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP})
+from sparse_adapt.cli.output import check_thread_count, err_console, one_line, terminal_safe
 from sparse_adapt.errors import SparseAdaptError, SparseAdaptWarning
 
 app = typer.Typer(
@@ -94,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     except typer.TyperException as e:  # click's errors (typer vendors click; >= 0.28 derives them from this)
         if type(e).__name__ == "NoArgsIsHelpError":  # a bare command: its help is already printed
             return e.exit_code
-        err_console.print(f"[bold red]error:[/bold red] {escape(terminal_safe(_usage_line(e, argv)))}",
+        err_console.print(f"[bold red]error:[/bold red] {escape(one_line(_usage_line(e, argv)))}",
                           highlight=False, soft_wrap=True)
         return e.exit_code
     except typer.Abort:  # end of input at a prompt (sparse-adapt asks none), or an interrupt typer calls one
@@ -103,15 +107,19 @@ def main(argv: list[str] | None = None) -> int:
         err_console.print("[bold red]error:[/bold red] aborted", highlight=False)
         return 1
     except SparseAdaptError as e:
-        err_console.print(f"[bold red]error:[/bold red] {escape(terminal_safe(str(e)))}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/bold red] {escape(one_line(str(e)))}", highlight=False, soft_wrap=True)
+        if e.log:  # another program's own words (Java's, for an index that failed), under the one line
+            err_console.print(terminal_safe(e.log), highlight=False, soft_wrap=True, markup=False)
         return 2
     except OSError as e:
         # Outputs are checked before any work; this catches the disk filling up (or a
-        # permission changing) mid-write. Whatever was being written was a temporary.
-        if e.errno not in WRITE_ERRNOS:
+        # permission changing) mid-write. Whatever was being written was a temporary. A path
+        # the system cannot take at all (over 255 bytes a name: even Path.exists() raises) is
+        # the user's too.
+        if e.errno not in WRITE_ERRNOS | PATH_ERRNOS:
             raise
         where = f": {e.filename}" if e.filename else ""
-        err_console.print(f"[bold red]error:[/bold red] {escape(e.strerror or str(e))}{escape(where)}",
+        err_console.print(f"[bold red]error:[/bold red] {escape(one_line(e.strerror or str(e)))}{escape(one_line(where))}",
                           highlight=False, soft_wrap=True)
         return 2
     except Exception as e:  # noqa: BLE001  (safetensors' own error type is not an OSError)

@@ -123,9 +123,15 @@ def wrote(path: object, detail: str = "") -> None:
     console.print(f"[green]wrote[/green] {escape(str(path))}{escape(detail)}")
 
 
+def one_line(text: str) -> str:
+    """:func:`terminal_safe` ``text`` on one line, a line break shown as ``\\n``: a file named
+    ``new<LF>error: forged.jsonl`` split an error in two and forged an ``error:`` line."""
+    return terminal_safe(text).replace("\n", "\\n")
+
+
 def warn(text: str) -> None:
     """One yellow ``warning:`` line on stderr (stdout stays clean for --json)."""
-    err_console.print(f"[yellow]warning:[/yellow] {escape(terminal_safe(text))}", highlight=False, soft_wrap=True)
+    err_console.print(f"[yellow]warning:[/yellow] {escape(one_line(text))}", highlight=False, soft_wrap=True)
 
 
 def require_text(text: str, what: str) -> str:

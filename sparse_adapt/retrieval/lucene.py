@@ -252,8 +252,9 @@ def build_index(
             [sys.executable, "-m", "sparse_adapt.retrieval.lucene", "index", *args, "-index", str(tmp)], env
         )
         if returncode != 0 or not any(tmp.glob("segments_*")):
-            tail = "\n".join(output.strip().splitlines()[-15:])
-            raise LuceneError(f"Lucene indexing of {vectors_dir} failed (exit {returncode}):\n{tail}")
+            error = LuceneError(f"Lucene indexing of {vectors_dir} failed (exit {returncode}); the indexer's last lines follow")
+            error.log = "\n".join(output.strip().splitlines()[-15:])
+            raise error
         held = _documents_indexed(output)
         if meta is not None and held != meta.documents:
             said = next((line.split("Exception: ", 1)[-1].strip() for line in output.splitlines() if "Exception: " in line),

@@ -93,9 +93,21 @@ def load_config(path: str | Path | None, base: str | Path | None = None, default
     recommended for ``base`` when it is a built-in base that has some
     (``sparse_adapt.modeling.builtin``), then ``path`` (``.toml`` or JSON) when given: a key
     the file sets always wins."""
+    # The recommended settings alone first, so that a bad value there names their file, not
+    # the user's config (which had been blamed for a NaN it does not hold).
+    recommended = config_from_dict(with_recommended({}, base, defaults), _recommended_source(base))
     if path is None:
-        return config_from_dict(with_recommended({}, base, defaults), f"the settings recommended for {base}")
+        return recommended
     return config_from_dict(with_recommended(read_table(path), base, defaults), str(path))
+
+
+def _recommended_source(base: str | Path | None) -> str:
+    """Where the settings recommended for ``base`` come from, as an error names it."""
+    from sparse_adapt.modeling.builtin import BUILTIN_BASES, RECOMMENDED_FILE
+
+    if base is None or str(base) in BUILTIN_BASES:
+        return f"the settings recommended for {base}" if base is not None else "the defaults"
+    return str(Path(base) / RECOMMENDED_FILE)
 
 
 def read_table(path: str | Path, what: str = "config") -> Any:

@@ -236,7 +236,7 @@ def run_pipeline(
         else:
             splade = SpladeEncoder.from_pretrained(base, device=device)
         _check_terms(splade, data, paths["terms"], "extend" in names[start:])
-        check_lengths(splade, cfg, names[start:])
+        check_lengths(splade, cfg, names[start:], None if config is None or isinstance(config, TrainConfig) else str(config))
         log_path = out / LOG_FILE
         if main:
             rundir.write_manifest(out, manifest)  # only now: the inputs and the base have loaded

@@ -106,15 +106,16 @@ class ExtendStage(Stage):
             ctx.hooks.message(f"warning: {line}")
 
 
-def check_lengths(splade: SpladeEncoder, config: TrainConfig, names: Sequence[str]) -> None:
+def check_lengths(splade: SpladeEncoder, config: TrainConfig, names: Sequence[str], source: str | None = None) -> None:
     """Each MLM stage's ``max_length`` fits the model's position embeddings: else a long text
-    fails deep in the model, after the stages before it have trained."""
+    fails deep in the model, after the stages before it have trained. ``source``: the config
+    file, named first as every other config error names it."""
     limit = max_pieces(splade.mlm)
     for name in names:
         section = getattr(config, name, None)
         if limit is not None and isinstance(section, MLMConfig) and section.max_length > limit:
-            raise ConfigError(f"{name}.max_length {section.max_length} is above the {limit} pieces this model has "
-                              "position embeddings for")
+            raise ConfigError(f"{f'{source}: ' if source else ''}{name}.max_length {section.max_length} is above the "
+                              f"{limit} pieces this model has position embeddings for")
 
 
 class _MLMStage(Stage):

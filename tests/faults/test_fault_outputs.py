@@ -489,3 +489,30 @@ def test_two_exports_into_one_new_out_keep_the_first_ones_output(files, tmp_path
     assert_one_line_error(result, f"{out}: appeared while this command ran")
     assert sorted(p.name for p in out.iterdir()) == ["sparse_adapt_export.json", "vectors.jsonl"]
     assert hidden_leftovers(tmp_path) == []
+
+
+def test_a_path_the_system_cannot_take_is_one_line(files, tmp_path, capsys):
+    """A name over 255 bytes made even Path.exists() raise: a traceback and exit 1 in every command."""
+    long = tmp_path / ("x" * 300)
+    for argv in (["export", "--model", files["model"], "--docs", files["docs"], "--out", long],
+                 ["export", "--model", files["model"], "--docs", f"{long}.jsonl", "--out", tmp_path / "v"],
+                 ["extend-vocab", "--base", files["model"], "--terms", f"{long}.json", "--out", tmp_path / "x"]):
+        assert_one_line_error(cli(capsys, argv), "File name too long: ", str(long))
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_output_path_that_is_not_utf8_is_refused_before_any_work(files, tmp_path, capsys):
+    """The tokenizer library could not save into it: a traceback after the work, and (train) a
+    run directory left behind."""
+    out = tmp_path / "xv\udcff"
+    result = cli(capsys, ["extend-vocab", "--base", files["model"], "--terms", files["terms"], "--out", out])
+    assert_one_line_error(result, "--out ", "xv\\udcff: the path is not valid UTF-8")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_line_break_in_a_file_name_stays_on_the_error_line(files, tmp_path, capsys):
+    """A file named ``new<LF>error: forged.jsonl`` printed as two error lines, the second forged."""
+    docs = tmp_path / "new\nerror: forged.jsonl"
+    docs.write_text(json.dumps({"doc_id": 1, "text": "x"}) + "\n", encoding="utf-8")
+    result = cli(capsys, ["export", "--model", files["model"], "--docs", docs, "--out", tmp_path / "v"])
+    assert_one_line_error(result, "new\\nerror: forged.jsonl:1: field 'doc_id'")

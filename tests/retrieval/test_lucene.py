@@ -627,6 +627,22 @@ def test_the_indexers_input_folder_is_a_temporary_beside_the_index(tmp_path, mon
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vectors"]  # removed with the failed index
 
 
+def test_a_failed_indexer_is_one_error_line_then_its_own_last_lines(tiny_bert, tmp_path, monkeypatch, capsys):
+    from sparse_adapt.retrieval import lucene
+    from sparse_adapt.retrieval.export import export_vectors
+
+    docs, vectors = tmp_path / "docs.jsonl", tmp_path / "vectors"
+    docs.write_text('{"doc_id": "d1", "text": "database timeout"}\n')
+    export_vectors(tiny_bert, docs, vectors)
+    monkeypatch.setattr(lucene, "find_java", lambda: type("J", (), {"home": "/nowhere"})())
+    monkeypatch.setattr(lucene, "_import_env", lambda java: {})
+    monkeypatch.setattr(lucene, "_run_child", lambda argv, env: (1, "starting\nSEVERE: [x] broke\n"))
+    assert main(["index", "--vectors", str(vectors), "--index", str(tmp_path / "idx")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"error: Lucene indexing of {vectors} failed (exit 1); the indexer's last lines follow"
+    assert err[1:] == ["starting", "SEVERE: [x] broke"]  # as Java wrote them: no markup, no escaping
+
+
 STOPPED_WITH_A_JVM = """
 import os, signal, sys, threading, time
 from sparse_adapt.cli import app, main

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 
 import pytest
@@ -173,6 +174,11 @@ def test_a_pretrained_base_carries_its_adapt_settings_and_a_config_key_still_win
     (out / RECOMMENDED_FILE).write_text('{"distill": 3}')
     with pytest.raises(ConfigError, match="table of stage sections"):
         load_config(None, out)
+    # a bad value there is the base's file's, not the user's config's (which had been named)
+    (out / RECOMMENDED_FILE).write_text('{"distill": {"lr": NaN}}')
+    for given in (None, mine):
+        with pytest.raises(ConfigError, match=f"^{re.escape(str(out / RECOMMENDED_FILE))}: distill.lr: expected a finite"):
+            load_config(given, out)
 
 
 def test_pretraining_says_a_capped_step_count_refuses_a_batch_beyond_the_pairs_and_warns_of_a_wrong_base(tiny_dir, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -153,6 +154,10 @@ def test_an_mlm_length_beyond_the_models_positions_is_refused_before_training(fi
     with pytest.raises(ConfigError, match="dictionary.max_length 512 is above the 128 pieces this model has position"):
         run_pipeline(out=tmp_path / "run", stages="extend,warmup,dictionary", config=cfg, seed=0, **files)
     assert not (tmp_path / "run" / "extend").exists()  # refused before the first stage, not after warmup
+    written = tmp_path / "long.toml"  # from a file, the error names it as every other config error does
+    written.write_text("[dictionary]\nmax_length = 512\n")
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(written))}: dictionary.max_length 512 is above the 128"):
+        run_pipeline(out=tmp_path / "run", stages="extend,warmup,dictionary", config=written, seed=0, **files)
 
 
 def test_a_valid_file_and_a_valid_fraction_are_not_both_taken(files, tmp_path):
