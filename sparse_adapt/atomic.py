@@ -116,6 +116,18 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
+# Bytes a temporary's name adds to its target's: ".", ".tmp-", a pid of up to 7 digits, "-",
+# mkdtemp's 8 characters, and a suffix such as the indexer's "-input".
+TEMPORARY_EXTRA = 40
+
+
+def _name_max(directory: Path) -> int:
+    try:
+        return os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
 def check_writable(target: str | Path, flag: str = "--out", into: bool = False) -> None:
     """Fail now, with one line, if ``target`` could not be created or replaced (``into``: if
     files could not be written inside the directory ``target``, as a run directory needs)."""
@@ -129,6 +141,11 @@ def check_writable(target: str | Path, flag: str = "--out", into: bool = False) 
     where = target if into and target.is_dir() else _nearest_existing(target.parent)
     if not where.is_dir():
         raise OutputError(f"{flag} {target}: {where} is a file, not a directory")
+    if not into:  # the hidden temporary beside it (.NAME.tmp-PID-XXXXXXXX) is the longer name: refused after the work
+        limit, size = _name_max(where), len(os.fsencode(target.name))
+        if size + TEMPORARY_EXTRA > limit:
+            raise OutputError(f"{flag} {target}: the name is too long ({size} bytes; the hidden temporary written "
+                              f"beside it needs {TEMPORARY_EXTRA} more, of the {limit} this file system allows)")
     try:
         # Permission bits do not tell the whole story (root, read-only mounts, immutable
         # directories): create and remove a file where the output will go.
@@ -155,7 +172,7 @@ def check_output(
     """
     target = Path(target)
     check_not_an_input(target, inputs, flag)
-    resolved = target.resolve()
+    resolved = _resolve(target, flag)
     if resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents:
         raise OutputError(f"{flag} {target} is the working directory or holds it; give a new folder for the result")
     if target.exists() and not (target.is_file() or target.is_dir()):
@@ -179,19 +196,32 @@ def check_output(
     return target
 
 
-def check_not_an_input(target: str | Path, inputs: Sequence[str | Path | None], flag: str = "--out") -> None:
-    """``target`` is none of ``inputs``, holds none of them and is not inside an input folder
-    (written over, they would be lost or damaged: `--save-run MODEL/tokenizer.json` broke a
-    model; a new file there would be refused when written again, so none is written there);
-    inputs that are no local path (a built-in base, a Hub id) are skipped."""
-    resolved = Path(target).resolve()
+def _resolve(target: Path, flag: str) -> Path:
+    """``target`` resolved; a loop of symbolic links is one line (Python 3.11's resolve() raises
+    RuntimeError for it, a traceback)."""
+    try:
+        return target.resolve()
+    except (RuntimeError, OSError) as e:
+        if isinstance(e, OSError) and e.errno != errno.ELOOP:
+            raise
+        raise OutputError(f"{flag} {target}: a loop of symbolic links; give a path that leads somewhere") from None
+
+
+def check_not_an_input(target: str | Path, inputs: Sequence[str | Path | None], flag: str = "--out",
+                       holding: bool = True) -> None:
+    """``target`` is none of ``inputs``, holds none of them (unless ``holding`` is False: a
+    directory whose own files are written beside the user's, as tune's) and is not inside an
+    input folder (written over, they would be lost or damaged: `--save-run
+    MODEL/tokenizer.json` broke a model; a new file there would be refused when written again,
+    so none is written there); inputs that are no local path (a built-in base, a Hub id) are skipped."""
+    resolved = _resolve(Path(target), flag)
     for given in inputs:
         if given is None or not Path(given).exists():
             continue
         path = Path(given).resolve()
         if path == resolved:
             raise OutputError(f"{flag} {target} is also an input ({given}); write the result somewhere else")
-        if resolved in path.parents:
+        if holding and resolved in path.parents:
             raise OutputError(f"{flag} {target} holds an input ({given}), which writing there would delete; "
                               "write the result somewhere else")
         if path in resolved.parents:  # a model's tokenizer.json replaced by a run file
@@ -248,24 +278,30 @@ def _share_like_the_user(root: Path) -> None:
             os.chmod(path, 0o777 & ~mask)
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
-    """What ``path`` is on disk (device, inode; the link itself for a symlink), None when absent."""
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """What ``path`` is on disk (device, inode, status change time; the link itself for a
+    symlink), None when absent."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return None
-    return st.st_dev, st.st_ino
+    return st.st_dev, st.st_ino, st.st_ctime_ns
 
 
-def _check_unchanged(target: Path, before: tuple[int, int] | None) -> None:
+def _check_unchanged(target: Path, before: tuple[int, int, int] | None) -> None:
     """Refuse to publish over a ``target`` another process made or replaced while this block
     wrote: two `export`s into one new --out, both checked while it was still absent, had the
-    later one delete the earlier one's finished output."""
+    later one delete the earlier one's finished output. Replaced: another inode *and* another
+    change time, since some file systems (FUSE without use_ino, CIFS noserverino) renumber the
+    inode of an untouched file; a rename into place sets the change time."""
     now = _identity(target)
-    if now is not None and now != before:  # gone meanwhile: nothing of anyone's to lose
+    if now is None:  # gone meanwhile: nothing of anyone's to lose
+        return
+    if before is None or (now[:2] != before[:2] and now[2] != before[2]):
         what = "appeared" if before is None else "was replaced"
         raise OutputError(f"{target}: {what} while this command ran (another command writing the same path?); "
-                          "it is left as it is and nothing was written: run again, or choose another path")
+                          "it is left as it is and nothing was written: look at what is there, then choose another "
+                          "path or pass --overwrite to replace it")
 
 
 @contextmanager

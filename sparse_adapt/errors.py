@@ -19,6 +19,12 @@ class ModelLoadError(SparseAdaptError, RuntimeError):
     """A model name or directory cannot be loaded; the message says what was tried."""
 
 
+class NonFiniteError(SparseAdaptError):
+    """A loss, gradient, weight or model output became NaN/inf: training stops (before the step
+    reaches the weights, or before a model is saved), and an encoding stops before any vector
+    of it is used."""
+
+
 class OutputError(SparseAdaptError):
     """An output path cannot be written: it holds the user's files, is read-only or is in use."""
 

@@ -102,8 +102,8 @@ def rich_hooks(out: Console | None = None) -> Iterator[Hooks]:
     # then print every bar once more at the end, a second copy of the whole run in a log.
     with _Progress(*columns, console=target, transient=not target.is_terminal) as progress:
 
-        def message(text: str) -> None:
-            progress.console.print(text, soft_wrap=True, markup=False, highlight=False)
+        def message(text: str) -> None:  # a "warning: ..." line may quote a user's path or id
+            progress.console.print(terminal_safe(text), soft_wrap=True, markup=False, highlight=False)
 
         def task(description: str, total: int | None) -> _RichTask:
             return _RichTask(progress, progress.add_task(description, total=total))

@@ -50,10 +50,11 @@ def register(app: typer.Typer) -> None:
         from sparse_adapt.training.config_files import load_config
         from sparse_adapt.training.pipeline import run_pipeline
         from sparse_adapt.training.stages import TrainData
-        from sparse_adapt.training.tuning import PREFIX_STAGES, load_space, run_tuning
+        from sparse_adapt.training.tuning import PREFIX_STAGES, check_inputs_outside_study, load_space, run_tuning
 
-        # Refused even with --overwrite: best.toml and trials.json replaced a config and a space kept there.
-        check_not_an_input(out, (corpus, terms, dictionary, train_file, valid, config, space_file, base))
+        given = (corpus, terms, dictionary, train_file, valid, config, space_file, base)
+        check_not_an_input(out, given, holding=False)  # --out is no input, nor inside an input's folder
+        check_inputs_outside_study(out, given)  # nor at a path the study writes
         space = load_space(space_file) if space_file is not None else None  # before any training
         cfg = load_config(config, base)
         if valid_fraction is not None:

@@ -22,7 +22,9 @@ def require_file(path: str | Path) -> Path:
     if p.is_dir():  # e.g. a Pyserini collection split over several files
         raise DataError(p, None, None, "is a directory; give the file itself (join a collection's files into one first)")
     if not p.is_file():
-        raise DataError(p, None, None, "file not found" if not p.exists() else "not a regular file")
+        raise DataError(p, None, None, "not a regular file" if p.exists() else
+                        "a symbolic link that leads nowhere (to a missing file, or in a loop)" if p.is_symlink() else
+                        "file not found")
     return p
 
 

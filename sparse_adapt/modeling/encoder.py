@@ -31,7 +31,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, P
 from sparse_adapt.atomic import atomic_directory, empty_or_model_directory
 from sparse_adapt.device import resolve_device
 from sparse_adapt.errors import (
-    ModelLoadError, OutputError, SparseAdaptWarning, first_line, require_positive_int, require_texts,
+    ModelLoadError, NonFiniteError, OutputError, SparseAdaptWarning, first_line, require_positive_int, require_texts,
 )
 from sparse_adapt.modeling import pooling
 from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
@@ -358,7 +358,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
                 w = self(input_ids, attention_mask).float().cpu().numpy()  # (B, V)
                 finite = np.isfinite(w).all(axis=1)  # (B,): a NaN counted as an active term, exported as a cast warning
                 if not finite.all():
-                    raise ModelLoadError(f"the model gives NaN or infinite weights for {kind} #{positions[int(np.argmin(finite))]} "
+                    raise NonFiniteError(f"the model gives NaN or infinite weights for {kind} #{positions[int(np.argmin(finite))]} "
                                          "(its weights are far too large or damaged): not a usable model")
                 rows.append(sp.csr_matrix(w))
                 order.extend(positions)

@@ -254,6 +254,7 @@ def build_index(
         if returncode != 0 or not any(tmp.glob("segments_*")):
             error = LuceneError(f"Lucene indexing of {vectors_dir} failed (exit {returncode}); the indexer's last lines follow")
             error.log = "\n".join(output.strip().splitlines()[-15:])
+            error.add_note(error.log)  # in a traceback too (bench scripts call build_index directly)
             raise error
         held = _documents_indexed(output)
         if meta is not None and held != meta.documents:

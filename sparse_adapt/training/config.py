@@ -235,9 +235,11 @@ def check_decay(section: str, lr: float, weight_decay: float) -> None:
 def _check_lr_and_steps(section: str, cfg: "MLMConfig | DistillConfig") -> None:
     """What every training section shares: an lr below :data:`MAX_LR`, a decay that keeps the
     weights (:func:`check_decay`), and no ``max_steps`` above the ``step_cap`` that bounds it."""
+    from sparse_adapt.training.freezing import stage_weight_decay
+
     if not cfg.lr < MAX_LR:
         raise ConfigError(f"{section}.lr must be < {MAX_LR:g}, got {cfg.lr}")
-    check_decay(section, cfg.lr, cfg.weight_decay)
+    check_decay(section, cfg.lr, stage_weight_decay(cfg.train_rows, cfg.weight_decay))  # none on domain rows alone
     if cfg.max_steps and cfg.step_cap and cfg.max_steps > cfg.step_cap:
         raise ConfigError(f"{section}.max_steps ({cfg.max_steps}) is above {section}.step_cap ({cfg.step_cap}), its bound")
 

@@ -93,12 +93,17 @@ def load_config(path: str | Path | None, base: str | Path | None = None, default
     recommended for ``base`` when it is a built-in base that has some
     (``sparse_adapt.modeling.builtin``), then ``path`` (``.toml`` or JSON) when given: a key
     the file sets always wins."""
-    # The recommended settings alone first, so that a bad value there names their file, not
-    # the user's config (which had been blamed for a NaN it does not hold).
-    recommended = config_from_dict(with_recommended({}, base, defaults), _recommended_source(base))
     if path is None:
-        return recommended
-    return config_from_dict(with_recommended(read_table(path), base, defaults), str(path))
+        return config_from_dict(with_recommended({}, base, defaults), _recommended_source(base))
+    raw = read_table(path)
+    try:
+        return config_from_dict(with_recommended(raw, base, defaults), str(path))
+    except ConfigError:
+        # Whose value it is: a NaN in the base's recommended file had been blamed on the user's
+        # config. Judged only after the merge failed: a recommended value the file overrides, or
+        # one that is fine with the file's other settings, is no error of anyone's.
+        config_from_dict(with_recommended({}, base, defaults), _recommended_source(base))
+        raise
 
 
 def _recommended_source(base: str | Path | None) -> str:

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from sparse_adapt.device import autocast
-from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.errors import NonFiniteError
 from sparse_adapt.modeling.base import nonfinite_parameters
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.progress import counted as counted_noun  # run_loop has a local "counted"
@@ -108,10 +108,6 @@ def _apply_rate(sched: torch.optim.lr_scheduler.LambdaLR) -> None:
     sched._last_lr = [group["lr"] for group in sched.optimizer.param_groups]  # noqa: SLF001 - what get_last_lr reads
 
 
-class NonFiniteError(SparseAdaptError):
-    """A loss or gradient became NaN/inf: training stops before the step reaches the weights."""
-
-
 def require_finite(model: nn.Module, stage: str) -> None:
     """Refuse to go on with (and save) a model holding a NaN or infinite weight, or whose
     finite weights give non-finite logits: one step of a huge decay left weights near 1e30,
@@ -121,19 +117,20 @@ def require_finite(model: nn.Module, stage: str) -> None:
         raise NonFiniteError(f"{stage}: {len(bad)} weight tensors are not finite (e.g. {bad[0]}); not saved")
     if not _outputs_finite(model):
         raise NonFiniteError(f"{stage}: the model's outputs are not finite (its weights are finite but far too large: "
-                             f"try a lower {stage}.lr or weight_decay); not saved")
+                             "a learning rate or weight decay far too high?); not saved")
 
 
 def _outputs_finite(model: nn.Module) -> bool:
-    """Whether a masked LM's logits on a few pieces are all finite (eval mode: no dropout, so no
-    random draw moves a seeded run)."""
+    """Whether a masked LM's logits on a few pieces are all finite: the first ids and the last
+    (where added domain tokens are). Eval mode: no dropout, so no random draw moves a seeded run."""
     vocab = model.get_input_embeddings().num_embeddings
-    ids = (torch.arange(1, 9, device=next(model.parameters()).device) % vocab).unsqueeze(0)  # (1, 8)
+    ids = torch.tensor([*range(1, 9), *range(vocab - 8, vocab)], device=next(model.parameters()).device)
+    ids = (ids % vocab).unsqueeze(0)  # (1, 16)
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            return bool(torch.isfinite(model(input_ids=ids).logits).all())  # logits: (1, 8, V)
+            return bool(torch.isfinite(model(input_ids=ids).logits).all())  # logits: (1, 16, V)
     finally:
         model.train(was_training)
 

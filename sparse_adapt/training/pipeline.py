@@ -35,7 +35,7 @@ from sparse_adapt.atomic import (
 from sparse_adapt.data import file_sha256, flat_terms, load_dictionary, load_domain_terms, load_train
 from sparse_adapt.defaults import bundled
 from sparse_adapt.device import resolve_device
-from sparse_adapt.errors import ConfigError, OutputError
+from sparse_adapt.errors import ConfigError, NonFiniteError, OutputError
 from sparse_adapt.lock import locked
 from sparse_adapt.modeling.card import write_model_card
 from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -47,7 +47,7 @@ from sparse_adapt.training.config import TrainConfig
 from sparse_adapt.training.config_files import load_config, recommended_in_effect
 from sparse_adapt.training.distributed import Processes
 from sparse_adapt.training.interpolation import interpolate
-from sparse_adapt.training.loop import NonFiniteError, require_finite
+from sparse_adapt.training.loop import require_finite
 from sparse_adapt.training.mlm_data import validate_corpus
 from sparse_adapt.training.rundir import FINAL, LOG_FILE, PARTIAL, RUN_FILE, RunMismatchError  # noqa: F401  (public names)
 from sparse_adapt.training.density import density_sample, document_density

@@ -22,18 +22,17 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from sparse_adapt.atomic import check_writable, write_atomic
 from sparse_adapt.data import flat_terms
 from sparse_adapt.data.reading import int_as_float
-from sparse_adapt.errors import ConfigError, OutputError
+from sparse_adapt.errors import ConfigError, NonFiniteError, OutputError
 from sparse_adapt.lock import LOCK_FILE, locked
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks, signed
 from sparse_adapt.training.config import TrainConfig
 from sparse_adapt.training.config_files import config_to_toml, load_config, recommended_in_effect
-from sparse_adapt.training.loop import NonFiniteError
 from sparse_adapt.training.stages import ORDER, DistillStage, StageContext, TrainData
 from sparse_adapt.training.study import (
     INTERRUPTED, STUDY_DB, counted_trials, delete_others, open_study, requeue_interrupted, stopped, study_db_problem,
@@ -100,18 +99,36 @@ def load_space(path: str | Path) -> dict[str, Range]:
         space[key] = Range(float(low), float(high), log)
     default = TrainConfig()
     for key, r in space.items():  # both ends as the config checks them: found in a trial, it stopped the study
+        # The other of the decay pair at its most lenient (the space's low, else a stand-in: the
+        # config's own value is judged with it by check_decay_highs, once the config is known).
+        partner = {p: space[p].low if p in space else _LENIENT[p] for p in _DECAY_PAIR if p != key} if key in _DECAY_PAIR else {}
         for end in (r.low, r.high):
             try:
-                with_distill(default, {key: end})
+                with_distill(default, {key: end, **partner})
             except ConfigError as e:
                 raise ConfigError(f"{path}: {key}: {end:g} is no value the config takes ({e})") from None
-    corner = {key: space[key].high for key in ("lr", "weight_decay") if key in space}
-    if len(corner) == 2:  # their product bounds AdamW's decay: both ends fine alone, the pair may not be
-        try:
-            with_distill(default, corner)
-        except ConfigError as e:
-            raise ConfigError(f"{path}: lr and weight_decay at their highs together are no values the config takes ({e})") from None
     return space
+
+
+# Searched together, their product bounds AdamW's decay (config.check_decay): each end can be
+# fine with the other's default and the pair not, or the other way round.
+_DECAY_PAIR = ("lr", "weight_decay")
+_LENIENT = {"lr": 1e-12, "weight_decay": 0.0}
+
+
+def check_decay_highs(space: dict[str, Range], cfg: TrainConfig) -> None:
+    """The highs of ``lr``/``weight_decay`` the space searches, with ``cfg``'s value of the
+    other, are values the config takes: a trial that drew them stopped the study, after the
+    prefix had trained."""
+    highs = {key: space[key].high for key in _DECAY_PAIR if key in space}
+    if highs:
+        try:
+            with_distill(cfg, highs)
+        except ConfigError as e:
+            shown = " and ".join(f"{k} = {v:g}" for k, v in highs.items())
+            other = next(k for k in _DECAY_PAIR if k not in highs) if len(highs) == 1 else ""
+            whose = f"its high, with the config's {other}" if other else "its highs together"
+            raise ConfigError(f"search space: {shown} ({whose}) is no value the config takes ({e})") from None
 
 
 def sample(trial, space: dict[str, Range]) -> dict[str, float]:
@@ -151,6 +168,21 @@ def row(trial) -> dict:
         "epochs_run": trial.user_attrs.get("epochs_run", len(trial.intermediate_values)),
         "failure": trial.user_attrs.get("failure") or (INTERRUPTED if stopped(trial) else None),
     }
+
+
+def check_inputs_outside_study(out: Path, inputs: Sequence[str | Path | None]) -> None:
+    """No input is (or is inside) a path the study writes, with ``--overwrite`` or without:
+    its best.toml and trials.json replaced a config and a space kept under those names. An
+    input kept elsewhere in ``out`` (``out/space.toml``) is left alone, as are a rerun's."""
+    written = [(out / name).resolve() for name in (*STUDY_FILES, STUDY_DB, "trials", "prefix")]
+    for given in inputs:
+        if given is None or not Path(given).exists():  # a built-in base, a Hub id
+            continue
+        path = Path(given).resolve()
+        hit = next((w for w in written if w == path or w in path.parents), None)
+        if hit is not None:
+            raise OutputError(f"--out {out}: the study writes {hit.name}{'/' if hit.name in ('trials', 'prefix') else ''}"
+                              f" there, which is or holds an input ({given}); move the input, or choose another --out")
 
 
 def check_study_dir(out: Path, overwrite: bool) -> None:
@@ -194,6 +226,7 @@ def run_tuning(
     if not 0 <= seed < 2**32:  # the TPE sampler's range; found only after the prefix trained
         raise ConfigError(f"--seed must be between 0 and 2**32 - 1, got {seed}")
     space = SEARCH_SPACE if space is None else space
+    check_decay_highs(space, cfg)
     out = Path(out)
     check_study_dir(out, overwrite)
     with locked(out):  # one study at a time: two into one --out interleaved their trial logs

@@ -499,6 +499,18 @@ def test_a_path_the_system_cannot_take_is_one_line(files, tmp_path, capsys):
                  ["extend-vocab", "--base", files["model"], "--terms", f"{long}.json", "--out", tmp_path / "x"]):
         assert_one_line_error(cli(capsys, argv), "File name too long: ", str(long))
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+    # 240 bytes: the name fits, its hidden temporary (.NAME.tmp-PID-XXXXXXXX) did not, after the work
+    near = tmp_path / ("y" * 240)
+    assert_one_line_error(cli(capsys, ["export", "--model", files["model"], "--docs", files["docs"], "--out", near]),
+                          f"--out {near}: the name is too long (240 bytes; the hidden temporary")
+    # a loop of symbolic links: Python 3.11's resolve() raised RuntimeError
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    assert_one_line_error(cli(capsys, ["export", "--model", files["model"], "--docs", files["docs"], "--out",
+                                       tmp_path / "a"]), "a loop of symbolic links")
+    assert_one_line_error(cli(capsys, ["export", "--model", files["model"], "--docs", tmp_path / "a", "--out",
+                                       tmp_path / "v"]), "a symbolic link that leads nowhere")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
 
 
 def test_an_output_path_that_is_not_utf8_is_refused_before_any_work(files, tmp_path, capsys):

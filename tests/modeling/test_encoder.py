@@ -6,6 +6,7 @@ import scipy.sparse as sp
 import pytest
 import torch
 
+from sparse_adapt.errors import NonFiniteError
 from sparse_adapt.modeling.encoder import ModelLoadError, SpladeEncoder
 from sparse_adapt.modeling.pooling import pool_logits as splade_pool
 
@@ -466,12 +467,12 @@ def test_a_model_giving_nan_weights_is_refused_naming_the_text(tiny_bert):
     term (30,522 of them) and export had written a cast warning and no posting."""
     with torch.no_grad():
         tiny_bert.mlm.get_output_embeddings().bias[:] = float("nan")  # every text NaN; then only the last
-    with pytest.raises(ModelLoadError, match=r"NaN or infinite weights for query #0 .*not a usable model"):
+    with pytest.raises(NonFiniteError, match=r"NaN or infinite weights for query #0 .*not a usable model"):
         tiny_bert.encode(TEXTS[:1], "query")
     with torch.no_grad():
         tiny_bert.mlm.get_output_embeddings().bias.zero_()
         words = tiny_bert.tokenizer("certificate", add_special_tokens=False)["input_ids"]
         tiny_bert.mlm.get_input_embeddings().weight[words] *= 1e38  # (finite) overflows on the way up
     assert all(bool(torch.isfinite(p).all()) for p in tiny_bert.mlm.parameters())
-    with pytest.raises(ModelLoadError, match=r"for document #2 "):
+    with pytest.raises(NonFiniteError, match=r"for document #2 "):
         tiny_bert.encode(TEXTS, batch_size=1)

@@ -179,6 +179,13 @@ def test_a_pretrained_base_carries_its_adapt_settings_and_a_config_key_still_win
     for given in (None, mine):
         with pytest.raises(ConfigError, match=f"^{re.escape(str(out / RECOMMENDED_FILE))}: distill.lr: expected a finite"):
             load_config(given, out)
+    # ... but a value the user's file overrides, or makes valid, is no error of anyone's
+    mine.write_text("[distill]\nlr = 1e-5\n")
+    assert load_config(mine, out).distill.lr == 1e-5
+    (out / RECOMMENDED_FILE).write_text('{"distill": {"weight_decay": 5000}}')  # x the default lr 2.5e-4: 1.25
+    assert load_config(mine, out).distill.weight_decay == 5000  # x 1e-5: 0.05
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(out / RECOMMENDED_FILE))}: distill.weight_decay 5000"):
+        load_config(None, out)
 
 
 def test_pretraining_says_a_capped_step_count_refuses_a_batch_beyond_the_pairs_and_warns_of_a_wrong_base(tiny_dir, tmp_path):

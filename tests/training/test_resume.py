@@ -130,6 +130,11 @@ def test_settings_that_cannot_train_as_written_are_refused(section, message):
     assert message in str(e.value)
 
 
+def test_a_decay_that_never_applies_is_not_judged():
+    # train_rows = "domain" trains with no weight decay at all (training/freezing.py)
+    assert config_from_dict({"warmup": {"train_rows": "domain", "weight_decay": 1e34}}).warmup.weight_decay == 1e34
+
+
 def test_the_dictionary_stage_may_mask_its_terms_alone():
     # It always masks the entry's term, so mask_rate 0 without domain focus still trains.
     cfg = config_from_dict({"dictionary": {"mask_rate": 0.0, "domain_focused": False}}).validate()

@@ -14,7 +14,8 @@ from sparse_adapt.data import TrainExample, load_dictionary, load_domain_terms, 
 from sparse_adapt.errors import ConfigError, OutputError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.training import validation as validation_mod
-from sparse_adapt.training.config_files import load_config
+from sparse_adapt.training.config import TrainConfig
+from sparse_adapt.training.config_files import config_from_dict, load_config
 from sparse_adapt.training.stages import TrainData
 from sparse_adapt.progress import Hooks
 from sparse_adapt.training.study import study_db_problem
@@ -168,8 +169,24 @@ def test_tune_cli_refuses_an_out_holding_its_config_or_space_even_with_overwrite
     code = main(["tune", "--base", str(tiny_dir), *files, "--out", str(out), "--trials", "1", "--valid-fraction", "0.5",
                  option, str(given), "--overwrite"])
     err = capsys.readouterr().err
-    assert code == 2 and f"--out {out} holds an input ({given})" in err and "Traceback" not in err
+    assert code == 2 and f"--out {out}: the study writes {kept} there, which is or holds an input ({given})" in err
+    assert "Traceback" not in err
     assert given.read_bytes() == before and sorted(p.name for p in out.iterdir()) == [kept]
+
+
+def test_tune_cli_takes_an_input_kept_elsewhere_in_its_out(tiny_dir, inputs, tmp_path, monkeypatch):
+    """Only the study's own paths are refused: a space kept as OUT/space.toml (and a resume with
+    it) worked before, and no file of the study replaces it."""
+    from sparse_adapt.training.tuning import check_inputs_outside_study
+
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "space.toml").write_text("kd = [0.05, 0.5]\n")
+    check_inputs_outside_study(out, [out / "space.toml", inputs["train"], "offline-minilm", None])
+    (out / "trials").mkdir()
+    (out / "trials" / "mine.jsonl").write_text("")
+    with pytest.raises(OutputError, match=r"the study writes trials/ there, which is or holds an input"):
+        check_inputs_outside_study(out, [out / "trials" / "mine.jsonl"])
 
 
 def test_tune_through_the_library_refuses_a_seed_the_sampler_cannot_take_before_any_work(tiny_dir, inputs, tmp_path,
@@ -375,13 +392,33 @@ def test_a_search_space_file_replaces_the_default_and_bad_ones_name_file_and_key
         ('lr = [', "cannot parse"),
         ('kd = {low = -1.0, high = 1.0, log = false}', "kd: -1 is no value the config takes"),  # the config's own bound
         ('temperature = {low = 0.0, high = 1.0, log = false}', "temperature: 0 is no value the config takes"),
-        ('weight_decay = [1e30, 1e34]', "weight_decay: 1e+30 is no value the config takes"),  # x the default lr
-        # each high fine with the other's default; 0.5 x 3 together flips every weight
-        ('lr = [1e-5, 0.5]\nweight_decay = [0.01, 3.0]', "lr and weight_decay at their highs together"),
+        ('weight_decay = [1e30, 1e34]', "weight_decay: 1e+30 is no value the config takes"),  # x any lr
     ]:
         path.write_text(text)
         with pytest.raises(ConfigError, match=re.escape(str(path)) + r": .*" + re.escape(message)):
             load_space(path)
+
+
+def test_the_decay_pair_is_judged_together_and_with_the_config(tmp_path, tiny_dir, inputs, monkeypatch):
+    """lr x weight_decay bounds AdamW's decay: each end was checked with the other's default, which
+    refused a space that is fine throughout (lr <= 1e-5, weight_decay <= 5000) and let through
+    a weight_decay high that the config's own lr makes a value no trial can take."""
+    from sparse_adapt.training.tuning import check_decay_highs, load_space
+
+    path = tmp_path / "space.toml"
+    path.write_text("lr = [1e-6, 1e-5]\nweight_decay = [0.01, 5000.0]\n")
+    check_decay_highs(load_space(path), TrainConfig())  # 1e-5 x 5000 = 0.05
+    path.write_text("weight_decay = [0.01, 5000.0]\n")
+    space = load_space(path)
+    check_decay_highs(space, config_from_dict({"distill": {"lr": 1e-5}}))
+    with pytest.raises(ConfigError, match=r"weight_decay = 5000 \(its high, with the config's lr\)"):
+        check_decay_highs(space, TrainConfig())  # x 2.5e-4
+    path.write_text("lr = [1e-5, 0.5]\nweight_decay = [0.01, 3.0]\n")  # each high fine alone, 1.5 together
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
+    with pytest.raises(ConfigError, match=r"lr = 0.5 and weight_decay = 3 \(its highs together\)"):
+        run_tuning(_data(inputs), tmp_path / "s", str(tiny_dir), trials=1, space=load_space(path),
+                   config=_config(tmp_path, epochs=1))
+    assert not (tmp_path / "s").exists()  # before any work
 
 
 def test_tune_cli_reads_its_search_space_from_a_file(tiny_dir, inputs, valid_file, tmp_path):
