@@ -174,7 +174,7 @@ def _diagnose(
             f"({splade.max_length('document')} tokens), where encoding cuts them off "
             f"({', '.join(doc.docs_beyond_window[:5])}): split long documents into passages"
         )
-    full_length = len(splade.tokenizer(doc.text)["input_ids"])
+    full_length = len(splade.tokenizer(doc.text, verbose=False)["input_ids"])  # its length warning is ours to give
     if full_length > doc.num_tokens:
         warnings.append(f"the document has {full_length} tokens; the model sees (and this analyses) the first "
                         f"{doc.num_tokens}")

@@ -8,6 +8,7 @@ CPU stays fp32 (this CPU kind has no fast bf16, and fp32 keeps CPU runs bit-repr
 
 from __future__ import annotations
 
+import re
 from contextlib import nullcontext
 
 import torch
@@ -33,7 +34,8 @@ def resolve_device(name: str | torch.device | None = None) -> torch.device:
         return name  # another backend the caller chose (xpu, meta): torch says what it lacks
     name = _default if name is None else str(name)  # a torch.device("cuda") is checked as "cuda"
     kind = name.split(":")[0]
-    if kind not in CHOICES:
+    # torch.device("cpu:abc") raised RuntimeError (a traceback), and "auto:3" dropped its ":3"
+    if kind not in CHOICES or not re.fullmatch(r"auto|(?:cpu|cuda|mps)(?::\d+)?", name):
         raise ConfigError(f"device must be one of {', '.join(CHOICES)} (or cuda:N), got {name!r}")
     if kind == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -55,6 +55,11 @@ def require_texts(texts: object) -> list[str]:
     for i, item in enumerate(items):
         if not isinstance(item, str):
             raise TypeError(f"texts[{i}] must be a string, got {type(item).__name__}: {item!r:.60}")
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError as e:  # the tokenizer's own TypeError named neither the text nor the cause
+            raise ValueError(f"texts[{i}] contains an unpaired surrogate ({item[e.start]!r} at character {e.start}), "
+                             "which is no text: decode its bytes as UTF-8 first") from None
     return items
 
 

@@ -102,6 +102,10 @@ def as_rows(vectors: sp.spmatrix | torch.Tensor | np.ndarray, name: str = "vecto
         matrix = sp.csr_matrix(vectors.reshape(1, -1))
     else:
         matrix = sp.csr_matrix(vectors)
+    if matrix.dtype.kind in "fc" and not np.isfinite(matrix.data).all():
+        # NaN decoded to no term while sparsity counted it active, inf scored inf: no weight at all
+        row = int(np.searchsorted(matrix.indptr, int(np.flatnonzero(~np.isfinite(matrix.data))[0]), side="right")) - 1
+        raise ValueError(f"{name}: row {row} holds a NaN or infinite weight: not a SPLADE vector")
     return matrix, one_row
 
 

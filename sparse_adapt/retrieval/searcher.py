@@ -133,7 +133,13 @@ class LuceneRetriever:
     def num_docs(self) -> int:
         return int(self.searcher.num_docs)
 
+    def _depth(self, k: int) -> int:
+        """``k`` hits, at most the documents the index holds: Lucene takes a Java int, and a deeper
+        ask (``-k 2147483647``) failed inside Java with a traceback where it could return no more."""
+        return min(int(k), self.num_docs)
+
     def search(self, text: str, k: int = 10, feedback: Feedback | None = None) -> list[Hit]:
+        k = self._depth(k)
         if feedback is not None:
             (vector,) = self.feedback_queries([text], feedback)
             return self.search_encoded(vector, k)
@@ -185,13 +191,14 @@ class LuceneRetriever:
 
     def search_encoded(self, vector: dict[str, int], k: int = 10) -> list[Hit]:
         """Search with an already quantised query (for timing Lucene alone)."""
-        query = _java_query(vector)
+        query, k = _java_query(vector), self._depth(k)
         return _whole_ties(lambda n: self.searcher.object.search(query, n), k)
 
     def search_encoded_batch(
         self, vectors: Sequence[dict[str, int]], k: int = 10, threads: int = 1
     ) -> list[list[Hit]]:
         """:meth:`search_encoded` for many queries in one call to Anserini's threaded batch search."""
+        k = self._depth(k)
         pyclass = _pyclass()
         queries, ids = pyclass("java.util.ArrayList")(), pyclass("java.util.ArrayList")()
         java = [_java_query(vector) for vector in vectors]
@@ -219,7 +226,7 @@ class LuceneRetriever:
     def search_batch(self, texts: Sequence[str], k: int, threads: int = 1) -> list[list[Hit]]:
         """:meth:`search` (without feedback) for many texts in one call to Anserini's threaded
         batch search; the texts' vectors are best primed on the encoder first."""
-        ids = [str(i) for i in range(len(texts))]  # positions: texts may repeat
+        ids, k = [str(i) for i in range(len(texts))], self._depth(k)  # positions: texts may repeat
         by_id = self.searcher.batch_search(list(texts), ids, k + 1, threads)  # + 1: see _settled
         return [_settled(list(by_id.get(i, [])), k, lambda n, t=t: self.searcher.search(t, n))
                 for i, t in zip(ids, texts)]

@@ -476,3 +476,18 @@ def test_a_model_giving_nan_weights_is_refused_naming_the_text(tiny_bert):
     assert all(bool(torch.isfinite(p).all()) for p in tiny_bert.mlm.parameters())
     with pytest.raises(NonFiniteError, match=r"for document #2 "):
         tiny_bert.encode(TEXTS, batch_size=1)
+
+
+def test_api_misuse_is_named_in_our_words(tiny_bert):
+    """A lone surrogate failed inside the tokenizer with a TypeError naming neither the text nor
+    the cause; a NaN weight decoded to no term while sparsity counted it active; a model name
+    over 255 bytes raised a raw OSError."""
+    with pytest.raises(ValueError, match=r"texts\[1\] contains an unpaired surrogate \('\\udcff' at character 1\)"):
+        tiny_bert.encode_query(["database timeout", "x\udcff"])
+    nan = np.zeros((2, tiny_bert.vocab_size), dtype=np.float32)
+    nan[1, 5] = np.nan
+    for call in (tiny_bert.decode, tiny_bert.sparsity, lambda v: tiny_bert.similarity(v, v)):
+        with pytest.raises(ValueError, match=r"row 1 holds a NaN or infinite weight"):
+            call(nan)
+    with pytest.raises(ModelLoadError, match="not a usable model path .File name too long."):
+        SpladeEncoder.from_pretrained("x" * 300)

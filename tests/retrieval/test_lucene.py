@@ -105,6 +105,20 @@ def test_ndcg_through_lucene_matches_in_memory(retriever, expected):
 
 
 @pytest.mark.slow
+def test_a_depth_beyond_a_java_int_gives_every_document(built, retriever, capsys):
+    """Lucene takes a Java int and the searcher asks for k + 1: -k 2147483647 failed inside Java
+    with a traceback (exit 1), where it can return no more than the index holds."""
+    from sparse_adapt.data import Query
+
+    every = retriever.search("database timeout", k=retriever.num_docs)
+    assert retriever.search("database timeout", k=2**31 - 1) == every
+    assert retriever.search_batch(["database timeout"], k=2**40) == [every]
+    assert retriever.run([Query("q", "database timeout")], k=2**31)["q"] == {h.doc_id: h.score for h in every}
+    assert main(["search", "--index", str(built["index"]), "--model", "offline-minilm", "-k", str(2**31 - 1), "--json",
+                 "database timeout"]) == 0
+    assert [h["doc_id"] for h in json.loads(capsys.readouterr().out)] == [h.doc_id for h in every]
+
+
 def test_search_and_evaluate_cli(built, retriever, capsys):
     capsys.readouterr()
     assert main(["search", "--index", str(built["index"]), "--model", "offline-minilm", "--k", "5", "--json",

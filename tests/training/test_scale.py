@@ -64,6 +64,11 @@ def test_device_names_resolve_and_unavailable_ones_are_errors(monkeypatch):
     assert resolve_device("auto").type == "cpu"
     with pytest.raises(ConfigError, match="must be one of"):
         resolve_device("tpu")
+    # torch.device("cpu:abc") raised RuntimeError (a traceback in every command); "auto:3" lost its ":3"
+    for bad in ("cpu:abc", "cpu:", "cpu:-1", "cpu:0:0", "auto:3", "cuda:x"):
+        with pytest.raises(ConfigError, match=f"must be one of .* got '{bad}'"):
+            resolve_device(bad)
+    assert resolve_device("cpu:0") == torch.device("cpu:0")
     assert resolve_device(torch.device("cpu")) == torch.device("cpu")
     with pytest.raises(ConfigError, match="no CUDA device"):
         resolve_device("cuda")
