@@ -13,6 +13,7 @@ import errno
 import os
 import signal
 import sys
+import threading
 import warnings
 from typing import Optional
 
@@ -77,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     _help_width()
     stopped: list[int] = []
     # First: a Ctrl-C during the half second transformers takes to import was a traceback.
+    unraisable = sys.unraisablehook
     handlers = _stop_handlers(stopped)
     try:
         # Weight-loading progress bars from transformers would bury the CLI's own output.
@@ -131,8 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         warnings.showwarning = shown
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
+        with _HANDLERS_LOCK:
+            sys.unraisablehook = unraisable
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
     return 0
 
 
@@ -155,6 +159,8 @@ def _usage_line(e: typer.TyperException, argv: list[str] | None) -> str:
     return f"{ctx.command_path}: {message.rstrip('.')} (see {ctx.command_path} --help)"
 
 
+# Held while main() puts the signal handlers back and while a swallowed stop is re-delivered.
+_HANDLERS_LOCK = threading.Lock()
 # Signals that stop a run: Ctrl-C, `kill`/`docker stop` (SIGTERM), a closed terminal (SIGHUP).
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
@@ -164,8 +170,6 @@ def _stop_handlers(stopped: list[int]) -> dict[int, object]:
     cleanup Ctrl-C gets (temporaries and locks removed, the child indexer killed) then runs for
     SIGTERM too, which ended the process at once and left ``.NAME.tmp-*`` folders and the lock.
     Returns the handlers to put back (none outside the main thread, where Python allows none)."""
-    import threading
-
     # Under a multi-process launcher a rank blocked in a collective would run the handler only
     # when the C call returns: the launcher's SIGTERM then waited for its SIGKILL.
     if threading.current_thread() is not threading.main_thread() or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
@@ -177,10 +181,33 @@ def _stop_handlers(stopped: list[int]) -> dict[int, object]:
     def stop(signum, frame):
         stopped.append(signum)
         for other in STOP_SIGNALS:
-            if signal.getsignal(other) is stop:
+            if signal.getsignal(other) in (stop, again):
                 signal.signal(other, noted)
         raise KeyboardInterrupt
 
+    def again(signum, frame):  # the stop re-delivered: not noted twice
+        for other in STOP_SIGNALS:
+            if signal.getsignal(other) in (stop, again):
+                signal.signal(other, noted)
+        raise KeyboardInterrupt
+
+    def swallowed(unraisable) -> None:
+        """A stop that came while a C library ran a Python callback (llvmlite's, as numba compiles
+        for ranx) was swallowed there: printed as "Exception ignored ..." with a traceback, and
+        the command ran on. Delivered again, from another thread, once the callback is left."""
+        if not (stopped and isinstance(unraisable.exc_value, KeyboardInterrupt)
+                and threading.current_thread() is threading.main_thread()):
+            return default_hook(unraisable)
+        signal.signal(stopped[0], again)
+        threading.Timer(0.05, redeliver, args=(stopped[0],)).start()
+
+    def redeliver(signum: int) -> None:
+        with _HANDLERS_LOCK:  # main() puts the old handlers back under it: a SIGTERM raised after that killed
+            if signal.getsignal(signum) is again:
+                signal.raise_signal(signum)
+
+    default_hook = sys.unraisablehook
+    sys.unraisablehook = swallowed
     # A signal set to be ignored stays so: `nohup` ignores SIGHUP, a shell's `cmd &` SIGINT, and
     # a handler installed from C (None) is no Python callable to put back.
     return {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS

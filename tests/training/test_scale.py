@@ -357,6 +357,35 @@ def test_a_second_stop_signal_lets_the_first_ones_cleanup_finish():
     assert "cleanup finished" in proc.stderr and "stopped by SIGTERM" in proc.stderr
 
 
+STOP_IN_A_C_CALLBACK = """
+import ctypes, os, signal, sys, time
+from sparse_adapt.cli import app, main
+
+@app.command("callback-then-work")
+def callback_then_work():
+    def inside():  # as llvmlite's object-cache callback while numba compiles for ranx
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100_000):  # the handler runs here, inside the callback, which swallows its interrupt
+            pass
+    ctypes.CFUNCTYPE(None)(inside)()
+    time.sleep(20)
+    print("ran on to the end", flush=True)
+
+sys.exit(main(["callback-then-work"]))
+"""
+
+
+def test_a_stop_swallowed_by_a_c_callback_still_stops_the_run_with_one_line():
+    """A SIGTERM caught inside a ctypes callback printed "Exception ignored ... KeyboardInterrupt"
+    with a traceback, and the command ran on to the end before saying it was stopped."""
+    proc = subprocess.run([sys.executable, "-c", STOP_IN_A_C_CALLBACK], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-2000:]
+    assert "ran on to the end" not in proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("stopped by SIGTERM"), proc.stderr[-2000:]
+
+
 @pytest.mark.parametrize("skip, want", [
     (None, [[0, 1], [2]]),  # the epoch's last step holds batch 2 alone
     (0, [[1], [2]]),  # batch 0 had nothing to learn from: the first step holds batch 1 alone
