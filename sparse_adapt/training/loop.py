@@ -126,13 +126,16 @@ def _outputs_finite(model: nn.Module) -> bool:
     vocab = model.get_input_embeddings().num_embeddings
     ids = torch.tensor([*range(1, 9), *range(vocab - 8, vocab)], device=next(model.parameters()).device)
     ids = (ids % vocab).unsqueeze(0)  # (1, 16)
-    was_training = model.training
+    # Each module's own mode back afterwards: model.train(True) would also switch on dropout in
+    # a part kept in eval mode on purpose, and a seeded run would drift.
+    modes = [(module, module.training) for module in model.modules()]
     model.eval()
     try:
         with torch.no_grad():
             return bool(torch.isfinite(model(input_ids=ids).logits).all())  # logits: (1, 16, V)
     finally:
-        model.train(was_training)
+        for module, mode in modes:
+            module.training = mode
 
 
 def _host_values(losses: dict[str, torch.Tensor]) -> dict[str, float]:

@@ -247,3 +247,18 @@ def test_a_model_whose_finite_weights_give_non_finite_outputs_is_not_saved(files
     with pytest.raises(NonFiniteError, match="warmup: the model's outputs are not finite .* not saved"):
         run_pipeline(out=out, stages="extend,warmup", config=config_from_dict(WARMUP), seed=3, **files)
     assert not (out / "warmup").exists() and not (out / "final").exists()
+
+
+def test_the_output_probe_leaves_every_modules_mode_as_it_was(tiny_bert):
+    """model.train(True) afterwards would switch on dropout in a part kept in eval mode on purpose."""
+    from sparse_adapt.training.loop import require_finite
+
+    mlm = tiny_bert.mlm
+    mlm.train()
+    frozen = mlm.get_input_embeddings()
+    frozen.eval()
+    modes = {name: m.training for name, m in mlm.named_modules()}
+    state = torch.random.get_rng_state()
+    require_finite(mlm, "warmup")
+    assert {name: m.training for name, m in mlm.named_modules()} == modes and not frozen.training
+    assert torch.equal(torch.random.get_rng_state(), state)  # no random draw moved a seeded run
