@@ -19,10 +19,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from diagnostics.schema import EXPLAIN_SCHEMA
-from diagnostics.tokens import domain_pieces, eval_mode, in_text_ids, pieces_in
+from diagnostics.tokens import domain_pieces, in_text_ids, pieces_in
 from sparse_adapt.data import Document
 from sparse_adapt.data.reading import first_repeat
 from sparse_adapt.errors import ConfigError
+from sparse_adapt.modeling.base import eval_mode
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vectors import ranked_row
 from sparse_adapt.modeling.truncation import truncated, truncation_note

@@ -33,8 +33,9 @@ from diagnostics.sections.ranking import ranking
 from diagnostics.sections.target import TargetDiagnosis
 from diagnostics.sections.vocabulary import VocabularyCheck, vocabulary_check
 from diagnostics.sections.weight import weight_check
-from diagnostics.tokens import domain_pieces, eval_mode, pieces_in
+from diagnostics.tokens import domain_pieces, pieces_in
 from sparse_adapt.data import Document, Query
+from sparse_adapt.modeling.base import eval_mode
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vectors import ranked_row
 from sparse_adapt.retrieval.feedback import Feedback

@@ -10,25 +10,12 @@ after a bracket, and an ``[UNK]`` term matched any unknown character.
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Sequence
 
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
 from sparse_adapt.modeling.tokenization import LEAD_WORD, keeps_case, normalize_term, running_text_ids
-
-
-@contextmanager
-def eval_mode(splade: SpladeEncoder):
-    """Dropout off for the diagnosis (logits must be the model's deterministic ones);
-    the caller's train/eval mode is restored afterwards."""
-    was_training = splade.training
-    splade.eval()
-    try:
-        yield splade
-    finally:
-        splade.train(was_training)
 
 
 def term_ids(splade: SpladeEncoder, term: str) -> list[int]:

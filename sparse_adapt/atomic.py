@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
 
+from sparse_adapt.data.reading import encodable
 from sparse_adapt.errors import OutputError
 
 # What a write fails with when the environment, not the program, is at fault: the CLI turns
@@ -132,12 +133,10 @@ def check_writable(target: str | Path, flag: str = "--out", into: bool = False) 
     """Fail now, with one line, if ``target`` could not be created or replaced (``into``: if
     files could not be written inside the directory ``target``, as a run directory needs)."""
     target = Path(target)
-    try:
-        str(target).encode("utf-8")
-    except UnicodeEncodeError:  # a name in another encoding: tokenizers saved no model there (a traceback)
+    if not encodable(str(target)):  # a name in another encoding: tokenizers saved no model there (a traceback)
         shown = str(target).encode("utf-8", "backslashreplace").decode("utf-8")
         raise OutputError(f"{flag} {shown}: the path is not valid UTF-8 (a name in another encoding); "
-                          "give a UTF-8 path") from None
+                          "give a UTF-8 path")
     where = target if into and target.is_dir() else _nearest_existing(target.parent)
     if not where.is_dir():
         raise OutputError(f"{flag} {target}: {where} is a file, not a directory")

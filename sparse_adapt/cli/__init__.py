@@ -180,12 +180,9 @@ def _stop_handlers(stopped: list[int]) -> dict[int, object]:
 
     def stop(signum, frame):
         stopped.append(signum)
-        for other in STOP_SIGNALS:
-            if signal.getsignal(other) in (stop, again):
-                signal.signal(other, noted)
-        raise KeyboardInterrupt
+        again(signum, frame)
 
-    def again(signum, frame):  # the stop re-delivered: not noted twice
+    def again(signum, frame):  # the stop re-delivered (see swallowed): not noted twice
         for other in STOP_SIGNALS:
             if signal.getsignal(other) in (stop, again):
                 signal.signal(other, noted)

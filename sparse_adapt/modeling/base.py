@@ -20,7 +20,9 @@ the head LayerNorm's mean subtraction. Net effect: the head reproduces ``h_i``.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -78,6 +80,20 @@ def build_mlm_from_encoder(encoder: PreTrainedModel, bias: float) -> PreTrainedM
         mlm.get_output_embeddings().bias.fill_(bias)
     mlm.eval()
     return mlm
+
+
+@contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """Dropout off for the block (a model's deterministic outputs, and no random draw moves a
+    seeded run); each module's own mode back afterwards: ``model.train(True)`` would also
+    switch on dropout in a part kept in eval mode on purpose."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield model
+    finally:
+        for module, mode in modes:
+            module.training = mode
 
 
 def nonfinite_parameters(model: torch.nn.Module) -> list[str]:

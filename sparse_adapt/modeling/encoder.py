@@ -34,7 +34,7 @@ from sparse_adapt.errors import (
     ModelLoadError, NonFiniteError, OutputError, SparseAdaptWarning, first_line, require_positive_int, require_texts,
 )
 from sparse_adapt.modeling import pooling
-from sparse_adapt.modeling.base import OFFLINE_MINILM, require_finite_weights
+from sparse_adapt.modeling.base import OFFLINE_MINILM, eval_mode, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES, builtin_hint
 from sparse_adapt.modeling.heads import head_support, max_pieces
 from sparse_adapt.modeling.hub import check_model_directory, model_directory, quiet_transformers, warn_unused_weights
@@ -338,10 +338,6 @@ class SpladeEncoder(VectorMethods, nn.Module):
         texts = require_texts(texts)
         require_positive_int(batch_size, "batch_size")
         check_max_active_dims(max_active_dims)  # before any encoding
-        # Restore each module's own mode afterwards: self.train() would also switch on dropout
-        # in a backbone that was deliberately in eval mode.
-        modes = [(module, module.training) for module in self.modules()]
-        self.eval()
         n = len(texts)
         window = batch_size * SORT_WINDOW_BATCHES
         batches = (
@@ -353,7 +349,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
         task = None if progress is None else progress.task(f"encoding {PLURAL[kind]}", n)
         rows: list[sp.csr_matrix] = []
         order: list[int] = []  # input index of each encoded row, in encoding order
-        try:
+        with eval_mode(self):
             for positions, input_ids, attention_mask in batches:
                 w = self(input_ids, attention_mask).float().cpu().numpy()  # (B, V)
                 finite = np.isfinite(w).all(axis=1)  # (B,): a NaN counted as an active term, exported as a cast warning
@@ -364,9 +360,6 @@ class SpladeEncoder(VectorMethods, nn.Module):
                 order.extend(positions)
                 if task is not None:
                     task.advance(len(positions))
-        finally:
-            for module, mode in modes:
-                module.training = mode
         if not rows:
             return sp.csr_matrix((0, self.vocab_size), dtype=np.float32)
         inverse = np.empty(n, dtype=np.int64)

@@ -123,10 +123,10 @@ def local_model_path(name: str) -> Path | None:
     (``models/mine``) is a typo of a local one, not worth asking the Hub."""
     path = Path(name).expanduser()  # "~/m" quoted, or from Python: no shell expanded it
     try:
-        path.exists()
+        exists = path.exists()
     except OSError as e:  # a name over 255 bytes: even exists() raises
         raise ModelLoadError(f"not a usable model path ({e.strerror}): {name:.80}...") from None
-    if path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1 or ("/" in name and path.parent.is_dir()):
+    if exists or name.startswith((".", "/", "~")) or name.count("/") > 1 or ("/" in name and path.parent.is_dir()):
         return path
     return None
 

@@ -37,7 +37,7 @@ from torch import nn
 
 from sparse_adapt.device import autocast
 from sparse_adapt.errors import NonFiniteError
-from sparse_adapt.modeling.base import nonfinite_parameters
+from sparse_adapt.modeling.base import eval_mode, nonfinite_parameters
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.progress import counted as counted_noun  # run_loop has a local "counted"
 from sparse_adapt.training.distributed import Processes, SingleProcess
@@ -122,20 +122,12 @@ def require_finite(model: nn.Module, stage: str) -> None:
 
 def _outputs_finite(model: nn.Module) -> bool:
     """Whether a masked LM's logits on a few pieces are all finite: the first ids and the last
-    (where added domain tokens are). Eval mode: no dropout, so no random draw moves a seeded run."""
+    (where added domain tokens are)."""
     vocab = model.get_input_embeddings().num_embeddings
     ids = torch.tensor([*range(1, 9), *range(vocab - 8, vocab)], device=next(model.parameters()).device)
     ids = (ids % vocab).unsqueeze(0)  # (1, 16)
-    # Each module's own mode back afterwards: model.train(True) would also switch on dropout in
-    # a part kept in eval mode on purpose, and a seeded run would drift.
-    modes = [(module, module.training) for module in model.modules()]
-    model.eval()
-    try:
-        with torch.no_grad():
-            return bool(torch.isfinite(model(input_ids=ids).logits).all())  # logits: (1, 16, V)
-    finally:
-        for module, mode in modes:
-            module.training = mode
+    with eval_mode(model), torch.no_grad():
+        return bool(torch.isfinite(model(input_ids=ids).logits).all())  # logits: (1, 16, V)
 
 
 def _host_values(losses: dict[str, torch.Tensor]) -> dict[str, float]:

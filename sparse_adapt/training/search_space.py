@@ -36,6 +36,12 @@ SEARCH_SPACE: dict[str, Range] = {
 }
 
 
+# Searched together, their product bounds AdamW's decay (config.check_decay): each end can be
+# fine with the other's default and the pair not, or the other way round.
+_DECAY_PAIR = ("lr", "weight_decay")
+_LENIENT = {"lr": 1e-12, "weight_decay": 0.0}
+
+
 def load_space(path: str | Path) -> dict[str, Range]:
     """A search space from a TOML or JSON file: ``name = [low, high]`` (log scale) or
     ``name = {low = .., high = .., log = false}`` per distill setting that is a float
@@ -67,19 +73,16 @@ def load_space(path: str | Path) -> dict[str, Range]:
     for key, r in space.items():  # both ends as the config checks them: found in a trial, it stopped the study
         # The other of the decay pair at its most lenient (the space's low, else a stand-in: the
         # config's own value is judged with it by check_decay_highs, once the config is known).
-        partner = {p: space[p].low if p in space else _LENIENT[p] for p in _DECAY_PAIR if p != key} if key in _DECAY_PAIR else {}
+        partner = {}
+        if key in _DECAY_PAIR:
+            other = next(p for p in _DECAY_PAIR if p != key)
+            partner[other] = space[other].low if other in space else _LENIENT[other]
         for end in (r.low, r.high):
             try:
                 with_distill(default, {key: end, **partner})
             except ConfigError as e:
                 raise ConfigError(f"{path}: {key}: {end:g} is no value the config takes ({e})") from None
     return space
-
-
-# Searched together, their product bounds AdamW's decay (config.check_decay): each end can be
-# fine with the other's default and the pair not, or the other way round.
-_DECAY_PAIR = ("lr", "weight_decay")
-_LENIENT = {"lr": 1e-12, "weight_decay": 0.0}
 
 
 def check_decay_highs(space: dict[str, Range], cfg: TrainConfig) -> None:
