@@ -73,6 +73,7 @@ def register(app: typer.Typer) -> None:
                 return run_pipeline(
                     base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train_file, out=directory,
                     stages=PREFIX_STAGES, config=cfg, seed=seed, hooks=hooks, overwrite=overwrite,
+                    config_source=config,
                 )
 
             summary = run_tuning(data, out, base, trials, seed, cfg, prefix=prefix, space=space, hooks=hooks,

@@ -293,7 +293,7 @@ def run_adapt(
             trained = run_pipeline(
                 base=base, corpus=corpus, terms=files.terms, dictionary=files.dictionary, train=files.train,
                 out=out / TRAINING, config=load_config(config, base, ADAPT_SETTINGS), seed=seed, hooks=hooks,
-                overwrite=overwrite,
+                overwrite=overwrite, config_source=config,
             )
         except RunMismatchError as e:
             raise AdaptMismatchError(

@@ -116,6 +116,11 @@ class BenchmarkInputs:
         """The result files' name, so every pipeline and scoring can sit in one OUT."""
         return PIPELINES[self.pipeline].result_stem(self.pool, self.feedback is not None)
 
+    @property
+    def config_file(self) -> str | None:
+        """The config file, as errors about its settings name it (None: none, or a TrainConfig)."""
+        return None if self.config is None or isinstance(self.config, TrainConfig) else str(self.config)
+
     def train_config(self, base: str | None = None) -> TrainConfig:
         """The training config the runs use; ``base``: where training starts, if not ``self.base``
         (``adapt``'s pretrained base carries its own recommended settings)."""
@@ -207,7 +212,7 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         try:
             return run_pipeline(
                 corpus=f.docs, terms=f.terms, dictionary=f.dictionary, train=f.train, out=run_dir, seed=seed,
-                hooks=hooks, **kw,
+                hooks=hooks, config_source=inputs.config_file, **kw,
             )
         except RunMismatchError:
             raise mismatch(run_dir) from None

@@ -31,7 +31,7 @@ def train_experiment(
     return run_pipeline(
         base=i.base, corpus=i.corpus, terms=i.terms, dictionary=i.dictionary, train=i.train,
         out=i.out / RUNS_DIR / experiment, stages=EXPERIMENTS[experiment], config=i.train_config(),
-        seed=i.seed, hooks=hooks, overwrite=i.overwrite,
+        seed=i.seed, hooks=hooks, overwrite=i.overwrite, config_source=i.config_file,
     )
 
 

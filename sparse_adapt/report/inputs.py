@@ -90,6 +90,11 @@ class ReportInputs:
         return (self.corpus, self.terms, self.dictionary, self.train, self.queries, self.qrels, self.heldout_queries,
                 self.heldout_qrels, self.groups, self.benchmark, config, self.base)
 
+    @property
+    def config_file(self) -> str | None:
+        """The config file, as errors about its settings name it (None: none, a table or a TrainConfig)."""
+        return str(self.config) if isinstance(self.config, (str, Path)) else None
+
     def train_config(self) -> TrainConfig:
         if isinstance(self.config, TrainConfig):
             return self.config.validate()

@@ -139,6 +139,7 @@ def run_pipeline(
     device: str | torch.device | None = None,
     valid: str | Path | None = None,
     reference: str | Path | None = None,
+    config_source: str | Path | None = None,
 ) -> Path:
     """Run ``stages`` on ``base``; returns ``OUT/final``. Inputs default to the bundled corpus.
 
@@ -147,7 +148,8 @@ def run_pipeline(
     ``out`` instead of refusing. ``valid``: validation queries of the distill stage
     (train.jsonl format; else ``distill.valid_fraction`` of ``train``). ``reference``: the
     frozen model that knowledge preservation and validation compare with (default ``base``;
-    give the original base when ``base`` is a checkpoint of an earlier run).
+    give the original base when ``base`` is a checkpoint of an earlier run). ``config_source``:
+    the file a ``config`` given as a TrainConfig was read from, named by an error about it.
     """
     names = parse_stages(stages)
     device = resolve_device(device)
@@ -236,7 +238,8 @@ def run_pipeline(
         else:
             splade = SpladeEncoder.from_pretrained(base, device=device)
         _check_terms(splade, data, paths["terms"], "extend" in names[start:])
-        check_lengths(splade, cfg, names[start:], None if config is None or isinstance(config, TrainConfig) else str(config))
+        source = config_source if config is None or isinstance(config, TrainConfig) else config
+        check_lengths(splade, cfg, names[start:], None if source is None else str(source))
         log_path = out / LOG_FILE
         if main:
             rundir.write_manifest(out, manifest)  # only now: the inputs and the base have loaded

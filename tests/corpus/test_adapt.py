@@ -440,6 +440,15 @@ def test_cli_teacher_that_fails_to_load_exits_2_and_writes_nothing(setup, tmp_pa
     assert not (tmp_path / "out").exists()
 
 
+def test_cli_a_length_beyond_the_bases_positions_names_the_config_file(setup, tmp_path, capsys):
+    config = tmp_path / "long.json"  # the tiny base has 128 positions
+    config.write_text(json.dumps({**CONFIG, "warmup": {"epochs": 1, "max_length": 512}}))
+    argv = _cli(setup, tmp_path / "out")
+    argv[argv.index("--config") + 1] = str(config)
+    assert main(argv) == 2
+    assert f"{config}: warmup.max_length 512 is above the 128 pieces" in _err(capsys)
+
+
 def test_cli_bad_queries_qrels_or_groups_exit_2_before_anything_is_written(setup, tmp_path, capsys):
     # found at the summary, a malformed --queries file cost the whole run (the 25-minute pretraining included)
     queries, qrels, groups = tmp_path / "q.jsonl", tmp_path / "qrels.tsv", tmp_path / "groups.json"

@@ -163,6 +163,10 @@ def test_an_mlm_length_beyond_the_models_positions_is_refused_before_training(fi
     written.write_text("[dictionary]\nmax_length = 512\n")
     with pytest.raises(ConfigError, match=f"^{re.escape(str(written))}: dictionary.max_length 512 is above the 128"):
         run_pipeline(out=tmp_path / "run", stages="extend,warmup,dictionary", config=written, seed=0, **files)
+    # read by a command first (adapt, report, benchmark, tune): the TrainConfig comes with its file's name
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(written))}: dictionary.max_length 512 is above the 128"):
+        run_pipeline(out=tmp_path / "run", stages="extend,warmup,dictionary", config=cfg, seed=0,
+                     config_source=written, **files)
 
 
 def test_a_valid_file_and_a_valid_fraction_are_not_both_taken(files, tmp_path):
