@@ -95,6 +95,8 @@ def as_rows(vectors: sp.spmatrix | torch.Tensor | np.ndarray, name: str = "vecto
     if isinstance(vectors, torch.Tensor):
         if vectors.ndim not in (1, 2):
             raise ValueError(f"{name} must be 1-D or 2-D, got {vectors.ndim}-D")
+        if vectors.is_meta:  # torch's own error ("Cannot copy out of meta tensor") was a NotImplementedError
+            raise ValueError(f"{name} is a meta tensor: a shape without weights (load or compute the vectors first)")
         matrix = _tensor_to_csr(vectors.detach().cpu())
     elif not sp.issparse(vectors):
         raise TypeError(f"{name} must be a scipy sparse matrix, a torch tensor or a numpy array, got {type(vectors).__name__}")

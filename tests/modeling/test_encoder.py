@@ -323,6 +323,8 @@ def test_decode_takes_every_vector_form_sentence_transformers_does(tiny_bert):
     assert tiny_bert.decode(m.toarray()) == rows and tiny_bert.decode(m.toarray()[1]) == rows[1]  # numpy
     with pytest.raises(TypeError, match="a torch tensor or a numpy array, got list"):
         tiny_bert.decode(rows)
+    with pytest.raises(ValueError, match="vectors is a meta tensor: a shape without weights"):
+        tiny_bert.decode(torch.empty(2, tiny_bert.vocab_size, device="meta"))
 
 
 def test_decode_of_a_torch_sparse_tensor_never_builds_its_dense_matrix(tiny_bert, monkeypatch):
