@@ -121,6 +121,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
 
         ``device`` None: the process default (``sparse_adapt.device``; CUDA when present).
         """
+        target = resolve_device(device)  # a typo'd or absent device fails before the weights are read
         name = str(name_or_path)
         if name in BUILTIN_BASES:  # offline-minilm, offline-splade-tiny (modeling/builtin.py)
             mlm, tokenizer = BUILTIN_BASES[name].load()
@@ -167,7 +168,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
                 settings.base = name
             enc = cls(mlm, tokenizer, settings)
         enc.eval()
-        enc.to(resolve_device(device))
+        enc.to(target)
         enc._own_storage()
         return enc
 

@@ -25,6 +25,7 @@ from sparse_adapt.training import loop as loop_mod
 from sparse_adapt.training.config_files import config_from_dict
 from sparse_adapt.training.mlm_data import CorpusTexts, plan_epoch
 from sparse_adapt.training.pipeline import run_pipeline
+from tests.conftest import make_tiny_bert
 from tests.training.test_stages import DICTIONARY, DOCS, TERMS_JSON, TRAIN, _jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,6 +86,15 @@ def test_train_device_cuda_without_gpu_is_one_line_exit_2(files, tmp_path, capsy
     err = capsys.readouterr().err
     assert "no CUDA device" in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
+
+
+def test_from_pretrained_refuses_an_absent_device_before_reading_the_weights(tmp_path, monkeypatch):
+    from sparse_adapt.modeling import encoder
+
+    make_tiny_bert().save_pretrained(tmp_path / "m")
+    monkeypatch.setattr(encoder, "model_directory", lambda *a, **k: pytest.fail("read the model first"))
+    with pytest.raises(ConfigError, match="no CUDA device"):
+        SpladeEncoder.from_pretrained(tmp_path / "m", device="cuda")
 
 
 # ------------------------------------------------------------------------------ batches
