@@ -52,9 +52,9 @@ def test_setup_installs_through_the_lock():
     setup = (ROOT / ".ci/setup").read_text(encoding="utf-8")
     # torch's own dependencies (setuptools among them) and the package's
     assert re.search(r"^pip_install torch==\S+ -c \.ci/constraints\.txt$", setup, flags=re.M)
-    # and the isolated build environment, which only PIP_CONSTRAINT reaches
-    assert re.search(r'^PIP_CONSTRAINT="\$PWD/\.ci/constraints\.txt" pip_install -e \'\.\[dev\]\' -c \.ci/constraints\.txt$',
-                     setup, flags=re.M)
+    # and the isolated build environment, which only PIP_CONSTRAINT reaches (PIP_BUILD_CONSTRAINT from pip 25.3)
+    assert re.search(r'^PIP_CONSTRAINT="\$PWD/\.ci/constraints\.txt" PIP_BUILD_CONSTRAINT="\$PWD/\.ci/constraints\.txt" \\\n'
+                     r'    pip_install -e \'\.\[dev\]\' -c \.ci/constraints\.txt$', setup, flags=re.M)
 
 
 def test_the_build_backend_is_locked_inside_its_range():
