@@ -173,10 +173,10 @@ def keep_edited_card(out: Path, ours: set[str | None], hooks: Hooks = SILENT) ->
     this run wrote (``ours``: their sha256s; the summary's recorded one is added here), before
     ``DIR/final`` is replaced: the text a user wrote into it is theirs, the new model gets a
     fresh card. Returns the copy, or None."""
-    from sparse_adapt.modeling.card import CARD_FILE
+    from sparse_adapt.modeling.card import CARD_FILE, unedited_card
 
     card = out / FINAL / CARD_FILE
-    if not card.is_file() or file_sha256(card) in (ours | {recorded_card_sha256(out)}) - {None}:
+    if not card.is_file() or unedited_card(card) or file_sha256(card) in (ours | {recorded_card_sha256(out)}) - {None}:
         return None
     n = 1
     while (copy := out / EDITED_CARD.format("" if n == 1 else f"-{n}")).exists():

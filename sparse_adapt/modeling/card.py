@@ -10,6 +10,7 @@ case-study report rewrites it with the retrieval metrics it measured.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -197,5 +198,26 @@ def write_model_card(
     if name == "training" and (directory.parent.parent / "adapt.json").is_file():  # adapt's DIR/training/final
         name = directory.parent.parent.name
     path = directory / CARD_FILE
-    write_atomic(path, model_card(splade, manifest, records, evaluation, name=name))
+    write_atomic(path, sealed(model_card(splade, manifest, records, evaluation, name=name)))
     return path
+
+
+# The card's last line: a hash of the text above it. Rewriting DIR/final (adapt, the summary)
+# keeps a card the user edited; a hash recorded elsewhere (summary.json, training/final) is lost
+# with that file, and an unedited card was then kept as if edited. Invisible on the Hub.
+_SEAL = "<!-- written by sparse-adapt; sha256 of the text above: {} -->\n"
+_SEAL_LINE = re.compile(r"<!-- written by sparse-adapt; sha256 of the text above: ([0-9a-f]{64}) -->\n\Z")
+
+
+def sealed(text: str) -> str:
+    return text + _SEAL.format(hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+
+def unedited_card(path: str | Path) -> bool:
+    """Whether ``path`` is a card :func:`write_model_card` wrote, as it wrote it."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    m = _SEAL_LINE.search(text)
+    return m is not None and hashlib.sha256(text[:m.start()].encode("utf-8")).hexdigest() == m.group(1)

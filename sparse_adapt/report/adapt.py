@@ -165,7 +165,7 @@ def _card_with_figures(result: AdaptResult, rows: list[dict], adapted: SpladeEnc
     or an earlier summary wrote it; returns the sha256 of the card written (None: none written)."""
     import json
 
-    from sparse_adapt.modeling.card import CARD_FILE, write_model_card
+    from sparse_adapt.modeling.card import CARD_FILE, unedited_card, write_model_card
     from sparse_adapt.training.rundir import LOG_FILE, RUN_FILE
 
     card, run = result.final / CARD_FILE, result.training
@@ -173,7 +173,7 @@ def _card_with_figures(result: AdaptResult, rows: list[dict], adapted: SpladeEnc
         return None
     old = result.final.parent / SUMMARY
     ours = {card_sha256(run / "final" / CARD_FILE), recorded_card_sha256(result.final.parent)}
-    if card_sha256(card) not in ours - {None}:
+    if not unedited_card(card) and card_sha256(card) not in ours - {None}:  # the hashes: cards written before the seal
         hooks.message(f"{card} is not a card this run wrote (edited, or {old.name} lost since): kept as it is "
                       f"(the figures are in {old})")
         return None

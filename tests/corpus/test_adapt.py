@@ -193,6 +193,20 @@ def test_a_card_this_run_wrote_is_replaced_without_a_copy(setup, tmp_path):
     assert keep_edited_card(out, {None}).read_text() == "the summary's card"
 
 
+def test_a_card_sparse_adapt_wrote_is_known_with_summary_and_training_deleted(setup, tmp_path):
+    """Their hashes were the only record: a rerun after deleting DIR/training and summary.json
+    copied the unedited card aside as "edited"."""
+    from sparse_adapt.corpus.adapt_folder import keep_edited_card
+    from sparse_adapt.modeling.card import write_model_card
+
+    out = tmp_path / "run"
+    (out / "final").mkdir(parents=True)
+    card = write_model_card(out / "final", SpladeEncoder.from_pretrained(setup["base"]))
+    assert keep_edited_card(out, {None}) is None and not (out / "final-card.edited.md").exists()
+    card.write_text(card.read_text().replace("# ", "# Our team's ", 1))
+    assert keep_edited_card(out, {None}).read_text() == card.read_text()
+
+
 def test_inputs_made_from_an_edited_terms_file_are_made_again_unless_edited_too(setup):
     """A term added to DIR/domain_terms.json trained with the dictionary and the queries of the
     old terms: no entry for it, its documents' queries labelled as if it were no term."""
@@ -731,12 +745,17 @@ def test_the_summary_writes_its_figures_into_the_model_card_unless_the_user_edit
     again = report.adapt_summary(result, setup["corpus"], setup["base"], hooks=rec.hooks())
     assert card.read_text().endswith("Approved for the support search.\n") and again["card_sha256"] is None
     assert f"{card} is not a card this run wrote (edited, or summary.json lost since): kept" in " ".join(rec.messages)
-    # a damaged summary.json recognises no card, and says so instead of a traceback
-    card.write_text(text)
+    # a damaged summary.json recognises no card by its hash, and says so instead of a traceback;
+    # an unedited card is still known by its own seal
     (out / "summary.json").write_text(json.dumps({"card_sha256": ["not", "a", "hash"]}))
     rec = Recorder()
     assert report.adapt_summary(result, setup["corpus"], setup["base"], hooks=rec.hooks())["card_sha256"] is None
-    assert card.read_text() == text and "is not a card this run wrote" in " ".join(rec.messages)
+    assert card.read_text().endswith("Approved for the support search.\n")
+    assert "is not a card this run wrote" in " ".join(rec.messages)
+    card.write_text(text)
+    (out / "summary.json").write_text(json.dumps({"card_sha256": ["not", "a", "hash"]}))
+    assert report.adapt_summary(result, setup["corpus"], setup["base"])["card_sha256"] == hashlib.sha256(
+        card.read_bytes()).hexdigest()
 
 
 def test_a_set_scored_below_the_base_is_a_warning():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sparse_adapt.modeling.card import OFFLINE_MINILM_HUB_ID, hub_base_model, model_card, stage_ends, write_model_card
+from sparse_adapt.modeling.card import OFFLINE_MINILM_HUB_ID, hub_base_model, model_card, stage_ends, unedited_card, write_model_card
 
 MANIFEST = {
     "stages": ["extend", "distill"], "seed": 7, "base": "offline-minilm",
@@ -60,6 +60,13 @@ def test_card_with_evaluation_numbers_and_written_atomically(tiny_bert, tmp_path
     assert "no retrieval metrics" not in card
     assert "# base_model:" in card  # tiny-bert is no Hub id: a commented key to fill in
     assert sorted(p.name for p in final.iterdir()) == ["README.md"]
+    # sealed: an edit anywhere, even only after the seal, makes it a card sparse-adapt did not write
+    assert unedited_card(path) and card.endswith(" -->\n") and card.count("sha256 of the text above") == 1
+    for edited in (card.replace("0.7971", "0.80"), card + "our notes\n", card.replace(" -->\n", " -->")):
+        path.write_text(edited, encoding="utf-8")
+        assert not unedited_card(path), edited[-120:]
+    path.write_bytes(b"\xff" + card.encode())
+    assert not unedited_card(path) and not unedited_card(final / "missing.md")
 
 
 def test_card_of_an_adapt_run_is_named_by_it_and_says_the_average(tiny_bert, tmp_path):
