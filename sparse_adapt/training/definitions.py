@@ -17,7 +17,7 @@ hard negatives -8): :data:`POSITIVE` and :data:`NEGATIVE`.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from sparse_adapt.data import DictionaryEntry, Document, TrainExample
 
@@ -37,9 +37,15 @@ def entry_words(entry: DictionaryEntry, terms: Sequence[str]) -> list[str]:
 
 
 def definition_examples(
-    dictionary: Sequence[DictionaryEntry], documents: Sequence[Document], terms: Sequence[str], splade, negatives: int
+    dictionary: Sequence[DictionaryEntry], documents: Sequence[Document], terms: Sequence[str], splade, negatives: int,
+    chosen_negatives: Mapping[str, Sequence[str]] | None = None,
 ) -> list[TrainExample]:
-    """One example per entry whose term some document names; ``negatives`` hard negatives each."""
+    """One example per entry whose term some document names; ``negatives`` hard negatives each.
+
+    ``chosen_negatives``: query id -> the negatives' document ids (:func:`negative_ids`) chosen
+    when the stage started; a stage resumed mid-way takes them instead of asking its
+    half-trained model, so it trains on the lists an unbroken run trains on.
+    """
     from sparse_adapt.retrieval.evaluation import score_in_memory
     from sparse_adapt.data import Query
 
@@ -50,16 +56,26 @@ def definition_examples(
             chosen.append((f"definition-{i + 1}", entry, positives))
     if not chosen:
         return []
-    run = score_in_memory(splade, documents, [Query(qid, e.definition) for qid, e, _ in chosen])
+    run = {} if chosen_negatives is not None else score_in_memory(
+        splade, documents, [Query(qid, e.definition) for qid, e, _ in chosen])
+    by_id = {d.doc_id: d for d in documents}
     out = []
     for qid, entry, positives in chosen:
-        scored = run.get(qid, {})
-        named = {d.doc_id for d in positives}
-        others = [d for d in documents if d.doc_id not in named]
-        ranked = sorted(others, key=lambda d: (-scored.get(d.doc_id, 0.0), d.doc_id))[:negatives]
+        if chosen_negatives is not None:
+            ranked = [by_id[i] for i in chosen_negatives.get(qid, ()) if i in by_id]
+        else:
+            scored = run.get(qid, {})
+            named = {d.doc_id for d in positives}
+            others = [d for d in documents if d.doc_id not in named]
+            ranked = sorted(others, key=lambda d: (-scored.get(d.doc_id, 0.0), d.doc_id))[:negatives]
         docs = [*positives, *ranked]
         out.append(TrainExample(
             qid, entry.definition, tuple(d.doc_id for d in docs), tuple(d.text for d in docs),
             tuple([POSITIVE] * len(positives) + [NEGATIVE] * len(ranked)),
         ))
     return out
+
+
+def negative_ids(examples: Sequence[TrainExample]) -> dict[str, list[str]]:
+    """Query id -> the hard negatives' document ids of definition examples, for a checkpoint."""
+    return {ex.qid: [d for d, score in zip(ex.doc_ids, ex.teacher_scores) if score == NEGATIVE] for ex in examples}

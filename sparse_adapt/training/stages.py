@@ -25,7 +25,7 @@ from sparse_adapt.modeling.vocabulary import domain_token_ids, extend_vocabulary
 from sparse_adapt.progress import Hooks, SILENT, counted, signed
 from sparse_adapt.training.config import DictionaryConfig, MLMConfig, TrainConfig
 from sparse_adapt.training.density import density_sample, density_warning, document_density
-from sparse_adapt.training.definitions import definition_examples
+from sparse_adapt.training.definitions import definition_examples, negative_ids
 from sparse_adapt.training.freezing import stage_weight_decay, trainable_rows
 from sparse_adapt.training.distributed import Processes, SingleProcess
 from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything, shuffled_batches
@@ -239,14 +239,15 @@ class DistillStage(Stage):
         if not examples:
             raise ConfigError("distill: no training query left after holding out the validation queries")
         extra = []
+        resumed = (ctx.resume or {}).get("extra", {})  # the stage's own state in a mid-stage checkpoint
         if cfg.definition_negatives > 0:
-            extra = definition_examples(ctx.data.dictionary, ctx.data.documents, terms, splade, cfg.definition_negatives)
+            extra = definition_examples(ctx.data.dictionary, ctx.data.documents, terms, splade, cfg.definition_negatives,
+                                        resumed.get("definition_negatives"))
             examples = [*examples, *extra]
             ctx.hooks.message(f"distill: {len(extra)} definition queries added ({cfg.definition_negatives} hard negatives each)")
         domain = domain_token_ids(splade, ctx.data.terms)
         ctx.hooks.message(f"distill: {len(domain)} domain token ids in D: {' '.join(splade.tokenizer.convert_ids_to_tokens(domain))}")
         ref_vectors, selector = None, None
-        resumed = (ctx.resume or {}).get("extra", {})  # the stage's own state in a mid-stage checkpoint
         if cfg.pres > 0 or valid:
             if ctx.reference is None:
                 raise ConfigError("distill: knowledge preservation and validation need the reference (starting) model")
@@ -284,7 +285,7 @@ class DistillStage(Stage):
                 splade, shuffled_batches(len(examples), cfg.batch_size), ctx.loop_config(self.name, cfg, cfg.log_every),
                 step, gen, ctx.log, ctx.hooks, step_line=format_step, resume=ctx.resume, checkpoint=ctx.checkpoint,
                 processes=ctx.processes, on_epoch_end=selector.epoch_end if selector is not None else None,
-                extra_state=lambda: {"density_before": density["before"],
+                extra_state=lambda: {"density_before": density["before"], "definition_negatives": negative_ids(extra),
                                      **({"selector": selector.state_dict()} if selector is not None else {})},
             )
         last = {("total" if k == "loss" else k): v for k, v in result.last.items()}

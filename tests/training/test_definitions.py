@@ -57,3 +57,46 @@ def test_distill_adds_one_query_per_defined_term(tiny_dir, inputs, tmp_path):
     assert any("definition-1" in json.dumps(r) for r in log if r.get("event") == "stage_end")
     with pytest.raises(Exception, match="definition_negatives"):
         config_from_dict({"distill": {"definition_negatives": -1}})
+
+
+def test_a_distill_resumed_mid_stage_keeps_the_definition_negatives_its_start_chose(tiny_dir, inputs, tmp_path,
+                                                                                       monkeypatch):
+    """The resumed stage asked its half-trained model for them: other lists than the unbroken run's."""
+    import torch
+
+    from sparse_adapt.training import definitions, loop as loop_mod, stages as stages_mod
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+
+    cfg = {**SMALL, "distill": {**SMALL["distill"], "definition_negatives": 2, "checkpoint_every": 1}}
+    made = []
+
+    def recording(*args, **kwargs):
+        made.append((args[5] if len(args) > 5 else kwargs.get("chosen_negatives"), real(*args, **kwargs)))
+        return made[-1][1]
+
+    real = definitions.definition_examples
+    monkeypatch.setattr(stages_mod, "definition_examples", recording)
+    run = dict(base=str(tiny_dir), stages=("extend", "distill"), seed=0, **inputs)
+    unbroken = run_pipeline(out=tmp_path / "ref", config=config_from_dict(cfg), **run)
+    clip, steps = loop_mod.nn.utils.clip_grad_norm_, []
+
+    class PowerCut(Exception):
+        pass
+
+    def clip_then_cut(parameters, max_norm):
+        steps.append(1)
+        if len(steps) == 3:  # distill's third optimiser step (epoch 2), before it is taken
+            raise PowerCut()
+        return clip(parameters, max_norm)
+
+    with monkeypatch.context() as m:
+        m.setattr(loop_mod.nn.utils, "clip_grad_norm_", clip_then_cut)
+        with pytest.raises(PowerCut):
+            run_pipeline(out=tmp_path / "run", config=config_from_dict(cfg), **run)
+    # the starting model's choice, held in the checkpoint, then not asked of the half-trained model
+    resumed = run_pipeline(out=tmp_path / "run", config=config_from_dict(cfg), **run)
+    assert [c for c, _ in made] == [None, None, definitions.negative_ids(made[0][1])]
+    assert made[2][1] == made[0][1] and any(NEGATIVE in ex.teacher_scores for ex in made[0][1])
+    a = SpladeEncoder.from_pretrained(unbroken).mlm.state_dict()
+    b = SpladeEncoder.from_pretrained(resumed).mlm.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
