@@ -16,6 +16,7 @@ import torch
 
 from sparse_adapt.data import TrainExample
 from sparse_adapt.modeling.encoder import SpladeEncoder
+from sparse_adapt.modeling.tokenization import running_text_ids
 
 
 def load_reference(reference: str | Path | SpladeEncoder, device: torch.device) -> SpladeEncoder:
@@ -44,7 +45,9 @@ class ReferenceVectors:
     ) -> "ReferenceVectors":
         queries = list(dict.fromkeys(ex.query for ex in examples))
         docs = list(dict.fromkeys(t for ex in examples for t in ex.doc_texts))
-        pieces = {i for t in terms for i in reference.tokenizer(t, add_special_tokens=False)["input_ids"]}
+        tok = reference.tokenizer  # a term's pieces at a text's start and inside it (other ones for byte-level BPE)
+        pieces = {i for t in terms for form in (tok(t, add_special_tokens=False)["input_ids"], running_text_ids(tok, t))
+                  for i in form}
         return cls(
             reference.encode(queries, "query"), reference.encode(docs, "document"),
             {t: i for i, t in enumerate(queries)}, {t: i for i, t in enumerate(docs)}, [*domain_ids, *pieces],

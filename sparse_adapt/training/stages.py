@@ -21,6 +21,7 @@ from sparse_adapt.losses import TERMS, DistillationLoss
 from sparse_adapt.losses.mlm import mlm_loss
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.heads import max_pieces
+from sparse_adapt.modeling.tokenization import running_text_ids
 from sparse_adapt.modeling.vocabulary import domain_token_ids, extend_vocabulary
 from sparse_adapt.progress import Hooks, SILENT, counted, signed
 from sparse_adapt.training.config import DictionaryConfig, MLMConfig, TrainConfig
@@ -206,14 +207,17 @@ class DictionaryStage(_MLMStage):
     def texts(self, splade: SpladeEncoder, ctx: StageContext) -> TextSource:
         cfg: DictionaryConfig = ctx.config.dictionary
         tok = splade.tokenizer
-        self._spans = [tok(e.term, add_special_tokens=False)["input_ids"] for e in ctx.data.dictionary]
+        # Where it opens the entry and where it recurs inside it: other pieces for byte-level BPE.
+        self._spans = [{tuple(tok(e.term, add_special_tokens=False)["input_ids"]), tuple(running_text_ids(tok, e.term))}
+                       for e in ctx.data.dictionary]
         self._domain = domain_token_ids(splade, ctx.data.terms)
         return ListTexts([render_entry(e, cfg.template) for e in ctx.data.dictionary])
 
     def forced(self, splade, ctx, input_ids, index):
         out = torch.zeros_like(input_ids, dtype=torch.bool)
         for row, i in enumerate(index):
-            out[row] = span_occurrences(input_ids[row : row + 1], self._spans[i])[0]
+            for span in self._spans[i]:
+                out[row] |= span_occurrences(input_ids[row : row + 1], list(span))[0]
         if ctx.config.dictionary.domain_focused:
             out |= occurrences(input_ids, self._domain)
         return out

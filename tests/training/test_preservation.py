@@ -135,3 +135,21 @@ def test_preservation_keeps_general_vectors_closer_to_the_reference(base_dir, tm
         assert all("pres" in r for r in steps)
         assert (max(r["pres"] for r in steps) > 0) == (pres > 0)
     assert distance[50.0] < 0.5 * distance[0.0], distance
+
+
+def test_a_terms_pieces_inside_a_text_are_free_as_at_its_start_on_byte_level_bpe():
+    """RoBERTa splits "gatrocraptic" after a space into other pieces ("Ġg", ...) than at a
+    text's start: only the latter were free, so the student was held to the reference's
+    weights on the pieces of a term written inside a query."""
+    from sparse_adapt.data import TrainExample
+    from sparse_adapt.modeling.tokenization import running_text_ids
+    from sparse_adapt.training.reference import ReferenceVectors
+    from tests.conftest import make_tiny_roberta
+
+    enc = make_tiny_roberta()
+    tok = enc.tokenizer
+    start, inside = tok("gatrocraptic", add_special_tokens=False)["input_ids"], running_text_ids(tok, "gatrocraptic")
+    assert set(inside) - set(start)  # the case: other pieces inside a text
+    ex = TrainExample("q1", "what is gatrocraptic", ("d1",), ("gatrocraptic is a thing",), (10.0,))
+    free = set(ReferenceVectors.encode(enc, [ex], ["gatrocraptic"], [7]).free_ids)
+    assert free == {7, *start, *inside}

@@ -392,3 +392,27 @@ def test_warmup_trains_on_a_term_that_only_a_long_documents_tail_uses(tiny_dir, 
     # the long document's only "Zorblatt" sits past piece 128: truncation would never show it
     assert any((labels == zorblatt).any() for labels in seen)
     assert "warmup: 2 documents -> " in buf.text() and "windows of <= 128 pieces" in buf.text()
+
+
+def test_the_dictionary_stage_masks_every_occurrence_of_the_term_on_byte_level_bpe():
+    """Matched by its pieces at a text's start, a term recurring inside the entry (other
+    pieces for RoBERTa) was masked only where it opened the entry."""
+    from types import SimpleNamespace
+
+    from sparse_adapt.data import DictionaryEntry
+    from sparse_adapt.training.config import TrainConfig
+    from tests.conftest import make_tiny_roberta
+
+    enc = make_tiny_roberta()
+    entry = DictionaryEntry("gatrocraptic", "a made-up condition", ("a gatrocraptic case", "gatrocraptic again"))
+    cfg = TrainConfig()
+    cfg.dictionary.domain_focused = False  # the term's own spans only
+    ctx = SimpleNamespace(config=cfg, data=SimpleNamespace(dictionary=[entry], terms={"jargon": ["gatrocraptic"]}))
+    stage = stages_mod.DictionaryStage()
+    text = stage.texts(enc, ctx).text(0)
+    assert text.lower().count("gatrocraptic") >= 3
+    ids = enc.tokenizer([text], return_tensors="pt")["input_ids"]
+    masked = stage.forced(enc, ctx, ids, [0])[0]
+    pieces = enc.tokenizer.convert_ids_to_tokens(ids[0])
+    words = "".join(p for p, m in zip(pieces, masked) if m).replace("Ġ", " ").split()
+    assert words == ["gatrocraptic"] * text.lower().count("gatrocraptic"), (text, words)
