@@ -2,7 +2,9 @@
 
 Everything is written into a hidden temporary sibling of the target and renamed over it
 only once complete (``os.replace`` is atomic within one filesystem). On failure the
-temporary is removed and the target is left as it was. A process killed mid-write
+temporary is removed and the target is left as it was. The temporary is flushed to disk
+(fsync) before the rename and the rename after it, so that after a power cut the target is the
+old version or the complete new one, never a new name on empty files. A process killed mid-write
 (SIGKILL, power cut) cannot clean up, so every temporary sibling carries its writer's pid
 (``.NAME.tmp-PID-*``, ``.NAME.old-PID``) and the next write of the same target removes
 those whose writer is gone (:func:`clean_leftovers`), or puts an ``.old`` back where a kill
@@ -31,11 +33,7 @@ from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
 
 from sparse_adapt.data.reading import encodable
-from sparse_adapt.errors import OutputError
-
-# What a write fails with when the environment, not the program, is at fault: the CLI turns
-# these into one line naming the path instead of a traceback.
-WRITE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+from sparse_adapt.errors import WRITE_ERRNOS, OutputError, os_errno
 
 _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<rest>.*)$")
 
@@ -239,17 +237,6 @@ def _umask() -> int:
     return mask
 
 
-def os_errno(e: BaseException) -> int | None:
-    """The OS error number behind a failed write: an ``OSError``'s own, or the one safetensors
-    puts in its message ("... (os error 28)"), since its error type is no ``OSError``."""
-    if isinstance(e, OSError):
-        return e.errno
-    if type(e).__name__ == "SafetensorError":
-        found = re.search(r"os error (\d+)", str(e))
-        return int(found.group(1)) if found else None
-    return None
-
-
 def _raise_naming(e: BaseException, target: Path) -> None:
     """Re-raise a failed write that names no file (``write()`` on a full disk, safetensors'
     own errors) as an ``OSError`` naming ``target``, so the one-line error says where."""
@@ -275,6 +262,23 @@ def _share_like_the_user(root: Path) -> None:
             os.chmod(path, (0o666 | executable) & ~mask)
         elif path.is_dir() and mode & 0o077 == 0:
             os.chmod(path, 0o777 & ~mask)
+
+
+def _fsync(path: Path, tree: bool = False) -> None:
+    """fsync ``path`` (``tree``: and everything inside it): a rename publishes an output only
+    after its data is on disk, and the rename itself is on disk before the command says done;
+    else a power cut could leave the new name on empty files."""
+    for p in [*(path.rglob("*") if tree and path.is_dir() else ()), path]:
+        if p.is_symlink():
+            continue
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        except OSError as e:  # a folder some file systems cannot sync (EINVAL): its files were
+            if e.errno not in (errno.EINVAL, errno.EBADF) or not p.is_dir():
+                raise
+        finally:
+            os.close(fd)
 
 
 def _identity(path: Path) -> tuple[int, int, int] | None:
@@ -322,8 +326,9 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
         raise
     _share_like_the_user(tmp)
     try:
+        _fsync(tmp, tree=True)
         _check_unchanged(target, before)
-    except OutputError:
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     old = None
@@ -338,6 +343,7 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
             os.replace(old, target)
         shutil.rmtree(tmp, ignore_errors=True)
         raise OutputError(f"{target}: cannot be replaced ({e.strerror or e}); nothing was changed") from None
+    _fsync(target.parent)
     if old is not None:
         _remove(old)
 
@@ -358,8 +364,9 @@ def atomic_file(target: str | Path) -> Iterator[Path]:
         _raise_naming(e, target)
         raise
     try:
+        _fsync(tmp)
         _check_unchanged(target, before)
-    except OutputError:
+    except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     try:
@@ -367,6 +374,7 @@ def atomic_file(target: str | Path) -> Iterator[Path]:
     except OSError as e:  # an immutable file, another user's file in a sticky folder: the old one stays
         tmp.unlink(missing_ok=True)
         raise OutputError(f"{target}: cannot be replaced ({e.strerror or e}); it was left as it was") from None
+    _fsync(target.parent)
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:

@@ -1,7 +1,24 @@
 """Errors caused by what the user gave us. The CLI prints these as one line, exit code 2;
 anything else is a bug and keeps its traceback."""
 
+import errno
 import numbers
+import re
+
+# What a write fails with when the environment, not the program, is at fault: the CLI turns
+# these into one line naming the path instead of a traceback.
+WRITE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def os_errno(e: BaseException) -> int | None:
+    """The OS error number behind a failed write: an ``OSError``'s own, or the one safetensors
+    puts in its message ("... (os error 28)"), since its error type is no ``OSError``."""
+    if isinstance(e, OSError):
+        return e.errno
+    if type(e).__name__ == "SafetensorError":
+        found = re.search(r"os error (\d+)", str(e))
+        return int(found.group(1)) if found else None
+    return None
 
 
 class SparseAdaptError(Exception):

@@ -21,9 +21,8 @@ import typer
 from rich.markup import escape
 from typer import rich_utils
 
-from sparse_adapt.atomic import WRITE_ERRNOS, os_errno
 from sparse_adapt.cli.output import check_thread_count, err_console, one_line, terminal_safe
-from sparse_adapt.errors import SparseAdaptError, SparseAdaptWarning
+from sparse_adapt.errors import WRITE_ERRNOS, SparseAdaptError, SparseAdaptWarning, os_errno
 
 # Paths the system refuses whatever the disk holds: a name over 255 bytes, a loop of symlinks.
 PATH_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP})

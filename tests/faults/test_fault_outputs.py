@@ -410,6 +410,58 @@ def test_a_refused_last_rename_leaves_the_old_output_and_no_temporary(tmp_path, 
     assert run.read_text() == "old run\n" and hidden_leftovers(tmp_path) == []
 
 
+def test_an_output_reaches_the_disk_before_its_rename_and_the_rename_after(tmp_path, monkeypatch):
+    """Without fsync a power cut after the rename could leave the new name on empty files."""
+    import errno
+
+    import sparse_adapt.atomic as atomic
+
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", str(src)))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "fsync", fsync)
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    with atomic.atomic_directory(tmp_path / "model") as tmp:
+        (tmp / "sub").mkdir()
+        (tmp / "sub" / "weights.bin").write_bytes(b"w")
+        (tmp / "config.json").write_text("{}")
+    synced = [p for e, p in events[:-2]]
+    assert all(e == "fsync" for e, _ in events[:-2]) and events[-2][0] == "replace"
+    assert sorted(Path(p).relative_to(tmp).as_posix() if p != str(tmp) else "." for p in synced) == [
+        ".", "config.json", "sub", "sub/weights.bin"]
+    assert events[-1] == ("fsync", str(tmp_path))  # the rename itself
+    events.clear()
+    atomic.write_atomic(tmp_path / "run.trec", "q1 Q0 d1 1 1.0 run\n")
+    assert [e for e, _ in events] == ["fsync", "replace", "fsync"] and ".tmp-" in events[0][1]
+    assert events[-1] == ("fsync", str(tmp_path))
+
+    def unsupported(fd):  # a file system that cannot sync a folder: its files still are
+        if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(atomic.os, "fsync", unsupported)
+    with atomic.atomic_directory(tmp_path / "model") as tmp:
+        (tmp / "config.json").write_text("{}")
+    assert (tmp_path / "model" / "config.json").read_text() == "{}"
+
+    def failing(fd):  # the disk fails the flush: nothing is published, no temporary stays
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(atomic.os, "fsync", failing)
+    with pytest.raises(OSError, match="Input/output error"):
+        atomic.write_atomic(tmp_path / "run.trec", "new\n")
+    assert (tmp_path / "run.trec").read_text() == "q1 Q0 d1 1 1.0 run\n" and hidden_leftovers(tmp_path) == []
+
+
 def test_a_mount_point_is_refused_as_an_output_before_any_work(files, tmp_path, capsys, monkeypatch):
     real = os.path.ismount
     mounted = tmp_path / "volume"
