@@ -29,6 +29,9 @@ class TextSource(Protocol):
 
     def text(self, index: int) -> str: ...
 
+    def close(self) -> None:  # what it holds open (a corpus file); the stage calls it when done
+        ...
+
 
 class ListTexts:
     """Texts already in memory (dictionary entries)."""
@@ -41,6 +44,9 @@ class ListTexts:
 
     def text(self, index: int) -> str:
         return self.texts[index]
+
+    def close(self) -> None:
+        pass
 
 
 class CorpusTexts:
@@ -146,6 +152,9 @@ class WindowedTexts:
     def text(self, index: int) -> str:
         c0, c1 = self.spans[index]
         return self.source.text(int(self.records[index]))[int(c0) : int(c1)]
+
+    def close(self) -> None:
+        self.source.close()
 
     @property
     def texts(self) -> int:

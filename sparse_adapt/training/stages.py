@@ -7,6 +7,7 @@ becomes losses, the loop itself is ``loop.py``. ``pipeline.py`` runs a selection
 
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -140,7 +141,12 @@ class _MLMStage(Stage):
         cfg = self.section(ctx)
         check_lengths(splade, ctx.config, [self.name])
         gen = seed_everything(ctx.seed)
-        source = self.texts(splade, ctx)
+        # closes the corpus file warmup reads: benchmark, tune and report run many stages in one process
+        with closing(self.texts(splade, ctx)) as source:
+            self._train(splade, ctx, cfg, gen, source)
+
+    def _train(self, splade: SpladeEncoder, ctx: StageContext, cfg: MLMConfig, gen: torch.Generator,
+               source: TextSource) -> None:
         tok = splade.tokenizer
         if tok.mask_token_id is None:
             raise ConfigError(f"{self.name}: the tokenizer of this model has no [MASK] token; MLM stages need one")

@@ -416,3 +416,17 @@ def test_the_dictionary_stage_masks_every_occurrence_of_the_term_on_byte_level_b
     pieces = enc.tokenizer.convert_ids_to_tokens(ids[0])
     words = "".join(p for p, m in zip(pieces, masked) if m).replace("Ġ", " ").split()
     assert words == ["gatrocraptic"] * text.lower().count("gatrocraptic"), (text, words)
+
+
+def test_warmup_closes_the_corpus_file_it_reads(tiny_dir, inputs, tmp_path):
+    """Left to the garbage collector ("ResourceWarning: unclosed file"), the handle outlived the
+    stage for as long as anything still referred to the texts."""
+    import gc
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        _run(tiny_dir, inputs, tmp_path / "run", stages="extend,warmup")
+        gc.collect()
+    assert (tmp_path / "run" / "warmup").is_dir()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning) and "docs.jsonl" in str(w.message)]
