@@ -53,7 +53,8 @@ class DistillationLoss(nn.Module):
         query_weights: (B, V); query_input_ids: (B, Lq).
         doc_weights: (U, V) vectors of the batch's *unique* documents; doc_input_ids: (U, Ld).
         doc_index: (B, N) long, row of ``doc_weights`` for candidate n of query b.
-        teacher: (B, N) teacher scores; mask: (B, N) bool, False on padding (then any index).
+        teacher: (B, N) teacher scores; mask: (B, N) bool, False on padding (whose index may be
+            -1 or any row: it is read, then masked out).
         domain_ids: ``D``; step: 1-based optimiser step for the sparsity ramp.
         ref_query_weights: (B, V_ref), ref_doc_weights: (U, V_ref): the frozen reference
             model's vectors of the same texts, or None (then ``pres`` is 0).

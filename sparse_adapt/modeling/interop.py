@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sparse_adapt.errors import ModelLoadError
 from sparse_adapt.modeling.settings import SETTINGS_FILE
 
 MODULES_FILE = "modules.json"
@@ -186,12 +187,16 @@ def sentence_transformers_lengths(directory: str | Path, tokenizer) -> tuple[int
     root = Path(directory)
     if not (root / MODULES_FILE).is_file():
         return None
-    try:
-        config = json.loads((root / TRANSFORMER_CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        config = {}
+    path = root / TRANSFORMER_CONFIG
+    config: object = {}
+    if path.exists():  # absent: the tokenizer's limit, as sentence-transformers takes it
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as e:  # sentence-transformers fails on it too
+            raise ModelLoadError(f"cannot load {str(directory)!r}: {path} is damaged ({str(e)[:200]}); "
+                                 "it says at what lengths texts are cut") from None
     if not isinstance(config, dict):
-        config = {}
+        raise ModelLoadError(f"cannot load {str(directory)!r}: {path} holds no JSON object")
 
     def length(value: object) -> int | None:
         return value if _positive_int(value) and value < _NO_LIMIT else None

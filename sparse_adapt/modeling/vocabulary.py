@@ -9,7 +9,10 @@ space: byte-level BPE splits a text's first word otherwise), the new row is
 
 The bias is set explicitly rather than left to transformers, whose resize fills new
 bias rows with the mean over the *whole* vocabulary: for SPLADE that bias decides how
-readily the new term fires, and the term's own pieces are the best prior we have.
+readily the new term fires, and the term's own pieces are the best prior we have. Pieces
+that say nothing of the term ([UNK], a bare word-start marker) are left out of the means; a
+term made of such pieces alone gets its embedding from them all and its bias from the mean
+over the tokens the model may activate (its output mask).
 Terms that are already one token (e.g. ``api``) are not added again; their existing id
 is recorded as a domain token so the FLOPS exclusion and the domain hinge cover them.
 
@@ -233,7 +236,8 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
                 pieces = torch.tensor(piece_ids[t.normalized])
                 # An [UNK] piece (which holds the special-token exclusion bias) and a bare
                 # word-start marker ("▁" before a letter the vocabulary lacks) say nothing of
-                # the term: the mean is over its other pieces, or over all when none is left.
+                # the term: the mean is over its other pieces; when none is left, the rows' over all
+                # its pieces and the bias over every token the model may activate.
                 real = pieces[~torch.isin(pieces, torch.cat([special, markers]))]
                 rows = real if len(real) else pieces
                 emb[t.token_id] = emb[rows].mean(0)

@@ -107,7 +107,8 @@ class DictionaryConfig(MLMConfig):
 
 @dataclass
 class DistillConfig:
-    """Six-term distillation (spec section "training objective")."""
+    """Distillation: the spec's six loss terms (section "training objective") and knowledge
+    preservation (``pres``), a seventh this toolkit adds."""
 
     # 16 epochs x 3 steps at 2.5e-4: enough steps for the hinge to lift gatrocraptic past 2.0 in
     # d21 (12 epochs at 8e-5 stopped at ~1.5) while control nDCG@10 stays well above the base.

@@ -227,6 +227,24 @@ def test_a_sentence_transformers_model_without_our_settings_is_encoded_at_its_ow
         assert_identical(loaded.encode(long + QUERIES, kind), st_encode(tmp_path / "st", long + QUERIES, kind))
 
 
+def test_a_damaged_sentence_transformers_config_is_refused_not_read_as_absent(tiny_bert, tmp_path):
+    """Read as {}, texts were cut at the tokenizer's limit, silently."""
+    from sentence_transformers import SparseEncoder
+
+    from sparse_adapt.modeling.encoder import ModelLoadError
+
+    tiny_bert.save_pretrained(tmp_path / "source")
+    SparseEncoder(str(tmp_path / "source"), device="cpu").save(str(tmp_path / "st"), create_model_card=False)
+    config = tmp_path / "st" / "sentence_bert_config.json"
+    assert config.is_file()
+    for damaged, said in (("{not json", "is damaged"), ("[64, 256]", "holds no JSON object")):
+        config.write_text(damaged)
+        with pytest.raises(ModelLoadError, match=f"{re.escape(str(config))} {said}"):
+            SpladeEncoder.from_pretrained(tmp_path / "st")
+    config.unlink()  # absent: the tokenizer's limit, as sentence-transformers takes it
+    assert SpladeEncoder.from_pretrained(tmp_path / "st").settings.query_max_length > 0
+
+
 @pytest.mark.parametrize("pooling, prompts, model, fragment", [
     ({"pooling_strategy": "sum"}, None, {}, "pooling_strategy='sum'"),
     ({"activation_function": "log1p_relu"}, None, {}, "activation_function='log1p_relu'"),
