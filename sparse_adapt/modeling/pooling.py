@@ -172,8 +172,3 @@ def chunked_max_logits(parts: HeadParts, input_ids: torch.Tensor, attention_mask
     if bias is not None:
         best = best + bias
     return best  # (B, V); -inf for a text without rows
-
-
-def splade_weights(parts: HeadParts, input_ids: torch.Tensor, attention_mask: torch.Tensor, vocab: int) -> torch.Tensor:
-    """SPLADE weights (B, V) for the first ``vocab`` decoder rows, special tokens not yet zeroed."""
-    return activate(chunked_max_logits(parts, input_ids, attention_mask, vocab))
