@@ -94,7 +94,7 @@ class BenchmarkInputs:
     def __post_init__(self) -> None:
         if self.pipeline not in PIPELINES:
             raise ConfigError(f"--pipeline must be one of {', '.join(PIPELINES)}, got {self.pipeline!r}")
-        if self.pipeline != "train" and self.ablation_domains:
+        if PIPELINES[self.pipeline].through_adapt and self.ablation_domains:
             raise ConfigError(f"--ablation reruns `train`'s distill stage: give it without --pipeline {self.pipeline}")
         if self.teacher is not None and PIPELINES[self.pipeline].hand_written:
             raise ConfigError(f"--teacher scores generated training lists: pipeline {self.pipeline} trains on the "
@@ -108,7 +108,7 @@ class BenchmarkInputs:
         unknown = sorted(set(self.generation) - set(GENERATION))
         if unknown:
             raise ConfigError(f"generation options are {', '.join(GENERATION)}; got {', '.join(unknown)}")
-        if self.pipeline != "train" and isinstance(self.config, TrainConfig):
+        if PIPELINES[self.pipeline].through_adapt and isinstance(self.config, TrainConfig):
             raise ConfigError(f"pipeline {self.pipeline} takes its config as a file (adapt --config), not a TrainConfig")
 
     @property
@@ -126,7 +126,7 @@ class BenchmarkInputs:
         (``adapt``'s pretrained base carries its own recommended settings)."""
         if isinstance(self.config, TrainConfig):
             return self.config.validate()
-        if self.pipeline != "train":
+        if PIPELINES[self.pipeline].through_adapt:
             from sparse_adapt.corpus.adapt import ADAPT_SETTINGS
 
             return load_config(self.config, base or self.base, ADAPT_SETTINGS)
@@ -238,7 +238,7 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         return final, final.parent
 
     start = inputs.base  # where adapt's runs train from
-    if inputs.pipeline != "train":
+    if PIPELINES[inputs.pipeline].through_adapt:
         from sparse_adapt.corpus.adapt import pretrained_base
         from sparse_adapt.modeling.builtin import needs_pretraining
 
@@ -266,7 +266,7 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
             raise mismatch(run_dir) from None
         return result.final, result.training
 
-    main_run = h4_run if inputs.pipeline == "train" else adapt_run
+    main_run = adapt_run if PIPELINES[inputs.pipeline].through_adapt else h4_run
 
     for d in domains:
         results.append(Measured(d.name, d.split, None, "base", base_scores[d.name], inputs.base))

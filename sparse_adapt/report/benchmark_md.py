@@ -178,6 +178,8 @@ class Pipeline:
     stem: str  # the result files' name (.json, .md) with plain scoring in each domain's own documents
     bar: Bar  # the bar its tables mark
     hand_written: bool = True  # trains on the domain's hand-written terms, dictionary and lists
+    # runs `adapt` (its config file, pretraining, the average with `extend`), not `train`'s H4 stages
+    through_adapt: bool = True
 
     def result_stem(self, pool: bool = False, feedback: bool = False) -> str:
         """One name per way of scoring, so every result can sit in one OUT."""
@@ -187,7 +189,7 @@ class Pipeline:
 # `train`'s H4 stages (issue 11's measure), `adapt` given the domain's hand-written inputs, or
 # `adapt` given only its docs.jsonl (bring-your-own-corpus's measure, with that issue's bar).
 PIPELINES = {
-    "train": Pipeline("H4 (extend, warmup, dictionary, distill)", "benchmark", BAR),
+    "train": Pipeline("H4 (extend, warmup, dictionary, distill)", "benchmark", BAR, through_adapt=False),
     "adapt": Pipeline("`adapt` with the hand-written inputs (pretraining where the base needs it, H4, the average "
                       "with `extend`)", "benchmark-adapt", BAR),
     "adapt-corpus": Pipeline(
@@ -275,7 +277,7 @@ def benchmark_differences(benchmark: dict, base: str, config: dict) -> list[str]
     if not same_place(str(inputs.get("base")), str(base)):  # ./pt and pt are one base
         differences.append(f"base {inputs.get('base')} (this report: {base})")
     pipeline = inputs.get("pipeline", "train")
-    if pipeline != "train":  # `adapt`'s models start elsewhere and train on other inputs than H4
+    if pipeline not in PIPELINES or PIPELINES[pipeline].through_adapt:  # `adapt`'s models start elsewhere and train on other inputs than H4
         start = inputs.get("start")
         other_start = f" (from {start})" if start and str(start) != str(inputs.get("base")) else ""
         differences.append(f"pipeline {pipeline}{other_start} (this report: train's H4)")

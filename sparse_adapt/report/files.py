@@ -21,7 +21,7 @@ from sparse_adapt.training.stages import EXPERIMENTS
 # Directories `sparse-adapt benchmark` writes (adapt's pipelines run into OUT/<pipeline>);
 # `adapt` also writes pretrained/ (and pretrained.partial/ while pretraining) and `tune`
 # prefix/, told apart by their own files first.
-BENCHMARK_DIRS = ("prefix", PRETRAINED, PRETRAINED + PARTIAL, "ablation", *(p for p in PIPELINES if p != "train"))
+BENCHMARK_DIRS = ("prefix", PRETRAINED, PRETRAINED + PARTIAL, "ablation", *(name for name, p in PIPELINES.items() if p.through_adapt))
 # What marks another command's directory: `adapt`'s manifest, `tune`'s results and trial logs.
 OTHER_OUTPUTS = {"adapt": ("adapt.json",), "tune": ("best.toml", "trials.json", "trials")}
 
