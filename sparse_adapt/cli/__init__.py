@@ -170,8 +170,10 @@ def _stop_handlers(stopped: list[int]) -> dict[int, object]:
     SIGTERM too, which ended the process at once and left ``.NAME.tmp-*`` folders and the lock.
     Returns the handlers to put back (none outside the main thread, where Python allows none)."""
     # Under a multi-process launcher a rank blocked in a collective would run the handler only
-    # when the C call returns: the launcher's SIGTERM then waited for its SIGKILL.
-    if threading.current_thread() is not threading.main_thread() or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+    # when the C call returns: the launcher's SIGTERM then waited for its SIGKILL. WORLD_SIZE is
+    # the launchers' (torchrun, accelerate) word for it, read before any process group exists.
+    world = os.environ.get("WORLD_SIZE", "")
+    if threading.current_thread() is not threading.main_thread() or (world.isdigit() and int(world) > 1):
         return {}
 
     def noted(signum, frame):  # a second signal while the first one's cleanup runs: let it finish
