@@ -90,3 +90,11 @@ def test_the_help_width_is_decided_on_every_call_not_kept_from_the_first(monkeyp
     monkeypatch.setenv("COLUMNS", "60")
     assert main(["encode", "--help"]) == 0
     assert max(len(line) for line in capsys.readouterr().out.splitlines()) == 60
+
+
+@pytest.mark.parametrize("world", ["abc", "", "1"])
+def test_a_world_size_no_launcher_set_never_stops_a_command(world, monkeypatch, capsys):
+    """WORLD_SIZE=abc (set by hand) ended every command in a ValueError traceback."""
+    monkeypatch.setenv("WORLD_SIZE", world)
+    assert main(["base", "--help"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
