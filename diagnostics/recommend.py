@@ -10,6 +10,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from diagnostics.sections.checks import HIGH_WEIGHT, WARN
+from sparse_adapt.training.config import DistillConfig
+
+DEFAULTS = DistillConfig()  # the values a suggested --config raises
 
 
 @dataclass
@@ -28,6 +31,10 @@ class Sources:
     adapt_run: str | None = None
     # A domain term of the model spelt near a term no document contains (set by the diagnosis).
     near: str | None = None
+    # The base the run that wrote ``model`` trained from: training on from a run's checkpoint
+    # compares with it (preservation, validation) and takes the settings recommended for it;
+    # without --reference they were the checkpoint's own, and offline-splade-tiny's dropped.
+    reference: str | None = None
 
     def path(self, value: str | None, placeholder: str) -> str:
         if value is None:
@@ -40,6 +47,7 @@ class Sources:
             f"sparse-adapt train --base {shlex.quote(self.model)} --corpus {self.path(self.docs, 'DOCS.jsonl')} "
             f"--terms {self.path(self.terms, 'TERMS.json')} --dictionary {self.path(self.dictionary, 'DICT.jsonl')} "
             f"--train {self.path(self.train, 'TRAIN.jsonl')} --out OUT_DIR --stages {stages}"
+            + (f" --reference {self.path(self.reference, '')}" if self.reference and self.reference != self.model else "")
         )
 
     def stages(self, *later: str) -> str:
@@ -120,13 +128,15 @@ def _dictionary(term: str, s: Sources, checks: Sequence) -> Recommendation:
         + _details(checks, lambda c: f"rank {c.actual}" if c.name == "top_rank" else f"weight {c.actual}")
         + ")",
         "run the dictionary stage (definitions give the term emphasis) and keep the domain hinge on in "
-        "distillation (raise the domain hinge weight or its minimum weight in the distill config)",
+        f"distillation (raise its weight `dom`, default {DEFAULTS.dom:g}, or its minimum weight `tau_min`, default "
+        f"{DEFAULTS.tau_min:g}, under [distill] in DISTILL_CONFIG, a TOML file)",
         [s.train_command(s.stages("dictionary", "distill")) + " --config DISTILL_CONFIG"],
     )
 
 
 def _query_expansion(term: str, s: Sources, checks: Sequence) -> Recommendation:
-    action = "raise the query-expansion loss weight in the distill config and re-run distillation"
+    action = (f"raise the query-expansion loss weight `qexp` (default {DEFAULTS.qexp:g}) under [distill] in "
+              "DISTILL_CONFIG (a TOML file) and re-run distillation")
     if all(c.status == WARN for c in checks):  # checks.py: only feedback rescuing them makes a warning
         action = ("search with --feedback (evaluate, search) to reach it now, as these queries do with "
                   "feedback; for the model itself to expand them, " + action)

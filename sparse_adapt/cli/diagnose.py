@@ -19,11 +19,12 @@ from sparse_adapt.cli.output import (
     BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, console, err_console,
     feedback_option, feedback_settings, require_text,
 )
-from sparse_adapt.defaults import companion, docs_or_bundled
+from sparse_adapt.defaults import companion
 from sparse_adapt.errors import ConfigError
 
 MODEL_HELP = BASE_HELP
-DOCS_HELP = "docs.jsonl (default: the bundled Gatrocraptic corpus)."
+DOCS_HELP = ("docs.jsonl (default: the bundled Gatrocraptic corpus; a --model trained on another corpus needs "
+             "--docs).")
 QUERIES_HELP = "queries.jsonl (default: the bundled queries when --docs is the bundled corpus)."
 JSON_HELP = "Print one JSON object (schema in the README) instead of tables."
 
@@ -48,6 +49,23 @@ def _load_model(model: str, json_out: bool):
         return SpladeEncoder.from_pretrained(model)
 
 
+def _docs_for(model: str, docs: Optional[Path]) -> Path:
+    """``--docs``, else the bundled corpus, unless ``--model`` was trained on another corpus: its
+    checks, scores and advice would then be about documents and queries of another domain (an
+    adapt run on fish farming was told to add its term to the bundled Gatrocraptic terms file)."""
+    if docs is not None:
+        return docs
+    from sparse_adapt.data.reading import file_sha256
+    from sparse_adapt.defaults import BUNDLED
+    from sparse_adapt.training.rundir import trained_on
+
+    corpus = ((trained_on(model) or {}).get("inputs") or {}).get("corpus")
+    if isinstance(corpus, str) and corpus != file_sha256(BUNDLED.docs):
+        raise ConfigError(f"--model {model} was trained on another corpus than the bundled Gatrocraptic one, the "
+                          "default of --docs: give --docs (the documents it was trained on)")
+    return BUNDLED.docs
+
+
 def _show(result, json_out: bool, render) -> None:
     """``--json``: the result's dict on stdout and nothing else; otherwise rich tables."""
     if json_out:
@@ -62,8 +80,8 @@ def diagnose(
     docs: Optional[Path] = typer.Option(None, "--docs", help=DOCS_HELP),
     doc: Optional[str] = typer.Option(None, "--doc", help="Analyse this doc_id (default: first document containing the term)."),
     terms: Optional[Path] = typer.Option(
-        None, "--terms", help="domain_terms.json the term is checked against (default: the bundled terms when --docs "
-        "is the bundled corpus, the mined terms when --model is an adapt run's final; else no terms-file check)."
+        None, "--terms", help="domain_terms.json the term is checked against (default: the mined terms when --model is "
+        "an adapt run's final, else the bundled terms when --docs is the bundled corpus; else no terms-file check)."
     ),
     queries: Optional[Path] = typer.Option(None, "--queries", help=QUERIES_HELP + " Checked for expansion to the term."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -79,12 +97,14 @@ def diagnose(
     from diagnostics.render import render_term
     from sparse_adapt.corpus.adapt import adapt_run_of, generated_inputs
     from sparse_adapt.data import load_documents, load_domain_terms, load_queries
+    from sparse_adapt.training.rundir import trained_on
 
-    docs_path = docs_or_bundled(docs)
+    docs_path = _docs_for(model, docs)
     # Another corpus's terms are not the bundled ones: without --terms (or an adapt run's own
     # mined terms beside --model) that check is n/a.
     own = generated_inputs(model)
-    terms_path = companion(docs_path, terms, "terms") or own.get("terms")
+    # An adapt run's own files before the bundled ones: that run may have adapted to the bundled corpus.
+    terms_path = terms or own.get("terms") or companion(docs_path, None, "terms")
     queries_path = companion(docs_path, queries, "queries")
     documents = load_documents(docs_path)
     term_lists = load_domain_terms(terms_path) if terms_path is not None else None
@@ -96,8 +116,9 @@ def diagnose(
     splade = _load_model(model, json_out)
     sources = Sources(
         model=model, docs=str(docs_path), terms=_str(terms_path), adapt_run=_str(adapt_run_of(model)),
-        dictionary=_str(companion(docs_path, None, "dictionary") or own.get("dictionary")),
-        train=_str(companion(docs_path, None, "train") or own.get("train")),
+        dictionary=_str(own.get("dictionary") or companion(docs_path, None, "dictionary")),
+        train=_str(own.get("train") or companion(docs_path, None, "train")),
+        reference=(trained_on(model) or {}).get("base"),
     )
     result = diagnose_term(splade, term, documents, doc_id=doc, terms=term_lists, queries=query_list, sources=sources,
                            feedback=fb)
@@ -135,7 +156,7 @@ def explain(
         raise ConfigError("--feedback re-ranks every document of --docs; it cannot start from --index's hits")
     if index is not None and doc:
         raise ConfigError("--doc ranks the document among every document of --docs; it cannot start from --index's hits")
-    docs_path = docs_or_bundled(docs)
+    docs_path = _docs_for(model, docs)
     documents = load_documents(docs_path) if index is None else None
     if doc:  # checked before the model loads (with --index, refused above)
         known = {d.doc_id for d in documents}
@@ -179,8 +200,8 @@ def inspect(
     queries: Optional[Path] = typer.Option(None, "--queries", help=QUERIES_HELP),
     terms: Optional[Path] = typer.Option(
         None, "--terms", help="domain_terms.json whose single-token terms count as domain tokens too "
-        "(default: the bundled terms when --docs is the bundled corpus, the mined terms when --model is an adapt "
-        "run's final)."
+        "(default: the mined terms when --model is an adapt run's final, else the bundled terms when --docs is the "
+        "bundled corpus)."
     ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     feedback: bool = feedback_option(INSPECT_FEEDBACK_HELP),
@@ -195,10 +216,10 @@ def inspect(
     from sparse_adapt.corpus.adapt import generated_inputs
     from sparse_adapt.data import load_documents, load_domain_terms, load_queries
 
-    docs_path = docs_or_bundled(docs)
+    docs_path = _docs_for(model, docs)
     documents = load_documents(docs_path)
     queries_path = companion(docs_path, queries, "queries")
-    terms_path = companion(docs_path, terms, "terms") or generated_inputs(model).get("terms")
+    terms_path = terms or generated_inputs(model).get("terms") or companion(docs_path, None, "terms")
     query_list = load_queries(queries_path) if queries_path is not None else None
     term_lists = load_domain_terms(terms_path) if terms_path is not None else None
     if fb is not None and query_list is None:

@@ -74,6 +74,7 @@ def evaluate_stage(
     sources = Sources(
         model=str(model), docs=str(i.corpus) if i else None, terms=str(i.terms) if i else None,
         dictionary=str(i.dictionary) if i else None, train=str(i.train) if i else None,
+        reference=str(i.base) if i else None,
     )
     term_names = domain_terms(splade, data)
     primary = primary or choose_primary_term(term_names, data)[0]

@@ -108,6 +108,15 @@ def final_record(final: Path) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
+def trained_on(model: str | Path) -> dict | None:
+    """The run record (``run.json``'s content: base, inputs' sha256s ...) the model directory
+    ``model`` was written by as a run's ``final`` (an ``adapt`` run's ``DIR/final`` too); None
+    for any other model."""
+    record = final_record(Path(model)) if Path(model).is_dir() else None
+    run = (record or {}).get("run")
+    return run if isinstance(run, dict) else None
+
+
 def _with_defaults(cfg: dict) -> dict:
     """``cfg`` (a run's recorded config) with every key a later version added at its default.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -247,3 +248,51 @@ def test_diagnose_and_inspect_an_adapt_runs_model_use_its_mined_terms(files, tmp
     domain = json.loads(capsys.readouterr().out)["domain"]
     # "password", a single token the run's terms name, counts as a domain token beside the model's own
     assert rc == 0 and domain["source"] == "model+terms" and "password" in {t["token"] for t in domain["tokens"]}
+
+
+def _trained_on(model: Path, corpus: Path, base: str = "offline-splade-tiny") -> None:
+    """What a run writes into its final: the record naming its inputs' sha256s and its base."""
+    from sparse_adapt.data.reading import file_sha256
+
+    run = {"base": base, "inputs": {"corpus": file_sha256(corpus)}, "stages": ["extend", "distill"]}
+    (model / "made_from.json").write_text(json.dumps({"schema": "sparse-adapt.final/1", "run": run}))
+
+
+def test_a_model_trained_on_another_corpus_needs_docs(files, tmp_path, capsys):
+    """Without --docs an adapt run on fish farming was checked on the bundled Gatrocraptic
+    corpus, and told to add its term to the bundled terms file and retrain on finance data."""
+    import shutil
+
+    from corpora import GATROCRAPTIC
+
+    model = tmp_path / "final"
+    shutil.copytree(files / "model", model)
+    _trained_on(model, files / "docs.jsonl")
+    for argv in (["diagnose", "Gatrocraptic"], ["explain", "Gatrocraptic tools"], ["inspect"]):
+        assert main([*argv, "--model", str(model), "--json"]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert f"--model {model} was trained on another corpus than the bundled Gatrocraptic one" in err
+        assert main([*argv, "--model", str(model), "--docs", str(files / "docs.jsonl"), "--json"]) == 0
+        capsys.readouterr()
+    _trained_on(model, GATROCRAPTIC.docs)  # trained on the bundled corpus itself: its default stays
+    assert main(["inspect", "--model", str(model), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["documents"]["count"] == 26
+
+
+def test_diagnoses_train_command_compares_with_the_base_the_run_trained_from(files, tmp_path, capsys):
+    """From a run's final, `train` without --reference compared with the checkpoint itself and
+    dropped the settings recommended for the base (offline-splade-tiny's pres_form: documents
+    64x denser after the suggested distill)."""
+    import shutil
+
+    model = tmp_path / "final"
+    shutil.copytree(files / "model", model)
+    _trained_on(model, files / "docs.jsonl")
+    rc = main(["diagnose", "Gatrocraptic", "--model", str(model), "--docs", str(files / "docs.jsonl"),
+               "--queries", str(files / "queries.jsonl"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    commands = [c for r in out["recommendations"] for c in r["commands"] if c.startswith("sparse-adapt train")]
+    assert rc == 0 and commands, out["recommendations"]
+    assert all(c.endswith("--reference offline-splade-tiny") or "--reference offline-splade-tiny " in c for c in commands)
+    assert "--reference" not in Sources("offline-minilm").train_command("distill")  # a base, not a run's model
