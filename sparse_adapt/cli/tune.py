@@ -77,7 +77,8 @@ def register(app: typer.Typer) -> None:
                 )
 
             summary = run_tuning(data, out, base, trials, seed, cfg, prefix=prefix, space=space, hooks=hooks,
-                                 overwrite=overwrite, valid_path=valid)
+                                 overwrite=overwrite, valid_path=valid,
+                                 input_paths={"corpus": corpus, "terms": terms, "dictionary": dictionary, "train": train_file})
         console.print(f"best trial {summary['best_trial']}: objective {signed(summary['best_value'], 4)}")
         usage = summary["usage"].replace("best.toml", str(out / "best.toml"), 1)
         wrote(out / "best.toml", f" (use: {usage}) and {out / 'trials.md'}")

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import shutil
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from sparse_adapt.atomic import check_writable, write_atomic
 from sparse_adapt.data import flat_terms
@@ -112,7 +113,7 @@ def check_study_dir(out: Path, overwrite: bool) -> None:
 def run_tuning(
     data: TrainData, out: Path, base: str | Path, trials: int, seed: int = 0, config: TrainConfig | str | Path | None = None,
     prefix: Callable[[Path], Path] | None = None, space: dict[str, Range] | None = None, hooks: Hooks = SILENT,
-    overwrite: bool = False, valid_path: str | Path | None = None,
+    overwrite: bool = False, valid_path: str | Path | None = None, input_paths: Mapping[str, str | Path] | None = None,
 ) -> dict:
     """Run the study; ``prefix(out_dir)`` trains the stages before distill and returns the
     checkpoint to start every trial from (the CLI passes ``run_pipeline``). Returns the summary.
@@ -121,7 +122,9 @@ def run_tuning(
     these, else replaced by a new one); a directory holding anything else is refused unless
     ``overwrite``, which writes the study's files beside (and over same-named ones of) what is there.
     ``valid_path``: the file ``data.valid`` came from, named in ``best.toml``'s usage line,
-    since ``train`` validates (and keeps the best epoch) only when given it too."""
+    since ``train`` validates (and keeps the best epoch) only when given it too. ``input_paths``:
+    ``{"corpus" | "terms" | "dictionary" | "train": file}``, named there too (else placeholders),
+    so that the line runs as it is printed."""
     cfg = config if isinstance(config, TrainConfig) else load_config(config, base)
     cfg.validate()
     if data.valid is None and cfg.distill.valid_fraction <= 0:
@@ -254,8 +257,11 @@ def run_tuning(
 
         # The base and the seed as the study had them: train's defaults (offline-minilm, 0) make
         # another prefix and, with a valid_fraction, another validation split.
-        usage = (f"sparse-adapt train --base {base} --seed {seed} --config best.toml"
-                 + (f" --valid {valid_path}" if valid_path is not None else ""))
+        given = input_paths or {}
+        files = " ".join(f"--{k} {shlex.quote(str(given[k])) if k in given else k.upper()}"
+                         for k in ("corpus", "terms", "dictionary", "train"))
+        usage = (f"sparse-adapt train --base {shlex.quote(str(base))} {files} --out OUT_DIR --seed {seed} "
+                 "--config best.toml" + (f" --valid {shlex.quote(str(valid_path))}" if valid_path is not None else ""))
 
         def write_results(study: "optuna.Study", finished: bool) -> dict | None:
             """best.toml and trials.json for the trials so far (None: none completed)."""

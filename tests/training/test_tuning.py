@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import re
 import sqlite3
 from pathlib import Path
@@ -104,9 +105,10 @@ def test_tune_cli_best_toml_is_accepted_by_train(tiny_dir, inputs, tmp_path, cap
     assert code == 0, capsys.readouterr()
     assert (tmp_path / "study" / "prefix" / "dictionary" / "config.json").is_file()
     assert load_config(tmp_path / "study" / "best.toml").distill.valid_fraction == 0.5
-    code = main(["train", "--base", str(tiny_dir), *files, "--out", str(tmp_path / "run"), "--stages", "extend,distill",
-                 "--config", str(tmp_path / "study" / "best.toml")])
-    assert code == 0, capsys.readouterr()
+    # the printed line runs as it is (it lacked every input: "Missing option '--corpus'")
+    usage = json.loads((tmp_path / "study" / "trials.json").read_text())["usage"]
+    argv = shlex.split(usage.replace("best.toml", str(tmp_path / "study" / "best.toml")).replace("OUT_DIR", str(tmp_path / "run")))
+    assert argv[:2] == ["sparse-adapt", "train"] and main(argv[1:]) == 0, capsys.readouterr()
     assert (tmp_path / "run" / "final" / "config.json").is_file()
 
 
@@ -249,7 +251,8 @@ def test_a_rerun_is_a_new_study_and_best_toml_names_the_valid_file(tiny_dir, inp
                valid_path=valid_file)
     assert sorted(p.name for p in (out / "trials").iterdir()) == ["0.jsonl", "1.jsonl", "2.jsonl"]
     # the base and seed too: train's defaults (offline-minilm, seed 0) would make another prefix
-    usage = f"use with: sparse-adapt train --base {tiny_dir} --seed 0 --config best.toml --valid {valid_file}"
+    usage = (f"use with: sparse-adapt train --base {tiny_dir} --corpus CORPUS --terms TERMS --dictionary DICTIONARY "
+             f"--train TRAIN --out OUT_DIR --seed 0 --config best.toml --valid {valid_file}")
     assert usage in (out / "best.toml").read_text(encoding="utf-8")
     summary = json.loads((out / "trials.json").read_text())
     assert summary["valid"] == str(valid_file) and summary["finished"] is True
