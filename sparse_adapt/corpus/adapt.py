@@ -41,7 +41,7 @@ from sparse_adapt.corpus.adapt_folder import (
 from sparse_adapt.corpus.glosses import select_glosses
 from sparse_adapt.corpus.harvest import build_dictionary
 from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, known_words_note, mine_with_rest, terms_json
-from sparse_adapt.corpus.provenance import record, refresh
+from sparse_adapt.corpus.provenance import MADE_FROM_TERMS, record, refresh
 from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, make_train
 from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
 from sparse_adapt.corpus.text import locate_terms
@@ -267,8 +267,17 @@ def run_adapt(
             teacher_note = ("; the default teacher reads English only: --teacher a cross-encoder for the language"
                             if teacher == DEFAULT_TEACHER else "")
             hooks.message(f"language: {lang!r}{evidence}; terms are mined and crops trimmed against it{teacher_note}")
-        # Generated inputs made from a terms file edited since are made again (provenance.py).
-        refresh(out, given["terms"] or out / GENERATED["terms"], hooks)
+        # Generated inputs made from a terms file edited since are made again (provenance.py),
+        # unless a model was trained on them: remade first and refused after, they no longer
+        # matched DIR/training, DIR/final or the summary, and the error blamed "an edited file?".
+        terms_file = given["terms"] or out / GENERATED["terms"]
+        stale = refresh(out, terms_file, dry=True)
+        if stale and (out / TRAINING).exists() and not overwrite:
+            made = " and ".join(MADE_FROM_TERMS[name][0] for name in stale)
+            raise AdaptMismatchError(
+                f"{terms_file} was edited since {out / TRAINING} was trained: pass --overwrite to make {made} again "
+                f"from it and train again (only {out / TRAINING} goes), or delete {out / TRAINING}")
+        refresh(out, terms_file, hooks)
         # The teacher loads before anything is written: one that fails leaves no half-made run.
         make_dictionary, make_pseudo = _to_generate(out, given["dictionary"], given["train"])
         needs_teacher = make_pseudo or (glosses and make_dictionary)

@@ -42,10 +42,10 @@ def record(out: Path, name: str, terms: Path) -> None:
     write_json_atomic(out / PROVENANCE, data)
 
 
-def refresh(out: Path, terms: Path, hooks: Hooks = SILENT) -> list[str]:
+def refresh(out: Path, terms: Path, hooks: Hooks = SILENT, dry: bool = False) -> list[str]:
     """Remove the generated inputs of ``out`` made from another terms file than ``terms`` and
     not edited since, so that the run makes them again; returns their names. An edited one
-    stays, with a warning."""
+    stays, with a warning. ``dry``: only say which would go (nothing removed, nothing said)."""
     data = _read(out)
     if not data or not terms.is_file():
         return []
@@ -61,11 +61,15 @@ def refresh(out: Path, terms: Path, hooks: Hooks = SILENT) -> list[str]:
         edited = [f for f, path in present.items() if file_sha256(path) != files[f]]
         main = MADE_FROM_TERMS[name][0]
         if edited:
+            if dry:
+                continue
             hooks.message(f"warning: {out / main} was made from an earlier {terms.name} and {edited[0]} was edited "
                           f"since: kept as it is (delete {main} to make it again from the terms file)")
+            continue
+        removed.append(name)
+        if dry:
             continue
         for path in present.values():
             path.unlink()
         hooks.message(f"{terms.name} changed since {main} was made from it: making {main} again")
-        removed.append(name)
     return removed

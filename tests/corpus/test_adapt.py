@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pytest
 import torch
@@ -216,6 +217,13 @@ def test_inputs_made_from_an_edited_terms_file_are_made_again_unless_edited_too(
     edited = json.loads(terms.read_text())
     edited.setdefault("jargon", []).append("sourdough")
     terms.write_text(json.dumps(edited))
+    # refused before anything is made again: the files stay those DIR/training and DIR/final were trained on
+    before = {f: (out / f).read_bytes() for f in ("dictionary.jsonl", "train.jsonl")}
+    with pytest.raises(AdaptMismatchError, match=rf"domain_terms.json was edited since {re.escape(str(out / 'training'))} "
+                                                 r"was trained: pass --overwrite to make dictionary.jsonl and train.jsonl "
+                                                 "again from it"):
+        _adapt(setup, out)
+    assert {f: (out / f).read_bytes() for f in before} == before
     rec = Recorder()
     _adapt(setup, out, rec.hooks(), overwrite=True)
     assert "sourdough" in {e.term for e in load_dictionary(out / "dictionary.jsonl")}
