@@ -292,7 +292,11 @@ def adapt(
     for r in summary["evaluation"]:
         table.add_row(r["set"], Text(r["group"]), str(r["queries"]), f"{r['base']:.3f}", f"{r['adapted']:.3f}",
                       signed(r['adapted'] - r['base']), f"{r['base_feedback']:.3f}", f"{r['feedback']:.3f}")
-    console.print(table)
+    if summary["evaluation"]:
+        console.print(table)
+    else:  # an empty table said nothing of why
+        console.print("nDCG@10: no queries to compare the base and the adapted model on (a given --train makes no "
+                      "held-out pseudo-queries): pass --queries and --qrels you wrote to measure them")
     domain = summary["inspect"]["domain"]
     terms_table = Table(title="domain tokens: mean weight in documents using / not using them")
     for c in ("token", "docs using", "weight using", "weight not using"):

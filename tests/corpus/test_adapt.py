@@ -861,3 +861,17 @@ def test_an_adapt_directory_in_use_is_refused_before_anything_is_written(setup, 
         with pytest.raises(LockError, match="in use by another sparse-adapt process"):
             run_adapt(setup["corpus"], out, setup["base"], config=setup["config"], teacher=setup["teacher"])
     assert not out.exists()  # the holder made it and left nothing
+
+
+def test_cli_adapt_with_nothing_to_measure_says_so_instead_of_an_empty_table(setup, finished, tmp_path, capsys):
+    import shutil
+
+    given = []
+    for flag, name in (("--terms", "domain_terms.json"), ("--dictionary", "dictionary.jsonl"), ("--train", "train.jsonl")):
+        shutil.copy(finished / name, tmp_path / name)
+        given += [flag, str(tmp_path / name)]
+    assert main(_cli(setup, tmp_path / "out", *given)) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "nDCG@10: no queries to compare the base and the adapted model on" in text
+    assert "nDCG@10, base vs adapted" not in text
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["evaluation"] == []
