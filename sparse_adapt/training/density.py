@@ -39,7 +39,7 @@ def density_warning(before: float, after: float, tau_min: float, pres_form: str 
     ``tau_min`` also keeps them sparse but retrieved worse there.
     """
     if before > 0 and after == 0:  # lr or weight decay large enough to push every logit below 0
-        return ("distill: WARNING the documents now activate no term at all (mean 0, "
+        return ("warning: distill: the documents now activate no term at all (mean 0, "
                 f"{before:.0f} before this stage): the model retrieves nothing; train again with a lower distill.lr "
                 "or distill.weight_decay")
     if before <= 0 or after <= DENSITY_WARNING * before:
@@ -50,7 +50,7 @@ def density_warning(before: float, after: float, tau_min: float, pres_form: str 
         if pres_form != "all-texts" else f"a lower distill.tau_min (now {tau_min}) keeps the vectors sparser"
     )
     return (
-        f"distill: WARNING documents now activate {after:.0f} terms on average ({before:.0f} before this stage); "
+        f"warning: distill: documents now activate {after:.0f} terms on average ({before:.0f} before this stage); "
         f"an index of this model is ~{after / before:.0f}x larger and slower. The domain hinge forces domain "
         f"weights up to distill.tau_min = {tau_min}; {fix}"
     )

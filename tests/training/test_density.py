@@ -47,4 +47,4 @@ def test_a_run_logs_the_density_and_says_it(tiny_dir, inputs, tmp_path, monkeypa
     assert distill["doc_terms"]["before"] == round(document_density(SpladeEncoder.from_pretrained(out / "dictionary"), sample), 1)
     assert distill["doc_terms"]["after"] == round(document_density(SpladeEncoder.from_pretrained(out / "distill"), sample), 1)
     assert f"documents activate {distill['doc_terms']['after']:.0f} terms on average" in buf.text()
-    assert "distill: WARNING documents now activate" in buf.text()
+    assert "warning: distill: documents now activate" in buf.text()
