@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 
 import pytest
 import torch
@@ -21,6 +22,9 @@ from transformers import (
 )
 
 from sparse_adapt.modeling.encoder import SpladeEncoder, SpladeSettings
+
+# The suite's own ONNX Runtime sessions (tests open some directly) write no telemetry into HOME.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 
 def _tokenizer():

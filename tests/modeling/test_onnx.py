@@ -242,3 +242,20 @@ def test_a_half_precision_model_exports_as_its_float32_copy(dtype, tmp_path):
     runtime = OnnxSpladeEncoder(tmp_path / "onnx").encode(QUERIES[:3], "query").toarray()
     half.mlm.float()  # what the graph computes: the half weights, widened
     np.testing.assert_allclose(runtime, half.encode(QUERIES[:3], "query").toarray(), atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("setting, writes", [(None, False), ("0", True)])
+def test_onnx_runtime_writes_no_telemetry_into_the_home_folder_unless_asked(exported, tmp_path, setting, writes):
+    """ONNX Runtime 1.32 kept a telemetry database in ~/.cache/Microsoft/DeveloperTools on every
+    session: a write outside --out. Off by default; a user's own ORT_DISABLE_TELEMETRY=0 stands."""
+    import os
+    import subprocess
+    import sys
+
+    _, out, _ = exported
+    env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
+    env.update(HOME=str(tmp_path), **({} if setting is None else {"ORT_DISABLE_TELEMETRY": setting}))
+    code = ("from sparse_adapt.modeling.onnx import OnnxSpladeEncoder; "
+            f"assert OnnxSpladeEncoder({str(out)!r}, threads=1).encode_query(['a query']).shape[0] == 1")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+    assert (tmp_path / ".cache" / "Microsoft").exists() == writes
