@@ -164,7 +164,7 @@ def build_dictionary(
         table.add_column(c)
     for r in records:
         source = r["harvested"]["definition"] if "harvested" in r else "yours"
-        table.add_row(Text(r["term"]), source, Text(r["definition"][:90]))
+        table.add_row(Text(r["term"]), source, Text(r["definition"] if len(r["definition"]) <= 90 else r["definition"][:89] + "…"))
     console.print(table)
     wrote(out)
 

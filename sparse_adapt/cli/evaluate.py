@@ -142,7 +142,10 @@ def _json_safe(value):
 
 
 def _print_metrics(title: str, metrics: dict[str, float]) -> None:
-    table = Table(title=Text(title))  # file and model names are no markup
+    # The title on a line of its own: as the table's title it wrapped to the narrow table,
+    # cutting a file name mid-word. Text: file and model names are no markup.
+    console.print(Text(title, style="italic"))
+    table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")
     for m, v in metrics.items():
