@@ -109,7 +109,8 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
     for t in targets:
         shown.update(t.logits.occurrences)
         shown.add(t.logits.max_position)
-    table = Table(box=box.SIMPLE_HEAD, caption="underlined = max over positions (what SPLADE pools)",
+    # "max" is also written out: underlining is lost where output is no terminal (a log, a pipe)
+    table = Table(box=box.SIMPLE_HEAD, caption="underlined, and marked max: the max over positions (what SPLADE pools)",
                   caption_justify="left")
     table.add_column("pos", justify="right")
     table.add_column("token", no_wrap=True)
@@ -128,8 +129,11 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
             if t.logits.max_position == p:
                 cell.stylize("underline bold")
             cells.append(cell)
+        maxed = [t.token for t in targets if t.logits.max_position == p]
+        marks = (["term"] if p in in_span else []) + (
+            [("max " + " ".join(maxed)) if len(targets) > 1 else "max"] if maxed else [])
         table.add_row(str(p), escape(targets[0].logits.positions[p].token), *cells,
-                      Text("◀ term" if p in in_span else "", style="bold cyan"))
+                      Text("◀ " + ", ".join(marks) if marks else "", style="bold cyan"))
         prev = p
     if prev < doc.num_tokens - 1:
         table.add_row("…", Text(f"{doc.num_tokens - 1 - prev} more", style="dim"), *[""] * len(targets), "")

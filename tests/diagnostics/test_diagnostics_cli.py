@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,7 @@ def test_diagnose_tables(files, capsys):
     for section in ("Token diagnostic: 'Gatrocraptic'", "[1] Vocabulary check", "[2] MLM logit analysis",
                     "[3] SPLADE weight", "[4] Ranking", "[5] Checks and recommendations", "◀ term"):
         assert section in out
+    assert re.search(r"◀ (term, )?max\b", out)  # said in words too: no underline reaches a log
 
 
 def test_diagnose_term_absent_everywhere_still_reports(files, capsys):
