@@ -171,7 +171,8 @@ def export_vectors(
             n_docs, postings, time.perf_counter() - start, config.scale, model_name or splade.settings.base, n_truncated, digest,
             config.max_active_dims, empty, empty_ids, weights_digest,
         )
-        meta = {**asdict(stats), "docs_per_second": stats.docs_per_second, "docs": str(docs)}
+        # absolute, as the model is (model_reference): a relative path says nothing read from elsewhere
+        meta = {**asdict(stats), "docs_per_second": stats.docs_per_second, "docs": str(Path(docs).resolve())}
         (tmp / EXPORT_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return stats
 
