@@ -246,7 +246,9 @@ def evaluate(
            else _in_memory(model, data, documents, max_active_dims=max_active_dims, feedback=fb))
     metrics = evaluate_run(data.qrels, run)
     if save_run is not None:
-        empty = [q for q in save_run_file(run, save_run, model) if q in data.qrels]
+        # a feedback run tagged as the model alone could not be told from its plain run later
+        tag = model if fb is None else f"{model}+feedback"
+        empty = [q for q in save_run_file(run, save_run, tag) if q in data.qrels]
         if empty:  # the metrics count them as 0
             warn(f"{counted(len(empty), 'evaluated query', 'evaluated queries')} retrieved no document and "
                  f"{'has' if len(empty) == 1 else 'have'} no line in {save_run} (e.g. {', '.join(empty[:5])}): "

@@ -198,7 +198,7 @@ def _search_all(retriever, encoder, batch, k: int, threads: int, fb, save_run: P
     if note:
         warn(note)
     run = retriever.run(batch, k=k, threads=threads, feedback=fb)
-    empty = save_run_file(run, save_run, model)
+    empty = save_run_file(run, save_run, model if fb is None else f"{model}+feedback")  # told from a plain run
     if empty:
         warn(f"{counted(len(empty), 'query', 'queries')} of {len(batch)} matched no document and "
              f"{'has' if len(empty) == 1 else 'have'} no line in the run (e.g. {', '.join(empty[:5])})")

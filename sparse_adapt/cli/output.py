@@ -187,8 +187,9 @@ def feedback_option(help: str):
 
 
 FEEDBACK_OPTION = feedback_option(
-    "Score --model a second time with Rocchio pseudo-relevance feedback (each query plus "
-    "a share of its best documents' vectors; with --index, one built with `index --store-vectors`)."
+    "Score --model with Rocchio pseudo-relevance feedback: a second search with each query plus "
+    "a share of its first search's best documents' vectors (with --index, one built with `index --store-vectors`); "
+    "the figures are the second search's."
 )
 FEEDBACK_DOCS_OPTION = typer.Option(None, "--feedback-docs", help="With --feedback: documents fed back (default 1).")
 FEEDBACK_WEIGHT_OPTION = typer.Option(

@@ -14,6 +14,7 @@ from corpora import GATROCRAPTIC
 from sparse_adapt.cli import main
 from sparse_adapt.data import load_documents, load_qrels, load_queries
 from sparse_adapt.data.records import DataError
+from sparse_adapt.retrieval.evaluation import run_tag
 from tests.conftest import make_tiny_bert
 
 FILES = ["--docs", str(GATROCRAPTIC.docs), "--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels)]
@@ -333,6 +334,10 @@ def test_compare_with_a_saved_run_prints_ranx_table(models, tmp_path, capsys):
     run_file = tmp_path / "other.trec"
     b = run_json(capsys, ["evaluate", "--model", models[1], *FILES, "--json", "--save-run", str(run_file)])
     assert run_file.read_text().splitlines()[0].split()[1] == "Q0"  # TREC run format
+    assert {line.split()[5] for line in run_file.read_text().splitlines()} == {run_tag(models[1])}
+    fed = tmp_path / "fed.trec"  # a feedback run is tagged so: it was told from the plain one by its file name alone
+    run_json(capsys, ["evaluate", "--model", models[1], *FILES, "--json", "--feedback", "--save-run", str(fed)])
+    assert {line.split()[5] for line in fed.read_text().splitlines()} == {run_tag(f"{models[1]}+feedback")}
     got = run_json(capsys, ["evaluate", "--model", models[0], *FILES, "--compare", str(run_file), "--json"])
     assert got["comparison"][str(run_file)]["scores"] == pytest.approx(b, abs=1e-3)
     capsys.readouterr()
