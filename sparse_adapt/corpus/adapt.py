@@ -223,7 +223,9 @@ def run_adapt(
     from sparse_adapt.modeling.builtin import check_base, needs_pretraining
     from sparse_adapt.training.config_files import load_config
     from sparse_adapt.training.pipeline import run_pipeline
-    from sparse_adapt.training.rundir import FINAL as RUN_FINAL, RunMismatchError, final_record, part_holding
+    from sparse_adapt.training.rundir import (
+        FINAL as RUN_FINAL, RunMismatchError, final_record, part_holding, saved_checkpoints,
+    )
 
     corpus, out = Path(corpus), Path(out)
     given = {k: (None if v is None else Path(v)) for k, v in (("terms", terms), ("dictionary", dictionary), ("train", train))}
@@ -272,7 +274,7 @@ def run_adapt(
         # matched DIR/training, DIR/final or the summary, and the error blamed "an edited file?".
         terms_file = given["terms"] or out / GENERATED["terms"]
         stale = refresh(out, terms_file, dry=True)
-        if stale and (out / TRAINING).exists() and not overwrite:
+        if stale and saved_checkpoints(out / TRAINING) and not overwrite:
             made = " and ".join(MADE_FROM_TERMS[name][0] for name in stale)
             raise AdaptMismatchError(
                 f"{terms_file} was edited since {out / TRAINING} was trained: pass --overwrite to make {made} again "

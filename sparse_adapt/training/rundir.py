@@ -92,6 +92,12 @@ def completed_stages(out: Path, names: Sequence[str]) -> list[str]:
     return done
 
 
+def saved_checkpoints(out: Path) -> list[str]:
+    """The stages (and ``final``) of the run in ``out`` whose model is saved: what a rerun on
+    other inputs is refused for (a run with none starts afresh)."""
+    return [n for n in (*ORDER, FINAL) if complete(out / n)]
+
+
 def final_recipe(manifest: dict, interpolate: float, anchor: str | Path | None) -> dict:
     """What makes ``OUT/final``: the run, and the average with ``anchor`` (None: the last checkpoint as it is)."""
     return {"schema": "sparse-adapt.final/1", "run": manifest,
@@ -256,7 +262,7 @@ def prepare(out: Path, manifest: dict, names: Sequence[str], overwrite: bool, ho
             old = {}
         done = completed_stages(out, names)
         diff = _differences(old if isinstance(old, dict) else {}, manifest, done)
-        checkpoints = [n for n in (*ORDER, FINAL) if complete(out / n)]
+        checkpoints = saved_checkpoints(out)
         if diff and checkpoints:
             if not overwrite:
                 raise RunMismatchError(

@@ -244,6 +244,18 @@ def test_inputs_made_from_an_edited_terms_file_are_made_again_unless_edited_too(
     assert any(m.startswith("warning: ") and "train.jsonl was made from an earlier domain_terms.json" in m
                for m in rec.messages), rec.messages
 
+    # killed before its first stage saved a model: nothing was trained on the old terms, so no refusal
+    import shutil
+
+    for p in (out / "training").iterdir():
+        if p.is_dir():
+            shutil.rmtree(p)
+    assert sorted(p.name for p in (out / "training").iterdir()) == ["run.json", "train_log.jsonl"]
+    edited["jargon"].append("sourdough")
+    terms.write_text(json.dumps(edited))
+    _adapt(setup, out)
+    assert "sourdough" in {e.term for e in load_dictionary(out / "dictionary.jsonl")}
+
 
 def test_given_files_are_used_and_never_written(setup):
     out = setup["root"] / "given"
