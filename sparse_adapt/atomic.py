@@ -268,15 +268,14 @@ def _fsync(path: Path, tree: bool = False) -> None:
     """fsync ``path`` (``tree``: and everything inside it): a rename publishes an output only
     after its data is on disk, and the rename itself is on disk before the command says done;
     else a power cut could leave the new name on empty files."""
-    for p in [*(path.rglob("*") if tree and path.is_dir() else ()), path]:
-        if p.is_symlink():
-            continue
+    # A link inside the tree is not its data; ``path`` itself (a --out's folder) may be one.
+    for p in [*(q for q in path.rglob("*") if not q.is_symlink()), path] if tree else [path]:
         fd = os.open(p, os.O_RDONLY)
         try:
             os.fsync(fd)
         except OSError as e:  # a folder some file systems cannot sync (EINVAL): its files were
             if e.errno not in (errno.EINVAL, errno.EBADF) or not p.is_dir():
-                raise
+                raise OSError(e.errno, e.strerror, str(p)) from None  # named: a full disk says where
         finally:
             os.close(fd)
 
@@ -343,9 +342,9 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
             os.replace(old, target)
         shutil.rmtree(tmp, ignore_errors=True)
         raise OutputError(f"{target}: cannot be replaced ({e.strerror or e}); nothing was changed") from None
-    _fsync(target.parent)
-    if old is not None:
+    if old is not None:  # before the flush: a failing one must not leave the old version beside the new
         _remove(old)
+    _fsync(target.parent)
 
 
 @contextmanager

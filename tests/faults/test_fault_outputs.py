@@ -6,6 +6,7 @@ cleans up after crashes of earlier runs."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -442,6 +443,11 @@ def test_an_output_reaches_the_disk_before_its_rename_and_the_rename_after(tmp_p
     atomic.write_atomic(tmp_path / "run.trec", "q1 Q0 d1 1 1.0 run\n")
     assert [e for e, _ in events] == ["fsync", "replace", "fsync"] and ".tmp-" in events[0][1]
     assert events[-1] == ("fsync", str(tmp_path))
+    (tmp_path / "real").mkdir()  # an output folder reached through a link: its rename is flushed too
+    (tmp_path / "runs").symlink_to(tmp_path / "real")
+    events.clear()
+    atomic.write_atomic(tmp_path / "runs" / "run.trec", "x\n")
+    assert events[-1] == ("fsync", str(tmp_path / "real"))
 
     def unsupported(fd):  # a file system that cannot sync a folder: its files still are
         if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
@@ -456,8 +462,19 @@ def test_an_output_reaches_the_disk_before_its_rename_and_the_rename_after(tmp_p
     def failing(fd):  # the disk fails the flush: nothing is published, no temporary stays
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
-    monkeypatch.setattr(atomic.os, "fsync", failing)
+    def parent_fails(fd):  # the rename done, its flush fails: said, and no old version left beside the new
+        if os.readlink(f"/proc/self/fd/{fd}") == str(tmp_path):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(atomic.os, "fsync", parent_fails)
     with pytest.raises(OSError, match="Input/output error"):
+        with atomic.atomic_directory(tmp_path / "model") as tmp:
+            (tmp / "config.json").write_text("{}")
+    assert hidden_leftovers(tmp_path) == []
+
+    monkeypatch.setattr(atomic.os, "fsync", failing)
+    with pytest.raises(OSError, match=f"Input/output error: '{re.escape(str(tmp_path))}/.run.trec.tmp-"):
         atomic.write_atomic(tmp_path / "run.trec", "new\n")
     assert (tmp_path / "run.trec").read_text() == "q1 Q0 d1 1 1.0 run\n" and hidden_leftovers(tmp_path) == []
 
