@@ -97,7 +97,7 @@ def diagnose(
     from diagnostics.render import render_term
     from sparse_adapt.corpus.adapt import adapt_run_of, generated_inputs
     from sparse_adapt.data import load_documents, load_domain_terms, load_queries
-    from sparse_adapt.training.rundir import trained_on
+    from sparse_adapt.training.rundir import reference_of
 
     docs_path = _docs_for(model, docs)
     # Another corpus's terms are not the bundled ones: without --terms (or an adapt run's own
@@ -118,7 +118,7 @@ def diagnose(
         model=model, docs=str(docs_path), terms=_str(terms_path), adapt_run=_str(adapt_run_of(model)),
         dictionary=_str(own.get("dictionary") or companion(docs_path, None, "dictionary")),
         train=_str(own.get("train") or companion(docs_path, None, "train")),
-        reference=(trained_on(model) or {}).get("base"),
+        reference=reference_of(model),
     )
     result = diagnose_term(splade, term, documents, doc_id=doc, terms=term_lists, queries=query_list, sources=sources,
                            feedback=fb)

@@ -42,9 +42,16 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Run the stages on BASE; rerunning the same command resumes after the last completed stage."""
-        from sparse_adapt.cli.output import console, rich_hooks
+        from sparse_adapt.cli.output import console, rich_hooks, warn
         from sparse_adapt.training.pipeline import run_pipeline
+        from sparse_adapt.training.rundir import reference_of, same_place
 
+        started = reference_of(base) if reference is None else None
+        if started is not None and not same_place(started, base):
+            # The advice diagnose gives had lost offline-splade-tiny's recommended settings so (documents 64x denser).
+            warn(f"{base} is the final model of a run that compared with {started}: give --reference {started} to "
+                 "compare with it (knowledge preservation, validation) and to train with the settings recommended for "
+                 "it; without it they are those of the checkpoint itself")
         with rich_hooks() as hooks:
             final = run_pipeline(
                 base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train_file, out=out,

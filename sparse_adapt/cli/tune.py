@@ -3,6 +3,7 @@ validation split; writes the best config as TOML for ``train --config`` (``train
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Optional
 
@@ -80,5 +81,5 @@ def register(app: typer.Typer) -> None:
                                  overwrite=overwrite, valid_path=valid,
                                  input_paths={"corpus": corpus, "terms": terms, "dictionary": dictionary, "train": train_file})
         console.print(f"best trial {summary['best_trial']}: objective {signed(summary['best_value'], 4)}")
-        usage = summary["usage"].replace("best.toml", str(out / "best.toml"), 1)
+        usage = summary["usage"].replace("best.toml", shlex.quote(str(out / "best.toml")), 1)  # pasted as it reads
         wrote(out / "best.toml", f" (use: {usage}) and {out / 'trials.md'}")

@@ -99,7 +99,7 @@ def worse_than_base(rows: list[dict]) -> list[str]:
             advice = "judge on held-out queries you write (--queries, --qrels) before choosing the adapted model"
         else:
             advice = ("keep the base for such queries, or see which terms fail with `sparse-adapt diagnose TERM "
-                      "--model FINAL`")
+                      "--model FINAL --docs DOCS --queries QUERIES`")
         for adapted, base, how in (("adapted", "base", ""), ("feedback", "base_feedback", " with --feedback")):
             # Exactly WORSE_BY below passes issue 11's control bar, so it is no loss to warn of (float slack).
             if adapted in r and r[adapted] < r[base] - WORSE_BY - 1e-9:

@@ -17,11 +17,17 @@ import torch
 from accelerate import PartialState
 from accelerate.utils import broadcast_object_list, gather_object, reduce
 
+from sparse_adapt.errors import ConfigError
+
 
 class Processes:
     def __init__(self, device: torch.device) -> None:
         # cpu=True lets a CPU launch form a gloo group instead of one process per node.
-        self.state = PartialState(cpu=device.type == "cpu")
+        try:
+            self.state = PartialState(cpu=device.type == "cpu")
+        except ValueError as e:  # accelerate's int() of a launcher variable (WORLD_SIZE=abc): a traceback
+            raise ConfigError(f"cannot join the run's processes ({e}): the variables a launcher sets (WORLD_SIZE, "
+                              "RANK, LOCAL_RANK ...) must be numbers; unset them for a plain run") from None
 
     @property
     def world(self) -> int:

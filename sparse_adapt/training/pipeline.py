@@ -158,13 +158,7 @@ def run_pipeline(
     main = processes.is_main
     if not main:
         hooks = SILENT
-    if reference is None:
-        reference = base
-        started = (rundir.trained_on(base) or {}).get("base")
-        if isinstance(started, str) and not rundir.same_place(started, str(base)):
-            hooks.message(f"warning: {base} is the final model of a run that trained from {started}: give --reference "
-                          f"{started} to compare with that (knowledge preservation, validation) and to train with the "
-                          "settings recommended for it; without it they are those of the checkpoint itself")
+    reference = base if reference is None else reference
     # A config given as a TrainConfig is taken as it is; a file (or none) gets the settings
     # recommended for the base first (the reference: a checkpoint resumed as base keeps them).
     cfg = config if isinstance(config, TrainConfig) else load_config(config, reference)

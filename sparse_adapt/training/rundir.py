@@ -123,6 +123,14 @@ def trained_on(model: str | Path) -> dict | None:
     return run if isinstance(run, dict) else None
 
 
+def reference_of(model: str | Path) -> str | None:
+    """The model the run that wrote ``model`` compared with (its ``--reference``, else its base):
+    the reference to train on from ``model`` with. None for a model no run wrote."""
+    run = trained_on(model) or {}
+    found = run.get("reference") or run.get("base")
+    return found if isinstance(found, str) else None
+
+
 def _with_defaults(cfg: dict) -> dict:
     """``cfg`` (a run's recorded config) with every key a later version added at its default.
 

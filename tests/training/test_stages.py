@@ -430,15 +430,3 @@ def test_warmup_closes_the_corpus_file_it_reads(tiny_dir, inputs, tmp_path):
         gc.collect()
     assert (tmp_path / "run" / "warmup").is_dir()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning) and "docs.jsonl" in str(w.message)]
-
-
-def test_training_on_from_a_runs_final_without_reference_is_warned(tiny_dir, inputs, tmp_path):
-    first = _run(tiny_dir, inputs, tmp_path / "first", stages="extend")
-    buf = Messages()
-    run_pipeline(base=str(first), out=tmp_path / "second", stages="distill", config=config_from_dict(SMALL), seed=3,
-                 hooks=buf.hooks(), **inputs)
-    assert f"warning: {first} is the final model of a run that trained from {tiny_dir}: give --reference" in buf.text()
-    buf = Messages()
-    run_pipeline(base=str(first), reference=str(tiny_dir), out=tmp_path / "third", stages="distill",
-                 config=config_from_dict(SMALL), seed=3, hooks=buf.hooks(), **inputs)
-    assert "give --reference" not in buf.text()

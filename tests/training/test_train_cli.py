@@ -127,3 +127,41 @@ def test_a_folder_of_yours_where_the_run_saves_a_stage_is_refused_before_trainin
     assert f"{out / 'extend'} holds files that are no saved model" in err and "overwrite=True" not in err
     assert "stage extend done" not in captured.out + captured.err
     assert (out / "extend" / "notes.txt").read_text() == "mine"
+
+
+def test_training_on_from_a_runs_final_without_reference_is_warned(tmp_path, capsys):
+    """The advice diagnose gave (train --base RUN/final, no --reference) compared with the
+    checkpoint itself and dropped the settings recommended for the base."""
+    argv = _files(tmp_path)
+    base = argv[argv.index("--base") + 1]
+    assert main([*argv, "--out", str(tmp_path / "first"), "--stages", "extend"]) == 0
+    first = tmp_path / "first" / "final"
+    argv[argv.index("--base") + 1] = str(first)
+    capsys.readouterr()
+    assert main([*argv, "--out", str(tmp_path / "second"), "--stages", "distill"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"warning: {first} is the final model of a run that compared with {base}: give --reference {base}" in err
+    assert main([*argv, "--out", str(tmp_path / "third"), "--stages", "distill", "--reference", base]) == 0
+    assert "give --reference" not in capsys.readouterr().err
+    # a run that had a --reference of its own: that is the one to give, not its --base
+    assert main([*argv, "--out", str(tmp_path / "fourth"), "--stages", "distill"]) == 0  # from `first`, no reference
+    capsys.readouterr()
+    from sparse_adapt.training.rundir import reference_of
+
+    assert reference_of(tmp_path / "third" / "final") == base and reference_of(first) == base
+    assert reference_of(tmp_path / "fourth" / "final") == str(first) and reference_of(base) is None
+
+
+def test_a_world_size_that_is_no_number_is_one_line_before_any_work(tmp_path, capsys, monkeypatch):
+    """accelerate's int() of WORLD_SIZE=abc ended train in a ValueError traceback."""
+    from accelerate import PartialState
+
+    monkeypatch.setenv("WORLD_SIZE", "abc")
+    PartialState._reset_state()  # read once per process: an earlier test's state would hide the variable
+    try:
+        assert main([*_files(tmp_path), "--out", str(tmp_path / "run"), "--stages", "extend"]) == 2
+    finally:
+        PartialState._reset_state()
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "WORLD_SIZE, RANK, LOCAL_RANK ...) must be numbers" in err
+    assert not (tmp_path / "run").exists()
