@@ -41,7 +41,7 @@ from sparse_adapt.corpus.adapt_folder import (
 from sparse_adapt.corpus.glosses import select_glosses
 from sparse_adapt.corpus.harvest import build_dictionary
 from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, known_words_note, mine_with_rest, terms_json
-from sparse_adapt.corpus.provenance import MADE_FROM_TERMS, record, refresh
+from sparse_adapt.corpus.provenance import MADE_FROM_TERMS, record, record_unrecorded, recorded_notes, refresh
 from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, make_train
 from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
 from sparse_adapt.corpus.text import locate_terms
@@ -152,6 +152,9 @@ def prepare_inputs(
                           "--top scored lower on a larger corpus: README, 'A larger corpus')")
     groups = locate_terms(documents, load_domain_terms(files.terms), files.terms)
     make_dictionary, make_pseudo = _to_generate(out, dictionary, train)
+    for name, made_now, given in (("dictionary", make_dictionary, dictionary), ("train", make_pseudo, train)):
+        if given is None and not made_now:
+            record_unrecorded(out, name, files.terms)
     # One selection serves both the dictionary and the queries (it scores every gloss on the corpus).
     selected = select_glosses(documents, groups, teacher, hooks=hooks) if glosses and (make_dictionary or make_pseudo) else None
     if make_dictionary:
@@ -162,6 +165,8 @@ def prepare_inputs(
         if not make_pseudo:
             files.heldout_queries, files.heldout_qrels = out / "heldout_queries.jsonl", out / "heldout_qrels.tsv"
             files.query_groups = out / "query_groups.json"
+            if (made := recorded_notes(out, "train")) is not None:  # a resumed run's summary keeps the counts
+                notes["make_train"] = made
         else:
             from sparse_adapt.modeling.encoder import SpladeEncoder
 
@@ -173,8 +178,8 @@ def prepare_inputs(
             fit, held_out = _split_heldout(records)
             write_jsonl(files.train, fit)
             _write_heldout(out, held_out, files)
-            record(out, "train", files.terms)
             notes["make_train"] = {**stats.__dict__, "train": len(fit), "heldout": len(held_out)}
+            record(out, "train", files.terms, notes["make_train"])
             hooks.message(f"pseudo-labelled {counted(len(records), 'query', 'queries')} ({len(fit)} train, {len(held_out)} held out) -> {files.train}")
     return files, notes
 

@@ -34,12 +34,28 @@ def _read(out: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def record(out: Path, name: str, terms: Path) -> None:
-    """``name`` (a key of ``MADE_FROM_TERMS``) was just made in ``out`` from ``terms``."""
+def record(out: Path, name: str, terms: Path, notes: dict | None = None) -> None:
+    """``name`` (a key of ``MADE_FROM_TERMS``) was just made in ``out`` from ``terms``;
+    ``notes``: what making it counted, for a later run's summary (:func:`recorded_notes`)."""
     data = _read(out)
     data[name] = {"terms": file_sha256(terms),
-                  "files": {f: file_sha256(out / f) for f in MADE_FROM_TERMS[name] if (out / f).is_file()}}
+                  "files": {f: file_sha256(out / f) for f in MADE_FROM_TERMS[name] if (out / f).is_file()},
+                  **({"notes": notes} if notes else {})}
     write_json_atomic(out / PROVENANCE, data)
+
+
+def record_unrecorded(out: Path, name: str, terms: Path) -> None:
+    """Record ``name``, found in ``out`` without a record, as made from ``terms``: a run killed
+    between writing it and recording it left it untracked for good, so a later edit of the
+    terms file never made it again."""
+    if name not in _read(out) and (out / MADE_FROM_TERMS[name][0]).is_file() and terms.is_file():
+        record(out, name, terms)
+
+
+def recorded_notes(out: Path, name: str) -> dict | None:
+    made = _read(out).get(name)
+    notes = made.get("notes") if isinstance(made, dict) else None
+    return notes if isinstance(notes, dict) else None
 
 
 def refresh(out: Path, terms: Path, hooks: Hooks = SILENT, dry: bool = False) -> list[str]:

@@ -681,6 +681,24 @@ def test_cli_adapt_prints_and_writes_the_summary(setup, finished, capsys):
     assert set(rows) - {"all"} <= {"heldout-pseudo-explicit", "heldout-pseudo-semantic", "heldout-pseudo-control"}
     tokens = {t["token"] for t in summary["inspect"]["domain"]["tokens"]}
     assert "zentrofax" in tokens and summary["generated"] == ["terms", "dictionary", "train"]
+    # resumed, the pseudo-labelling's counts are still there (a rerun wrote "notes": {} over them)
+    made = summary["notes"]["make_train"]
+    assert made["train"] == len((out / "train.jsonl").read_text().splitlines()) and made["heldout"] == len(held)
+
+
+def test_a_generated_file_a_killed_run_left_unrecorded_is_recorded_by_the_rerun(setup, finished, tmp_path):
+    """Killed between writing dictionary.jsonl and recording it in generated.json, the run left
+    it untracked for good: a later edit of the terms file remade the training lists, not it."""
+    import shutil
+
+    from sparse_adapt.corpus.provenance import PROVENANCE
+
+    out = tmp_path / "run"
+    shutil.copytree(finished, out)
+    recorded = json.loads((out / PROVENANCE).read_text())
+    (out / PROVENANCE).write_text(json.dumps({"train": recorded["train"]}))  # the kill's window
+    _adapt(setup, out)  # resumes: nothing to make or train
+    assert json.loads((out / PROVENANCE).read_text())["dictionary"] == recorded["dictionary"]
 
 
 def test_cli_adapt_prints_each_summary_warning(setup, finished, monkeypatch, capsys):
