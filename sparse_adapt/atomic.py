@@ -315,16 +315,16 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     clean_leftovers(target.parent, target.name)
     before = _identity(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
-    # mkdtemp makes the directory 0700; the output is to be shared like any the user makes.
-    os.chmod(tmp, 0o777 & ~_umask())
     try:
+        # mkdtemp makes the directory 0700; the output is to be shared like any the user makes.
+        os.chmod(tmp, 0o777 & ~_umask())
         yield tmp
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
         _raise_naming(e, target)
         raise
-    _share_like_the_user(tmp)
-    try:
+    try:  # a stop (Ctrl-C) landing on any step up to the rename removes the temporary too
+        _share_like_the_user(tmp)
         _fsync(tmp, tree=True)
         _check_unchanged(target, before)
     except BaseException:
@@ -337,10 +337,12 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
             old = target.parent / f".{target.name}.old-{os.getpid()}"
             os.replace(target, old)
         os.replace(tmp, target)
-    except OSError as e:  # refused at the last step (a mount point, an immutable folder): nothing changes
+    except BaseException as e:  # refused at the last step (a mount point, an immutable folder), or stopped
         if old is not None and old.exists() and not target.exists():
             os.replace(old, target)
         shutil.rmtree(tmp, ignore_errors=True)
+        if not isinstance(e, OSError):
+            raise
         raise OutputError(f"{target}: cannot be replaced ({e.strerror or e}); nothing was changed") from None
     if old is not None:  # before the flush: a failing one must not leave the old version beside the new
         _remove(old)
