@@ -1,28 +1,28 @@
 """Atomic writes: a reader (or a crash) never sees a half-written file or directory.
 
-Everything is written into a hidden temporary sibling of the target and renamed over it
-only once complete (``os.replace`` is atomic within one filesystem). On failure the
-temporary is removed and the target is left as it was. The temporary is flushed to disk
-(fsync) before the rename and the rename after it, so that after a power cut the target is the
-old version or the complete new one, never a new name on empty files. A process killed mid-write
-(SIGKILL, power cut) cannot clean up, so every temporary sibling carries its writer's pid
-(``.NAME.tmp-PID-*``, ``.NAME.old-PID``) and the next write of the same target removes
-those whose writer is gone (:func:`clean_leftovers`), or puts an ``.old`` back where a kill
-between the two renames of a replacement left no target.
+Everything is written into a hidden temporary sibling of the target and renamed over it only once
+complete (``os.replace`` is atomic within one filesystem). On failure or a stop (Ctrl-C, SIGTERM) the
+temporary is removed and the target left as it was. The temporary is flushed to disk (fsync) before
+the rename and the rename after it: after a power cut the target is the old version or the complete
+new one, never a new name on empty files. A process killed mid-write (SIGKILL, power cut) cannot
+clean up, so every temporary sibling carries its writer's pid (``.NAME.tmp-PID-*``,
+``.NAME.old-PID``) and the next write of the same target removes those whose writer is gone
+(:func:`clean_leftovers`), or puts an ``.old`` back where a kill between the two renames of a
+replacement left no target.
 
-A target another process made or replaced while the block wrote (two commands given one
-new destination) is left alone and the block's output dropped, with one line: the later
-writer's rename would delete the earlier one's finished output.
+A target another process made or replaced while the block wrote (two commands given one new
+destination) is left alone and the block's output dropped, with one line: the later writer's rename
+would delete the earlier one's finished output.
 
-Commands check their destination before any work (:func:`check_output`): an existing
-non-empty directory or an existing file is the user's and is refused unless they pass
-``--overwrite``, and a destination that cannot be written fails at once, not after an
-hour of encoding.
+Commands check their destination before any work (:func:`check_output`): an existing non-empty
+directory or an existing file is the user's and is refused unless they pass ``--overwrite``, and a
+destination that cannot be written fails at once, not after an hour of encoding.
 """
 
 from __future__ import annotations
 
 import errno
+import glob
 import json
 import os
 import re
@@ -106,6 +106,11 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+def _remove_ours(directory: Path, prefix: str) -> None:  # this process's temporaries of one target
+    for entry in directory.glob(f"{glob.escape(prefix)}*"):
+        _remove(entry)
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -232,26 +237,22 @@ def empty_or_model_directory(path: Path) -> bool:
 
 
 def _umask() -> int:
-    mask = os.umask(0o022)  # reading the umask means setting it: put it straight back
-    os.umask(mask)
+    os.umask(mask := os.umask(0o022))  # reading the umask means setting it: put it straight back
     return mask
 
 
 def _raise_naming(e: BaseException, target: Path) -> None:
-    """Re-raise a failed write that names no file (``write()`` on a full disk, safetensors'
-    own errors) as an ``OSError`` naming ``target``, so the one-line error says where."""
+    """Re-raise a failed write that names no file (``write()`` on a full disk, safetensors' own
+    errors) as an ``OSError`` naming ``target``, so the one-line error says where."""
     if isinstance(e, OSError) and e.filename is not None:
         return
-    code = os_errno(e)
-    if code not in WRITE_ERRNOS:
-        return
-    raise OSError(code, os.strerror(code), str(target)) from e
+    if (code := os_errno(e)) in WRITE_ERRNOS:
+        raise OSError(code, os.strerror(code), str(target)) from e
 
 
 def _share_like_the_user(root: Path) -> None:
-    """Give what a writer made owner-only (transformers saves ``model.safetensors`` through a
-    0600 temporary file) the mode of any file the user makes: a team's shared model directory
-    had every file readable but the weights."""
+    """Give what a writer made owner-only (transformers saves ``model.safetensors`` through a 0600
+    temporary) the mode of any file the user makes: a team's model had all but the weights readable."""
     mask = _umask()
     for path in root.rglob("*"):
         if path.is_symlink():
@@ -265,9 +266,8 @@ def _share_like_the_user(root: Path) -> None:
 
 
 def _fsync(path: Path, tree: bool = False) -> None:
-    """fsync ``path`` (``tree``: and everything inside it): a rename publishes an output only
-    after its data is on disk, and the rename itself is on disk before the command says done;
-    else a power cut could leave the new name on empty files."""
+    """fsync ``path`` (``tree``: and everything inside it): a rename publishes an output only after
+    its data is on disk, and is itself on disk before the command says done (see the module)."""
     # A link inside the tree is not its data; ``path`` itself (a --out's folder) may be one.
     for p in [*(q for q in path.rglob("*") if not q.is_symlink()), path] if tree else [path]:
         fd = os.open(p, os.O_RDONLY)
@@ -281,8 +281,7 @@ def _fsync(path: Path, tree: bool = False) -> None:
 
 
 def _identity(path: Path) -> tuple[int, int, int] | None:
-    """What ``path`` is on disk (device, inode, status change time; the link itself for a
-    symlink), None when absent."""
+    """``path``'s device, inode and status change time (a link's own), None when absent."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -291,11 +290,11 @@ def _identity(path: Path) -> tuple[int, int, int] | None:
 
 
 def _check_unchanged(target: Path, before: tuple[int, int, int] | None) -> None:
-    """Refuse to publish over a ``target`` another process made or replaced while this block
-    wrote: two `export`s into one new --out, both checked while it was still absent, had the
-    later one delete the earlier one's finished output. Replaced: another inode *and* another
-    change time, since some file systems (FUSE without use_ino, CIFS noserverino) renumber the
-    inode of an untouched file; a rename into place sets the change time."""
+    """Refuse to publish over a ``target`` another process made or replaced while this block wrote:
+    two `export`s into one new --out, both checked while it was still absent, had the later one
+    delete the earlier one's finished output. Replaced: another inode *and* change time, since some
+    file systems (FUSE without use_ino, CIFS noserverino) renumber an untouched file's inode
+    (a rename into place sets the change time)."""
     now = _identity(target)
     if now is None:  # gone meanwhile: nothing of anyone's to lose
         return
@@ -309,18 +308,24 @@ def _check_unchanged(target: Path, before: tuple[int, int, int] | None) -> None:
 @contextmanager
 def atomic_directory(target: str | Path) -> Iterator[Path]:
     """Yield a temporary directory that replaces ``target`` when the block succeeds, and ``target``
-    is still what it was when the block began (see :func:`_check_unchanged`)."""
+    is still what it was when the block began (see :func:`_check_unchanged`); a stop (raised as the
+    system call it came during returns) landing on any step leaves no temporary."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     clean_leftovers(target.parent, target.name)
     before = _identity(target)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=target.parent))
+    # named before any step: a stop lands on a Python call (a path's "/") outside the steps' cleanup
+    prefix, old = f".{target.name}.tmp-{os.getpid()}-", target.parent / f".{target.name}.old-{os.getpid()}"
     try:
-        # mkdtemp makes the directory 0700; the output is to be shared like any the user makes.
-        os.chmod(tmp, 0o777 & ~_umask())
+        tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+    except BaseException:  # a Ctrl-C during mkdir is raised as it returns, before ``tmp`` is bound
+        _remove_ours(target.parent, prefix)
+        raise
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700: the output is shared like any the user makes
         yield tmp
-    except BaseException as e:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException as e:  # with any temporary of the block's own named like it (lucene's input folder)
+        _remove_ours(target.parent, prefix)
         _raise_naming(e, target)
         raise
     try:  # a stop (Ctrl-C) landing on any step up to the rename removes the temporary too
@@ -330,22 +335,25 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    old = None
     try:
-        if target.exists() or target.is_symlink():
-            # A directory cannot be replaced by rename while it exists: move it aside first.
-            old = target.parent / f".{target.name}.old-{os.getpid()}"
+        if target.exists() or target.is_symlink():  # a directory cannot be replaced by rename while it exists
             os.replace(target, old)
         os.replace(tmp, target)
     except BaseException as e:  # refused at the last step (a mount point, an immutable folder), or stopped
-        if old is not None and old.exists() and not target.exists():
+        if not tmp.exists():  # published: the stop landed just after the rename
+            _remove(old)
+            raise
+        if old.exists() and not target.exists():
             os.replace(old, target)
         shutil.rmtree(tmp, ignore_errors=True)
         if not isinstance(e, OSError):
             raise
         raise OutputError(f"{target}: cannot be replaced ({e.strerror or e}); nothing was changed") from None
-    if old is not None:  # before the flush: a failing one must not leave the old version beside the new
+    try:  # before the flush: a failing one must not leave the old version beside the new
         _remove(old)
+    except BaseException:  # stopped while a large old version went: the rest goes (a 2nd stop is only noted)
+        _remove(old)
+        raise
     _fsync(target.parent)
 
 

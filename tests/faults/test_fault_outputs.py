@@ -597,3 +597,55 @@ def test_a_line_break_in_a_file_name_stays_on_the_error_line(files, tmp_path, ca
     docs.write_text(json.dumps({"doc_id": 1, "text": "x"}) + "\n", encoding="utf-8")
     result = cli(capsys, ["export", "--model", files["model"], "--docs", docs, "--out", tmp_path / "v"])
     assert_one_line_error(result, "new\\nerror: forged.jsonl:1: field 'doc_id'")
+
+
+@pytest.mark.parametrize("where, published", [
+    ("mkdir", False), ("body", False), ("modes", False), ("aside", False), ("rename", True), ("old removed", True)])
+def test_a_stop_landing_on_any_step_of_a_replacement_leaves_one_version_and_no_temporary(
+        where, published, tmp_path, monkeypatch):
+    """Python raises a Ctrl-C as the system call it came during returns: one that came during
+    mkdtemp's mkdir left an empty ``.NAME.tmp-PID-*`` (the temporary was not yet named), and one
+    just after the publishing rename left the old version beside the new (``.NAME.old-PID``). The
+    block's own temporaries named like the target's (lucene's input folder) go too."""
+    import tempfile
+
+    import sparse_adapt.atomic as atomic
+
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / "a.txt").write_text("old")
+    (out / "b.txt").write_text("old")
+    real_mkdtemp, real_replace, real_remove = tempfile.mkdtemp, os.replace, atomic._remove
+
+    def stop(*args):
+        raise KeyboardInterrupt
+
+    def mkdtemp(*args, **kwargs):
+        real_mkdtemp(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    def replace(src, dst):
+        real_replace(src, dst)
+        if (where == "aside" and ".old-" in str(dst)) or (where == "rename" and ".tmp-" in str(src)):
+            raise KeyboardInterrupt
+
+    def remove(path):  # stopped half-way through deleting the old version, once
+        if ".old-" in path.name and (path / "a.txt").exists():
+            (path / "a.txt").unlink()
+            raise KeyboardInterrupt
+        real_remove(path)
+
+    patches = {"mkdir": (atomic.tempfile, "mkdtemp", mkdtemp), "modes": (atomic, "_share_like_the_user", stop),
+               "aside": (atomic.os, "replace", replace), "rename": (atomic.os, "replace", replace),
+               "old removed": (atomic, "_remove", remove)}
+    if where in patches:
+        monkeypatch.setattr(*patches[where])
+    with pytest.raises(KeyboardInterrupt):
+        with atomic.atomic_directory(out) as tmp:
+            (tmp / "a.txt").write_text("new")
+            if where == "body":  # stopped as a TemporaryDirectory beside it was made, before it could clean up
+                (tmp_path / f".model.tmp-{os.getpid()}-input1234").mkdir()
+                raise KeyboardInterrupt
+    assert hidden_leftovers(tmp_path) == []
+    assert sorted(p.name for p in out.iterdir()) == (["a.txt"] if published else ["a.txt", "b.txt"])
+    assert (out / "a.txt").read_text() == ("new" if published else "old")
