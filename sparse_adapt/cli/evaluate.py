@@ -22,7 +22,7 @@ from rich.text import Text
 
 from sparse_adapt.cli.output import (
     BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, FILE_PATH,
-    console, feedback_settings, warn,
+    console, feedback_settings, searched_as, warn,
 )
 from sparse_adapt.data import Document, Qrels, Query
 from sparse_adapt.errors import ConfigError
@@ -246,9 +246,7 @@ def evaluate(
            else _in_memory(model, data, documents, max_active_dims=max_active_dims, feedback=fb))
     metrics = evaluate_run(data.qrels, run)
     if save_run is not None:
-        # a feedback run tagged as the model alone could not be told from its plain run later
-        tag = model if fb is None else f"{model}+feedback"
-        empty = [q for q in save_run_file(run, save_run, tag) if q in data.qrels]
+        empty = [q for q in save_run_file(run, save_run, searched_as(model, fb)) if q in data.qrels]
         if empty:  # the metrics count them as 0
             warn(f"{counted(len(empty), 'evaluated query', 'evaluated queries')} retrieved no document and "
                  f"{'has' if len(empty) == 1 else 'have'} no line in {save_run} (e.g. {', '.join(empty[:5])}): "

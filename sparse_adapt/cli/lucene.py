@@ -13,7 +13,7 @@ from rich.text import Text
 
 from sparse_adapt.cli.output import (
     BASE_HELP, FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION, FILE_PATH, OVERWRITE_HELP,
-    check_thread_count, console, feedback_option, feedback_settings, require_text, warn, wrote,
+    check_thread_count, console, feedback_option, feedback_settings, require_text, searched_as, warn, wrote,
 )
 from sparse_adapt.progress import counted
 
@@ -198,7 +198,7 @@ def _search_all(retriever, encoder, batch, k: int, threads: int, fb, save_run: P
     if note:
         warn(note)
     run = retriever.run(batch, k=k, threads=threads, feedback=fb)
-    empty = save_run_file(run, save_run, model if fb is None else f"{model}+feedback")  # told from a plain run
+    empty = save_run_file(run, save_run, searched_as(model, fb))
     if empty:
         warn(f"{counted(len(empty), 'query', 'queries')} of {len(batch)} matched no document and "
              f"{'has' if len(empty) == 1 else 'have'} no line in the run (e.g. {', '.join(empty[:5])})")

@@ -225,6 +225,12 @@ def feedback_settings(on: bool, docs: int | None, weight: float | None, terms: i
     return feedback
 
 
+def searched_as(model: str, feedback: Feedback | None) -> str:
+    """A saved run's tag: a feedback run tagged as the model alone could not be told later from its
+    plain run."""
+    return model if feedback is None else f"{model}+feedback"
+
+
 def check_thread_count(flag: str, threads: int | None) -> None:
     """``threads`` at most 4x this machine's CPUs: 100,000 torch threads crashed the process (a
     segfault in its pool), Java's pool refused 32,768 with a traceback, and more only wait."""

@@ -278,11 +278,13 @@ def run_pipeline(
                     raise NonFiniteError(f"{e}. Last good checkpoint: {out / names[i - 1]}; rerun to resume from it") from None
                 raise NonFiniteError(f"{e}. No stage of this run completed; the base {base} is unchanged") from None
             seconds = time.perf_counter() - t0
+            # Logged before the save: a kill between the two then drops the line with the unsaved
+            # stage (restart_log), where a saved stage killed before its line lost its card row.
+            log({"event": "stage_end", "stage": name, "seconds": round(seconds, 2), **ctx.info})
             if main:
                 splade.save_pretrained(out / name, keep_others=False)
                 shutil.rmtree(_partial(out, name), ignore_errors=True)
             processes.barrier()
-            log({"event": "stage_end", "stage": name, "seconds": round(seconds, 2), **ctx.info})
             hooks.message(f"stage {name} done in {seconds:.1f}s -> {out / name}")
         alpha = cfg.distill.interpolate
         # The run's starting point: the base with the domain terms added, nothing trained.

@@ -314,6 +314,30 @@ def test_a_completed_stages_leftover_partial_checkpoint_is_removed_by_the_rerun(
     assert not (tmp_path / "run" / "warmup.partial").exists() and (tmp_path / "run" / "warmup").is_dir()
 
 
+def test_a_stage_saved_just_before_a_kill_keeps_its_log_line_and_card_row(files, tmp_path, monkeypatch):
+    """The stage was saved, then its stage_end line logged: a kill between the two left a complete
+    stage the rerun skipped, with no line, so its row was missing from the model card."""
+    import shutil
+
+    from sparse_adapt.modeling.card import stage_ends
+
+    cfg, out = config_from_dict(CKPT), tmp_path / "run"
+    real = shutil.rmtree
+
+    def killed_after_the_save(path, *args, **kwargs):  # the step right after the stage's save
+        if Path(path) == out / "warmup.partial":
+            raise KeyboardInterrupt
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", killed_after_the_save)
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline(out=out, config=cfg, seed=2, stages="extend,warmup", **files)
+    monkeypatch.setattr(shutil, "rmtree", real)
+    run_pipeline(out=out, config=cfg, seed=2, stages="extend,warmup", **files)
+    assert [r["stage"] for r in stage_ends(out / "train_log.jsonl")] == ["extend", "warmup"]
+    assert "| warmup |" in (out / "final" / "README.md").read_text(encoding="utf-8")
+
+
 def test_a_signal_set_to_be_ignored_stays_ignored(monkeypatch):
     """`nohup` ignores SIGHUP: the stop handlers replaced that, and a nohup'd run stopped at logout."""
     from sparse_adapt.cli import _stop_handlers
