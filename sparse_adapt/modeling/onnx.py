@@ -249,7 +249,7 @@ class OnnxSpladeEncoder(VectorMethods):
             raise ModelLoadError(f"{directory}: no {ONNX_FILE}; write one with `sparse-adapt onnx --model M --out DIR`")
         self.meta = OnnxMeta.load(self.directory)
         self._id_to_token: list[str] | None = None
-        # ONNX Runtime (1.32) queues telemetry events in ~/.cache/Microsoft/DeveloperTools: a
+        # ONNX Runtime (1.32) queues telemetry events in $XDG_CACHE_HOME (else ~/.cache)/Microsoft/DeveloperTools: a
         # write outside every --out, by a tool meant to run offline. This variable, read when its
         # environment starts, turns that off; a user who set it keeps their value.
         os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
