@@ -34,7 +34,7 @@ GLOSSES_HELP = (
 def _check_out(out: Path, overwrite: bool, *inputs: Optional[Path]) -> None:
     """Never write over an input, nor over an existing file unless asked: it may be hand-edited.
     A directory, or a path under a file, is refused before any work (``check_output``)."""
-    from sparse_adapt.atomic import check_output
+    from sparse_adapt.destination import check_output
 
     check_output(out, overwrite, kind="file", inputs=inputs)
 

@@ -190,7 +190,7 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (see README)."),
 ) -> None:
     """Rank every document for every query and report nDCG@10, MRR@10 and Recall@5 (ranx)."""
-    from sparse_adapt.atomic import check_output
+    from sparse_adapt.destination import check_output
     from sparse_adapt.retrieval.evaluation import DEFAULT_METRICS, check_qrels, evaluate_run, quiet_ranx, save_run_file
 
     # Accepted and then ignored, each of these would pass for a setting of the run.

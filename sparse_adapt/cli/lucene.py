@@ -31,7 +31,7 @@ def export(
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """Encode documents into Pyserini's JsonVectorCollection ({id, contents, vector: {token: int}})."""
-    from sparse_adapt.atomic import check_output
+    from sparse_adapt.destination import check_output
     from sparse_adapt.data import require_file
     from sparse_adapt.retrieval.export import ExportConfig, empty_sentence, export_vectors
     from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -65,7 +65,7 @@ def index(
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """Build a Lucene impact index (Pyserini --impact --pretokenized) with a Java 21+ found by itself."""
-    from sparse_adapt.atomic import check_output
+    from sparse_adapt.destination import check_output
     from sparse_adapt.retrieval.export import empty_sentence, inexact_sentence, read_export_meta, validate_vectors
     from sparse_adapt.retrieval.lucene import IndexMeta, build_index
 
@@ -143,7 +143,7 @@ def search(
         raise ConfigError("search needs exactly one of --model (PyTorch) or --onnx (ONNX Runtime) for the query")
     batch = None
     if queries is not None:
-        from sparse_adapt.atomic import check_output
+        from sparse_adapt.destination import check_output
         from sparse_adapt.data import load_queries
 
         check_output(save_run, overwrite, kind="file", flag="--save-run", inputs=(queries, index_dir, model, onnx))

@@ -52,7 +52,7 @@ def base(
     """Build a SPLADE base from an encoder without MLM head (tied decoder, identity transform)."""
     import math
 
-    from sparse_adapt.atomic import check_output
+    from sparse_adapt.destination import check_output
     from sparse_adapt.data import load_documents
     from sparse_adapt.errors import ConfigError
     from sparse_adapt.defaults import docs_or_bundled
@@ -137,7 +137,7 @@ def extend_vocab(
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """Add each domain term as one token and grow embeddings and MLM head together."""
-    from sparse_adapt.atomic import check_output
+    from sparse_adapt.destination import check_output
     from sparse_adapt.data import load_domain_terms
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.modeling.vocabulary import extend_vocabulary

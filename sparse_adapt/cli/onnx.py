@@ -17,7 +17,7 @@ def onnx(
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
     """Export input_ids/attention_mask -> pooled (batch, vocab) SPLADE weights, checked in ONNX Runtime."""
-    from sparse_adapt.atomic import check_output
+    from sparse_adapt.destination import check_output
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.modeling.hub import model_reference
     from sparse_adapt.modeling.onnx import ONNX_FILE, TOP_K, export_onnx

@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
                                        "prefix/ made with other settings."),
     ) -> None:
         """Search distill weights and learning rate (TPE, median pruning); write OUT/best.toml."""
-        from sparse_adapt.atomic import check_not_an_input
+        from sparse_adapt.destination import check_not_an_input
         from sparse_adapt.cli.output import console, rich_hooks, wrote
         from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
         from sparse_adapt.errors import ConfigError

@@ -28,7 +28,8 @@ import torch
 from torch import nn
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from sparse_adapt.atomic import atomic_directory, empty_or_model_directory
+from sparse_adapt.atomic import atomic_directory
+from sparse_adapt.destination import empty_or_model_directory
 from sparse_adapt.device import resolve_device
 from sparse_adapt.errors import (
     ModelLoadError, NonFiniteError, OutputError, SparseAdaptWarning, first_line, require_positive_int, require_texts,

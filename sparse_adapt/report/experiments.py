@@ -17,7 +17,8 @@ from sparse_adapt.report.results import (
     DIAGNOSTICS_DIR, EXPLAIN_K, GROUP_METRIC, REFERENCE, RUNS_DIR, SCHEMA, SHARED_SHOWN, TOP_K, Explained, Report,
     StageResult,
 )
-from sparse_adapt.atomic import atomic_directory, check_not_an_input, check_writable, write_atomic
+from sparse_adapt.atomic import atomic_directory, write_atomic
+from sparse_adapt.destination import check_not_an_input, check_writable
 from sparse_adapt.lock import locked
 from sparse_adapt.training.stages import EXPERIMENTS
 

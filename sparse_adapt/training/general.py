@@ -25,7 +25,8 @@ from typing import Sequence
 
 import torch
 
-from sparse_adapt.atomic import atomic_directory, check_output, clean_leftovers
+from sparse_adapt.atomic import atomic_directory, clean_leftovers
+from sparse_adapt.destination import check_output
 from sparse_adapt.corpus.lexicon import MIN_ZIPF, lexicon_pairs
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses.flops import FlopsLoss

@@ -24,7 +24,8 @@ import shutil
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from sparse_adapt.atomic import check_writable, write_atomic
+from sparse_adapt.atomic import write_atomic
+from sparse_adapt.destination import check_writable
 from sparse_adapt.data import flat_terms
 from sparse_adapt.errors import ConfigError, NonFiniteError, OutputError
 from sparse_adapt.lock import LOCK_FILE, locked

@@ -649,3 +649,21 @@ def test_a_stop_landing_on_any_step_of_a_replacement_leaves_one_version_and_no_t
     assert hidden_leftovers(tmp_path) == []
     assert sorted(p.name for p in out.iterdir()) == (["a.txt"] if published else ["a.txt", "b.txt"])
     assert (out / "a.txt").read_text() == ("new" if published else "old")
+
+
+def test_a_stop_as_the_destination_is_probed_leaves_no_probe_file(tmp_path, monkeypatch):
+    """check_writable makes and removes a probe file; a Ctrl-C raised as mkstemp returned left it."""
+    import tempfile
+
+    import sparse_adapt.destination as destination
+
+    real = tempfile.mkstemp
+
+    def mkstemp(*args, **kwargs):
+        os.close(real(*args, **kwargs)[0])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(destination.tempfile, "mkstemp", mkstemp)
+    with pytest.raises(KeyboardInterrupt):
+        destination.check_writable(tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []

@@ -199,7 +199,7 @@ def test_the_index_child_dies_with_its_parent(tmp_path, capsys):
     assert not alive, "the indexing child outlived its killed parent"
     # the killed parent's temporary index is removed by the next write of that index
     assert [p for p in hidden_leftovers(tmp_path) if p.startswith(".index.tmp-")]
-    from sparse_adapt.atomic import check_output
+    from sparse_adapt.destination import check_output
 
     check_output(index)
     assert hidden_leftovers(tmp_path) == []
