@@ -40,7 +40,16 @@ def locked(directory: str | Path) -> Iterator[Path]:
     created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / LOCK_FILE
-    fd = _acquire(directory, path)
+    try:
+        fd = _acquire(directory, path)
+    except BaseException as e:
+        # A stop (Ctrl-C) is raised as the system call it came during returns: after os.open made
+        # the file, before its descriptor was kept. Removed unless another process holds it.
+        if not isinstance(e, LockError):
+            _remove_unheld(path)
+            if created and directory.is_dir() and not any(directory.iterdir()):
+                directory.rmdir()
+        raise
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
@@ -61,6 +70,7 @@ def _acquire(directory: Path, path: Path) -> int:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            ours = _same_file(fd, path)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
             os.close(fd)
@@ -71,9 +81,25 @@ def _acquire(directory: Path, path: Path) -> int:
         except BaseException:
             os.close(fd)
             raise
-        if _same_file(fd, path):
+        if ours:
             return fd
         os.close(fd)  # the holder before us removed it after we opened it: open the new one
+
+
+def _remove_unheld(path: Path) -> None:
+    """Remove the lock file at ``path`` unless a process holds it (by the protocol above)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if _same_file(fd, path):
+            path.unlink()
+    except BlockingIOError:  # held: another process's
+        pass
+    finally:
+        os.close(fd)
 
 
 def _same_file(fd: int, path: Path) -> bool:

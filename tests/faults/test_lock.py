@@ -65,3 +65,35 @@ def test_a_second_holder_is_refused_in_the_same_process(tmp_path):
             with locked(tmp_path / "run"):
                 pass
         assert (tmp_path / "run" / LOCK_FILE).exists()  # the refused one did not remove it
+
+
+@pytest.mark.parametrize("where", ["open", "flock"])
+def test_a_stop_while_the_lock_is_taken_leaves_no_lock_file(where, tmp_path, monkeypatch):
+    """Python raises a Ctrl-C as the system call it came during returns: just after os.open made
+    the lock file (or flock took it), before the descriptor was kept, the file stayed."""
+    real_open, real_flock = os.open, lock.fcntl.flock
+    calls = []
+
+    def opened(path, flags, *args):
+        fd = real_open(path, flags, *args)  # made, its descriptor never kept (the process's exit closes it)
+        if flags & os.O_CREAT:  # the taking, not the cleanup's open
+            raise KeyboardInterrupt
+        return fd
+
+    def flocked(fd, op):
+        real_flock(fd, op)
+        calls.append(fd)
+        if len(calls) % 2:  # each folder's taking; its cleanup's flock (the next call) goes through
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(*((lock.os, "open", opened) if where == "open" else (lock.fcntl, "flock", flocked)))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for out in (mine, tmp_path / "new"):
+        with pytest.raises(KeyboardInterrupt):
+            with locked(out):
+                pytest.fail("the block ran")
+    monkeypatch.undo()
+    assert list(mine.iterdir()) == [] and not (tmp_path / "new").exists()
+    with locked(tmp_path / "new"):  # nothing holds it
+        pass
