@@ -12,6 +12,16 @@ from __future__ import annotations
 import functools
 import json
 import os
+import tempfile
+
+# The ambient terminal settings of the machine running the suite (a CI's FORCE_COLOR or
+# TTY_COMPATIBLE makes rich treat captured output as a terminal: escape codes, bars, wrapping).
+for _var in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES", "GITHUB_ACTIONS", "PY_COLORS",
+             "TERMINAL_WIDTH", "_TYPER_FORCE_DISABLE_TERMINAL"):
+    os.environ.pop(_var, None)
+# Importing ir_datasets (ranx does) makes ~/.ir_datasets: a machine with a read-only HOME failed every
+# test that evaluates. Nothing is downloaded (no network), so a folder under the temporary one serves.
+os.environ.setdefault("IR_DATASETS_HOME", os.path.join(tempfile.gettempdir(), "sparse-adapt-tests-ir_datasets"))
 
 import pytest
 import torch

@@ -30,6 +30,7 @@ class _Session:
 def test_the_probe_asks_once_and_says_why_the_hub_is_silent(monkeypatch, tmp_path):
     import huggingface_hub
 
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # a machine's HF_HUB_OFFLINE=1
     silent = _Session(ConnectionError("[Errno -2] Name or service not known"))
     monkeypatch.setattr(huggingface_hub, "get_session", lambda: silent)
     assert hub_unreachable("org/model") == "[Errno -2] Name or service not known"

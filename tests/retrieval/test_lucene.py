@@ -449,10 +449,12 @@ def test_jvm_start_notices_are_dropped_and_anything_else_is_kept(capfd):
 
 @pytest.mark.slow
 def test_a_search_in_a_new_process_prints_only_its_hits(built):
+    # the JVM's own "Picked up JAVA_TOOL_OPTIONS: ..." answers a machine's setting, not ours
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS")}
     proc = subprocess.run(
         [sys.executable, "-m", "sparse_adapt", "search", "gatrocraptic spending", "--index", str(built["index"]),
          "--model", "offline-minilm", "--k", "3", "--json"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, env=env,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert len(json.loads(proc.stdout)) == 3

@@ -46,7 +46,8 @@ def test_two_gloo_processes_match_one_process_with_double_accumulation(tmp_path)
         "--train", str(_jsonl(tmp_path / "train.jsonl", [dict(r, qid=f"{r['qid']}-{i}") for i, r in enumerate(train)])),
         "--stages", "extend,distill", "--seed", "1",
     ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}, "PYTHONPATH": str(ROOT),
+           "OMP_NUM_THREADS": "1", "HF_HOME": str(tmp_path / "hf-home")}  # no accelerate config of the machine's
 
     def config(name: str, accum: int) -> str:
         path = tmp_path / name
@@ -57,7 +58,7 @@ def test_two_gloo_processes_match_one_process_with_double_accumulation(tmp_path)
            "--config", config("one.json", 2), "--out", str(tmp_path / "one")]
     subprocess.run(one, check=True, env=env, cwd=ROOT, capture_output=True)
     two = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-           "--dynamo_backend", "no", "--main_process_port", "29533", "-m", "sparse_adapt", "--device", "cpu",
+           "--dynamo_backend", "no", "--main_process_port", str(_free_port()), "-m", "sparse_adapt", "--device", "cpu",
            "--threads", "1", "train", *common, "--config", config("two.json", 1), "--out", str(tmp_path / "two")]
     proc = subprocess.run(two, env=env, cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -73,6 +74,15 @@ def test_two_gloo_processes_match_one_process_with_double_accumulation(tmp_path)
     # The logged losses are over both processes' batches, as one process logs its two (once: rank 0's alone).
     losses = lambda out: [json.loads(l)["loss"] for l in (out / "train_log.jsonl").read_text().splitlines() if '"step"' in l]  # noqa: E731
     assert losses(tmp_path / "two") == pytest.approx(losses(tmp_path / "one"), rel=1e-4)
+
+
+def _free_port() -> int:
+    """A port no one listens on now: a fixed one clashed with another job's group on the same host."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 class _Rank(SingleProcess):
