@@ -115,13 +115,14 @@ def _is_run(compare: str) -> bool:
 
 
 def _read_run(path: Path, name: str):
-    from ranx import Run
-
     from sparse_adapt.data.runs import load_run, run_score
+    from sparse_adapt.retrieval.evaluation import import_ranx
+
+    ranx = import_ranx()
 
     if path.suffix == ".lz4":  # ranx's own binary format: ranx reads it
         try:
-            read = Run.from_file(str(path), kind="lz4", name=name)
+            read = ranx.Run.from_file(str(path), kind="lz4", name=name)
         except Exception as e:  # noqa: BLE001 - whatever its decoder raises, the file is the cause
             raise ConfigError(f"--compare {path}: not a ranx lz4 run file ({type(e).__name__}: {e})") from None
         # The checks a TREC or JSON run gets: a NaN or infinite score ranks arbitrarily.

@@ -12,6 +12,7 @@ skipped, a key written twice in one object refused, every error naming file and 
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 from contextlib import contextmanager
@@ -122,9 +123,23 @@ def local_beir_files(folder: str | Path, split: str = "test") -> dict[str, Path]
     return {"corpus": root / "corpus.jsonl", "queries": root / "queries.jsonl", "qrels": root / "qrels" / f"{split}.tsv"}
 
 
+def import_ir_datasets():
+    """ir_datasets (ranx imports it too), which makes its home folder on import: ``~/.ir_datasets``
+    unless IR_DATASETS_HOME. One that cannot be made (a read-only HOME) was a bare "Permission
+    denied" from `evaluate`; it is said with the way out."""
+    try:
+        import ir_datasets
+    except OSError as e:
+        if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        raise DatasetError(f"ir_datasets (imported to evaluate runs) cannot make its folder {e.filename} "
+                           f"({e.strerror}); set IR_DATASETS_HOME to a folder you can write") from None
+    return ir_datasets
+
+
 def local_beir(folder: str | Path, split: str = "test") -> IRDataset:
     """A BEIR-format folder as an ir_datasets Dataset (no copy, no download)."""
-    import ir_datasets
+    ir_datasets = import_ir_datasets()
     from ir_datasets.datasets.base import Dataset
     from ir_datasets.datasets.beir import BeirQrels, BeirTitleDoc
     from ir_datasets.formats import GenericQuery, JsonlDocs, JsonlQueries
@@ -189,7 +204,7 @@ def load_dataset(id_or_folder: str) -> IRDataset:
     """A local BEIR folder when ``id_or_folder`` is a directory, else an ir_datasets id."""
     if Path(id_or_folder).is_dir():
         return local_beir(id_or_folder)
-    import ir_datasets
+    ir_datasets = import_ir_datasets()
 
     try:
         dataset = ir_datasets.load(id_or_folder)

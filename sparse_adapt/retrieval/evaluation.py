@@ -30,6 +30,17 @@ if TYPE_CHECKING:
 DEFAULT_METRICS = ("ndcg@10", "mrr@10", "recall@5")
 
 
+def import_ranx():
+    """ranx, imported after ir_datasets (which it imports) so that a home folder ir_datasets cannot
+    make is one line saying what to do."""
+    from sparse_adapt.retrieval.datasets import import_ir_datasets
+
+    import_ir_datasets()
+    import ranx
+
+    return ranx
+
+
 class QrelsMismatchError(SparseAdaptError):
     """The qrels judge nothing that is being evaluated: every metric would be a meaningless 0."""
 
@@ -197,10 +208,8 @@ def ranx_run(run: dict[str, dict[str, float]], name: str | None = None) -> Run:
     """``run`` as a ranx Run whose scores are the :func:`ranking` positions (n, n-1, ..., 1):
     the order ranx evaluates is then this module's, ties included. Rank metrics (nDCG, MRR,
     recall) read only the order."""
-    from ranx import Run
-
     ordered = {q: {d: float(len(s) - i) for i, (d, _) in enumerate(ranking(s))} for q, s in run.items()}
-    return Run(ordered, name=name)
+    return import_ranx().Run(ordered, name=name)
 
 
 def evaluate_run(
@@ -214,11 +223,10 @@ def evaluate_run(
         raise ValueError("no query of the run has relevance judgements")
     if not any(run.get(q) for q in keep):  # nothing retrieved at all: ranx fails on max() of nothing
         return {m: 0.0 for m in metrics}
-    from ranx import Qrels, evaluate
-
+    ranx = import_ranx()
     with quiet_ranx():  # make_comparable: a judged query missing from the run is scored as retrieving nothing
-        result = evaluate(
-            Qrels({q: qrels[q] for q in keep}), ranx_run({q: run[q] for q in keep if run.get(q)}), list(metrics),
+        result = ranx.evaluate(
+            ranx.Qrels({q: qrels[q] for q in keep}), ranx_run({q: run[q] for q in keep if run.get(q)}), list(metrics),
             make_comparable=True,
         )
     if isinstance(result, float):  # ranx returns a bare float for a single metric
@@ -232,11 +240,10 @@ def evaluate_per_query(
     keep = [q for q in run if q in qrels]
     if not any(run[q] for q in keep):  # as in evaluate_run
         return {q: 0.0 for q in keep}
-    from ranx import Qrels, evaluate
-
+    ranx = import_ranx()
     r = ranx_run({q: run[q] for q in keep})
     with quiet_ranx():
-        evaluate(Qrels({q: qrels[q] for q in keep}), r, metric, make_comparable=True)
+        ranx.evaluate(ranx.Qrels({q: qrels[q] for q in keep}), r, metric, make_comparable=True)
     return {q: float(v) for q, v in r.scores[metric].items()}
 
 

@@ -176,6 +176,20 @@ def test_save_run_overwrite_replaces_the_file(files, tmp_path, capsys):
     assert run.read_text().split()[2] in {json.loads(line)["doc_id"] for line in GATROCRAPTIC.docs.open()}
 
 
+def test_an_ir_datasets_home_that_cannot_be_made_is_one_line_saying_what_to_do(files, tmp_path):
+    """ranx imports ir_datasets, which makes ~/.ir_datasets on import: with a read-only HOME every
+    `evaluate` ended on a bare "Permission denied" (its own folder: /sys refuses any new one)."""
+    argv = [str(a) for a in ALL_WRITERS["evaluate --save-run"](files) + [tmp_path / "run.trec"]]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "IR_DATASETS_HOME": "/sys/sparse-adapt-ir_datasets"}
+    done = subprocess.run([sys.executable, "-m", "sparse_adapt", *argv], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1].startswith("error: ir_datasets (imported to evaluate runs) cannot "
+                                                           "make its folder /sys/sparse-adapt-ir_datasets")
+    assert "set IR_DATASETS_HOME to a folder you can write" in done.stderr
+    assert not (tmp_path / "run.trec").exists()
+
+
 # Every option naming a file to write (argv without the destination).
 FILE_WRITERS = {
     "evaluate --save-run": ALL_WRITERS["evaluate --save-run"],
