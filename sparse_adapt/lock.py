@@ -53,15 +53,22 @@ def locked(directory: str | Path) -> Iterator[Path]:
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        try:
-            yield directory
-        finally:
-            if _same_file(fd, path):  # still ours: a later holder never finds it unlinked
-                path.unlink()
-            if created and directory.is_dir() and not any(directory.iterdir()):
-                directory.rmdir()
+        yield directory
     finally:
-        os.close(fd)  # closing the descriptor releases the flock
+        try:
+            _release(fd, path, directory, created)
+        except BaseException:  # a stop landing on one of its calls: the rest is done (a 2nd stop is only noted)
+            _release(fd, path, directory, created)
+            raise
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+
+def _release(fd: int, path: Path, directory: Path, created: bool) -> None:
+    if _same_file(fd, path):  # still ours: a later holder never finds it unlinked
+        path.unlink(missing_ok=True)
+    if created and directory.is_dir() and not any(directory.iterdir()):
+        directory.rmdir()
 
 
 def _acquire(directory: Path, path: Path) -> int:

@@ -97,3 +97,32 @@ def test_a_stop_while_the_lock_is_taken_leaves_no_lock_file(where, tmp_path, mon
     assert list(mine.iterdir()) == [] and not (tmp_path / "new").exists()
     with locked(tmp_path / "new"):  # nothing holds it
         pass
+
+
+@pytest.mark.parametrize("where", ["truncate", "release"])
+def test_a_stop_while_the_lock_is_written_or_released_leaves_no_lock_file(where, tmp_path, monkeypatch):
+    """Just after the lock was taken (writing the pid) or as a finished run released it (checking
+    the file is still its own), a stop left .sparse-adapt.lock in the run folder for good."""
+    real_truncate, real_stat = os.ftruncate, os.stat
+    stats = []
+
+    def truncated(fd, size):
+        real_truncate(fd, size)
+        raise KeyboardInterrupt
+
+    def stat(path, *args, **kwargs):  # the release's check is the second os.stat of the lock file
+        found = real_stat(path, *args, **kwargs)
+        if str(path).endswith(LOCK_FILE):
+            stats.append(path)
+            if len(stats) == 2:
+                raise KeyboardInterrupt
+        return found
+
+    monkeypatch.setattr(*((lock.os, "ftruncate", truncated) if where == "truncate" else (lock.os, "stat", stat)))
+    out = tmp_path / "new"
+    with pytest.raises(KeyboardInterrupt):
+        with locked(out):
+            assert where == "release", "the block ran"
+            (out / "result").write_text("x")
+    monkeypatch.undo()
+    assert (sorted(p.name for p in out.iterdir()) == ["result"]) if where == "release" else not out.exists()
