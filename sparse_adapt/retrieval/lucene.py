@@ -174,8 +174,10 @@ def _prepare(module: str) -> ModuleType:
         _drop_vector_module_if_missing(_JAVA)
         _quiet_unsafe_warning(_JAVA)
         # -Xrs: the JVM leaves SIGTERM, SIGHUP and SIGINT to Python. Its own handlers ended the
-        # process at once (exit 143), past the CLI's cleanup and its "stopped" line.
-        jnius_config.add_options("-Xrs")
+        # process at once (exit 143), past the CLI's cleanup and its "stopped" line. With -Xrs it
+        # opens its attach socket (/tmp/.java_pidPID, for jcmd) at start, and a killed process (the
+        # indexer a stop kills) left it in /tmp; nobody attaches to these JVMs.
+        jnius_config.add_options("-Xrs", "-XX:+DisableAttachMechanism")
     with _temporary_env(_import_env(_JAVA) if _JAVA else {}), _without_jvm_noise():
         try:
             return importlib.import_module(module)

@@ -715,3 +715,15 @@ def test_feedback_on_an_index_without_stored_vectors_is_refused_before_any_model
                   "--qrels", str(GATROCRAPTIC.qrels), "--feedback"]):
         assert main(argv) == 2
         assert "built without --store-vectors" in " ".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.slow
+def test_a_killed_jvm_leaves_no_attach_socket_in_tmp():
+    """With -Xrs the JVM opens /tmp/.java_pidPID at start; a killed indexer (a stop kills it) left
+    one there for every stopped run."""
+    code = ("import os, signal; from sparse_adapt.retrieval.lucene import searcher_module; searcher_module(); "
+            "print(os.getpid(), flush=True); os.kill(os.getpid(), signal.SIGKILL)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == -9, done.stderr[-2000:]
+    assert not Path(f"/tmp/.java_pid{int(done.stdout.split()[-1])}").exists()
