@@ -58,6 +58,50 @@ def test_a_ctrl_c_while_the_cli_imports_is_one_line_and_code_130(monkeypatch, ca
     assert capsys.readouterr().err.splitlines() == ["stopped by Ctrl-C before the command began: nothing was written"]
 
 
+def test_a_sigterm_while_the_cli_imports_is_one_line_and_code_143(monkeypatch, capsys):
+    """SIGTERM ended the process without a word before the CLI's own handlers were installed."""
+    import signal
+    import sys
+    import types
+
+    from sparse_adapt.__main__ import entry
+
+    class Importing(types.ModuleType):
+        def __getattr__(self, name):
+            signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setitem(sys.modules, "sparse_adapt.cli", Importing("sparse_adapt.cli"))
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with pytest.raises(SystemExit) as e:
+            entry()
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    assert e.value.code == 143
+    assert capsys.readouterr().err.splitlines() == ["stopped by SIGTERM before the command began: nothing was written"]
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_stop_during_the_teardown_after_the_command_ends_it_with_the_command_s_code(signame):
+    """After the command returned, the CLI put the handlers back and the process tore down: a
+    SIGTERM killed it without a word, a Ctrl-C in an atexit callback printed a traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import atexit, os, signal, sys, time\n"
+            f"atexit.register(lambda: (os.kill(os.getpid(), signal.{signame}), time.sleep(5)))\n"
+            "sys.argv = ['sparse-adapt', '--help']\n"
+            "from sparse_adapt.__main__ import entry\n"
+            "entry()\n")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root,
+                          env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "Commands" in done.stdout and done.stderr == ""
+
+
 def test_the_console_script_is_the_guarded_entry():
     import tomllib
     from pathlib import Path

@@ -23,6 +23,7 @@ from typer import rich_utils
 
 from sparse_adapt.cli.output import check_thread_count, err_console, one_line, terminal_safe
 from sparse_adapt.errors import WRITE_ERRNOS, SparseAdaptError, SparseAdaptWarning, os_errno
+from sparse_adapt.stops import STOP_SIGNALS, stop_name, takeable
 
 # Paths the system refuses whatever the disk holds: a name over 255 bytes, a loop of symlinks.
 PATH_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP})
@@ -65,20 +66,43 @@ def _register_commands() -> None:
 _register_commands()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, finished: list[int] | None = None) -> int:
     """Run the CLI and return its exit code; user errors become one red line and code 2.
 
     Click's own usage errors (unknown option, missing argument, a value out of range) are one
     line and code 2 too, naming the command and its ``--help``: typer's standalone mode drew
-    them as a five-line box under the usage line.
+    them as a five-line box under the usage line. ``finished``: the code is appended to it before
+    the signal handlers main() found are put back, so that they know the command is done (the
+    console script's, :func:`sparse_adapt.__main__.entry`).
     """
     shown = warnings.showwarning
     warnings.showwarning = _one_line_warnings(shown)
     _help_width()
     stopped: list[int] = []
+    done: list[int] = []  # the command's code once it has one: a stop after that cuts nothing short
     # First: a Ctrl-C during the half second transformers takes to import was a traceback.
     unraisable = sys.unraisablehook
-    handlers = _stop_handlers(stopped)
+    handlers = _stop_handlers(stopped, done)
+    try:
+        try:
+            code = _run(argv, stopped)
+        except KeyboardInterrupt:  # a stop landing as _run was entered, before its own try
+            if not stopped:
+                raise
+            code = _said_stopped(stopped[0])
+        done.append(code)  # appended before the next signal check: no gap
+        return code
+    finally:
+        warnings.showwarning = shown
+        with _HANDLERS_LOCK:
+            if finished is not None:
+                finished.extend(done)
+            sys.unraisablehook = unraisable
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+
+
+def _run(argv: list[str] | None, stopped: list[int]) -> int:
     try:
         # Weight-loading progress bars from transformers would bury the CLI's own output.
         from transformers.utils import logging as hf_logging
@@ -130,13 +154,6 @@ def main(argv: list[str] | None = None) -> int:
         err_console.print(f"[bold red]error:[/bold red] {escape(reason)} while saving a model (nothing half-written "
                           "is left in place)", highlight=False, soft_wrap=True)
         return 2
-    finally:
-        warnings.showwarning = shown
-        with _HANDLERS_LOCK:
-            sys.unraisablehook = unraisable
-            for signum, handler in handlers.items():
-                signal.signal(signum, handler)
-    return 0
 
 
 # Options of the app itself: given after a command's name they are "no such option" there.
@@ -160,26 +177,24 @@ def _usage_line(e: typer.TyperException, argv: list[str] | None) -> str:
 
 # Held while main() puts the signal handlers back and while a swallowed stop is re-delivered.
 _HANDLERS_LOCK = threading.Lock()
-# Signals that stop a run: Ctrl-C, `kill`/`docker stop` (SIGTERM), a closed terminal (SIGHUP).
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
-def _stop_handlers(stopped: list[int]) -> dict[int, object]:
+def _stop_handlers(stopped: list[int], done: list[int] = ()) -> dict[int, object]:
     """Make each stop signal a KeyboardInterrupt where the run is, noting which one came: the
     cleanup Ctrl-C gets (temporaries and locks removed, the child indexer killed) then runs for
     SIGTERM too, which ended the process at once and left ``.NAME.tmp-*`` folders and the lock.
+    Once ``done`` holds the command's code, a stop is let pass: its outputs are complete.
     Returns the handlers to put back (none outside the main thread, where Python allows none)."""
-    # Under a multi-process launcher a rank blocked in a collective would run the handler only
-    # when the C call returns: the launcher's SIGTERM then waited for its SIGKILL. WORLD_SIZE is
-    # the launchers' (torchrun, accelerate) word for it, read before any process group exists.
-    world = os.environ.get("WORLD_SIZE", "")
-    if threading.current_thread() is not threading.main_thread() or (world.isdigit() and int(world) > 1):
+    takes = takeable()  # none under a multi-process launcher, none the process ignores
+    if not takes:
         return {}
 
     def noted(signum, frame):  # a second signal while the first one's cleanup runs: let it finish
         stopped.append(signum)
 
     def stop(signum, frame):
+        if done:
+            return
         stopped.append(signum)
         again(signum, frame)
 
@@ -206,10 +221,7 @@ def _stop_handlers(stopped: list[int]) -> dict[int, object]:
 
     default_hook = sys.unraisablehook
     sys.unraisablehook = swallowed
-    # A signal set to be ignored stays so: `nohup` ignores SIGHUP, a shell's `cmd &` SIGINT, and
-    # a handler installed from C (None) is no Python callable to put back.
-    return {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS
-            if signal.getsignal(signum) not in (signal.SIG_IGN, None)}
+    return {signum: signal.signal(signum, stop) for signum in takes}
 
 
 # typer's own help width (its TERMINAL_WIDTH), as it was before any call changed it.
@@ -229,8 +241,7 @@ def _help_width() -> None:
 
 def _said_stopped(signum: int) -> int:
     """One line for a run a signal stopped (typer's exit 130 said nothing); the shell's code, 128 + N."""
-    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-    err_console.print(f"[bold red]stopped[/bold red] by {name}: nothing half-written is left in place of an output; "
+    err_console.print(f"[bold red]stopped[/bold red] by {stop_name(signum)}: nothing half-written is left in place of an output; "
                       "rerun the same command to go on (train, adapt, report and benchmark resume from their last "
                       "checkpoint, tune from its last finished trial)", highlight=False, soft_wrap=True)
     return 128 + signum
