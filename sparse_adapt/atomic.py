@@ -209,22 +209,27 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    made, moving = _identity(tmp), False
     try:
-        if target.exists() or target.is_symlink():  # a directory cannot be replaced by rename while it exists
+        moving = target.exists() or target.is_symlink()  # a directory cannot be replaced by rename while it exists
+        if moving:
             os.replace(target, old)
         os.replace(tmp, target)
     except BaseException as e:  # refused at the last step (a mount point, an immutable folder), or stopped
-        if not tmp.exists():  # published: the stop landed just after the rename
-            _remove(old)
+        now = _identity(target)
+        if now is not None and now[:2] == made[:2]:  # published: the stop landed just after the rename
+            if moving:
+                _remove(old)
             raise
-        if old.exists() and not target.exists():
+        if moving and old.exists() and now is None:
             os.replace(old, target)
         shutil.rmtree(tmp, ignore_errors=True)
         if not isinstance(e, OSError):
             raise
         raise OutputError(f"{target}: cannot be replaced ({e.strerror or e}); nothing was changed") from None
     try:  # before the flush: a failing one must not leave the old version beside the new
-        _remove(old)
+        if moving:
+            _remove(old)
     except BaseException:  # stopped while a large old version went: the rest goes (a 2nd stop is only noted)
         _remove(old)
         raise

@@ -681,3 +681,28 @@ def test_a_stop_as_the_destination_is_probed_leaves_no_probe_file(tmp_path, monk
     with pytest.raises(KeyboardInterrupt):
         destination.check_writable(tmp_path / "out")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_publish_that_fails_because_the_temporary_is_gone_puts_the_old_version_back(tmp_path, monkeypatch):
+    """A temporary gone before the rename (another machine's cleanup on a shared volume) fails the
+    rename; taken for a finished publish, it had the old version, moved aside, deleted too."""
+    import shutil
+
+    import sparse_adapt.atomic as atomic
+    from sparse_adapt.errors import OutputError
+
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / "a.txt").write_text("old")
+    real = os.replace
+
+    def vanished(src, dst):
+        if ".tmp-" in str(src):
+            shutil.rmtree(src)
+        return real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", vanished)
+    with pytest.raises(OutputError, match="cannot be replaced .*nothing was changed"):
+        with atomic.atomic_directory(out) as tmp:
+            (tmp / "a.txt").write_text("new")
+    assert (out / "a.txt").read_text() == "old" and hidden_leftovers(tmp_path) == []
