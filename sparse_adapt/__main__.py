@@ -26,24 +26,30 @@ def entry() -> None:
             for stream in (sys.stdout, sys.stderr):  # what the command printed still reaches a pipe
                 try:
                     stream.flush()
-                except (OSError, ValueError):
+                except Exception:  # noqa: BLE001 - a closed or broken stream: nothing more to save
                     pass
             os._exit(finished[0])
         noted.append(signum)
-        raise KeyboardInterrupt
+        if len(noted) == 1:  # a second stop while the first one's line is written: that line stands
+            raise KeyboardInterrupt
 
-    for signum in takeable():
-        signal.signal(signum, stop)
-    try:
-        from sparse_adapt.cli import main
-
-        main(finished=finished)  # the code is in ``finished`` before main() puts ``stop`` back
-    except KeyboardInterrupt:  # before main() took the signals over (in it, a stop is its own line)
-        if not noted and not takeable():
-            raise  # no handlers of ours or main()'s (a multi-process launcher's rank): not ours to word
+    def stopped_before() -> None:
         signum = noted[0] if noted else signal.SIGINT
         sys.stderr.write(f"stopped by {stop_name(signum)} before the command began: nothing was written\n")
         sys.exit(128 + signum)
+
+    try:
+        for signum in takeable():
+            signal.signal(signum, stop)
+        from sparse_adapt.cli import main
+    except KeyboardInterrupt:
+        stopped_before()
+    try:
+        main(finished=finished)  # the code is in ``finished`` before main() puts ``stop`` back
+    except KeyboardInterrupt:
+        if not noted:  # main()'s handlers word a stop while it runs; without any (a rank under a launcher) it is raw
+            raise
+        stopped_before()  # ours, before main() took the signals over
     sys.exit(finished[0])
 
 

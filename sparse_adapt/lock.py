@@ -38,16 +38,16 @@ def locked(directory: str | Path) -> Iterator[Path]:
     """
     directory = Path(directory)
     created = not directory.exists()
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / LOCK_FILE
     try:
+        directory.mkdir(parents=True, exist_ok=True)
         fd = _acquire(directory, path)
     except BaseException as e:
         # A stop (Ctrl-C) is raised as the system call it came during returns: after os.open made
         # the file, before its descriptor was kept. Removed unless another process holds it.
-        if not isinstance(e, LockError):
+        if not isinstance(e, LockError) and directory.is_dir():
             _remove_unheld(path)
-            if created and directory.is_dir() and not any(directory.iterdir()):
+            if created and not any(directory.iterdir()):
                 directory.rmdir()
         raise
     try:

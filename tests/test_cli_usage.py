@@ -42,18 +42,24 @@ def test_help_is_still_help(capsys):
 
 def test_a_ctrl_c_while_the_cli_imports_is_one_line_and_code_130(monkeypatch, capsys):
     """The console script's entry catches it: the CLI's own stop handlers exist only once imported."""
+    import signal
     import sys
     import types
 
     from sparse_adapt.__main__ import entry
 
     class Importing(types.ModuleType):
-        def __getattr__(self, name):  # `from sparse_adapt.cli import entry` while the user presses Ctrl-C
-            raise KeyboardInterrupt
+        def __getattr__(self, name):  # `from sparse_adapt.cli import main` while the user presses Ctrl-C
+            signal.raise_signal(signal.SIGINT)
 
     monkeypatch.setitem(sys.modules, "sparse_adapt.cli", Importing("sparse_adapt.cli"))
-    with pytest.raises(SystemExit) as e:
-        entry()
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with pytest.raises(SystemExit) as e:
+            entry()
+    finally:  # entry() keeps its handlers for the process: not for pytest's
+        for s, handler in before.items():
+            signal.signal(s, handler)
     assert e.value.code == 130
     assert capsys.readouterr().err.splitlines() == ["stopped by Ctrl-C before the command began: nothing was written"]
 

@@ -80,9 +80,10 @@ def main(argv: list[str] | None = None, finished: list[int] | None = None) -> in
     _help_width()
     stopped: list[int] = []
     done: list[int] = []  # the command's code once it has one: a stop after that cuts nothing short
+    late: list[int] = []  # such a stop, raised again for the handlers main() found
     # First: a Ctrl-C during the half second transformers takes to import was a traceback.
     unraisable = sys.unraisablehook
-    handlers = _stop_handlers(stopped, done)
+    handlers = _stop_handlers(stopped, done, late)
     try:
         try:
             code = _run(argv, stopped)
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None, finished: list[int] | None = None) -> in
             sys.unraisablehook = unraisable
             for signum, handler in handlers.items():
                 signal.signal(signum, handler)
+        if late:
+            signal.raise_signal(late[0])
 
 
 def _run(argv: list[str] | None, stopped: list[int]) -> int:
@@ -179,11 +182,12 @@ def _usage_line(e: typer.TyperException, argv: list[str] | None) -> str:
 _HANDLERS_LOCK = threading.Lock()
 
 
-def _stop_handlers(stopped: list[int], done: list[int] = ()) -> dict[int, object]:
+def _stop_handlers(stopped: list[int], done: list[int] = (), late: list[int] | None = None) -> dict[int, object]:
     """Make each stop signal a KeyboardInterrupt where the run is, noting which one came: the
     cleanup Ctrl-C gets (temporaries and locks removed, the child indexer killed) then runs for
     SIGTERM too, which ended the process at once and left ``.NAME.tmp-*`` folders and the lock.
-    Once ``done`` holds the command's code, a stop is let pass: its outputs are complete.
+    Once ``done`` holds the command's code, a stop is noted in ``late``, for main() to raise again
+    once it has put back the handlers it found: the command's outputs are complete.
     Returns the handlers to put back (none outside the main thread, where Python allows none)."""
     takes = takeable()  # none under a multi-process launcher, none the process ignores
     if not takes:
@@ -194,6 +198,8 @@ def _stop_handlers(stopped: list[int], done: list[int] = ()) -> dict[int, object
 
     def stop(signum, frame):
         if done:
+            if late is not None and not late:
+                late.append(signum)
             return
         stopped.append(signum)
         again(signum, frame)

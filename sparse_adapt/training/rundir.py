@@ -10,8 +10,9 @@ the last good checkpoint). Anything else would mix two runs and is refused, unle
 A directory with no checkpoint holds nothing to mix and is simply reused.
 
 ``OUT/train_log.jsonl`` keeps the records of completed stages only: when a run resumes,
-the records of the interrupted attempt's unfinished stages are dropped and a ``resume``
-event marks the new attempt.
+the records of the interrupted attempt's unfinished stages are dropped (a stage's
+``stage_end`` is logged just before its save, so a stage whose save failed is among them) and
+a ``resume`` event marks the new attempt.
 
 ``OUT/final/made_from.json`` records what ``OUT/final`` was made from (the run's manifest,
 the interpolation weight and anchor) and when. A rerun that trains nothing and would make

@@ -338,6 +338,50 @@ def test_a_stage_saved_just_before_a_kill_keeps_its_log_line_and_card_row(files,
     assert "| warmup |" in (out / "final" / "README.md").read_text(encoding="utf-8")
 
 
+def test_a_stage_whose_save_failed_leaves_one_line_after_the_rerun(files, tmp_path, monkeypatch):
+    """stage_end is logged before the save: a save that fails (a full disk) leaves a line for a
+    stage that is not there, which the rerun drops with the attempt before training it again."""
+    import errno
+
+    from sparse_adapt.modeling.card import stage_ends
+
+    cfg, out = config_from_dict(CKPT), tmp_path / "run"
+    real = SpladeEncoder.save_pretrained
+
+    def full(self, path, *args, **kwargs):
+        if Path(path) == out / "warmup":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(SpladeEncoder, "save_pretrained", full)
+    with pytest.raises(OSError):
+        run_pipeline(out=out, config=cfg, seed=2, stages="extend,warmup", **files)
+    assert not (out / "warmup").exists()
+    monkeypatch.setattr(SpladeEncoder, "save_pretrained", real)
+    run_pipeline(out=out, config=cfg, seed=2, stages="extend,warmup", **files)
+    assert [r["stage"] for r in stage_ends(out / "train_log.jsonl")] == ["extend", "warmup"]
+
+
+def test_a_stop_after_the_command_finished_is_raised_again_for_the_handlers_main_found():
+    """Once the command has its code, main()'s handlers let a stop pass (its outputs are complete)
+    and note it, for main() to raise again after putting back the handlers it found: a library
+    caller's own handler still hears it."""
+    from sparse_adapt.cli import _stop_handlers
+
+    late: list[int] = []
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    hook = sys.unraisablehook
+    try:
+        handlers = _stop_handlers([], done=[0], late=late)
+        signal.raise_signal(signal.SIGTERM)  # no KeyboardInterrupt: the command is done
+        assert late == [signal.SIGTERM]
+    finally:
+        sys.unraisablehook = hook
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    assert signal.SIGTERM in handlers
+
+
 def test_a_signal_set_to_be_ignored_stays_ignored(monkeypatch):
     """`nohup` ignores SIGHUP: the stop handlers replaced that, and a nohup'd run stopped at logout."""
     from sparse_adapt.cli import _stop_handlers
