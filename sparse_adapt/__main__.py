@@ -12,9 +12,11 @@ def entry() -> None:
 
     - before the CLI has loaded (typer, rich, the commands: ~0.15 s) a Ctrl-C was a traceback and
       a SIGTERM ended the process without a word; nothing has been written by then;
-    - after the command returned, the ~50 ms of teardown (finalizers, atexit) a stop ended without
-      a word, killed by the signal, or with "Exception ignored in atexit callback" and a traceback.
-      The command's outputs are complete then: the process ends at once with the command's code.
+    - after the command returned, in the teardown (finalizers, atexit) a stop ended the process
+      without a word, or with "Exception ignored in atexit callback" and a traceback. The
+      command's outputs are complete then: the process ends at once with the command's code. In
+      the last tens of milliseconds Python has put the default handlers back itself (freeing the
+      modules): a stop there still ends the process by the signal, without a line.
     """
     from sparse_adapt.stops import stop_name, takeable
 
