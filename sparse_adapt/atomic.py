@@ -105,7 +105,9 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _remove_ours(directory: Path, prefix: str) -> None:  # this process's temporaries of one target
+def remove_own(directory: Path, prefix: str) -> None:
+    """Remove what this process named ``prefix*`` in ``directory`` (the pid is in ``prefix``): a stop
+    raised as mkdtemp or mkstemp returns comes before the name is bound."""
     for entry in directory.glob(f"{glob.escape(prefix)}*"):
         _remove(entry)
 
@@ -193,13 +195,13 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     try:
         tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
     except BaseException:  # a Ctrl-C during mkdir is raised as it returns, before ``tmp`` is bound
-        _remove_ours(target.parent, prefix)
+        remove_own(target.parent, prefix)
         raise
     try:
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700: the output is shared like any the user makes
         yield tmp
     except BaseException as e:  # with any temporary of the block's own named like it (lucene's input folder)
-        _remove_ours(target.parent, prefix)
+        remove_own(target.parent, prefix)
         _raise_naming(e, target)
         raise
     try:  # a stop (Ctrl-C) landing on any step up to the rename removes the temporary too

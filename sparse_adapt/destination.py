@@ -7,13 +7,12 @@ encoding. The output itself is then written by :mod:`sparse_adapt.atomic`.
 from __future__ import annotations
 
 import errno
-import glob
 import os
 import tempfile
 from pathlib import Path
 from typing import Literal, Sequence
 
-from sparse_adapt.atomic import clean_leftovers
+from sparse_adapt.atomic import clean_leftovers, remove_own
 from sparse_adapt.data.reading import encodable
 from sparse_adapt.errors import OutputError
 
@@ -62,9 +61,8 @@ def check_writable(target: str | Path, flag: str = "--out", into: bool = False) 
         os.unlink(probe)
     except OSError as e:
         raise OutputError(f"{flag} {target}: cannot write in {where} ({e.strerror or e})") from None
-    except BaseException:  # a stop (Ctrl-C) raised as mkstemp returns, before ``probe`` is bound
-        for left in where.glob(f"{glob.escape(prefix)}*"):
-            left.unlink(missing_ok=True)
+    except BaseException:
+        remove_own(where, prefix)
         raise
 
 

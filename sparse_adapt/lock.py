@@ -47,8 +47,7 @@ def locked(directory: str | Path) -> Iterator[Path]:
         # the file, before its descriptor was kept. Removed unless another process holds it.
         if not isinstance(e, LockError) and directory.is_dir():
             _remove_unheld(path)
-            if created and not any(directory.iterdir()):
-                directory.rmdir()
+            _remove_if_made_empty(directory, created)
         raise
     try:
         os.ftruncate(fd, 0)
@@ -67,6 +66,10 @@ def locked(directory: str | Path) -> Iterator[Path]:
 def _release(fd: int, path: Path, directory: Path, created: bool) -> None:
     if _same_file(fd, path):  # still ours: a later holder never finds it unlinked
         path.unlink(missing_ok=True)
+    _remove_if_made_empty(directory, created)
+
+
+def _remove_if_made_empty(directory: Path, created: bool) -> None:
     if created and directory.is_dir() and not any(directory.iterdir()):
         directory.rmdir()
 

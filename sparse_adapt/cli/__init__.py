@@ -273,7 +273,3 @@ def _disk_error(e: Exception) -> str | None:
     outside an atomic write (which names its target itself), else None."""
     code = os_errno(e) if type(e).__name__ == "SafetensorError" else None
     return os.strerror(code) if code in WRITE_ERRNOS else None
-
-
-def entry() -> None:
-    sys.exit(main())
