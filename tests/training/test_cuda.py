@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 
 import pytest
 import torch
@@ -25,7 +26,7 @@ from sparse_adapt.training.pipeline import run_pipeline
 from tests.corpus.test_adapt import _cli, setup  # noqa: F401 - fixture
 from tests.retrieval.test_export import read_lines
 from tests.training.test_resume import WARMUP, PowerCut, _cut_at
-from tests.training.test_scale import CKPT, MORE_DOCS, _log, files, tiny_dir  # noqa: F401 - fixtures
+from tests.training.test_scale import CKPT, MORE_DOCS, _log, files, stop_and_rerun, tiny_dir  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.cuda
 
@@ -59,6 +60,13 @@ def test_a_stage_cut_on_cuda_resumes_from_its_checkpoint_close_to_an_unbroken_ru
     b = SpladeEncoder.from_pretrained(resumed, device="cpu").mlm.state_dict()
     worst = max((a[k] - b[k]).abs().max().item() for k in a)
     assert worst < 1e-2, worst
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_during_cuda_training_cleans_up_and_the_rerun_resumes(files, tmp_path, signum):
+    # The CLI's stop handling (one line, 128+N, temporaries and the lock removed) with a CUDA
+    # context alive in the stopped process.
+    stop_and_rerun(files, tmp_path, signum, device="cuda")
 
 
 def test_a_model_encodes_alike_on_cuda_and_on_cpu(tiny_dir):

@@ -275,12 +275,19 @@ def test_sigkill_in_each_stage_then_rerun_equals_an_uninterrupted_run(files, tmp
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_signal_cleans_up_says_one_line_and_the_rerun_resumes(files, tmp_path, signum):
     """SIGTERM ended the process at once: its temporaries and the lock stayed, and Ctrl-C said nothing."""
+    stop_and_rerun(files, tmp_path, signum, device="cpu")
+
+
+def stop_and_rerun(files, tmp_path, signum: int, device: str) -> None:
+    """``train`` on ``device`` in a child process, stopped by ``signum`` after its third logged
+    step: one line, exit 128+N, no temporary or lock left; the rerun resumes and ends with 0."""
     argv = [x for k, v in files.items() for x in (f"--{k}", str(v))]
     config = tmp_path / "ckpt.json"
     config.write_text(json.dumps(CKPT))
     argv += ["--config", str(config), "--seed", "4", "--out", str(tmp_path / "run")]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "sparse_adapt", "--device", "cpu", "--threads", "1", "train"]
+    # ROOT first, the rest kept: on a GPU machine the packages may come through PYTHONPATH.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    cmd = [sys.executable, "-m", "sparse_adapt", "--device", device, "--threads", "1", "train"]
     proc = subprocess.Popen(cmd + argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     log = tmp_path / "run" / "train_log.jsonl"
     deadline = time.time() + 120
@@ -297,7 +304,7 @@ def test_a_stop_signal_cleans_up_says_one_line_and_the_rerun_resumes(files, tmp_
     left = sorted(p.name for p in (tmp_path / "run").iterdir())
     assert not [n for n in left if ".tmp-" in n or n.endswith(".lock")], left
     done = subprocess.run(cmd + argv, env=env, cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0 and "resuming" in done.stdout + done.stderr
+    assert done.returncode == 0 and "resuming" in done.stdout + done.stderr, done.stderr
 
 
 def test_a_completed_stages_leftover_partial_checkpoint_is_removed_by_the_rerun(files, tmp_path):
