@@ -96,7 +96,7 @@ def benchmark(
     """Train (or resume) every domain and seed, evaluate base vs adapted per query group."""
     from sparse_adapt.cli.output import console, feedback_settings, rich_hooks, wrote
     from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark
-    from sparse_adapt.report.benchmark_md import PIPELINES, bar_summary
+    from sparse_adapt.report.benchmark_md import bar_summary
     from sparse_adapt.report.pooled import pooled_line
 
     inputs = BenchmarkInputs(
@@ -109,7 +109,7 @@ def benchmark(
     )
     with rich_hooks() as hooks:
         report = build_benchmark(inputs, hooks)
-    for line in bar_summary(report["results"], inputs.seeds, PIPELINES[inputs.pipeline].bar):
+    for line in bar_summary(report["results"], inputs.seeds, inputs.spec.bar):
         console.print(line, markup=False, highlight=False)
     for group in report["pooled"]:
         console.print(f"- pooled, {pooled_line(group)}", markup=False, highlight=False)

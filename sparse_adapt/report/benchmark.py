@@ -55,7 +55,7 @@ from sparse_adapt.losses import TERMS
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.report.benchmark_md import (
-    BENCHMARK_SCHEMA, PIPELINES, generation_flags, render_benchmark,
+    BENCHMARK_SCHEMA, PIPELINES, Pipeline, generation_flags, render_benchmark,
 )
 from sparse_adapt.report.domains import BenchDomain, EvalSet, pool_documents, resolve_domain
 from sparse_adapt.report.files import holds_files, output_kind
@@ -94,12 +94,12 @@ class BenchmarkInputs:
     def __post_init__(self) -> None:
         if self.pipeline not in PIPELINES:
             raise ConfigError(f"--pipeline must be one of {', '.join(PIPELINES)}, got {self.pipeline!r}")
-        if PIPELINES[self.pipeline].through_adapt and self.ablation_domains:
+        if self.spec.through_adapt and self.ablation_domains:
             raise ConfigError(f"--ablation reruns `train`'s distill stage: give it without --pipeline {self.pipeline}")
-        if self.teacher is not None and PIPELINES[self.pipeline].hand_written:
+        if self.teacher is not None and self.spec.hand_written:
             raise ConfigError(f"--teacher scores generated training lists: pipeline {self.pipeline} trains on the "
                               "hand-written ones (give --pipeline adapt-corpus)")
-        if self.generation and PIPELINES[self.pipeline].hand_written:
+        if self.generation and self.spec.hand_written:
             flag = generation_flags(self.generation)[0].split()[0]
             raise ConfigError(f"{flag} shapes generated inputs: pipeline {self.pipeline} trains on the "
                               "hand-written ones (give --pipeline adapt-corpus)")
@@ -108,13 +108,18 @@ class BenchmarkInputs:
         unknown = sorted(set(self.generation) - set(GENERATION))
         if unknown:
             raise ConfigError(f"generation options are {', '.join(GENERATION)}; got {', '.join(unknown)}")
-        if PIPELINES[self.pipeline].through_adapt and isinstance(self.config, TrainConfig):
+        if self.spec.through_adapt and isinstance(self.config, TrainConfig):
             raise ConfigError(f"pipeline {self.pipeline} takes its config as a file (adapt --config), not a TrainConfig")
+
+    @property
+    def spec(self) -> Pipeline:
+        """The pipeline's entry in PIPELINES (checked in __post_init__)."""
+        return PIPELINES[self.pipeline]
 
     @property
     def stem(self) -> str:
         """The result files' name, so every pipeline and scoring can sit in one OUT."""
-        return PIPELINES[self.pipeline].result_stem(self.pool, self.feedback is not None)
+        return self.spec.result_stem(self.pool, self.feedback is not None)
 
     @property
     def config_file(self) -> str | None:
@@ -126,7 +131,7 @@ class BenchmarkInputs:
         (``adapt``'s pretrained base carries its own recommended settings)."""
         if isinstance(self.config, TrainConfig):
             return self.config.validate()
-        if PIPELINES[self.pipeline].through_adapt:
+        if self.spec.through_adapt:
             from sparse_adapt.corpus.adapt import ADAPT_SETTINGS
 
             return load_config(self.config, base or self.base, ADAPT_SETTINGS)
@@ -177,7 +182,7 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
     cfg = inputs.train_config()  # refuses a bad --config before anything is written
     out = Path(inputs.out)
     check_out(out)
-    hand_written = PIPELINES[inputs.pipeline].hand_written
+    hand_written = inputs.spec.hand_written
     domains = [resolve_domain(d, hand_written) for d in inputs.domains]
     ablation = [resolve_domain(d, flag="--ablation") for d in inputs.ablation_domains]
     for flag, named in (("--domains", [d.name for d in domains]), ("--ablation", [d.name for d in ablation]),
@@ -238,7 +243,7 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         return final, final.parent
 
     start = inputs.base  # where adapt's runs train from
-    if PIPELINES[inputs.pipeline].through_adapt:
+    if inputs.spec.through_adapt:
         from sparse_adapt.corpus.adapt import pretrained_base
         from sparse_adapt.modeling.builtin import needs_pretraining
 
@@ -266,7 +271,7 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
             raise mismatch(run_dir) from None
         return result.final, result.training
 
-    main_run = adapt_run if PIPELINES[inputs.pipeline].through_adapt else h4_run
+    main_run = adapt_run if inputs.spec.through_adapt else h4_run
 
     for d in domains:
         results.append(Measured(d.name, d.split, None, "base", base_scores[d.name], inputs.base))
