@@ -57,6 +57,7 @@ def _load_data(docs: Optional[Path], queries: Optional[Path], qrels: Optional[Pa
         given = [f"--{n}" for n, v in (("docs", docs), ("queries", queries), ("qrels", qrels)) if v is not None]
         if given:
             raise ConfigError(f"--dataset reads documents, queries and qrels itself; drop {', '.join(given)}")
+        from sparse_adapt.errors import first_line
         from sparse_adapt.retrieval.datasets import DatasetError, load_dataset
 
         ds = load_dataset(dataset)
@@ -64,7 +65,7 @@ def _load_data(docs: Optional[Path], queries: Optional[Path], qrels: Optional[Pa
             return EvalData(ds.documents, ds.queries(), ds.qrels(), dataset,
                             (f"{dataset} qrels", f"{dataset} queries", f"{dataset} documents"))
         except OSError as e:  # ir_datasets downloads lazily: no network surfaces here
-            raise DatasetError(f"cannot read ir_datasets {dataset!r}: {str(e).splitlines()[0][:200]}") from None
+            raise DatasetError(f"cannot read ir_datasets {dataset!r}: {first_line(e)[:200]}") from None
     missing = [f"--{n}" for n, v in (("queries", queries), ("qrels", qrels)) if v is None]
     if missing:
         raise ConfigError(f"missing {' and '.join(missing)} (or pass --dataset)")

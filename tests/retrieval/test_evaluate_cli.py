@@ -290,6 +290,22 @@ def test_beir_folder_without_qrels_is_a_clear_error(models, tmp_path, capsys):
     assert "qrels/test.tsv" in "".join(capsys.readouterr().err.split())
 
 
+def test_an_ir_datasets_read_error_without_a_message_is_still_one_line(models, tmp_path, capsys, monkeypatch):
+    """str(OSError()) is empty: taking its first line raised IndexError, a traceback."""
+    from sparse_adapt.retrieval import datasets
+
+    class Failing:
+        documents = None
+
+        def queries(self):
+            raise OSError()
+
+    monkeypatch.setattr(datasets, "load_dataset", lambda name: Failing())
+    assert main(["evaluate", "--model", models[0], "--dataset", "msmarco-passage/dev"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read ir_datasets 'msmarco-passage/dev': OSError" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     "argv,message",
     [
