@@ -152,6 +152,10 @@ def _extend(model: Path, n_terms: int) -> dict:
     return {"seconds": time.perf_counter() - start, "added": len(report.added)}
 
 
+# What --parts takes: the timed comparisons with a peer, then sparse-adapt alone.
+PARTS = ("warmup", "distill", "rss", "extend")
+
+
 def worker(part: str, system: str, model: Path, work: Path, size: int, threads: int) -> dict:
     import torch
 
@@ -175,8 +179,10 @@ def worker(part: str, system: str, model: Path, work: Path, size: int, threads: 
     elif part == "rss":
         section = {"epochs": 1, "batch_size": 8, "max_length": 256, "max_steps": 10, "checkpoint_every": 0}
         result = _sparse_adapt_stage(model, work, "warmup", section, _docs_file(work, size), _train_file(work, 15))
-    else:
+    elif part == "extend":
         result = _extend(model, size)
+    else:
+        raise ValueError(f"unknown part {part!r}")
     return {"part": part, "system": system, "size": size, **result, "peak_rss_mb": round(peak_rss_mb(), 1)}
 
 
@@ -208,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = {"warmup": 40 if args.quick else 600, "distill": 10 if args.quick else 60,
              "rss": (200, 400) if args.quick else (1000, 10000, 50000), "extend": 200 if args.quick else 10000}
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown or not parts:
+        parser.error(f"--parts takes {', '.join(PARTS)}; got {', '.join(unknown) or 'none'}")
     runs = []
 
     def measure(part: str, system: str, size: int) -> None:

@@ -25,6 +25,15 @@ SHOWN_QUERY_TOKENS = 30
 STATUS_STYLE = {PASS: ("✓", "green"), WARN: ("!", "yellow"), FAIL: ("✗", "bold red"), NA: ("–", "dim")}
 
 
+# The logits section's verdict on the token's occurrences, as (line, style).
+VERDICT_LINES = {
+    "negative": ("  ⚠ the token occurs in the text but every logit there is NEGATIVE: the MLM head does not "
+                 "predict it", "bold red"),
+    "mixed": ("  ⚠ some occurrence logits are negative", "yellow"),
+    "positive": ("  ✓ positive logits where the token occurs", "green"),
+}
+
+
 def _status(status: str, label: str | None = None) -> Text:
     mark, style = STATUS_STYLE[status]
     return Text(f"{mark} {label or status}", style=style)
@@ -148,13 +157,8 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
         if t.weight.special_token:  # the -10000 exclusion bias, not a head that failed to learn it
             console.print(Text(f"  – {t.token} is a special token: excluded from every vector, whatever the head "
                                "predicts", style="yellow"))
-        elif lg.verdict == "negative":
-            console.print(Text("  ⚠ the token occurs in the text but every logit there is NEGATIVE: "
-                               "the MLM head does not predict it", style="bold red"))
-        elif lg.verdict == "mixed":
-            console.print(Text("  ⚠ some occurrence logits are negative", style="yellow"))
-        elif lg.verdict == "positive":
-            console.print(Text("  ✓ positive logits where the token occurs", style="green"))
+        elif lg.verdict in VERDICT_LINES:  # no line when the token does not occur in the text
+            console.print(Text(*VERDICT_LINES[lg.verdict]))
 
     # [3] weight
     _section(console, 3, "SPLADE weight")

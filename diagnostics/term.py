@@ -58,9 +58,6 @@ class TermDiagnosis:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def failed(self) -> list[Check]:
-        return [c for c in self.checks if c.status in (WARN, FAIL)]
-
 
 def near_domain_term(splade: SpladeEncoder, term: str) -> str | None:
     """The model's domain term spelt near ``term`` (difflib ratio >= 0.8: ``krellamin`` for ``krellamine``), if any."""

@@ -63,6 +63,16 @@ def test_feedback_search_benchmark_runs_on_a_tiny_model(tmp_path):
     assert all(v > 0 for v in result["ms_per_query"].values())
 
 
+@pytest.mark.parametrize("parts", ["warmpu", "warmup,distil", ","])
+def test_the_training_benchmark_refuses_an_unknown_part(parts, capsys):
+    """A misspelt part was skipped without a word: an empty summary, as if measured."""
+    import bench.train as train
+
+    with pytest.raises(SystemExit) as stopped:
+        train.main(["--parts", parts])
+    assert stopped.value.code == 2 and "--parts takes warmup, distill, rss, extend" in capsys.readouterr().err
+
+
 def test_the_training_benchmark_keeps_each_finished_run_when_a_later_one_is_cut(tmp_path, monkeypatch):
     import bench.train as train
 

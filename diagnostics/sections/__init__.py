@@ -1,4 +1,4 @@
-"""The five sections of ``sparse-adapt diagnose``, one module each, in report order:
+"""The sections of ``sparse-adapt diagnose``, one module each, in report order:
 
 1. ``vocabulary.py``: the term's token id(s), whether it is one token, the base split;
    (``document.py`` picks the document sections 2-4 analyse)
@@ -8,4 +8,6 @@
 5. ``checks.py``: pass/warn/fail checks from 1-4 (plus ``expansion.py``: do queries that
    do not contain the term expand to it); ``diagnostics/recommend.py`` turns failed
    checks into recommendations.
+
+``target.py``: sections 2-4 gathered for one token id (the term's own token, or one of its pieces).
 """

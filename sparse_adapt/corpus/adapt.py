@@ -35,7 +35,7 @@ from pathlib import Path
 
 from sparse_adapt.atomic import atomic_directory, write_atomic, write_json_atomic
 from sparse_adapt.corpus.adapt_folder import (
-    FINAL, GENERATED, MANIFEST, PRETRAINED, RUN_OUTPUTS, TRAINING, AdaptMismatchError, card_sha256, check_out,
+    FINAL, GENERATED, HELDOUT, MANIFEST, PRETRAINED, RUN_OUTPUTS, TRAINING, AdaptMismatchError, card_sha256, check_out,
     discard_run, keep_edited_card, not_a_run, pseudo_data_done,
 )
 from sparse_adapt.corpus.glosses import select_glosses
@@ -51,6 +51,7 @@ from sparse_adapt.lock import locked
 from sparse_adapt.modeling.card import CARD_FILE
 from sparse_adapt.progress import Hooks, SILENT, counted
 from sparse_adapt.training.general import pretrained_base
+from sparse_adapt.training.validation import teacher_grade
 
 # run_adapt's keywords that shape the generated inputs (mining and make-train), which a
 # benchmark passes through, so they can be measured (README "A larger corpus").
@@ -93,25 +94,25 @@ def write_jsonl(path: Path, records: list[dict]) -> None:
     write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
-def grade(score: float) -> int:
-    """The bundled corpus's qrels rule on teacher scores: >= 8 -> 2, > 0 -> 1, else 0."""
-    return 2 if score >= 8.0 else 1 if score > 0.0 else 0
-
-
 def _split_heldout(records: list[dict]) -> tuple[list[dict], list[dict]]:
     """(train, held out): every HOLDOUT_EVERY-th record, at least one, never all."""
     held_at = {i for i in range(len(records)) if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1} or {len(records) - 1}
     return [r for i, r in enumerate(records) if i not in held_at], [records[i] for i in sorted(held_at)]
 
 
+def _heldout_paths(out: Path, files: AdaptFiles) -> None:
+    """Point ``files`` at the held-out queries, qrels and groups ``make-train`` writes into ``out``."""
+    files.heldout_queries, files.heldout_qrels = out / HELDOUT["queries"], out / HELDOUT["qrels"]
+    files.query_groups = out / HELDOUT["groups"]
+
+
 def _write_heldout(out: Path, held: list[dict], files: AdaptFiles) -> None:
-    files.heldout_queries, files.heldout_qrels = out / "heldout_queries.jsonl", out / "heldout_qrels.tsv"
-    files.query_groups = out / "query_groups.json"
+    _heldout_paths(out, files)
     groups: dict[str, list[str]] = {}
     for r in held:
         groups.setdefault(f"heldout-pseudo-{r['kind']}", []).append(r["qid"])
     qrels = "".join(
-        f"{r['qid']} 0 {d} {grade(s)}\n" for r in held for d, s in zip(r["doc_ids"], r["teacher_scores"])
+        f"{r['qid']} 0 {d} {teacher_grade(s)}\n" for r in held for d, s in zip(r["doc_ids"], r["teacher_scores"])
     )
     write_atomic(files.heldout_qrels, qrels)
     write_json_atomic(files.query_groups, groups)
@@ -163,8 +164,7 @@ def prepare_inputs(
         hooks.message(f"harvested {counted(len(groups), 'dictionary entry', 'dictionary entries')} -> {files.dictionary}")
     if train is None:
         if not make_pseudo:
-            files.heldout_queries, files.heldout_qrels = out / "heldout_queries.jsonl", out / "heldout_qrels.tsv"
-            files.query_groups = out / "query_groups.json"
+            _heldout_paths(out, files)
             if (made := recorded_notes(out, "train")) is not None:  # a resumed run's summary keeps the counts
                 notes["make_train"] = made
         else:

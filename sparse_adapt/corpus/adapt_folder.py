@@ -24,6 +24,8 @@ from sparse_adapt.progress import Hooks, SILENT
 MANIFEST = "adapt.json"
 # Where adapt writes the inputs it generates, in DIR (a user's own files stay where they are).
 GENERATED = {"terms": "domain_terms.json", "dictionary": "dictionary.jsonl", "train": "train.jsonl"}
+# The held-out queries, their qrels and query groups make-train splits off into DIR.
+HELDOUT = {"queries": "heldout_queries.jsonl", "qrels": "heldout_qrels.tsv", "groups": "query_groups.json"}
 PRETRAINED = "pretrained"
 TRAINING = "training"
 FINAL = "final"
@@ -44,7 +46,7 @@ LEGACY_OPTIONS = {"siblings": 0, "term_labels": False, "glosses": False, "pretra
 # What a run writes into DIR, and --overwrite removes; not ``pretrained/``, which depends on the
 # base alone and says in its own manifest which base it came from.
 RUN_OUTPUTS = (
-    MANIFEST, *GENERATED.values(), "heldout_queries.jsonl", "heldout_qrels.tsv", "query_groups.json", "mining.json",
+    MANIFEST, *GENERATED.values(), *HELDOUT.values(), "mining.json",
     PROVENANCE, SUMMARY, TRAINING, FINAL,
 )
 
@@ -145,7 +147,7 @@ def discard_run(out: Path, keep: tuple[Path, ...], hooks: Hooks = SILENT) -> Non
 
 def pseudo_data_done(out: Path) -> bool:
     # heldout_queries.jsonl is written last of the four pseudo-data files.
-    return (out / "train.jsonl").is_file() and (out / "heldout_queries.jsonl").is_file()
+    return (out / GENERATED["train"]).is_file() and (out / HELDOUT["queries"]).is_file()
 
 
 # An edited model card DIR/final held when DIR/final is replaced by a retrained model's copy.

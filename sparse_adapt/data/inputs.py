@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from pathlib import Path
+from typing import Sequence
 
 from sparse_adapt.data.reading import (
     checked_text, first_repeat, float_list_field, id_list_field, id_value, read_json, read_jsonl, read_unique, str_field,
@@ -67,6 +69,12 @@ def load_domain_terms(path: str | Path) -> dict[str, list[str]]:
 def flat_terms(terms: dict[str, list[str]]) -> list[str]:
     """Every term of a ``domain_terms.json``, category by category, in file order."""
     return [t for items in terms.values() for t in items]
+
+
+def mentions_term(text: str, terms: Sequence[str]) -> bool:
+    """Whether ``text`` names one of ``terms`` as a whole word, in any case (``XR-7200`` in
+    "the xr-7200 unit", not ``pump`` in "pumps")."""
+    return any(re.search(rf"(?<!\w){re.escape(t)}(?!\w)", text, flags=re.IGNORECASE) for t in terms)
 
 
 def check_domain_terms(obj: object, p: str | Path = "<terms>") -> dict[str, list[str]]:

@@ -127,9 +127,6 @@ def needs_pretraining(name: str | Path) -> bool:
     return bool(entry and entry.pretrain)
 
 
-BASE_HELP = f"Model directory, hub id or a built-in base ({', '.join(BUILTIN_BASES)})."
-
-
 def builtin_hint(name: str) -> str:
     """`` (did you mean ...?)`` for a name spelt near a built-in base, else "": a missing
     local directory or Hub id is all a loader can otherwise say of ``offline-splade-tin``."""

@@ -2,7 +2,7 @@
 
 A base built by ``base.py`` has one shared decoder bias ``b``; it alone decides how many
 terms fire. :func:`calibrate_bias` finds it in closed form for a target number of active
-terms, and :func:`encoder_to_splade` builds a calibrated SPLADE encoder in one call.
+terms; :func:`encoder_to_splade` builds the SPLADE encoder it is calibrated on.
 """
 
 from __future__ import annotations
@@ -12,25 +12,21 @@ from typing import Sequence
 import torch
 
 from sparse_adapt.device import resolve_device
-from sparse_adapt.modeling.base import DEFAULT_TARGET_ACTIVE, build_mlm_from_encoder, load_encoder, set_bias
+from sparse_adapt.modeling.base import build_mlm_from_encoder, load_encoder
 from sparse_adapt.modeling.encoder import SpladeEncoder, SpladeSettings
 
 
 def encoder_to_splade(
-    name_or_path: str, bias: float | None = None, *, calibration_texts: Sequence[str] | None = None,
-    target_active: int = DEFAULT_TARGET_ACTIVE, trust_remote_code: bool = False, device: str | torch.device | None = None,
+    name_or_path: str, bias: float, *, trust_remote_code: bool = False, device: str | torch.device | None = None,
 ) -> SpladeEncoder:
-    """Build a SPLADE base from a headless encoder; bias given, or calibrated on texts.
+    """Build a SPLADE base from a headless encoder with the shared decoder bias ``bias`` (the
+    ``base`` command builds with 0 and then calibrates with :func:`calibrate_bias`).
 
-    ``device``: where the model is built and calibrated (None: the process default)."""
+    ``device``: where the model is built (None: the process default)."""
     encoder, tokenizer = load_encoder(name_or_path, trust_remote_code)
-    mlm = build_mlm_from_encoder(encoder, bias=0.0 if bias is None else bias)
+    mlm = build_mlm_from_encoder(encoder, bias=bias)
     splade = SpladeEncoder(mlm, tokenizer, SpladeSettings(base=str(name_or_path))).to(resolve_device(device))
-    if bias is None:
-        if not calibration_texts:
-            raise ValueError("give a bias or calibration texts to derive one from")
-        set_bias(splade.mlm, calibrate_bias(splade, calibration_texts, target_active))
-    splade.exclude_special_tokens()  # set_bias filled the special-token rows too
+    splade.exclude_special_tokens()  # the bias filled the special-token rows too
     return splade
 
 

@@ -84,6 +84,8 @@ class SpladeEncoder(VectorMethods, nn.Module):
         # Padding goes on the right: no position ids are passed, so on the left it shifted the
         # absolute positions of a BERT's text by its batch's longest (a vector then depended
         # on the texts it was encoded with). SPLADE's pooling reads the mask, whatever the side.
+        # Set on the tokenizer itself, which the model owns from here on like ``mlm``: the saved
+        # tokenizer then pads on the right in sentence-transformers and transformers too.
         if getattr(tokenizer, "padding_side", "right") == "left":
             tokenizer.padding_side = "right"
         # A copy: lengths are cut to this model's positions, which must not change a caller's object.

@@ -246,20 +246,19 @@ def require_tokenizer_files(path: Path, name: str) -> None:
                              "model's tokenizer beside it (tokenizer.save_pretrained(DIR))")
 
 
-def check_model_directory(path: Path, name: str, trust_remote_code: bool = False, weights: bool = True) -> None:
+def check_model_directory(path: Path, name: str, trust_remote_code: bool = False) -> None:
     """What a model directory must hold before transformers reads it, each said in one line:
-    ``config.json``, safetensors weights (``weights``), no code of its own unless trusted, and
+    ``config.json``, safetensors weights, no code of its own unless trusted, and
     tokenizer files. Cheap (no weights read): ``adapt`` runs it before mining."""
     if not (path / "config.json").is_file():
         raise ModelLoadError(f"{name} has no config.json: not a Hugging Face model directory")
-    if weights:
-        pickles = sorted(p.name for p in path.glob("*.bin"))
-        # Said before transformers' own message, which for a pickle-only or weightless directory
-        # reads like a missing MLM head. Beside pickles, only the model's own safetensors names
-        # count: an adapter's file is no model weights.
-        if not any(p.name == "model.safetensors" or p.name.startswith("model-") or not pickles
-                   for p in path.glob("*.safetensors")):
-            raise ModelLoadError(missing_weights(name, pickles))
+    pickles = sorted(p.name for p in path.glob("*.bin"))
+    # Said before transformers' own message, which for a pickle-only or weightless directory
+    # reads like a missing MLM head. Beside pickles, only the model's own safetensors names
+    # count: an adapter's file is no model weights.
+    if not any(p.name == "model.safetensors" or p.name.startswith("model-") or not pickles
+               for p in path.glob("*.safetensors")):
+        raise ModelLoadError(missing_weights(name, pickles))
     remote = remote_code(path) if not trust_remote_code else None
     if remote:
         raise ModelLoadError(f"{name} needs Python code of its own ({remote}); sparse-adapt runs none unless "

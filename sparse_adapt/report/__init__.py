@@ -15,7 +15,9 @@ domain term found in most of those queries' relevant documents (``--term`` overr
 
 Modules: ``inputs.py`` (files, groups, terms), ``criteria.py``, ``results.py`` (data
 types), ``experiments.py`` (train + evaluate + assemble), ``markdown.py``, ``figures.py``,
-``files.py``. Like the CLI, this package composes the core and ``diagnostics``; neither
+``files.py``; ``adapt.py`` (``adapt``'s summary); the benchmark: ``domains.py``,
+``benchmark.py``, ``benchmark_md.py``, ``pooled.py`` and ``paired.py`` (its significance
+tests). Like the CLI, this package composes the core and ``diagnostics``; neither
 imports it. The steps are public so the case-study notebook can tell the story one
 experiment at a time with the same code.
 """

@@ -6,7 +6,8 @@ import re
 import dataclasses
 from dataclasses import dataclass
 
-from sparse_adapt.report.inputs import ReportData, mentions
+from sparse_adapt.data import mentions_term
+from sparse_adapt.report.inputs import ReportData
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
 
@@ -93,7 +94,7 @@ def criteria(term: TermSummary, data: ReportData, top: dict[str, list[str]]) -> 
     if one:
         naming = [q for q in semantic if q in term.with_term_qids]
     else:
-        naming = [q for q in semantic if mentions(texts[q], term.term)]
+        naming = [q for q in semantic if mentions_term(texts[q], [term.term])]
     describing = [q for q in semantic if q not in naming]
     if describing:
         actual = ", ".join(

@@ -3,12 +3,11 @@ and the primary term of the criteria table."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
-from sparse_adapt.data import Document, Qrels, Query, flat_terms
+from sparse_adapt.data import Document, Qrels, Query, flat_terms, mentions_term
 from sparse_adapt.defaults import BUNDLED
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
@@ -128,10 +127,6 @@ class ReportData:
         return [q for name, qids in self.groups.items() if "semantic" in name for q in qids if q in main]
 
 
-def mentions(text: str, term: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text, flags=re.IGNORECASE) is not None
-
-
 def derive_groups(queries: Sequence[Query], heldout: Sequence[Query], terms: dict[str, list[str]]) -> dict[str, list[str]]:
     """Queries naming a domain term are ``domain-explicit``, the others ``control``
     (held-out ones get a ``heldout-`` prefix). No semantic group can be derived: which
@@ -140,7 +135,7 @@ def derive_groups(queries: Sequence[Query], heldout: Sequence[Query], terms: dic
     groups: dict[str, list[str]] = {}
     for prefix, qs in (("", queries), ("heldout-", heldout)):
         for q in qs:
-            name = "domain-explicit" if any(mentions(q.text, t) for t in all_terms) else "control"
+            name = "domain-explicit" if mentions_term(q.text, all_terms) else "control"
             groups.setdefault(prefix + name, []).append(q.qid)
     return groups
 
@@ -201,7 +196,7 @@ def choose_primary_term(terms: Sequence[str], data: ReportData, override: str | 
         relevant = sorted({d for q in qids for d, g in all_qrels.get(q, {}).items() if g > 0 and d in docs})
         if not relevant:
             continue
-        counts = [sum(mentions(docs[d], t) for d in relevant) for t in terms]
+        counts = [sum(mentions_term(docs[d], [t]) for d in relevant) for t in terms]
         best = max(range(len(terms)), key=lambda k: (counts[k], -k))
         if counts[best]:
             return terms[best], (

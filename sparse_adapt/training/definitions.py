@@ -16,23 +16,18 @@ hard negatives -8): :data:`POSITIVE` and :data:`NEGATIVE`.
 
 from __future__ import annotations
 
-import re
 from typing import Mapping, Sequence
 
-from sparse_adapt.data import DictionaryEntry, Document, TrainExample
+from sparse_adapt.data import DictionaryEntry, Document, TrainExample, mentions_term
 
 POSITIVE = 10.0
 NEGATIVE = -8.0
 
 
-def _names(text: str, words: Sequence[str]) -> bool:
-    return any(re.search(rf"(?<!\w){re.escape(w)}(?!\w)", text, flags=re.IGNORECASE) for w in words)
-
-
 def entry_words(entry: DictionaryEntry, terms: Sequence[str]) -> list[str]:
     """The words that mark a document as naming the entry: the domain terms its name
     contains ("Fenwarra" for "Fenwarra starter"), else its whole name."""
-    inside = [t for t in terms if _names(entry.term, [t])]
+    inside = [t for t in terms if mentions_term(entry.term, [t])]
     return inside or [entry.term]
 
 
@@ -51,7 +46,7 @@ def definition_examples(
 
     chosen = []
     for i, entry in enumerate(dictionary):
-        positives = [d for d in documents if _names(d.text, entry_words(entry, terms))]
+        positives = [d for d in documents if mentions_term(d.text, entry_words(entry, terms))]
         if positives:
             chosen.append((f"definition-{i + 1}", entry, positives))
     if not chosen:

@@ -19,7 +19,7 @@ from typing import Protocol, Sequence
 import numpy as np
 import torch
 
-from sparse_adapt.data import check_documents, iter_documents
+from sparse_adapt.data import check_documents
 from sparse_adapt.data.documents import document_from_line
 from sparse_adapt.data.reading import utf8_line
 

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import torch
 
-from sparse_adapt.atomic import atomic_directory, clean_leftovers
+from sparse_adapt.atomic import clean_leftovers
 from sparse_adapt.destination import check_not_an_input, check_writable, empty_or_model_directory
 from sparse_adapt.data import file_sha256, flat_terms, load_dictionary, load_domain_terms, load_train
 from sparse_adapt.defaults import bundled

@@ -203,7 +203,7 @@ def _differences(old: dict, new: dict, completed: Sequence[str]) -> list[str]:
     return diff
 
 
-def _changed_settings(old_cfg: dict, new_cfg: dict, done: Sequence[str]) -> str:
+def _changed_settings(old_cfg: dict, new_cfg: dict) -> str:
     """What a rerun accepted with changed settings will do about them, naming them."""
     old_all, new_all = _with_defaults(old_cfg), _with_defaults(new_cfg)
     keys = [f"{section}.{key}" for section in sorted(set(old_all) | set(new_all))
@@ -298,7 +298,7 @@ def prepare(out: Path, manifest: dict, names: Sequence[str], overwrite: bool, ho
             if not checkpoints:
                 hooks.message(f"{out}: no stage of the earlier attempt completed; starting afresh")
             else:
-                hooks.message(f"{out}: {_changed_settings(old_cfg, manifest['config'], done)}")
+                hooks.message(f"{out}: {_changed_settings(old_cfg, manifest['config'])}")
     elif any(p.name != LOCK_FILE for p in out.iterdir()) and not overwrite:
         raise RunMismatchError(
             f"{out} is not empty and holds no {RUN_FILE}: refusing to write a run into it "

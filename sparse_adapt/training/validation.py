@@ -16,13 +16,12 @@ and reproducible from ``train_log.jsonl`` alone.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
-from sparse_adapt.data import Document, Qrels, Query, TrainExample, collapse_whitespace
+from sparse_adapt.data import Document, Qrels, Query, TrainExample, collapse_whitespace, mentions_term
 from sparse_adapt.progress import signed
 from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
 
@@ -33,10 +32,6 @@ KINDS = ("domain", "control")
 def teacher_grade(score: float) -> int:
     """The bundled qrels rule (``corpora/gatrocraptic/README.md``): >= 8 -> 2, > 0 -> 1, else 0."""
     return 2 if score >= 8 else (1 if score > 0 else 0)
-
-
-def mentions_term(text: str, terms: Sequence[str]) -> bool:
-    return any(re.search(rf"(?<!\w){re.escape(t)}(?!\w)", text, flags=re.IGNORECASE) for t in terms)
 
 
 def query_kind(example: TrainExample, terms: Sequence[str]) -> str:

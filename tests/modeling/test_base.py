@@ -169,3 +169,12 @@ def test_base_warns_of_a_tokenizer_without_a_mask_token(tmp_path, tiny_bert, cap
     assert main(["base", "--from-encoder", str(tmp_path / "enc"), "--out", str(tmp_path / "b"), "--bias", "-3"]) == 0
     assert "tokenizer has no mask token: the warmup and dictionary stages (train, adapt) refuse this base" in \
         " ".join(capsys.readouterr().err.split())
+
+
+def test_the_base_commands_default_target_is_the_one_offline_minilm_was_calibrated_to():
+    """The CLI writes the default as a literal (importing modeling.base loads torch)."""
+    import inspect
+
+    from sparse_adapt.cli.model import base
+
+    assert inspect.signature(base).parameters["target_active"].default.default == DEFAULT_TARGET_ACTIVE

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sparse_adapt.modeling.vectors import keep_top, rank
+from sparse_adapt.modeling.vectors import keep_top
 
 
 def test_keep_top_keeps_the_largest_weights_ties_by_token_id():

@@ -14,7 +14,7 @@ from sparse_adapt.cli import main
 from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES
 from sparse_adapt.errors import ConfigError, SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
-from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark, without
+from sparse_adapt.report.benchmark import BenchmarkInputs, without
 from sparse_adapt.report.domains import EvalSet, resolve_domain
 from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.report.benchmark_md import (
