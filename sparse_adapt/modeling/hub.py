@@ -66,7 +66,7 @@ def hub_unreachable(name: str) -> str | None:
         return None
     try:
         url = hf_hub_url(name, constants.CONFIG_NAME)
-    except Exception:  # an invalid repo id: transformers' own error names the rule it breaks
+    except ValueError:  # HFValidationError, an invalid repo id: transformers' own error names the rule it breaks
         return None
     try:
         get_session().head(url, timeout=PROBE_TIMEOUT_S)
