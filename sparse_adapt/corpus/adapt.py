@@ -45,7 +45,7 @@ from sparse_adapt.corpus.provenance import MADE_FROM_TERMS, record, record_unrec
 from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, make_train
 from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
 from sparse_adapt.corpus.text import locate_terms
-from sparse_adapt.data import file_sha256, load_dictionary, load_documents, load_domain_terms, load_train
+from sparse_adapt.data import file_sha256, load_dictionary, load_documents, load_domain_terms, load_train, read_record
 from sparse_adapt.errors import ConfigError, SparseAdaptError
 from sparse_adapt.lock import locked
 from sparse_adapt.modeling.card import CARD_FILE
@@ -199,9 +199,9 @@ def generated_inputs(model: str | Path) -> dict[str, Path]:
     run = adapt_run_of(model)
     if run is None:
         return {}
-    try:
-        given = json.loads((run / MANIFEST).read_text(encoding="utf-8")).get("given") or {}
-    except (OSError, ValueError, AttributeError):
+    manifest = read_record(run / MANIFEST)
+    given = manifest.get("given") or {}
+    if not manifest or not isinstance(given, dict):  # a damaged manifest: nothing known to be generated
         return {}
     return {k: run / name for k, name in GENERATED.items() if given.get(k) is None and (run / name).is_file()}
 

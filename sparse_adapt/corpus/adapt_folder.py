@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sparse_adapt.atomic import clean_leftovers, write_atomic
 from sparse_adapt.corpus.provenance import PROVENANCE
-from sparse_adapt.data import file_sha256
+from sparse_adapt.data import file_sha256, read_record
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.lock import LOCK_FILE
 from sparse_adapt.training.rundir import PARTIAL
@@ -163,10 +163,7 @@ def card_sha256(path: Path) -> str | None:
 def recorded_card_sha256(out: Path) -> str | None:
     """The card ``DIR/summary.json`` says it wrote into ``DIR/final``; None when there is no
     summary, or a damaged one: it then recognises no card."""
-    try:
-        recorded = json.loads((out / SUMMARY).read_text(encoding="utf-8")).get("card_sha256")
-    except (OSError, ValueError, AttributeError):  # missing, unreadable, no JSON object
-        return None
+    recorded = read_record(out / SUMMARY).get("card_sha256")
     return recorded if isinstance(recorded, str) else None
 
 

@@ -11,11 +11,10 @@ and an edited one is kept with a warning (the user's edit wins, as everywhere in
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from sparse_adapt.atomic import write_json_atomic
-from sparse_adapt.data import file_sha256
+from sparse_adapt.data import file_sha256, read_record
 from sparse_adapt.progress import SILENT, Hooks
 
 PROVENANCE = "generated.json"
@@ -27,11 +26,7 @@ MADE_FROM_TERMS = {
 
 
 def _read(out: Path) -> dict:
-    try:
-        data = json.loads((out / PROVENANCE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # a run from before this record, or a damaged one: nothing to compare
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_record(out / PROVENANCE)  # {}: a run from before this record, or a damaged one
 
 
 def record(out: Path, name: str, terms: Path, notes: dict | None = None) -> None:

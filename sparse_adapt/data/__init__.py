@@ -28,13 +28,13 @@ from sparse_adapt.data.documents import (
 )
 from sparse_adapt.data.inputs import flat_terms, load_dictionary, load_domain_terms, load_train, mentions_term
 from sparse_adapt.data.qrels import BEIR_QRELS_HEADER, check_query_groups, load_qrels, load_query_groups
-from sparse_adapt.data.reading import GZIP_MAGIC, file_sha256, iter_jsonl, iter_lines, read_text, require_file
+from sparse_adapt.data.reading import GZIP_MAGIC, file_sha256, iter_jsonl, iter_lines, read_record, read_text, require_file
 from sparse_adapt.data.records import DataError, DictionaryEntry, Document, Qrels, Query, TrainExample
 from sparse_adapt.data.runs import load_run
 
 __all__ = [
     "BEIR_QRELS_HEADER", "DOCUMENT_FORMATS", "GZIP_MAGIC", "DataError", "DictionaryEntry", "Document", "Qrels",
-    "Query", "TrainExample", "check_documents", "check_query_groups", "collapse_whitespace", "file_sha256",
+    "Query", "TrainExample", "check_documents", "check_query_groups", "collapse_whitespace", "file_sha256", "read_record",
     "find_documents", "flat_terms", "mentions_term",
     "iter_documents",
     "iter_jsonl", "iter_lines", "load_dictionary", "load_documents", "load_domain_terms", "load_qrels",

@@ -16,6 +16,17 @@ from sparse_adapt.data.records import DataError
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+def read_record(path: str | Path) -> dict:
+    """A JSON object this package wrote (a manifest, a record beside its outputs), or {} when it
+    is missing, unreadable or no object: a record from an older version or a damaged one
+    holds nothing to compare with, and the caller then treats it as absent."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # ValueError: not UTF-8 or not JSON
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def require_file(path: str | Path) -> Path:
     """The path of an existing regular file, else a DataError naming it."""
     p = Path(path)

@@ -6,7 +6,7 @@ import re
 import dataclasses
 from dataclasses import dataclass
 
-from sparse_adapt.data import mentions_term
+from sparse_adapt.data import Qrels, mentions_term
 from sparse_adapt.report.inputs import ReportData
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
@@ -114,7 +114,7 @@ def criteria(term: TermSummary, data: ReportData, top: dict[str, list[str]]) -> 
                              "no query names it" if one else no_token, _status(None if one else False)))
     rows, oks = [], []
     for q in semantic:
-        relevant = sorted((d for d, g in data.qrels.get(q, {}).items() if g > 0), key=natural)
+        relevant = relevant_docs(data.qrels, q)
         if not relevant:
             continue
         got = top.get(q, [])[: len(relevant)]  # shorter when fewer documents score above 0
@@ -126,12 +126,17 @@ def criteria(term: TermSummary, data: ReportData, top: dict[str, list[str]]) -> 
                     + (f" (missing: {' '.join(missing)})" if missing and len(got) < len(relevant) else ""))
     expected = "; ".join(
         f"top-{len(r)} = {' '.join(r)}" for r in (
-            sorted((d for d, g in data.qrels.get(q, {}).items() if g > 0), key=natural) for q in semantic
+            relevant_docs(data.qrels, q) for q in semantic
         ) if r
     ) or "relevant documents first"
     out.append(Criterion("correct_retrieval", "Correct retrieval", expected, "; ".join(rows) or "no judged semantic query",
                          _status(all(oks) if oks else None)))
     return out
+
+
+def relevant_docs(qrels: Qrels, qid: str) -> list[str]:
+    """The documents judged relevant (grade > 0) to ``qid``, in :func:`natural` order."""
+    return sorted((d for d, g in qrels.get(qid, {}).items() if g > 0), key=natural)
 
 
 def natural(doc_id: str) -> tuple:

@@ -10,7 +10,7 @@ from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.report.benchmark_md import benchmark_differences, benchmark_file, load_benchmark
-from sparse_adapt.report.criteria import criteria, natural, summarise_term
+from sparse_adapt.report.criteria import criteria, relevant_docs, summarise_term
 from sparse_adapt.report.files import holds_files, output_kind, slug, to_json, write_report
 from sparse_adapt.report.inputs import ReportData, ReportInputs, choose_primary_term, domain_terms, load_report_data
 from sparse_adapt.report.results import (
@@ -130,8 +130,7 @@ def assemble(
         },
         primary_term=primary, primary_term_reason=reason, groups=data.groups, groups_source=data.groups_source,
         notes=list(data.notes),
-        relevant={q: sorted((d for d, g in data.qrels.get(q, {}).items() if g > 0), key=natural)
-                  for q in data.semantic_qids},
+        relevant={q: relevant_docs(data.qrels, q) for q in data.semantic_qids},
         stages=stages, benchmark=benchmark,
     )
 

@@ -28,6 +28,7 @@ import torch
 from sparse_adapt.atomic import atomic_directory, clean_leftovers
 from sparse_adapt.destination import check_output
 from sparse_adapt.corpus.lexicon import MIN_ZIPF, lexicon_pairs
+from sparse_adapt.data import read_record
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.losses.flops import FlopsLoss
 from sparse_adapt.losses.in_batch import InBatchLoss
@@ -284,8 +285,4 @@ def _other_base(record: dict, base: str | Path) -> str | None:
 
 def _recorded(where: Path) -> dict:
     """``where``'s pretraining record ({} when missing or not a JSON object)."""
-    try:
-        record = json.loads((where / RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) else {}
+    return read_record(where / RECORD)
