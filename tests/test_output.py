@@ -149,3 +149,13 @@ def test_a_key_from_a_users_file_cannot_forge_lines_or_send_escapes(tmp_path, ca
     err = capsys.readouterr().err
     assert "\x1b" not in err and len(err.strip().splitlines()) == 1, err
     assert err.startswith("error:") and ("\\n" in err or "\\x1b" in err)
+
+
+def test_the_feedback_options_help_gives_the_defaults_feedback_uses():
+    """The help texts write the defaults as literals (the CLI imports no torch to build them)."""
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    default = Feedback()
+    for option, value in ((output.FEEDBACK_DOCS_OPTION, default.docs), (output.FEEDBACK_WEIGHT_OPTION, default.weight),
+                          (output.FEEDBACK_TERMS_OPTION, default.terms)):
+        assert f"(default {value})" in option.help
