@@ -251,7 +251,9 @@ def check_model_directory(path: Path, name: str, trust_remote_code: bool = False
     ``config.json``, safetensors weights, no code of its own unless trusted, and
     tokenizer files. Cheap (no weights read): ``adapt`` runs it before mining."""
     if not (path / "config.json").is_file():
-        raise ModelLoadError(f"{name} has no config.json: not a Hugging Face model directory")
+        inside = path / "final"  # a `train --out` or `adapt --out` folder given for its model
+        hint = f"; the run's model is {inside}" if (inside / "config.json").is_file() else ""
+        raise ModelLoadError(f"{name} has no config.json: not a Hugging Face model directory{hint}")
     pickles = sorted(p.name for p in path.glob("*.bin"))
     # Said before transformers' own message, which for a pickle-only or weightless directory
     # reads like a missing MLM head. Beside pickles, only the model's own safetensors names

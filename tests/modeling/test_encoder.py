@@ -205,6 +205,16 @@ def test_a_base_without_usable_weights_is_refused_by_check_base_and_load_encoder
         check_base(str(empty))
 
 
+def test_a_run_folder_given_as_the_model_points_to_its_final(tiny_bert, tmp_path, capsys):
+    """`--model runs/x` for `runs/x/final`: the error named no config.json and left the user there."""
+    from sparse_adapt.cli import main
+
+    tiny_bert.save_pretrained(tmp_path / "run" / "final")
+    assert main(["encode", "a text", "--model", str(tmp_path / "run")]) == 2
+    said = "".join(capsys.readouterr().err.split())  # rich may wrap a long line
+    assert "".join(f"the run's model is {tmp_path / 'run' / 'final'}".split()) in said
+
+
 def test_a_directory_without_safetensors_weights_says_so(tiny_bert, tmp_path):
     target = tmp_path / "m"
     tiny_bert.save_pretrained(target)
