@@ -3,6 +3,8 @@ one line and exit code 2, like every other mistake in what a user passes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sparse_adapt.cli import main
@@ -128,3 +130,14 @@ def test_a_world_size_no_launcher_set_never_stops_a_command(world, monkeypatch, 
     monkeypatch.setenv("WORLD_SIZE", world)
     assert main(["base", "--help"]) == 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_version_prints_the_packages_version_from_pyproject(capsys):
+    import tomllib
+
+    from sparse_adapt.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    version = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"sparse-adapt {version}\n"

@@ -37,6 +37,14 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from sparse_adapt import __version__
+
+        typer.echo(f"sparse-adapt {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global_options(
     threads: Optional[int] = typer.Option(
@@ -45,6 +53,8 @@ def _global_options(
     device: str = typer.Option(
         "auto", "--device", help="Where models run: auto (CUDA when present, else CPU), cpu, cuda or mps."
     ),
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print sparse-adapt's version and exit."),
 ) -> None:
     from sparse_adapt.device import set_default_device
 

@@ -23,7 +23,7 @@ from sparse_adapt.data import (
 )
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.truncation import longer_than, truncated
-from sparse_adapt.progress import Hooks, SILENT
+from sparse_adapt.progress import Hooks, SILENT, counted
 from sparse_adapt.retrieval.evaluation import (
     check_qrels, encode_documents, encode_queries, evaluate_run, score_vectors,
 )
@@ -103,7 +103,7 @@ def worse_than_base(rows: list[dict]) -> list[str]:
         for adapted, base, how in (("adapted", "base", ""), ("feedback", "base_feedback", " with --feedback")):
             # Exactly WORSE_BY below passes issue 11's control bar, so it is no loss to warn of (float slack).
             if adapted in r and r[adapted] < r[base] - WORSE_BY - 1e-9:
-                out.append(f"on {r['set']} ({n} queries){how} the adapted model scores nDCG@10 {r[adapted]:.3f}, "
+                out.append(f"on {r['set']} ({counted(n, 'query', 'queries')}){how} the adapted model scores nDCG@10 {r[adapted]:.3f}, "
                            f"below the base's {r[base]:.3f}{how}{few}: {advice}")
     return out
 
@@ -177,7 +177,7 @@ def _card_with_figures(result: AdaptResult, rows: list[dict], adapted: SpladeEnc
         hooks.message(f"{card} is not a card this run wrote (edited, or {old.name} lost since): kept as it is "
                       f"(the figures are in {old})")
         return None
-    evaluation = {f"{r['set']}, {r['group']} ({r['queries']} queries)": {
+    evaluation = {f"{r['set']}, {r['group']} ({counted(r['queries'], 'query', 'queries')})": {
         "nDCG@10 base": r["base"], "nDCG@10 adapted": r["adapted"],
         "nDCG@10 base + feedback": r["base_feedback"], "nDCG@10 adapted + feedback": r["feedback"]} for r in rows}
     manifest = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
