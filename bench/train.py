@@ -205,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", choices=MODELS, help="default: tiny with --quick, else minilm")
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown or not parts:  # before any model is built or written
+        parser.error(f"--parts takes {', '.join(PARTS)}; got {', '.join(unknown) or 'none'}")
     if args.worker:
         part, system, model, work, size, threads = args.worker
         print(json.dumps(worker(part, system, Path(model), Path(work), int(size), int(threads))))
@@ -213,10 +217,6 @@ def main(argv: list[str] | None = None) -> int:
     model = model_dir(args.model or ("tiny" if args.quick else "minilm"), args.workdir)
     sizes = {"warmup": 40 if args.quick else 600, "distill": 10 if args.quick else 60,
              "rss": (200, 400) if args.quick else (1000, 10000, 50000), "extend": 200 if args.quick else 10000}
-    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    unknown = sorted(set(parts) - set(PARTS))
-    if unknown or not parts:
-        parser.error(f"--parts takes {', '.join(PARTS)}; got {', '.join(unknown) or 'none'}")
     runs = []
 
     def measure(part: str, system: str, size: int) -> None:

@@ -64,12 +64,14 @@ def test_feedback_search_benchmark_runs_on_a_tiny_model(tmp_path):
 
 
 @pytest.mark.parametrize("parts", ["warmpu", "warmup,distil", ","])
-def test_the_training_benchmark_refuses_an_unknown_part(parts, capsys):
+def test_the_training_benchmark_refuses_an_unknown_part(parts, capsys, tmp_path, monkeypatch):
     """A misspelt part was skipped without a word: an empty summary, as if measured."""
     import bench.train as train
 
+    monkeypatch.setattr(train, "model_dir", lambda name, root: pytest.fail("a model was built before the check"))
     with pytest.raises(SystemExit) as stopped:
-        train.main(["--parts", parts])
+        train.main(["--parts", parts, "--workdir", str(tmp_path / "work")])
+    assert not (tmp_path / "work").exists()
     assert stopped.value.code == 2 and "--parts takes warmup, distill, rss, extend" in capsys.readouterr().err
 
 

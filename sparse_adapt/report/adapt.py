@@ -94,7 +94,7 @@ def worse_than_base(rows: list[dict]) -> list[str]:
         if r["group"] != "all" or (yours and r["set"] == PSEUDO):
             continue
         n = r["queries"]
-        few = f"; {n} queries are a reading, not a verdict" if n < FEW_QUERIES else ""
+        few = f"; {counted(n, 'query is', 'queries are')} a reading, not a verdict" if n < FEW_QUERIES else ""
         if r["set"] == PSEUDO:
             advice = "judge on held-out queries you write (--queries, --qrels) before choosing the adapted model"
         else:

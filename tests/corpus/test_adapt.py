@@ -775,7 +775,8 @@ def test_the_summary_writes_its_figures_into_the_model_card_unless_the_user_edit
     text = card.read_text()
     row = next(r for r in summary["evaluation"] if r["group"] == "all")
     assert "measured no retrieval metrics" not in text
-    assert f"| pseudo held-out, all ({row['queries']} queries) | {row['adapted']:.4f} | {row['feedback']:.4f} |" in text
+    count = f"{row['queries']} {'query' if row['queries'] == 1 else 'queries'}"
+    assert f"| pseudo held-out, all ({count}) | {row['adapted']:.4f} | {row['feedback']:.4f} |" in text
     assert summary["card_sha256"] == hashlib.sha256(card.read_bytes()).hexdigest()
     assert report.adapt_summary(result, setup["corpus"], setup["base"])["card_sha256"] == summary["card_sha256"]
     card.write_text(text + "Approved for the support search.\n")  # the user's own words stay
@@ -824,6 +825,8 @@ def test_a_set_scored_below_the_base_is_a_warning():
     assert line.startswith("on your queries (9 queries) with --feedback the adapted model scores nDCG@10 0.921, "
                            "below the base's 0.940 with --feedback; 9 queries are a reading")
     assert worse_than_base([{**fed, "feedback": 0.930}]) == []  # within the tolerance
+    (line,) = worse_than_base([row("your queries", "all", 1, 0.9, 0.5)])  # one query: the noun agrees
+    assert line.startswith("on your queries (1 query) the adapted") and "; 1 query is a reading" in line
 
 
 def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_its_settings(setup, monkeypatch):
