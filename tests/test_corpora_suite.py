@@ -343,3 +343,18 @@ def test_outside_domain_data_and_loading(name):
     ev = EvalSet.load(resolve_domain(str(root), hand_written=False).files)
     assert {k: len(v) for k, v in ev.groups.items() if k.startswith("heldout")} == {
         "heldout-domain-semantic": 15, "heldout-domain-explicit": 8, "heldout-control": 12}
+
+
+def test_the_desalination_walkthrough_domain_loads_and_every_query_is_judged_and_grouped():
+    """bench/outside/desalination: a new user's files, read by the loaders a run reads them with."""
+    from sparse_adapt.data import load_documents, load_qrels, load_queries
+
+    root = OUTSIDE / "desalination"
+    assert "desalination" not in corpora.names()
+    docs = {d.doc_id for d in load_documents(root / "docs.jsonl")}
+    queries = {q.qid for q in load_queries(root / "queries.jsonl")}
+    qrels = load_qrels(root / "qrels.tsv")
+    groups = json.loads((root / "query_groups.json").read_text())
+    assert len(docs) == 52 and len(queries) == 11
+    assert set(qrels) == queries and all(set(judged) <= docs and max(judged.values()) > 0 for judged in qrels.values())
+    assert sorted(q for qids in groups.values() for q in qids) == sorted(queries)
