@@ -142,8 +142,7 @@ def build_dictionary(
     from sparse_adapt.corpus.harvest import build_dictionary as harvest
     from sparse_adapt.corpus.teacher import load_teacher
     from sparse_adapt.corpus.text import locate_terms
-    from sparse_adapt.data import flat_terms, load_dictionary, load_documents, load_domain_terms
-    from sparse_adapt.training.validation import mentions_term
+    from sparse_adapt.data import flat_terms, load_dictionary, load_documents, load_domain_terms, mentions_term
 
     _check_out(out, overwrite, corpus, terms, dictionary, *(Path(teacher).expanduser(),) * glosses)
     documents = load_documents(corpus)

@@ -31,7 +31,7 @@ import torch
 
 from sparse_adapt.atomic import clean_leftovers
 from sparse_adapt.destination import check_not_an_input, check_writable, empty_or_model_directory
-from sparse_adapt.data import file_sha256, flat_terms, load_dictionary, load_domain_terms, load_train
+from sparse_adapt.data import file_sha256, flat_terms, load_dictionary, load_domain_terms, load_train, mentions_term
 from sparse_adapt.defaults import bundled
 from sparse_adapt.device import resolve_device
 from sparse_adapt.errors import ConfigError, NonFiniteError, OutputError
@@ -50,7 +50,7 @@ from sparse_adapt.training.loop import require_finite
 from sparse_adapt.training.mlm_data import validate_corpus
 from sparse_adapt.training.rundir import FINAL, LOG_FILE, PARTIAL, RUN_FILE, RunMismatchError  # noqa: F401  (public names)
 from sparse_adapt.training.density import density_sample, document_density
-from sparse_adapt.training.validation import check_validation_choice, mentions_term
+from sparse_adapt.training.validation import check_validation_choice
 from sparse_adapt.training.stages import EXPERIMENTS, ORDER, STAGES, StageContext, TrainData, check_lengths, parse_stages
 
 def _load_inputs(corpus: Path, terms: Path, dictionary: Path, train: Path, valid: Path | None = None) -> TrainData:
