@@ -68,7 +68,9 @@ def _load_data(docs: Optional[Path], queries: Optional[Path], qrels: Optional[Pa
             raise DatasetError(f"cannot read ir_datasets {dataset!r}: {first_line(e)[:200]}") from None
     missing = [f"--{n}" for n, v in (("queries", queries), ("qrels", qrels)) if v is None]
     if missing:
-        raise ConfigError(f"missing {' and '.join(missing)} (or pass --dataset)")
+        # A usage error: worded as click's own, naming the command (README, "Command overview").
+        raise ConfigError(f"sparse-adapt evaluate: missing {' and '.join(missing)} (or pass --dataset) "
+                          "(see sparse-adapt evaluate --help)")
     documents = (lambda: load_documents(docs)) if docs is not None else None
     return EvalData(documents, load_queries(queries), load_qrels(qrels), str(docs or qrels),
                     (str(qrels), str(queries), str(docs) if docs is not None else "the documents"))

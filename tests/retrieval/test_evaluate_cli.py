@@ -310,7 +310,9 @@ def test_an_ir_datasets_read_error_without_a_message_is_still_one_line(models, t
     "argv,message",
     [
         (["--dataset", "x", "--docs", "d.jsonl"], "drop --docs"),
-        (["--docs", str(GATROCRAPTIC.docs)], "missing --queries and --qrels"),
+        (["--docs", str(GATROCRAPTIC.docs)], "sparse-adapt evaluate: missing --queries and --qrels"),
+        (["--docs", str(GATROCRAPTIC.docs), "--queries", str(GATROCRAPTIC.queries)],
+         "sparse-adapt evaluate: missing --qrels (or pass --dataset) (see sparse-adapt evaluate --help)"),
         (["--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels)], "needs --docs"),
         ([*FILES, "--stat-test", "magic"], "--stat-test"),
         (["--index", "idx", "--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels),
