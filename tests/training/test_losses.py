@@ -63,6 +63,9 @@ def test_flops_is_product_of_means_and_ignores_domain_ids():
     q2 = q.clone()
     q2[:, 2] = 100.0
     assert FlopsLoss()(q2, d, [2]).item() == pytest.approx(2 * 1 + 1 * 3)
+    # every domain id is exempt, not only the first (a set, as the trainer passes it)
+    assert FlopsLoss()(q2, d, [2, 0]).item() == pytest.approx(1 * 3)
+    assert FlopsLoss()(q2, d, {0, 2}).item() == pytest.approx(1 * 3)
 
 
 def test_domain_hinge_only_on_present_tokens_and_zero_above_tau_min():
@@ -77,6 +80,9 @@ def test_domain_hinge_only_on_present_tokens_and_zero_above_tau_min():
     absent = torch.zeros(1, 5)  # token 4 absent from the text: no penalty even at weight 0
     assert DomainHingeLoss(2.0)(absent, torch.tensor([[1, 2]]), [3, 4]).item() == 0.0
     assert DomainHingeLoss(2.0)(absent, torch.tensor([[1, 2]]), []).item() == 0.0
+    # a token that occurs twice in a text is one presence, not two pushes
+    twice = DomainHingeLoss(2.0)(weights[:1], torch.tensor([[3, 1, 3]]), [3, 4])
+    assert twice.item() == pytest.approx(1.5 / 2)
 
 
 def test_contrastive_pairs_positives_against_non_positive_teacher_scores():
@@ -96,6 +102,9 @@ def test_query_expansion_is_negative_log_sigmoid_over_targets():
     # query 0: mean over {0, 2}; query 1 has no target and is left out of the mean
     assert QueryExpansionLoss()(w, targets, [0, 1, 2]).item() == pytest.approx((ls(0.0) + ls(2.0)) / 2)
     assert QueryExpansionLoss()(w, torch.zeros(2, 3), [0, 1, 2]).item() == 0.0
+    # two queries with targets: the mean of their per-query means, not the sum
+    both = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
+    assert QueryExpansionLoss()(w, both, [0, 1, 2]).item() == pytest.approx(((ls(0.0) + ls(2.0)) / 2 + ls(5.0)) / 2)
 
 
 def test_sparsity_ramp_is_quadratic_then_flat():
