@@ -35,6 +35,13 @@ def test_vector_form_is_mean_squared_distance_of_selected_texts_added_ids_agains
     )
     # query 0: 1 + 25 + 4 + 81 (the added id) = 111; query 1 not selected; doc: 1 + 9 + 1 + 16 = 27
     assert loss.item() == pytest.approx((111 + 27) / 2)
+    # the mean over all selected texts, not the mean of the two sides' means:
+    # query 1 adds 4 * 49 = 196, so 2 queries and 1 document
+    both = PreservationLoss("vectors")(
+        query_weights=q, doc_weights=d, ref_query_weights=ref_q, ref_doc_weights=ref_d,
+        general_queries=torch.tensor([True, True]), general_docs=torch.tensor([True]),
+    )
+    assert both.item() == pytest.approx((111 + 196 + 27) / 3)
     nothing = PreservationLoss("vectors")(
         query_weights=q, doc_weights=d, ref_query_weights=ref_q, ref_doc_weights=ref_d,
         general_queries=torch.tensor([False, False]), general_docs=torch.tensor([False]),
@@ -55,6 +62,13 @@ def test_all_texts_form_anchors_domain_texts_on_general_columns_only():
     # query 0 (general): every id, 1 + 25 + 4 + 81 = 111; query 1 (domain): ids 0 and 2 only,
     # 49 + 49 = 98; the document (domain): (2-1)^2 + (0-1)^2 = 2; mean over the 3 texts
     assert loss.item() == pytest.approx((111 + 98 + 2) / 3)
+    # a domain text is held on V_ref only: an id the reference lacks stays out even when it
+    # is not listed free (query 1: ids 0 and 2, not 3; the document: ids 0 and 2)
+    only_piece = PreservationLoss("all-texts")(
+        query_weights=q, doc_weights=d, ref_query_weights=ref_q, ref_doc_weights=ref_d, free_ids=[1],
+        general_queries=torch.tensor([True, False]), general_docs=torch.tensor([False]),
+    )
+    assert only_piece.item() == pytest.approx((111 + 98 + 2) / 3)
 
 
 def test_score_form_is_mse_over_candidates_of_selected_queries():
@@ -65,6 +79,12 @@ def test_score_form_is_mse_over_candidates_of_selected_queries():
         mask=torch.tensor([[True, True], [True, True]]),
     )
     assert loss.item() == pytest.approx((4 + 0) / 2)
+    # a padded candidate (mask False) is no pair, however far its score moved
+    padded = PreservationLoss("scores")(
+        student=torch.tensor([[3.0, 50.0], [10.0, 10.0]]), ref_scores=ref, general_queries=torch.tensor([True, False]),
+        mask=torch.tensor([[True, False], [True, True]]),
+    )
+    assert padded.item() == pytest.approx(4.0)
 
 
 def test_unknown_form_is_refused_in_the_loss_and_in_the_config():
