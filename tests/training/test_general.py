@@ -46,6 +46,14 @@ def test_in_batch_loss_temperature_scales_scores_and_shapes_are_checked():
     hot = InBatchLoss(temperature=2.0)(q, d)["nce"].item()
     assert hot == pytest.approx(-math.log(_softmax([1.0, 0.0])[0]), rel=1e-6)  # 2/2 against 0/2
     assert InBatchLoss()(q, d)["kd"].item() == 0.0  # no teacher: no KD term
+    # the teacher's temperature divides its similarities: [1, 0] / 0.5 = [2, 0]
+    teacher = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    kd = InBatchLoss(temperature=1.0, teacher_temperature=0.5)(q, d, teacher)["kd"].item()
+    assert kd == pytest.approx(0.0, abs=1e-6)  # S = [[2, 0], [0, 2]]: the same distribution
+    student = _softmax([2.0, 0.0])
+    sharper = InBatchLoss(temperature=1.0, teacher_temperature=0.25)(q, d, teacher)["kd"].item()
+    target = _softmax([4.0, 0.0])
+    assert sharper == pytest.approx(sum(t * math.log(t / s) for t, s in zip(target, student)), abs=1e-6)
     with pytest.raises(ValueError, match="teacher"):
         InBatchLoss()(q, d, torch.zeros(3, 3))
     with pytest.raises(ValueError, match="pair row by row"):
