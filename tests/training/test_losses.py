@@ -241,6 +241,22 @@ def test_distillation_terms_on_two_padded_lists_of_unequal_pair_counts():
     # QExp: only query 0 has the domain token in a positive (d0); its weight there is 0.
     # Taking every candidate would add query 1 (d3 holds the token) at -log sigmoid(2).
     assert out["qexp"].item() == pytest.approx(math.log(2))
+    # Sp: over the 4 distinct documents, d3 once although two lists hold it (and no padded
+    # slot's row 0): query means (0.5, 0.5), document means (1, 1), token 5 excluded.
+    assert out["sp"].item() == pytest.approx(0.5 * 1.0 + 0.5 * 1.0)
+
+
+def test_query_expansion_targets_a_token_once_however_many_positives_hold_it():
+    # V = 4, D = {2, 3}; both candidates are positives, both hold token 2, only d0 holds 3
+    q = torch.tensor([[0.0, 0.0, 1.0, 0.0]])
+    d = torch.zeros(2, 4)
+    out = DistillationLoss()(
+        query_weights=q, query_input_ids=torch.tensor([[1, 1]]), doc_weights=d,
+        doc_input_ids=torch.tensor([[2, 3], [2, 1]]), doc_index=torch.tensor([[0, 1]]),
+        teacher=torch.tensor([[5.0, 4.0]]), mask=torch.ones(1, 2, dtype=torch.bool), domain_ids=[2, 3], step=1,
+    )
+    ls = lambda x: -math.log(1 / (1 + math.exp(-x)))  # noqa: E731
+    assert out["qexp"].item() == pytest.approx((ls(1.0) + ls(0.0)) / 2)  # counting d1's token 2 twice: / 3
 
 
 def test_mlm_loss_on_the_target_positions_equals_the_models_own_loss(tiny_mlm):

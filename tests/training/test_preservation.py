@@ -117,6 +117,27 @@ def test_distillation_applies_preservation_only_to_texts_the_domain_does_not_con
     assert out["pres"].item() == pytest.approx((1 + 1) / 2)
     assert out["total"].item() == pytest.approx(without_ref["total"].item() + 2.0 * 1.0)
     assert "pres" in TERMS
+    # A query that names the domain term is the domain's, even when its positives lack it.
+    # Its reference now differs: were it selected, the mean would be ((1 - 3)^2 + 1) / 2.
+    ref_q = torch.tensor([[3.0, 0.0, 0.0], [9.0, 9.0, 9.0]])
+    naming = fn(**{**kw, "query_input_ids": torch.tensor([[1, 3], [2, 2]])}, ref_query_weights=ref_q,
+                ref_doc_weights=ref_d)
+    assert naming["pres"].item() == pytest.approx(1.0)  # doc1 alone
+
+
+def test_score_form_in_distillation_compares_each_candidate_with_its_own_reference_score():
+    # As above: query 0 is the only general query; its candidates are [doc1, doc0].
+    q = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+    d = torch.tensor([[0.0, 0.0, 2.0, 3.0], [1.0, 1.0, 0.0, 0.0]])
+    out = DistillationLoss(pres=1.0, pres_form="scores")(
+        query_weights=q, query_input_ids=torch.tensor([[1, 2], [2, 2]]), doc_weights=d,
+        doc_input_ids=torch.tensor([[3, 0], [1, 2]]), doc_index=torch.tensor([[1, 0], [0, 1]]),
+        teacher=torch.tensor([[10.0, -8.0], [10.0, -8.0]]), mask=torch.ones(2, 2, dtype=torch.bool), domain_ids=[3],
+        step=1, ref_query_weights=torch.tensor([[3.0, 0.0, 0.0], [9.0, 9.0, 9.0]]),
+        ref_doc_weights=torch.tensor([[9.0, 9.0, 9.0], [1.0, 0.0, 0.0]]),
+    )
+    # student: q0 . doc1 = 1, q0 . doc0 = 0; reference: 3 . 1 = 3 and 3 . 9 = 27
+    assert out["pres"].item() == pytest.approx(((1 - 3) ** 2 + (0 - 27) ** 2) / 2)
 
 
 def _distance_from_reference(model_dir, reference_dir, texts) -> float:
