@@ -195,3 +195,23 @@ def test_offline_base_chunked_equals_full_logits(offline_base, monkeypatch):
         want = reference(offline_base, batch["input_ids"], batch["attention_mask"])
     torch.testing.assert_close(got, want)
     assert torch.equal(got.topk(10).indices, want.topk(10).indices)
+
+
+def test_a_head_padded_past_its_tokenizer_pools_the_tokenizers_rows():
+    """ModernBERT rounds its rows up to a multiple of 64: the extra rows (random here, with a
+    random bias) are no token and must not be pooled in place of the first ``vocab``."""
+    from tests.conftest import make_tiny_bert
+
+    splade = make_tiny_bert()
+    vocab = splade.vocab_size
+    splade.mlm.resize_token_embeddings(vocab + 16, mean_resizing=False)
+    with torch.no_grad():
+        splade.mlm.get_output_embeddings().bias.normal_()
+    splade = SpladeEncoder(splade.mlm, splade.tokenizer, splade.settings)
+    assert splade.vocab_size == vocab and head_support(splade.mlm).parts is not None
+    batch = splade.tokenize(TEXTS, "document")
+    with torch.no_grad():
+        got = splade(batch["input_ids"], batch["attention_mask"])
+        want = reference(splade, batch["input_ids"], batch["attention_mask"])
+    assert got.shape == (len(TEXTS), vocab)
+    torch.testing.assert_close(got, want)
