@@ -75,6 +75,45 @@ def test_a_second_extension_that_moves_a_term_to_another_category_says_so(tiny_b
     assert tiny_bert.settings.domain_terms["gatrocraptic"] == "codes"
 
 
+def test_a_second_extension_keeps_the_first_ones_domain_tokens(tiny_bert):
+    extend_vocabulary(tiny_bert, {"jargon": ["Gatrocraptic"]})
+    (first,) = running_text_ids(tiny_bert.tokenizer, "Gatrocraptic")
+    extend_vocabulary(tiny_bert, {"jargon": ["Zorblatt"]})
+    (second,) = running_text_ids(tiny_bert.tokenizer, "Zorblatt")
+    assert {first, second} <= set(tiny_bert.domain_token_ids) and first != second
+    assert set(tiny_bert.settings.domain_terms) == {"gatrocraptic", "zorblatt"}
+
+
+def test_a_term_of_unknown_pieces_starts_from_the_mean_bias_of_the_tokens_that_may_fire(tiny_bert):
+    """Every piece is [UNK], which says nothing of the term: the new bias is the mean over the
+    tokens the model may activate, not over the special rows a saved model pins at -10000."""
+    from sparse_adapt.modeling.encoder import EXCLUDED_BIAS
+
+    bias = tiny_bert.mlm.get_output_embeddings().bias
+    with torch.no_grad():
+        bias.normal_()
+        bias[tiny_bert.excluded_ids()] = EXCLUDED_BIAS
+    allowed = tiny_bert.output_mask.nonzero()[:, 0]
+    want = bias.detach()[allowed].mean().item()
+    assert running_text_ids(tiny_bert.tokenizer, "☃☃") == [tiny_bert.tokenizer.unk_token_id]
+    extend_vocabulary(tiny_bert, {"jargon": ["☃☃"]})
+    (tid,) = running_text_ids(tiny_bert.tokenizer, "☃☃")
+    assert tiny_bert.mlm.get_output_embeddings().bias[tid].item() == pytest.approx(want, abs=1e-5)
+
+
+def test_a_head_padded_past_its_tokenizer_extends_into_its_free_rows_and_reloads(tmp_path):
+    splade = make_tiny_bert()
+    rows = splade.vocab_size + 16  # ModernBERT rounds its rows up to a multiple of 64
+    splade.mlm.resize_token_embeddings(rows, mean_resizing=False)
+    splade = SpladeEncoder(splade.mlm, splade.tokenizer, splade.settings)
+    extend_vocabulary(splade, {"jargon": ["Gatrocraptic"]})
+    assert splade.mlm.get_input_embeddings().weight.shape[0] == rows  # a free row, no growth
+    out = splade.save_pretrained(tmp_path / "ext")
+    plain = AutoModelForMaskedLM.from_pretrained(out)
+    assert plain.config.vocab_size == rows and plain.get_output_embeddings().weight.shape[0] == rows
+    assert SpladeEncoder.from_pretrained(out).encode(["Gatrocraptic metrics"]).shape[1] == len(splade.tokenizer)
+
+
 def test_extend_vocab_warns_when_a_term_changes_category(tiny_bert, tmp_path, capsys):
     import json
 
@@ -118,16 +157,30 @@ def test_tied_decoder_stays_tied_through_save_and_load(tmp_path, tiny_mlm):
     assert again.encode(["Gatrocraptic metrics"]).shape[1] == len(again.tokenizer)
 
 
-def test_untied_decoder_rows_are_initialised_from_pieces(tiny_bert):
-    out = tiny_bert.mlm.get_output_embeddings()
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_untied_decoder_rows_are_initialised_from_pieces(family, tmp_path):
+    from tests.conftest import _TINY
+
+    splade = _TINY[family]()
+    out = splade.mlm.get_output_embeddings()
     out.weight = torch.nn.Parameter(out.weight.detach().clone() * 3)  # untie
-    tiny_bert.mlm.config.tie_word_embeddings = False
-    pieces = _pieces(tiny_bert.tokenizer, "Gatrocraptic")
-    old_dec = out.weight.detach().clone()
-    extend_vocabulary(tiny_bert, {"j": ["Gatrocraptic"]})
-    (tid,) = _pieces(tiny_bert.tokenizer, "Gatrocraptic")
-    dec = tiny_bert.mlm.get_output_embeddings().weight
+    splade.mlm.config.tie_word_embeddings = False
+    with torch.no_grad():
+        out.bias.normal_()  # a fresh head's bias is zeros: a bias reloaded as zeros would pass
+    pieces = row_pieces(splade.tokenizer, running_text_ids(splade.tokenizer, "Gatrocraptic"))
+    old_dec, old_bias = out.weight.detach().clone(), out.bias.detach().clone()
+    extend_vocabulary(splade, {"j": ["Gatrocraptic"]})
+    (tid,) = running_text_ids(splade.tokenizer, "Gatrocraptic")
+    dec = splade.mlm.get_output_embeddings().weight
     torch.testing.assert_close(dec[tid], old_dec[pieces].mean(0))
+    # saved and loaded again (BERT kept the head's bias as one tensor with the decoder's and
+    # reloaded it as zeros; RoBERTa's stayed at the old size and did not load)
+    again = SpladeEncoder.from_pretrained(splade.save_pretrained(tmp_path / "ext"))
+    bias = again.mlm.get_output_embeddings().bias
+    kept = torch.ones(len(old_bias), dtype=torch.bool)
+    kept[again.excluded_ids()] = False  # special tokens: the save pins them to the exclusion bias
+    torch.testing.assert_close(bias[:len(old_bias)][kept], old_bias[kept])
+    torch.testing.assert_close(bias[tid], old_bias[pieces].mean())
 
 
 @pytest.mark.parametrize("terms, says", [
