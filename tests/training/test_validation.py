@@ -17,7 +17,7 @@ from sparse_adapt.training import validation as validation_mod
 from sparse_adapt.training.config_files import config_from_dict
 from sparse_adapt.training.pipeline import run_pipeline
 from sparse_adapt.training.validation import (
-    ValidationSet, objective, query_kind, select_epoch, split_valid, teacher_grade,
+    Selection, ValidationSet, objective, query_kind, select_epoch, split_valid, teacher_grade,
 )
 from tests.training.test_stages import SMALL, inputs, tiny_dir, valid_file  # noqa: F401 (fixtures)
 
@@ -49,6 +49,7 @@ def test_selection_ties_go_to_the_earliest_epoch_and_min_delta_counts():
     log = [{"epoch": 1, "objective": 0.3}, {"epoch": 2, "objective": 0.3}, {"epoch": 3, "objective": 0.31}]
     assert select_epoch(log).best_epoch == 3
     assert select_epoch(log, min_delta=0.05).best_epoch == 1
+    assert select_epoch(log[:2]).best_epoch == 1  # an exact tie, min_delta 0: still the earlier
 
 
 def test_early_stopping_after_patience_epochs_without_improvement():
@@ -57,6 +58,9 @@ def test_early_stopping_after_patience_epochs_without_improvement():
     log.append({"epoch": 4, "objective": 0.39})
     assert select_epoch(log, patience=2).stop
     assert select_epoch([{"epoch": 1, "objective": math.nan}], patience=1).best_epoch is None
+    # records in any order (a resumed run's history): the last epoch is the highest, not the last listed
+    shuffled = [{"epoch": 3, "objective": 0.1}, {"epoch": 1, "objective": 0.4}, {"epoch": 2, "objective": 0.3}]
+    assert select_epoch(shuffled, patience=2) == Selection(1, 0.4, True)
 
 
 def test_query_kind_and_qrels_rule():
@@ -118,6 +122,11 @@ def test_validation_measures_each_kind_s_ndcg_as_worked_by_hand():
     # no domain query at all: None, not 0 (objective() then leaves the kind out)
     only_control = ValidationSet.build([v2], docs, ["Zorblatt"])
     assert only_control.measure(TableEncoder(table)) == {"domain": None, "control": pytest.approx(1.0)}
+    # a query the teacher judged nothing relevant for has no nDCG: left out, not scored 0
+    v3 = TrainExample("v3", "Zorblatt", ("v3a", "v3b"), ("noise two", "noise two"), (0.0, -8.0))
+    with_unjudged = ValidationSet.build([v1, v2, v3], docs, ["Zorblatt"])
+    assert with_unjudged.kinds["domain"] == ["v1", "v3"]
+    assert with_unjudged.measure(TableEncoder(table)) == {"domain": pytest.approx(0.5), "control": pytest.approx(1.0)}
 
 
 def test_distill_keeps_the_best_epoch_and_stops_early(tiny_dir, inputs, valid_file, tmp_path, monkeypatch):
