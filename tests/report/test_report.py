@@ -324,6 +324,27 @@ def test_criteria_unextended_term_and_missing_groups():
     assert got["single_token"].actual == "not one token (ga ##tro)"
     assert [got[k].status for k in ("single_token", "positive_logits", "high_weight", "top_rank")] == [FAIL] * 4
     assert got["query_expansion"].status == NA and got["correct_retrieval"].status == NA
+    assert got["explicit_queries"].status == FAIL  # no token to keep: not "no query names it"
+
+
+def test_criteria_fail_just_short_of_each_bar():
+    from diagnostics.term import HIGH_WEIGHT
+
+    data = _data({"domain-semantic": ["q11", "q12"]}, {"q11": {"d21": 2}, "q12": {"d21": 2}},
+                 [("q11", "tools for monitoring corporate expenses"), ("q12", "where spending is tracked")])
+    top = {"q11": ["d21"], "q12": ["d21"]}
+    passing = {c.id: c.status for c in criteria(_term(expanding={"q11": 1.4, "q12": 0.2}), data, top)}
+    assert passing == {k: PASS for k in passing}
+    short = [  # (changed field, the criterion it must fail)
+        ({"weight": HIGH_WEIGHT}, "high_weight"),  # "> HIGH_WEIGHT": equal is not above
+        ({"weight": 0.0, "rank": None}, "nonzero_weight"),
+        ({"logit_verdict": "mixed"}, "positive_logits"),  # negative at one occurrence
+        ({"expanding": {"q11": 1.4}}, "query_expansion"),  # one describing query of two
+        ({"with_term_active": 3}, "explicit_queries"),  # 3 of the 4 naming it
+    ]
+    for change, failing in short:
+        got = {c.id: c.status for c in criteria(_term(**{"expanding": {"q11": 1.4, "q12": 0.2}, **change}), data, top)}
+        assert got[failing] == FAIL, change
 
 
 def test_correct_retrieval_fails_when_relevant_documents_score_zero():
