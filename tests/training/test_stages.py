@@ -340,6 +340,23 @@ def test_random_masking_rate_and_never_special_tokens():
     assert 0.13 < picked.float().mean().item() < 0.17
 
 
+def test_picked_positions_split_80_10_10_and_forced_ones_always_become_mask():
+    # 6,400 picks: each fraction's standard error is under 0.5 points
+    ids = torch.randint(1000, 2000, (64, 100), generator=torch.Generator().manual_seed(0))
+    maskable = torch.ones_like(ids, dtype=torch.bool)
+    inputs, labels = mask_tokens(ids, maskable, rate=1.0, mask_token_id=103, vocab_size=3000,
+                                 generator=torch.Generator().manual_seed(1))
+    assert (labels == ids).all()  # every position is a target
+    masked = (inputs == 103).float().mean().item()
+    kept = (inputs == ids).float().mean().item()
+    replaced = ((inputs != 103) & (inputs != ids)).float().mean().item()
+    assert 0.77 < masked < 0.83 and 0.08 < kept < 0.12 and 0.08 < replaced < 0.12
+    # a domain position (always) is [MASK] every time, never a random token or itself
+    inputs, _ = mask_tokens(ids, maskable, rate=1.0, mask_token_id=103, vocab_size=3000,
+                            generator=torch.Generator().manual_seed(1), always=maskable)
+    assert (inputs == 103).all()
+
+
 def test_domain_ids_without_extension_are_existing_single_tokens(tiny_bert):
     ids = domain_ids_for(tiny_bert, {"acronyms": ["API", "data"], "jargon": ["Zorblatt"]})
     tok = tiny_bert.tokenizer
