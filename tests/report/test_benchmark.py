@@ -463,6 +463,8 @@ def test_paired_test_by_hand():
     # ties flip to themselves and are left out: 7 changed pairs among 27 are enumerated exactly
     assert paired_test([0.9] * 7 + [0.5] * 20, [0.5] * 27) == {"wins": 7, "ties": 20, "losses": 0,
                                                                 "p_value": round(2 / 128, 6)}
+    # float noise either way is a tie, not a win or a loss (0.1 + 0.2 is not 0.3 in floats)
+    assert paired_test([0.1 + 0.2, 0.5], [0.3, 0.5 + 1e-12]) == {"wins": 0, "ties": 2, "losses": 0, "p_value": 1.0}
 
 
 def test_check_out_refuses_a_foreign_directory_and_accepts_a_stopped_benchmark(tmp_path):
