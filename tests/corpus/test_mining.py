@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from sparse_adapt.corpus.mining import MiningError, mine_terms, shape, terms_json
+from sparse_adapt.corpus.mining import MiningError, mine_terms, score_candidates, shape, terms_json
 from sparse_adapt.data import Document, load_documents
 from sparse_adapt.defaults import BUNDLED
 from tests.conftest import _tokenizer
@@ -18,6 +20,7 @@ def tokenizer():
 @pytest.mark.parametrize("word, category, unusual", [
     ("XR-7200", "codes", True), ("HV-31a", "codes", True), ("PRVT", "acronyms", True), ("cQTx", "acronyms", True),
     ("OAuth2", "acronyms", True), ("gatrocraptic", "jargon", False), ("agent-package", "jargon", True),
+    ("r2d2", "codes", True),  # two digits make a code without a hyphen
 ])
 def test_shape_categories(word, category, unusual):
     assert shape(word) == (category, unusual)
@@ -33,6 +36,17 @@ def test_gatrocraptic_ranks_top_5_on_the_bundled_corpus(tokenizer):
     for c in candidates:
         assert c.score == pytest.approx(sum(c.parts.values()))
     assert [c.score for c in candidates] == sorted((c.score for c in candidates), reverse=True)
+    # the parts as the module docstring writes them: log2(documents), 4 - Zipf, log2(pieces), pattern
+    assert first.parts == pytest.approx({"frequency": math.log2(5), "rarity": 4.0, "fragmentation": math.log2(5),
+                                         "pattern": 0.0})
+
+
+def test_a_codes_score_parts_by_hand(tokenizer):
+    docs = [Document(f"d{i}", f"The XR-7200 unit failed again in hall {i}.") for i in range(4)]
+    (code,) = [c for c in score_candidates(docs, tokenizer) if c.term == "XR-7200"]
+    assert code.pieces == ["x", "##r", "-", "720", "##0"]
+    assert code.parts == pytest.approx({"frequency": 2.0, "rarity": 4.0 - code.zipf, "fragmentation": math.log2(5),
+                                        "pattern": 1.0})
 
 
 def test_common_english_and_single_document_words_are_not_terms(tokenizer):
