@@ -40,12 +40,18 @@ def test_clause_takes_the_first_clause_without_articles_or_asides_and_caps_its_l
     assert clause("a chronic skin disease with red patches; occurs on the scalp") == "chronic skin disease with red patches"
     assert clause("an anticoagulant (trade name Coumadin) used to prevent clots") == "anticoagulant used to prevent clots"
     assert len(clause(" ".join(["word"] * 30)).split()) == 12
+    # every leading filler word goes, not just the first ("any", then "of", then "the")
+    assert clause("any of the pumps that move coolant") == "pumps that move coolant"
 
 
 def test_senses_come_from_the_installed_wordnet_most_frequent_first():
     [psoriasis] = senses("psoriasis")
     assert psoriasis.lemma == "psoriasis" and "skin disease" in psoriasis.text
     assert senses("finches")[0].lemma == "finch"  # plural -> headword
+    # a word in -ss is no plural: "abscess" is never tried as "absces"
+    from sparse_adapt.corpus.glosses import _lemmas
+
+    assert _lemmas("Abscess") == ["abscess"] and _lemmas("abscesses") == ["abscesses", "abscesse", "abscess"]
     assert senses("Zentrofax") == []
 
 
@@ -66,6 +72,32 @@ def test_select_keeps_the_teachers_sense_and_only_glosses_pointing_at_the_domain
     # other senses share none) scores highest on the distractor d3 (three shared words, no
     # domain term): dropped, so d2 gets nothing
     assert "d2" not in selected and "d3" not in selected and "d4" not in selected
+
+
+def test_select_takes_the_first_of_tied_senses_and_lists_the_best_gloss_first(monkeypatch):
+    # WordNet replaced by a table so every score is set by hand (the teacher scores a gloss by its
+    # text alone). "alpha": a 3-word sense scoring 3.0 is too short to be a query (4 words at
+    # least); its two 4-word senses tie at 1.0, and the first, WordNet's more frequent, is taken.
+    # "beta": one sense at 2.0. Best first: beta's, then alpha's. One document, so it is every
+    # gloss's best document and names the term: both are kept.
+    from sparse_adapt.corpus import glosses
+
+    table = {"alpha": ["alpha short sense", "alpha first sense words", "alpha second sense words"],
+             "beta": ["beta only sense words"]}
+    scores = {"alpha short sense": 3.0, "alpha first sense words": 1.0, "alpha second sense words": 1.0,
+              "beta only sense words": 2.0}
+    monkeypatch.setattr(glosses, "technical_words", lambda text, groups=(): ["alpha", "beta"])
+    monkeypatch.setattr(glosses, "senses", lambda word: [Gloss(word, word, t) for t in table[word]])
+
+    class TableTeacher:
+        name, min_spread = "table", 0.5
+
+        def score(self, query, documents):
+            return [scores[query]] * len(documents)
+
+    docs = [Document("d1", "Zentrofax vials are stored cold.")]
+    selected = select_glosses(docs, locate_terms(docs, TERMS), TableTeacher())
+    assert [g.text for g in selected["d1"]] == ["beta only sense words", "alpha first sense words"]
 
 
 def test_lay_queries_are_semantic_at_most_per_doc_and_each_gloss_once():

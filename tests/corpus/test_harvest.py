@@ -37,6 +37,39 @@ def test_without_a_pattern_the_most_typical_sentence_is_used():
     assert "Qvirrel reading" in entry["definition"] and entry["examples"]
 
 
+def test_a_pattern_whose_description_is_one_word_is_no_definition():
+    # "Velkor means coolant" matches "means" with the description "coolant": one word says too
+    # little to be the definition, so the context fallback takes a whole sentence. Both sentences
+    # share one word ("coolant") with the other: a tie, and the first in corpus order wins.
+    docs = [Document("m1", "Velkor means coolant."),
+            Document("m2", "The Velkor pump moves warm coolant through the loop every hour.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Velkor"]}))
+    assert (entry["harvested"]["definition"], entry["definition"]) == ("m1: context", "Velkor means coolant")
+
+
+def test_the_context_sentence_is_the_one_sharing_most_words_with_the_others():
+    # Overlap with the *other* sentences: b0 shares none of its 10 words; b1 and b2 share
+    # "reading logged at shift" (4) with each other. b1 wins (the tie with b2 goes to the first).
+    # Counting a sentence's overlap with itself would add its own length and pick the long b0.
+    docs = [Document("b0", "Brivex gauges drift when dust coats their delicate optical sensors badly."),
+            Document("b1", "Brivex reading logged at shift start."),
+            Document("b2", "Brivex reading logged at shift end.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Brivex"]}))
+    assert (entry["harvested"]["definition"], entry["definition"]) == ("b1: context", "Brivex reading logged at shift start")
+
+
+def test_examples_take_one_sentence_per_document_before_a_second_from_any():
+    # Uses in corpus order, the definition's sentence (e0, "is a") moved last: e1 first, e1
+    # second, e2, e0. One per document first: e1, e2, e0 fill MAX_EXAMPLES = 3, and e1's second
+    # sentence waits for a second pass that never comes.
+    docs = [Document("e0", "The Orbex is a valve that vents steam from the boiler."),
+            Document("e1", "The Orbex valve opens at dawn. Crews grease the Orbex valve weekly."),
+            Document("e2", "An Orbex valve failed during the storm last night.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Orbex"]}))
+    assert entry["harvested"]["definition"] == "e0: is a"
+    assert entry["harvested"]["examples"] == ["e1", "e2", "e0"]
+
+
 def test_user_entries_are_kept_first_and_win():
     mine = DictionaryEntry("Zentrofax", "my own definition", ("my example",))
     groups = locate_terms(DOCS, {"jargon": ["Zentrofax", "Qvirrel"]})
@@ -208,6 +241,7 @@ def test_a_long_context_sentence_is_cut_around_the_term_not_before_it():
     ("MTBF", "mean time before fixing anything", False),  # every word must give a letter or be a small word
     ("SBCR", "sub-contracting bids", False),
     ("Krellamine", "any similar amine", False),
+    ("V", "valve", False),  # one letter is no acronym: every word starting with it would spell it
 ])
 def test_an_expansion_spells_its_acronym_in_order(acronym, expansion, spelt):
     from sparse_adapt.corpus.harvest import _expands

@@ -52,6 +52,18 @@ def test_crops_are_seeded_and_deduplicated():
     assert len(texts) == len(set(texts))
     capped = _queries(max_queries=3)
     assert len(capped) == 3 and all(q in _queries() for q in capped)
+    # one query over the cap is one too many: the cap is "at most", not "one past it"
+    every = _queries()
+    assert len(_queries(max_queries=len(every) - 1)) == len(every) - 1
+
+
+def test_two_documents_giving_the_same_crop_give_one_query():
+    # No terms; sentences of 5 words are cropped whole (crops are 5-9 words), so both documents' control
+    # crops are known: the same words but for case and punctuation. The check above cannot
+    # fail on DOCS, whose crops never coincide.
+    docs = [Document("x1", "Fresh mint tea calms nerves."), Document("x2", "fresh mint tea calms nerves!")]
+    assert [(q.doc_id, q.text) for q in generate_queries(docs, [])] == \
+        [("x1", "Fresh mint tea calms nerves")]
 
 
 def test_hard_negatives_exclude_the_source_and_follow_the_base_ranking(tiny_bert):
@@ -65,6 +77,17 @@ def test_hard_negatives_exclude_the_source_and_follow_the_base_ranking(tiny_bert
         assert scores == sorted(scores, reverse=True)
         others = [s[i] for i, d in enumerate(DOCS) if d.doc_id != q.doc_id and d.doc_id not in negs[q.qid]]
         assert all(o <= min(scores) for o in others)
+
+
+def test_hard_negatives_of_equal_score_come_in_corpus_order(tiny_bert):
+    # A decoder bias of -100 leaves every vector empty: every document scores 0 for every query,
+    # so the k = 3 negatives are the first three documents but the source, in corpus order.
+    import torch
+
+    with torch.no_grad():
+        tiny_bert.mlm.get_output_embeddings().bias -= 100.0
+    negs = hard_negatives(tiny_bert, DOCS, [PseudoQuery("x", "coolant pump", "explicit", "d2")], k=3)
+    assert negs == {"x": ["d1", "d3", "d4"]}
 
 
 def test_siblings_add_the_sources_term_documents_the_hard_negatives_missed(tiny_bert):
@@ -117,6 +140,19 @@ def test_label_maps_scores_sorts_candidates_and_drops_what_the_teacher_cannot_us
     assert stats.dropped_unseparated == 1 and stats.dropped_source_negative == 1
     assert stats.generated == {"explicit": 1, "semantic": 1, "control": 1} and stats.kept == {"explicit": 1}
     assert stats.term_adjusted == 0
+
+
+def test_label_keeps_a_spread_of_exactly_min_spread_and_drops_a_source_mapped_to_zero():
+    # Integer raw scores, so the map -8 + 18 * (r - lo) / (hi - lo) is exact.
+    # qa: spread 1 - 0 = 1 = min_spread: "below min_spread" is what cannot be separated; kept.
+    # qb: source -8 + 18 * (4 - 0) / (9 - 0) = 0: not scored positive, dropped.
+    qs = [PseudoQuery("a", "qa", "explicit", "d1"), PseudoQuery("b", "qb", "explicit", "d2")]
+    negs = {"a": ["d4", "d5"], "b": ["d4", "d5"]}
+    teacher = FixedTeacher({"qa": {"The Ze": 1.0, "The co": 0.0, "Fresh ": 0.0},
+                            "qb": {"Check ": 4.0, "The co": 0.0, "Fresh ": 9.0}}, min_spread=1.0)
+    records, stats = label(qs, negs, DOCS, teacher)
+    assert [(r["qid"], r["teacher_scores"][0]) for r in records] == [("a", 10.0)]
+    assert (stats.dropped_unseparated, stats.dropped_source_negative) == (0, 1)
 
 
 def test_label_with_groups_makes_scores_term_consistent_and_resorts():
@@ -186,6 +222,17 @@ def test_a_document_naming_a_term_only_in_a_compound_or_plural_gives_no_control_
     # a term that begins a longer word ("config" in "configuration") leaves that document a control
     groups = locate_terms([*docs, Document("d6", "Edit the config file of the quorvex loop.")], {"jargon": ["config"]})
     assert ("d5", "control") in {(q.doc_id, q.kind) for q in generate_queries(docs, groups, seed=0)}
+
+
+def test_a_semantic_query_drops_the_article_before_the_term_inside_the_crop():
+    # 7 words; without "Zentrofax" and its "the", 5 are left: MIN_WORDS, so every crop of 5-9
+    # words takes them all and the query is known whatever the seed. A kept "the" ("calibrate
+    # the valves") is the grammar of a removed word, not the text's. The explicit-vs-semantic
+    # test above sees the article only when it ends the crop.
+    docs = [Document("v", "Night technicians calibrate the Zentrofax valves weekly.")]
+    for seed in range(3):
+        queries = generate_queries(docs, locate_terms(docs, TERMS), seed=seed)
+        assert [q.text for q in queries if q.kind == "semantic"] == ["Night technicians calibrate valves weekly"]
 
 
 def test_a_semantic_query_drops_the_terms_plurals_and_compounds_too():

@@ -30,13 +30,18 @@ def exported(tiny_model_dir, tmp_path, capsys):
     (lambda lines: lines[:1] + ['{"id": "d1", "vector": {"agent": 12'] + lines[2:], ":2: not valid JSON"),
     (lambda lines: lines[:2] + [lines[2].replace('"vector"', '"vectr"')] + lines[3:], ":3: field 'vector'"),
     (lambda lines: lines[:1] + lines[2:], "holds 3 documents but the export wrote 4"),
+    # a line added after export (a document the metadata never counted) is refused as a missing one is
+    (lambda lines: lines + ['{"id": "d9", "vector": {"agent": 3}}'], "holds 5 documents but the export wrote 4"),
     # Lucene would index two documents under one id, keep one impact of a token written twice,
     # and overflow its 32-bit impact
     (lambda lines: lines[:2] + [lines[1]] + lines[3:], ":3: field 'id': duplicate id"),
     (lambda lines: lines[:1] + ['{"id": "d1", "vector": {"agent": 3, "agent": 5}}'] + lines[2:], ":2: field 'agent': appears twice"),
     (lambda lines: lines[:1] + ['{"id": "d1", "vector": {"agent": 2147483648}}'] + lines[2:], ":2: field 'vector'"),
+    # export drops an impact that rounds to 0 (Lucene cannot store one): a 0 is an edit
+    (lambda lines: lines[:1] + ['{"id": "d1", "vector": {"agent": 0}}'] + lines[2:], ":2: field 'vector'"),
     (lambda lines: lines[:1] + ['{"id": "d1", "vector": {" ": 3}}'] + lines[2:], ":2: field 'vector'"),
-], ids=["torn line", "renamed field", "missing line", "duplicate id", "token twice", "impact beyond int32", "blank token"])
+], ids=["torn line", "renamed field", "missing line", "extra line", "duplicate id", "token twice", "impact beyond int32",
+     "zero impact", "blank token"])
 def test_a_damaged_export_is_refused_before_lucene(damage, where, exported, tmp_path, capsys):
     path = exported / "vectors.jsonl"
     path.write_text("\n".join(damage(path.read_text().splitlines())) + "\n")

@@ -85,6 +85,19 @@ def test_calibration_hits_the_target_median(tiny_bert):
         assert np.median(counts) == target
 
 
+def test_calibration_counts_only_the_rows_a_vector_can_hold(tiny_bert):
+    # Special rows are masked out of every vector (output_mask) whatever their bias. Here they are
+    # made the largest logits of every text (bias +50): counted, they would fill the target of 5
+    # on their own and the calibrated bias would leave no real term active.
+    texts = [d.text for d in load_documents(GATROCRAPTIC.docs)]
+    special = tiny_bert.excluded_ids()
+    assert len(special) >= 5
+    with torch.no_grad():
+        tiny_bert.mlm.get_output_embeddings().bias[special] = 50.0
+    set_bias(tiny_bert.mlm, calibrate_bias(tiny_bert, texts, 5))
+    assert np.median(tiny_bert.encode(texts).getnnz(axis=1)) == 5
+
+
 @pytest.mark.slow
 def test_offline_minilm_bias_is_the_calibrated_value(offline_base):
     texts = [d.text for d in load_documents(GATROCRAPTIC.docs)]

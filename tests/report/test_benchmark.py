@@ -209,6 +209,18 @@ def test_unknown_domain_is_one_error_line(tmp_path, capsys):
         resolve_domain(str(tmp_path))
 
 
+def test_a_domain_without_hand_written_inputs_still_needs_its_evaluation_files(tmp_path):
+    # hand_written False excuses train.jsonl, domain_terms.json and dictionary.jsonl only: the
+    # documents, queries, qrels and groups are what every benchmark evaluates
+    domain = write_domain(tmp_path / "dom")
+    for name in ("train.jsonl", "domain_terms.json", "dictionary.jsonl"):
+        (domain / name).unlink()
+    assert resolve_domain(str(domain), hand_written=False).split == "outside"
+    (domain / "queries.jsonl").unlink()
+    with pytest.raises(ConfigError, match=r"lacks queries\.jsonl$"):
+        resolve_domain(str(domain), hand_written=False)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--domains", "legal", "--seeds", ""], "--seeds names no seed"),
     (["--domains", ","], "--domains names no domain"),
@@ -441,6 +453,8 @@ def test_a_stored_pooled_test_of_query_seed_pairs_is_tested_again_per_query():
     assert stored_pooled({"pooled": fresh}) == fresh
     assert stored_pooled({"pooled": [{"split": "test", "group": "heldout-domain-semantic", "pairs": 4}]}) is None
     assert stored_pooled({}) is None
+    # one entry of the old form is enough: the file was written before the test was per query
+    assert stored_pooled({"pooled": [*fresh, {"split": "dev", "group": "heldout-control", "pairs": 4}]}) is None
 
 
 def test_the_bar_line_is_for_every_seed_as_the_domain_table_is():
@@ -590,6 +604,18 @@ def test_each_qrels_file_judges_its_own_queries_and_a_query_id_in_both_files_is_
     _jsonl(domain / "heldout_queries.jsonl", [*heldout, {"qid": "q1", "text": "another text"}])
     with pytest.raises(ConfigError, match="heldout_queries.jsonl: query ids also in .*queries.jsonl: q1"):
         EvalSet.load(resolve_domain(str(domain)).files)
+
+
+def test_group_scores_of_a_run_cover_the_judged_queries_it_holds(tmp_path):
+    # A run from another retriever (a Lucene search) may hold no line for a query: that query
+    # is left out of its group's count and per-query values rather than failing the scoring.
+    # q1's relevant documents are d1 and d3, both grade 2 (write_domain); the run ranks d1 alone:
+    # nDCG@10 = (2/log2(2)) / (2/log2(2) + 2/log2(3)) = 1 / (1 + 0.6309) = 0.6131.
+    evalset = EvalSet.load(resolve_domain(str(write_domain(tmp_path / "dom"))).files)
+    scores = evalset.run_scores({"q1": {"d1": 2.0}})
+    assert scores["control"] == {"queries": 0, "ndcg@10": None, "per_query": {}}  # q2: judged, not in the run
+    assert scores["domain-semantic"]["queries"] == 1
+    assert scores["domain-semantic"]["per_query"] == {"q1": pytest.approx(0.6131, abs=1e-4)}
 
 
 def test_a_p_value_is_never_shown_on_the_other_side_of_005():

@@ -43,6 +43,19 @@ def test_quantise_rounds_scales_and_drops_zeros():
     assert quantise(m, vocab, 1000)[0] == {"gatrocraptic": 2505, "a": 1234, "c": 4}
 
 
+def test_export_counts_every_empty_document_and_names_the_first_three(tiny_bert, tmp_path):
+    # A decoder bias of -100 leaves every logit below 0: all 5 documents have no term. The
+    # count is all of them; the ids shown are only the first EMPTY_SHOWN = 3 (a warning line,
+    # not a list of a corpus's worth of ids).
+    with torch.no_grad():
+        tiny_bert.mlm.get_output_embeddings().bias -= 100.0
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"doc_id": f"d{i}", "text": "install the agent"}) + "\n" for i in range(5)))
+    stats = export_vectors(tiny_bert, docs, tmp_path / "vectors", ExportConfig(batch_size=2))
+    assert (stats.documents, stats.empty, stats.postings) == (5, 5, 0)
+    assert stats.empty_ids == ["d0", "d1", "d2"]
+
+
 def test_lucene_token_only_touches_whitespace():
     assert lucene_token("##ing") == "##ing"
     assert lucene_token("max_connections") == "max_connections"
@@ -54,6 +67,13 @@ def test_lucene_token_only_touches_whitespace():
 def test_bad_scale_is_a_config_error(scale):
     with pytest.raises(ConfigError, match="scale"):
         ExportConfig(scale=scale)
+
+
+def test_the_scale_bound_of_1000_is_allowed_and_one_more_is_not():
+    # MAX_SCALE = 1000 is the largest scale, not the first refused one (the CLI's message says "at most 1000")
+    assert ExportConfig(scale=1000).scale == 1000
+    with pytest.raises(ConfigError, match="at most 1000"):
+        ExportConfig(scale=1001)
 
 
 def test_export_matches_independent_quantisation(tiny_bert, tmp_path):
@@ -196,3 +216,10 @@ def test_index_warns_when_scores_can_pass_what_float32_sums_keep_exact(tmp_path)
     (vectors / VECTORS_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines))
     said = inexact_sentence(validate_vectors(vectors, 2), 1000)
     assert said.startswith("at scale 1000 a query like its document scores up to 17,000,000, above 2^24")
+    # The bound itself is exact: float32 holds every integer up to 2^24 = 4096^2; one more is not.
+    lines[0]["vector"] = {"pool": 4096}
+    (vectors / VECTORS_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert inexact_sentence(validate_vectors(vectors, 2), 1000) is None
+    lines[0]["vector"]["size"] = 1  # 2^24 + 1
+    (vectors / VECTORS_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert inexact_sentence(validate_vectors(vectors, 2), 1000) is not None

@@ -43,6 +43,20 @@ def test_positives_name_the_term_negatives_are_the_top_ranked_others(tiny_bert):
     assert set(wide[0].doc_ids[1:]) == {"b", "c", "d", "e"}
 
 
+def test_negatives_are_the_best_scored_others_ties_by_doc_id(tiny_bert, monkeypatch):
+    # The starting model's scores for the definition, set by hand: b 3.0, d 1.0, e 1.0, c unscored
+    # (0, it shares no term). The two hard negatives are the highest: b, then the d/e tie to the
+    # smaller id d; the positive a is never one, whatever it scores.
+    from sparse_adapt.retrieval import evaluation
+
+    monkeypatch.setattr(evaluation, "score_in_memory",
+                        lambda splade, docs, queries: {q.qid: {"a": 9.0, "b": 3.0, "d": 1.0, "e": 1.0} for q in queries})
+    entry = DictionaryEntry("Fenwarra starter", "a cold-tolerant rye sourdough starter", ("z",))
+    (ex,) = definition_examples([entry], DOCS, TERMS, tiny_bert, negatives=2)
+    assert ex.doc_ids == ("a", "b", "d")
+    assert ex.teacher_scores == (POSITIVE, NEGATIVE, NEGATIVE)
+
+
 def test_distill_adds_one_query_per_defined_term(tiny_dir, inputs, tmp_path):
     messages = []
     from sparse_adapt.progress import Hooks

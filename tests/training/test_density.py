@@ -19,6 +19,16 @@ def test_density_is_the_mean_count_of_non_zero_weights(tiny_bert):
     assert document_density(tiny_bert, []) == 0.0
 
 
+def test_the_sample_is_the_first_distinct_candidate_documents_up_to_its_size():
+    # 70 lists of two candidates: "shared" in every one, then its own "doc i". Distinct texts in
+    # order: shared, doc 0, doc 1, ... -> the first DENSITY_SAMPLE = 64 are shared and doc 0..62;
+    # without deduplication "shared" would take every other place (32 of the 64).
+    from sparse_adapt.data import TrainExample
+
+    examples = [TrainExample(f"q{i}", "q", ("s", f"d{i}"), ("shared", f"doc {i}"), (1.0, 0.0)) for i in range(70)]
+    assert density_sample(examples) == ["shared", *(f"doc {i}" for i in range(63))]
+
+
 def test_the_warning_fires_only_above_the_ratio_and_names_the_setting():
     assert density_warning(100.0, DENSITY_WARNING * 100.0, 3.5) is None
     line = density_warning(100.0, 9000.0, 3.5)
@@ -28,6 +38,7 @@ def test_the_warning_fires_only_above_the_ratio_and_names_the_setting():
     already = density_warning(100.0, 9000.0, 3.5, pres_form="all-texts")
     assert already is not None and "pres_form" not in already and "tau_min" in already
     assert density_warning(0.0, 50.0, 3.5) is None  # nothing to compare with
+    assert density_warning(0.0, 0.0, 3.5) is None  # no term before either: distillation lost nothing
     # lr 0.99 (or a huge weight decay) pushed every logit below 0: a model retrieving nothing, saved unsaid
     dead = density_warning(40.0, 0.0, 3.5)
     assert dead is not None and "activate no term at all" in dead and "distill.lr" in dead

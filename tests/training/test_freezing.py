@@ -46,6 +46,33 @@ def test_only_the_domain_rows_change_and_everything_is_restored(tiny_bert):
     assert {n: p.requires_grad for n, p in tiny_bert.mlm.named_parameters()} == flags
 
 
+def test_the_domain_rows_of_the_decoder_bias_learn_too(tiny_bert):
+    # The bias alone decides how readily a token fires: a freeze that left the (V,) bias out would
+    # train the domain rows' weights but never their threshold. _changed_rows above takes the
+    # union over tensors, so the embedding rows alone would satisfy it.
+    ids = [5, 7]
+    bias = tiny_bert.mlm.get_output_embeddings().bias
+    before = bias.detach().clone()
+    with domain_rows_only(tiny_bert.mlm, ids):
+        _step(tiny_bert)
+    assert (bias.detach() != before).nonzero().flatten().tolist() == ids
+
+
+def test_after_the_freeze_every_row_trains_again_and_what_was_frozen_stays_frozen(tiny_bert):
+    # Every parameter of a fresh model has requires_grad True, so restoring "True" and restoring
+    # the saved flag cannot be told apart there: one parameter is frozen by the caller first.
+    frozen = next(p for n, p in tiny_bert.mlm.named_parameters() if "position_embeddings" in n)
+    frozen.requires_grad_(False)
+    with domain_rows_only(tiny_bert.mlm, [5, 7]):
+        pass
+    assert not frozen.requires_grad
+    # The row hooks are removed on exit: a step after it moves rows other than 5 and 7 again.
+    emb = tiny_bert.mlm.get_input_embeddings().weight
+    before = emb.detach().clone()
+    _step(tiny_bert)
+    assert set((emb.detach() != before).any(1).nonzero().flatten().tolist()) - {5, 7}
+
+
 def test_without_the_freeze_the_same_step_changes_other_rows(tiny_bert):
     # The negative control: the check above would catch a freeze that does nothing.
     before = tiny_bert.mlm.get_input_embeddings().weight.detach().clone()

@@ -58,6 +58,20 @@ def _said(run, **kwargs) -> list[str]:
     return messages
 
 
+def test_a_checkpoint_without_a_complete_model_is_none_and_a_missing_key_reads_as_its_default(tiny_bert, tmp_path):
+    from sparse_adapt.training.checkpoint import MODEL, load_partial, partial_value, save_partial
+
+    path = tmp_path / "distill.partial"
+    save_partial(path, tiny_bert, {"steps": 3})
+    assert partial_value(path, "steps", 0) == 3
+    # a checkpoint saved before "world" was recorded is a single process's: the caller's default
+    assert partial_value(path, "world", 1) == 1
+    assert load_partial(path)[1] == {"steps": 3}
+    # loop state beside a model folder that lost its config: nothing a rerun can continue from
+    (path / MODEL / "config.json").unlink()
+    assert load_partial(path) is None
+
+
 def test_a_stage_stopped_by_a_non_finite_gradient_restarts_afresh(files, tmp_path, monkeypatch):
     """Its partial checkpoint led to the NaN (and holds the optimiser's lr): the rerun the error
     advises starts the stage from the last good checkpoint, as an unbroken run would."""

@@ -230,6 +230,28 @@ def test_a_dictionary_template_that_would_fail_on_a_real_term_is_refused_up_fron
         config_from_dict({"dictionary": {"template": TrainConfig().dictionary.template + extra}})
 
 
+@pytest.mark.parametrize("field", ["term", "definition", "examples"])
+def test_a_dictionary_template_without_one_of_its_fields_is_refused(field):
+    # Each entry field left out of the text is one the dictionary stage silently never trains on.
+    import re
+
+    template = TrainConfig().dictionary.template.replace("{" + field + "}", "it")
+    with pytest.raises(ConfigError, match=re.escape(f"dictionary.template must contain {{{field}}}")):
+        config_from_dict({"dictionary": {"template": template}})
+
+
+def test_an_entry_renders_through_the_spec_pattern_with_its_examples_joined_by_semicolons():
+    # "TERM is defined as DEFINITION. TERM is used in contexts such as EXAMPLES.", the examples
+    # joined by "; ": a comma would run into examples that hold commas themselves
+    from sparse_adapt.data import DictionaryEntry
+    from sparse_adapt.training.template import render_entry
+
+    entry = DictionaryEntry("Zorblatt", "a coolant pump", ("the Zorblatt seal, replaced", "a Zorblatt XR-7200 install"))
+    assert render_entry(entry, TrainConfig().dictionary.template) == (
+        "Zorblatt is defined as a coolant pump. Zorblatt is used in contexts such as "
+        "the Zorblatt seal, replaced; a Zorblatt XR-7200 install.")
+
+
 def test_an_integer_setting_is_bounded():
     with pytest.raises(ConfigError, match="distill.max_steps: expected at most 2,147,483,647"):
         config_from_dict({"distill": {"max_steps": 10**400}})
