@@ -41,6 +41,17 @@ def test_gatrocraptic_ranks_top_5_on_the_bundled_corpus(tokenizer):
                                          "pattern": 0.0})
 
 
+def test_equal_scores_rank_the_term_of_more_documents_first(tokenizer):
+    # vardle: 4 documents, 2 pieces -> 2 + 4 + 1 = 7; krobnik: 2 documents, 4 pieces -> 1 + 4 + 2 = 7
+    # (both unknown to wordfreq, Zipf 0). Exact in floats: the tie goes to the wider-used term,
+    # not to the spelling first in alphabetical order.
+    docs = [Document("a1", "The krobnik pump hums."), Document("a2", "A krobnik seal leaks."),
+            Document("a3", "The vardle crew checks the line."), Document("a4", "A vardle shift ends late."),
+            Document("a5", "The vardle log is full."), Document("a6", "Every vardle reading counts.")]
+    ranked = score_candidates(docs, tokenizer)
+    assert [(c.term, c.score, c.documents) for c in ranked] == [("vardle", 7.0, 4), ("krobnik", 7.0, 2)]
+
+
 def test_a_codes_score_parts_by_hand(tokenizer):
     docs = [Document(f"d{i}", f"The XR-7200 unit failed again in hall {i}.") for i in range(4)]
     (code,) = [c for c in score_candidates(docs, tokenizer) if c.term == "XR-7200"]
