@@ -50,7 +50,8 @@ class EvalData:
     names: tuple[str, str, str] = ("the qrels", "the queries", "the documents")
 
 
-def _load_data(docs: Optional[Path], queries: Optional[Path], qrels: Optional[Path], dataset: Optional[str]) -> EvalData:
+def _load_data(ctx: typer.Context, docs: Optional[Path], queries: Optional[Path], qrels: Optional[Path],
+               dataset: Optional[str]) -> EvalData:
     from sparse_adapt.data import load_documents, load_qrels, load_queries
 
     if dataset is not None:
@@ -68,9 +69,7 @@ def _load_data(docs: Optional[Path], queries: Optional[Path], qrels: Optional[Pa
             raise DatasetError(f"cannot read ir_datasets {dataset!r}: {first_line(e)[:200]}") from None
     missing = [f"--{n}" for n, v in (("queries", queries), ("qrels", qrels)) if v is None]
     if missing:
-        # A usage error: worded as click's own, naming the command (README, "Command overview").
-        raise ConfigError(f"sparse-adapt evaluate: missing {' and '.join(missing)} (or pass --dataset) "
-                          "(see sparse-adapt evaluate --help)")
+        ctx.fail(f"missing {' and '.join(missing)} (or pass --dataset)")  # a usage error: the CLI names the command
     documents = (lambda: load_documents(docs)) if docs is not None else None
     return EvalData(documents, load_queries(queries), load_qrels(qrels), str(docs or qrels),
                     (str(qrels), str(queries), str(docs) if docs is not None else "the documents"))
@@ -158,6 +157,7 @@ def _print_metrics(title: str, metrics: dict[str, float]) -> None:
 
 
 def evaluate(
+    ctx: typer.Context,
     model: str = typer.Option(..., "--model", help=BASE_HELP),
     docs: Optional[Path] = typer.Option(None, "--docs", help="docs.jsonl (not needed with --index)."),
     queries: Optional[Path] = typer.Option(None, "--queries", help="queries.jsonl."),
@@ -223,7 +223,7 @@ def evaluate(
         folder = list(local_beir_files(dataset).values()) if dataset is not None and Path(dataset).is_dir() else []
         check_output(save_run, overwrite, kind="file", flag="--save-run",
                      inputs=(docs, queries, qrels, compare, index, model, *folder))
-    data = _load_data(docs, queries, qrels, dataset)
+    data = _load_data(ctx, docs, queries, qrels, dataset)
     other_run = None  # --compare's run file, read before any encoding
     compare_model = None  # loaded before --model scores anything: a typo in its name cost that whole first run
     if compare is not None and _is_run(compare):
