@@ -14,7 +14,7 @@ from transformers import ElectraConfig, ElectraForMaskedLM
 from sparse_adapt.modeling import pooling as encoding
 from sparse_adapt.modeling.heads import head_support
 from sparse_adapt.modeling.encoder import SpladeEncoder, SpladeSettings
-from tests.conftest import _tokenizer
+from tests.conftest import _tokenizer, make_tiny_bert
 
 TEXTS = [
     "Database timeout happens when the connection pool is exhausted or the query takes too long to execute.",
@@ -200,8 +200,6 @@ def test_offline_base_chunked_equals_full_logits(offline_base, monkeypatch):
 def test_a_head_padded_past_its_tokenizer_pools_the_tokenizers_rows():
     """ModernBERT rounds its rows up to a multiple of 64: the extra rows (random here, with a
     random bias) are no token and must not be pooled in place of the first ``vocab``."""
-    from tests.conftest import make_tiny_bert
-
     splade = make_tiny_bert()
     vocab = splade.vocab_size
     splade.mlm.resize_token_embeddings(vocab + 16, mean_resizing=False)

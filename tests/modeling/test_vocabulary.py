@@ -9,7 +9,7 @@ from sparse_adapt.data import load_domain_terms
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.tokenization import normalize_term, running_text_ids
 from sparse_adapt.modeling.vocabulary import extend_vocabulary
-from tests.conftest import make_tiny_bert, row_pieces
+from tests.conftest import _TINY, make_tiny_bert, row_pieces
 
 TERMS = {"jargon": ["Gatrocraptic", "gatrocraptic", "restore-tool"], "acronyms": ["API", "OAuth2", "OAuth"]}
 
@@ -171,8 +171,6 @@ def test_tied_decoder_stays_tied_through_save_and_load(tmp_path, tiny_mlm):
 
 @pytest.mark.parametrize("family", ["bert", "roberta"])
 def test_untied_decoder_rows_are_initialised_from_pieces(family, tmp_path):
-    from tests.conftest import _TINY
-
     splade = _TINY[family]()
     out = splade.mlm.get_output_embeddings()
     out.weight = torch.nn.Parameter(out.weight.detach().clone() * 3)  # untie

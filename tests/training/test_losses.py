@@ -13,6 +13,11 @@ from sparse_adapt.losses import (
 )
 
 
+def neg_log_sigmoid(x: float) -> float:
+    """-log sigmoid(x), the query-expansion loss of one target token."""
+    return -math.log(1 / (1 + math.exp(-x)))
+
+
 def test_kd_is_mean_squared_error():
     student = torch.tensor([[1.0, 2.0], [0.0, 4.0]])
     teacher = torch.tensor([[3.0, 2.0], [-1.0, 1.0]])
@@ -98,13 +103,12 @@ def test_contrastive_pairs_positives_against_non_positive_teacher_scores():
 def test_query_expansion_is_negative_log_sigmoid_over_targets():
     w = torch.tensor([[0.0, 1.0, 2.0], [0.0, 0.0, 5.0]])
     targets = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]])  # columns = domain ids [0, 1, 2]
-    ls = lambda x: -math.log(1 / (1 + math.exp(-x)))  # noqa: E731
     # query 0: mean over {0, 2}; query 1 has no target and is left out of the mean
-    assert QueryExpansionLoss()(w, targets, [0, 1, 2]).item() == pytest.approx((ls(0.0) + ls(2.0)) / 2)
+    assert QueryExpansionLoss()(w, targets, [0, 1, 2]).item() == pytest.approx((neg_log_sigmoid(0.0) + neg_log_sigmoid(2.0)) / 2)
     assert QueryExpansionLoss()(w, torch.zeros(2, 3), [0, 1, 2]).item() == 0.0
     # two queries with targets: the mean of their per-query means, not the sum
     both = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
-    assert QueryExpansionLoss()(w, both, [0, 1, 2]).item() == pytest.approx(((ls(0.0) + ls(2.0)) / 2 + ls(5.0)) / 2)
+    assert QueryExpansionLoss()(w, both, [0, 1, 2]).item() == pytest.approx(((neg_log_sigmoid(0.0) + neg_log_sigmoid(2.0)) / 2 + neg_log_sigmoid(5.0)) / 2)
 
 
 def test_sparsity_ramp_is_quadratic_then_flat():
@@ -255,8 +259,7 @@ def test_query_expansion_targets_a_token_once_however_many_positives_hold_it():
         doc_input_ids=torch.tensor([[2, 3], [2, 1]]), doc_index=torch.tensor([[0, 1]]),
         teacher=torch.tensor([[5.0, 4.0]]), mask=torch.ones(1, 2, dtype=torch.bool), domain_ids=[2, 3], step=1,
     )
-    ls = lambda x: -math.log(1 / (1 + math.exp(-x)))  # noqa: E731
-    assert out["qexp"].item() == pytest.approx((ls(1.0) + ls(0.0)) / 2)  # counting d1's token 2 twice: / 3
+    assert out["qexp"].item() == pytest.approx((neg_log_sigmoid(1.0) + neg_log_sigmoid(0.0)) / 2)  # counting d1's token 2 twice: / 3
 
 
 def test_mlm_loss_on_the_target_positions_equals_the_models_own_loss(tiny_mlm):
