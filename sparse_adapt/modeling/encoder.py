@@ -31,10 +31,9 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, P
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.destination import empty_or_model_directory
 from sparse_adapt.device import resolve_device
-from sparse_adapt.errors import (
-    ModelLoadError, NonFiniteError, OutputError, SparseAdaptWarning, first_line, require_positive_int, require_texts,
-)
+from sparse_adapt.errors import ModelLoadError, OutputError, SparseAdaptWarning, first_line
 from sparse_adapt.modeling import pooling
+from sparse_adapt.modeling.batching import encode_texts
 from sparse_adapt.modeling.base import OFFLINE_MINILM, eval_mode, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES, builtin_hint
 from sparse_adapt.modeling.heads import head_support, max_pieces
@@ -45,7 +44,7 @@ from sparse_adapt.modeling.interop import (
 from sparse_adapt.modeling.saved import keep_beside
 from sparse_adapt.modeling.settings import SETTINGS_FILE, SpladeSettings
 from sparse_adapt.modeling.tokenization import check_head_fits
-from sparse_adapt.modeling.vectors import VectorMethods, check_max_active_dims, keep_top
+from sparse_adapt.modeling.vectors import VectorMethods
 from sparse_adapt.progress import Hooks
 
 __all__ = ["OFFLINE_MINILM", "ModelLoadError", "SETTINGS_FILE", "SpladeEncoder", "SpladeSettings", "Kind"]
@@ -66,12 +65,6 @@ class SpecialTokensNotExcludedWarning(UserWarning):
     """The MLM head has no decoder bias: other SPLADE implementations will keep special tokens."""
 
 Kind = Literal["query", "document"]
-# How messages name several texts of a kind (progress bars, truncation notes).
-PLURAL: dict[str, str] = {"query": "queries", "document": "documents"}
-
-# Texts are sorted by length within windows of this many batches: long enough that batches
-# are nearly padding-free, short enough that a huge corpus is never tokenised all at once.
-SORT_WINDOW_BATCHES = 64
 
 
 class SpladeEncoder(VectorMethods, nn.Module):
@@ -334,55 +327,17 @@ class SpladeEncoder(VectorMethods, nn.Module):
         text (one row), not a sequence of characters.
 
         Texts are batched by token length (longest first, within windows of
-        ``SORT_WINDOW_BATCHES`` batches), so a batch pads to about its own length.
+        ``batching.SORT_WINDOW_BATCHES`` batches), so a batch pads to about its own length.
         ``max_active_dims``: keep only each row's that many largest weights
         (:func:`~sparse_adapt.modeling.vectors.keep_top`); None keeps every active term.
         """
         max_length = self.max_length(kind)
-        texts = require_texts(texts)
-        require_positive_int(batch_size, "batch_size")
-        check_max_active_dims(max_active_dims)  # before any encoding
-        n = len(texts)
-        window = batch_size * SORT_WINDOW_BATCHES
-        batches = (
-            batch
-            for w0 in range(0, n, window)
-            for batch in self._length_sorted_batches(texts[w0 : w0 + window], w0, max_length, batch_size)
-        )
-        # Counted in texts, as the label says ("encoding documents: 1/1" was one batch of nine).
-        task = None if progress is None else progress.task(f"encoding {PLURAL[kind]}", n)
-        rows: list[sp.csr_matrix] = []
-        order: list[int] = []  # input index of each encoded row, in encoding order
-        with eval_mode(self):
-            for positions, input_ids, attention_mask in batches:
-                w = self(input_ids, attention_mask).float().cpu().numpy()  # (B, V)
-                finite = np.isfinite(w).all(axis=1)  # (B,): a NaN counted as an active term, exported as a cast warning
-                if not finite.all():
-                    raise NonFiniteError(f"the model gives NaN or infinite weights for {kind} #{positions[int(np.argmin(finite))]} "
-                                         "(its weights are far too large or damaged): not a usable model")
-                rows.append(sp.csr_matrix(w))
-                order.extend(positions)
-                if task is not None:
-                    task.advance(len(positions))
-        if not rows:
-            return sp.csr_matrix((0, self.vocab_size), dtype=np.float32)
-        inverse = np.empty(n, dtype=np.int64)
-        inverse[np.asarray(order)] = np.arange(n)  # input index -> encoded row
-        matrix = sp.vstack(rows, format="csr").astype(np.float32)[inverse]
-        return matrix if max_active_dims is None else keep_top(matrix, max_active_dims)
 
-    def _length_sorted_batches(self, texts: Sequence[str], first: int, max_length: int, batch_size: int):
-        """Yield (input positions, input_ids (B, L), attention_mask (B, L)), longest texts first."""
-        ids = self.tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
-        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # stable: ties keep input order
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        for b0 in range(0, len(order), batch_size):
-            chosen = order[b0 : b0 + batch_size]
-            width = len(ids[chosen[0]])  # the longest in the batch, by the sort
-            input_ids = torch.full((len(chosen), width), pad, dtype=torch.long)  # (B, L)
-            attention_mask = torch.zeros((len(chosen), width), dtype=torch.long)  # (B, L)
-            for row, i in enumerate(chosen):
-                piece = ids[i]
-                input_ids[row, : len(piece)] = torch.tensor(piece, dtype=torch.long)
-                attention_mask[row, : len(piece)] = 1
-            yield [first + i for i in chosen], input_ids.to(self.device), attention_mask.to(self.device)
+        def weigh(input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:  # (B, L), (B, L) -> (B, V)
+            ids, mask = torch.from_numpy(input_ids).to(self.device), torch.from_numpy(attention_mask).to(self.device)
+            return self(ids, mask).float().cpu().numpy()
+
+        with eval_mode(self):
+            return encode_texts(texts, kind=kind, tokenizer=self.tokenizer, max_length=max_length,
+                                vocab_size=self.vocab_size, weigh=weigh, batch_size=batch_size, progress=progress,
+                                max_active_dims=max_active_dims)

@@ -36,10 +36,11 @@ import torch
 from torch import nn
 
 from sparse_adapt.atomic import atomic_directory
-from sparse_adapt.errors import ConfigError, ModelLoadError, SparseAdaptError, require_positive_int, require_texts
-from sparse_adapt.modeling.encoder import PLURAL, Kind, SpladeEncoder
+from sparse_adapt.errors import ConfigError, ModelLoadError, SparseAdaptError
+from sparse_adapt.modeling.batching import encode_texts
+from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_hashes
-from sparse_adapt.modeling.vectors import VectorMethods, check_max_active_dims, keep_top, ranked_row
+from sparse_adapt.modeling.vectors import VectorMethods, ranked_row
 from sparse_adapt.progress import Hooks
 
 ONNX_FILE = "model.onnx"
@@ -294,25 +295,14 @@ class OnnxSpladeEncoder(VectorMethods):
         progress: Hooks | None = None,
     ) -> sp.csr_matrix:
         """Texts -> (n, V) float32 CSR weights, in input order; documents by default, one
-        string as one text, and ``max_active_dims`` and ``progress`` as :meth:`SpladeEncoder.encode`."""
+        string as one text; batched by length, with ``max_active_dims`` and ``progress``, as
+        :meth:`SpladeEncoder.encode`."""
         max_length = self.max_length(kind)
-        texts = require_texts(texts)
-        require_positive_int(batch_size, "batch_size")
-        check_max_active_dims(max_active_dims)
-        starts = range(0, len(texts), batch_size)
-        task = None if progress is None else progress.task(f"encoding {PLURAL[kind]}", len(texts))  # in texts
-        rows = []
-        for start in starts:
-            batch = self.tokenizer(
-                texts[start : start + batch_size], padding=True, padding_side="right", truncation=True,
-                max_length=max_length, return_tensors="np",
-            )
-            feed = {name: batch[name].astype(np.int64) for name in INPUTS}
-            rows.append(sp.csr_matrix(self.session.run([OUTPUT], feed)[0]))
-            if task is not None:
-                task.advance(len(batch["input_ids"]))
-        if not rows:
-            return sp.csr_matrix((0, self.vocab_size), dtype=np.float32)
-        matrix = sp.vstack(rows, format="csr").astype(np.float32)
-        return matrix if max_active_dims is None else keep_top(matrix, max_active_dims)
+
+        def weigh(input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:  # (B, L), (B, L) -> (B, V)
+            return self.session.run([OUTPUT], {"input_ids": input_ids, "attention_mask": attention_mask})[0]
+
+        return encode_texts(texts, kind=kind, tokenizer=self.tokenizer, max_length=max_length,
+                            vocab_size=self.vocab_size, weigh=weigh, batch_size=batch_size, progress=progress,
+                            max_active_dims=max_active_dims)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from sparse_adapt.modeling.encoder import PLURAL, Kind, SpladeEncoder
+from sparse_adapt.modeling.batching import PLURAL
+from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
 from sparse_adapt.progress import counted
 
 

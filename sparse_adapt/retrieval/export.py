@@ -33,7 +33,8 @@ from sparse_adapt.data import DataError, Document, check_documents, iter_documen
 from sparse_adapt.data.reading import id_problem, parse_json
 from sparse_adapt.errors import ConfigError, require_positive_int
 from sparse_adapt.atomic import atomic_directory
-from sparse_adapt.modeling.encoder import SORT_WINDOW_BATCHES, SpladeEncoder
+from sparse_adapt.modeling.batching import SORT_WINDOW_BATCHES
+from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_hashes
 from sparse_adapt.modeling.truncation import truncated
 from sparse_adapt.modeling.vectors import check_max_active_dims, rank

@@ -10,7 +10,7 @@ import torch
 from corpora import GATROCRAPTIC
 from sparse_adapt.cli import main
 from sparse_adapt.data import load_documents, load_queries
-from sparse_adapt.errors import ModelLoadError
+from sparse_adapt.errors import ModelLoadError, NonFiniteError
 from sparse_adapt.modeling.onnx import (
     ONNX_FILE, TOLERANCE, OnnxExportError, OnnxMeta, OnnxSpladeEncoder, PooledSplade, compare, export_onnx, verify_export,
 )
@@ -227,6 +227,38 @@ def test_onnx_scores_and_progress_match_the_torch_encoder(exported):
     np.testing.assert_allclose(theirs, ours, rtol=1e-3, atol=1e-3)
     with pytest.raises(ValueError, match="kind must be 'query' or 'document'"):
         onnx.encode(QUERIES, "passage", progress=hooks)
+
+
+def test_onnx_encode_batches_texts_of_about_one_length_and_refuses_a_nan_naming_the_text(exported, monkeypatch):
+    """Batches had been cut in input order: a short query beside a long one padded to the long
+    one's length, and a NaN row came back as 30,522 'active' terms where torch refused it."""
+    splade, out, _ = exported
+    onnx = OnnxSpladeEncoder(out, threads=1)
+    texts = ["x", QUERIES[2], "reset password", QUERIES[3]]
+    pieces = [onnx.tokenizer(t, truncation=True, max_length=onnx.max_length("query"))["input_ids"] for t in texts]
+    run, shapes = onnx.session.run, []
+
+    def recording(names, feed):
+        shapes.append(feed["input_ids"].shape)
+        return run(names, feed)
+
+    monkeypatch.setattr(onnx.session, "run", recording)
+    got = onnx.encode(texts, "query", batch_size=2)
+    # the two longest (#1, #3) together at the longer one's width, then the two shortest
+    assert shapes == [(2, len(pieces[1])), (2, max(len(pieces[0]), len(pieces[2])))]
+    assert len(pieces[1]) > len(pieces[3]) > len(pieces[2]) > len(pieces[0])  # the sort had something to do
+    assert compare(splade.encode_query(texts), got).max_abs_diff <= TOLERANCE  # rows back in input order
+
+    def nan_for_reset_password(names, feed):
+        weights = run(names, feed)[0]
+        for row, ids in enumerate(feed["input_ids"]):
+            if list(ids[: len(pieces[2])]) == pieces[2] and feed["attention_mask"][row].sum() == len(pieces[2]):
+                weights[row, 7] = np.nan
+        return [weights]
+
+    monkeypatch.setattr(onnx.session, "run", nan_for_reset_password)
+    with pytest.raises(NonFiniteError, match=r"NaN or infinite weights for query #2 .*not a usable model"):
+        onnx.encode(texts, "query", batch_size=2)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
