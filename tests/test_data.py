@@ -436,3 +436,145 @@ def test_a_broken_jsonl_line_gets_no_hint_about_json_documents(tmp_path):
     with pytest.raises(DataError) as e:
         load_documents(docs)
     assert e.value.line == 2 and "JSONL holds" not in str(e.value)
+
+
+# ---------------------------------------------------------------------------- validations each on their own
+def _read_error(tmp_path, name, text, read):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        read(p)
+    return e.value
+
+
+def _train_line(**change):
+    return json.dumps({"qid": "q1", "query": "x", "doc_ids": ["a", "b"], "doc_texts": ["A", "B"],
+                       "teacher_scores": [1.0, 0.0], **change}) + "\n"
+
+
+@pytest.mark.parametrize("change, field, says", [
+    ({"doc_ids": ["a"], "doc_texts": ["A"], "teacher_scores": [1.0]}, "doc_ids", "needs at least 2 candidates"),
+    ({"doc_texts": ["A"]}, "doc_texts", "has 1 entries but doc_ids has 2"),
+    ({"teacher_scores": [True, 0.0]}, "teacher_scores[0]", "expected a number, got True"),  # not a 1
+    ({"teacher_scores": [1.0, -1e39]}, "teacher_scores[1]", "within float32's range"),  # -inf in the tensor
+])
+def test_each_train_line_check_names_its_field(tmp_path, change, field, says):
+    e = _read_error(tmp_path, "train.jsonl", _train_line(**change), load_train)
+    assert (e.line, e.field) == (1, field) and says in e.message
+
+
+@pytest.mark.parametrize("name, text, read", [
+    ("docs.jsonl", "", load_documents),
+    ("docs.jsonl", "\n  \n", load_documents),
+    ("queries.tsv", "\n", load_queries),
+    ("train.jsonl", "\n", load_train),
+])
+def test_a_file_of_no_records_is_an_error(tmp_path, name, text, read):
+    e = _read_error(tmp_path, name, text, read)
+    assert (e.line, e.message) == (None, "no records in file")
+
+
+def test_a_json_error_in_a_whole_file_names_the_line_it_is_on(tmp_path):
+    e = _read_error(tmp_path, "terms.json", '{\n  "jargon": [\n    "Zorblatt",\n  ]\n}\n', load_domain_terms)
+    assert e.line == 4 and e.message.startswith("invalid JSON")
+    assert str(e).startswith(f"{tmp_path / 'terms.json'}:4: invalid JSON")
+
+
+def test_a_field_holding_a_line_break_is_shown_escaped_on_one_line(tmp_path):
+    e = _read_error(tmp_path, "docs.jsonl", '{"doc_id": "a", "text": "x", "a\\nerror": 1, "a\\nerror": 2}\n',
+                    load_documents)
+    assert e.field == "a\nerror" and str(e) == (f"{tmp_path / 'docs.jsonl'}:1: field 'a\\nerror': appears twice in one "
+                                                "JSON object (only the last would count)")
+
+
+@pytest.mark.parametrize("obj, field, says", [
+    ({"jargon": ["co\u00adop"]}, "jargon[0]", "a term must be printable"),  # a soft hyphen: visible, not printable
+    ({"jargon\nx": ["Zorblatt"]}, None, "a category must be a printable name"),
+    ({"jargon": "Zorblatt"}, "jargon", "expected a list of terms"),  # not three one-letter terms
+])
+def test_domain_terms_checks_name_their_field(tmp_path, obj, field, says):
+    e = _read_error(tmp_path, "terms.json", json.dumps(obj), load_domain_terms)
+    assert e.field == field and says in e.message
+
+
+def test_domain_terms_are_composed_and_one_empty_category_beside_others_is_fine(tmp_path):
+    from sparse_adapt.data import mentions_term
+
+    p = tmp_path / "terms.json"
+    p.write_text(json.dumps({"places": ["Zu\u0308rich"], "drugs": [], "codes": ["XR-7200"]}))
+    assert load_domain_terms(p) == {"places": ["Z\u00fcrich"], "drugs": [], "codes": ["XR-7200"]}
+    assert mentions_term("the xr-7200 unit", ["XR-7200"]) and not mentions_term("pumps", ["umps"])
+    assert not mentions_term("the pumps", ["pump"])
+
+
+def test_a_tsv_header_is_only_a_first_line_naming_an_id_and_a_text_column(tmp_path):
+    p = tmp_path / "docs.tsv"
+    p.write_text("id\tthe first document, whose id is id\nqid\tquery\n")  # neither is a header line
+    assert [tuple(d) for d in load_documents(p)] == [("id", "the first document, whose id is id"), ("qid", "query")]
+
+
+def test_beir_records_of_no_text_and_beir_query_whitespace(tmp_path):
+    e = _read_error(tmp_path, "corpus.jsonl", '{"_id": "a", "title": " ", "text": "\\u200b"}\n', load_documents)
+    assert (e.line, e.field) == (1, "text") and "a BEIR record needs a non-empty 'title' or 'text'" in e.message
+    p = tmp_path / "queries.jsonl"
+    p.write_text('{"_id": "q1", "text": "  relief\\n valve  "}\n{"qid": "q2", "_id": "x", "text": "kept  as is"}\n')
+    assert [tuple(q) for q in load_queries(p)] == [("q1", "relief valve"), ("q2", "kept  as is")]
+
+
+def test_a_valid_json_line_with_a_tab_gets_no_tsv_hint(tmp_path):
+    """The hint is for a line that is no JSON; this one is JSON, just no object."""
+    e = _read_error(tmp_path, "docs.jsonl", '["d1",\t"first document"]\n', load_documents)
+    assert e.line == 1 and e.message.startswith("expected a JSON object, got list") and "tab-separated" not in str(e)
+
+
+def test_the_streamed_check_finds_a_repeat_in_a_file_of_two_documents(tmp_path):
+    p = _write(tmp_path, "docs.jsonl", ['{"doc_id": "a", "text": "x"}', '{"doc_id": "a", "text": "y"}'])
+    with pytest.raises(DataError, match="duplicate id 'a' \\(first on line 1\\)"):
+        check_documents(p)
+
+
+def test_find_documents_returns_only_the_ids_asked_for(tmp_path):
+    from sparse_adapt.data import find_documents
+
+    p = _write(tmp_path, "docs.jsonl", [json.dumps({"doc_id": f"d{i}", "text": f"text {i}"}) for i in range(5)])
+    assert find_documents(p, ["d3", "d1", "d9"]) == {"d1": "text 1", "d3": "text 3"}
+    assert find_documents(p, []) == {}
+
+
+@pytest.mark.parametrize("text, line, field, says", [
+    ("q\u00001 0 d1 1\n", 1, "qid", "invisible or control character"),
+    ("q1 0 d1 1\nq1 0 d1 2\n", 2, "grade", "q1 d1 is judged 1 on an earlier line and 2 here"),
+])
+def test_qrels_check_the_query_id_and_refuse_two_grades_for_one_document(tmp_path, text, line, field, says):
+    e = _read_error(tmp_path, "qrels.txt", text, load_qrels)
+    assert (e.line, e.field) == (line, field) and says in e.message
+
+
+def test_qrels_keep_a_judgement_repeated_alike_and_negative_grades(tmp_path):
+    p = _write(tmp_path, "qrels.txt", ["q1 0 d1 1", "q1 0 d1 1", "q1 0 d2 -1"])
+    assert load_qrels(p) == {"q1": {"d1": 1, "d2": -1}}
+
+
+def test_query_groups_naming_unknown_queries_are_an_error(tmp_path):
+    from sparse_adapt.data import check_query_groups
+
+    check_query_groups("groups.json", {"g": ["q1", "q2"]}, {"q1", "q2", "q3"})
+    with pytest.raises(DataError, match="groups.json: field 'h': lists unknown query ids: 'q9'"):
+        check_query_groups("groups.json", {"g": ["q1"], "h": ["q2", "q9"]}, {"q1", "q2"})
+
+
+@pytest.mark.parametrize("name, text, line, field, says", [
+    ("run.trec", "q\u001b1 Q0 d1 1 2.0 tag\n", 1, "qid", "invisible or control character"),
+    ("run.trec", "q1 Q0 d1 1 2.0 tag\nq1 Q0 d1 2 1.0 tag\n", 2, "doc_id", "'d1' is ranked twice for query 'q1'"),
+    ("run.trec", "q1 Q0 d1 1 2.0 tag extra\n", 1, None, "expected 6 columns"),
+    ("run.json", '{"q1": {}}', None, None, "no ranked documents in file"),
+    ("run.json", '{"q1": {"d 1": 1.0}}', None, "q1.d 1", "holds whitespace"),
+    ("run.json", '{"q1": [1.0]}', None, "q1", "expected an object of doc_id -> score"),
+    ("run.json", '{"q1": {"\\ud800": 1.0}}', None, "q1.\ud800", "invisible or control character U+D800"),
+])
+def test_each_run_file_check_names_its_line_and_field(tmp_path, name, text, line, field, says):
+    from sparse_adapt.data.runs import load_run
+
+    e = _read_error(tmp_path, name, text, load_run)
+    assert (e.line, e.field) == (line, field) and says in e.message
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -765,3 +766,302 @@ def test_diagnose_ranking_and_explain_counts_label_pieces_not_expansions(extende
     assert e.query.expansion_count == sum(1 for i, p in kinds if not i and p is None)
     assert e.query.piece_count + e.query.expansion_count == sum(1 for i, _ in kinds if not i)
     validate(e.to_dict())
+
+
+# ---------------------------------------------------------------------------- verdicts from hand-built sections
+def _graded(weight, rank, column=(0.2, 3.0, -1.0, 0.5), occ=(1,), qe=None):
+    """The checks of a one-token term ``zorblatt`` (id 7) whose sections 2-4 are given by hand."""
+    from diagnostics.sections.checks import checks
+    from diagnostics.sections.document import DocumentChoice
+    from diagnostics.sections.logits import logit_analysis
+    from diagnostics.sections.ranking import Ranking
+    from diagnostics.sections.target import TargetDiagnosis
+    from diagnostics.sections.vocabulary import VocabularyCheck
+    from diagnostics.sections.weight import WeightCheck
+
+    vocab = VocabularyCheck("zorblatt", "zorblatt", [7], ["zorblatt"], ["zorblatt"], True, True, None, True, True,
+                            None, False, [], None)
+    doc = DocumentChoice("first", "d1", "zorblatt valve", 4, [[1, 2]], 1, ["d1"], [])
+    lg = logit_analysis(np.array(column), ["[CLS]", "zorblatt", "valve", "[SEP]"], list(occ))
+    w = WeightCheck(lg.max_logit, lg.max_position, 0.0, 0.0, False, weight, weight, 0.0, 1e-4, True)
+    target = TargetDiagnosis(7, "zorblatt", lg, w, Ranking(weight, rank, 20, []), qe)
+    return {c.name: c for c in checks(vocab, doc, [target], terms_given=False)}
+
+
+def test_checks_grade_rank_10_a_warning_rank_11_a_failure_and_a_weight_of_exactly_2_not_high():
+    """The spec's criteria: weight > 2.0 (high), rank 1 (pass), top 10 (warn), below that fail."""
+    assert (_graded(2.0, 1)["high_weight"].status, _graded(2.0001, 1)["high_weight"].status) == ("warn", "pass")
+    assert [_graded(3.0, r)["top_rank"].status for r in (1, 2, 10, 11)] == ["pass", "warn", "warn", "fail"]
+    assert _graded(3.0, 11)["top_rank"].actual == "11 of 20"
+    # one target: no check is labelled with a piece (the per-piece table is for split terms)
+    assert all(c.target is None for c in _graded(3.0, 1).values())
+
+
+def test_checks_fail_a_term_with_one_negative_occurrence_and_grade_no_weight_where_it_does_not_occur():
+    mixed = _graded(3.0, 1, column=(0.2, 3.0, -1.0, 0.5), occ=(1, 2))  # logits 3.0 and -1.0 where it occurs
+    assert (mixed["positive_logits"].status, mixed["positive_logits"].actual) == ("fail", "3.00, -1.00")
+    absent = _graded(3.0, 1, occ=())  # weight there is expansion: no high-weight or rank verdict
+    assert absent["nonzero_weight"].status == "n/a" and "expansion" in absent["nonzero_weight"].actual
+    assert "high_weight" not in absent and "top_rank" not in absent
+
+
+def test_query_expansion_check_is_na_when_every_query_names_the_term_and_fails_when_none_expands():
+    from diagnostics.sections.expansion import QueryExpansion
+
+    every = _graded(3.0, 1, qe=QueryExpansion(queries=2, without_term=0, expanding=[], with_term=2, with_term_active=2))
+    assert (every["query_expansion"].status, every["query_expansion"].actual) == ("n/a", "every query has it")
+    none = _graded(3.0, 1, qe=QueryExpansion(queries=3, without_term=2, expanding=[], with_term=1, with_term_active=1))
+    assert (none["query_expansion"].status, none["query_expansion"].actual) == ("fail", "0 of 2 queries")
+
+
+def test_logit_analysis_and_weight_check_by_hand():
+    """Occurrence logits 1.5 and -0.5 are mixed; the max over all positions is [SEP]'s 4.0 at
+    position 3 (SPLADE pools every position), so w = log(1 + 4); an encode() 0.01 below is a mismatch."""
+    from types import SimpleNamespace
+
+    from diagnostics.sections.logits import logit_analysis
+    from diagnostics.sections.weight import weight_check
+
+    lg = logit_analysis(np.array([0.2, 1.5, -0.5, 4.0]), ["[CLS]", "a", "b", "[SEP]"], [2, 1])
+    assert (lg.verdict, lg.occurrences, lg.max_logit, lg.max_position, lg.min_logit) == ("mixed", [1, 2], 4.0, 3, -0.5)
+    assert (lg.occurrence_min, lg.occurrence_max, lg.occurrence_mean) == (-0.5, 1.5, 0.5)
+    assert [p.occurrence for p in lg.positions] == [False, True, True, False]
+    assert logit_analysis(np.array([0.2, 1.5, 0.5, -4.0]), ["[CLS]", "a", "b", "[SEP]"], [1, 2]).verdict == "positive"
+    assert logit_analysis(np.array([0.2, -1.5, -0.5, 4.0]), ["[CLS]", "a", "b", "[SEP]"], [1, 2]).verdict == "negative"
+    model = SimpleNamespace(output_mask=torch.ones(10))
+    w = weight_check(model, 5, lg, actual=math.log1p(4.0) - 0.01)
+    assert (w.max_logit, w.max_position, w.after_relu) == (4.0, 3, 4.0)
+    assert w.expected == pytest.approx(math.log1p(4.0)) and w.abs_diff == pytest.approx(0.01) and not w.matches
+    assert weight_check(model, 5, lg, actual=math.log1p(4.0) + 5e-5).matches
+    model.output_mask[5] = 0  # a special token: the output mask zeroes it whatever the logit
+    w = weight_check(model, 5, lg, actual=0.0)
+    assert w.special_token and w.expected == 0.0 and w.after_log1p == pytest.approx(math.log1p(4.0)) and w.matches
+
+
+def test_ranking_numbers_the_top_tokens_from_1_and_reads_the_diagnosed_tokens_own_weight():
+    from diagnostics.sections.ranking import ranking
+
+    vocab = [f"t{i}" for i in range(10)]
+    r = ranking(3, np.array([7, 3, 9]), np.array([3.0, 2.0, 1.0]), vocab, {7}, {9: "zorblatt"})
+    assert (r.rank, r.weight, r.nonzero) == (2, 2.0, 3)
+    assert [(t.rank, t.token, t.in_text, t.target, t.piece_of) for t in r.top] == [
+        (1, "t7", True, False, None), (2, "t3", False, True, None), (3, "t9", False, False, "zorblatt")]
+    absent = ranking(5, np.array([7, 3, 9]), np.array([3.0, 2.0, 1.0]), vocab, {7}, {})
+    assert (absent.rank, absent.weight) == (None, 0.0) and not any(t.target for t in absent.top)
+
+
+def test_recommendations_follow_the_pipeline_order_whatever_order_the_checks_fail_in():
+    from diagnostics.recommend import ORDER, recommend
+    from diagnostics.sections.checks import FAIL, WARN, Check
+
+    failed = [Check("query_expansion", FAIL, ">= 1 query w/o term", "0 of 2 queries"),
+              Check("high_weight", WARN, "> 2", "0.5000"),
+              Check("positive_logits", FAIL, "> 0 where it occurs", "-1.00"),
+              Check("in_documents", WARN, ">= 1 document", "0 of 3"),
+              Check("domain_token", FAIL, "registered domain token", "no (model not extended with this term)"),
+              Check("in_terms_file", FAIL, "listed", "absent"),
+              Check("weight_matches_encoding", FAIL, "manual = encode() ± 0.0001", "0.5000 vs 1.0000")]
+    recs = recommend("Zorblatt", failed, Sources("m"))
+    assert [r.id for r in recs] == ORDER == ["pooling_mismatch", "add_to_terms", "extend", "documents", "warmup",
+                                             "dictionary", "query_expansion"]
+
+
+def test_a_split_term_gets_no_separate_query_expansion_advice_and_a_likely_typo_is_said_before_missing_documents():
+    from diagnostics.recommend import recommend
+    from diagnostics.sections.checks import FAIL, WARN, Check
+
+    split = [Check("single_token", FAIL, "one token", "2 pieces: quo ##vane"),
+             Check("query_expansion", FAIL, ">= 1 query w/o term", "0 of 2 queries", target="quo")]
+    assert [r.id for r in recommend("Quovane", split, Sources("m"))] == ["extend"]  # its command runs distill too
+    [rec] = recommend("krellamin", [Check("in_documents", WARN, ">= 1 document", "0 of 3")],
+                      Sources("m", near="krellamine"))
+    assert rec.id == "documents" and rec.action.startswith(
+        "check the spelling first: this model has the domain term 'krellamine'; if 'krellamin' is another term, pass --docs")
+
+
+def test_the_train_command_names_a_reference_only_when_it_differs_from_the_model():
+    assert "--reference" not in Sources("runs/a/final", reference="runs/a/final").train_command("distill")
+    assert Sources("runs/a/final", reference="base").train_command("distill").endswith(
+        "--stages distill --reference base")
+
+
+def test_a_one_token_term_not_yet_a_domain_token_is_advised_the_extend_stage_in_every_command(extended):
+    tid = extended.tokenizer.convert_tokens_to_ids("password")
+    _boost(extended, tid, -50.0)  # never fires
+    r = diagnose_term(extended, "password", DOCS)
+    assert r.vocabulary.single_token and not r.vocabulary.domain_token
+    warmup = next(rec for rec in r.recommendations if rec.id == "warmup")
+    assert "--stages extend,warmup,dictionary,distill" in warmup.commands[0]
+
+
+def test_the_rival_warning_gives_each_rivals_share_of_the_terms_weight_strongest_first(extended):
+    tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
+    api, oauth = extended.tokenizer.convert_tokens_to_ids(["api", "oauth2"])
+    _boost(extended, tid, 15.0)
+    _boost(extended, api, 14.0)
+    _boost(extended, oauth, 15.5)
+    q = extended.encode(["Gatrocraptic"], "query").toarray()[0]
+    assert q[oauth] != q[api] and min(q[oauth], q[api]) >= 0.8 * q[tid]
+    r = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS)
+    lines = [w for w in r.warnings if "activates the domain token" in w]
+    want = sorted([(q[oauth], "oauth2"), (q[api], "api")], reverse=True)
+    assert [line.split(" at ")[0] for line in lines] == [
+        f"the query 'Gatrocraptic' activates the domain token '{name}'" for _, name in want]
+    assert [line.split(" at ")[1].split(" of its")[0] for line in lines] == [f"{w / q[tid]:.0%}" for w, _ in want]
+
+
+def test_a_document_within_the_window_gets_no_length_warning_and_a_doc_without_the_term_is_said_so(extended):
+    r = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS)
+    assert r.document.num_tokens == len(extended.tokenizer(DOCS[1].text)["input_ids"])
+    assert r.warnings == []
+    chosen = diagnose_term(extended, "Gatrocraptic", DOCS, doc_id="d4")
+    assert chosen.warnings == [f"document d4 does not contain 'Gatrocraptic' within the model's first "
+                               f"{chosen.document.num_tokens} tokens: no occurrences to mark"]
+
+
+def test_a_term_matches_in_any_case_on_an_uncased_model_and_never_as_the_end_of_a_longer_word(sparse):
+    assert diagnose_term(sparse, "gatrocraptic", DOCS).document.docs_containing == ["d2", "d3"]
+    assert diagnose_term(sparse, "api", DOCS).document.docs_containing == ["d1"]
+    assert diagnose_term(sparse, "craptic", DOCS).document.docs_containing == []  # the end of "Gatrocraptic"
+    # the span is the term's own pieces, not the brackets touching it: [CLS] budgets ( ga ##tro ##cr ##ap ##tic ) . [SEP]
+    r = diagnose_term(sparse, "Gatrocraptic", [Document("p", "Budgets (Gatrocraptic).")])
+    assert r.document.term_spans == [[3, 8]] and r.document.num_tokens == 11
+
+
+def test_bpe_analyses_the_first_document_holding_the_terms_running_text_pieces_in_any_occurrence():
+    """A document using the term both at its start (`sp end ing`) and mid-text (`Ġspending`) holds the pieces."""
+    from tests.conftest import make_tiny_roberta
+
+    docs = [Document("a1", "spending rose in the third quarter."),
+            Document("a2", "spending fell, then cuts in spending followed."),
+            Document("a3", "Cuts in spending were announced.")]
+    r = diagnose_term(make_tiny_roberta(), "spending", docs)
+    assert r.document.docs_containing == ["a1", "a2", "a3"] and r.document.doc_id == "a2"
+    assert len(r.document.term_spans) == 2 and r.targets[0].logits.verdict != "absent"
+
+
+# ---------------------------------------------------------------------------- hand-built vectors
+def _encode_as(vectors: dict[str, dict[int, float]], V: int):
+    """An ``encode`` that returns the given {token id: weight} of each text."""
+
+    def encode(texts, kind="document", *args, **kwargs):
+        m = sp.lil_matrix((len(texts), V), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for t, w in vectors[text].items():
+                m[i, t] = w
+        return m.tocsr()
+
+    return encode
+
+
+def test_explain_of_hand_built_vectors_ranks_from_1_sums_every_shared_token_and_breaks_ties_by_token_id(
+        sparse, monkeypatch):
+    """q = 2.0 on token 1000, 1.0 on 1001, 0.5 on 1002-1011. dB has 1.0 on all 12: score 2 + 1 + 10 x 0.5 = 8
+    from 12 shared tokens; dA has 1.0 and 2.0 on 1000 and 1001: two contributions of 2.0, score 4; dC
+    shares nothing: score 0, and its 15 tokens (6 of its text) are cut to the top 10."""
+    from rich.console import Console
+
+    from diagnostics.render import render_explanation
+
+    tok = sparse.tokenizer
+    text_c = "Valves open at set pressure."
+    own = tok.convert_tokens_to_ids(tok.tokenize(text_c))  # 6 pieces, weighted 3.0 down to 2.5
+    c_vec = {t: 3.0 - 0.1 * i for i, t in enumerate(own)} | {3000 + j: 1.0 - 0.05 * j for j in range(9)}
+    docs = [Document("dA", "Plants need water."), Document("dB", "Reset your password."), Document("dC", text_c)]
+    vectors = {"reset password": {1000: 2.0, 1001: 1.0, **{t: 0.5 for t in range(1002, 1012)}},
+               "Plants need water.": {1000: 1.0, 1001: 2.0},
+               "Reset your password.": {t: 1.0 for t in range(1000, 1012)},
+               text_c: c_vec}
+    monkeypatch.setattr(sparse, "encode", _encode_as(vectors, sparse.vocab_size))
+    e = explain_query(sparse, "reset password", docs, k=3)
+    assert [(m.doc_id, m.rank, m.score) for m in e.results] == [("dB", 1, 8.0), ("dA", 2, 4.0), ("dC", 3, 0.0)]
+    b, a, c = e.results
+    assert len(b.shared) == 12 and b.contributions_sum == pytest.approx(8.0)
+    assert [(s.token_id, s.query_weight, s.doc_weight, s.contribution) for s in a.shared] == [
+        (1000, 2.0, 1.0, 2.0), (1001, 1.0, 2.0, 2.0)]
+    assert c.shared == [] and c.nonzero == 15
+    top = sorted(c_vec, key=lambda t: -c_vec[t])[:10]
+    assert [t.token_id for t in c.top_tokens] == top
+    assert [t.in_text for t in c.top_tokens] == [True] * 6 + [False] * 4
+    assert (e.query.nonzero, e.query.max_weight, e.k) == (12, 2.0, 3)
+    assert e.warnings == ["1 of the 3 documents shown score 0: they share no token with the query"]  # k = 3 docs: no --k note
+
+    chosen = explain_query(sparse, "reset password", docs, doc_ids=["dC", "dA", "dC"])
+    assert [(m.doc_id, m.rank) for m in chosen.results] == [("dC", 3), ("dA", 2)] and chosen.k == 2
+    with pytest.raises(ConfigError, match="--doc 'dZ': no document with this id among the 3 scored"):
+        explain_query(sparse, "reset password", docs, doc_ids=["dA", "dZ"])
+
+    console = Console(record=True, width=200)
+    render_explanation(e, console)
+    [more] = [line for line in console.export_text().splitlines() if "2 more" in line]
+    assert re.search(r"(\d+\.\d{4}) +2 more", more)[1] == "1.0000"  # the 2 past the first 10: 0.5 + 0.5
+    out = json.loads(json.dumps(e.to_dict()))
+    validate(out)
+    out["results"][0]["extra"] = 1
+    with pytest.raises(SchemaError, match=r"\$\.results\[0\]: keys differ: missing \[\], extra \['extra'\]"):
+        validate(out)
+    out = json.loads(json.dumps(e.to_dict()))
+    out["query"]["feedback"] = {"docs": 1}
+    with pytest.raises(SchemaError, match=r"\$\.query\.feedback: keys differ"):
+        validate(out)
+
+
+def test_query_expansion_of_hand_built_query_vectors(sparse, monkeypatch):
+    """Queries without 'password' that activate it, strongest first; those naming it counted apart."""
+    from diagnostics.sections.expansion import query_expansion
+
+    pid = sparse.tokenizer.convert_tokens_to_ids("password")
+    queries = [Query("q1", "reset my password"), Query("q2", "forgot my login"), Query("q3", "account locked out"),
+               Query("q4", "watering plants"), Query("q5", "password rules")]
+    weights = {"reset my password": 0.0, "forgot my login": 0.5, "account locked out": 1.5, "watering plants": 0.0,
+               "password rules": 2.0}
+    monkeypatch.setattr(sparse, "encode", _encode_as(
+        {text: ({pid: w} if w else {}) for text, w in weights.items()}, sparse.vocab_size))
+    qe = query_expansion(sparse, "password", [pid], queries)[pid]
+    assert (qe.queries, qe.without_term, qe.with_term, qe.with_term_active) == (5, 3, 2, 1)
+    assert [(x.qid, x.weight) for x in qe.expanding] == [("q3", 1.5), ("q2", 0.5)]
+    assert qe.with_term_qids == ["q1", "q5"]
+
+
+# ---------------------------------------------------------------------------- inspect and render by hand
+def test_inspect_pools_domain_weights_over_every_document_token_pair_and_names_the_source(extended):
+    api = extended.tokenizer.convert_tokens_to_ids("api")
+    _boost(extended, api, 15.0)  # active in every document, d1 (which names the API) included
+    c = inspect_corpus(extended, DOCS, QUERIES, terms=TERMS)  # every term is a domain token of the model already
+    assert c.domain.source == "model"
+    D = extended.encode([d.text for d in DOCS]).toarray()
+    [row] = [t for t in c.domain.tokens if t.token_id == api]
+    assert (row.docs_occurring, row.docs_not_occurring, row.activated_without_occurrence) == (1, 3, 3)  # not 4
+    nnz = (D > 0).sum(1)
+    assert c.documents.sparsity_mean == pytest.approx(100 * (1 - nnz.mean() / extended.vocab_size))
+    ids = [set(_ids(extended, d.text)[0][0].tolist()) for d in DOCS]
+    domain = extended.settings.domain_token_ids
+    w_in = [D[i, t] for t in domain for i in range(len(DOCS)) if t in ids[i]]
+    w_out = [D[i, t] for t in domain for i in range(len(DOCS)) if t not in ids[i]]
+    assert len(w_in) == 3 and len(w_out) == 9  # API in d1, Gatrocraptic in d2 and d3
+    assert c.domain.mean_weight_occurring == pytest.approx(np.mean(w_in), abs=1e-7)
+    assert c.domain.mean_weight_not_occurring == pytest.approx(np.mean(w_out), abs=1e-7)
+
+
+def test_the_diagnose_panel_counts_failures_and_warnings_apart_and_the_logit_table_elides_only_real_gaps(extended):
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from diagnostics.render import render_term
+
+    def shown(result) -> str:
+        console = Console(record=True, width=200)
+        render_term(result, console)
+        return console.export_text()
+
+    tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
+    _boost(extended, tid, -50.0)
+    r = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS, queries=QUERIES)
+    failed = sum(c.status == "fail" for c in r.checks)
+    assert failed and sum(c.status == "warn" for c in r.checks) != failed
+    text = shown(r)
+    assert f"✗ {failed} check(s) failed" in text
+    assert not re.search(r"… +0 more", text)  # a run of shown positions is no gap
+    warned = replace(r, checks=[replace(c, status="warn") if c.status == "fail" else c for c in r.checks])
+    assert f"! {failed + sum(c.status == 'warn' for c in r.checks)} warning(s)" in shown(warned)
