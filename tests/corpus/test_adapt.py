@@ -908,3 +908,62 @@ def test_cli_adapt_with_nothing_to_measure_says_so_instead_of_an_empty_table(set
     assert "nDCG@10: no queries to compare the base and the adapted model on" in text
     assert "nDCG@10, base vs adapted" not in text
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["evaluation"] == []
+
+
+def test_only_an_edited_card_by_its_exact_name_and_as_a_file_counts_as_left_by_a_run(tmp_path):
+    from sparse_adapt.corpus.adapt_folder import check_out
+
+    manifest = {"corpus": "c", "base": "b", "teacher": "t", "seed": 0, "given": {}, "config": None, "options": {}}
+    (tmp_path / "final-card.edited-3.md").write_text("theirs")
+    check_out(tmp_path, manifest)  # a card a run kept aside: no foreign file
+    for foreign in ("final-card.edited.md.bak", "final-card.edited-2.md~"):
+        (tmp_path / foreign).write_text("mine")
+        with pytest.raises(AdaptMismatchError, match="holds no adapt.json"):
+            check_out(tmp_path, manifest)
+        (tmp_path / foreign).unlink()
+    (tmp_path / "final-card.edited.md").mkdir()  # a folder of the name is no card a run copied
+    with pytest.raises(AdaptMismatchError, match="holds no adapt.json"):
+        check_out(tmp_path, manifest)
+
+
+def test_discarding_a_run_keeps_a_run_folder_that_holds_a_file_the_user_gave(tmp_path):
+    """--overwrite with --config DIR/training/mine.toml: removing training/ whole would delete
+    the config the new run reads; the rest of the old run goes."""
+    from sparse_adapt.corpus.adapt_folder import discard_run
+
+    (tmp_path / "adapt.json").write_text("{}")
+    (tmp_path / "train.jsonl").write_text("")
+    for name in ("training", "final"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "run.json").write_text("{}")
+    mine = tmp_path / "training" / "mine.toml"
+    mine.write_text("[distill]\n")
+    discard_run(tmp_path, (mine,))
+    assert mine.read_text() == "[distill]\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["training"]
+
+
+def test_pseudo_data_a_kill_left_without_its_held_out_queries_is_made_again(tmp_path):
+    """make-train writes train.jsonl first and heldout_queries.jsonl last: a run killed between
+    them must make the pseudo-labelled data again, not train without its held-out set."""
+    from sparse_adapt.corpus.adapt import _to_generate
+
+    (tmp_path / "dictionary.jsonl").write_text("")
+    (tmp_path / "train.jsonl").write_text("")
+    assert _to_generate(tmp_path, None, None) == (False, True)
+    (tmp_path / "heldout_queries.jsonl").write_text("")
+    assert _to_generate(tmp_path, None, None) == (False, False)
+
+
+def test_every_fifth_pseudo_query_is_held_out_and_a_short_list_still_holds_one_out():
+    from sparse_adapt.corpus.adapt import _split_heldout
+
+    records = [{"qid": f"q{i}"} for i in range(11)]
+    train, held = _split_heldout(records)
+    assert [r["qid"] for r in held] == ["q4", "q9"] and len(train) == 9
+    train, held = _split_heldout(records[:3])
+    assert [r["qid"] for r in held] == ["q2"] and [r["qid"] for r in train] == ["q0", "q1"]
+    train, held = _split_heldout(records[:2])
+    assert [r["qid"] for r in held] == ["q1"] and [r["qid"] for r in train] == ["q0"]
+    with pytest.raises(ValueError, match="1 pseudo-labelled records cannot be split"):  # all held out, none to train
+        _split_heldout(records[:1])

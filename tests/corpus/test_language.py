@@ -134,3 +134,29 @@ def test_make_train_says_the_default_teacher_reads_english_only(tmp_path, capsys
     terms.write_text(json.dumps({"jargon": [word]}, ensure_ascii=False))
     assert main(["make-train", "--corpus", str(corpus), "--terms", str(terms), "--out", str(tmp_path / "t.jsonl")]) == 2
     assert "the default teacher reads English only" in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_language_beating_english_by_the_margin_wins_only_when_its_list_describes_the_corpus(monkeypatch):
+    """Coverage by language is given by hand: English 0.30, and a rival that beats it by 0.15
+    but describes under LOW_COVERAGE (0.5) of the words is no evidence; at 0.55 it wins, and
+    0.39 is within the margin."""
+    from sparse_adapt.corpus import language
+
+    shares = {"en": 0.30, "de": 0.10}
+    monkeypatch.setattr(language, "available", lambda: ["de", "en", "sk"])
+    monkeypatch.setattr(language, "coverage", lambda words, lang: shares[lang])
+    for sk, want in ((0.45, "en"), (0.55, "sk"), (0.39, "en")):
+        shares["sk"] = sk
+        guess = detect_language(["ein paar Worte hier"])
+        assert guess.lang == want and guess.english == 0.30, sk
+
+
+def test_english_coverage_at_the_threshold_stays_english_without_reading_other_lists(monkeypatch):
+    from sparse_adapt.corpus import language
+
+    def no_other_list():
+        raise AssertionError("another language's list was read")
+
+    monkeypatch.setattr(language, "available", no_other_list)
+    monkeypatch.setattr(language, "coverage", lambda words, lang: ENGLISH_COVERAGE if lang == "en" else 0.99)
+    assert detect_language(["a few words"]).lang == "en"

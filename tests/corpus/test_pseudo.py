@@ -311,3 +311,12 @@ def test_an_english_word_that_looks_like_a_terms_plural_does_not_name_it():
     groups = locate_terms(docs, {"tools": ["pip"]})
     assert sorted(doc_terms(groups)) == ["a", "c", "d"]  # "pips" (Zipf 2.9) is rare enough, "pipes" (3.7) is not
     assert term_consistent([9.0, -5.0], ["a", "b"], doc_terms(groups)) == [9.0, -5.0]
+
+
+def test_a_crop_window_near_the_end_of_a_sentence_still_holds_size_words():
+    from sparse_adapt.corpus.text import window
+
+    words = list("abcdefgh")
+    assert window(words, center=7, size=4, start_offset=1) == list("efgh")  # not "gh": it slides back
+    assert window(words, center=3, size=4, start_offset=1) == list("cdef")
+    assert window(words[:3], center=2, size=4, start_offset=1) == list("abc")

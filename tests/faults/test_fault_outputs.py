@@ -706,3 +706,17 @@ def test_a_publish_that_fails_because_the_temporary_is_gone_puts_the_old_version
         with atomic.atomic_directory(out) as tmp:
             (tmp / "a.txt").write_text("new")
     assert (out / "a.txt").read_text() == "old" and hidden_leftovers(tmp_path) == []
+
+
+def test_an_out_that_holds_the_working_directory_is_refused_even_with_overwrite(tmp_path, monkeypatch):
+    """Replacing it would delete the folder the command runs in (``--out ..``)."""
+    from sparse_adapt.destination import check_output
+    from sparse_adapt.errors import OutputError
+
+    inner = tmp_path / "project" / "work"
+    inner.mkdir(parents=True)
+    monkeypatch.chdir(inner)
+    for target in (tmp_path / "project", tmp_path, inner):
+        with pytest.raises(OutputError, match="is the working directory or holds it"):
+            check_output(target, overwrite=True)
+    assert inner.is_dir()

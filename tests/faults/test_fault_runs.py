@@ -297,3 +297,58 @@ def test_a_base_inside_the_run_it_would_replace_is_refused(tiny_model_dir, train
             _pipeline(out / "final", train_inputs, out, stages="distill", **kw)
     assert (out / "final" / "model.safetensors").read_bytes() == weights
     _pipeline(out / "final", train_inputs, tmp_path / "next", stages="distill")  # elsewhere: fine
+
+
+def test_the_completed_stages_are_the_prefix_whose_checkpoints_are_whole(tmp_path):
+    """A later stage's directory after a missing or half-saved one is no checkpoint of this run: the
+    run resumes after the last stage whose predecessors are all complete."""
+    from sparse_adapt.training.rundir import completed_stages, saved_checkpoints
+
+    def save(name, *files):
+        (tmp_path / name).mkdir()
+        for f in files:
+            (tmp_path / name / f).write_text("{}")
+
+    save("extend", "config.json", "sparse_adapt.json")
+    save("warmup", "config.json")  # no sparse_adapt.json: not a complete save
+    save("dictionary", "config.json", "sparse_adapt.json")
+    save("distill", "config.json", "sparse_adapt.json")
+    names = ["extend", "warmup", "dictionary", "distill"]
+    assert completed_stages(tmp_path, names) == ["extend"]
+    assert completed_stages(tmp_path, ["extend", "dictionary", "distill"]) == ["extend", "dictionary", "distill"]
+    assert saved_checkpoints(tmp_path) == ["extend", "dictionary", "distill"]
+
+
+def test_a_resume_from_a_partial_checkpoint_keeps_the_steps_it_holds_and_drops_the_rest(tmp_path):
+    """The checkpoint holds warmup's steps 1-2: their records stay (the work is in the weights);
+    step 3, warmup's stage_start (logged anew) and a line torn by the kill go."""
+    from sparse_adapt.training.rundir import restart_log
+
+    records = [{"event": "stage_start", "stage": "extend"}, {"event": "stage_end", "stage": "extend"},
+               {"event": "stage_start", "stage": "warmup"}, *({"stage": "warmup", "step": s} for s in (1, 2, 3))]
+    path = tmp_path / "train_log.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"stage": "warm')
+    restart_log(path, ["extend"], ("warmup", 2))
+    log = _log(tmp_path)
+    assert log[:-1] == records[:2] + records[3:5]
+    assert {k: log[-1][k] for k in ("event", "attempt", "completed", "dropped_records")} == {
+        "event": "resume", "attempt": 2, "completed": ["extend"], "dropped_records": 3}
+    restart_log(path, ["extend"], ("warmup", 2))  # a third attempt: the earlier resume event stays
+    assert [r["attempt"] for r in _log(tmp_path) if r.get("event") == "resume"] == [2, 3]
+
+
+def test_a_final_is_kept_only_when_its_record_matches_and_its_model_is_whole(tmp_path):
+    """A rerun that trains nothing keeps OUT/final when it was made by the same recipe; a final
+    whose model files went (a user's clean-up) is made again, record or not."""
+    from sparse_adapt.training.rundir import final_is_current, final_recipe, record_final
+
+    run = {"stages": ["distill"], "config": {"distill": {}}, "seed": 0, "base": "b", "inputs": {}}
+    recipe = final_recipe(run, 0.0, None)
+    (tmp_path / "final").mkdir()
+    record_final(tmp_path, recipe)
+    assert not final_is_current(tmp_path, recipe)  # the record alone: no model
+    for name in ("config.json", "sparse_adapt.json"):
+        (tmp_path / "final" / name).write_text("{}")
+    assert final_is_current(tmp_path, recipe)
+    assert not final_is_current(tmp_path, final_recipe({**run, "seed": 1}, 0.0, None))
+    assert not final_is_current(tmp_path, final_recipe(run, 0.5, "anchor"))

@@ -531,3 +531,12 @@ def test_api_misuse_is_named_in_our_words(tiny_bert):
             call(nan)
     with pytest.raises(ModelLoadError, match="not a usable model path .File name too long."):
         SpladeEncoder.from_pretrained("x" * 300)
+
+
+def test_a_domain_token_id_equal_to_the_vocabulary_size_is_beyond_it(tmp_path):
+    from sparse_adapt.errors import ModelLoadError
+    from sparse_adapt.modeling.settings import SpladeSettings
+
+    SpladeSettings(domain_token_ids=[0, 9]).check_token_ids(tmp_path, 10)  # ids 0-9 name the 10 tokens
+    with pytest.raises(ModelLoadError, match="'domain_token_ids': 10 is beyond the tokenizer's 10 tokens"):
+        SpladeSettings(domain_token_ids=[3, 10]).check_token_ids(tmp_path, 10)

@@ -310,3 +310,25 @@ def test_which_base_a_pretraining_was_made_from():
     # a folder recorded before its files were hashed says too little: reused, as before
     assert _other_base({"base": "./theirs"}, "./mine") is None
     assert _other_base({}, "./mine") is None
+
+
+@pytest.mark.parametrize("changed, resumed", [({"lr": 1e-3}, False), ({"sp": 0.5}, False), ({"checkpoint_every": 3}, True)])
+def test_a_checkpoint_is_resumed_only_under_the_weight_settings_it_was_saved_with(tiny_dir, tmp_path, monkeypatch,
+                                                                                 changed, resumed):
+    """Another lr or loss weight would finish the first attempt's steps under other settings;
+    checkpoint_every shapes no weight, so a run changing only it resumes."""
+    from dataclasses import replace
+
+    from sparse_adapt.progress import Hooks
+    from tests.training.test_resume import PowerCut, _cut_at
+
+    cfg = GeneralConfig(steps=6, batch_size=4, lr=3e-3, kd=0.0, checkpoint_every=2)
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        _cut_at(m, 4)
+        with pytest.raises(PowerCut):
+            run_general(tiny_dir, out, cfg, seed=0, pairs=PAIRS)
+    said: list[str] = []
+    run_general(tiny_dir, out, replace(cfg, **changed), seed=0, pairs=PAIRS, hooks=Hooks(message=said.append))
+    assert any("resuming at step 2" in m for m in said) == resumed
+    assert json.loads((out / RECORD).read_text())["resumed_at"] == (2 if resumed else None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 
@@ -132,6 +133,9 @@ def test_token_budget_batches_resume_bit_identically_across_epochs_of_other_leng
     ({"distill": {"lr": 1e14}}, "distill.lr must be < 1, got 100000000000000.0"),
     ({"warmup": {"mask_rate": 0.0, "domain_focused": False}}, "warmup.mask_rate is 0 and warmup.domain_focused is false"),
     ({"dictionary": {"max_steps": 6, "step_cap": 2}}, "dictionary.max_steps (6) is above dictionary.step_cap (2)"),
+    ({"warmup": {"grad_accum": 0}}, "warmup.grad_accum must be > 0, got 0"),
+    ({"warmup": {"mask_rate": 1.0}}, "warmup.mask_rate must be in [0, 1), got 1.0"),
+    ({"distill": {"valid_fraction": 1.0}}, "distill.valid_fraction must be in [0, 1), got 1.0"),
     ({"warmup": {"max_length": 2}}, "warmup.max_length must be >= 3 (the special tokens take 2), got 2"),
     ({"dictionary": {"max_length": 1}}, "dictionary.max_length must be >= 3"),
     # 1 - lr x weight_decay: 1 - 2e-4 x 1e34 = -2e30, every weight flipped and blown up in one step
@@ -280,3 +284,53 @@ def test_the_output_probe_leaves_every_modules_mode_as_it_was(tiny_bert):
     require_finite(mlm, "warmup")
     assert {name: m.training for name, m in mlm.named_modules()} == modes and not frozen.training
     assert torch.equal(torch.random.get_rng_state(), state)  # no random draw moved a seeded run
+
+
+def test_max_steps_may_equal_the_step_cap_that_bounds_it():
+    cfg = config_from_dict({"warmup": {"max_steps": 4, "step_cap": 4}, "distill": {"max_steps": 4, "step_cap": 4}})
+    assert cfg.validate().warmup.max_steps == cfg.distill.step_cap == 4
+
+
+def test_every_stage_saves_a_mid_stage_checkpoint_by_default():
+    """A crash costs at most checkpoint_every steps in each stage, distillation too, without a
+    --config saying so."""
+    from sparse_adapt.training.config import TrainConfig
+
+    cfg = TrainConfig()
+    assert [getattr(cfg, s).checkpoint_every for s in ("warmup", "dictionary", "distill")] == [200, 200, 200]
+
+
+def test_a_non_finite_weight_the_output_probe_cannot_see_is_still_refused(tiny_bert):
+    """The probe runs 16 positions: a NaN in a later row of the position embeddings leaves its
+    logits finite, so only the weight check keeps the model from being saved."""
+    from sparse_adapt.training.loop import _outputs_finite, require_finite
+
+    mlm = tiny_bert.mlm
+    with torch.no_grad():
+        mlm.bert.embeddings.position_embeddings.weight[100, 0] = math.nan
+    assert _outputs_finite(mlm)
+    with pytest.raises(NonFiniteError, match="warmup: 1 weight tensors are not finite .*position_embeddings.*not saved"):
+        require_finite(mlm, "warmup")
+
+
+def test_an_infinite_setting_of_a_config_built_in_python_is_refused():
+    """report, tune and benchmark pass a TrainConfig built in Python, past the file reader's check."""
+    from dataclasses import replace
+
+    from sparse_adapt.training.config import TrainConfig
+
+    cfg = TrainConfig()
+    for section, key in (("distill", "kd"), ("distill", "temperature"), ("warmup", "max_grad_norm")):
+        bad = replace(cfg, **{section: replace(getattr(cfg, section), **{key: math.inf})})
+        with pytest.raises(ConfigError, match=rf"{section}\.{key} must be > ?=? ?0, got inf"):
+            bad.validate()
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"warmup": {"epochs": True}}, "warmup.epochs: expected int, got True"),
+    ({"distill": {"kd": math.inf}}, "distill.kd: expected a finite number, got inf"),
+])
+def test_a_config_value_of_the_wrong_kind_is_named_as_such(section, message):
+    with pytest.raises(ConfigError) as e:
+        config_from_dict(section, "cfg.json")
+    assert f"cfg.json: {message}" in str(e.value)

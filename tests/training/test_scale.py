@@ -3,7 +3,9 @@ accumulation, max_steps, mid-stage checkpoints with bit-identical resume (also a
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import os
 import signal
 import subprocess
@@ -14,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from sparse_adapt.cli import main
 from sparse_adapt.data import load_documents
@@ -551,3 +554,229 @@ def test_step_cap_holds_whatever_the_epochs_lengths(lengths, cap, steps):
     run_loop(model, lambda g: [[i] for i in range(next(plans))], cfg, step, seed_everything(0), logged.append)
     lrs = [r["lr"] for r in logged if "step" in r]
     assert len(lrs) == steps and min(lrs) > 0
+
+
+def test_a_distill_stage_resumed_mid_stage_reports_what_an_uninterrupted_one_reports(files, tmp_path, monkeypatch):
+    """The stage_end record of a resumed distill (the density before it, counted on the model it
+    started from, not the half-trained one; the last losses; the steps) equals the unbroken run's."""
+    def stage_end(out):
+        [end] = [r for r in _log(out) if r.get("event") == "stage_end" and r["stage"] == "distill"]
+        return {k: v for k, v in end.items() if k != "seconds"}
+
+    run_pipeline(out=tmp_path / "ref", stages="extend,distill", config=config_from_dict(CKPT), seed=2, **files)
+    out, real, calls = tmp_path / "run", loop_mod.nn.utils.clip_grad_norm_, []
+
+    class PowerCut(Exception):
+        pass
+
+    def clip_then_cut(parameters, max_norm):
+        calls.append(1)
+        if len(calls) == 3:  # distill's 3rd optimiser step of 4, before it is taken
+            raise PowerCut()
+        return real(parameters, max_norm)
+
+    with monkeypatch.context() as m:
+        m.setattr(loop_mod.nn.utils, "clip_grad_norm_", clip_then_cut)
+        with pytest.raises(PowerCut):
+            run_pipeline(out=out, stages="extend,distill", config=config_from_dict(CKPT), seed=2, **files)
+    assert (out / "distill.partial" / "trainer_state.pt").is_file()
+    run_pipeline(out=out, stages="extend,distill", config=config_from_dict(CKPT), seed=2, **files)
+    assert stage_end(out) == stage_end(tmp_path / "ref")
+
+
+def test_token_budget_batches_are_cut_longest_first_and_served_in_a_seeded_random_order():
+    """Within a window the texts are sorted by length and cut; the batches are then shuffled, or
+    every epoch would open with its longest batch and close with its shortest."""
+    lengths = np.arange(10, 0, -1, dtype=np.int32)  # text i has 10 - i pieces
+    g = torch.Generator().manual_seed(5)
+    torch.randperm(10, generator=g)  # the epoch's order, which the length sort then overrides
+    served = torch.randperm(5, generator=g).tolist()
+    cut = [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+    assert served != list(range(5))
+    assert plan_epoch(lengths, 2, 1000, 10, torch.Generator().manual_seed(5)) == [cut[j] for j in served]
+
+
+def test_a_token_budget_batch_may_fill_the_budget_exactly_and_never_holds_more_than_batch_size():
+    lengths = np.full(7, 10, dtype=np.int32)  # 3 texts of 10 pieces fill a budget of 30 exactly
+    for budget in (30, 1000):
+        batches = plan_epoch(lengths, 3, budget, 100, torch.Generator().manual_seed(0))
+        assert sorted(len(b) for b in batches) == [1, 3, 3], budget
+
+
+# ------------------------------------------------------------------------------ the loop itself
+def _toy_loop(resume=None, crash_at=None, weights=None, epochs=6, **kw):
+    """A linear model trained by run_loop on epochs of other lengths (the plan draws each
+    epoch's batch size from the generator, as token budgets vary): the records it logs, its
+    result, its weights and the checkpoint saved at step ``crash_at`` (then stopped)."""
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    data = torch.Generator().manual_seed(1)
+    X, y = torch.randn(12, 3, generator=data), torch.randn(12, 1, generator=data)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Dropout(0.5), nn.Linear(4, 1))
+    if weights is not None:
+        model.load_state_dict(weights)
+
+    def plan(g):
+        size = int(torch.randint(2, 6, (1,), generator=g))
+        order = torch.randperm(12, generator=g).tolist()
+        return [order[b: b + size] for b in range(0, 12, size)]
+
+    def step(idx, number):
+        return StepResult({"loss": ((model(X[idx]) - y[idx]) ** 2).mean()}, len(idx))
+
+    saved = {}
+
+    def checkpoint(state):
+        if state["steps"] == crash_at:
+            saved.update(state=copy.deepcopy(state), weights=copy.deepcopy(model.state_dict()))
+            raise KeyboardInterrupt
+
+    logged = []
+    cfg = LoopConfig("toy", epochs=epochs, batch_size=1, lr=0.05, weight_decay=0.1, max_grad_norm=0.5,
+                     checkpoint_every=1, **kw)
+    result = None
+    try:
+        result = run_loop(model, plan, cfg, step, seed_everything(3), logged.append, resume=resume,
+                          checkpoint=checkpoint)
+    except KeyboardInterrupt:
+        pass
+    records = [{k: v for k, v in r.items() if k != "tokens_per_s"} for r in logged]
+    return records, result, model.state_dict(), saved
+
+
+@pytest.mark.parametrize("crash_at", [5, 11])
+def test_a_loop_resumed_from_its_checkpoint_equals_the_uninterrupted_loop_step_for_step(crash_at):
+    """Every piece of the loop's state comes back from the checkpoint: the plan and position,
+    the optimiser and schedule (the warm-up sized by the first epoch), the RNG streams (dropout,
+    the next epoch's plan), the step count and the partial epoch's loss sums."""
+    whole, result, weights, _ = _toy_loop()
+    first, _, _, saved = _toy_loop(crash_at=crash_at)
+    assert saved and first == whole[:crash_at]
+    torch.manual_seed(1234)  # the resumed process's own state is replaced by the checkpoint's
+    rest, resumed, resumed_weights, _ = _toy_loop(resume=saved["state"], weights=saved["weights"])
+    assert rest == whole[crash_at:]
+    assert resumed.steps == result.steps and resumed.epoch_means == result.epoch_means
+    assert resumed.tokens == result.tokens and resumed.last == result.last
+    for k in weights:
+        assert torch.equal(resumed_weights[k], weights[k]), k
+
+
+@pytest.mark.parametrize("max_steps, want", [(0, [(3, 3), (6, 6)]), (6, [(3, 3)])])
+def test_checkpoints_are_saved_every_checkpoint_every_steps_and_not_once_max_steps_is_reached(max_steps, want):
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    model = nn.Linear(2, 1)
+    saved = []
+
+    def step(idx, number):
+        return StepResult({"loss": model(torch.ones(1, 2)).sum() ** 2}, 1)
+
+    cfg = LoopConfig("toy", epochs=1, batch_size=1, lr=0.01, weight_decay=0.0, max_grad_norm=1.0, checkpoint_every=3,
+                     max_steps=max_steps)
+    run_loop(model, lambda g: [[i] for i in range(8)], cfg, step, seed_everything(0), lambda r: None,
+             checkpoint=lambda state: saved.append((state["steps"], state["position"])))
+    assert saved == want  # at max_steps the stage is done: its save is the stage's own
+
+
+def test_the_seed_decides_the_data_order_and_the_global_random_streams():
+    import random
+
+    import numpy as np
+
+    from sparse_adapt.training.loop import seed_everything
+
+    def draws(seed):
+        g = seed_everything(seed)
+        return (torch.randperm(20, generator=g).tolist(), torch.rand(3).tolist(), random.random(), float(np.random.rand()))
+
+    assert draws(7) == draws(7)
+    one, other = draws(7), draws(8)
+    assert all(a != b for a, b in zip(one, other))  # each stream follows the seed, the plan's generator too
+
+
+def test_biases_and_layer_norm_weights_take_no_weight_decay_and_frozen_weights_are_not_optimised():
+    from sparse_adapt.training.loop import make_optimizer
+
+    model = nn.Sequential(nn.Linear(3, 2), nn.LayerNorm(2), nn.Linear(2, 2))
+    model[2].weight.requires_grad_(False)
+    opt = make_optimizer(model, lr=1e-3, weight_decay=0.5)
+    decay, no_decay = opt.param_groups
+    assert decay["weight_decay"] == 0.5 and no_decay["weight_decay"] == 0.0
+    assert [id(p) for p in decay["params"]] == [id(model[0].weight)]
+    assert [id(p) for p in no_decay["params"]] == [id(model[0].bias), id(model[1].weight), id(model[1].bias),
+                                                   id(model[2].bias)]
+
+
+def test_an_infinite_loss_with_a_finite_gradient_stops_before_the_step():
+    """loss + inf has the loss's own (finite) gradient: only the loss check can catch it."""
+    from sparse_adapt.errors import NonFiniteError
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, shuffled_batches
+
+    model = nn.Linear(2, 1)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def step(idx, n):
+        return StepResult({"loss": model(torch.ones(1, 2)).sum() + math.inf}, 1)
+
+    cfg = LoopConfig("toy", epochs=1, batch_size=1, lr=0.1, weight_decay=0.0, max_grad_norm=1.0)
+    with pytest.raises(NonFiniteError, match=r"toy: epoch 1, step 1: the loss is not finite \(loss=inf\)"):
+        run_loop(model, shuffled_batches(2, 1), cfg, step, torch.Generator().manual_seed(0), log=lambda r: None)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_steps_train_with_dropout_on_and_the_epoch_callback_sees_it_off():
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
+    model.eval()  # as a loaded model comes
+    modes = []
+
+    def step(idx, number):
+        modes.append(("step", model.training))
+        return StepResult({"loss": model(torch.ones(1, 2)).sum() ** 2}, 1)
+
+    def on_epoch_end(epoch):
+        modes.append(("epoch", model.training))
+        return False
+
+    cfg = LoopConfig("toy", epochs=2, batch_size=1, lr=0.01, weight_decay=0.0, max_grad_norm=1.0)
+    run_loop(model, lambda g: [[0], [1]], cfg, step, seed_everything(0), lambda r: None, on_epoch_end=on_epoch_end)
+    assert modes == [("step", True), ("step", True), ("epoch", False)] * 2 and not model.training
+
+
+def test_each_steps_gradient_is_clipped_to_max_grad_norm_before_the_optimiser_steps(monkeypatch):
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    model = nn.Linear(2, 1)
+    norms, adamw_step = [], torch.optim.AdamW.step
+
+    def spy(self, *args, **kwargs):
+        norms.append(float(torch.cat([p.grad.flatten() for p in model.parameters()]).norm()))
+        return adamw_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", spy)
+
+    def step(idx, number):  # a gradient of norm ~100 or more
+        return StepResult({"loss": 100.0 * model(torch.ones(1, 2)).sum()}, 1)
+
+    cfg = LoopConfig("toy", epochs=1, batch_size=1, lr=0.01, weight_decay=0.0, max_grad_norm=0.25)
+    run_loop(model, lambda g: [[0], [1]], cfg, step, seed_everything(0), lambda r: None)
+    assert norms == [pytest.approx(0.25, rel=1e-4)] * 2
+
+
+def test_a_step_cap_inside_a_longer_later_epoch_is_where_the_rate_decays_to():
+    """Epochs of 4 then 8 steps under a cap of 10: the second epoch moves the horizon to the cap,
+    not to the 12 steps its length plans, so the last step runs at (10 - 9) / (10 - 1) of lr."""
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    model = nn.Linear(2, 1)
+    plans, logged = iter([4, 8]), []
+
+    def step(indices, number):
+        return StepResult({"loss": model(torch.ones(1, 2)).sum() ** 2}, 1)
+
+    cfg = LoopConfig("t", epochs=2, batch_size=1, lr=1.0, weight_decay=0.0, max_grad_norm=1e9, step_cap=10)
+    run_loop(model, lambda g: [[i] for i in range(next(plans))], cfg, step, seed_everything(0), logged.append)
+    lrs = [r["lr"] for r in logged if "step" in r]
+    assert lrs[4:] == pytest.approx([(10 - s) / 9 for s in range(4, 10)])  # warm-up: 1 step of the first 8

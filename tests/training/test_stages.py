@@ -469,3 +469,61 @@ def test_warmup_closes_the_corpus_file_it_reads(tiny_dir, inputs, tmp_path):
         gc.collect()
     assert (tmp_path / "run" / "warmup").is_dir()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning) and "docs.jsonl" in str(w.message)]
+
+
+@pytest.mark.parametrize("warmup_focused, dictionary_focused", [(False, True), (True, False)])
+def test_the_mlm_stages_mask_text_pieces_only_and_force_domain_tokens_as_each_section_says(
+    tiny_dir, inputs, tmp_path, monkeypatch, warmup_focused, dictionary_focused
+):
+    """[CLS], [SEP] and padding are never picked. Warmup forces every domain token only with
+    warmup.domain_focused; the dictionary stage always masks the entry's own term and, with
+    dictionary.domain_focused, another domain term its entry names ("API" in Zorblatt's)."""
+    seen = []
+    real = stages_mod.mask_tokens
+
+    def spy(ids, maskable, **kw):
+        seen.append((ids.clone(), maskable.clone(), kw["always"]))
+        return real(ids, maskable, **kw)
+
+    monkeypatch.setattr(stages_mod, "mask_tokens", spy)
+    entries = [{**DICTIONARY[0], "definition": "the API tracking of corporate spending"}, DICTIONARY[1]]
+    inputs = {**inputs, "dictionary": _jsonl(tmp_path / "dict2.jsonl", entries)}
+    cfg = {"warmup": {"epochs": 1, "batch_size": 3, "max_steps": 1, "domain_focused": warmup_focused},
+           "dictionary": {"epochs": 1, "batch_size": 2, "max_steps": 1, "domain_focused": dictionary_focused}}
+    run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages="extend,warmup,dictionary",
+                 config=config_from_dict(cfg), **inputs)
+    model = SpladeEncoder.from_pretrained(tmp_path / "run" / "dictionary")
+    tok, domain = model.tokenizer, torch.tensor(model.domain_token_ids)
+    zorblatt, api = tok.convert_tokens_to_ids("zorblatt"), tok.convert_tokens_to_ids("api")
+    assert len(seen) == 2
+    for ids, maskable, _ in seen:
+        special = torch.isin(ids, torch.tensor(tok.all_special_ids))
+        assert (ids == tok.pad_token_id).any()  # texts of other lengths: padding to leave alone
+        assert torch.equal(maskable, ~special)
+    (w_ids, _, w_always), (d_ids, _, d_always) = seen
+    if warmup_focused:
+        assert torch.equal(w_always, torch.isin(w_ids, domain))
+    else:
+        assert w_always is None
+    [row] = [r for r in range(len(d_ids)) if (d_ids[r] == zorblatt).any()]
+    assert d_always[row][d_ids[row] == zorblatt].all()  # the entry's own term: always
+    assert d_always[row][d_ids[row] == api].tolist() == [dictionary_focused]
+
+
+def test_a_distill_batch_encodes_each_candidate_once_and_masks_only_the_padding(tiny_bert, tmp_path):
+    """q1 ranks d1, d3, d2 and q2 ranks d2, d1: three documents encoded, q2's short list padded
+    with -1, and every real candidate (d1 at row 0 too) inside the loss's mask."""
+    from sparse_adapt.data import load_train
+
+    batch = load_train(_jsonl(tmp_path / "train.jsonl", TRAIN))
+    got = {}
+
+    def loss_fn(**kw):
+        got.update(kw)
+        return {"total": torch.tensor(0.0)}
+
+    stages_mod.DistillStage._step(tiny_bert, batch, loss_fn, [], 1)
+    assert got["doc_index"].tolist() == [[0, 1, 2], [2, 0, -1]]
+    assert got["mask"].tolist() == [[True, True, True], [True, True, False]]
+    assert got["teacher"].tolist() == [[10.0, 8.0, -8.0], [10.0, -8.0, 0.0]]
+    assert got["doc_weights"].shape[0] == 3 and got["query_weights"].shape[0] == 2
