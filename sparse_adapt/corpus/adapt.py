@@ -95,7 +95,10 @@ def write_jsonl(path: Path, records: list[dict]) -> None:
 
 
 def _split_heldout(records: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(train, held out): every HOLDOUT_EVERY-th record, at least one, never all."""
+    """(train, held out): every HOLDOUT_EVERY-th record, at least one, never all: of 2 or more
+    records, which ``make_train`` guarantees (it refuses fewer, naming the cause)."""
+    if len(records) < 2:
+        raise ValueError(f"{len(records)} pseudo-labelled records cannot be split into train and held out")
     held_at = {i for i in range(len(records)) if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1} or {len(records) - 1}
     return [r for i, r in enumerate(records) if i not in held_at], [records[i] for i in sorted(held_at)]
 
