@@ -248,26 +248,30 @@ def test_a_stopped_pretraining_resumes_from_its_checkpoint_and_equals_an_unbroke
     assert record["resumed_at"] == 6 and reference["resumed_at"] is None and not partial.exists()
 
 
-def test_a_checkpoint_of_another_pretraining_is_discarded(tiny_dir, tmp_path, monkeypatch):
-    from sparse_adapt.progress import Hooks
+def _cut_pretraining(tiny_dir, out, monkeypatch) -> GeneralConfig:
+    """Pretrain 6 steps (a checkpoint every 2) into ``out``, cut by a power failure at step 4; its config."""
     from tests.training.test_resume import PowerCut, _cut_at
 
     cfg = GeneralConfig(steps=6, batch_size=4, lr=3e-3, kd=0.0, checkpoint_every=2)
-    out = tmp_path / "run"
     with monkeypatch.context() as m:
         _cut_at(m, 4)
         with pytest.raises(PowerCut):
             run_general(tiny_dir, out, cfg, seed=0, pairs=PAIRS)
+    return cfg
+
+
+def test_a_checkpoint_of_another_pretraining_is_discarded(tiny_dir, tmp_path, monkeypatch):
+    from sparse_adapt.progress import Hooks
+
+    out = tmp_path / "run"
+    cfg = _cut_pretraining(tiny_dir, out, monkeypatch)
     said: list[str] = []
     run_general(tiny_dir, out, cfg, seed=1, pairs=PAIRS, hooks=Hooks(message=said.append))  # another seed
     assert any("run.partial was saved by another base, seed, setting, teacher or set of pairs: discarded" in m for m in said)
     assert not any("resuming" in m for m in said) and json.loads((out / RECORD).read_text())["resumed_at"] is None
     # the same name, other weights (a base rebuilt in place): not resumed either
     shutil.rmtree(out)
-    with monkeypatch.context() as m:
-        _cut_at(m, 4)
-        with pytest.raises(PowerCut):
-            run_general(tiny_dir, out, cfg, seed=0, pairs=PAIRS)
+    _cut_pretraining(tiny_dir, out, monkeypatch)
     make_tiny_bert(seed=1).save_pretrained(tiny_dir)
     said.clear()
     run_general(tiny_dir, out, cfg, seed=0, pairs=PAIRS, hooks=Hooks(message=said.append))
@@ -320,14 +324,9 @@ def test_a_checkpoint_is_resumed_only_under_the_weight_settings_it_was_saved_wit
     from dataclasses import replace
 
     from sparse_adapt.progress import Hooks
-    from tests.training.test_resume import PowerCut, _cut_at
 
-    cfg = GeneralConfig(steps=6, batch_size=4, lr=3e-3, kd=0.0, checkpoint_every=2)
     out = tmp_path / "run"
-    with monkeypatch.context() as m:
-        _cut_at(m, 4)
-        with pytest.raises(PowerCut):
-            run_general(tiny_dir, out, cfg, seed=0, pairs=PAIRS)
+    cfg = _cut_pretraining(tiny_dir, out, monkeypatch)
     said: list[str] = []
     run_general(tiny_dir, out, replace(cfg, **changed), seed=0, pairs=PAIRS, hooks=Hooks(message=said.append))
     assert any("resuming at step 2" in m for m in said) == resumed
