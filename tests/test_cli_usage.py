@@ -3,11 +3,14 @@ one line and exit code 2, like every other mistake in what a user passes."""
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
+import typer
 
 from sparse_adapt.cli import main
+from sparse_adapt.errors import ConfigError, SparseAdaptError
 
 
 @pytest.mark.parametrize("argv, line", [
@@ -141,3 +144,75 @@ def test_version_prints_the_packages_version_from_pyproject(capsys):
     version = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"sparse-adapt {version}\n"
+
+
+def _raising(exc):
+    def app(**kwargs):
+        raise exc
+    return app
+
+
+@pytest.mark.parametrize("exc, code, line", [
+    (ConfigError("bad --k\nerror: forged"), 2, r"error: bad --k\nerror: forged"),  # one line, the break shown
+    (OSError(errno.ENOSPC, "No space left on device", "out/model.safetensors"), 2,
+     "error: No space left on device: out/model.safetensors"),
+    (OSError(errno.ENAMETOOLONG, "File name too long", "x" * 300), 2, f"error: File name too long: {'x' * 300}"),
+    (OSError(errno.ELOOP, "Too many levels of symbolic links", "loop"), 2,
+     "error: Too many levels of symbolic links: loop"),
+    (typer.Abort(), 1, "error: aborted"),
+    (SystemExit("stopped by a library"), 1, None),
+    (SystemExit(3), 3, None),
+    (SystemExit(None), 0, None),
+], ids=["user error", "disk full", "name too long", "symlink loop", "abort", "exit with a message", "exit code",
+        "exit none"])
+def test_each_kind_of_failure_has_its_exit_code_and_at_most_one_line(monkeypatch, capsys, exc, code, line):
+    """User errors and a full disk: one red line, code 2; click's Abort: code 1; SystemExit keeps its code
+    (a message is 1)."""
+    import sparse_adapt.cli as cli
+
+    monkeypatch.setattr(cli, "app", _raising(exc))
+    assert main(["encode", "x"]) == code
+    err = capsys.readouterr().err
+    assert err.splitlines() == ([line] if line else [])
+
+
+def test_an_error_carrying_another_programs_log_shows_it_under_the_one_line(monkeypatch, capsys):
+    import sparse_adapt.cli as cli
+
+    e = SparseAdaptError("indexing failed")
+    e.log = "java.lang.OutOfMemoryError: Java heap space\nCaused by: the index writer"
+    monkeypatch.setattr(cli, "app", _raising(e))
+    assert main(["index"]) == 2
+    assert capsys.readouterr().err.splitlines() == ["error: indexing failed", "java.lang.OutOfMemoryError: Java heap "
+                                                    "space", "Caused by: the index writer"]
+
+
+@pytest.mark.parametrize("exc", [ValueError("a bug"), OSError(errno.ENOENT, "No such file or directory", "x")])
+def test_a_failure_that_is_no_users_mistake_keeps_its_traceback(monkeypatch, exc):
+    """A bug, or an OSError that is neither a write failure nor a path the system refuses, is not
+    dressed as one red line: it propagates."""
+    import sparse_adapt.cli as cli
+
+    monkeypatch.setattr(cli, "app", _raising(exc))
+    with pytest.raises(type(exc)):
+        main(["encode", "x"])
+
+
+def test_our_warnings_are_one_line_and_others_keep_pythons_format(monkeypatch, capsys):
+    import warnings
+
+    import sparse_adapt.cli as cli
+    from sparse_adapt.errors import SparseAdaptWarning
+
+    def app(**kwargs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("a key\nwarning: forged", SparseAdaptWarning)
+
+    monkeypatch.setattr(cli, "app", app)
+    assert main(["encode", "x"]) == 0
+    assert capsys.readouterr().err.splitlines() == [r"warning: a key\nwarning: forged"]
+    seen = []
+    show = cli._one_line_warnings(lambda *args: seen.append(args))
+    show("theirs", UserWarning, "their.py", 3)
+    assert seen == [("theirs", UserWarning, "their.py", 3, None, None)]

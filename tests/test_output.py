@@ -159,3 +159,37 @@ def test_the_feedback_options_help_gives_the_defaults_feedback_uses():
     for option, value in ((output.FEEDBACK_DOCS_OPTION, default.docs), (output.FEEDBACK_WEIGHT_OPTION, default.weight),
                           (output.FEEDBACK_TERMS_OPTION, default.terms)):
         assert f"(default {value})" in option.help
+
+
+def test_terminal_safe_keeps_line_breaks_and_tabs_and_one_line_shows_a_break_as_backslash_n():
+    assert output.terminal_safe("a\tb\nc\x1b[31md\x07") == "a\tb\nc\\x1b[31md\\x07"
+    assert output.one_line("a\tb\nc") == "a\tb\\nc"
+
+
+@pytest.mark.parametrize("value", ["runs/", "runs/.", "runs/..", ".."])
+def test_a_file_option_naming_a_folder_is_refused(value):
+    import typer
+
+    with pytest.raises(typer.BadParameter, match="names a folder; give the path of a file"):
+        output._file_path(value)
+    assert output._file_path("runs/run.trec").name == "run.trec"
+
+
+def test_a_thread_count_up_to_four_per_cpu_is_taken_and_one_more_is_refused(monkeypatch):
+    from sparse_adapt.errors import ConfigError
+
+    monkeypatch.setattr("os.cpu_count", lambda: 3)
+    output.check_thread_count("--threads", 12)
+    output.check_thread_count("--threads", None)
+    with pytest.raises(ConfigError, match=r"--threads 13 is more than 4x this machine's 3 CPUs; give at most 12"):
+        output.check_thread_count("--threads", 13)
+
+
+def test_a_text_argument_must_be_visible_and_valid_unicode():
+    from sparse_adapt.errors import ConfigError
+
+    assert output.require_text("database timeout", "query") == "database timeout"
+    with pytest.raises(ConfigError, match="the query is empty"):
+        output.require_text("\u200b ", "query")
+    with pytest.raises(ConfigError, match="the query is not valid UTF-8"):
+        output.require_text("caf\udce9", "query")

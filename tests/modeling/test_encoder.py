@@ -540,3 +540,92 @@ def test_a_domain_token_id_equal_to_the_vocabulary_size_is_beyond_it(tmp_path):
     SpladeSettings(domain_token_ids=[0, 9]).check_token_ids(tmp_path, 10)  # ids 0-9 name the 10 tokens
     with pytest.raises(ModelLoadError, match="'domain_token_ids': 10 is beyond the tokenizer's 10 tokens"):
         SpladeSettings(domain_token_ids=[3, 10]).check_token_ids(tmp_path, 10)
+
+
+class _LengthTokenizer:
+    """A stand-in tokenizer for the batching loop: a text of n characters is n pieces (id 7),
+    cut at ``max_length``; it records how many texts each call tokenised."""
+
+    pad_token_id = 3
+
+    def __init__(self):
+        self.calls: list[int] = []
+
+    def __call__(self, texts, truncation, max_length):
+        self.calls.append(len(texts))
+        return {"input_ids": [[7] * (min(len(t), max_length) if truncation else len(t)) for t in texts]}
+
+
+def test_length_sorted_batches_sort_within_windows_of_64_batches_and_name_each_text_by_its_input_index():
+    """130 texts at batch size 2: one window of 128 texts, then one of 2; each window longest
+    first (ties in input order), positions counted from the start of the input, padding right."""
+    from sparse_adapt.modeling.batching import length_sorted_batches
+
+    texts = ["a" * (i % 5 + 1) for i in range(130)]  # lengths 1, 2, 3, 4, 5, 1, 2, ...
+    tokenizer = _LengthTokenizer()
+    batches = list(length_sorted_batches(tokenizer, texts, max_length=4, batch_size=2))
+    assert tokenizer.calls == [128, 2]  # a window at a time, never the whole input
+    positions = [p for chosen, _, _ in batches for p in chosen]
+    assert sorted(positions) == list(range(130)) and set(positions[:128]) == set(range(128))
+    # first window: lengths cut at 4, so 3, 4, 8, 9, ... (length 4 and 5 -> 4 pieces) come first, in input order
+    assert batches[0][0] == [3, 4]
+    assert batches[-1][0] == [128, 129]  # lengths 4 and 5, both cut to 4: a tie keeps input order
+    last_of_first_window = batches[63][0]
+    assert last_of_first_window == [120, 125]  # the last two length-1 texts of the first 128
+    chosen, input_ids, attention_mask = batches[-2]
+    assert input_ids.shape == attention_mask.shape == (2, 1)
+    # a batch of two lengths pads the shorter on the right with the tokenizer's pad id
+    mixed = list(length_sorted_batches(_LengthTokenizer(), ["ab", "abcd"], max_length=8, batch_size=2))
+    ((chosen, ids, mask),) = mixed
+    assert chosen == [1, 0]
+    assert ids.tolist() == [[7, 7, 7, 7], [7, 7, 3, 3]] and mask.tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
+    assert ids.dtype == mask.dtype == np.int64
+
+
+def _weigh_by_length(input_ids, attention_mask):
+    """(B, L) -> (B, 8): weight 1 on the column of each text's number of pieces."""
+    w = np.zeros((input_ids.shape[0], 8), dtype=np.float32)
+    for row, n in enumerate(attention_mask.sum(axis=1)):
+        w[row, n] = 1.0
+    return w
+
+
+def test_encode_texts_returns_rows_in_input_order_and_an_empty_input_as_zero_rows_of_the_vocabulary():
+    from sparse_adapt.modeling.batching import encode_texts
+
+    texts = ["aa", "aaaa", "a", "aaa", "aaaaa"]  # encoded as [4, 1], [3, 0], [2] (longest first)
+    got = encode_texts(texts, kind="document", tokenizer=_LengthTokenizer(), max_length=5, vocab_size=8,
+                       weigh=_weigh_by_length, batch_size=2, progress=None, max_active_dims=None)
+    assert got.shape == (5, 8) and got.dtype == np.float32
+    assert [int(got[i].indices[0]) for i in range(5)] == [2, 4, 1, 3, 5]
+    empty = encode_texts([], kind="document", tokenizer=_LengthTokenizer(), max_length=5, vocab_size=8,
+                         weigh=_weigh_by_length, batch_size=2, progress=None, max_active_dims=None)
+    assert empty.shape == (0, 8) and empty.nnz == 0
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_encode_texts_refuses_a_nan_or_infinite_weight_naming_the_text_by_its_input_index(bad):
+    """The bad text is the second, shorter one of its batch: the message names its input index,
+    not its row in the batch nor the batch's first text."""
+    from sparse_adapt.modeling.batching import encode_texts
+
+    texts = ["a" * n for n in (6, 1, 5, 2, 4, 3)]  # batches [0, 2], [4, 5], [3, 1]
+
+    def weigh(input_ids, attention_mask):
+        w = _weigh_by_length(input_ids, attention_mask)
+        w[attention_mask.sum(axis=1) == 3, 7] = bad  # the text of three pieces: #5, row 1 of [4, 5]
+        return w
+
+    with pytest.raises(NonFiniteError, match=r"weights for query #5 "):
+        encode_texts(texts, kind="query", tokenizer=_LengthTokenizer(), max_length=8, vocab_size=8, weigh=weigh,
+                     batch_size=2, progress=None, max_active_dims=None)
+
+
+def test_across_sort_windows_rows_still_come_back_in_input_order(tiny_bert, monkeypatch):
+    """A window of one batch: the second window's texts are named from the start of the input, not of the window."""
+    from sparse_adapt.modeling import batching
+
+    monkeypatch.setattr(batching, "SORT_WINDOW_BATCHES", 1)
+    together = tiny_bert.encode(TEXTS, batch_size=2).toarray()
+    singles = np.vstack([tiny_bert.encode([t]).toarray() for t in TEXTS])
+    np.testing.assert_allclose(together, singles, atol=1e-5)

@@ -12,7 +12,7 @@ from sparse_adapt.cli import main
 from sparse_adapt.data import load_documents, load_queries
 from sparse_adapt.errors import ModelLoadError, NonFiniteError
 from sparse_adapt.modeling.onnx import (
-    ONNX_FILE, TOLERANCE, OnnxExportError, OnnxMeta, OnnxSpladeEncoder, PooledSplade, compare, export_onnx, verify_export,
+    ONNX_FILE, TOLERANCE, Agreement, OnnxExportError, OnnxMeta, OnnxSpladeEncoder, PooledSplade, compare, export_onnx, verify_export,
 )
 from tests.conftest import make_tiny_bert
 
@@ -137,6 +137,7 @@ def test_a_directory_without_an_export_is_one_clear_error(tmp_path):
 
 @pytest.mark.parametrize("damage, message", [
     ("meta", "sparse_adapt_onnx.json: not the metadata"),
+    ("fields", "sparse_adapt_onnx.json: not the metadata `sparse-adapt onnx` writes (TypeError"),
     ("graph", "cannot load the ONNX export (InvalidProtobuf"),
 ])
 def test_a_damaged_export_is_one_clear_error(exported, tmp_path, damage, message):
@@ -146,6 +147,8 @@ def test_a_damaged_export_is_one_clear_error(exported, tmp_path, damage, message
     shutil.copytree(exported[1], copy)
     if damage == "meta":
         (copy / "sparse_adapt_onnx.json").write_text("{oops")
+    elif damage == "fields":  # JSON, but with a field the export never writes
+        (copy / "sparse_adapt_onnx.json").write_text('{"source": "m", "colour": "blue"}')
     else:
         (copy / ONNX_FILE).write_bytes((copy / ONNX_FILE).read_bytes()[:100])
     with pytest.raises(ModelLoadError, match=message.replace("(", "\\(")):
@@ -302,3 +305,48 @@ def test_onnx_runtime_writes_no_telemetry_into_the_home_folder_unless_asked(expo
     if setting is None:
         assert not (tmp_path / "home" / ".cache" / "Microsoft").exists()
         assert not (tmp_path / "xdg" / "Microsoft").exists()
+
+
+def test_compare_counts_top_k_ids_in_order_non_zero_sets_and_the_largest_absolute_difference():
+    """Hand-worked: row 0 has the same three terms, 2 and 3 swapped in rank; row 1 gains a
+    term (id 4, weight 2) that outranks its only one."""
+    import scipy.sparse as sp
+
+    a = sp.csr_matrix(np.array([[0, 3, 2, 1, 0], [1, 0, 0, 0, 0]], dtype=np.float32))
+    b = sp.csr_matrix(np.array([[0, 3, 1, 2, 0], [1, 0, 0, 0, 2]], dtype=np.float32))
+    got = compare(a, b)
+    assert got.max_abs_diff == 2.0  # |0 - 2| at (1, 4): a difference where b is the larger counts too
+    assert got.top_identical == 0 and got.rows == 2  # [1, 2, 3] vs [1, 3, 2]; [0] vs [4, 0]
+    assert got.same_nonzeros is False  # row 0's sets agree, row 1's do not
+    assert compare(a, b, k=1).top_identical == 1  # the top term alone: row 0 agrees
+    assert compare(a, a) == Agreement(0.0, 2, 2, True)
+
+
+@pytest.mark.parametrize("agreement, refused", [
+    (Agreement(2e-4, 4, 4, True), True),  # every top-10 identical, but beyond the tolerance
+    (Agreement(5e-5, 3, 4, True), True),  # within the tolerance, but one text's top-10 differs
+    (Agreement(5e-5, 4, 4, False), False),  # a weight near zero on one side only: within the tolerance is fine
+])
+def test_verification_refuses_a_difference_beyond_the_tolerance_or_any_differing_top10(
+    exported, monkeypatch, agreement, refused,
+):
+    from sparse_adapt.modeling import onnx as onnx_module
+
+    splade, out, _ = exported
+    monkeypatch.setattr(onnx_module, "compare", lambda a, b: agreement)
+    if refused:
+        with pytest.raises(OnnxExportError, match=rf"max \|diff\| {agreement.max_abs_diff:.2e} \(tolerance 1e-04\), "
+                                                  rf"top-10 identical for {agreement.top_identical}/4 texts"):
+            verify_export(splade, out)
+    else:
+        assert verify_export(splade, out) is agreement
+    assert TOLERANCE == 1e-4
+
+
+def test_the_thread_count_reaches_onnx_runtime_and_the_vocabulary_list_is_the_callers_copy(exported):
+    _, out, _ = exported
+    onnx = OnnxSpladeEncoder(out, threads=1)
+    assert onnx.session.get_session_options().intra_op_num_threads == 1
+    vocab = onnx.id_to_token()
+    vocab.clear()  # the caller's list: the encoder's own is untouched
+    assert len(onnx.id_to_token()) == onnx.vocab_size

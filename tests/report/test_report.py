@@ -515,3 +515,83 @@ def test_the_reproduce_commands_run_from_the_reports_folder(report_dir, capsys, 
     capsys.readouterr()
     assert main([*first[1:], "--json"]) == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out) == report_dir["json"]["stages"][-1]["metrics"]
+
+
+def _hand_report():
+    """Two stages, hand-picked numbers: every table of report.md can be read off by eye."""
+    from sparse_adapt.report.criteria import Criterion
+    from sparse_adapt.report.results import Explained, Report, StageResult
+
+    def stage(name, stages, ndcg, held, weight, rank, statuses):
+        crit = [Criterion(f"c{i}", f"criterion {i}", "yes", "a|b" if i == 0 else "no", st)
+                for i, st in enumerate(statuses)]
+        return StageResult(
+            name=name, stages=stages, model="offline-minilm" if name == REFERENCE else f"/work/runs/{name}/final",
+            metrics={"ndcg@10": ndcg, "mrr@10": 0.5, "recall@5": 0.25}, heldout_metrics=held,
+            groups={"domain-semantic": {"queries": 1, "ndcg@10": ndcg}, "held-out semantic": {"queries": 1, "ndcg@10": None},
+                    "control": {"queries": 2, "ndcg@10": 0.75}},
+            per_query={"q10": 0.1, "q2": 0.2, "q11": ndcg, "q30": 0.3, "q9": 0.9},
+            top={}, terms={"Gatrocraptic": _term(weight=weight, rank=rank), "API": _term(term="API", single_token=False,
+                                                                                           pieces=["a", "##pi"])},
+            criteria=crit,
+            sparsity={"doc_nonzero_mean": 12.26, "doc_nonzero_median": 11.0, "query_nonzero_mean": 5.5,
+                      "query_nonzero_median": 4.0, "flops": 3.14159},
+            explanations={"q11": [Explained(1, "d21", 4.5, [("gat", 2.25)]), Explained(2, "d6", 1.0, [])]},
+            judged={"queries": 3, "held-out queries": 2},
+        )
+
+    return Report(
+        schema="sparse-adapt.report/1", created="2026-01-01T00:00:00", primary_term="Gatrocraptic",
+        inputs={"base": "offline-minilm", "seed": 0, "corpus": "/work/data/docs.jsonl", "queries": "/work/data/q.jsonl",
+                "qrels": "/work/data/qrels.txt", "terms": "/work/data/terms.json",
+                "heldout_queries": "/work/data/hq.jsonl", "heldout_qrels": "/work/data/hqrels.txt"},
+        primary_term_reason="most frequent in the relevant documents",
+        groups={"domain-semantic": ["q11"], "held-out semantic": ["q30"], "control": ["q2", "q10"]},
+        groups_source="file", notes=[], relevant={"q11": ["d21"]},
+        stages=[stage(REFERENCE, [], 0.25, None, 0.5, None, [PASS, FAIL, NA]),
+                stage("H1", ["distill"], 0.6251, {"ndcg@10": 0.125, "mrr@10": 0.0, "recall@5": 1.0}, 2.3333, 1,
+                      [PASS, PASS, NA])],
+    )
+
+
+def test_report_markdown_tables_read_off_a_hand_made_report():
+    """Every table's rows, columns, rounding and order, on numbers picked to tell them apart."""
+    from pathlib import Path
+
+    from sparse_adapt.report.markdown import render_markdown
+
+    md = render_markdown(_hand_report(), out=Path("/work/report")).splitlines()
+    summary = md.index("| Stage | Pipeline | Hypothesis | Criteria passed | nDCG@10 (3 queries) | nDCG@10 domain-semantic (1) "
+                       "| nDCG@10 held-out semantic (1) |")
+    assert md[summary + 2].startswith("| base | — | Reference: the base model, untrained on the domain. | 1/2 | 0.2500 | 0.2500 | — |")
+    assert md[summary + 3].startswith("| H1 | distill | Fine-tuning (distillation) alone teaches the domain. | 2/2 | 0.6251 "
+                                      "| 0.6251 | — |")
+    assert ("Domain-semantic queries (the spec's q11 role, read by the criteria): q11; held out, in the nDCG columns "
+            "only: q30.") in "\n".join(md)
+    assert "| criterion 0 | yes | a\\|b | ✅ PASSED |" in md and "| criterion 1 | yes | no | ❌ FAILED |" in md
+    quality = md.index("| Stage | ndcg@10 (3 queries) | mrr@10 (3 queries) | recall@5 (3 queries) | ndcg@10 (2 held-out) "
+                       "| mrr@10 (2 held-out) | recall@5 (2 held-out) |")
+    assert md[quality + 2] == "| base | 0.2500 | 0.5000 | 0.2500 | — | — | — |"
+    assert md[quality + 3] == "| H1 | 0.6251 | 0.5000 | 0.2500 | 0.1250 | 0.0000 | 1.0000 |"
+    assert "| control | 2 | 0.7500 | 0.7500 |" in md
+    assert "| H1 | **d21** (4.50: gat 2.25) | d6 (1.00: no shared token) |" in md  # relevant in bold
+    assert "| Stage | #1 | #2 | #3 | #4 | #5 |" in md
+    assert "| **Gatrocraptic** | d21 | 0.500 | 2.333 (#1) |" in md and "| API | d21 | pieces (2) | pieces (2) |" in md
+    assert "| H1 | 12.3 | 11.0 | 5.5 | 4.0 | 3.14 |" in md
+    per_query = md.index("| Query | Group | base | H1 |")
+    # by group as the groups file lists them, then natural order (q2 before q10), then ungrouped
+    assert [row.split(" | ")[0] for row in md[per_query + 2: per_query + 7]] == ["| q11", "| q30", "| q2", "| q10", "| q9"]
+    assert "Checkpoint `../runs/H1/final`." in md
+    commands = [line for line in md if line.startswith("sparse-adapt ")]
+    assert commands[:2] == [
+        "sparse-adapt evaluate --model ../runs/H1/final --docs ../data/docs.jsonl --queries ../data/q.jsonl "
+        "--qrels ../data/qrels.txt",
+        "sparse-adapt evaluate --model ../runs/H1/final --docs ../data/docs.jsonl --queries ../data/hq.jsonl "
+        "--qrels ../data/hqrels.txt",
+    ]
+    # the reference's built-in name is given as it is, not as a path
+    from sparse_adapt.report.markdown import reproduce_commands
+
+    report = _hand_report()
+    assert reproduce_commands(report, report.stages[0], Path("/work/report"))[0].startswith(
+        "sparse-adapt evaluate --model offline-minilm --docs ../data/docs.jsonl")

@@ -490,3 +490,28 @@ def test_a_saved_run_names_the_evaluated_queries_it_has_no_line_for(models, tmp_
     err = " ".join(capsys.readouterr().err.split())
     assert f"1 evaluated query retrieved no document and has no line in {run} (e.g. q2): trec_eval scores them only with -c" in err
     assert {line.split()[0] for line in run.read_text().splitlines()} == {q.qid for q in load_queries(GATROCRAPTIC.queries)} - {"q2"}
+
+
+def test_json_output_writes_nan_and_infinities_as_null():
+    from sparse_adapt.cli.evaluate import _json_safe
+
+    got = _json_safe({"p": float("nan"), "scores": [1.5, float("inf"), (float("-inf"), 2)], "n": 3, "s": "x"})
+    assert got == {"p": None, "scores": [1.5, None, [None, 2]], "n": 3, "s": "x"}
+    json.loads(json.dumps(got), parse_constant=lambda c: pytest.fail(f"bare {c} in the JSON"))
+
+
+def test_the_title_counts_the_judged_queries_and_a_compare_run_without_them_is_refused(models, tmp_path, capsys):
+    """Only q11 is judged: the title says 1 query, not the file's count; a run of other queries
+    has nothing to compare."""
+    qrels = tmp_path / "one.tsv"
+    qrels.write_text("".join(l for l in GATROCRAPTIC.qrels.read_text().splitlines(keepends=True) if l.startswith("q11 ")))
+    argv = ["evaluate", "--model", models[0], "--docs", str(GATROCRAPTIC.docs), "--queries", str(GATROCRAPTIC.queries),
+            "--qrels", str(qrels)]
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert ", 1 query (in memory)" in " ".join(capsys.readouterr().out.split())  # the title may wrap
+    other = tmp_path / "other.trec"
+    other.write_text("q1 Q0 d21 1 2.0 run\n")
+    assert main([*argv, "--compare", str(other)]) == 2
+    errors = [l for l in capsys.readouterr().err.splitlines() if not l.startswith("warning: ")]
+    assert errors == [f"error: --compare {other}: the run has none of the evaluated queries"]
