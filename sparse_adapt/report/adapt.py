@@ -108,6 +108,20 @@ def worse_than_base(rows: list[dict]) -> list[str]:
     return out
 
 
+def group_rows(name: str, groups: dict[str, list[str]], judged: dict[str, dict[str, int]],
+               runs: dict[str, dict[str, dict[str, float]]]) -> list[dict]:
+    """One row per query group of the set ``name``: its judged queries' count and each run's mean
+    nDCG@10 over them. An unjudged query is neither counted nor scored; a group with none is left out."""
+    rows = []
+    for group, qids in groups.items():
+        keep = [q for q in qids if q in judged]
+        if not keep:
+            continue
+        ndcg = {m: evaluate_run(judged, run, ["ndcg@10"], qids=keep)["ndcg@10"] for m, run in runs.items()}
+        rows.append({"set": name, "group": group, "queries": len(keep), **ndcg})
+    return rows
+
+
 def adapt_summary(
     result: AdaptResult, corpus: Path, base: str, yours: QuerySet | None = None, hooks: Hooks = SILENT,
 ) -> dict:
@@ -136,12 +150,7 @@ def adapt_summary(
         # the base with feedback too: training must beat what feedback alone gives the base
         runs["base_feedback"] = score_vectors(Q["base"], corpus_vectors["base"], qs, documents, Feedback())
         runs["feedback"] = score_vectors(Q["adapted"], corpus_vectors["adapted"], qs, documents, Feedback())
-        for group, qids in {"all": [q.qid for q in qs], **groups}.items():
-            keep = [q for q in qids if q in judged]
-            if not keep:
-                continue
-            ndcg = {m: evaluate_run(judged, run, ["ndcg@10"], qids=keep)["ndcg@10"] for m, run in runs.items()}
-            rows.append({"set": name, "group": group, "queries": len(keep), **ndcg})
+        rows.extend(group_rows(name, {"all": [q.qid for q in qs], **groups}, judged, runs))
     probe = load_queries(result.files.heldout_queries) if result.files.heldout_queries else None
     inspect = inspect_corpus(
         adapted, documents, probe, load_domain_terms(result.files.terms), model=str(result.final),

@@ -967,3 +967,19 @@ def test_every_fifth_pseudo_query_is_held_out_and_a_short_list_still_holds_one_o
     assert [r["qid"] for r in held] == ["q1"] and [r["qid"] for r in train] == ["q0"]
     with pytest.raises(ValueError, match="1 pseudo-labelled records cannot be split"):  # all held out, none to train
         _split_heldout(records[:1])
+
+
+def test_the_summary_rows_count_and_score_only_judged_queries_and_drop_a_group_with_none():
+    """q2's relevant d2 is ranked 2nd: nDCG@10 = (1/log2 3) / 1; q1's is 1st: 1. The unjudged
+    q3 is neither counted nor scored 0 in `all`, and the group holding only it has no row."""
+    import math
+
+    from sparse_adapt.report.adapt import group_rows
+
+    judged = {"q1": {"d1": 1}, "q2": {"d2": 1}}
+    run = {"q1": {"d1": 1.0}, "q2": {"d1": 2.0, "d2": 1.0}, "q3": {"d1": 1.0}}
+    rows = group_rows("held-out", {"all": ["q1", "q2", "q3"], "paraphrase": ["q3"], "named": ["q2"]}, judged,
+                      {"base": run, "adapted": {"q1": {"d1": 1.0}, "q2": {"d2": 1.0}}})
+    assert [(r["set"], r["group"], r["queries"]) for r in rows] == [("held-out", "all", 2), ("held-out", "named", 1)]
+    assert rows[0]["base"] == pytest.approx((1 + 1 / math.log2(3)) / 2) and rows[0]["adapted"] == pytest.approx(1.0)
+    assert rows[1]["base"] == pytest.approx(1 / math.log2(3))
