@@ -121,9 +121,9 @@ def test_encode_sorts_by_length_and_returns_input_order(tiny_bert, monkeypatch):
 
 
 def test_encode_sorts_within_windows(tiny_bert, monkeypatch):
-    from sparse_adapt.modeling import encoder as model
+    from sparse_adapt.modeling import batching
 
-    monkeypatch.setattr(model, "SORT_WINDOW_BATCHES", 1)  # windows of 2 texts
+    monkeypatch.setattr(batching, "SORT_WINDOW_BATCHES", 1)  # windows of 2 texts
     got = tiny_bert.encode(TEXTS, batch_size=2).toarray()
     want = np.vstack([tiny_bert.encode([t]).toarray() for t in TEXTS])
     np.testing.assert_allclose(got, want, atol=1e-6)
