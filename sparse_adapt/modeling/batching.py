@@ -77,5 +77,5 @@ def encode_texts(
         return sp.csr_matrix((0, vocab_size), dtype=np.float32)
     inverse = np.empty(n, dtype=np.int64)
     inverse[np.asarray(order)] = np.arange(n)  # input index -> encoded row
-    matrix = sp.vstack(rows, format="csr").astype(np.float32)[inverse]
+    matrix = sp.vstack(rows, format="csr")[inverse]  # float32 already: each batch was made so above
     return matrix if max_active_dims is None else keep_top(matrix, max_active_dims)

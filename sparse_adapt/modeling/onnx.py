@@ -300,7 +300,7 @@ class OnnxSpladeEncoder(VectorMethods):
         max_length = self.max_length(kind)
 
         def weigh(input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:  # (B, L), (B, L) -> (B, V)
-            return self.session.run([OUTPUT], {"input_ids": input_ids, "attention_mask": attention_mask})[0]
+            return self.session.run([OUTPUT], dict(zip(INPUTS, (input_ids, attention_mask))))[0]
 
         return encode_texts(texts, kind=kind, tokenizer=self.tokenizer, max_length=max_length,
                             vocab_size=self.vocab_size, weigh=weigh, batch_size=batch_size, progress=progress,
