@@ -62,7 +62,7 @@ def test_card_with_evaluation_numbers_and_written_atomically(tiny_bert, tmp_path
     assert sorted(p.name for p in final.iterdir()) == ["README.md"]
     # sealed: an edit anywhere, even only after the seal, makes it a card sparse-adapt did not write
     assert unedited_card(path) and card.endswith(" -->\n") and card.count("sha256 of the text above") == 1
-    for edited in (card.replace("0.7971", "0.80"), card + "our notes\n", card.replace(" -->\n", " -->")):
+    for edited in (card.replace("0.7971", "0.80"), card + "our notes\n", card.replace(" -->\n", " -->"), card + "\n"):
         path.write_text(edited, encoding="utf-8")
         assert not unedited_card(path), edited[-120:]
     path.write_bytes(b"\xff" + card.encode())
@@ -109,3 +109,51 @@ def test_the_domain_table_gives_bpe_terms_their_running_text_ids():
     assert f"| `the` | x | {vocab['Ġthe']} | no (already one token) |" in rows
     assert f"| `{bound}` | x | {vocab[bound]} | no (already one token) |" in rows
     assert f"| `gatrocraptic` | x | {ids['gatrocraptic']} | yes |" in rows and ids["gatrocraptic"] >= len(vocab)
+
+
+def test_a_relative_local_folder_shaped_like_a_hub_id_is_no_hub_base(tmp_path, monkeypatch):
+    # `--base org/model` from the folder that holds it: the card must not claim a Hub model of that name
+    (tmp_path / "org" / "model").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert hub_base_model("org/model") is None
+    assert hub_base_model("org/other") == "org/other"
+
+
+def test_stage_ends_of_a_run_without_a_log_or_with_blank_lines(tmp_path):
+    assert stage_ends(tmp_path / "train_log.jsonl") == []
+    log = tmp_path / "train_log.jsonl"
+    log.write_text("\n" + json.dumps(RECORDS[0]) + "\n\n  \n" + json.dumps(RECORDS[1]) + "\n")
+    assert stage_ends(log) == RECORDS
+
+
+def test_card_numbers_are_the_runs_own(tiny_bert):
+    """Each number a reader takes from the card, from a run whose values differ pairwise
+    (query 16 / document 48 tokens, interpolate 0.25)."""
+    mlm = {"event": "stage_end", "stage": "mlm", "seconds": 3.0, "final_epoch_loss": 2.5, "steps": 40, "epochs": 2}
+    extend = {**RECORDS[0], "added": ["gatrocraptic", "relay"]}
+    manifest = {**MANIFEST, "config": {"distill": {"interpolate": 0.25}}}
+    tiny_bert.settings.domain_token_ids = [7, 9]  # domain tokens of its own, without a term each
+    card = model_card(tiny_bert, manifest, [extend, mlm], {"q": {"ndcg@10": 0.5, "mrr@10": 0.625}})
+    # a markdown table needs a separator cell per column, the query-set one included
+    assert "| query set | mrr@10 | ndcg@10 |\n|---|---|---|\n| q | 0.6250 | 0.5000 |" in card
+    assert "- Maximum lengths: queries 16, documents 48 tokens" in card
+    assert f"- Vocabulary: {tiny_bert.vocab_size} tokens, 2 of them domain tokens" in card
+    assert "# max_length: 16 for queries, 48 for documents" in card
+    assert "These weights are 0.75 x the distilled model + 0.25 x the run's starting point" in card
+    assert f"- corpus: `{'ab' * 32}`" in card
+    assert "| mlm | 3.0 | last epoch mean MLM loss 2.5 (40 steps) |" in card
+    assert "| extend | 0.1 | added `gatrocraptic`, `relay`; vocabulary 30523 |" in card
+
+
+def test_the_domain_table_is_grouped_by_category_then_term(tiny_bert):
+    from sparse_adapt.modeling.vocabulary import extend_vocabulary
+
+    extend_vocabulary(tiny_bert, {"jargon": ["zygotrin", "gatrocraptic"], "acronyms": ["ZQL"]})
+    rows = [line.split("|")[1].strip() for line in model_card(tiny_bert).splitlines() if line.startswith("| `")]
+    assert rows == ["`zql`", "`gatrocraptic`", "`zygotrin`"]
+
+
+def test_a_training_run_named_training_keeps_its_name(tiny_bert, tmp_path):
+    # only adapt's DIR/training/final (beside DIR/adapt.json) is named after DIR
+    card = write_model_card(tmp_path / "h4" / "training" / "final", tiny_bert).read_text(encoding="utf-8")
+    assert "# training: domain-adapted with sparse-adapt" in card

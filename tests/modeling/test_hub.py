@@ -3,6 +3,8 @@ a pushed model's own settings (``sparse_adapt.json``) kept, as they are from a l
 
 from __future__ import annotations
 
+import json
+import re
 import time
 
 import pytest
@@ -180,3 +182,157 @@ def test_checkpoint_tensors_the_model_drops_are_one_warning_unless_dropped_by_de
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"warning: {tmp_path / 'm'}: 2 tensors of the checkpoint fit no part of the masked-LM and are "
                    "not used (bert.encoder.layer.0.attn.q.weight, bert.extra.bias)"]
+
+
+def test_a_silent_hub_sends_transformers_loads_to_the_cache_alone():
+    # without local_files_only, transformers' own retries (~50 s offline) came back
+    assert hub.HubAccess("org/model", "[Errno -2]").kwargs == {"local_files_only": True}
+    assert hub.HubAccess("org/model", None).kwargs == {}
+
+
+def test_a_relative_local_folder_is_never_probed_as_a_hub_id(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "get_session", lambda: pytest.fail("asked the Hub"))
+    (tmp_path / "org" / "model").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert hub_unreachable("org/model") is None
+
+
+@pytest.mark.parametrize("name", [".hidden-model", "no/such/model"])
+def test_names_meant_as_local_paths_are_refused_as_missing_folders_not_asked_of_the_hub(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(hub, "hub_unreachable", lambda name: pytest.fail("asked the Hub"))
+    with pytest.raises(ModelLoadError, match=f"^model directory not found: {re.escape(name)} \\(did you mean x\\?\\)$"):
+        hub.model_directory(name, hint=" (did you mean x?)")
+
+
+def test_a_file_given_as_the_model_is_no_model_directory(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ModelLoadError, match="^not a model directory: "):
+        hub.model_directory(str(tmp_path / "model.safetensors"))
+
+
+def test_code_files_are_fetched_only_for_a_model_trusted_to_run_them(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    asked = []
+    monkeypatch.setattr(hub, "hub_unreachable", lambda name: None)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download",
+                        lambda repo_id, allow_patterns, local_files_only: asked.append(allow_patterns) or str(tmp_path))
+    assert hub.model_directory("org/m") == hub.model_directory("org/m", trust_remote_code=True) == tmp_path
+    assert asked == [hub.MODEL_FILES, hub.MODEL_FILES + ["*.py"]]
+
+
+def _model_folder(path, config: dict | str, weights=("model.safetensors",)):
+    """What check_model_directory looks at: file names and config.json, no weights read."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
+    (path / "vocab.txt").write_text("[PAD]\n")
+    for name in weights:
+        (path / name).write_bytes(b"")
+    return path
+
+
+def test_only_an_unknown_model_type_with_an_auto_map_asks_for_code(tmp_path):
+    evil = {"model_type": "evilbert", "auto_map": {"AutoModelForMaskedLM": "modeling_evil.EvilModel"}}
+    assert hub.remote_code(_model_folder(tmp_path / "evil", evil)) is not None
+    # transformers names an unknown type without code itself; a damaged file is the loaders' to name
+    assert hub.remote_code(_model_folder(tmp_path / "new", {"model_type": "newbert"})) is None
+    assert hub.remote_code(_model_folder(tmp_path / "damaged", "{not json")) is None
+    hub.check_model_directory(tmp_path / "evil", "evil", trust_remote_code=True)  # trusted: no refusal
+    with pytest.raises(ModelLoadError, match="needs Python code of its own"):
+        hub.check_model_directory(tmp_path / "evil", "evil")
+
+
+@pytest.mark.parametrize("weights", [
+    ("model.safetensors", "pytorch_model.bin"),  # both formats: the safetensors are loaded
+    ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "pytorch_model.bin"),
+])
+def test_safetensors_model_weights_beside_pickles_are_enough(tmp_path, weights):
+    hub.check_model_directory(_model_folder(tmp_path / "m", {"model_type": "bert"}, weights), "m")
+
+
+def test_sharded_pickle_weights_are_named_as_pickles(tmp_path):
+    shards = ("pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin")
+    with pytest.raises(ModelLoadError, match=r"only pickle weights \(pytorch_model-00001-of-00002\.bin, "):
+        hub.check_model_directory(_model_folder(tmp_path / "m", {"model_type": "bert"}, shards), "m")
+
+
+def test_a_run_folder_hint_needs_a_model_in_its_final(tmp_path):
+    (tmp_path / "run" / "final").mkdir(parents=True)  # a run that never finished: no model to point to
+    with pytest.raises(ModelLoadError, match=r"has no config.json: not a Hugging Face model directory$"):
+        hub.check_model_directory(tmp_path / "run", "run")
+
+
+def test_a_byte_level_bpe_tokenizer_of_vocab_and_merges_is_tokenizer_files(tmp_path):
+    (tmp_path / "vocab.json").write_text("{}")
+    (tmp_path / "merges.txt").write_text("")
+    hub.require_tokenizer_files(tmp_path, "m")
+
+
+def test_a_tilde_folder_without_weights_gets_no_hub_advice(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "m").mkdir()
+    assert hub.missing_weights("~/m", []) == "~/m holds no model weights (no *.safetensors file beside its config.json)"
+
+
+def test_a_local_folder_is_recorded_by_its_absolute_path_however_spelt(tmp_path, monkeypatch):
+    (tmp_path / "m").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert hub.model_reference("m") == hub.model_reference("m/") == hub.model_reference("./m") == str(tmp_path / "m")
+    assert hub.model_reference("org/model") == "org/model"
+
+
+def test_transformers_logging_is_as_it_was_after_a_quiet_block():
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    try:
+        for was_on in (False, True):
+            hf_logging.set_verbosity_info()
+            (hf_logging.enable_progress_bar if was_on else hf_logging.disable_progress_bar)()
+            with hub.quiet_transformers():
+                assert hf_logging.get_verbosity() == hf_logging.ERROR and not hf_logging.is_progress_bar_enabled()
+            assert hf_logging.get_verbosity() == hf_logging.INFO and hf_logging.is_progress_bar_enabled() == was_on
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        (hf_logging.enable_progress_bar if bars else hf_logging.disable_progress_bar)()
+
+
+def test_the_unused_weights_warning_names_three_and_counts_all(recwarn):
+    hub.warn_unused_weights("m", ["d", "c", "b", "a", "bert.pooler.dense.weight", "cls.seq_relationship.bias"])
+    hub.warn_unused_weights("m", ["c", "b", "a"])
+    # a masked-LM head tensor it does not read is no pooler: said
+    hub.warn_unused_weights("m", ["cls.predictions.transform.extra.weight"])
+    assert [str(w.message) for w in recwarn] == [
+        "m: 4 tensors of the checkpoint fit no part of the masked-LM and are not used (a, b, c, ...)",
+        "m: 3 tensors of the checkpoint fit no part of the masked-LM and are not used (a, b, c)",
+        "m: 1 tensors of the checkpoint fit no part of the masked-LM and are not used "
+        "(cls.predictions.transform.extra.weight)",
+    ]
+
+
+def test_a_silent_hub_fetches_from_the_cache_alone_and_the_retry_log_level_is_put_back(tmp_path, monkeypatch):
+    import logging
+
+    import huggingface_hub
+
+    asked = []
+
+    def snapshot_download(repo_id, allow_patterns, local_files_only):
+        asked.append(local_files_only)
+        raise OSError("no cached copy")
+
+    _silent_hub(monkeypatch)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    retries = logging.getLogger("huggingface_hub.utils._http")
+    level = retries.level
+    retries.setLevel(logging.INFO)  # a level of the user's, not whatever earlier tests left
+    try:
+        with pytest.raises(ModelLoadError, match="local cache holds no copy"):
+            hub.model_directory("org/adapted")
+        assert asked == [True] and retries.level == logging.INFO
+    finally:
+        retries.setLevel(level)
