@@ -66,6 +66,10 @@ def test_tune_prunes_a_trailing_trial_and_writes_the_best_config(tiny_dir, input
     # The console names trials as the files do: the best one, 1, is the one that scored 0.45.
     assert "tune: trial 1 (2 of 3): " in said.text() and "tune: trial 1 complete, objective +0.4500" in said.text()
     assert "tune: trial 2 pruned" in said.text()
+    # pruned at the warm-up's end: epochs 1 and 2 reported (a pruner judging epoch 1 stops it there)
+    assert summary["trials"][2]["epochs_run"] == 2 and summary["trials"][2]["best_epoch"] is None
+    assert "(trial 1, objective +0.4500, the config's own values +0.4000, seed 0)" in (out / "best.toml").read_text()
+    assert "warning: distill.interpolate" not in said.text()  # it is 0: the trials score what train delivers
 
 
 def test_tune_with_the_same_seed_samples_the_same_trials(tiny_dir, inputs, tmp_path):
@@ -77,6 +81,28 @@ def test_tune_with_the_same_seed_samples_the_same_trials(tiny_dir, inputs, tmp_p
                        config=_config(tmp_path, epochs=1), space=SPACE)
     assert other["trials"][0]["params"] == runs[0]["trials"][0]["params"]  # trial 0: the config's own values
     assert other["trials"][1]["params"] != runs[0]["trials"][1]["params"]  # the seed is the sampler's
+
+
+def test_a_trial_trains_as_train_does_with_the_studys_seed(tiny_dir, inputs, valid_file, tmp_path):
+    """best.toml's usage line passes the study's seed to train: the baseline trial's objective
+    is the one train's distill stage reaches with the same values and seed."""
+    from sparse_adapt.progress import signed
+    from sparse_adapt.training.pipeline import run_pipeline
+
+    # one query a step: the seed orders the 2 training queries, so another seed trains another model
+    cfg = config_from_dict({**SMALL, "distill": {**SMALL["distill"], "epochs": 2, "batch_size": 1}})
+    summary = run_tuning(_data(inputs), tmp_path / "s", str(tiny_dir), trials=1, seed=3, config=cfg, space=SPACE)
+    said = Messages()
+    run_pipeline(base=str(tiny_dir), out=tmp_path / "run", stages=("distill",), config=cfg, seed=3, valid=valid_file,
+                 hooks=said.hooks(), **inputs)
+    kept = next(m for m in said if m.startswith("distill: kept epoch"))
+    assert kept.endswith(f"(objective {signed(summary['best_value'], 4)})"), kept
+
+    def losses(log: Path) -> list[float]:
+        return [r["loss"] for r in map(json.loads, log.read_text().splitlines()) if "loss" in r]
+
+    assert losses(tmp_path / "s" / "trials" / "0.jsonl") == pytest.approx(losses(tmp_path / "run" / "train_log.jsonl"))
+    assert len(losses(tmp_path / "run" / "train_log.jsonl")) >= 4  # 2 epochs x 2 steps
 
 
 def test_tune_without_validation_queries_is_refused(tiny_dir, inputs, tmp_path):
@@ -105,6 +131,7 @@ def test_tune_cli_best_toml_is_accepted_by_train(tiny_dir, inputs, tmp_path, cap
     assert code == 0, capsys.readouterr()
     assert (tmp_path / "study" / "prefix" / "dictionary" / "config.json").is_file()
     assert load_config(tmp_path / "study" / "best.toml").distill.valid_fraction == 0.5
+    assert json.loads((tmp_path / "study" / "trials.json").read_text())["valid_fraction"] == 0.5
     # the printed line runs as it is (it lacked every input: "Missing option '--corpus'")
     usage = json.loads((tmp_path / "study" / "trials.json").read_text())["usage"]
     argv = shlex.split(usage.replace("best.toml", str(tmp_path / "study" / "best.toml")).replace("OUT_DIR", str(tmp_path / "run")))
@@ -191,12 +218,31 @@ def test_tune_cli_takes_an_input_kept_elsewhere_in_its_out(tiny_dir, inputs, tmp
         check_inputs_outside_study(out, [out / "trials" / "mine.jsonl"])
 
 
+def test_results_a_study_left_mark_a_directory_it_reruns_in(tmp_path):
+    """trials.json is the last file a study writes: beside its best.toml it is a study's, not a user's."""
+    from sparse_adapt.training.tuning import check_study_dir
+
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "best.toml").write_text("# sparse-adapt tune: best of 2 completed trials\n")
+    (out / "trials.json").write_text("{}\n")
+    check_study_dir(out, overwrite=False)
+
+
 def test_tune_through_the_library_refuses_a_seed_the_sampler_cannot_take_before_any_work(tiny_dir, inputs, tmp_path,
                                                                                          monkeypatch):
     monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
     with pytest.raises(ConfigError, match=re.escape("--seed must be between 0 and 2**32 - 1, got 4294967296")):
         run_tuning(_data(inputs), tmp_path / "s", str(tiny_dir), trials=1, seed=2**32, space=SPACE,
                    config=_config(tmp_path, epochs=1))
+
+
+def test_tune_through_the_library_refuses_no_trials_before_any_work(tiny_dir, inputs, tmp_path, monkeypatch):
+    """The CLI's --trials has its own minimum; the library trained the prefix, then said no trial completed."""
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
+    with pytest.raises(ConfigError, match=re.escape("--trials must be >= 1, got 0")):
+        run_tuning(_data(inputs), tmp_path / "s", str(tiny_dir), trials=0, space=SPACE, config=_config(tmp_path, epochs=1))
+    assert not (tmp_path / "s").exists()
 
 
 def test_tune_refuses_a_directory_of_other_files_before_any_work(tiny_dir, inputs, tmp_path, monkeypatch):
@@ -276,6 +322,8 @@ def test_a_rerun_is_a_new_study_and_best_toml_names_the_valid_file(tiny_dir, inp
     assert summary["finished"] is False and summary["seed"] == 1 and len(summary["trials"]) == 1
     assert "best of 1 completed trials so far (the study did not finish)" in (out / "best.toml").read_text()
     assert "--valid" not in (out / "best.toml").read_text()
+    # the first study went with its files, once the new one had a trial: none of its trials can resume
+    assert sqlite3.connect(out / "study.db").execute("SELECT count(*) FROM studies").fetchone() == (1,)
 
 
 def test_a_study_written_beside_other_files_removes_only_its_own(tiny_dir, inputs, tmp_path):
@@ -352,6 +400,7 @@ def test_a_stopped_study_resumes_its_trials_and_runs_the_interrupted_values_agai
         run(stop_in_trial_1)
     stopped = json.loads((out / "trials.json").read_text())
     assert [r["number"] for r in stopped["trials"]] == [0]
+    (out / "trials" / "9.running.jsonl").write_text("{}\n")  # what a kill -9 in a trial leaves: no result
     said = Messages()
     summary = run(lambda self, splade: {"domain": 0.5, "control": 1.0}, said)
     assert "tune: resuming the study in" in said.text() and "1 of 3 trials done; trial 1 was stopped and runs again" in said.text()
@@ -359,6 +408,7 @@ def test_a_stopped_study_resumes_its_trials_and_runs_the_interrupted_values_agai
     assert [(r["number"], r["state"]) for r in rows] == [(0, "complete"), (1, "fail"), (2, "complete"), (3, "complete")]
     assert rows[1]["failure"].startswith("stopped before it ended") and rows[2]["params"] == rows[1]["params"]
     assert rows[0] == stopped["trials"][0]  # trial 0 kept as it ran, not run again
+    assert rows[3]["params"] != rows[0]["params"]  # the baseline, done, is not queued again on resume
     assert summary["baseline_trial"] == 0 and summary["finished"] is True
     assert "tune: trial 3 (3 of 3)" in said.text()
     assert sorted(p.name for p in (out / "trials").iterdir()) == ["0.jsonl", "1.jsonl", "2.jsonl", "3.jsonl"]
@@ -396,6 +446,12 @@ def test_a_search_space_file_replaces_the_default_and_bad_ones_name_file_and_key
         ('kd = {low = -1.0, high = 1.0, log = false}', "kd: -1 is no value the config takes"),  # the config's own bound
         ('temperature = {low = 0.0, high = 1.0, log = false}', "temperature: 0 is no value the config takes"),
         ('weight_decay = [1e30, 1e34]', "weight_decay: 1e+30 is no value the config takes"),  # x any lr
+        ('lr = [1e-5, 2.0]', "lr: 2 is no value the config takes"),  # the high end is a trial's value too
+        ('interpolate = [0.1, 0.5]', "'interpolate' is no distill setting"),  # applied after the objective
+        ('control_penalty = [0.5, 4.0]', "'control_penalty' is no distill setting"),  # part of the objective
+        ('kd = [0.5, 0.5]', "kd: finite numbers low < high expected"),
+        ('margin = {low = false, high = 2.0, log = false}', "margin: finite numbers"),  # a bool is no number
+        ('kd = {low = 0.1, high = 1.0, log = "yes"}', "kd: finite numbers"),
     ]:
         path.write_text(text)
         with pytest.raises(ConfigError, match=re.escape(str(path)) + r": .*" + re.escape(message)):
@@ -447,6 +503,36 @@ def test_a_config_value_outside_the_space_means_no_baseline_trial_and_says_so(ti
     assert summary["baseline_trial"] is None and summary["trials"][0]["params"]["lr"] >= 1e-2
     assert "tune: no baseline trial: the config's lr lies outside the search space" in said
     assert "the config's own values" not in (tmp_path / "s" / "best.toml").read_text()
+    said = Messages()  # resumed: its trials are there already, none of them a baseline to speak of
+    run_tuning(_data(inputs), tmp_path / "s", str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1),
+               space={"lr": Range(1e-2, 1e-1), "pres": Range(0.1, 10.0)}, hooks=said.hooks())
+    assert "1 of 1 trials done" in said.text() and "no baseline trial" not in said.text()
+
+
+def test_a_config_value_on_the_end_of_its_range_is_a_baseline(tiny_dir, inputs, tmp_path):
+    own = _config(tmp_path, epochs=1).distill
+    summary = run_tuning(_data(inputs), tmp_path / "s", str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1),
+                         space={"lr": Range(own.lr, 1e-2), "pres": Range(0.1, own.pres)})
+    assert summary["baseline_trial"] == 0 and summary["trials"][0]["params"] == {"lr": own.lr, "pres": own.pres}
+
+
+def test_a_baseline_stopped_in_its_trial_runs_again_as_the_baseline(tiny_dir, inputs, tmp_path, monkeypatch):
+    out = tmp_path / "study"
+
+    def measure(self, splade):  # Ctrl-C at the baseline's first validation
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(validation_mod.ValidationSet, "measure", measure)
+        with pytest.raises(KeyboardInterrupt):
+            run_tuning(_data(inputs), out, str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1),
+                       space=SPACE)
+    summary = run_tuning(_data(inputs), out, str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1),
+                         space=SPACE)
+    assert [(r["number"], r["state"]) for r in summary["trials"]] == [(0, "fail"), (1, "complete")]
+    # trial 1 is trial 0's values run again: the baseline, which best.toml measures the best against
+    assert summary["baseline_trial"] == 1 and summary["trials"][1]["params"] == summary["trials"][0]["params"]
+    assert "= the config's own values: no trial beat them" in (out / "best.toml").read_text()
 
 
 def test_a_trial_a_killed_run_left_running_is_failed_and_its_values_queued_once():
