@@ -16,6 +16,7 @@ from rich.text import Text
 from sparse_adapt.cli.output import BASE_HELP, FILE_PATH, console, seed_option, warn, wrote
 from sparse_adapt.corpus.language import check_language
 from sparse_adapt.errors import ConfigError
+from sparse_adapt.modeling.hub import user_path
 from sparse_adapt.progress import signed
 
 TEACHER_HELP = (
@@ -90,7 +91,7 @@ def mine_terms(
     from sparse_adapt.data import load_documents
     from sparse_adapt.modeling.builtin import load_tokenizer
 
-    _check_out(out, overwrite, corpus, Path(base).expanduser())
+    _check_out(out, overwrite, corpus, user_path(base))
     check_language(lang)
     documents = load_documents(corpus)
     lang = _language(lang, documents)
@@ -144,7 +145,7 @@ def build_dictionary(
     from sparse_adapt.corpus.text import locate_terms
     from sparse_adapt.data import flat_terms, load_dictionary, load_documents, load_domain_terms, mentions_term
 
-    _check_out(out, overwrite, corpus, terms, dictionary, *(Path(teacher).expanduser(),) * glosses)
+    _check_out(out, overwrite, corpus, terms, dictionary, *(user_path(teacher),) * glosses)
     documents = load_documents(corpus)
     existing = load_dictionary(dictionary) if dictionary is not None else []
     domain_terms = load_domain_terms(terms)
@@ -196,7 +197,7 @@ def make_train(
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.modeling.truncation import longer_than, truncated
 
-    _check_out(out, overwrite, corpus, terms, Path(base).expanduser(), Path(teacher).expanduser())
+    _check_out(out, overwrite, corpus, terms, user_path(base), user_path(teacher))
     check_language(lang)
     documents = load_documents(corpus)
     lang = _language(lang, documents)

@@ -116,12 +116,23 @@ def hub_loading(name: str) -> Iterator[HubAccess]:
     hub.loaded()
 
 
+def user_path(name: str | Path) -> Path:
+    """``name`` with a leading ``~`` or ``~user`` expanded ("~/m" quoted, or a name from Python:
+    no shell expanded it). pathlib raises RuntimeError for a user this machine does not know:
+    that was a traceback, where every other unusable model name is one line."""
+    try:
+        return Path(name).expanduser()
+    except RuntimeError:
+        raise ModelLoadError(f"{name}: no home directory for {str(name).split('/', 1)[0]!r} on this machine "
+                             "(a ~user path names a user account)") from None
+
+
 def local_model_path(name: str) -> Path | None:
     """``name`` as a local path when it exists or is meant as one (None: a Hub id).
 
     A Hub id is ``name`` or ``org/name``; a missing path whose parent directory exists here
     (``models/mine``) is a typo of a local one, not worth asking the Hub."""
-    path = Path(name).expanduser()  # "~/m" quoted, or from Python: no shell expanded it
+    path = user_path(name)
     try:
         exists = path.exists()
     except OSError as e:  # a name over 255 bytes: even exists() raises
@@ -217,7 +228,7 @@ def missing_weights(name: str, pickles: list[str]) -> str:
     if pickles:
         return (f"{name} holds only pickle weights ({', '.join(pickles)}); sparse-adapt loads safetensors only: "
                 f"re-save the model with {resave}")
-    if Path(name).expanduser().is_dir():
+    if user_path(name).is_dir():
         return f"{name} holds no model weights (no *.safetensors file beside its config.json)"
     # MODEL_FILES fetches no pickle: a Hub repository of *.bin weights alone arrives weightless.
     return (f"{name} holds no model weights (no *.safetensors file beside its config.json); from the Hub only "
@@ -229,7 +240,7 @@ def model_reference(name: str | Path) -> str:
     """A model as records name it: a local folder by its absolute path (a relative one says
     nothing once read from elsewhere, and `model` and `model/` are one folder), a built-in or
     Hub name as given."""
-    local = Path(name).expanduser()
+    local = user_path(name)
     return str(local.resolve()) if local.is_dir() else str(name)
 
 

@@ -32,6 +32,7 @@ from typing import Sequence
 from sparse_adapt.atomic import write_atomic, write_json_atomic
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.lock import LOCK_FILE
+from sparse_adapt.modeling.hub import user_path
 from sparse_adapt.progress import Hooks
 from sparse_adapt.training.config import TrainConfig
 from sparse_adapt.training.stages import ORDER
@@ -59,7 +60,7 @@ def files_sha256(model: str | Path) -> str | None:
     compared by name only."""
     import hashlib
 
-    directory = Path(model).expanduser()  # "~/base" loads (modeling/hub.py), so it is hashed too
+    directory = user_path(model)  # "~/base" loads (modeling/hub.py), so it is hashed too
     if not directory.is_dir():
         return None
     h = hashlib.sha256()
@@ -228,10 +229,10 @@ def _as_recorded_before(old: dict, manifest: dict) -> dict:
 def part_holding(out: Path, model: str | Path | None, parts: Sequence[str]) -> str | None:
     """Which of ``out``'s ``parts`` (a run's own directories) holds the local model ``model``,
     or None: a rerun or ``--overwrite`` there would replace the model it starts from."""
-    if model is None or not Path(model).expanduser().exists() or not Path(out).exists():
+    if model is None or not user_path(model).exists() or not Path(out).exists():
         return None
     try:
-        inside = Path(model).expanduser().resolve().relative_to(Path(out).resolve())
+        inside = user_path(model).resolve().relative_to(Path(out).resolve())
     except ValueError:
         return None
     return inside.parts[0] if inside.parts and inside.parts[0] in parts else None

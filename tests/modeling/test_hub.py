@@ -144,6 +144,27 @@ def test_a_model_path_under_the_home_directory_may_be_written_with_a_tilde(tiny_
     assert loaded.vocab_size == tiny_bert.vocab_size
 
 
+def test_a_tilde_path_of_an_unknown_user_is_one_line_everywhere_a_model_name_is_read(tmp_path, capsys):
+    """pathlib's expanduser raises RuntimeError for "~user" of no account here: it was a traceback
+    and exit 1 from `encode --model`, `adapt --base` and the run directory's base hash."""
+    from sparse_adapt.training.rundir import files_sha256, part_holding
+
+    name = "~no-such-user-x9/m"
+    line = f"{name}: no home directory for '~no-such-user-x9' on this machine (a ~user path names a user account)"
+    for read in (hub.local_model_path, hub.model_directory, hub.model_reference, files_sha256,
+                 lambda n: part_holding(tmp_path, n, ["final"]), lambda n: SpladeEncoder.from_pretrained(n)):
+        with pytest.raises(ModelLoadError) as e:
+            read(name)
+        assert str(e.value) == line
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"doc_id": "d1", "text": "a relay depot"}\n', encoding="utf-8")
+    for argv in (["encode", "--model", name, "q"], ["adapt", "--corpus", str(docs), "--base", name, "--out",
+                                                     str(tmp_path / "out")]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err.splitlines() == [f"error: {line}"]
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_hub_repository_of_pickle_weights_alone_is_said_to_need_converting(tiny_bert, tmp_path, monkeypatch):
     # only safetensors are fetched: its snapshot arrives without weights, which read as "holds no model weights"
     import huggingface_hub
