@@ -508,6 +508,16 @@ def test_cli_bad_queries_qrels_or_groups_exit_2_before_anything_is_written(setup
     assert not (tmp_path / "out").exists()
 
 
+def test_cli_adapt_refuses_queries_without_qrels_and_qrels_without_queries(setup, tmp_path, capsys):
+    queries, qrels = tmp_path / "q.jsonl", tmp_path / "qrels.tsv"
+    queries.write_text('{"qid": "q1", "text": "Zentrofax seals"}\n')
+    qrels.write_text("q1 0 d1 1\n")
+    for given in (["--queries", str(queries)], ["--qrels", str(qrels)]):
+        assert main(_cli(setup, tmp_path / "out", *given)) == 2
+        assert "--queries and --qrels go together" in _err(capsys)
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_adapt_glosses_reaches_the_run(setup, finished, capsys):
     out = finished
     assert main(_cli(setup, out, "--glosses")) == 2  # the finished run was made without glosses
@@ -564,6 +574,52 @@ def test_cli_adapt_top_reaches_mining(setup, tmp_path, monkeypatch):
         "top": 1, "min_count": 3, "max_queries": 9, "negatives": 4, "siblings": 0, "term_labels": False}
 
 
+def test_cli_adapt_hands_its_other_options_to_the_run_and_prints_the_summary_it_got(setup, tmp_path, monkeypatch,
+                                                                                    capsys):
+    """The CLI between the library's two calls, neither of them run: what it passes on (a
+    --groups file left out of keep was deleted with a discarded run) and what it prints of a
+    summary given by hand (the change is adapted - base; feedback columns base's, then adapted's)."""
+    from sparse_adapt.corpus import adapt as corpus_adapt
+    from sparse_adapt.corpus.adapt import AdaptFiles, AdaptResult
+    from sparse_adapt.report import adapt as report
+
+    out, seen = tmp_path / "out", {}
+
+    def run(*args, **kwargs):
+        seen["run"] = kwargs
+        return AdaptResult(AdaptFiles(out / "t", out / "d", out / "tr", generated=["terms", "train"]), out / "final",
+                           out / "training")
+
+    def summary(result, corpus, base, yours, hooks):
+        seen["yours"] = yours
+        return {"evaluation": [{"set": "your queries", "group": "lay", "queries": 1, "base": 0.5, "adapted": 0.625,
+                                "base_feedback": 0.55, "feedback": 0.75}],
+                "inspect": {"domain": {"tokens": [{"token": "zentrofax", "docs_occurring": 4,
+                                                   "mean_weight_occurring": 1.5, "mean_weight_not_occurring": 0.25}]}},
+                "warnings": []}
+
+    monkeypatch.setattr(corpus_adapt, "run_adapt", run)
+    monkeypatch.setattr(report, "adapt_summary", summary)
+    queries, qrels, groups = tmp_path / "q.jsonl", tmp_path / "qrels.tsv", tmp_path / "groups.json"
+    queries.write_text('{"qid": "q1", "text": "Zentrofax seals"}\n{"qid": "q2", "text": "mint tea"}\n')
+    qrels.write_text("q1 0 d2 1\nq2 0 d6 1\n")
+    groups.write_text(json.dumps({"lay": ["q1"], "pseudo": ["t1"]}))  # "pseudo" names none of --queries
+    argv = _cli(setup, out, "--queries", str(queries), "--qrels", str(qrels), "--groups", str(groups), "--seed", "4",
+                "--lang", "de", "--no-pretrain", "--glosses", "--overwrite")
+    assert main(argv) == 0
+    assert {k: seen["run"][k] for k in ("seed", "lang", "pretrain", "glosses", "overwrite", "keep")} == {
+        "seed": 4, "lang": "de", "pretrain": False, "glosses": True, "overwrite": True, "keep": (queries, qrels, groups)}
+    assert [q.qid for q in seen["yours"].queries] == ["q1", "q2"] and set(seen["yours"].groups) == {"lay"}
+    captured = capsys.readouterr()
+    assert f"warning: {groups}: groups naming none of {queries}'s queries are not scored: pseudo" in \
+        " ".join(captured.err.split())
+    row = next(line for line in captured.out.splitlines() if "your queries" in line)
+    assert re.findall(r"[+-]?\d+\.\d+", row) == ["0.500", "0.625", "+0.125", "0.550", "0.750"]
+    token = next(line for line in captured.out.splitlines() if "zentrofax" in line)
+    assert re.findall(r"\d+(?:\.\d+)?", token) == ["4", "1.50", "0.25"]
+    assert "generated: terms, train;" in " ".join(captured.out.split())
+
+
 def test_cli_build_dictionary_says_which_of_your_entries_define_no_domain_term(setup, tmp_path, capsys):
     terms, mine = tmp_path / "terms.json", tmp_path / "mine.jsonl"
     terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
@@ -585,6 +641,29 @@ def test_cli_generators_never_overwrite_without_overwrite(setup, tmp_path, capsy
     out.write_text("{}")
     assert main(argv + ["--force"]) == 0  # the flag's older name
     assert "Zentrofax" in load_domain_terms(out)["jargon"]
+
+
+def test_cli_build_dictionary_keeps_your_entries_and_counts_the_strays_among_all_of_them(setup, tmp_path, capsys):
+    terms, mine, out = tmp_path / "terms.json", tmp_path / "mine.jsonl", tmp_path / "d.jsonl"
+    terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
+    yours = {"term": "Zentrofax", "definition": "our pump, in our words", "examples": ["The Zentrofax hums."]}
+    stray = {"term": "Zentrofix", "definition": "a typo of the pump", "examples": ["x"]}
+    mine.write_text("".join(json.dumps(e) + "\n" for e in (yours, stray)))
+    assert main(["build-dictionary", "--corpus", str(setup["corpus"]), "--terms", str(terms), "--dictionary", str(mine),
+                 "--out", str(out)]) == 0
+    assert f"warning: {mine}: 1 of 2 entries define a term that is not in {terms} (e.g. 'Zentrofix')" in _err(capsys)
+    [entry] = [json.loads(line) for line in out.read_text().splitlines() if json.loads(line)["term"] == "Zentrofax"]
+    assert (entry["definition"], entry["examples"]) == (yours["definition"], yours["examples"])
+
+
+def test_cli_build_dictionary_never_writes_over_your_own_dictionary_even_with_overwrite(setup, tmp_path, capsys):
+    terms, mine = tmp_path / "terms.json", tmp_path / "mine.jsonl"
+    terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
+    mine.write_text(json.dumps({"term": "Zentrofax", "definition": "our pump", "examples": ["The Zentrofax hums."]}) + "\n")
+    before = mine.read_text()
+    assert main(["build-dictionary", "--corpus", str(setup["corpus"]), "--terms", str(terms), "--dictionary", str(mine),
+                 "--out", str(mine), "--overwrite"]) == 2
+    assert "is also an input" in _err(capsys) and mine.read_text() == before
 
 
 @pytest.mark.parametrize("where", ["directory", "under-a-file"])
@@ -642,6 +721,50 @@ def test_cli_make_train_writes_a_loadable_train_file(setup, tmp_path, capsys):
     records = load_train(out)  # the teacher's own map: best 10, worst -8, 1 + 7 candidates
     assert records and all(max(r.teacher_scores) == 10.0 and min(r.teacher_scores) == -8.0 for r in records)
     assert all(len(r.doc_ids) == 8 for r in records)
+
+
+def test_cli_make_train_never_writes_into_its_teacher_s_folder(setup, tmp_path, capsys):
+    # as for --base (tests/faults): the teacher is an input model, and a file of it is no place for the output
+    import shutil
+
+    teacher, terms = tmp_path / "ce", tmp_path / "terms.json"
+    shutil.copytree(setup["teacher"], teacher)
+    terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
+    before = {p.name: p.read_bytes() for p in teacher.iterdir()}
+    assert main(["make-train", "--corpus", str(setup["corpus"]), "--terms", str(terms), "--base", setup["base"],
+                 "--teacher", str(teacher), "--out", str(teacher / "config.json"), "--overwrite"]) == 2
+    assert "is inside an input's folder" in _err(capsys)
+    assert {p.name: p.read_bytes() for p in teacher.iterdir()} == before
+
+
+def test_cli_make_train_hands_its_options_to_the_generator_and_prints_its_counts(setup, tmp_path, monkeypatch, capsys):
+    """The generator stood in for, with counts given by hand: each option reaches it (the
+    language as detected, not "auto"), and each count is printed in its own place."""
+    from types import SimpleNamespace
+
+    from sparse_adapt.corpus import pseudo
+
+    seen = {}
+
+    def build(documents, groups, splade, scorer, **kwargs):
+        seen.update(kwargs)
+        return [], SimpleNamespace(generated={"explicit": 5, "semantic": 3}, kept={"explicit": 4}, dropped_unseparated=2,
+                                   dropped_source_negative=1, term_adjusted=6)
+
+    monkeypatch.setattr(pseudo, "make_train", build)
+    terms = tmp_path / "terms.json"
+    terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
+    assert main(["make-train", "--corpus", str(setup["corpus"]), "--terms", str(terms), "--out", str(tmp_path / "t.jsonl"),
+                 "--base", setup["base"], "--teacher", setup["teacher"], "--seed", "9", "--max-queries", "11",
+                 "--negatives", "2", "--siblings", "1", "--teacher-labels"]) == 0
+    assert {k: seen[k] for k in ("seed", "max_queries", "negatives", "siblings", "term_labels", "glosses", "lang")} == {
+        "seed": 9, "max_queries": 11, "negatives": 2, "siblings": 1, "term_labels": False, "glosses": None, "lang": "en"}
+    out = capsys.readouterr().out
+    rows = {kind: re.findall(r"\d+", line) for line in out.splitlines() for kind in ("explicit", "semantic")
+            if kind in line}
+    assert rows == {"explicit": ["5", "4"], "semantic": ["3", "0"]}
+    assert ("dropped: 2 the teacher could not separate, 1 whose source document it scored <= 0; 6 candidate scores "
+            "made term-consistent") in " ".join(out.split())
 
 
 def test_cli_make_train_says_when_documents_are_longer_than_the_model_reads(setup, tmp_path, capsys):

@@ -68,6 +68,10 @@ def test_cli_detects_the_language_and_refuses_an_unknown_one(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--lang 'xx': wordfreq has no word list for it" in err[0]
     assert not (tmp_path / "x.json").exists()
+    # refused before the corpus is read (a large one takes minutes): not "not found" here
+    assert main(["mine-terms", "--corpus", str(tmp_path / "absent.jsonl"), "--out", str(tmp_path / "x.json"),
+                 "--lang", "xx"]) == 2
+    assert "--lang 'xx': wordfreq has no word list for it" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("lang", ["en", "de"])
@@ -134,6 +138,25 @@ def test_make_train_says_the_default_teacher_reads_english_only(tmp_path, capsys
     terms.write_text(json.dumps({"jargon": [word]}, ensure_ascii=False))
     assert main(["make-train", "--corpus", str(corpus), "--terms", str(terms), "--out", str(tmp_path / "t.jsonl")]) == 2
     assert "the default teacher reads English only" in " ".join(capsys.readouterr().err.split())
+
+
+def test_make_train_says_nothing_of_the_teacher_for_english_or_for_a_teacher_you_chose(tmp_path, capsys, monkeypatch):
+    from sparse_adapt.corpus import teacher as teachers
+    from sparse_adapt.errors import ConfigError
+
+    def stop(*args, **kwargs):  # the warning would come before the teacher loads
+        raise ConfigError("stopped")
+
+    monkeypatch.setattr(teachers, "load_teacher", stop)
+    corpus, terms = tmp_path / "docs.jsonl", tmp_path / "terms.json"
+    corpus.write_text("".join(json.dumps({"doc_id": f"g{i}", "text": t}, ensure_ascii=False) + "\n"
+                              for i, t in enumerate(GERMAN)))
+    terms.write_text(json.dumps({"jargon": ["Quorbelventil"]}))
+    argv = ["make-train", "--corpus", str(corpus), "--terms", str(terms), "--out", str(tmp_path / "t.jsonl")]
+    for extra in (["--lang", "en"], ["--teacher", str(tmp_path / "my-cross-encoder")]):
+        assert main(argv + extra) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert "stopped" in err and "reads English only" not in err, extra
 
 
 def test_a_language_beating_english_by_the_margin_wins_only_when_its_list_describes_the_corpus(monkeypatch):

@@ -108,6 +108,11 @@ def test_the_cut_keeps_the_best_and_the_rest_stay_visible(tokenizer, tmp_path, c
     assert "2 of 4 candidate terms" in said
     assert "2 more scored below the cut (the next: Brakkenstol, Yeldrimane); --top 4 keeps them all" in said
     assert json.loads(out.read_text()) == {"jargon": ["Zentrofax", "Qvirrelmont"]}
+    # a cut that leaves nothing out is no cut: no "0 more below it" line, no "4 of 4" title
+    assert main(["mine-terms", "--corpus", str(corpus), "--out", str(out), "--base", "offline-splade-tiny",
+                 "--top", "4", "--overwrite"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "4 candidate terms" in said and " of 4 " not in said and "below the cut" not in said
 
 
 def _mined(tokenizer, texts: list[str]) -> set[str]:

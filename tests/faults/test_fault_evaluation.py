@@ -91,6 +91,21 @@ def test_encode_k_short_form_and_bounds(tiny_model_dir, capsys):
     assert cli(capsys, ["encode", "budget", "--model", tiny_model_dir, "-k", "0"]).code == 2
 
 
+def test_encode_prints_the_k_best_terms_of_the_query_or_the_document_vector(tiny_model_dir, capsys):
+    # 20 words: past the 16 pieces of a query, within the 48 of a document, so the two vectors differ
+    text = ("budget spending report audit ledger invoice revenue forecast payroll tax grant fund deficit surplus "
+            "loan bond asset equity margin quota")
+    splade = SpladeEncoder.from_pretrained(tiny_model_dir)
+    want = {flag: [(t, f"{w:.4f}") for t, w in splade.decode(vectors)[0][:3]]
+            for flag, vectors in (("", splade.encode_document([text])), ("--query", splade.encode_query([text])))}
+    assert want[""] != want["--query"]
+    for flag, terms in want.items():
+        result = cli(capsys, ["encode", text, "--model", tiny_model_dir, "-k", "3", *([flag] if flag else [])])
+        assert result.code == 0, result.err
+        rows = [[c for c in line.split() if c not in "│|"] for line in result.out.splitlines()]
+        assert [tuple(r) for r in rows if len(r) == 2 and r[1].replace(".", "").isdigit()] == terms, flag
+
+
 def test_export_counts_truncated_documents(tiny_model_dir, tmp_path, capsys):
     docs = tmp_path / "docs.jsonl"
     docs.write_text(json.dumps({"doc_id": "long", "text": "budget " * 5000}) + "\n"

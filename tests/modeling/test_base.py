@@ -161,7 +161,10 @@ def test_base_follows_a_sentence_transformers_folder_to_its_transformer_module(t
         {"idx": 0, "name": "0", "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
     assert main(["base", "--from-encoder", str(root), "--out", str(tmp_path / "b"), "--bias", "-3"]) == 0
-    assert SpladeEncoder.from_pretrained(tmp_path / "b").vocab_size == tiny_bert.vocab_size
+    made = SpladeEncoder.from_pretrained(tmp_path / "b")
+    assert made.vocab_size == tiny_bert.vocab_size
+    # every usable row holds the given bias, not the 0 the conversion starts from (no calibration follows)
+    assert set(made.mlm.get_output_embeddings().bias[made.output_mask > 0].tolist()) == {-3.0}
     (tmp_path / "empty").mkdir()
     assert main(["base", "--from-encoder", str(tmp_path / "empty"), "--out", str(tmp_path / "c")]) == 2
     assert "has no config.json (nor a sentence-transformers Transformer module with one)" in capsys.readouterr().err

@@ -241,6 +241,18 @@ def test_a_term_listed_under_two_categories_is_said(tiny_bert, tmp_path, capsys)
     assert "Gatrocraptic is listed under jargon and products; one token, recorded as jargon" in err
 
 
+def test_extend_vocab_never_replaces_its_base_even_with_overwrite(tmp_path, capsys):
+    from sparse_adapt.cli import main
+
+    terms = tmp_path / "terms.json"
+    terms.write_text(json.dumps({"jargon": ["Gatrocraptic"]}))
+    base = make_tiny_bert().save_pretrained(tmp_path / "base")
+    before = {p.relative_to(base): p.read_bytes() for p in base.rglob("*") if p.is_file()}
+    assert main(["extend-vocab", "--base", str(base), "--terms", str(terms), "--out", str(base), "--overwrite"]) == 2
+    assert "is also an input" in capsys.readouterr().err
+    assert {p.relative_to(base): p.read_bytes() for p in base.rglob("*") if p.is_file()} == before
+
+
 def test_extend_vocab_carries_the_bases_recommended_settings_and_pretraining_record(tmp_path):
     """Without them, `train --base EXTENDED` used the plain defaults the README measures undoing
     the pretraining, and said nothing."""

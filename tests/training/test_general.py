@@ -145,6 +145,17 @@ def test_pretrain_cli_gives_one_line_and_exit_2_on_bad_input(tiny_dir, tmp_path,
     assert "steps must be > 0" in err and "Traceback" not in err
 
 
+def test_pretrain_cli_passes_its_seed_and_overwrite_on(tmp_path, monkeypatch):
+    import sparse_adapt.training.general as general
+
+    seen = []
+    monkeypatch.setattr(general, "run_general", lambda base, out, cfg, **kw: seen.append((base, out, kw)))
+    assert main(["pretrain", "--base", "offline-splade-tiny", "--out", str(tmp_path / "a"), "--seed", "7",
+                 "--overwrite"]) == 0
+    [(base, out, kw)] = seen
+    assert (base, out, kw["seed"], kw["overwrite"]) == ("offline-splade-tiny", tmp_path / "a", 7, True)
+
+
 def test_pretrain_cli_takes_its_defaults_from_general_config_and_says_them(tmp_path, monkeypatch, capsys):
     import sparse_adapt.training.general as general
 

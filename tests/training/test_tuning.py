@@ -203,6 +203,23 @@ def test_tune_cli_refuses_an_out_holding_its_config_or_space_even_with_overwrite
     assert given.read_bytes() == before and sorted(p.name for p in out.iterdir()) == [kept]
 
 
+def test_tune_cli_refuses_an_out_inside_its_base_model_s_folder(tiny_dir, inputs, tmp_path, capsys, monkeypatch):
+    # the study's prefix/ and trials/ would be written among the model's own files
+    import shutil
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny_dir, base)
+    before = sorted(p.name for p in base.iterdir())
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
+    files = ["--corpus", str(inputs["corpus"]), "--terms", str(inputs["terms"]), "--dictionary",
+             str(inputs["dictionary"]), "--train", str(inputs["train"])]
+    code = main(["tune", "--base", str(base), *files, "--out", str(base / "study"), "--trials", "1",
+                 "--valid-fraction", "0.5"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and f"--out {base / 'study'} is inside an input's folder ({base})" in err
+    assert sorted(p.name for p in base.iterdir()) == before
+
+
 def test_tune_cli_takes_an_input_kept_elsewhere_in_its_out(tiny_dir, inputs, tmp_path, monkeypatch):
     """Only the study's own paths are refused: a space kept as OUT/space.toml (and a resume with
     it) worked before, and no file of the study replaces it."""
@@ -493,6 +510,45 @@ def test_tune_cli_reads_its_search_space_from_a_file(tiny_dir, inputs, valid_fil
     summary = json.loads((out / "trials.json").read_text())
     assert summary["space"] == {"lr": {"low": 1e-4, "high": 1e-2, "log": True}}
     assert set(summary["trials"][0]["params"]) == {"lr"}
+
+
+def test_tune_cli_hands_its_options_to_the_study_and_to_the_prefix_run(tiny_dir, inputs, valid_file, tmp_path,
+                                                                       monkeypatch, capsys):
+    """The CLI's plumbing, no trial run: the prefix trained with the default seed 0, without
+    --overwrite or the config's file, named no one could see; nor a --valid left out of best.toml's
+    usage line, or an --out with a space printed unquoted (the pasted line split there)."""
+    from sparse_adapt.training import pipeline, tuning
+
+    seen = {}
+
+    def prefix_run(**kwargs):
+        seen["prefix"] = kwargs
+        return kwargs["out"]
+
+    def study(data, out, base, trials, seed, config, prefix, **kwargs):
+        prefix(out / "prefix")
+        seen["study"] = {**kwargs, "trials": trials, "seed": seed, "valid": len(data.valid)}
+        return {"best_trial": 3, "best_value": 0.25, "usage": "sparse-adapt train --config best.toml --out OUT_DIR"}
+
+    monkeypatch.setattr(pipeline, "run_pipeline", prefix_run)
+    monkeypatch.setattr(tuning, "run_tuning", study)
+    start = tmp_path / "start.json"
+    start.write_text(json.dumps(SMALL))
+    out = tmp_path / "my study"
+    files = {"corpus": inputs["corpus"], "terms": inputs["terms"], "dictionary": inputs["dictionary"],
+             "train": inputs["train"]}
+    argv = ["tune", "--base", str(tiny_dir), *[a for k, v in files.items() for a in (f"--{k}", str(v))],
+            "--valid", str(valid_file), "--config", str(start), "--trials", "2", "--seed", "5", "--out", str(out),
+            "--overwrite"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert {k: seen["prefix"][k] for k in ("seed", "overwrite", "config_source", "out")} == {
+        "seed": 5, "overwrite": True, "config_source": start, "out": out / "prefix"}
+    assert seen["study"]["valid_path"] == valid_file and seen["study"]["input_paths"] == files
+    assert {k: seen["study"][k] for k in ("trials", "seed", "overwrite", "valid")} == {
+        "trials": 2, "seed": 5, "overwrite": True, "valid": len(VALID)}
+    said = " ".join(capsys.readouterr().out.split())
+    assert "best trial 3: objective +0.2500" in said
+    assert f"(use: sparse-adapt train --config {shlex.quote(str(out / 'best.toml'))} --out OUT_DIR)" in said
 
 
 def test_a_config_value_outside_the_space_means_no_baseline_trial_and_says_so(tiny_dir, inputs, tmp_path):
