@@ -71,6 +71,8 @@ def test_benchmark_trains_each_seed_ablates_each_term_and_writes_tables(base_dir
                  "--config", str(config), "--ablation", str(domain), "--ablation-seeds", "0"])
     assert code == 0, capsys.readouterr().err
     report = json.loads((out / "benchmark.json").read_text())
+    # the pooled test is of the benchmark's seeds, not the ablation's
+    assert report["pooled"] == pooled(report["results"], [0, 1])
     variants = [(r["seed"], r["variant"]) for r in report["results"]]
     assert variants == [(None, "base"), (0, "full"), (1, "full"), *((0, f"no-{t}") for t in ABLATED)]
     for t in ABLATED:
@@ -82,6 +84,7 @@ def test_benchmark_trains_each_seed_ablates_each_term_and_writes_tables(base_dir
     md = (out / "benchmark.md").read_text()
     assert "| mini | outside | heldout-domain-semantic | 1 |" in md
     assert "| no-pres |" in md and "## Ablation" in md and "| no-kd | (weight 0 in this config)" in md
+    assert "with one weight set to 0 (seeds 0; mean over seeds)" in md
     # a rerun resumes every finished run instead of training again
     code = main(["benchmark", "--out", str(out), "--domains", str(domain), "--seeds", "0", "--base", str(base_dir),
                  "--config", str(config)])
@@ -119,12 +122,16 @@ def test_pipeline_adapt_runs_adapt_on_the_hand_written_inputs_pretraining_once(b
     config.write_text(json.dumps({**ONE_EPOCH, "distill": {**ONE_EPOCH["distill"], "valid_fraction": 0.5}}))
     out = tmp_path / "bench"
     # Stand in for offline-minilm's 25-minute pretraining: the base "needs" it, and the spy
-    # returns the tiny base, so the test sees where and how often it is made.
+    # returns a copy of the tiny base, so the test sees where and how often it is made, and
+    # that the runs train from it rather than from --base.
+    import shutil
+
     made = []
+    pretrained = shutil.copytree(base_dir, tmp_path / "pretrained-base")
 
     def pretrained_base(base, where, hooks=None):
         made.append((base, where))
-        return str(base_dir)
+        return str(pretrained)
 
     monkeypatch.setattr(builtin, "needs_pretraining", lambda name: True)
     monkeypatch.setattr(adapt_module, "pretrained_base", pretrained_base)
@@ -135,7 +142,7 @@ def test_pipeline_adapt_runs_adapt_on_the_hand_written_inputs_pretraining_once(b
     assert not (out / "benchmark.json").exists() and not (out / "runs").exists()
     report = json.loads((out / "benchmark-adapt.json").read_text())
     assert report["schema"] == "sparse-adapt.benchmark/2"
-    assert report["inputs"]["pipeline"] == "adapt" and report["inputs"]["start"] == str(base_dir)
+    assert report["inputs"]["pipeline"] == "adapt" and report["inputs"]["start"] == str(pretrained)
     assert report["inputs"]["config"]["distill"]["interpolate"] == 0.5  # adapt's own setting
     evalset = EvalSet.load(resolve_domain(str(domain)).files)
     for seed, r in zip((0, 1), report["results"][1:]):
@@ -146,6 +153,7 @@ def test_pipeline_adapt_runs_adapt_on_the_hand_written_inputs_pretraining_once(b
         assert manifest["given"] == {"terms": sha("domain_terms.json"), "dictionary": sha("dictionary.jsonl"),
                                      "train": sha("train.jsonl")}
         assert manifest["seed"] == seed and manifest["options"]["pretrain"] is False
+        assert manifest["base"] == str(pretrained)
         assert not (run / "train.jsonl").exists()  # nothing generated: the hand-written lists trained
         assert r["groups"] == evalset.scores(SpladeEncoder.from_pretrained(run / "final"))
         assert r["selection"]["epochs_run"] == 1  # read from DIR/training's log
