@@ -702,46 +702,17 @@ def test_a_batch_search_names_the_queries_that_matched_nothing(tmp_path, capsys)
     assert "(2 queries, 1 hit, at most 5 per query)" in " ".join(captured.out.split())
 
 
-def test_a_batch_search_runs_one_thread_unless_told_and_says_the_index_s_model_mismatch(tmp_path, capsys, monkeypatch):
-    # Lucene's side stood in for: what search hands it, and what it says of the index's answer
-    from sparse_adapt.modeling.encoder import SpladeEncoder
-    from sparse_adapt.retrieval import searcher
-    from tests.conftest import make_tiny_bert
-
-    seen = []
-
-    class Retriever:
-        def __init__(self, index, encoder):
-            pass
-
-        def model_warning(self, model):
-            return f"the index was exported with another model than {model}"
-
-        def run(self, queries, k, threads, feedback):
-            seen.append((k, threads))
-            return {q.qid: {"d1": 7.0} for q in queries}
-
-    monkeypatch.setattr(searcher, "LuceneRetriever", Retriever)
-    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda cls, *a, **k: make_tiny_bert()))
-    queries = tmp_path / "q.jsonl"
-    queries.write_text('{"qid": "q1", "text": "budget"}\n')
-    argv = ["search", "--index", str(tmp_path / "index"), "--model", "m", "--queries", str(queries), "--k", "3"]
-    assert main([*argv, "--save-run", str(tmp_path / "a.trec")]) == 0
-    assert "warning: the index was exported with another model than m" in " ".join(capsys.readouterr().err.split())
-    assert main([*argv, "--save-run", str(tmp_path / "b.trec"), "--threads-search", "2"]) == 0
-    assert seen == [(3, 1), (3, 2)]
-
-
-def test_one_query_s_search_says_a_cut_query_and_hits_missing_from_docs_and_reads_docs_before_searching(
-        tmp_path, capsys, monkeypatch):
-    # Lucene's side stood in for: two hits, the first of them not in --docs
+@pytest.fixture
+def stand_in_lucene(monkeypatch):
+    """Lucene's side of `search` stood in for (no JVM), and any --model a tiny one: records what
+    the command hands the retriever; answers with ``warning`` (of the index's model) and ``hits``."""
     from types import SimpleNamespace
 
     from sparse_adapt.modeling.encoder import SpladeEncoder
     from sparse_adapt.retrieval import searcher
     from tests.conftest import make_tiny_bert
 
-    searched = []
+    calls = SimpleNamespace(warning=None, hits=[], compared=[], runs=[], searched=[])
 
     class Retriever:
         scale = 100
@@ -750,20 +721,46 @@ def test_one_query_s_search_says_a_cut_query_and_hits_missing_from_docs_and_read
             pass
 
         def model_warning(self, model):
-            return None
+            calls.compared.append(model)
+            return calls.warning
+
+        def run(self, queries, k, threads, feedback):
+            calls.runs.append((k, threads))
+            return {q.qid: {"d1": 7.0} for q in queries}
 
         def search(self, query, k, feedback):
-            searched.append(query)
-            return [SimpleNamespace(doc_id="gone", score=9.0), SimpleNamespace(doc_id="d1", score=7.0)]
+            calls.searched.append(query)
+            return calls.hits
 
     monkeypatch.setattr(searcher, "LuceneRetriever", Retriever)
     monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda cls, *a, **k: make_tiny_bert()))
+    return calls
+
+
+def test_a_batch_search_runs_one_thread_unless_told_and_says_the_index_s_model_mismatch(tmp_path, capsys,
+                                                                                         stand_in_lucene):
+    stand_in_lucene.warning = "the index was exported with another model than m"
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"qid": "q1", "text": "budget"}\n')
+    argv = ["search", "--index", str(tmp_path / "index"), "--model", "m", "--queries", str(queries), "--k", "3"]
+    assert main([*argv, "--save-run", str(tmp_path / "a.trec")]) == 0
+    assert "warning: the index was exported with another model than m" in " ".join(capsys.readouterr().err.split())
+    assert main([*argv, "--save-run", str(tmp_path / "b.trec"), "--threads-search", "2"]) == 0
+    assert stand_in_lucene.runs == [(3, 1), (3, 2)] and stand_in_lucene.compared == ["m", "m"]
+
+
+def test_one_query_s_search_says_a_cut_query_and_hits_missing_from_docs_and_reads_docs_before_searching(
+        tmp_path, capsys, stand_in_lucene):
+    from types import SimpleNamespace
+
+    # two hits, the first of them not in --docs
+    stand_in_lucene.hits = [SimpleNamespace(doc_id="gone", score=9.0), SimpleNamespace(doc_id="d1", score=7.0)]
     docs = tmp_path / "docs.jsonl"
     docs.write_text('{"doc_id": "d1", "text": "budget report"}\n')
     # 20 words: past the tiny model's 16 query pieces, within its 48 document pieces
     argv = ["search", " ".join(["budget"] * 20), "--index", str(tmp_path / "index"), "--model", "m", "--json"]
     assert main([*argv, "--docs", str(tmp_path / "absent.jsonl")]) == 2
-    assert "file not found" in capsys.readouterr().err and searched == []
+    assert "file not found" in capsys.readouterr().err and stand_in_lucene.searched == []
     assert main([*argv, "--docs", str(docs)]) == 0
     captured = capsys.readouterr()
     err = " ".join(captured.err.split())
@@ -771,6 +768,28 @@ def test_one_query_s_search_says_a_cut_query_and_hits_missing_from_docs_and_read
     assert f"1 of 2 hits are not in {docs} (e.g. gone)" in err
     assert json.loads(captured.out) == [{"doc_id": "gone", "score": 9.0, "text": None},
                                         {"doc_id": "d1", "score": 7.0, "text": "budget report"}]
+
+
+def test_search_with_onnx_checks_the_index_against_the_model_the_export_records(tmp_path, capsys, monkeypatch,
+                                                                                stand_in_lucene):
+    """`search --onnx` has no --model: the index is compared with the export's own source (its
+    meta), or a mismatch between the index and the query encoder went unsaid."""
+    from types import SimpleNamespace
+
+    import sparse_adapt.modeling.onnx as onnx_module
+    from tests.conftest import make_tiny_bert
+
+    def export(path):  # a tiny model in the export's place, recording the model it was made from
+        encoder = make_tiny_bert()
+        encoder.meta = SimpleNamespace(source="exported")
+        return encoder
+
+    monkeypatch.setattr(onnx_module, "OnnxSpladeEncoder", export)
+    stand_in_lucene.warning = "the index was exported with another model"
+    (tmp_path / "onnx").mkdir()
+    assert main(["search", "budget", "--index", str(tmp_path / "index"), "--onnx", str(tmp_path / "onnx")]) == 0
+    assert stand_in_lucene.compared == ["exported"]
+    assert "warning: the index was exported with another model" in " ".join(capsys.readouterr().err.split())
 
 
 def test_feedback_on_an_index_without_stored_vectors_is_refused_before_any_model_loads(tmp_path, capsys, monkeypatch):

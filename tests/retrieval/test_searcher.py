@@ -188,27 +188,3 @@ def test_feedback_from_an_index_of_another_vocabulary_is_one_error(tmp_path):
     with pytest.raises(LuceneError, match="the stored term 'zz' is not in the query model's vocabulary"):
         retriever.feedback_queries(["q"], Feedback())
 
-
-def test_search_with_onnx_checks_the_index_against_the_model_the_export_records(tmp_path, monkeypatch, capsys):
-    """`search --onnx` has no --model: the index is compared with the export's own source (its
-    meta), or a mismatch between the index and the query encoder went unsaid."""
-    import sparse_adapt.modeling.onnx as onnx_mod
-    import sparse_adapt.retrieval.searcher as searcher
-    from sparse_adapt.cli import main
-
-    compared = []
-
-    class Retriever:  # stops the command at the comparison: Lucene is not needed to see it
-        def __init__(self, index, encoder):
-            pass
-
-        def model_warning(self, model):
-            compared.append(model)
-            raise ConfigError("compared")
-
-    monkeypatch.setattr(onnx_mod, "OnnxSpladeEncoder", lambda path: SimpleNamespace(meta=SimpleNamespace(source="exported")))
-    monkeypatch.setattr(searcher, "LuceneRetriever", Retriever)
-    (tmp_path / "index").mkdir()
-    (tmp_path / "onnx").mkdir()
-    assert main(["search", "--index", str(tmp_path / "index"), "--onnx", str(tmp_path / "onnx"), "q"]) == 2
-    assert compared == ["exported"] and capsys.readouterr().err.strip() == "error: compared"
