@@ -217,8 +217,10 @@ def warn_unused_weights(name: str, unexpected: object) -> None:
     which :func:`quiet_transformers` hides along with the progress bars)."""
     unused = sorted(k for k in (unexpected or ()) if not any(part in k for part in UNUSED_BY_DESIGN))
     if unused:
-        warnings.warn(f"{name}: {len(unused)} tensors of the checkpoint fit no part of the masked-LM and are "
-                      f"not used ({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''})",
+        one = len(unused) == 1
+        count = "1 tensor of the checkpoint fits" if one else f"{len(unused)} tensors of the checkpoint fit"
+        warnings.warn(f"{name}: {count} no part of the masked-LM and {'is' if one else 'are'} not used "
+                      f"({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''})",
                       UnusedWeightsWarning, stacklevel=3)
 
 

@@ -330,7 +330,7 @@ def test_the_unused_weights_warning_names_three_and_counts_all(recwarn):
     assert [str(w.message) for w in recwarn] == [
         "m: 4 tensors of the checkpoint fit no part of the masked-LM and are not used (a, b, c, ...)",
         "m: 3 tensors of the checkpoint fit no part of the masked-LM and are not used (a, b, c)",
-        "m: 1 tensors of the checkpoint fit no part of the masked-LM and are not used "
+        "m: 1 tensor of the checkpoint fits no part of the masked-LM and is not used "
         "(cls.predictions.transform.extra.weight)",
     ]
 
