@@ -136,7 +136,9 @@ def assemble(
 
 
 def _check_out(out: Path, overwrite: bool = False, inputs: Sequence[str | Path | None] = ()) -> None:
-    """Refuse to write into a non-empty directory that is not a report of ours (unless ``overwrite``)."""
+    """Refuse to write into a non-empty directory that is not a report of ours (unless ``overwrite``).
+    An existing file given as ``out`` with ``overwrite`` passes; :func:`build_report` deletes it
+    only once the base has loaded, so a base that fails leaves it as it was."""
     check_writable(out, into=True)
     if out.exists() and not out.is_dir():
         if not overwrite:
@@ -144,7 +146,6 @@ def _check_out(out: Path, overwrite: bool = False, inputs: Sequence[str | Path |
         check_not_an_input(out, inputs)  # --overwrite had deleted an input given as --out
         if not out.is_file():
             raise ConfigError(f"--out {out} is not a regular file or directory (a device or a pipe); give a folder")
-        out.unlink()
     kind = output_kind(out) if out.is_dir() else None
     if kind not in (None, "report") and not overwrite:
         raise ConfigError(f"--out {out} holds a `sparse-adapt {kind}` output, not a report: give another --out")
@@ -209,6 +210,8 @@ def build_report(inputs: ReportInputs, hooks: Hooks = SILENT) -> Report:
     base = SpladeEncoder.from_pretrained(i.base)
     primary, reason = choose_primary_term(domain_terms(base, data), data, i.term)
     hooks.message(f"primary term: {primary} ({reason})")
+    if i.out.is_file():  # --overwrite replaces it (checked above); the report is a folder
+        i.out.unlink()
     results = []
     with locked(i.out):
         # Every run first: a rerun refused for changed inputs stops before anything is evaluated,

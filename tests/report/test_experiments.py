@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from corpora import GATROCRAPTIC as G
 from sparse_adapt.data import Document, Query
 from sparse_adapt.report import ReportData, ReportInputs
 from sparse_adapt.report import experiments
@@ -69,13 +68,6 @@ def test_the_assembled_inputs_carry_the_seed_and_the_benchmark_file(tmp_path):
     assert (report.inputs["seed"], report.inputs["benchmark"]) == (5, str(bench / "benchmark.json"))
 
 
-def test_overwrite_replaces_an_existing_file_given_as_out(tmp_path):
-    out = tmp_path / "some.yaml"
-    out.write_text("key: value\n")
-    experiments._check_out(out, overwrite=True, inputs=(G.docs,))
-    assert not out.exists()
-
-
 class Stop(Exception):
     """Raised where the report would train its first experiment."""
 
@@ -106,7 +98,8 @@ def until_training(tmp_path, monkeypatch):
 
     def run(**given):
         with pytest.raises(Stop):
-            experiments.build_report(ReportInputs(out=tmp_path / "o", base=str(base), experiments=("H1",), **given), hooks)
+            experiments.build_report(ReportInputs(**{"out": tmp_path / "o", "base": str(base), "experiments": ("H1",),
+                                                     **given}), hooks)
         return said, loaded[-1]
 
     return run
@@ -136,3 +129,15 @@ def test_out_given_as_the_config_file_is_refused_even_with_overwrite(tmp_path, c
     assert main(argv) == 2
     assert "is also an input" in capsys.readouterr().err
     assert json.loads(config.read_text()) == {"distill": {"epochs": 1}}
+
+
+def test_overwrite_replaces_an_existing_file_given_as_out_only_once_the_base_has_loaded(until_training, tmp_path):
+    from sparse_adapt.errors import SparseAdaptError
+
+    out = tmp_path / "some.yaml"
+    out.write_text("key: value\n")
+    with pytest.raises(SparseAdaptError, match="none"):
+        experiments.build_report(ReportInputs(out=out, base=str(tmp_path / "none"), overwrite=True, experiments=("H1",)))
+    assert out.read_text() == "key: value\n"  # the report could not start: the user's file stays
+    until_training(out=out, overwrite=True)
+    assert not out.exists()  # the base loaded: gone before the first training step, for the report's folder
