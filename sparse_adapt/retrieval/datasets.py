@@ -84,9 +84,12 @@ class IRDataset:
         except (UnicodeDecodeError, ValueError, KeyError, RuntimeError, TypeError, AttributeError) as e:
             # TypeError/AttributeError: a field of the wrong JSON type (a number for a text, a line that is a list)
             raise DatasetError(f"{self.name}: cannot read its {what} ({type(e).__name__}: {str(e)[:160]})") from None
-        except AssertionError:  # how BeirQrels reports a file without BEIR's header line
-            raise DatasetError(f"{self.name}: its {what} file lacks BEIR's header line "
-                               f"'query-id<TAB>corpus-id<TAB>score'") from None
+        except AssertionError as e:
+            if what == "qrels":  # how BeirQrels reports a file without BEIR's header line
+                raise DatasetError(f"{self.name}: its qrels file lacks BEIR's header line "
+                                   f"'query-id<TAB>corpus-id<TAB>score'") from None
+            # elsewhere a check of ir_datasets' own: the header advice would send the user astray
+            raise DatasetError(f"{self.name}: cannot read its {what} (AssertionError: {str(e)[:160]})") from None
 
     def qrels(self) -> Qrels:
         out: Qrels = {}

@@ -84,7 +84,9 @@ def test_an_ids_queries_are_its_judged_ones_unless_asked_for_all():
     (KeyError("text"), "documents", r"^toy/test: cannot read its documents \(KeyError: 'text'\)$"),
     (TypeError("not subscriptable"), "documents", r"^toy/test: cannot read its documents \(TypeError: not subscriptable\)$"),
     (AssertionError(), "qrels", r"^toy/test: its qrels file lacks BEIR's header line"),  # BeirQrels' way of saying it
-], ids=["KeyError", "TypeError", "AssertionError"])
+    # no qrels file involved: no header advice
+    (AssertionError("bad doc"), "documents", r"^toy/test: cannot read its documents \(AssertionError: bad doc\)$"),
+], ids=["KeyError", "TypeError", "AssertionError", "AssertionError-documents"])
 def test_what_ir_datasets_raises_while_parsing_is_one_line_naming_the_dataset(error, read, message):
     ds = toy(error=error)
     with pytest.raises(DatasetError, match=message):
