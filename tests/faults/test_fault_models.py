@@ -48,8 +48,14 @@ DAMAGES = {
                              ["sparse_adapt.json", "'doc_max_length'", "positive integer", "'long'"]),
     "settings-length-negative": (lambda m: _settings(m, json.dumps({"query_max_length": -5})),
                                  ["sparse_adapt.json", "'query_max_length'", "-5"]),
+    # the lowest excluded bound: a length of 0 encodes nothing at all
+    "settings-length-zero": (lambda m: _settings(m, json.dumps({"doc_max_length": 0})),
+                             ["sparse_adapt.json", "'doc_max_length'", "positive integer", "got 0"]),
     "settings-ids-text": (lambda m: _settings(m, json.dumps({"domain_token_ids": ["a"]})),
                           ["sparse_adapt.json", "'domain_token_ids'"]),
+    # a negative id passes the vocabulary bound and names a token counted from the end
+    "settings-ids-negative": (lambda m: _settings(m, json.dumps({"domain_token_ids": [-1]})),
+                              ["sparse_adapt.json", "'domain_token_ids'", "integers >= 0"]),
     # a ValueError / RecursionError traceback from json before
     "settings-5000-digits": (lambda m: _settings(m, '{"doc_max_length": 1' + "0" * 5000 + "}"),
                              ["sparse_adapt.json", "not valid JSON"]),

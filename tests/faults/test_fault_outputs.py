@@ -720,3 +720,60 @@ def test_an_out_that_holds_the_working_directory_is_refused_even_with_overwrite(
         with pytest.raises(OutputError, match="is the working directory or holds it"):
             check_output(target, overwrite=True)
     assert inner.is_dir()
+
+
+def test_an_output_is_replaced_only_when_both_its_inode_and_its_change_time_moved(tmp_path):
+    # A chmod (or a new hard link) moves the change time alone; some file systems renumber an
+    # untouched file's inode: neither is another command's output
+    from sparse_adapt.atomic import _check_unchanged
+    from sparse_adapt.errors import OutputError
+
+    target = tmp_path / "out"
+    target.mkdir()
+    st = os.lstat(target)
+    _check_unchanged(target, (st.st_dev, st.st_ino, st.st_ctime_ns - 1))
+    _check_unchanged(target, (st.st_dev, st.st_ino + 1, st.st_ctime_ns))
+    with pytest.raises(OutputError, match="was replaced while this command ran"):
+        _check_unchanged(target, (st.st_dev, st.st_ino + 1, st.st_ctime_ns - 1))
+
+
+def test_a_file_the_user_shares_with_the_group_alone_keeps_its_mode(tmp_path):
+    # Only an owner-only file (a writer's 0600 temporary) gets the user's default mode; one
+    # already readable by the group was made so on purpose
+    from sparse_adapt.atomic import atomic_directory
+
+    old = os.umask(0o022)
+    try:
+        with atomic_directory(tmp_path / "out") as tmp:
+            (tmp / "group").write_text("x")
+            (tmp / "group").chmod(0o640)
+            (tmp / "owner").write_text("x")
+            (tmp / "owner").chmod(0o600)
+    finally:
+        os.umask(old)
+    assert stat_mode(tmp_path / "out" / "group") == 0o640 and stat_mode(tmp_path / "out" / "owner") == 0o644
+
+
+def test_a_file_written_again_takes_away_a_dead_writer_s_temporary_first(tmp_path):
+    # The next write of the same file is the only thing that ever looks at its leftovers
+    from sparse_adapt.atomic import atomic_file
+
+    dead = tmp_path / ".run.json.tmp-999999999"  # above any pid_max
+    dead.write_text("half")
+    other = tmp_path / ".notes.tmp-999999999"  # another file's: left to that file's next write
+    other.write_text("half")
+    with atomic_file(tmp_path / "run.json") as tmp:
+        tmp.write_text("{}")
+    assert (tmp_path / "run.json").read_text() == "{}"
+    assert not dead.exists() and other.exists()
+
+
+def test_a_name_is_too_long_from_the_first_byte_its_temporary_would_not_fit(tmp_path):
+    # NAME_MAX less the 40 bytes of the temporary beside it fit; one byte more does not
+    from sparse_adapt.destination import TEMPORARY_EXTRA, check_writable
+    from sparse_adapt.errors import OutputError
+
+    fits = os.pathconf(tmp_path, "PC_NAME_MAX") - TEMPORARY_EXTRA
+    check_writable(tmp_path / ("y" * fits))
+    with pytest.raises(OutputError, match=f"the name is too long \\({fits + 1} bytes"):
+        check_writable(tmp_path / ("y" * (fits + 1)))

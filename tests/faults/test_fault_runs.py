@@ -352,3 +352,17 @@ def test_a_final_is_kept_only_when_its_record_matches_and_its_model_is_whole(tmp
     assert final_is_current(tmp_path, recipe)
     assert not final_is_current(tmp_path, final_recipe({**run, "seed": 1}, 0.0, None))
     assert not final_is_current(tmp_path, final_recipe(run, 0.5, "anchor"))
+
+
+def test_a_stage_trained_again_replaces_its_folder_whole(tiny_model_dir, train_inputs, tmp_path):
+    # extend gone, distill is no longer of a completed prefix: both train again, and what the
+    # old distill folder held beside its model described the model now replaced
+    import shutil
+
+    out = tmp_path / "run"
+    _pipeline(tiny_model_dir, train_inputs, out)
+    shutil.rmtree(out / "extend")
+    (out / "distill" / "eval_notes.json").write_text("{}")
+    _pipeline(tiny_model_dir, train_inputs, out)
+    assert (out / "extend" / "config.json").is_file() and (out / "distill" / "config.json").is_file()
+    assert not (out / "distill" / "eval_notes.json").exists()

@@ -629,3 +629,59 @@ def test_across_sort_windows_rows_still_come_back_in_input_order(tiny_bert, monk
     together = tiny_bert.encode(TEXTS, batch_size=2).toarray()
     singles = np.vstack([tiny_bert.encode([t]).toarray() for t in TEXTS])
     np.testing.assert_allclose(together, singles, atol=1e-5)
+
+
+@pytest.mark.parametrize("texts", [["aa", "a"], []])
+def test_encode_texts_refuses_a_bad_max_active_dims_before_encoding_anything(texts):
+    # The check in keep_top comes after every batch is encoded, and never for no text at all
+    from sparse_adapt.modeling.batching import encode_texts
+
+    tokenizer = _LengthTokenizer()
+    with pytest.raises(ValueError, match="max_active_dims"):
+        encode_texts(texts, kind="document", tokenizer=tokenizer, max_length=5, vocab_size=8,
+                     weigh=_weigh_by_length, batch_size=2, progress=None, max_active_dims=0)
+    assert tokenizer.calls == []
+
+
+def test_a_loaded_model_s_weights_are_allocated_by_torch(tiny_bert, tmp_path):
+    # Left in the safetensors loader's buffer, weights start at its 8-byte alignment; CPU GEMM
+    # picks its code path by alignment, and a resumed run drifted from an unbroken one in the
+    # last bit. torch allocates at 64 bytes.
+    params = list(SpladeEncoder.from_pretrained(tiny_bert.save_pretrained(tmp_path / "m")).mlm.parameters())
+    assert all(p.data_ptr() % 64 == 0 for p in params)
+
+
+def test_a_model_of_ours_keeps_its_own_lengths_whatever_its_sentence_transformers_files_say(tiny_bert, tmp_path):
+    # sparse_adapt.json decides; the sentence-transformers config is for that library (with no
+    # length of its own kind it says nothing the load compares, and a damaged one stops only it)
+    tiny_bert.settings.query_max_length, tiny_bert.settings.doc_max_length = 24, 48
+    path = tiny_bert.save_pretrained(tmp_path / "m")
+    (path / "sentence_bert_config.json").write_text('{"max_seq_length": 40}')
+    loaded = SpladeEncoder.from_pretrained(path).settings
+    assert (loaded.query_max_length, loaded.doc_max_length) == (24, 48)
+    (path / "sentence_bert_config.json").write_text("{")
+    assert SpladeEncoder.from_pretrained(path).settings.doc_max_length == 48
+
+
+def test_a_model_saved_over_another_keeps_the_user_s_files_but_no_hidden_entry(tiny_bert, tmp_path):
+    # A lock or a killed write's temporary belongs to the folder's old life: carried into the
+    # new one, a stale lock would refuse the next run and a temporary would never be cleaned
+    path = tiny_bert.save_pretrained(tmp_path / "m")
+    (path / "notes.txt").write_text("mine")
+    (path / ".lock").write_text("12345")
+    (path / ".model.safetensors.tmp-1").write_text("half")
+    tiny_bert.save_pretrained(path)
+    assert (path / "notes.txt").read_text() == "mine"
+    assert not (path / ".lock").exists() and not (path / ".model.safetensors.tmp-1").exists()
+
+
+def test_a_folder_whose_config_json_is_a_folder_is_no_saved_model(tiny_bert, tmp_path):
+    # Taken for a model, the folder would be replaced and the user's config.json/ with it
+    from sparse_adapt.errors import OutputError
+
+    target = tmp_path / "m"
+    (target / "config.json").mkdir(parents=True)
+    (target / "config.json" / "a.txt").write_text("mine")
+    with pytest.raises(OutputError, match="a directory of other files"):
+        tiny_bert.save_pretrained(target)
+    assert (target / "config.json" / "a.txt").read_text() == "mine"

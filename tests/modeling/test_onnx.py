@@ -350,3 +350,14 @@ def test_the_thread_count_reaches_onnx_runtime_and_the_vocabulary_list_is_the_ca
     vocab = onnx.id_to_token()
     vocab.clear()  # the caller's list: the encoder's own is untouched
     assert len(onnx.id_to_token()) == onnx.vocab_size
+
+
+def test_an_onnx_graph_given_by_its_own_path_names_the_folder_to_give(tmp_path):
+    # "no model.onnx" beside a model.onnx would puzzle: the line says which folder to pass instead
+    import re
+
+    graph = tmp_path / "model.onnx"
+    graph.write_bytes(b"")
+    where = f"{re.escape(str(graph))} is a file; give the folder .*\\({re.escape(str(tmp_path))}\\)"
+    with pytest.raises(ModelLoadError, match=where):
+        OnnxSpladeEncoder(graph)

@@ -515,3 +515,11 @@ def test_the_title_counts_the_judged_queries_and_a_compare_run_without_them_is_r
     assert main([*argv, "--compare", str(other)]) == 2
     errors = [l for l in capsys.readouterr().err.splitlines() if not l.startswith("warning: ")]
     assert errors == [f"error: --compare {other}: the run has none of the evaluated queries"]
+
+
+@pytest.mark.parametrize("suffix", [".json", ".trec", ".txt", ".run", ".tsv", ".lz4"])
+def test_a_compare_path_with_a_run_file_s_suffix_is_a_run_even_where_it_is_missing(suffix, tmp_path):
+    # else a mistyped runs/bm25.tsv was looked up on the Hub as a model name
+    from sparse_adapt.cli.evaluate import _is_run
+
+    assert _is_run(str(tmp_path / f"bm25{suffix}")) and not _is_run(str(tmp_path / "bm25"))

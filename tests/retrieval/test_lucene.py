@@ -820,3 +820,30 @@ def test_a_killed_jvm_leaves_no_attach_socket_in_tmp():
     left = socket.exists()
     socket.unlink(missing_ok=True)
     assert not left
+
+
+def test_evaluate_through_an_index_ranks_100_documents_a_query_unless_told(tmp_path, capsys, stand_in_lucene,
+                                                                            monkeypatch):
+    # --depth's help says 100: the metrics look at 10, but a --save-run file and trec_eval's deeper
+    # measures (MAP, recall@100) see every hit
+    from types import SimpleNamespace
+
+    from sparse_adapt.retrieval import searcher
+    from tests.conftest import make_tiny_bert
+
+    depths = []
+
+    def run(self, queries, k, feedback=None):
+        depths.append(k)
+        return {q.qid: {"d1": 7.0} for q in queries}
+
+    monkeypatch.setattr(searcher.LuceneRetriever, "run", run)
+    monkeypatch.setattr(searcher.LuceneRetriever, "holds", lambda self, doc_id: True, raising=False)
+    monkeypatch.setattr(searcher.LuceneRetriever, "encoder", SimpleNamespace(splade=make_tiny_bert()), raising=False)
+    queries, qrels = tmp_path / "q.jsonl", tmp_path / "qrels.txt"
+    queries.write_text('{"qid": "q1", "text": "budget"}\n')
+    qrels.write_text("q1 0 d1 1\n")
+    argv = ["evaluate", "--model", "m", "--index", str(tmp_path / "index"), "--queries", str(queries), "--qrels", str(qrels)]
+    assert main(argv) == 0
+    assert main([*argv, "--depth", "25"]) == 0
+    assert depths == [100, 25]

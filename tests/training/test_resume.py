@@ -141,6 +141,7 @@ def test_token_budget_batches_resume_bit_identically_across_epochs_of_other_leng
     # 1 - lr x weight_decay: 1 - 2e-4 x 1e34 = -2e30, every weight flipped and blown up in one step
     ({"warmup": {"weight_decay": 1e34}}, "warmup.weight_decay 1e+34 x warmup.lr 0.0002 must be < 1"),
     ({"distill": {"lr": 0.5, "weight_decay": 2.0}}, "distill.weight_decay 2 x distill.lr 0.5 must be < 1"),
+    ({"distill": {"epochs": -1}}, "distill.epochs must be >= 0, got -1"),
 ])
 def test_settings_that_cannot_train_as_written_are_refused(section, message):
     with pytest.raises(ConfigError) as e:

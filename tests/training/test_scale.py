@@ -780,3 +780,33 @@ def test_a_step_cap_inside_a_longer_later_epoch_is_where_the_rate_decays_to():
     run_loop(model, lambda g: [[i] for i in range(next(plans))], cfg, step, seed_everything(0), logged.append)
     lrs = [r["lr"] for r in logged if "step" in r]
     assert lrs[4:] == pytest.approx([(10 - s) / 9 for s in range(4, 10)])  # warm-up: 1 step of the first 8
+
+
+def test_an_epoch_ending_in_a_short_group_counts_it_as_a_step_of_the_schedule():
+    # 5 batches, 2 a step: 3 steps, the last of one batch. The decay ends after the third
+    # (warm-up 1 step): rates 1, (3-1)/2, (3-2)/2. Counting only full groups (2 steps) would
+    # train the third at a rate of 0.
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    model, logged = nn.Linear(2, 1), []
+
+    def step(indices, number):
+        return StepResult({"loss": model(torch.ones(1, 2)).sum() ** 2}, 1)
+
+    cfg = LoopConfig("t", epochs=1, batch_size=1, lr=1.0, weight_decay=0.0, max_grad_norm=1e9, grad_accum=2)
+    run_loop(model, lambda g: [[i] for i in range(5)], cfg, step, seed_everything(0), logged.append)
+    assert [r["lr"] for r in logged] == pytest.approx([1.0, 1.0, 0.5])
+
+
+def test_each_epoch_s_mean_loss_is_over_that_epoch_s_steps_alone():
+    # Step n's loss is n (its gradient 0): epochs of 2 steps have the means 1.5 and 3.5.
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    model = nn.Linear(2, 1)
+
+    def step(indices, number):
+        return StepResult({"loss": model(torch.ones(1, 2)).sum() * 0 + number}, 1)
+
+    cfg = LoopConfig("t", epochs=2, batch_size=1, lr=1.0, weight_decay=0.0, max_grad_norm=1e9)
+    result = run_loop(model, lambda g: [[0], [1]], cfg, step, seed_everything(0), lambda r: None)
+    assert result.epoch_means == [{"loss": 1.5}, {"loss": 3.5}] and result.steps == 4

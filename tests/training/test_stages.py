@@ -257,6 +257,13 @@ def test_an_integer_setting_is_bounded():
         config_from_dict({"distill": {"max_steps": 10**400}})
 
 
+def test_an_integer_setting_is_bounded_at_the_largest_32_bit_integer():
+    assert config_from_dict({"distill": {"max_steps": 2**31 - 1}}).distill.max_steps == 2**31 - 1
+    for value in (2**31, -(2**31)):  # one past it, either sign
+        with pytest.raises(ConfigError, match=f"distill.max_steps: expected at most 2,147,483,647, got {value}"):
+            config_from_dict({"distill": {"max_steps": value}})
+
+
 def test_config_files_json_and_toml(tmp_path):
     toml = tmp_path / "c.toml"
     toml.write_text('[distill]\nepochs = 3\ntau_min = 1.5\n[warmup]\ndomain_focused = false\n')
