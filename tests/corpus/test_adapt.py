@@ -629,6 +629,39 @@ def test_cli_build_dictionary_says_which_of_your_entries_define_no_domain_term(s
     assert f"warning: {mine}: 1 of 1 entries define a term that is not in {terms} (e.g. 'Zentrofix')" in _err(capsys)
 
 
+def test_cli_mine_terms_explain_puts_each_part_of_the_score_under_its_own_name(setup, tmp_path, capsys, monkeypatch):
+    import math
+
+    from sparse_adapt.cli import output
+    from sparse_adapt.corpus.mining import COMMON_ZIPF
+
+    monkeypatch.setattr(output.console, "width", 400)  # one table row per line
+    argv = ["mine-terms", "--corpus", str(setup["corpus"]), "--out", str(tmp_path / "t.json"), "--base", setup["base"]]
+    assert main(argv + ["--explain"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = [c.strip() for c in next(line for line in lines if "fragmentation" in line).split("┃")[1:-1]]
+    assert header == ["#", "term", "category", "score", "docs", "frequency", "rarity", "fragmentation", "pattern",
+                      "zipf", "pieces"]
+    rows = [dict(zip(header, (c.strip() for c in line.split("│")[1:-1]))) for line in lines if line.count("│") > 2]
+    assert rows
+    for r in rows:  # the parts as the printed formula defines them, from the row's own columns
+        assert float(r["frequency"]) == pytest.approx(math.log2(int(r["docs"])), abs=0.006)
+        assert float(r["rarity"]) == pytest.approx(COMMON_ZIPF - float(r["zipf"]), abs=0.011)
+        assert float(r["fragmentation"]) == pytest.approx(math.log2(len(r["pieces"].split())), abs=0.006)
+    assert any(abs(float(r["frequency"]) - float(r["rarity"])) > 0.1 for r in rows)  # swapped, they would differ
+
+
+def test_cli_one_pseudo_query_is_refused_before_any_work(setup, tmp_path, capsys):
+    """One query leaves none to hold out (the help says: one to train on, one to hold out)."""
+    terms = tmp_path / "terms.json"
+    terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
+    for argv in (["make-train", "--terms", str(terms), "--out", str(tmp_path / "train.jsonl")],
+                 ["adapt", "--out", str(tmp_path / "run")]):
+        assert main(argv + ["--corpus", str(setup["corpus"]), "--max-queries", "1"]) == 2
+        assert "Invalid value for '--max-queries': Input should be greater than or equal to 2" in _err(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["terms.json"]
+
+
 def test_cli_generators_never_overwrite_without_overwrite(setup, tmp_path, capsys):
     out = tmp_path / "terms.json"
     out.write_text("{}")
@@ -643,7 +676,11 @@ def test_cli_generators_never_overwrite_without_overwrite(setup, tmp_path, capsy
     assert "Zentrofax" in load_domain_terms(out)["jargon"]
 
 
-def test_cli_build_dictionary_keeps_your_entries_and_counts_the_strays_among_all_of_them(setup, tmp_path, capsys):
+def test_cli_build_dictionary_keeps_your_entries_and_counts_the_strays_among_all_of_them(setup, tmp_path, capsys,
+                                                                                          monkeypatch):
+    from sparse_adapt.cli import output
+
+    monkeypatch.setattr(output.console, "width", 400)  # one table row per line
     terms, mine, out = tmp_path / "terms.json", tmp_path / "mine.jsonl", tmp_path / "d.jsonl"
     terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
     yours = {"term": "Zentrofax", "definition": "our pump, in our words", "examples": ["The Zentrofax hums."]}
@@ -651,9 +688,13 @@ def test_cli_build_dictionary_keeps_your_entries_and_counts_the_strays_among_all
     mine.write_text("".join(json.dumps(e) + "\n" for e in (yours, stray)))
     assert main(["build-dictionary", "--corpus", str(setup["corpus"]), "--terms", str(terms), "--dictionary", str(mine),
                  "--out", str(out)]) == 0
-    assert f"warning: {mine}: 1 of 2 entries define a term that is not in {terms} (e.g. 'Zentrofix')" in _err(capsys)
+    captured = capsys.readouterr()
+    assert f"warning: {mine}: 1 of 2 entries define a term that is not in {terms} (e.g. 'Zentrofix')" in " ".join(
+        captured.err.split())
     [entry] = [json.loads(line) for line in out.read_text().splitlines() if json.loads(line)["term"] == "Zentrofax"]
     assert (entry["definition"], entry["examples"]) == (yours["definition"], yours["examples"])
+    [row] = [line.split("│")[1:-1] for line in captured.out.splitlines() if "Zentrofax" in line]
+    assert [c.strip() for c in row] == ["Zentrofax", "yours", yours["definition"]]  # not "harvested": it was not
 
 
 def test_cli_build_dictionary_never_writes_over_your_own_dictionary_even_with_overwrite(setup, tmp_path, capsys):

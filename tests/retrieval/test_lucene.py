@@ -320,6 +320,44 @@ def test_index_refuses_edited_export_metadata_naming_the_field(tmp_path, capsys,
     assert not (tmp_path / "i").exists()
 
 
+def test_index_hands_lucene_its_options_and_counts_only_the_documents_with_terms(tmp_path, capsys, monkeypatch):
+    """Lucene stood in for: what `index` records and says around it. Of 3 exported documents one
+    has no term (Anserini skips it), one scores 1.7e7 against itself: above 2^24, where float32
+    sums stop being exact."""
+    from sparse_adapt.retrieval import lucene
+    from sparse_adapt.retrieval.export import EXPORT_META
+
+    vectors, index = tmp_path / "v", tmp_path / "i"
+    vectors.mkdir()
+    lines = [{"id": "a", "contents": "x", "vector": {"pool": 3000, "size": 2000, "timeout": 2000}},
+             {"id": "b", "contents": "y", "vector": {}}, {"id": "c", "contents": "z", "vector": {"pool": 1}}]
+    (vectors / VECTORS_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (vectors / EXPORT_META).write_text(json.dumps({"scale": 1000, "model": "m", "documents": 3, "model_sha256": "h",
+                                                   "weights_sha256": "w"}))
+    built = []
+    monkeypatch.setattr(lucene, "build_index", lambda *a: built.append(a) or 2.5)
+    assert main(["index", "--vectors", str(vectors), "--index", str(index), "--threads-index", "3",
+                 "--store-vectors"]) == 0
+    [(source, target, threads, store, meta)] = built
+    assert (source, target, threads, store) == (vectors, index, 3, True)
+    assert meta == lucene.IndexMeta(scale=1000, model="m", documents=2, seconds=0.0, model_sha256="h", vectors=True,
+                                    weights_sha256="w")
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())
+    assert "1 of 3 documents has no term at scale 1000" in err
+    assert "at scale 1000 a query like its document scores up to 17,000,000, above 2^24" in err
+    assert f"indexed 2 documents into {index} in 2.5 s" in " ".join(captured.out.split())
+    # refused before Lucene starts, naming the flag the user gave
+    index.mkdir()
+    (index / "notes.txt").write_text("mine")
+    assert main(["index", "--vectors", str(vectors), "--index", str(index)]) == 2
+    assert f"--index {index} is not empty" in " ".join(capsys.readouterr().err.split())
+    assert main(["index", "--vectors", str(vectors), "--index", str(tmp_path / "j"), "--threads-index", "32768"]) == 2
+    assert f"--threads-index 32768 is more than 4x this machine's {os.cpu_count()} CPUs" in " ".join(
+        capsys.readouterr().err.split())
+    assert len(built) == 1
+
+
 CHILD = r"""
 import json, os, sys
 from pathlib import Path
@@ -392,7 +430,11 @@ def test_search_of_a_queries_file_refuses_what_does_not_fit_before_any_work(tmp_
         (base + ["q", "--save-run", str(run)], "--save-run applies to --queries (a run file)"),
         (base + ["q", "--threads-search", "2"], "--threads-search applies to --queries"),
         (base + ["q", "--overwrite"], "--overwrite applies to --queries"),
-        (base + ["--queries", queries, "--save-run", str(run), "--json"], "with --queries the hits go to --save-run"),
+        (base + ["--queries", queries, "--save-run", str(run), "--json"],
+         "--json shows one QUERY's hits; with --queries the hits go to --save-run"),
+        (base + ["--queries", queries, "--save-run", str(run), "--docs", queries],
+         "--docs shows one QUERY's hits; with --queries the hits go to --save-run"),
+        (base + ["q", "--onnx", str(tmp_path / "onnx")], "needs exactly one of --model (PyTorch) or --onnx"),
         # Java's thread pool refused 32,768 with a traceback
         (base + ["--queries", queries, "--save-run", str(run), "--threads-search", "32768"],
          f"--threads-search 32768 is more than 4x this machine's {os.cpu_count()} CPUs"),
@@ -404,6 +446,12 @@ def test_search_of_a_queries_file_refuses_what_does_not_fit_before_any_work(tmp_
     assert "--overwrite" in " ".join(capsys.readouterr().err.split()) and run.read_text() == "mine\n"
     assert main(base + ["--queries", str(tmp_path / "absent.jsonl"), "--save-run", str(tmp_path / "new.trec")]) == 2
     assert not (tmp_path / "new.trec").exists()
+    # the queries file as its own run: --overwrite would have replaced the queries with their hits
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text(Path(queries).read_text())
+    assert main(base + ["--queries", str(mine), "--save-run", str(mine), "--overwrite"]) == 2
+    assert "is also an input" in " ".join(capsys.readouterr().err.split())
+    assert mine.read_text() == Path(queries).read_text()
 
 
 @pytest.mark.slow
@@ -700,6 +748,24 @@ def test_a_batch_search_names_the_queries_that_matched_nothing(tmp_path, capsys)
     assert "1 query of 2 matched no document and has no line in the run (e.g. q2)" in " ".join(captured.err.split())
     assert (tmp_path / "run.trec").read_text() == "q1 Q0 d1 1 7.0 my_model\n"
     assert "(2 queries, 1 hit, at most 5 per query)" in " ".join(captured.out.split())
+    assert "longer than" not in captured.err
+
+
+def test_a_batch_search_names_five_of_the_queries_that_matched_nothing_and_says_a_cut_query(tmp_path, capsys):
+    from sparse_adapt.cli.lucene import _search_all
+    from sparse_adapt.data import Query
+    from tests.conftest import make_tiny_bert
+
+    class Retriever:  # of 7 queries only q1 finds a document
+        def run(self, queries, k, threads, feedback):
+            return {q.qid: ({"d1": 7.0} if q.qid == "q1" else {}) for q in queries}
+
+    # q1: 20 words, past the tiny model's 16 query pieces though within its 48 document pieces
+    batch = [Query("q1", " ".join(["budget"] * 20))] + [Query(f"q{i}", "zzz") for i in range(2, 8)]
+    _search_all(Retriever(), make_tiny_bert(), batch, 5, 1, None, tmp_path / "run.trec", "my model")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "1 of 7 queries is longer than 16 pieces and was truncated" in err
+    assert "6 queries of 7 matched no document and have no line in the run (e.g. q2, q3, q4, q5, q6)" in err
 
 
 @pytest.fixture
@@ -712,7 +778,7 @@ def stand_in_lucene(monkeypatch):
     from sparse_adapt.retrieval import searcher
     from tests.conftest import make_tiny_bert
 
-    calls = SimpleNamespace(warning=None, hits=[], compared=[], runs=[], searched=[])
+    calls = SimpleNamespace(warning=None, hits=[], compared=[], runs=[], searched=[], asked=[], fed=[])
 
     class Retriever:
         scale = 100
@@ -726,10 +792,12 @@ def stand_in_lucene(monkeypatch):
 
         def run(self, queries, k, threads, feedback):
             calls.runs.append((k, threads))
+            calls.fed.append(feedback)
             return {q.qid: {"d1": 7.0} for q in queries}
 
         def search(self, query, k, feedback):
             calls.searched.append(query)
+            calls.asked.append((k, feedback))
             return calls.hits
 
     monkeypatch.setattr(searcher, "LuceneRetriever", Retriever)
@@ -768,6 +836,46 @@ def test_one_query_s_search_says_a_cut_query_and_hits_missing_from_docs_and_read
     assert f"1 of 2 hits are not in {docs} (e.g. gone)" in err
     assert json.loads(captured.out) == [{"doc_id": "gone", "score": 9.0, "text": None},
                                         {"doc_id": "d1", "score": 7.0, "text": "budget report"}]
+
+
+def _index_with_stored_vectors(tmp_path):
+    """An index directory as far as the feedback check reads it: its description, stored vectors on."""
+    from sparse_adapt.retrieval.lucene import IndexMeta
+
+    index = tmp_path / "index"
+    index.mkdir()
+    IndexMeta(scale=100, model="m", documents=2, seconds=1.0, model_sha256="x", vectors=True).save(index)
+    return index
+
+
+def test_one_query_s_table_ranks_its_k_hits_beside_their_texts_and_feedback_reaches_lucene(tmp_path, capsys,
+                                                                                            stand_in_lucene):
+    from types import SimpleNamespace
+
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    stand_in_lucene.hits = [SimpleNamespace(doc_id="gone", score=9.0), SimpleNamespace(doc_id="d1", score=7.0)]
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"doc_id": "d1", "text": "budget report"}\n')
+    assert main(["search", "budget", "--index", str(_index_with_stored_vectors(tmp_path)), "--model", "m", "-k", "2",
+                 "--docs", str(docs), "--feedback", "--feedback-docs", "2"]) == 0
+    assert stand_in_lucene.asked == [(2, Feedback(docs=2))]
+    out = capsys.readouterr().out
+    rows = [[c for c in line.split() if c not in "│|┃"] for line in out.splitlines()]
+    assert ["2", "hits"] in rows and "(scale 100)" in out
+    assert ["1", "gone", "9", "(not", "in", "--docs)"] in rows and ["2", "d1", "7", "budget", "report"] in rows
+
+
+def test_a_batch_search_with_feedback_hands_it_to_lucene_and_tags_its_run_so(tmp_path, stand_in_lucene):
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    queries, run = tmp_path / "q.jsonl", tmp_path / "run.trec"
+    queries.write_text('{"qid": "q1", "text": "budget"}\n')
+    assert main(["search", "--index", str(_index_with_stored_vectors(tmp_path)), "--model", "m", "--queries",
+                 str(queries), "--save-run", str(run), "--feedback", "--feedback-weight", "0.25"]) == 0
+    assert stand_in_lucene.fed == [Feedback(weight=0.25)]
+    # a feedback run tagged as the model alone could not be told later from its plain run
+    assert run.read_text() == "q1 Q0 d1 1 7.0 m+feedback\n"
 
 
 def test_search_with_onnx_checks_the_index_against_the_model_the_export_records(tmp_path, capsys, monkeypatch,
