@@ -141,6 +141,40 @@ def test_a_world_size_no_launcher_set_never_stops_a_command(world, monkeypatch, 
     assert "Traceback" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("world, taken", [("1", True), ("", True), ("2", False), ("16", False)])
+def test_the_stop_signals_are_taken_by_one_process_alone_never_by_a_launcher_s_ranks(world, taken, monkeypatch):
+    """WORLD_SIZE=1 is one process (a launcher's single rank): a Ctrl-C, a `kill` or a closed
+    terminal must still stop it with one line; two or more ranks leave them to the launcher."""
+    import signal
+
+    from sparse_adapt.stops import takeable
+
+    monkeypatch.setenv("WORLD_SIZE", world)
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {s: signal.getsignal(s) for s in stops}
+    try:
+        for s in stops:  # as a terminal starts a run (`nohup` or a shell's `&` would have some ignored)
+            signal.signal(s, signal.SIG_DFL)
+        assert set(takeable()) == (set(stops) if taken else set())
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+def test_no_stop_signal_is_taken_outside_the_main_thread(monkeypatch):
+    """Python installs signal handlers only there: main() run from a thread would raise."""
+    import threading
+
+    from sparse_adapt.stops import takeable
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(takeable()))
+    thread.start()
+    thread.join()
+    assert seen == [[]] and takeable()
+
+
 def test_version_prints_the_packages_version_from_pyproject(capsys):
     import tomllib
 

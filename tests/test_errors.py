@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from sparse_adapt.errors import ConfigError, require_positive_int
@@ -12,7 +13,7 @@ from sparse_adapt.retrieval.export import ExportConfig
 from sparse_adapt.retrieval.feedback import Feedback
 
 
-@pytest.mark.parametrize("value", [1, 7, 10**12])
+@pytest.mark.parametrize("value", [1, 7, 10**12, np.int64(8)])  # a count read from an array is an integer too
 def test_positive_ints_pass(value):
     require_positive_int(value, "k")
 

@@ -113,6 +113,24 @@ def test_vocabulary_extended_term_is_one_domain_token_with_base_split(extended):
     assert not any(rec.id == "extend" for rec in r.recommendations)
 
 
+def test_a_special_token_is_one_base_token_not_one_added_by_extend(tiny_bert):
+    """The tokenizer keeps [MASK] among its added tokens, as it does extend's: only the latter were
+    added to the base vocabulary."""
+    from diagnostics.sections.vocabulary import vocabulary_check
+
+    v = vocabulary_check(tiny_bert, "[MASK]", None, None)
+    assert v.token_ids == [tiny_bert.tokenizer.mask_token_id] and v.single_token and v.in_vocabulary
+    assert not v.added_token and not v.domain_token
+
+
+def test_a_phrase_starting_with_a_domain_token_is_no_domain_token(extended):
+    from diagnostics.sections.vocabulary import vocabulary_check
+
+    v = vocabulary_check(extended, "Gatrocraptic tools", None, None)
+    assert v.token_ids[0] in extended.settings.domain_token_ids and len(v.token_ids) == 2
+    assert not v.single_token and not v.domain_token
+
+
 def test_terms_given_from_python_are_checked_without_a_file_path(extended):
     """A terms dict without sources= once left the check at n/a although the term was listed."""
     listed = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS)

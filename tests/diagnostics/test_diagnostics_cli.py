@@ -87,6 +87,19 @@ def test_diagnose_with_feedback(files, capsys):
         assert says in err and "Traceback" not in err
 
 
+def test_diagnose_on_the_bundled_corpus_checks_the_bundled_queries_unless_given_others(files, capsys):
+    """--docs left at the bundled corpus brings its queries (the default rule of every command)."""
+    from sparse_adapt.data import load_queries
+    from sparse_adapt.defaults import BUNDLED
+
+    argv = ["diagnose", "Gatrocraptic", "--model", str(files / "model"), "--json"]
+    assert main(argv) == 0
+    expansion = json.loads(capsys.readouterr().out)["targets"][0]["query_expansion"]
+    assert expansion is not None and expansion["queries"] == len(load_queries(BUNDLED.queries))
+    assert main([*argv, "--queries", str(files / "queries.jsonl")]) == 0
+    assert json.loads(capsys.readouterr().out)["targets"][0]["query_expansion"]["queries"] == len(QUERIES)
+
+
 def test_diagnose_tables(files, capsys):
     rc = main(["diagnose", "Gatrocraptic", *_args(files), "--terms", str(files / "terms.json"), "--doc", "d2"])
     out = capsys.readouterr().out
@@ -168,6 +181,44 @@ def test_explain_a_chosen_document_at_the_rank_it_takes(files, capsys):
     assert rc == 2 and f"--doc 'd99': no document with this id in {files / 'docs.jsonl'}" in err
 
 
+def test_explain_from_an_index_explains_its_hits_and_refuses_what_it_cannot_start_from(files, tmp_path, capsys,
+                                                                                      monkeypatch):
+    """Lucene stood in for (no JVM): the index's hits are the documents explained, a model
+    mismatch is said, and hits the documents file lacks, or none, are one line each."""
+    from types import SimpleNamespace
+
+    from sparse_adapt.retrieval import searcher
+
+    index = SimpleNamespace(warning="the index was exported with another model", hits=[])
+
+    class Retriever:
+        def __init__(self, path, encoder):
+            pass
+
+        def model_warning(self, model):
+            return index.warning
+
+        def search(self, query, k):
+            return index.hits[:k]
+
+    monkeypatch.setattr(searcher, "LuceneRetriever", Retriever)
+    argv = ["explain", "gatrocraptic spending tools", *_args(files), "--index", str(tmp_path / "index"), "--k", "2"]
+    index.hits = [SimpleNamespace(doc_id=d, score=1.0) for d in ("d3", "d1", "d2")]
+    assert main([*argv, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert {m["doc_id"] for m in json.loads(captured.out)["results"]} == {"d3", "d1"}
+    assert "warning: the index was exported with another model" in captured.err
+    index.hits = [SimpleNamespace(doc_id="gone", score=1.0)]
+    assert main(argv) == 2
+    assert f"1 of the index's 1 hits are not in {files / 'docs.jsonl'} (e.g. gone)" in capsys.readouterr().err
+    index.hits = []
+    assert main(argv) == 2
+    assert f"the query matches no document of {tmp_path / 'index'}" in " ".join(capsys.readouterr().err.split())
+    for other in (["--feedback"], ["--doc", "d1"]):  # they rank every document of --docs
+        assert main([*argv, *other]) == 2
+        assert "cannot start from --index's hits" in capsys.readouterr().err
+
+
 def test_explain_empty_query_is_an_error(files, capsys):
     for empty in ("", "\u200b \u200b"):  # a zero-width space, pasted from a web page, is no query either
         rc = main(["explain", empty, *_args(files)])
@@ -175,6 +226,10 @@ def test_explain_empty_query_is_an_error(files, capsys):
         assert rc == 2 and "the query is empty" in err
     rc = main(["explain", "x", *_args(files), "--k", "0"])
     assert rc == 2
+    capsys.readouterr()
+    # said before the model loads: a --model that is not there is not the first thing wrong
+    rc = main(["explain", "x", "--model", str(files / "missing"), "--docs", str(files / "docs.jsonl"), "--k", "0"])
+    assert rc == 2 and "--k must be >= 1, got 0" in capsys.readouterr().err
 
 
 def test_inspect_json_and_tables(files, capsys):
@@ -250,6 +305,27 @@ def test_diagnose_and_inspect_an_adapt_runs_model_use_its_mined_terms(files, tmp
     domain = json.loads(capsys.readouterr().out)["domain"]
     # "password", a single token the run's terms name, counts as a domain token beside the model's own
     assert rc == 0 and domain["source"] == "model+terms" and "password" in {t["token"] for t in domain["tokens"]}
+
+
+def test_diagnose_hands_the_recommendations_an_adapt_run_s_own_dictionary_and_lists(files, tmp_path, capsys,
+                                                                                    monkeypatch):
+    """The suggested `train` commands name the files the run generated beside its final model,
+    not the placeholders (nor, for the bundled corpus, the bundled files) the run did not train on."""
+    import shutil
+
+    import diagnostics
+
+    run = tmp_path / "run"
+    shutil.copytree(files / "model", run / "final")
+    (run / "adapt.json").write_text(json.dumps({"given": {"terms": None, "dictionary": None, "train": None}}))
+    (run / "domain_terms.json").write_text(json.dumps(TERMS))
+    (run / "dictionary.jsonl").write_text("")
+    (run / "train.jsonl").write_text("")
+    seen = []
+    real = diagnostics.diagnose_term
+    monkeypatch.setattr(diagnostics, "diagnose_term", lambda *a, **k: seen.append(k["sources"]) or real(*a, **k))
+    assert main(["diagnose", "API", "--model", str(run / "final"), "--docs", str(files / "docs.jsonl"), "--json"]) == 0
+    assert (seen[0].dictionary, seen[0].train) == (str(run / "dictionary.jsonl"), str(run / "train.jsonl"))
 
 
 def _trained_on(model: Path, corpus: Path, base: str = "offline-splade-tiny") -> None:

@@ -4,7 +4,9 @@ import torch
 from transformers import AutoModelForMaskedLM, BertConfig, BertModel, DistilBertConfig, DistilBertModel
 
 from corpora import GATROCRAPTIC
-from sparse_adapt.modeling.base import DEFAULT_TARGET_ACTIVE, OFFLINE_MINILM_BIAS, build_mlm_from_encoder, set_bias
+from sparse_adapt.modeling.base import (
+    DEFAULT_TARGET_ACTIVE, OFFLINE_MINILM_BIAS, build_mlm_from_encoder, eval_mode, set_bias,
+)
 from sparse_adapt.modeling.calibration import calibrate_bias, encoder_to_splade
 from sparse_adapt.data import load_documents
 from sparse_adapt.modeling.encoder import EXCLUDED_BIAS, ModelLoadError, SpladeEncoder
@@ -198,3 +200,88 @@ def test_the_base_commands_default_target_is_the_one_offline_minilm_was_calibrat
     from sparse_adapt.cli.model import base
 
     assert inspect.signature(base).parameters["target_active"].default.default == DEFAULT_TARGET_ACTIVE
+
+
+def test_encoder_weights_the_masked_lm_cannot_hold_are_refused_not_dropped():
+    """A custom-code encoder may call itself ``bert`` and hold other weights: loaded with
+    ``strict=False``, a weight it lacks would stay random in the base, and one it has beyond the
+    standard layers would be lost without a word."""
+    extra = _tiny_encoder("bert")
+    extra.register_parameter("adapter", torch.nn.Parameter(torch.zeros(3)))
+    with pytest.raises(ModelLoadError, match=r"do not fit BertForMaskedLM: missing=\[\] unexpected=\['adapter'\]$"):
+        build_mlm_from_encoder(extra, bias=-1.0)
+    lacking = _tiny_encoder("bert")
+    del lacking.embeddings.token_type_embeddings
+    with pytest.raises(ModelLoadError, match=r"missing=\['embeddings\.token_type_embeddings\.weight'\] unexpected=\[\]$"):
+        build_mlm_from_encoder(lacking, bias=-1.0)
+
+
+# Where each family's masked-LM keeps the head an encoder load reports as unused (sorted first).
+_HEADS = {"bert": "cls.predictions.", "distilbert": "vocab_", "roberta": "lm_head.", "xlm-roberta": "lm_head.",
+          "modernbert": "decoder."}
+
+
+def test_a_masked_lm_of_every_family_is_refused_as_an_encoder(tiny_mlm, tmp_path):
+    """Only BERT's head (cls.predictions.) was checked by a test: a RoBERTa SPLADE given to
+    `base --from-encoder` would lose its trained head to the identity one."""
+    from sparse_adapt.modeling.base import load_encoder
+
+    tiny_mlm.save_pretrained(tmp_path / "mlm")
+    family = tiny_mlm.mlm.config.model_type
+    with pytest.raises(ModelLoadError, match=rf"has a masked-LM head already \({_HEADS[family]}"):
+        load_encoder(str(tmp_path / "mlm"))
+
+
+def test_eval_mode_turns_dropout_off_and_gives_each_module_its_own_mode_back():
+    """Validation encodes a model mid-training: dropout on would make its scores random, and
+    ``model.train(True)`` afterwards would switch on dropout in a part frozen in eval mode."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5), torch.nn.Dropout(0.5))
+    model.train()
+    model[2].eval()  # kept in eval mode on purpose
+    with eval_mode(model):
+        assert [m.training for m in model.modules()] == [False] * 4
+        assert torch.equal(model(torch.ones(1, 2)), model(torch.ones(1, 2)))
+    assert [m.training for m in model.modules()] == [True, True, True, False]
+
+
+def test_an_encoder_folder_of_pickle_weights_is_refused_saying_why(tiny_bert, tmp_path):
+    """The folder is checked before transformers reads it: its own message named only the
+    safetensors file it did not find, not the pickles it will never load."""
+    from sparse_adapt.modeling.base import load_encoder
+
+    torch.save(tiny_bert.mlm.bert.state_dict(), tmp_path / "pytorch_model.bin")
+    tiny_bert.mlm.bert.config.save_pretrained(tmp_path)
+    tiny_bert.tokenizer.save_pretrained(tmp_path)
+    with pytest.raises(ModelLoadError, match=r"holds only pickle weights \(pytorch_model\.bin\); sparse-adapt loads "
+                                             r"safetensors only"):
+        load_encoder(str(tmp_path))
+
+
+def test_an_encoder_checkpoint_s_tensors_no_layer_takes_are_named(tiny_bert, tmp_path):
+    """A classifier's checkpoint (its classifier.*) converted without a word: the user would not
+    learn that part of what they gave is not in the base."""
+    from transformers import BertForSequenceClassification
+
+    from sparse_adapt.modeling.base import load_encoder
+    from sparse_adapt.modeling.hub import UnusedWeightsWarning
+
+    torch.manual_seed(0)
+    BertForSequenceClassification(tiny_bert.mlm.config).save_pretrained(tmp_path)
+    tiny_bert.tokenizer.save_pretrained(tmp_path)
+    with pytest.warns(UnusedWeightsWarning, match=r"2 tensors of the checkpoint .* not used \(classifier\.bias, "
+                                                  r"classifier\.weight\)"):
+        load_encoder(str(tmp_path))
+
+
+def test_an_encoder_of_an_architecture_transformers_lacks_is_one_error(tiny_bert, tmp_path):
+    """transformers says so with a ValueError, which came out as a traceback, not a load error."""
+    import json
+
+    from sparse_adapt.modeling.base import load_encoder
+
+    tiny_bert.mlm.bert.save_pretrained(tmp_path)
+    tiny_bert.tokenizer.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": "nosuchmodel"}))
+    with pytest.raises(ModelLoadError, match=r"^cannot load encoder .*does not recognize this architecture"):
+        load_encoder(str(tmp_path))

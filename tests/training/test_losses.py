@@ -217,6 +217,16 @@ def test_student_scores_stay_fp32_under_bf16_autocast():
     assert plain_pres.item() > 0 and mixed_pres.item() == pytest.approx(plain_pres.item(), rel=1e-5)
 
 
+def test_student_scores_of_bf16_vectors_are_fp32_products():
+    # 256 + 1 = 257 needs 9 significant bits; bf16 keeps 8 and would say 256.
+    from sparse_adapt.losses.scores import dot_scores, pair_scores
+
+    q = torch.tensor([[1.0, 1.0]], dtype=torch.bfloat16)
+    d = torch.tensor([[256.0, 1.0]], dtype=torch.bfloat16)
+    for scores in (pair_scores(q, d), dot_scores("bv,bnv->bn", q, d[None])):
+        assert scores.dtype == torch.float32 and scores.tolist() == [[257.0]]
+
+
 def test_distillation_terms_on_two_padded_lists_of_unequal_pair_counts():
     # Two queries, four candidate slots; query 1 has two padded slots whose teacher scores
     # (9) would win its ranking and count as positives if the mask were ignored. Candidate

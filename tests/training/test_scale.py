@@ -82,6 +82,32 @@ def test_device_names_resolve_and_unavailable_ones_are_errors(monkeypatch):
     assert resolve_device("auto") == torch.device("cuda")
 
 
+def test_the_process_default_is_the_device_a_call_without_one_resolves_and_a_bad_one_is_never_set(monkeypatch):
+    """The CLI's global --device sets the default every command then uses: `--device cpu` on a
+    GPU machine must keep the GPU out, and a typo must fail when given, before any work."""
+    from sparse_adapt.device import set_default_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # "auto" would be CUDA here
+    set_default_device("cpu")  # the autouse fixture puts "auto" back afterwards
+    assert resolve_device() == torch.device("cpu")
+    with pytest.raises(ConfigError, match="got 'cpu:x'"):
+        set_default_device("cpu:x")
+    assert resolve_device(None) == torch.device("cpu")
+
+
+def test_cuda_runs_under_bf16_autocast_and_other_devices_under_none():
+    import contextlib
+    import warnings
+
+    from sparse_adapt.device import autocast
+
+    assert isinstance(autocast(torch.device("cpu")), contextlib.nullcontext)
+    with warnings.catch_warnings():  # torch disables it here, without CUDA, and says so
+        warnings.simplefilter("ignore")
+        cuda = autocast(torch.device("cuda"))
+    assert (cuda.device, cuda.fast_dtype) == ("cuda", torch.bfloat16)
+
+
 def test_train_device_cuda_without_gpu_is_one_line_exit_2(files, tmp_path, capsys):
     argv = ["train", "--device", "cuda", "--out", str(tmp_path / "run")]
     argv += [x for k, v in files.items() for x in (f"--{k}", str(v))]

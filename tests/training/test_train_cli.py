@@ -165,3 +165,29 @@ def test_a_world_size_that_is_no_number_is_one_line_before_any_work(tmp_path, ca
     err = capsys.readouterr().err
     assert "Traceback" not in err and "WORLD_SIZE, RANK, LOCAL_RANK ...) must be numbers" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_every_option_reaches_the_pipeline_and_the_stages_default_to_all_four(tmp_path, monkeypatch, capsys):
+    from sparse_adapt.training import pipeline
+
+    seen = {}
+    monkeypatch.setattr(pipeline, "run_pipeline", lambda **given: seen.update(given) or tmp_path / "final")
+    argv = _files(tmp_path) + ["--out", str(tmp_path / "run")]
+    assert main(argv) == 0
+    assert seen["stages"] == "extend,warmup,dictionary,distill"  # the spec's H4 pipeline
+    assert (seen["overwrite"], seen["valid"], seen["reference"], seen["device"]) == (False, None, None, None)
+    assert main([*argv, "--stages", "distill", "--overwrite", "--valid", "v.jsonl", "--reference", "ref",
+                 "--device", "cpu"]) == 0
+    assert (seen["stages"], seen["overwrite"], seen["valid"], seen["reference"], seen["device"]) == (
+        "distill", True, Path("v.jsonl"), "ref", "cpu")
+    assert f"model: {tmp_path / 'final'}" in " ".join(capsys.readouterr().out.split())
+
+def test_a_base_whose_run_compared_with_that_same_place_is_not_warned_about(tmp_path, capsys):
+    """A final moved into the place of the base it trained from names that place as its
+    reference (here spelt another way): there is no other model to give --reference."""
+    argv = _files(tmp_path)
+    base = Path(argv[argv.index("--base") + 1])
+    run = {"base": str(base / ".." / base.name), "inputs": {}, "stages": ["extend"]}
+    (base / "made_from.json").write_text(json.dumps({"schema": "sparse-adapt.final/1", "run": run}))
+    assert main([*argv, "--out", str(tmp_path / "run"), "--stages", "extend"]) == 0
+    assert "give --reference" not in capsys.readouterr().err
