@@ -307,6 +307,13 @@ def test_a_stop_signal_cleans_up_says_one_line_and_the_rerun_resumes(files, tmp_
     stop_and_rerun(files, tmp_path, signum, device="cpu")
 
 
+def _as_in_the_foreground() -> None:
+    """In the child, before it runs the CLI: a shell's background job (`&`) starts with SIGINT
+    ignored, which the CLI rightly leaves so; the test's Ctrl-C is a foreground process's."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def stop_and_rerun(files, tmp_path, signum: int, device: str) -> None:
     """``train`` on ``device`` in a child process, stopped by ``signum`` after its third logged
     step: one line, exit 128+N, no temporary or lock left; the rerun resumes and ends with 0."""
@@ -317,7 +324,8 @@ def stop_and_rerun(files, tmp_path, signum: int, device: str) -> None:
     # ROOT first, the rest kept: on a GPU machine the packages may come through PYTHONPATH.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     cmd = [sys.executable, "-m", "sparse_adapt", "--device", device, "--threads", "1", "train"]
-    proc = subprocess.Popen(cmd + argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd + argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_as_in_the_foreground)
     log = tmp_path / "run" / "train_log.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
