@@ -119,6 +119,7 @@ def test_a_depth_beyond_a_java_int_gives_every_document(built, retriever, capsys
     assert [h["doc_id"] for h in json.loads(capsys.readouterr().out)] == [h.doc_id for h in every]
 
 
+@pytest.mark.slow  # the real offline base and Lucene, as its fixtures build them
 def test_search_and_evaluate_cli(built, retriever, capsys):
     capsys.readouterr()
     assert main(["search", "--index", str(built["index"]), "--model", "offline-minilm", "--k", "5", "--json",
