@@ -192,3 +192,40 @@ def tiny_bpe(request) -> SpladeEncoder:
 def offline_base() -> SpladeEncoder:
     """The real offline MiniLM base (read-only: tests must not modify it)."""
     return SpladeEncoder.from_pretrained("offline-minilm")
+
+
+@pytest.fixture
+def stand_in_lucene(monkeypatch):
+    """Lucene's side of `search` and `explain --index` stood in for (no JVM), and any --model a
+    tiny one: records what the command hands the retriever; answers with ``warning`` (of the
+    index's model) and ``hits``."""
+    from types import SimpleNamespace
+
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+    from sparse_adapt.retrieval import searcher
+
+    calls = SimpleNamespace(warning=None, hits=[], compared=[], runs=[], searched=[], asked=[], fed=[])
+
+    class Retriever:
+        scale = 100
+
+        def __init__(self, index, encoder):
+            pass
+
+        def model_warning(self, model):
+            calls.compared.append(model)
+            return calls.warning
+
+        def run(self, queries, k, threads, feedback):
+            calls.runs.append((k, threads))
+            calls.fed.append(feedback)
+            return {q.qid: {"d1": 7.0} for q in queries}
+
+        def search(self, query, k, feedback=None):  # explain --index gives no feedback
+            calls.searched.append(query)
+            calls.asked.append((k, feedback))
+            return calls.hits[:k]  # as Lucene: its top k
+
+    monkeypatch.setattr(searcher, "LuceneRetriever", Retriever)
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda cls, *a, **k: make_tiny_bert()))
+    return calls

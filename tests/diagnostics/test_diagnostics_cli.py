@@ -182,36 +182,22 @@ def test_explain_a_chosen_document_at_the_rank_it_takes(files, capsys):
 
 
 def test_explain_from_an_index_explains_its_hits_and_refuses_what_it_cannot_start_from(files, tmp_path, capsys,
-                                                                                      monkeypatch):
+                                                                                      stand_in_lucene):
     """Lucene stood in for (no JVM): the index's hits are the documents explained, a model
     mismatch is said, and hits the documents file lacks, or none, are one line each."""
     from types import SimpleNamespace
 
-    from sparse_adapt.retrieval import searcher
-
-    index = SimpleNamespace(warning="the index was exported with another model", hits=[])
-
-    class Retriever:
-        def __init__(self, path, encoder):
-            pass
-
-        def model_warning(self, model):
-            return index.warning
-
-        def search(self, query, k):
-            return index.hits[:k]
-
-    monkeypatch.setattr(searcher, "LuceneRetriever", Retriever)
+    stand_in_lucene.warning = "the index was exported with another model"
     argv = ["explain", "gatrocraptic spending tools", *_args(files), "--index", str(tmp_path / "index"), "--k", "2"]
-    index.hits = [SimpleNamespace(doc_id=d, score=1.0) for d in ("d3", "d1", "d2")]
+    stand_in_lucene.hits = [SimpleNamespace(doc_id=d, score=1.0) for d in ("d3", "d1", "d2")]
     assert main([*argv, "--json"]) == 0
     captured = capsys.readouterr()
     assert {m["doc_id"] for m in json.loads(captured.out)["results"]} == {"d3", "d1"}
     assert "warning: the index was exported with another model" in captured.err
-    index.hits = [SimpleNamespace(doc_id="gone", score=1.0)]
+    stand_in_lucene.hits = [SimpleNamespace(doc_id="gone", score=1.0)]
     assert main(argv) == 2
     assert f"1 of the index's 1 hits are not in {files / 'docs.jsonl'} (e.g. gone)" in capsys.readouterr().err
-    index.hits = []
+    stand_in_lucene.hits = []
     assert main(argv) == 2
     assert f"the query matches no document of {tmp_path / 'index'}" in " ".join(capsys.readouterr().err.split())
     for other in (["--feedback"], ["--doc", "d1"]):  # they rank every document of --docs

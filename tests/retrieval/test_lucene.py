@@ -769,43 +769,6 @@ def test_a_batch_search_names_five_of_the_queries_that_matched_nothing_and_says_
     assert "6 queries of 7 matched no document and have no line in the run (e.g. q2, q3, q4, q5, q6)" in err
 
 
-@pytest.fixture
-def stand_in_lucene(monkeypatch):
-    """Lucene's side of `search` stood in for (no JVM), and any --model a tiny one: records what
-    the command hands the retriever; answers with ``warning`` (of the index's model) and ``hits``."""
-    from types import SimpleNamespace
-
-    from sparse_adapt.modeling.encoder import SpladeEncoder
-    from sparse_adapt.retrieval import searcher
-    from tests.conftest import make_tiny_bert
-
-    calls = SimpleNamespace(warning=None, hits=[], compared=[], runs=[], searched=[], asked=[], fed=[])
-
-    class Retriever:
-        scale = 100
-
-        def __init__(self, index, encoder):
-            pass
-
-        def model_warning(self, model):
-            calls.compared.append(model)
-            return calls.warning
-
-        def run(self, queries, k, threads, feedback):
-            calls.runs.append((k, threads))
-            calls.fed.append(feedback)
-            return {q.qid: {"d1": 7.0} for q in queries}
-
-        def search(self, query, k, feedback):
-            calls.searched.append(query)
-            calls.asked.append((k, feedback))
-            return calls.hits
-
-    monkeypatch.setattr(searcher, "LuceneRetriever", Retriever)
-    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda cls, *a, **k: make_tiny_bert()))
-    return calls
-
-
 def test_a_batch_search_runs_one_thread_unless_told_and_says_the_index_s_model_mismatch(tmp_path, capsys,
                                                                                          stand_in_lucene):
     stand_in_lucene.warning = "the index was exported with another model than m"
