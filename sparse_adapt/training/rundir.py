@@ -229,10 +229,11 @@ def _as_recorded_before(old: dict, manifest: dict) -> dict:
 def part_holding(out: Path, model: str | Path | None, parts: Sequence[str]) -> str | None:
     """Which of ``out``'s ``parts`` (a run's own directories) holds the local model ``model``,
     or None: a rerun or ``--overwrite`` there would replace the model it starts from."""
-    if model is None or not user_path(model).exists() or not Path(out).exists():
+    local = None if model is None else user_path(model)
+    if local is None or not local.exists() or not Path(out).exists():
         return None
     try:
-        inside = user_path(model).resolve().relative_to(Path(out).resolve())
+        inside = local.resolve().relative_to(Path(out).resolve())
     except ValueError:
         return None
     return inside.parts[0] if inside.parts and inside.parts[0] in parts else None
