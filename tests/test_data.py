@@ -555,12 +555,32 @@ def test_qrels_keep_a_judgement_repeated_alike_and_negative_grades(tmp_path):
     assert load_qrels(p) == {"q1": {"d1": 1, "d2": -1}}
 
 
+def test_qrels_grades_at_the_limit_are_grades_and_one_past_it_names_the_bounds(tmp_path):
+    p = _write(tmp_path, "qrels.txt", ["q1 0 d1 1000000", "q1 0 d2 -1000000"])
+    assert load_qrels(p) == {"q1": {"d1": 1_000_000, "d2": -1_000_000}}
+    e = _read_error(tmp_path, "qrels.txt", "q1 0 d1 1\nq1 0 d2 -1000001\n", load_qrels)
+    assert (e.line, e.field) == (2, "grade")
+    assert e.message == "expected a relevance grade between -1000000 and 1000000, got -1000001"
+
+
+def test_qrels_skip_blank_lines_and_a_line_of_neither_layout_says_both(tmp_path):
+    p = _write(tmp_path, "qrels.txt", ["q1 0 d1 1", "", "   ", "q1 0 d2 0"])
+    assert load_qrels(p) == {"q1": {"d1": 1, "d2": 0}}
+    # five columns are neither TREC's nor BEIR's, whatever the first line was
+    e = _read_error(tmp_path, "qrels.txt", "q1 0 d1 1\nq1 0 d2 1 extra\n", load_qrels)
+    assert (e.line, e.field) == (2, None)
+    assert e.message == "expected 4 columns 'qid 0 doc_id grade' (or BEIR's 3), got 5"
+
+
 def test_query_groups_naming_unknown_queries_are_an_error(tmp_path):
     from sparse_adapt.data import check_query_groups
 
     check_query_groups("groups.json", {"g": ["q1", "q2"]}, {"q1", "q2", "q3"})
     with pytest.raises(DataError, match="groups.json: field 'h': lists unknown query ids: 'q9'"):
         check_query_groups("groups.json", {"g": ["q1"], "h": ["q2", "q9"]}, {"q1", "q2"})
+    # up to five of them, in the group's order
+    with pytest.raises(DataError, match=re.escape("lists unknown query ids: 'q7', 'q3', 'q8', 'q9', 'q10'")):
+        check_query_groups("groups.json", {"g": ["q1", "q7", "q3", "q8", "q9", "q10", "q11"]}, {"q1"})
 
 
 @pytest.mark.parametrize("name, text, line, field, says", [
@@ -571,6 +591,7 @@ def test_query_groups_naming_unknown_queries_are_an_error(tmp_path):
     ("run.json", '{"q1": {"d 1": 1.0}}', None, "q1.d 1", "holds whitespace"),
     ("run.json", '{"q1": [1.0]}', None, "q1", "expected an object of doc_id -> score"),
     ("run.json", '{"q1": {"\\ud800": 1.0}}', None, "q1.\ud800", "invisible or control character U+D800"),
+    ("run.json", '{"q1": {"d1": true}}', None, "q1.d1", "expected a number, got True"),  # JSON's true is an int to Python
 ])
 def test_each_run_file_check_names_its_line_and_field(tmp_path, name, text, line, field, says):
     from sparse_adapt.data.runs import load_run
@@ -578,3 +599,15 @@ def test_each_run_file_check_names_its_line_and_field(tmp_path, name, text, line
     e = _read_error(tmp_path, name, text, load_run)
     assert (e.line, e.field) == (line, field) and says in e.message
 
+
+def test_a_run_skips_blank_lines_and_a_json_run_is_known_by_its_suffix_in_any_case(tmp_path):
+    from sparse_adapt.data.runs import load_run
+
+    trec = _write(tmp_path, "run.trec", ["q1 Q0 d1 1 2.0 tag", "", "   ", "q1 Q0 d2 2 1.5 tag"])
+    assert load_run(trec) == {"q1": {"d1": 2.0, "d2": 1.5}}
+    upper = tmp_path / "RUN.JSON"  # as a Windows tool names it
+    upper.write_text('{"q1": {"d1": 2.0}}')
+    assert load_run(upper) == {"q1": {"d1": 2.0}}
+    e = _read_error(tmp_path, "run.json", '[["q1", "d1", 2.0]]', load_run)
+    assert (e.line, e.field) == (None, None)
+    assert e.message == "expected an object of query id -> {doc_id: score}, got list"

@@ -106,6 +106,11 @@ def test_every_query_gets_its_own_feedback():
     np.testing.assert_allclose(got, [[1.0, 0.0, 1.5, 0.0, 0.0], [0.0, 1.5, 0.0, 0.0, 3.0]])
 
 
+def test_no_queries_expand_to_no_queries():
+    got = rocchio(sp.csr_matrix((0, 5)), D, np.zeros((0, 3)), Feedback(), IDS)
+    assert got.shape == (0, 5) and got.nnz == 0
+
+
 def test_scores_of_the_wrong_shape_are_refused():
     Q = sp.csr_matrix(np.ones((2, 5)))
     with pytest.raises(ValueError, match="shape"):

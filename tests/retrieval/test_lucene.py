@@ -919,3 +919,122 @@ def test_evaluate_through_an_index_ranks_100_documents_a_query_unless_told(tmp_p
     assert main(argv) == 0
     assert main([*argv, "--depth", "25"]) == 0
     assert depths == [100, 25]
+
+
+def _stand_in_indexer(monkeypatch, code: int, lines: list[str]) -> list[list[str]]:
+    """build_index with Anserini's child process stood in for: it writes a segments file into the
+    index folder it is handed (as Lucene does), says ``lines`` and exits ``code``; returns the
+    argv lists it was started with."""
+    import time
+
+    from sparse_adapt.retrieval import lucene
+
+    started = []
+
+    def child(argv, env):
+        started.append(argv)
+        (Path(argv[argv.index("-index") + 1]) / "segments_1").write_bytes(b"")
+        time.sleep(0.05)  # a run long enough for its recorded seconds to show
+        return code, "".join(line + "\n" for line in lines)
+
+    monkeypatch.setattr(lucene, "find_java", lambda: type("J", (), {"home": "/nowhere"})())
+    monkeypatch.setattr(lucene, "_import_env", lambda java: {})
+    monkeypatch.setattr(lucene, "_run_child", child)
+    return started
+
+
+def _vectors(tmp_path: Path) -> Path:
+    vectors = tmp_path / "vectors"
+    vectors.mkdir(parents=True)
+    (vectors / VECTORS_FILE).write_text('{"id": "d1", "contents": "", "vector": {"a": 1}}\n')
+    return vectors
+
+
+def test_build_index_hands_anserini_its_options_and_saves_the_description_inside_the_index(tmp_path, monkeypatch):
+    from sparse_adapt.retrieval import lucene
+
+    started = _stand_in_indexer(monkeypatch, 0, ["indexing", f"{lucene.DOCS_LINE}2"])
+    meta = lucene.IndexMeta(scale=100, model="m", documents=2, seconds=0.0, vectors=True)
+    seconds = lucene.build_index(_vectors(tmp_path), tmp_path / "index", threads=3, store_vectors=True, meta=meta)
+    [argv] = started
+    assert argv[argv.index("-threads") + 1] == "3"
+    assert {"-impact", "-pretokenized", "-storeRaw"} <= set(argv)
+    # the description is in the index that appeared, its seconds the indexing run's wall time
+    saved = lucene.IndexMeta.load(tmp_path / "index")
+    assert saved == meta and 0.05 <= saved.seconds <= round(seconds, 2)
+    started.clear()
+    lucene.build_index(_vectors(tmp_path / "again"), tmp_path / "plain", meta=None)
+    [argv] = started
+    assert "-storeRaw" not in argv and argv[argv.index("-threads") + 1] == "1"
+    assert lucene.IndexMeta.load(tmp_path / "plain") is None  # no meta given, none written
+
+
+def test_an_indexer_that_exits_non_zero_fails_the_index_even_with_segments_written(tmp_path, monkeypatch):
+    """A non-zero exit can come after Lucene wrote its segments file: the index is still refused,
+    and the error carries the indexer's last 15 lines, where Java's own error is."""
+    from sparse_adapt.retrieval import lucene
+
+    _stand_in_indexer(monkeypatch, 1, [f"line {i}" for i in range(20)])
+    with pytest.raises(lucene.LuceneError, match=r"failed \(exit 1\)") as e:
+        lucene.build_index(_vectors(tmp_path), tmp_path / "index")
+    assert e.value.log.splitlines() == [f"line {i}" for i in range(5, 20)]
+    assert not (tmp_path / "index").exists()
+
+
+def test_documents_the_index_lacks_are_counted_against_the_export_and_named_by_anserini_s_exception(tmp_path,
+                                                                                                    monkeypatch):
+    from sparse_adapt.retrieval import lucene
+
+    said = "java.lang.IllegalArgumentException: Document contains at least one immense term in field=\"id\""
+    _stand_in_indexer(monkeypatch, 0, ["indexing", said, f"{lucene.DOCS_LINE}1"])
+    meta = lucene.IndexMeta(scale=100, model="m", documents=3, seconds=0.0)
+    with pytest.raises(lucene.LuceneError, match=r"lost documents: the index holds 1 of the 3 with terms "
+                                                 r"\(Anserini: Document contains at least one immense term"):
+        lucene.build_index(_vectors(tmp_path), tmp_path / "index", meta=meta)
+    assert not (tmp_path / "index").exists()
+
+
+@pytest.mark.parametrize("text", ['{"scale": 100, "model": "m", "documents": 1, "seconds": 1, "shards": 4}',
+                                  '{"scale": 100, "model": "m"}', '{"scale": 100,'])
+def test_an_index_description_of_unknown_keys_or_damaged_json_is_one_error(tmp_path, text):
+    from sparse_adapt.retrieval.lucene import INDEX_META, IndexMeta, LuceneError
+
+    (tmp_path / INDEX_META).write_text(text)
+    with pytest.raises(LuceneError, match="not a valid index description; rebuild the index with `sparse-adapt index`"):
+        IndexMeta.load(tmp_path)
+
+
+def test_a_runtime_whose_modules_are_not_listed_keeps_pyserini_s_jvm_options(monkeypatch):
+    """A release file without MODULES says nothing about the vector module: the option stays."""
+    import jnius_config
+
+    from sparse_adapt.retrieval import lucene
+
+    seen = []
+    monkeypatch.setattr(jnius_config, "add_options", lambda *opts: seen.append(opts))
+    lucene._drop_vector_module_if_missing(type("J", (), {"modules": lambda self: None})())
+    jnius_config.add_options("--add-modules=jdk.incubator.vector")
+    assert seen == [("--add-modules=jdk.incubator.vector",)]
+
+
+@pytest.mark.parametrize("version, added", [("21", []), ("24", [("--sun-misc-unsafe-memory-access=allow",)]),
+                                            ("25.0.2", [("--sun-misc-unsafe-memory-access=allow",)])])
+def test_the_unsafe_memory_access_switch_is_given_from_java_24_on(monkeypatch, version, added):
+    """Java 24 is the first to warn about sun.misc.Unsafe (JEP 498); Java 21 does not know the switch."""
+    import jnius_config
+
+    from sparse_adapt.retrieval import lucene
+    from sparse_adapt.retrieval.java import JavaInfo
+
+    seen = []
+    monkeypatch.setattr(jnius_config, "add_options", lambda *opts: seen.append(opts))
+    lucene._quiet_unsafe_warning(JavaInfo(Path("/jdk"), version, "x"))
+    assert seen == added
+
+
+def test_a_folder_without_a_segments_file_is_refused_before_the_jvm_starts(tmp_path):
+    from sparse_adapt.retrieval.lucene import INDEX_META, LuceneError, impact_searcher
+
+    (tmp_path / INDEX_META).write_text('{"scale": 100, "model": "m", "documents": 1, "seconds": 1}')
+    with pytest.raises(LuceneError, match="not a Lucene index \\(no segments file\\); build one with `sparse-adapt index`"):
+        impact_searcher(tmp_path, query_encoder=None)
