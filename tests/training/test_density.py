@@ -42,6 +42,9 @@ def test_the_warning_fires_only_above_the_ratio_and_names_the_setting():
     # lr 0.99 (or a huge weight decay) pushed every logit below 0: a model retrieving nothing, saved unsaid
     dead = density_warning(40.0, 0.0, 3.5)
     assert dead is not None and "activate no term at all" in dead and "distill.lr" in dead
+    assert "(mean 0, 40 before this stage)" in dead  # the count distillation started from, not the 0 after
+    # with the measured fix already in use, the line still says what tau_min is now
+    assert "a lower distill.tau_min (now 3.5) keeps the vectors sparser" in already
 
 
 def test_a_run_logs_the_density_and_says_it(tiny_dir, inputs, tmp_path, monkeypatch):  # noqa: F811

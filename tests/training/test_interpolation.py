@@ -58,6 +58,22 @@ def test_models_with_different_vocabularies_are_refused():
         interpolate(trained, anchor, 0.5)
 
 
+def test_models_with_different_parameters_are_refused_and_left_as_they_were():
+    # Same tokenizer, so the vocabulary check passes: a BERT and a DistilBERT hold different
+    # tensors, a 16-wide BERT the same names in other shapes. Refused in one line, not a KeyError
+    # or torch's shape error, and before any weight of the trained model changed.
+    from tests.conftest import make_tiny_distilbert
+
+    trained = make_tiny_bert(seed=0)
+    before = _weights(trained)
+    with pytest.raises(InterpolationError, match=r"the models hold different parameters \(e\.g\. "):
+        interpolate(trained, make_tiny_distilbert(seed=1), 0.5)
+    with pytest.raises(InterpolationError, match=r"bert\.embeddings\.word_embeddings\.weight: shape \(30522, 32\) "
+                                                 r"vs the anchor's \(30522, 16\)"):
+        interpolate(trained, make_tiny_bert(seed=1, hidden=16), 0.5)
+    assert all(torch.equal(value, before[key]) for key, value in _weights(trained).items())
+
+
 @pytest.mark.parametrize("alpha", [-0.1, 1.5, float("nan")])
 def test_alpha_outside_zero_one_is_refused(alpha):
     with pytest.raises(InterpolationError):

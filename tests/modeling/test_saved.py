@@ -1,0 +1,77 @@
+"""What a save into a model's directory carries over (sparse_adapt/modeling/saved.py): a user's
+files as hard links, links as links, and none of an old save's own files."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from sparse_adapt.modeling import saved
+from sparse_adapt.modeling.saved import keep_beside
+
+
+def _old_and_new(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    return old, new
+
+
+def test_a_users_files_are_carried_as_hard_links_and_links_as_links(tmp_path):
+    old, new = _old_and_new(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "big.bin").write_text("a dataset")
+    (old / "notes.txt").write_text("mine")
+    (old / "latest").symlink_to("notes.txt")  # relative: still right inside the new directory
+    (old / "data").symlink_to(elsewhere)  # a link to a folder: carried as the link, not its contents
+    (old / "checkpoints" / "step-1").mkdir(parents=True)
+    (old / "checkpoints" / "step-1" / "weights.pt").write_text("weights")
+    (old / "checkpoints" / "last").symlink_to("step-1")  # inside a carried folder too: a link, not a second copy
+    (old / "pytorch_model.bin").write_text("an old save's weights")  # the model's own: replaced, not carried
+    (old / "tokenizer_config.json").write_text("{}")
+    (old / ".lock").write_text("1")
+    assert keep_beside(old, new) == ["checkpoints", "data", "latest", "notes.txt"]
+    assert sorted(p.name for p in new.iterdir()) == ["checkpoints", "data", "latest", "notes.txt"]
+    assert (new / "notes.txt").stat().st_ino == (old / "notes.txt").stat().st_ino  # no second copy
+    assert (new / "latest").is_symlink() and os.readlink(new / "latest") == "notes.txt"
+    assert (new / "data").is_symlink() and os.readlink(new / "data") == str(elsewhere)
+    assert (new / "checkpoints").is_dir() and not (new / "checkpoints").is_symlink()
+    weights = ("checkpoints", "step-1", "weights.pt")
+    assert new.joinpath(*weights).stat().st_ino == old.joinpath(*weights).stat().st_ino
+    assert (new / "checkpoints" / "last").is_symlink() and os.readlink(new / "checkpoints" / "last") == "step-1"
+
+
+def test_what_the_new_save_wrote_is_never_replaced_by_the_old(tmp_path):
+    old, new = _old_and_new(tmp_path)
+    (old / "README.md").write_text("the old card")
+    (new / "README.md").write_text("the new card")
+    assert keep_beside(old, new) == []
+    assert (new / "README.md").read_text() == "the new card"
+
+
+def test_without_hard_links_the_files_are_copied(tmp_path, monkeypatch):
+    # Another filesystem (EXDEV) or one without hard links: a copy, not a failed save.
+    old, new = _old_and_new(tmp_path)
+    (old / "notes.txt").write_text("mine")
+    (old / "runs").mkdir()
+    (old / "runs" / "a.txt").write_text("a")
+
+    def refuse(src, dst, *args, **kwargs):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(saved.os, "link", refuse)
+    assert keep_beside(old, new) == ["notes.txt", "runs"]
+    assert (new / "notes.txt").read_text() == "mine" and (new / "runs" / "a.txt").read_text() == "a"
+    assert (new / "notes.txt").stat().st_ino != (old / "notes.txt").stat().st_ino
+
+
+def test_a_save_over_an_older_pytorch_bin_model_leaves_no_stale_weights(tiny_bert, tmp_path):
+    # transformers prefers model.safetensors, but a reader given pytorch_model.bin (or a tool
+    # listing the folder) would take the older model's weights for this one's.
+    path = tiny_bert.save_pretrained(tmp_path / "m")
+    (path / "pytorch_model.bin").write_text("an older save's weights")
+    (path / "pytorch_model.bin.index.json").write_text("{}")
+    tiny_bert.save_pretrained(path)
+    assert not (path / "pytorch_model.bin").exists() and not (path / "pytorch_model.bin.index.json").exists()
+    assert (path / "model.safetensors").is_file()

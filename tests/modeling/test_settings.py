@@ -1,0 +1,40 @@
+"""sparse_adapt.json (sparse_adapt/modeling/settings.py) is edited by hand: each field of a
+wrong type is refused in one line naming the file and the field, not later in tokenization."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from sparse_adapt.errors import ModelLoadError
+from sparse_adapt.modeling.settings import SETTINGS_FILE, SpladeSettings
+
+
+def test_a_directory_without_the_file_has_the_default_settings(tmp_path):
+    # A model from elsewhere (no sparse_adapt.json) reads 64-piece queries and 256-piece documents.
+    assert SpladeSettings.load(tmp_path) == SpladeSettings(64, 256, [], {}, "")
+
+
+def test_saved_settings_load_as_they_were(tmp_path):
+    settings = SpladeSettings(24, 48, [5, 7], {"zorblatt": "jargon"}, "tiny-bert")
+    settings.save(tmp_path)
+    assert SpladeSettings.load(tmp_path) == settings
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"doc_max_len": 9}, "unknown settings ['doc_max_len']"),
+    ({"query_max_length": True}, "field 'query_max_length': expected a positive integer, got True"),
+    ({"domain_token_ids": [True]}, "field 'domain_token_ids': expected a list of token ids"),
+    ({"domain_token_ids": 5}, "field 'domain_token_ids': expected a list of token ids"),
+    ({"domain_terms": {"zorblatt": 3}}, "field 'domain_terms': expected an object of term -> category"),
+    ({"domain_terms": ["zorblatt"]}, "field 'domain_terms': expected an object of term -> category"),
+    ({"base": 7}, "field 'base': expected a string, got 7"),
+])
+def test_a_field_of_the_wrong_type_is_refused_naming_it(tmp_path, raw, message):
+    # Loaded, True was a length of 1 and an id of 1, a category 3 failed in the card, an unknown
+    # name a TypeError from the dataclass; 5 as the ids failed iterating an int.
+    (tmp_path / SETTINGS_FILE).write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(ModelLoadError, match=re.escape(f"{tmp_path / SETTINGS_FILE}: {message}")):
+        SpladeSettings.load(tmp_path)
