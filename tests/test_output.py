@@ -128,6 +128,17 @@ def test_a_difference_that_rounds_to_zero_is_never_minus_zero():
     assert signed(-0.00004, 4) == "+0.0000" and signed(-0.00006, 4) == "-0.0001"
 
 
+def test_the_silent_hooks_print_nothing_and_take_every_task_call(capsys):
+    # Library functions default to SILENT: a notebook calling them without hooks sees no output.
+    from sparse_adapt.progress import SILENT
+
+    SILENT.message("epoch 1: loss 0.5")
+    task = SILENT.task("encoding", 3)
+    task.advance()
+    task.advance(2, description="encoded")
+    assert capsys.readouterr() == ("", "")
+
+
 TRAIN_FILES = ["--corpus", str(GATROCRAPTIC.docs), "--terms", str(GATROCRAPTIC.terms), "--dictionary",
                str(GATROCRAPTIC.dictionary), "--train", str(GATROCRAPTIC.train)]
 

@@ -88,7 +88,7 @@ def test_train_into_a_file_is_one_line(files, train_inputs, tmp_path, capsys):
     assert out.read_text() == "key: value\n"
 
 
-@pytest.mark.parametrize("command", ["extend-vocab", "export", "base"])
+@pytest.mark.parametrize("command", ["extend-vocab", "export", "base", "onnx"])
 def test_overwrite_replaces_only_when_the_new_output_is_complete(command, files, tmp_path, capsys):
     out = tmp_path / "replaced"
     out.mkdir()

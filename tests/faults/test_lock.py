@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +26,15 @@ def test_a_folder_the_user_made_keeps_no_lock_file(tmp_path):
     with locked(out):
         assert (out / LOCK_FILE).read_text().strip() == str(os.getpid())
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_a_killed_holders_longer_pid_is_replaced_whole(tmp_path):
+    # SIGKILL leaves the file behind: our shorter pid written over its start would read as another.
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / LOCK_FILE).write_text("9999999999\n")
+    with locked(out):
+        assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"
 
 
 def test_a_folder_the_lock_made_goes_when_nothing_was_written(tmp_path):
@@ -126,3 +137,90 @@ def test_a_stop_while_the_lock_is_written_or_released_leaves_no_lock_file(where,
             (out / "result").write_text("x")
     monkeypatch.undo()
     assert (sorted(p.name for p in out.iterdir()) == ["result"]) if where == "release" else not out.exists()
+
+
+def _hold(path: Path) -> int:
+    """A descriptor holding the flock on a lock file at ``path``, as another holder's would."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def test_a_holder_that_has_not_written_its_pid_yet_is_refused_with_the_folder_and_an_unknown_pid(tmp_path):
+    # Between taking the flock and writing its pid the holder's file is empty.
+    out = tmp_path / "run"
+    out.mkdir()
+    theirs = _hold(out / LOCK_FILE)
+    try:
+        message = (f"{out} is in use by another sparse-adapt process (pid ?); "
+                   "wait for it to finish or choose another --out")
+        with pytest.raises(LockError, match=f"^{re.escape(message)}$"):
+            with locked(out):
+                pass
+    finally:
+        os.close(theirs)
+
+
+def test_a_lock_file_that_is_no_longer_ours_is_left_to_its_holder(tmp_path):
+    # Our file was removed while we held it and a later process locked a new one at the path:
+    # removing theirs as we finish would let a third process lock beside them.
+    out = tmp_path / "run"
+    out.mkdir()
+    with locked(out):
+        (out / LOCK_FILE).unlink()
+        theirs = _hold(out / LOCK_FILE)
+    try:
+        assert (out / LOCK_FILE).exists()
+        with pytest.raises(LockError):
+            with locked(out):
+                pass
+    finally:
+        os.close(theirs)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open descriptors through /proc")
+def test_neither_a_held_nor_a_refused_lock_leaves_a_descriptor_open(tmp_path):
+    # A long-lived caller (a notebook, tune's trials) would run out of descriptors.
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_descriptors()
+    with locked(tmp_path / "run"):
+        with pytest.raises(LockError):
+            with locked(tmp_path / "run"):
+                pass
+        assert open_descriptors() == before + 1  # ours alone
+    assert open_descriptors() == before
+
+
+def test_a_stopped_taking_never_removes_a_lock_file_another_process_put_at_the_path(tmp_path, monkeypatch):
+    """The cleanup after a stop locks the file it opened; if that file was meanwhile removed and
+    another process locked a new one at the path, the path is theirs and stays."""
+    out = tmp_path / "run"
+    out.mkdir()
+    real_open, real_flock = os.open, lock.fcntl.flock
+    theirs: list[int] = []
+
+    def opened(path, flags, *args):
+        fd = real_open(path, flags, *args)
+        if flags & os.O_CREAT:  # the taking: stopped as os.open returns
+            raise KeyboardInterrupt
+        return fd
+
+    def flocked(fd, op):
+        if not theirs:  # the cleanup's flock, on the file it opened: the path is replaced meanwhile
+            (out / LOCK_FILE).unlink()
+            theirs.append(real_open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644))
+            real_flock(theirs[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(lock.os, "open", opened)
+    monkeypatch.setattr(lock.fcntl, "flock", flocked)
+    with pytest.raises(KeyboardInterrupt):
+        with locked(out):
+            pytest.fail("the block ran")
+    monkeypatch.undo()
+    try:
+        assert (out / LOCK_FILE).exists() and os.path.samestat(os.fstat(theirs[0]), os.stat(out / LOCK_FILE))
+    finally:
+        os.close(theirs[0])

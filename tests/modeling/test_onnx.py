@@ -195,6 +195,45 @@ def test_the_cli_says_what_it_verified_and_gives_the_exporter_s_log_level_back(t
             f"{meta.max_abs_diff:.1e}, top-10 identical {meta.top10_identical}/{meta.probes}") in said
 
 
+def test_the_cli_reports_the_graph_s_size_with_its_external_data_and_what_verification_found(
+    tmp_path, monkeypatch, capsys,
+):
+    """A large model's weights sit in model.onnx.data beside model.onnx: the size is both; and a
+    top-10 list that differs on some probe texts is said as such, not as all of them."""
+    import logging
+    from types import SimpleNamespace
+
+    import sparse_adapt.modeling.onnx as onnx_module
+
+    make_tiny_bert().save_pretrained(tmp_path / "tiny")
+
+    def fake_export(splade, out, opset, source):
+        out.mkdir()
+        (out / "model.onnx").write_bytes(b"0" * 2**20)
+        (out / "model.onnx.data").write_bytes(b"0" * 2 * 2**20)
+        return SimpleNamespace(opset=opset, seconds=1.25, probes=5, max_abs_diff=3e-6, top10_identical=4)
+
+    monkeypatch.setattr(onnx_module, "export_onnx", fake_export)
+    assert main(["onnx", "--model", str(tmp_path / "tiny"), "--out", str(tmp_path / "o")]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert ("model.onnx (3.0 MB, opset 18, 1.2 s); ONNX Runtime vs PyTorch on 5 texts: max |diff| 3.0e-06, "
+            "top-10 identical 4/5") in said
+    # an export that fails gives the exporter's logger its level back all the same
+    exporter_log = logging.getLogger("torch.onnx")
+    before = exporter_log.level
+
+    def failing_export(splade, out, opset, source):
+        raise onnx_module.OnnxExportError("the exporter failed")
+
+    monkeypatch.setattr(onnx_module, "export_onnx", failing_export)
+    try:
+        exporter_log.setLevel(logging.INFO)
+        assert main(["onnx", "--model", str(tmp_path / "tiny"), "--out", str(tmp_path / "o2")]) != 0
+        assert exporter_log.level == logging.INFO
+    finally:
+        exporter_log.setLevel(before)
+
+
 @pytest.mark.slow
 def test_offline_base_exports_with_identical_top10(offline_base, tmp_path):
     meta = export_onnx(offline_base, tmp_path / "o")

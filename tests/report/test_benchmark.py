@@ -454,6 +454,41 @@ def test_pooled_table_tests_every_query_of_a_split_with_its_seeds_averaged():
     assert pooled(same_id, [0])[0]["queries"] == 2
 
 
+def test_the_pooled_test_reads_held_out_groups_only_and_every_domain_s_per_query_values():
+    def row(domain, seed, variant, groups):
+        return {"domain": domain, "split": "test", "seed": seed, "variant": variant,
+                "groups": {g: {"queries": len(v), "per_query": v} for g, v in groups.items()}}
+
+    # domain-semantic is trained on: its queries never enter the quality bar's test
+    both = {"heldout-domain-semantic": {"h": 0.5}, "domain-semantic": {"t": 0.5}}
+    results = [row("a", None, "base", both),
+               row("a", 0, "full", {"heldout-domain-semantic": {"h": 0.9}, "domain-semantic": {"t": 1.0}})]
+    assert [(p["group"], p["queries"]) for p in pooled(results, [0])] == [("heldout-domain-semantic", 1)]
+    # one domain without per-query values (an older file's): no pooled test rather than one
+    # that silently leaves that domain's queries out
+    older = [{**r, "domain": "b", "groups": {"heldout-domain-semantic": {"queries": 1, "ndcg@10": 0.5}}}
+             for r in results]
+    assert pooled(results + older, [0]) == []
+    # the base alone without them is the same: nothing to pair the adapted values with
+    bare_base = [{**results[0], "groups": {"heldout-domain-semantic": {"queries": 1, "ndcg@10": 0.5}}}, results[1]]
+    assert pooled(bare_base, [0]) == []
+
+
+def test_pooled_entries_follow_the_order_the_domains_were_measured_in():
+    # one split per domain, so each domain makes its own entry; the benchmark's --domains order
+    # is the table's (a set's order changed from one run to the next)
+    names = ["legal", "med", "fin", "geo", "bio", "law", "ops", "hr"]
+    results = [row for i, name in enumerate(names)
+               for row in (_pq(name, f"s{i}", None, "base", {"q": 0.5}), _pq(name, f"s{i}", 0, "full", {"q": 0.6}))]
+    assert [p["split"] for p in pooled(results, [0])] == [f"s{i}" for i in range(len(names))]
+
+
+def test_a_pooled_line_with_a_p_value_below_0001_says_p_less_than():
+    entry = {"split": "test", "group": "heldout-control", "queries": 40, "seeds": 2, "base": 0.5, "adapted": 0.75,
+             "p_value": 0.0004}
+    assert pooled_line(entry) == "test control: 0.500 -> 0.750 (+0.250, n=40 queries, mean of 2 seeds, p <0.001)"
+
+
 def test_a_stored_pooled_test_of_query_seed_pairs_is_tested_again_per_query():
     from sparse_adapt.report.pooled import stored_pooled
 
@@ -487,6 +522,31 @@ def test_paired_test_by_hand():
                                                                 "p_value": round(2 / 128, 6)}
     # float noise either way is a tie, not a win or a loss (0.1 + 0.2 is not 0.3 in floats)
     assert paired_test([0.1 + 0.2, 0.5], [0.3, 0.5 + 1e-12]) == {"wins": 0, "ties": 2, "losses": 0, "p_value": 1.0}
+
+
+def test_paired_test_counts_losses_as_moved_pairs_and_a_difference_of_exactly_tie_as_a_tie():
+    from sparse_adapt.report.paired import paired_test
+
+    # six pairs +0.4 and one -0.4: |sum| >= 5 * 0.4 for 0, 1, 6 or 7 plus signs of 7, p = 16/128;
+    # a loss left out of the flips would give 2/64
+    assert paired_test([0.9] * 6 + [0.1], [0.5] * 7) == {"wins": 6, "ties": 0, "losses": 1, "p_value": 0.125}
+    # "within tie" includes tie itself (0.75 - 0.5 is exactly 0.25): every pair is a win, a tie or a loss
+    assert paired_test([0.75], [0.5], tie=0.25) == {"wins": 0, "ties": 1, "losses": 0, "p_value": 1.0}
+    # the default tie is 1e-9: 1e-10 is noise, 1e-6 a real (if tiny) win
+    assert paired_test([0.5 + 1e-10, 0.500001], [0.5, 0.5]) == {"wins": 1, "ties": 1, "losses": 0, "p_value": 1.0}
+
+
+def test_paired_test_is_exact_up_to_16_moved_pairs_and_seeded_beyond():
+    from sparse_adapt.report.paired import paired_test
+
+    # 16 pairs all +0.4: all 2^16 flips enumerated, only all-plus and all-minus as extreme
+    assert paired_test([0.9] * 16, [0.5] * 16)["p_value"] == round(2 / 2**16, 6)
+    # 20 pairs (14 up, 6 down) are sampled: the exact p is 2 * sum(C(20, k), k <= 6) / 2^20 = 0.1153,
+    # and a stored benchmark's p must not change from one run to the next
+    a, b = [0.6] * 14 + [0.4] * 6, [0.5] * 20
+    first = paired_test(a, b)["p_value"]
+    assert first == paired_test(a, b)["p_value"]
+    assert first == pytest.approx(0.1153, abs=0.005)
 
 
 def test_check_out_refuses_a_foreign_directory_and_accepts_a_stopped_benchmark(tmp_path):
@@ -631,6 +691,7 @@ def test_a_p_value_is_never_shown_on_the_other_side_of_005():
 
     assert [_p(p) for p in (0.0004, 0.0496, 0.04996, 0.05, 0.0504, 0.1234)] == \
         ["<0.001", "0.0496", "0.04996", "0.050", "0.050", "0.123"]
+    assert _p(0.001) == "0.001"  # "<0.001" is for what is below it
 
 
 def test_the_pooled_section_names_the_domains_it_leaves_out():

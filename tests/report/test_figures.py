@@ -57,3 +57,22 @@ def test_sparsity_bars_are_documents_left_and_queries_right_without_queries_at_z
     ax = drawn(report)["sparsity"].axes[0]
     assert [(round(p.get_x() + 0.2, 6), p.get_height()) for p in ax.patches] == [
         (-0.2, 12.26), (0.8, 20.0), (0.2, 5.5), (1.2, 0.0)]
+
+
+def test_the_criteria_grid_names_each_column_at_its_cell_s_centre_and_the_primary_term_in_its_title(drawn):
+    ax = drawn(_hand_report())["criteria"].axes[0]
+    # each cell is 0.96 wide from its column's left edge: its centre is column + 0.48
+    assert [(t.get_position()[0], t.get_text()) for t in ax.get_xticklabels()] == [(0.48, "base"), (1.48, "H1")]
+    assert ax.get_xlim() == (0, 2)  # both columns whole, the last one included
+    assert ax.get_title() == 'Criteria for "Gatrocraptic" per stage'
+
+
+def test_the_term_plot_ranks_1_on_top_marks_the_high_weight_and_fades_the_other_terms(drawn):
+    from diagnostics.term import HIGH_WEIGHT
+
+    ax_w, ax_r = drawn(_hand_report())["term"].axes
+    assert ax_r.yaxis_inverted()  # rank 1 is the best: drawn at the top
+    assert [list(line.get_ydata()) for line in ax_w.get_lines() if line.get_label().startswith("_")] == \
+        [[HIGH_WEIGHT, HIGH_WEIGHT]]  # the dashed bar a domain term's weight is read against
+    alpha = {line.get_label(): line.get_alpha() for line in ax_w.get_lines()}
+    assert (alpha["Gatrocraptic"], alpha["API"]) == (1.0, 0.45)

@@ -70,3 +70,41 @@ def test_a_term_s_file_name_differs_from_another_spelling_s_even_once_normalised
     decomposed = unicodedata.normalize("NFD", composed)
     names = [unicodedata.normalize("NFC", slug(t)) for t in (composed, decomposed)]
     assert names[0] != names[1] and names[0].startswith("Z\u00fcrich-")
+
+
+def test_terms_that_differ_only_in_punctuation_get_their_own_file_names():
+    # "C++" and "C#" both keep only "C": the hash of the whole term tells them apart
+    assert slug("C++").startswith("C_-") and slug("C#").startswith("C_-")
+    assert slug("C++") != slug("C#")
+    assert slug("C++") == slug("C++") and slug("SAP-HANA_2") == "SAP-HANA_2"
+    # a long non-ASCII term keeps its first 60 word characters, readable in the file name
+    long_term = "Z\u00fcrich " + "x" * 80
+    assert slug(long_term).rsplit("-", 1)[0] == ("Z\u00fcrich_" + "x" * 80)[:60]
+
+
+def test_a_lock_and_empty_folders_alone_are_no_one_s_files(tmp_path):
+    """What a run killed before it wrote anything leaves: a lock file and its empty directories."""
+    from sparse_adapt.lock import LOCK_FILE
+    from sparse_adapt.report.files import holds_files
+
+    (tmp_path / LOCK_FILE).write_text("")
+    (tmp_path / "notes").mkdir()
+    assert not holds_files(tmp_path)
+    check_out(tmp_path)
+    (tmp_path / "notes" / "mine.txt").write_text("theirs")
+    assert holds_files(tmp_path)
+
+
+def test_a_marker_counts_down_to_the_depth_of_an_ablation_run_s_saved_model(tmp_path):
+    # ablation/<domain>/seed<k>/no-<term>/final/sparse_adapt.json: five levels below OUT, the
+    # deepest that _ours(out / "ablation") (depth 4) reads; the log beside it marks nothing
+    run = tmp_path / "ablation" / "legal" / "seed0" / "no-ret"
+    (run / "final").mkdir(parents=True)
+    (run / "train_log.jsonl").write_text("")
+    (run / "final" / "sparse_adapt.json").write_text("{}")
+    assert output_kind(tmp_path) == "benchmark"
+    # one level further down is past the depth: the log alone says nothing about whose it is
+    (run / "final" / "sparse_adapt.json").unlink()
+    (run / "final" / "deeper").mkdir()
+    (run / "final" / "deeper" / "sparse_adapt.json").write_text("{}")
+    assert output_kind(tmp_path) is None

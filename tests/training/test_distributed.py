@@ -141,3 +141,66 @@ def test_each_rank_resumes_from_its_own_random_state():
     assert saved[0]["steps"] == 2 and len(saved[0]["rng_ranks"]) == 2
     resumed = _draws(1, resume=saved[0], other=elsewhere)
     assert sorted(resumed) == [5, 7] and all(resumed[i] == unbroken[i] for i in resumed)
+
+
+# Each rank's view of the collectives, printed as one JSON line. Rank 1 has no gradient for
+# ``b`` (its batches did not reach that parameter) and reaches the barrier late.
+COLLECTIVES = """
+import json, sys, time
+import torch
+from sparse_adapt.training.distributed import Processes
+
+p = Processes(torch.device("cpu"))
+r = p.rank
+a, b, c = (torch.nn.Parameter(torch.zeros(s)) for s in ((2, 2), (3,), (1,)))
+a.grad = torch.full((2, 2), float(r + 1))
+b.grad = torch.arange(3.0) if r == 0 else None
+c.grad = torch.tensor([10.0 * (r + 1)])
+p.sum_gradients([a, b, c])
+seen = {"world": p.world, "rank": r, "main": p.is_main, "broadcast": p.broadcast(f"from {r}"),
+        "gather": p.gather((r, f"r{r}")), "sum_int": p.sum_int(r + 2), "a": a.grad.tolist(),
+        "b": b.grad.tolist(), "c": c.grad.tolist(), "device": str(p.device(torch.device("cuda", 1)))}
+if r == 1:
+    time.sleep(1.0)
+seen["before_barrier"] = time.time()
+p.barrier()
+seen["after_barrier"] = time.time()
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("local_ranks", [(0, 1), (0, 0)], ids=["one-machine", "two-machines"])
+def test_two_gloo_ranks_sum_gradients_broadcast_rank_zeros_object_and_gather_in_rank_order(local_ranks):
+    """The collectives the loop relies on, on a real gloo group of two processes (no launcher):
+    a wrong reduction or a dropped early return passed the single-process tests. On two machines
+    each is its machine's local rank 0, and only the global rank 0 is the main process."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}, "PYTHONPATH": str(ROOT),
+           "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": "2"}
+    procs = [subprocess.Popen([sys.executable, "-c", COLLECTIVES], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env={**env, "RANK": str(r), "LOCAL_RANK": str(local_ranks[r])})
+             for r in (0, 1)]
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:  # a rank left waiting on a collective its peer never joined
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    zero, one = (json.loads(out.strip().splitlines()[-1]) for out, _ in outs)
+    for seen, rank in ((zero, 0), (one, 1)):
+        assert (seen["world"], seen["rank"], seen["main"]) == (2, rank, rank == 0)
+        assert seen["a"] == [[3.0, 3.0], [3.0, 3.0]]  # 1 + 2, summed (not averaged) over the ranks
+        assert seen["b"] == [0.0, 1.0, 2.0]  # rank 1's missing gradient counts as zeros
+        assert seen["c"] == [30.0]  # the last parameter of the flat vector, at its own offset
+        assert seen["broadcast"] == "from 0"
+        assert seen["gather"] == [[0, "r0"], [1, "r1"]]  # one object per rank, in rank order
+        assert seen["sum_int"] == 5  # 2 + 3
+        assert seen["device"].split(":")[0] == "cpu"  # a launched rank's own device (the gloo group's CPU), not cuda:1
+    assert zero["after_barrier"] >= one["before_barrier"]  # rank 0 waited for the late rank 1
+
+
+def test_a_plain_run_keeps_the_device_it_asked_for():
+    # One process: --device cuda:1 stays cuda:1 (Accelerate's own device would be another).
+    from sparse_adapt.training.distributed import Processes
+
+    processes = Processes(torch.device("cpu"))
+    assert processes.world == 1 and processes.device(torch.device("cuda", 1)) == torch.device("cuda", 1)

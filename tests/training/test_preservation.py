@@ -194,3 +194,24 @@ def test_a_terms_pieces_inside_a_text_are_free_as_at_its_start_on_byte_level_bpe
     ex = TrainExample("q1", "what is gatrocraptic", ("d1",), ("gatrocraptic is a thing",), (10.0,))
     free = set(ReferenceVectors.encode(enc, [ex], ["gatrocraptic"], [7]).free_ids)
     assert free == {7, *start, *inside}
+
+
+def test_reference_vectors_are_the_reference_s_own_query_and_document_vectors():
+    """The student encodes a query at query length (16 pieces for the tiny model): its target must
+    be the reference's vector at that length too, not the longer document form."""
+    import numpy as np
+
+    from sparse_adapt.data import TrainExample
+    from sparse_adapt.training.reference import ReferenceVectors, load_reference
+    from tests.conftest import make_tiny_bert
+
+    enc = make_tiny_bert()
+    assert load_reference(enc, torch.device("cpu")) is enc  # the model in memory, not a reload of its source
+    query = " ".join(["where buses are stored overnight at the depot"] * 4)  # well past 16 pieces
+    doc = "A bus depot stores buses overnight."
+    ref = ReferenceVectors.encode(enc, [TrainExample("q1", query, ("d1",), (doc,), (10.0,))])
+    as_query, as_doc = enc.encode([query], "query").toarray(), enc.encode([query], "document").toarray()
+    assert not np.allclose(as_query, as_doc)  # the case: the two lengths give two vectors
+    np.testing.assert_allclose(ref.queries([query], "cpu").numpy(), as_query)
+    np.testing.assert_allclose(ref.documents([doc], "cpu").numpy(), enc.encode([doc], "document").toarray())
+    assert ref.vocab_size == enc.vocab_size

@@ -73,6 +73,61 @@ def test_a_checkpoint_without_a_complete_model_is_none_and_a_missing_key_reads_a
     assert load_partial(path) is None
 
 
+def test_a_checkpoint_without_its_loop_state_is_none_and_its_values_read_as_defaults(tiny_bert, tmp_path):
+    # A model folder alone holds no position to continue from: the stage starts afresh.
+    from sparse_adapt.training.checkpoint import TRAINER_STATE, load_partial, partial_value, save_partial
+
+    path = tmp_path / "distill.partial"
+    assert load_partial(path) is None and partial_value(path, "steps", 0) == 0  # no checkpoint at all
+    save_partial(path, tiny_bert, {"steps": 3})
+    (path / TRAINER_STATE).unlink()
+    assert load_partial(path) is None and partial_value(path, "steps", 0) == 0
+
+
+def test_a_checkpoint_loads_its_model_onto_the_device_the_run_asked_for(tiny_bert, tmp_path, monkeypatch):
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+    from sparse_adapt.training.checkpoint import load_partial, save_partial
+
+    save_partial(tmp_path / "p", tiny_bert, {"steps": 1})
+    real, asked = SpladeEncoder.from_pretrained.__func__, []
+
+    def spy(cls, path, **kwargs):
+        asked.append(kwargs.get("device"))
+        return real(cls, path, **kwargs)
+
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(spy))
+    load_partial(tmp_path / "p", torch.device("cpu"))
+    assert asked == [torch.device("cpu")]
+
+
+_UNPICKLED: list[str] = []
+
+
+def _ran_on_load() -> str:
+    _UNPICKLED.append("ran")
+    return "ran"
+
+
+class _RunsCodeWhenLoaded:
+    def __reduce__(self):
+        return (_ran_on_load, ())
+
+
+def test_a_checkpoint_whose_loop_state_would_run_code_is_refused_unrun(tiny_bert, tmp_path):
+    # trainer_state.pt holds tensors and plain values only; a pickled callable in a file someone
+    # put in the run folder is refused, never called.
+    import pickle
+
+    from sparse_adapt.training.checkpoint import TRAINER_STATE, load_partial, save_partial
+
+    path = tmp_path / "distill.partial"
+    save_partial(path, tiny_bert, {"steps": 1})
+    torch.save({"steps": 1, "hook": _RunsCodeWhenLoaded()}, path / TRAINER_STATE)
+    with pytest.raises(pickle.UnpicklingError):
+        load_partial(path)
+    assert _UNPICKLED == []
+
+
 def test_a_stage_stopped_by_a_non_finite_gradient_restarts_afresh(files, tmp_path, monkeypatch):
     """Its partial checkpoint led to the NaN (and holds the optimiser's lr): the rerun the error
     advises starts the stage from the last good checkpoint, as an unbroken run would."""

@@ -220,6 +220,9 @@ def test_experiments_are_stage_selections():
 @pytest.mark.parametrize("extra, message", [
     (" {term:{term}<5}", r"may hold only \{term\}, \{definition\} and \{examples\}, got \{term:\{term\}<5\}"),
     (" {term!r}", r"got \{term!r\}"),
+    (" {term!r:>5}", r"got \{term!r:>5\}$"),  # shown as written: the conversion before the spec
+    (" {foo}", r"got \{foo\}"),  # a field no entry has: a KeyError on the first entry, after warmup
+    (" {0}", r"got \{0\}"),
     (" {", "is not a valid template"),
     (" \ud800", "contains an unpaired surrogate"),
 ])
@@ -238,6 +241,12 @@ def test_a_dictionary_template_without_one_of_its_fields_is_refused(field):
     template = TrainConfig().dictionary.template.replace("{" + field + "}", "it")
     with pytest.raises(ConfigError, match=re.escape(f"dictionary.template must contain {{{field}}}")):
         config_from_dict({"dictionary": {"template": template}})
+
+
+def test_a_reworded_dictionary_template_with_text_after_its_last_field_is_taken():
+    # The text after the last field is no field: a config may end its wording there.
+    template = "Term: {term}. Meaning: {definition}. Seen in: {examples}. (glossary)"
+    assert config_from_dict({"dictionary": {"template": template}}).dictionary.template == template
 
 
 def test_an_entry_renders_through_the_spec_pattern_with_its_examples_joined_by_semicolons():
@@ -384,6 +393,27 @@ def test_picked_positions_split_80_10_10_and_forced_ones_always_become_mask():
     inputs, _ = mask_tokens(ids, maskable, rate=1.0, mask_token_id=103, vocab_size=3000,
                             generator=torch.Generator().manual_seed(1), always=maskable)
     assert (inputs == 103).all()
+
+
+def test_a_span_as_long_as_the_text_is_found_and_a_forced_special_position_stays_as_it_is():
+    # a one-piece query that is the term itself: the window is the whole row
+    assert span_occurrences(torch.tensor([[4, 5], [4, 6]]), [4, 5]).tolist() == [[True, True], [False, False]]
+    # "always" comes from the ids alone; [CLS]/[SEP]/padding are not maskable and are never targets
+    ids = torch.tensor([[101, 7, 5, 102, 0]])
+    maskable = torch.tensor([[False, True, True, False, False]])
+    inputs, labels = mask_tokens(ids, maskable, rate=0.0, mask_token_id=103, vocab_size=50,
+                                 generator=torch.Generator().manual_seed(0), always=torch.ones_like(maskable))
+    assert inputs.tolist() == [[101, 103, 103, 102, 0]]
+    assert labels.tolist() == [[IGNORE, 7, 5, IGNORE, IGNORE]]
+
+
+def test_a_random_replacement_draws_from_the_whole_vocabulary_domain_tokens_at_its_end_included():
+    # every position picked, ids outside the 4-token vocabulary: a replaced position shows its draw
+    ids = torch.full((64, 100), 500)
+    inputs, _ = mask_tokens(ids, torch.ones_like(ids, dtype=torch.bool), rate=1.0, mask_token_id=103, vocab_size=4,
+                            generator=torch.Generator().manual_seed(0))
+    drawn = inputs[(inputs != 103) & (inputs != 500)]
+    assert sorted(set(drawn.tolist())) == [0, 1, 2, 3]
 
 
 def test_domain_ids_without_extension_are_existing_single_tokens(tiny_bert):

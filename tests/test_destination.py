@@ -1,0 +1,84 @@
+"""A destination checked before any work: what is refused, and what each refusal says."""
+
+from __future__ import annotations
+
+import errno
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from sparse_adapt.destination import check_not_an_input, check_output, check_writable
+from sparse_adapt.errors import OutputError
+
+
+def test_a_folder_holding_a_single_file_is_not_empty_and_counts_its_entries(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep")
+    with pytest.raises(OutputError, match=re.escape(f"--out {out} is not empty (1 entry); pass --overwrite")):
+        check_output(out)
+    (out / "more.txt").write_text("keep")
+    with pytest.raises(OutputError, match=re.escape(f"--out {out} is not empty (2 entries); pass --overwrite")):
+        check_output(out)
+    assert check_output(out, overwrite=True) == out
+    assert sorted(p.name for p in out.iterdir()) == ["more.txt", "notes.txt"]  # the check itself writes nothing
+
+
+def test_an_input_given_as_an_absolute_path_is_the_relative_out_naming_it(tmp_path, monkeypatch):
+    model = tmp_path / "model"
+    model.mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OutputError, match=re.escape(f"--out model is also an input ({model})")):
+        check_not_an_input("model", [model])
+
+
+def test_an_input_that_is_no_local_path_is_never_taken_for_one(tmp_path, monkeypatch):
+    # A Hub id names no folder here: an --out of the same name, above or below it, holds no input.
+    monkeypatch.chdir(tmp_path)
+    for out in ("naver", "naver/splade-v3", "naver/splade-v3/adapted"):
+        check_not_an_input(out, ["naver/splade-v3", None])
+
+
+def test_a_path_under_a_file_names_the_file_in_the_way(tmp_path):
+    holder = tmp_path / "holder"
+    holder.write_text("keep")
+    message = f"--out {holder}/terms.json: {holder} is a file, not a directory"
+    with pytest.raises(OutputError, match=f"^{re.escape(message)}$"):
+        check_writable(holder / "terms.json")
+
+
+def test_replacing_a_folder_needs_its_parent_writable_and_names_it(tmp_path, monkeypatch):
+    """The new version is written beside the old one and renamed over it: a writable folder in a
+    parent that refuses new files would fail after the work."""
+    out = tmp_path / "parent" / "out"
+    out.mkdir(parents=True)
+    (out / "old.txt").write_text("x")
+    real = tempfile.mkstemp
+
+    def mkstemp(*args, **kwargs):
+        if Path(kwargs["dir"]) == out.parent:  # as a read-only parent refuses it
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    with pytest.raises(OutputError, match=re.escape(f"--out {out}: cannot write in {out.parent} (Permission denied)")):
+        check_output(out, overwrite=True)
+    assert [p.name for p in out.iterdir()] == ["old.txt"]
+
+
+@pytest.mark.parametrize("raised, refused", [
+    (RuntimeError("Symlink loop from 'a'"), True),  # Python 3.11 and 3.12
+    (OSError(errno.ELOOP, "Too many levels of symbolic links", "a"), True),  # as newer Pythons raise it
+    (OSError(errno.EACCES, "Permission denied", "a"), False),  # not a loop: the error itself
+])
+def test_a_loop_of_symbolic_links_is_one_line_whichever_error_python_raises_for_it(raised, refused, tmp_path,
+                                                                                  monkeypatch):
+    def resolve(self, strict=False):
+        raise raised
+
+    monkeypatch.setattr(Path, "resolve", resolve)
+    with pytest.raises(OutputError if refused else type(raised)) as caught:
+        check_not_an_input(tmp_path / "a", [])
+    assert ("a loop of symbolic links" in str(caught.value)) == refused
