@@ -1147,3 +1147,46 @@ def test_the_summary_rows_count_and_score_only_judged_queries_and_drop_a_group_w
     assert [(r["set"], r["group"], r["queries"]) for r in rows] == [("held-out", "all", 2), ("held-out", "named", 1)]
     assert rows[0]["base"] == pytest.approx((1 + 1 / math.log2(3)) / 2) and rows[0]["adapted"] == pytest.approx(1.0)
     assert rows[1]["base"] == pytest.approx(1 / math.log2(3))
+
+
+def test_a_query_set_skips_a_group_of_one_query_it_does_not_hold(tmp_path):
+    # a suite's groups file names a training query alone in its group: still another file's group
+    from sparse_adapt.report.adapt import QuerySet
+
+    queries, qrels, groups = tmp_path / "q.jsonl", tmp_path / "qrels.tsv", tmp_path / "groups.json"
+    queries.write_text('{"qid": "q1", "text": "Zentrofax seals"}\n{"qid": "q2", "text": "coolant pump"}\n')
+    qrels.write_text("q1 0 d1 1\nq2 0 d2 1\n")
+    groups.write_text(json.dumps({"lay": ["q2"], "training": ["t1"], "both": ["q1", "q2"]}))
+    loaded = QuerySet.load("yours", queries, qrels, groups)
+    assert loaded.skipped == ("training",) and loaded.groups == {"lay": ["q2"], "both": ["q1", "q2"]}
+
+
+def test_a_run_whose_held_out_queries_are_gone_scores_only_your_queries(tmp_path):
+    # the held-out file deleted since the run made it: no pseudo set, rather than a crash after training
+    from types import SimpleNamespace
+
+    from sparse_adapt.report.adapt import _sets
+
+    files = SimpleNamespace(heldout_queries=tmp_path / "heldout_queries.jsonl", heldout_qrels=tmp_path / "heldout_qrels.tsv",
+                            query_groups=None)
+    result = SimpleNamespace(files=files)
+    assert _sets(result, None) == []
+    yours = object()
+    assert _sets(result, yours) == [yours]
+
+
+def test_the_summary_warns_of_a_set_the_adapted_model_lost_on(setup, finished, tmp_path, monkeypatch):
+    # the measured rows are made worse by hand: the summary must carry worse_than_base's lines for them
+    import shutil
+
+    from sparse_adapt.report import adapt as report
+
+    out = tmp_path / "run"
+    shutil.copytree(finished, out)  # the summary rewrites the card: not in the module's shared run
+    result = _adapt(setup, out)
+    worse = {"group": "all", "queries": 9, "base": 0.9, "adapted": 0.5, "base_feedback": 0.9, "feedback": 0.5}
+    monkeypatch.setattr(report, "group_rows", lambda name, groups, judged, runs: [{"set": name, **worse}])
+    summary = report.adapt_summary(result, setup["corpus"], setup["base"])
+    first, fed = summary["warnings"]
+    assert first.startswith("on pseudo held-out (9 queries) the adapted model scores nDCG@10 0.500, below the base's 0.900")
+    assert fed.startswith("on pseudo held-out (9 queries) with --feedback the adapted model scores nDCG@10 0.500")

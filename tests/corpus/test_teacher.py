@@ -94,3 +94,21 @@ def test_spec_range_map_is_per_list_min_max():
     assert to_spec_range([0.2, 0.8, 0.5]) == [SPEC_MIN, SPEC_MAX, 1.0]
     assert to_spec_range([3.0, -1.0]) == [10.0, -8.0]
     assert to_spec_range([0.4, 0.4]) == [SPEC_MIN, SPEC_MIN]
+
+
+def test_a_classifier_of_three_labels_is_refused(tmp_path):
+    # a 3-way classifier (e.g. NLI) has no single relevance score to take
+    BertForSequenceClassification(_config(num_labels=3)).save_pretrained(tmp_path)
+    _tokenizer().save_pretrained(tmp_path)
+    with pytest.raises(ModelLoadError, match="has 3 labels; a relevance cross-encoder has 1 or 2"):
+        load_teacher(str(tmp_path))
+
+
+def test_a_list_longer_than_one_batch_is_scored_whole(cross_encoder_dir):
+    # 42 candidates: one full batch of 32 and a second of 10, none dropped at the seam
+    teacher = load_teacher(str(cross_encoder_dir))
+    docs = [f"{d} {i}" for i in range(14) for d in DOCS]
+    scores = teacher.score("coolant pump", docs)
+    assert len(scores) == len(docs)
+    for i in (31, 32, 41):
+        assert scores[i] == pytest.approx(teacher.score("coolant pump", [docs[i]])[0], abs=1e-5)
