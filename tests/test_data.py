@@ -491,6 +491,13 @@ def test_a_field_holding_a_line_break_is_shown_escaped_on_one_line(tmp_path):
     ({"jargon": ["co\u00adop"]}, "jargon[0]", "a term must be printable"),  # a soft hyphen: visible, not printable
     ({"jargon\nx": ["Zorblatt"]}, None, "a category must be a printable name"),
     ({"jargon": "Zorblatt"}, "jargon", "expected a list of terms"),  # not three one-letter terms
+    # Printable, yet no name: a blank category would head a table column of nothing.
+    ({"": ["Zorblatt"]}, None, "a category must be a printable name"),
+    ({"  ": ["Zorblatt"]}, None, "a category must be a printable name"),
+    # Any Unicode space splits a term, not only " ": the message says why, not "printable".
+    ({"jargon": ["two words"]}, "jargon[0]", "a term must be one word without spaces"),
+    ({"jargon": ["two\u2003words"]}, "jargon[0]", "a term must be one word without spaces"),
+    ({"jargon": ["two\twords"]}, "jargon[0]", "a term must be one word without spaces"),
 ])
 def test_domain_terms_checks_name_their_field(tmp_path, obj, field, says):
     e = _read_error(tmp_path, "terms.json", json.dumps(obj), load_domain_terms)

@@ -325,6 +325,8 @@ def test_which_base_a_pretraining_was_made_from():
     # a folder recorded before its files were hashed says too little: reused, as before
     assert _other_base({"base": "./theirs"}, "./mine") is None
     assert _other_base({}, "./mine") is None
+    # A name has no files to hash: a record's hash of a folder says nothing about a name given now.
+    assert _other_base({"base": "offline-minilm", "base_files": "ab" * 32}, "offline-minilm") is None
 
 
 @pytest.mark.parametrize("changed, resumed", [({"lr": 1e-3}, False), ({"sp": 0.5}, False), ({"checkpoint_every": 3}, True)])
@@ -342,3 +344,31 @@ def test_a_checkpoint_is_resumed_only_under_the_weight_settings_it_was_saved_wit
     run_general(tiny_dir, out, replace(cfg, **changed), seed=0, pairs=PAIRS, hooks=Hooks(message=said.append))
     assert any("resuming at step 2" in m for m in said) == resumed
     assert json.loads((out / RECORD).read_text())["resumed_at"] == (2 if resumed else None)
+
+
+def test_a_batch_of_every_pair_is_one_step_and_a_run_without_kd_records_no_teacher(tiny_dir, tmp_path):
+    from sparse_adapt.progress import Hooks
+
+    said: list[str] = []
+    out = run_general(tiny_dir, tmp_path / "one", GeneralConfig(steps=1, batch_size=len(PAIRS), kd=0.0),
+                      teacher=WordTeacher(), pairs=PAIRS, hooks=Hooks(message=said.append))
+    record = json.loads((out / RECORD).read_text())
+    assert record["steps"] == 1
+    assert not [m for m in said if "pairs make" in m]  # 1 step asked, 1 there: nothing capped
+    # The teacher given was not used (kd = 0): the record must not claim its distillation.
+    assert record["teacher"] is None
+
+
+def test_settings_and_stale_settings_of_a_pretrained_base(tmp_path):
+    from sparse_adapt.training.general import _stale_settings
+
+    with pytest.raises(ConfigError, match="checkpoint_every must be >= 0"):
+        GeneralConfig(checkpoint_every=-1).validate()
+    where = tmp_path / "pretrained"
+    where.mkdir()
+    today = GeneralConfig()
+    # A record from before a setting existed names only what it held, and only what differs.
+    (where / RECORD).write_text(json.dumps({"config": {"lr": today.lr, "steps": 400}}))
+    assert _stale_settings(where) == f"steps 400 (today {today.steps})"
+    (where / RECORD).write_text(json.dumps({"config": {"lr": today.lr}}))
+    assert _stale_settings(where) == ""

@@ -1,0 +1,81 @@
+"""Config files (``training/config_files.py``): which parser reads a file, the recommended
+settings a run reports, and a config written back as TOML."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from sparse_adapt.errors import ConfigError
+from sparse_adapt.training.config import TrainConfig
+from sparse_adapt.training.config_files import config_to_toml, load_config, recommended_in_effect
+
+
+def test_a_toml_suffix_in_any_case_is_read_as_toml_and_only_other_suffixes_get_the_json_hint(tmp_path):
+    # Windows and some editors save "C.TOML": it is still a TOML file, not broken JSON.
+    upper = tmp_path / "c.TOML"
+    upper.write_text("[distill]\nepochs = 3\n")
+    assert load_config(upper).distill.epochs == 3
+    broken = "[distill\n"
+    for name, hinted in (("c.json", False), ("c.JSON", False), ("c.cfg", True)):
+        path = tmp_path / name
+        path.write_text(broken)
+        with pytest.raises(ConfigError) as e:
+            load_config(path)
+        assert str(e.value).startswith(f"{path}: cannot parse (")
+        assert ("read as JSON: only a .toml file is read as TOML" in str(e.value)) == hinted
+
+
+def test_the_recommended_settings_in_effect_are_only_those_of_the_stages_asked_about():
+    cfg = load_config(None, "offline-splade-tiny")
+    held = "distill.pres_form = 'all-texts'"
+    assert recommended_in_effect(cfg, "offline-splade-tiny") == held
+    assert recommended_in_effect(cfg, "offline-splade-tiny", ["warmup", "distill"]) == held
+    # A run of no stage that a recommendation touches (an empty list is no stage, not every stage).
+    assert recommended_in_effect(cfg, "offline-splade-tiny", ["warmup"]) == ""
+    assert recommended_in_effect(cfg, "offline-splade-tiny", []) == ""
+
+
+def test_a_config_written_as_toml_reads_back_equal_and_keeps_its_text_as_written(tmp_path):
+    cfg = TrainConfig().validate()
+    plain = config_to_toml(cfg)
+    assert plain.startswith("[warmup]\n")  # no blank first line without a header
+    headed = config_to_toml(cfg, "best of 4 trials\nseed 0")
+    assert headed.startswith("# best of 4 trials\n# seed 0\n\n[warmup]\n")
+    assert "\n\n[dictionary]\n" in plain and "\n\n[distill]\n" in plain
+    # A non-ASCII template stays readable in the file (best.toml is meant to be read and edited).
+    path = tmp_path / "best.toml"
+    raw = {"dictionary": {"template": "{term} – {definition}; z. B. {examples}"}}
+    path.write_text(config_to_toml(_built(raw)), encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
+    assert 'template = "{term} – {definition}; z. B. {examples}"' in text
+    assert load_config(path) == _built(raw)
+    assert tomllib.loads(text)["dictionary"]["template"] == raw["dictionary"]["template"]
+
+
+def _built(raw: dict) -> TrainConfig:
+    from sparse_adapt.training.config_files import config_from_dict
+
+    return config_from_dict(raw)
+
+
+def test_an_unknown_key_holding_a_line_break_is_named_escaped_on_one_line():
+    from sparse_adapt.training.config_files import config_from_dict
+
+    # Printed as is, "x\nerror: ..." would forge a second error line under the real one.
+    with pytest.raises(ConfigError) as e:
+        config_from_dict({"distill": {"x\nerror: all fine": 1}}, "c.json")
+    assert str(e.value).startswith("c.json: unknown key 'distill.x\\nerror: all fine'; valid: ")
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"^c\.json: unknown key distill\.epoch; valid: "):
+        config_from_dict({"distill": {"epoch": 1}}, "c.json")
+
+
+def test_a_file_section_the_recommendation_lacks_is_laid_over_the_defaults(tmp_path):
+    # offline-splade-tiny recommends distill settings only; a [warmup] table must still merge.
+    path = tmp_path / "c.toml"
+    path.write_text("[warmup]\nepochs = 2\n")
+    cfg = load_config(path, "offline-splade-tiny")
+    assert (cfg.warmup.epochs, cfg.distill.pres_form) == (2, "all-texts")
+    assert cfg.dictionary == TrainConfig().dictionary
