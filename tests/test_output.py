@@ -204,3 +204,58 @@ def test_a_text_argument_must_be_visible_and_valid_unicode():
         output.require_text("\u200b ", "query")
     with pytest.raises(ConfigError, match="the query is not valid UTF-8"):
         output.require_text("caf\udce9", "query")
+
+
+def test_without_a_terminal_a_long_task_says_how_far_it_is_once_a_minute(monkeypatch):
+    from types import SimpleNamespace
+
+    clock = [0.0]
+    monkeypatch.setattr(output, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    console, buf = _plain_console()
+    with output.rich_hooks(console) as hooks:
+        task = hooks.task("pretraining", 1200)
+        for at in (59.0, 60.0, 61.0, 119.0, 120.0):  # a line exactly a minute after the last one, then none for a minute
+            clock[0] = at
+            task.advance(10)
+    lines = buf.getvalue().splitlines()
+    assert [line.split(" (")[0] for line in lines] == ["pretraining: 20/1200", "pretraining: 50/1200"]
+
+
+def test_a_message_above_the_bars_cannot_send_escapes():
+    console, buf = _plain_console()
+    with output.rich_hooks(console) as hooks:
+        hooks.message("warning: skipped k\x1b[2Jey")
+    assert buf.getvalue() == "warning: skipped k\\x1b[2Jey\n"
+
+
+def test_wrote_shows_a_detail_holding_markup_as_written(monkeypatch):
+    console, buf = _plain_console()
+    monkeypatch.setattr(output, "console", console)
+    output.wrote("runs/a[/red]b", " (3 [/green] rows)")
+    assert buf.getvalue() == "wrote runs/a[/red]b (3 [/green] rows)\n"
+
+
+@pytest.mark.parametrize("docs,weight,terms,flag", [(0, None, None, "--feedback-docs"), (None, 0.0, None, "--feedback-weight"),
+                                                    (None, None, 0, "--feedback-terms")])
+def test_a_feedback_tuning_flag_of_zero_without_feedback_is_still_refused(docs, weight, terms, flag):
+    from sparse_adapt.errors import ConfigError
+
+    # A zero is a value given: dropping it silently would hide that --feedback is missing.
+    with pytest.raises(ConfigError, match=f"^{flag} tunes pseudo-relevance feedback; add --feedback"):
+        output.feedback_settings(False, docs, weight, terms)
+    assert output.feedback_settings(False, None, None, None) is None
+
+
+def test_a_feedback_run_is_tagged_apart_from_its_plain_run():
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    assert output.searched_as("runs/m", None) == "runs/m"
+    assert output.searched_as("runs/m", Feedback()) == "runs/m+feedback"
+
+
+def test_without_a_terminal_a_task_of_no_steps_still_shows_its_total():
+    # A step over an empty input (no documents to encode) reads "0/0", not a bare count of unknown total.
+    console, buf = _plain_console()
+    with output.rich_hooks(console) as hooks:
+        hooks.task("encoding documents", 0).advance(0)
+    assert [line.split(" (")[0] for line in buf.getvalue().splitlines()] == ["encoding documents: 0/0"]

@@ -169,3 +169,14 @@ def test_a_head_wider_than_its_tokenizer_by_design_is_no_other_models_tokenizer(
         check_head_fits(30522, range(800), "m")
     with pytest.raises(ModelLoadError, match="has 800 rows but the tokenizer has 801"):
         check_head_fits(800, range(801), "m")
+
+
+def test_a_tokenizer_covering_exactly_half_the_head_is_still_the_models_own():
+    from sparse_adapt.errors import ModelLoadError
+    from sparse_adapt.modeling.tokenization import MIN_ROWS_USED, check_head_fits
+
+    # The bound is "under half": 500 tokens of a 1,000-row head pass, 499 do not.
+    assert MIN_ROWS_USED == 0.5
+    check_head_fits(1000, range(500), "m")
+    with pytest.raises(ModelLoadError, match="has 1000 rows but the tokenizer has 499 tokens"):
+        check_head_fits(1000, range(499), "m")

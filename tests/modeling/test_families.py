@@ -386,3 +386,44 @@ def test_a_new_row_leaves_out_unknown_and_bare_word_start_pieces():
     old_emb = splade.mlm.get_input_embeddings().weight.detach().clone()
     (t,) = extend_vocabulary(splade, {"jargon": ["Ärztekammer"]}).added
     torch.testing.assert_close(splade.mlm.get_input_embeddings().weight[t.token_id], old_emb[pieces[2:]].mean(0))
+
+
+def test_a_spelling_exactly_as_common_as_the_everyday_bound_is_an_everyday_word(monkeypatch):
+    import wordfreq
+
+    from sparse_adapt.modeling.tokenization import EVERYDAY_ZIPF, everyday_spellings
+
+    # Not whole in the tiny WordPiece vocabulary, so only the word frequency decides.
+    tok = make_tiny_bert().tokenizer
+    assert len(running_text_ids(tok, "zorblatt")) > 1
+    monkeypatch.setattr(wordfreq, "zipf_frequency", lambda word, lang: EVERYDAY_ZIPF)
+    assert everyday_spellings(tok, "Zorblatt") == ["zorblatt", "ZORBLATT"]
+    monkeypatch.setattr(wordfreq, "zipf_frequency", lambda word, lang: EVERYDAY_ZIPF - 0.01)
+    assert everyday_spellings(tok, "Zorblatt") == []
+
+
+def test_a_subclass_of_a_registered_masked_lm_uses_its_entry_and_a_non_linear_decoder_is_refused():
+    from torch import nn
+
+    from sparse_adapt.modeling.heads import HEADS, family_of
+
+    class CustomBert(type(make_tiny_bert().mlm)):  # a user's own subclass, not registered itself
+        pass
+
+    mlm = make_tiny_bert().mlm
+    custom = CustomBert(mlm.config)
+    assert family_of(custom) is HEADS[type(mlm)]
+    assert head_support(custom).parts is not None and head_support(custom).reason == ""
+
+    class Projection(nn.Module):  # the vocabulary projection, but no nn.Linear to run on selected rows
+        def __init__(self, linear):
+            super().__init__()
+            self.linear = linear
+
+        def forward(self, h):
+            return self.linear(h)
+
+    custom.cls.predictions.decoder = Projection(custom.cls.predictions.decoder)
+    support = head_support(custom)
+    assert support.parts is None
+    assert support.reason == "CustomBert's output embeddings are not an nn.Linear"

@@ -104,3 +104,45 @@ def test_sparsity_counts_active_terms_not_stored_zeros():
     assert got["active_dims"] == pytest.approx(4 / 3) and got["sparsity_ratio"] == pytest.approx(2 / 3)
     assert m.data[0] == 0.0 and m.nnz == 5  # the input is not changed
     assert sparsity(sp.csr_matrix((0, 4), dtype=np.float32)) == {"active_dims": 0.0, "sparsity_ratio": 1.0}
+
+
+def test_a_stored_zero_or_negative_weight_is_no_listed_term():
+    from sparse_adapt.modeling.vectors import decode, rows_to_dicts
+
+    # Row 0 stores a zero at id 0 and a negative weight at id 3 beside 2.0 at id 1: only "b"
+    # is a term; a listing of "a": 0.0 would show a word the vector does not hold.
+    m = sp.csr_matrix((np.array([0.0, 2.0, -1.0]), (np.array([0, 0, 0]), np.array([0, 1, 3]))), shape=(1, 4))
+    assert m.nnz == 3
+    assert rows_to_dicts(m, ["a", "b", "c", "d"]) == [{"b": 2.0}]
+    assert decode(m, ["a", "b", "c", "d"]) == [[("b", 2.0)]]
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_an_infinite_weight_is_refused_like_a_nan_naming_its_row(bad):
+    from sparse_adapt.modeling.vectors import similarity, sparsity
+
+    m = D.copy()
+    m[2, 3] = bad  # d2's last weight: the row's last stored entry
+    for call in (sparsity, lambda v: similarity(Q, v)):
+        with pytest.raises(ValueError, match=r"row 2 holds a NaN or infinite weight"):
+            call(sp.csr_matrix(m))
+
+
+def test_intersection_refuses_a_query_of_no_rows_in_our_words():
+    from sparse_adapt.modeling.vectors import intersection
+
+    with pytest.raises(ValueError, match="query must be one vector, got 0 rows"):
+        intersection(sp.csr_matrix((0, 4), dtype=np.float32), sp.csr_matrix(D))
+
+
+def test_half_precision_tensors_score_as_float32():
+    import torch
+
+    from sparse_adapt.modeling.vectors import similarity, sparsity
+
+    # A model run in bfloat16 returns bfloat16 vectors, which numpy cannot hold; these weights are exact in it.
+    for dtype in (torch.bfloat16, torch.float16):
+        q, d = torch.from_numpy(Q).to(dtype), torch.from_numpy(D).to(dtype)
+        np.testing.assert_array_equal(similarity(q, d), SCORES)
+        np.testing.assert_array_equal(similarity(q[0], d.to_sparse()), SCORES[:1])
+        assert sparsity(d)["active_dims"] == pytest.approx(5 / 3)
