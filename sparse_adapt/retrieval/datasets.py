@@ -81,15 +81,14 @@ class IRDataset:
             yield
         except (DatasetError, DataError):  # ours: they name the file (and line) already
             raise
-        except (UnicodeDecodeError, ValueError, KeyError, RuntimeError, TypeError, AttributeError) as e:
+        except (UnicodeDecodeError, ValueError, KeyError, RuntimeError, TypeError, AttributeError, AssertionError) as e:
             # TypeError/AttributeError: a field of the wrong JSON type (a number for a text, a line that is a list)
-            raise DatasetError(f"{self.name}: cannot read its {what} ({type(e).__name__}: {str(e)[:160]})") from None
-        except AssertionError as e:
-            if what == "qrels":  # how BeirQrels reports a file without BEIR's header line
+            # An AssertionError is how BeirQrels reports a file without BEIR's header line.
+            if isinstance(e, AssertionError) and what == "qrels":
                 raise DatasetError(f"{self.name}: its qrels file lacks BEIR's header line "
                                    f"'query-id<TAB>corpus-id<TAB>score'") from None
-            # elsewhere a check of ir_datasets' own: the header advice would send the user astray
-            raise DatasetError(f"{self.name}: cannot read its {what} (AssertionError: {str(e)[:160]})") from None
+            # any other AssertionError is a check of ir_datasets' own: the header advice would send the user astray
+            raise DatasetError(f"{self.name}: cannot read its {what} ({type(e).__name__}: {str(e)[:160]})") from None
 
     def qrels(self) -> Qrels:
         out: Qrels = {}
