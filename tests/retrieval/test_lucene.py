@@ -676,18 +676,12 @@ def test_the_indexers_input_folder_is_a_temporary_beside_the_index(tmp_path, mon
     """It was /tmp/sparse-adapt-input-*, which a killed run left for good; beside the index, the
     next write of the index removes it as it removes the index's own temporary."""
     from sparse_adapt.retrieval import lucene
-    from sparse_adapt.retrieval.export import VECTORS_FILE
 
-    vectors = tmp_path / "vectors"
-    vectors.mkdir()
-    (vectors / VECTORS_FILE).write_text('{"id": "d1", "contents": "", "vector": {"a": 1}}\n')
-    seen = []
-    monkeypatch.setattr(lucene, "find_java", lambda: type("J", (), {"home": "/nowhere"})())
-    monkeypatch.setattr(lucene, "_import_env", lambda java: {})
-    monkeypatch.setattr(lucene, "_run_child", lambda argv, env: seen.append(Path(argv[argv.index("-input") + 1])) or (1, "no"))
+    started = _stand_in_indexer(monkeypatch, 1, ["no"])
     with pytest.raises(lucene.LuceneError):
-        lucene.build_index(vectors, tmp_path / "idx")
-    [folder] = seen
+        lucene.build_index(_vectors(tmp_path), tmp_path / "idx")
+    [argv] = started
+    folder = Path(argv[argv.index("-input") + 1])
     assert folder.parent == tmp_path and folder.name.startswith(f".idx.tmp-{os.getpid()}-input")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vectors"]  # removed with the failed index
 

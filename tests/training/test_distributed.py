@@ -46,8 +46,7 @@ def test_two_gloo_processes_match_one_process_with_double_accumulation(tmp_path)
         "--train", str(_jsonl(tmp_path / "train.jsonl", [dict(r, qid=f"{r['qid']}-{i}") for i, r in enumerate(train)])),
         "--stages", "extend,distill", "--seed", "1",
     ]
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}, "PYTHONPATH": str(ROOT),
-           "OMP_NUM_THREADS": "1", "HF_HOME": str(tmp_path / "hf-home")}  # no accelerate config of the machine's
+    env = _env(HF_HOME=str(tmp_path / "hf-home"))  # no accelerate config of the machine's
 
     def config(name: str, accum: int) -> str:
         path = tmp_path / name
@@ -74,6 +73,13 @@ def test_two_gloo_processes_match_one_process_with_double_accumulation(tmp_path)
     # The logged losses are over both processes' batches, as one process logs its two (once: rank 0's alone).
     losses = lambda out: [json.loads(l)["loss"] for l in (out / "train_log.jsonl").read_text().splitlines() if '"step"' in l]  # noqa: E731
     assert losses(tmp_path / "two") == pytest.approx(losses(tmp_path / "one"), rel=1e-4)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """A child's environment: this checkout importable, one thread, none of the machine's
+    ACCELERATE_* settings."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}, "PYTHONPATH": str(ROOT),
+            "OMP_NUM_THREADS": "1", **extra}
 
 
 def _free_port() -> int:
@@ -174,8 +180,7 @@ def test_two_gloo_ranks_sum_gradients_broadcast_rank_zeros_object_and_gather_in_
     """The collectives the loop relies on, on a real gloo group of two processes (no launcher):
     a wrong reduction or a dropped early return passed the single-process tests. On two machines
     each is its machine's local rank 0, and only the global rank 0 is the main process."""
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}, "PYTHONPATH": str(ROOT),
-           "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": "2"}
+    env = _env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2")
     procs = [subprocess.Popen([sys.executable, "-c", COLLECTIVES], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env={**env, "RANK": str(r), "LOCAL_RANK": str(local_ranks[r])})
              for r in (0, 1)]
