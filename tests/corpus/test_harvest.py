@@ -247,3 +247,45 @@ def test_an_expansion_spells_its_acronym_in_order(acronym, expansion, spelt):
     from sparse_adapt.corpus.harvest import _expands
 
     assert _expands(acronym, expansion) is spelt
+
+
+@pytest.mark.parametrize("sentence, definition, source", [
+    ("Velkor is defined as the pump that moves coolant.", "the pump that moves coolant", "is defined as"),
+    ("Velkor refers to the pump that moves coolant.", "the pump that moves coolant", "refers to"),
+    ("Velkor denotes the pump that moves coolant.", "the pump that moves coolant", "means"),
+    ("Velkor stands for variable electric load kit.", "variable electric load kit", "means"),
+    ("Velkor was a pump that moved coolant in the old plant.", "a pump that moved coolant in the old plant", "is a"),
+    ("Our Velkor (a pump that moves coolant) hums.", "a pump that moves coolant", "parenthesis"),
+    ("The Velkor, a pump that moves coolant, hums loudly.", "a pump that moves coolant", "appositive"),
+    ("A pump that moves coolant, known as Velkor, hums.", "A pump that moves coolant", "called"),
+    # "is" counts only as the sentence's opening clause: here the whole sentence is the context
+    ("Yesterday our Velkor is running hot again.", "Yesterday our Velkor is running hot again", "context"),
+])
+def test_each_definitional_pattern_gives_its_description(sentence, definition, source):
+    docs = [Document("v1", sentence), Document("v2", "Crews check the Velkor every week.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Velkor"]}))
+    assert (entry["definition"], entry["harvested"]["definition"]) == (definition, f"v1: {source}")
+
+
+def test_among_equal_matches_of_a_pattern_the_first_in_corpus_order_wins():
+    docs = [Document("o1", "The Orbex is a valve that vents steam."),
+            Document("o2", "An Orbex is a device from the old plant.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Orbex"]}))
+    assert entry["harvested"]["definition"] == "o1: is a"
+
+
+def test_a_user_entry_for_a_term_ending_in_a_dot_covers_it():
+    # words("Inc.") is "Inc": only the whole term's key says the user wrote this one
+    docs = [Document("i1", "Zentrix Inc. is a supplier of seals for the reactor coolant loop."),
+            Document("i2", "Orders from Zentrix Inc. arrive every Monday at the loading dock.")]
+    mine = DictionaryEntry("Inc.", "incorporated: a company", ())
+    records = build_dictionary(docs, locate_terms(docs, {"jargon": ["Inc."]}), existing=[mine])
+    assert records == [{"term": "Inc.", "definition": "incorporated: a company", "examples": []}]
+
+
+def test_a_term_no_sentence_holds_whole_gets_no_entry_and_no_crash():
+    # "Yahoo! Mail" is in the text, but the sentence split after "!" cuts it in two
+    docs = [Document("y1", "Log in to Yahoo! Mail before the Velkor shift starts."),
+            Document("y2", "The Velkor is a pump that moves coolant.")]
+    records = build_dictionary(docs, locate_terms(docs, {"jargon": ["Yahoo! Mail", "Velkor"]}))
+    assert [r["term"] for r in records] == ["Velkor"]

@@ -183,3 +183,63 @@ def test_english_coverage_at_the_threshold_stays_english_without_reading_other_l
     monkeypatch.setattr(language, "available", no_other_list)
     monkeypatch.setattr(language, "coverage", lambda words, lang: ENGLISH_COVERAGE if lang == "en" else 0.99)
     assert detect_language(["a few words"]).lang == "en"
+
+
+def test_the_bounds_are_inclusive_a_rival_at_exactly_the_margin_and_low_coverage_wins(monkeypatch):
+    """English 0.4 and a rival at 0.5: it beats English by exactly MARGIN and describes exactly
+    LOW_COVERAGE of the words, "or more" both (shares of k in n words hit such values exactly)."""
+    from sparse_adapt.corpus import language
+
+    monkeypatch.setattr(language, "available", lambda: ["en", "sk"])
+    monkeypatch.setattr(language, "coverage", lambda words, lang: {"en": 0.4, "sk": 0.5}[lang])
+    guess = detect_language(["ein paar Worte hier"])
+    assert (guess.lang, guess.trusted, guess.warning()) == ("sk", True, None)
+
+
+def test_a_language_listed_after_one_needing_a_segmenter_is_still_read(monkeypatch):
+    """ja, ko and zh raise ImportError without their segmenters: the lists after them (nl, pt,
+    ru, sv, ...) are read all the same."""
+    from sparse_adapt.corpus import language
+
+    def share(words, lang):
+        if lang == "ja":
+            raise ImportError("mecab")
+        return {"en": 0.3, "de": 0.4, "nl": 0.9}[lang]
+
+    monkeypatch.setattr(language, "available", lambda: ["de", "en", "ja", "nl"])
+    monkeypatch.setattr(language, "coverage", share)
+    assert detect_language(["een paar woorden hier"]).lang == "nl"
+
+
+def test_a_word_at_the_common_zipf_counts_as_common(monkeypatch):
+    import wordfreq
+
+    zipf = {"flange": 3.0, "quorbel": 2.99, "pump": 5.1, "zxq": 0.0}
+    monkeypatch.setattr(wordfreq, "zipf_frequency", lambda w, lang: zipf[w])
+    assert coverage(list(zipf), "en") == 0.5  # Zipf 3 and up, "once per million words or more"
+
+
+def test_the_sample_stops_at_its_limit_in_corpus_order():
+    texts = ["One pump, two valves.", "Three seals XR-7200 leak.", "Never read."]
+    assert sample_words(texts, limit=5) == ["one", "pump", "two", "valves", "three"]
+    assert len(sample_words(["word " * 6000])) == 5000  # SAMPLE_WORDS: the describe line's count
+
+
+def test_resolving_an_unknown_language_is_refused_before_detection():
+    from sparse_adapt.corpus.language import resolve_language
+    from sparse_adapt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--lang 'xx': wordfreq has no word list"):
+        resolve_language("xx", GERMAN)  # the Python API (adapt) has no CLI check before it
+    assert resolve_language("de", GERMAN) == ("de", None)
+    assert resolve_language("auto", GERMAN)[0] == "de"
+
+
+def test_a_corpus_of_codes_alone_reads_no_other_list(monkeypatch):
+    from sparse_adapt.corpus import language
+
+    def no_other_list():
+        raise AssertionError("another language's list was read")
+
+    monkeypatch.setattr(language, "available", no_other_list)
+    assert detect_language(["XR-7200 IL-6", "1234"]).lang == "en"

@@ -21,6 +21,7 @@ def tokenizer():
     ("XR-7200", "codes", True), ("HV-31a", "codes", True), ("PRVT", "acronyms", True), ("cQTx", "acronyms", True),
     ("OAuth2", "acronyms", True), ("gatrocraptic", "jargon", False), ("agent-package", "jargon", True),
     ("r2d2", "codes", True),  # two digits make a code without a hyphen
+    ("log4j", "jargon", True),  # one digit: jargon, but of an unusual pattern
 ])
 def test_shape_categories(word, category, unusual):
     assert shape(word) == (category, unusual)
@@ -370,3 +371,62 @@ def test_mine_terms_names_real_rare_words_but_not_coined_compounds(tmp_path, cap
     warning = " ".join(capsys.readouterr().err.split())
     assert "1 mined term is a word of general language, rare but not coined: ferment (Zipf" in warning
     assert "krell-pump (Zipf" not in warning and "morvitase (Zipf" not in warning.lower()
+
+
+def test_a_coined_word_of_four_letters_is_jargon_and_one_of_three_is_not(tokenizer):
+    # MIN_JARGON_LENGTH = 4: "Vrox" (vr ##ox, unknown to wordfreq) is a term; "Qrn" reads as an abbreviation
+    texts = ["The Vrox seal and the Qrn gauge failed.", "Replace the Vrox seal; the Qrn gauge is fine."]
+    mined = _mined(tokenizer, texts)
+    assert "Vrox" in mined and "Qrn" not in mined
+
+
+def test_a_heading_word_of_five_capitals_is_the_word_and_of_four_an_acronym(tokenizer):
+    # FLUSH (Zipf 3.8) from CAPITALISED_WORD_LENGTH = 5 on is "flush" in capitals, common enough;
+    # VENT (Zipf 3.8, four letters) stays an acronym like API.
+    texts = ["FLUSH the Zentrofax loop, then VENT it.", "FLUSH: the Zentrofax loop drains; VENT slowly."]
+    mined = _mined(tokenizer, texts)
+    assert "FLUSH" not in mined and "VENT" in mined
+
+
+def test_a_digit_then_four_letters_is_a_name_not_a_quantity(tokenizer):
+    # a quantity has at most three letters of unit: "1Wire" is a name
+    assert "1Wire" in _mined(tokenizer, ["The 1Wire bus links the sensors.", "Poll the 1Wire bus every minute."])
+
+
+def test_boilerplate_counts_from_five_documents_on(tokenizer):
+    # in 5 of 5 documents: left out (BOILERPLATE_MIN_DOCS = 5); in 4 of 4, a corpus too small to tell
+    five = [f"The Orbitrex pump runs the {'quillon' if i < 2 else 'main'} line {i}." for i in range(5)]
+    mined = _mined(tokenizer, five)
+    assert "Orbitrex" not in mined and "quillon" in mined
+    assert "Orbitrex" in _mined(tokenizer, five[:4])
+
+
+def test_the_rest_holds_no_word_the_later_steps_cannot_find(tokenizer):
+    """The CLI counts and names the rest below the cut: an unfindable word there was offered as
+    "--top N keeps them all"."""
+    from sparse_adapt.corpus.mining import mine_with_rest
+
+    docs = [Document(f"k{i}", f"Pass --quuxify to the Zentrofax pump {i}.") for i in range(3)]
+    kept, rest = mine_with_rest(docs, tokenizer, top=5)
+    assert [c.term for c in kept] == ["Zentrofax"] and rest == kept
+
+
+def test_min_count_below_one_is_refused(tokenizer):
+    with pytest.raises(MiningError, match="--min-count must be >= 1"):
+        mine_terms([Document("a", "The Zentrofax pump."), Document("b", "A Zentrofax seal.")], tokenizer, min_count=0)
+
+
+def test_occurrences_count_every_use_in_every_spelling(tokenizer):
+    # mining.json's "occurrences": 3 in a, 1 in b, whatever the case
+    docs = [Document("a", "Zentrofax pumps; the zentrofax seal; ZENTROFAX."), Document("b", "A Zentrofax again.")]
+    (cand,) = [c for c in score_candidates(docs, tokenizer) if c.term == "Zentrofax"]
+    assert (cand.occurrences, cand.documents, cand.forms) == (4, 2, ["Zentrofax", "zentrofax", "ZENTROFAX"])
+
+
+def test_the_known_words_note_names_eight_and_says_there_are_more():
+    from sparse_adapt.corpus.mining import Candidate, known_words_note
+
+    terms = ["ferment", "caustic", "tannin", "mordant", "lees", "must", "racking", "fining", "sulphite"]
+    note = known_words_note([Candidate(t, "jargon", 5.0, {}, 2, 2, 2.5, ["p"]) for t in terms], "terms.json")
+    assert note.startswith("9 mined terms are words")
+    assert "fining (Zipf 2.50), ...;" in note and "sulphite" not in note

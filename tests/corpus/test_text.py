@@ -1,0 +1,36 @@
+"""Term occurrences in corpus text: one key per term, the spelling shown, whole-word presence."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparse_adapt.corpus.text import group_terms, locate_terms
+from sparse_adapt.data import DataError, Document
+
+
+def test_a_sharp_s_and_its_capitals_are_one_term():
+    # "SPALTMASS" is how capitals write "Spaltmaß": casefolding (not lower()) makes them one key
+    [group] = group_terms({"jargon": ["Spaltmaß", "SPALTMASS"]})
+    assert (group.key, group.forms) == ("spaltmass", ["Spaltmaß", "SPALTMASS"])
+
+
+def test_the_term_is_shown_in_the_spelling_the_corpus_uses_most():
+    docs = [Document("a", "Zentrofax pumps hum."), Document("b", "A Zentrofax seal leaks."),
+            Document("c", "The zentrofax valve holds.")]
+    [group] = locate_terms(docs, {"jargon": ["zentrofax"]})
+    assert group.seen == {"Zentrofax": 2, "zentrofax": 1} and group.display == "Zentrofax"
+
+
+def test_a_tie_between_spellings_goes_to_the_terms_files_own():
+    # a heading's "ZENTROFAX" comes first in the corpus, but only "Zentrofax" is in the terms file
+    docs = [Document("a", "ZENTROFAX SAFETY: wear gloves."), Document("b", "A Zentrofax seal leaks.")]
+    [group] = locate_terms(docs, {"jargon": ["Zentrofax"]})
+    assert group.display == "Zentrofax"
+
+
+def test_a_term_found_only_in_its_plural_or_compounds_is_refused():
+    """Every later step searches the whole word: a term named only as "Zentrofaxes" or
+    "Zentrofax-based" has no sentence, query or training example of its own."""
+    docs = [Document("a", "Two Zentrofaxes hum."), Document("b", "A Zentrofax-based seal leaks.")]
+    with pytest.raises(DataError, match="1 term.s. occur in no document of the corpus: Zentrofax"):
+        locate_terms(docs, {"jargon": ["Zentrofax"]})
