@@ -158,7 +158,9 @@ class TermGroup:
         """The form the corpus uses most (ties: the terms file's first form)."""
         if not self.seen:
             return self.forms[0]
-        return max(self.seen.items(), key=lambda kv: (kv[1], kv[0] in self.forms))[0]
+        rank = {form: -i for i, form in enumerate(self.forms)}  # earlier in the file ranks higher
+        # a spelling outside the file ranks below all of the file's; among those, max keeps the corpus's first
+        return max(self.seen.items(), key=lambda kv: (kv[1], rank.get(kv[0], -len(self.forms))))[0]
 
     @property
     def pattern(self) -> re.Pattern:

@@ -34,3 +34,10 @@ def test_a_term_found_only_in_its_plural_or_compounds_is_refused():
     docs = [Document("a", "Two Zentrofaxes hum."), Document("b", "A Zentrofax-based seal leaks.")]
     with pytest.raises(DataError, match="1 term.s. occur in no document of the corpus: Zentrofax"):
         locate_terms(docs, {"jargon": ["Zentrofax"]})
+
+
+def test_a_tie_between_two_spellings_of_the_file_goes_to_its_first():
+    # the corpus uses "zentrofax" first; the tie still goes to the file's first form
+    docs = [Document("a", "The zentrofax valve holds."), Document("b", "A Zentrofax seal leaks.")]
+    [group] = locate_terms(docs, {"jargon": ["Zentrofax", "zentrofax"]})
+    assert group.seen == {"zentrofax": 1, "Zentrofax": 1} and group.display == "Zentrofax"
