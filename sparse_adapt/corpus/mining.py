@@ -94,6 +94,7 @@ def quantity(word: str) -> bool:
     letters = word.lstrip("0123456789.,")
     return not (len(letters) >= 2 and letters.isupper() and letters not in _UNIT_CAPITALS)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)", re.IGNORECASE)
 _MONTHS = frozenset("jan feb mar apr may jun jul aug sep sept oct nov dec".split())
 # Encoded data is no vocabulary: a base64 image repeated in every page's markup, hex digests,
 # UUIDs. Measured on 2,900 pieces of random base64 of 20+ characters: their letter/digit
@@ -174,12 +175,13 @@ def _split_code(term: str, category: str, lang: str) -> bool:
 
 def measure(word: str, lang: str = "en") -> bool:
     """A number joined to units, common words or other numbers: a duration, range or date
-    ("24-hour", "3-year-old", "10-20mg", "15-Mar-2024"), no term. Its shape made it a code,
+    ("24-hour", "3-year-old", "10-20mg", "15-Mar-2024"), or an ordinal's ("3rd-party",
+    "1st-line"), no term. Its shape made it a code,
     and wordfreq splitting it exempted it from the common-English test (:func:`_split_code`)."""
     first, *rest = re.split(r"[-_]", word)
     # A common word counts only in lower case: "24-hour" is a measure, "1-Wire", "5-Axis" and
     # "6-MP" are names.
-    return bool(rest) and bool(_NUMBER.fullmatch(first)) and all(
+    return bool(rest) and bool(_NUMBER.fullmatch(first) or _ORDINAL.fullmatch(first)) and all(
         _NUMBER.fullmatch(p) or quantity(p) or p.casefold() in _MONTHS
         or (p.islower() and general_zipf(p, lang) >= COMMON_ZIPF)
         for p in rest
