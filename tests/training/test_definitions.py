@@ -57,6 +57,33 @@ def test_negatives_are_the_best_scored_others_ties_by_doc_id(tiny_bert, monkeypa
     assert ex.teacher_scores == (POSITIVE, NEGATIVE, NEGATIVE)
 
 
+def test_a_document_naming_the_domain_term_inside_an_entrys_name_is_a_positive(tiny_bert):
+    # "Fenwarra starter" is about the term Fenwarra: a text saying "Fenwarra" alone names it too.
+    docs = [*DOCS, Document("f", "Fenwarra loaves proof overnight.")]
+    entry = DictionaryEntry("Fenwarra starter", "a cold-tolerant rye sourdough starter", ("z",))
+    (ex,) = definition_examples([entry], docs, TERMS, tiny_bert, negatives=0)
+    assert ex.doc_ids == ("a", "f") and ex.teacher_scores == (POSITIVE, POSITIVE)
+
+
+def test_definition_query_ids_count_the_dictionary_entries_from_one(tiny_bert):
+    # Numbered by entry, so an id names the same entry whichever entries have no document.
+    entries = [DictionaryEntry("Blorp", "never used anywhere", ("z",)),
+               DictionaryEntry("Umbrase", "a flour enzyme that keeps the crumb soft", ("z",)),
+               DictionaryEntry("Fenwarra starter", "a cold-tolerant rye sourdough starter", ("z",))]
+    out = definition_examples(entries, DOCS, TERMS, tiny_bert, negatives=1)
+    assert [ex.qid for ex in out] == ["definition-2", "definition-3"]
+
+
+def test_tied_negatives_go_to_the_smaller_doc_id_whatever_the_corpus_order(tiny_bert, monkeypatch):
+    from sparse_adapt.retrieval import evaluation
+
+    monkeypatch.setattr(evaluation, "score_in_memory",
+                        lambda splade, docs, queries: {q.qid: {"b": 1.0, "d": 1.0, "e": 1.0} for q in queries})
+    entry = DictionaryEntry("Fenwarra starter", "a cold-tolerant rye sourdough starter", ("z",))
+    (ex,) = definition_examples([entry], DOCS[::-1], TERMS, tiny_bert, negatives=2)
+    assert ex.doc_ids == ("a", "b", "d")
+
+
 def test_distill_adds_one_query_per_defined_term(tiny_dir, inputs, tmp_path):
     messages = []
     from sparse_adapt.progress import Hooks

@@ -219,3 +219,12 @@ def test_a_stage_that_trains_again_makes_final_stale_even_when_the_attempt_is_ki
     assert moved
     for key in moved:
         torch.testing.assert_close(final[key], 0.5 * trained[key] + 0.5 * start[key], rtol=0, atol=1e-5, msg=key)
+
+
+def test_a_run_without_distill_saves_its_last_stage_as_final_whatever_interpolate_says(tiny_dir, inputs, tmp_path):
+    # distill.interpolate blends the distilled model; a run of the MLM stages has none to blend.
+    out = tmp_path / "run"
+    _run(tiny_dir, inputs, out, stages="extend,warmup",
+         config={**SMALL, "warmup": {**SMALL["warmup"], "epochs": 1}, "distill": {**SMALL["distill"], "interpolate": 0.5}})
+    a, b = _params(out / "warmup"), _params(out / "final")
+    assert all(torch.equal(a[k], b[k]) for k in a)

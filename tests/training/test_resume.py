@@ -197,6 +197,10 @@ def test_token_budget_batches_resume_bit_identically_across_epochs_of_other_leng
     ({"warmup": {"weight_decay": 1e34}}, "warmup.weight_decay 1e+34 x warmup.lr 0.0002 must be < 1"),
     ({"distill": {"lr": 0.5, "weight_decay": 2.0}}, "distill.weight_decay 2 x distill.lr 0.5 must be < 1"),
     ({"distill": {"epochs": -1}}, "distill.epochs must be >= 0, got -1"),
+    ({"warmup": {"epochs": -1}}, "warmup.epochs must be >= 0, got -1"),
+    ({"distill": {"max_steps": -1}}, "distill.max_steps must be >= 0, got -1"),
+    ({"warmup": {"bucket_window": 0}}, "warmup.bucket_window must be > 0, got 0"),
+    ({"distill": {"log_every": 0}}, "distill.log_every must be > 0, got 0"),
 ])
 def test_settings_that_cannot_train_as_written_are_refused(section, message):
     with pytest.raises(ConfigError) as e:
@@ -213,6 +217,12 @@ def test_the_dictionary_stage_may_mask_its_terms_alone():
     # It always masks the entry's term, so mask_rate 0 without domain focus still trains.
     cfg = config_from_dict({"dictionary": {"mask_rate": 0.0, "domain_focused": False}}).validate()
     assert cfg.dictionary.mask_rate == 0.0
+
+
+def test_a_warmup_masking_its_domain_tokens_alone_is_taken():
+    # mask_rate 0 is refused only when nothing at all would be masked.
+    cfg = config_from_dict({"warmup": {"mask_rate": 0.0, "domain_focused": True}}).validate()
+    assert cfg.warmup.mask_rate == 0.0
 
 
 def test_a_json_config_naming_a_key_twice_is_refused_as_a_toml_one_is(tmp_path):

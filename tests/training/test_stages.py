@@ -186,6 +186,26 @@ def test_rerun_with_other_settings_is_refused(tiny_dir, inputs, tmp_path):
     assert (foreign / "notes.txt").read_text() == "keep me"
 
 
+def test_a_rerun_with_other_settings_of_a_stage_it_does_not_run_reuses_the_run(tiny_dir, inputs, tmp_path):
+    # The benchmark and tune share an MLM prefix across distill settings.
+    out = tmp_path / "run"
+    _run(tiny_dir, inputs, out, stages="extend")
+    changed = json.loads(json.dumps(SMALL))
+    changed["distill"]["lr"] = 5e-4
+    buf = Messages()
+    _run(tiny_dir, inputs, out, stages="extend", config=changed, messages=buf)
+    assert "up to date" in buf.text()
+
+
+def test_a_stage_trains_alike_after_its_predecessor_in_the_same_run_or_an_earlier_one(tiny_dir, inputs, tmp_path):
+    # A stage's seed follows the stage, not its place in the selection.
+    together = tmp_path / "together"
+    _run(tiny_dir, inputs, together, stages="extend,warmup")
+    alone = _run(together / "extend", inputs, tmp_path / "alone", stages="warmup")
+    a, b = _params(together / "warmup"), _params(alone)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_teacher_score_length_mismatch_fails_before_training(tiny_dir, inputs, tmp_path):
     bad = dict(TRAIN[0], teacher_scores=[10.0, 8.0])
     inputs["train"] = _jsonl(tmp_path / "bad.jsonl", [TRAIN[1], bad])
@@ -444,6 +464,63 @@ def test_windows_cover_a_long_text_between_words_and_leave_short_texts_whole():
     assert [len(p) + 2 for p in pieces] == [int(windows.lengths[w]) for w in by_text[1]]
     # the long text's windows start at words: none begins with a continuation piece
     assert not any(tok.tokenize(windows.text(w))[0].startswith("##") for w in by_text[1])
+    # consecutive spans: joined, the windows are the text itself, spaces included (a window's
+    # leading space is part of its first word for byte-level and SentencePiece tokenizers)
+    for i in (1, 2):
+        assert "".join(windows.text(w) for w in by_text[i]) == texts[i]
+
+
+def test_a_word_that_fits_a_window_is_moved_whole_to_the_next_one():
+    from tests.conftest import _tokenizer
+    from sparse_adapt.training.mlm_data import ListTexts, WindowedTexts
+
+    tok = _tokenizer()
+    word = "zx" * 11  # 22 pieces: a window of its own at max_length 24, not after "a" (1 + 22)
+    windows = WindowedTexts(ListTexts([f"a {word}"]), tok, max_length=24)
+    assert [windows.text(w) for w in range(len(windows))] == ["a", f" {word}"]
+    assert windows.lengths.tolist() == [3, 24]
+
+
+def test_windows_need_one_piece_of_room_besides_the_special_tokens():
+    from tests.conftest import _tokenizer
+    from sparse_adapt.training.mlm_data import ListTexts, WindowedTexts
+
+    tok = _tokenizer()  # adds [CLS] and [SEP]
+    with pytest.raises(ValueError, match="max_length 2 leaves no room"):
+        WindowedTexts(ListTexts([]), tok, max_length=2)
+    windows = WindowedTexts(ListTexts(["budget note"]), tok, max_length=3)  # one piece per window
+    assert [windows.text(w) for w in range(len(windows))] == ["budget", " note"]
+
+
+class _NoOffsets:
+    """A tokenizer without offsets (not fast): one piece per word, [CLS] and [SEP] around."""
+
+    is_fast = False
+
+    def num_special_tokens_to_add(self, pair=False):
+        return 2
+
+    def __call__(self, texts, add_special_tokens=True, verbose=True):
+        return {"input_ids": [list(range(len(t.split()))) for t in texts]}
+
+
+def test_without_offsets_long_texts_stay_whole_and_count_as_truncated_at_the_limit():
+    from sparse_adapt.training.mlm_data import ListTexts, WindowedTexts
+
+    texts = ["a b c", "a b c d e", "a"]  # 3 pieces fit max_length 5 exactly; 5 do not
+    windows = WindowedTexts(ListTexts(texts), _NoOffsets(), max_length=5)
+    assert [windows.text(w) for w in range(len(windows))] == texts
+    assert windows.truncated == 1
+    assert windows.lengths.tolist() == [5, 5, 3]  # the truncated text's batch rows hold 5 pieces
+
+
+def test_the_dictionary_lengths_are_counted_after_truncation():
+    from tests.conftest import _tokenizer
+    from sparse_adapt.training.mlm_data import ListTexts, token_lengths
+
+    long = " ".join(["budget"] * 40)
+    lengths = token_lengths(_tokenizer(), ListTexts([long, "A short budget note."]), max_length=8)
+    assert lengths.tolist() == [8, 7]  # the token budget sees what a batch will hold
 
 
 def test_warmup_trains_on_a_term_that_only_a_long_documents_tail_uses(tiny_dir, inputs, tmp_path, monkeypatch):

@@ -129,6 +129,18 @@ def test_a_folder_of_yours_where_the_run_saves_a_stage_is_refused_before_trainin
     assert (out / "extend" / "notes.txt").read_text() == "mine"
 
 
+def test_a_folder_of_yours_where_the_run_saves_its_final_model_is_refused_before_training(tmp_path, capsys):
+    # OUT/final is written after every stage has trained: its check cannot wait until then.
+    out = tmp_path / "run"
+    (out / "final").mkdir(parents=True)
+    (out / "final" / "notes.txt").write_text("mine")
+    assert main(_files(tmp_path) + ["--out", str(out), "--stages", "extend", "--overwrite"]) == 2
+    captured = capsys.readouterr()
+    assert f"{out / 'final'} holds files that are no saved model" in " ".join(captured.err.split())
+    assert "stage extend done" not in captured.out + captured.err
+    assert (out / "final" / "notes.txt").read_text() == "mine"
+
+
 def test_training_on_from_a_runs_final_without_reference_is_warned(tmp_path, capsys):
     """The advice diagnose gave (train --base RUN/final, no --reference) compared with the
     checkpoint itself and dropped the settings recommended for the base."""
