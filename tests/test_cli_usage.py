@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from safetensors import SafetensorError
 
 from sparse_adapt.cli import main
 from sparse_adapt.errors import ConfigError, SparseAdaptError
@@ -42,7 +43,8 @@ def test_help_is_still_help(capsys):
     assert main(["encode", "--help"]) == 0
     assert "Print the top-weighted terms" in capsys.readouterr().out
     assert main([]) == 2  # no command: the app's help, as before, with click's usage code
-    assert "Commands" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "Commands" in captured.out and captured.err == ""  # the help alone, no error line under it
 
 
 @pytest.mark.parametrize("signame, said", [("SIGINT", "Ctrl-C"), ("SIGTERM", "SIGTERM")])
@@ -231,10 +233,11 @@ def test_an_error_carrying_another_programs_log_shows_it_under_the_one_line(monk
                                                     "space", "Caused by: the index writer"]
 
 
-@pytest.mark.parametrize("exc", [ValueError("a bug"), OSError(errno.ENOENT, "No such file or directory", "x")])
+@pytest.mark.parametrize("exc", [ValueError("a bug"), OSError(errno.ENOENT, "No such file or directory", "x"),
+                                 SafetensorError("Error while deserializing header: I/O error (os error 5)")])
 def test_a_failure_that_is_no_users_mistake_keeps_its_traceback(monkeypatch, exc):
-    """A bug, or an OSError that is neither a write failure nor a path the system refuses, is not
-    dressed as one red line: it propagates."""
+    """A bug, or an OSError that is neither a write failure nor a path the system refuses (safetensors'
+    own error naming one included), is not dressed as one red line: it propagates."""
     import sparse_adapt.cli as cli
 
     monkeypatch.setattr(cli, "app", _raising(exc))
@@ -260,3 +263,38 @@ def test_our_warnings_are_one_line_and_others_keep_pythons_format(monkeypatch, c
     show = cli._one_line_warnings(lambda *args: seen.append(args))
     show("theirs", UserWarning, "their.py", 3)
     assert seen == [("theirs", UserWarning, "their.py", 3, None, None)]
+
+
+def test_a_command_s_own_exit_code_is_returned(monkeypatch):
+    import sparse_adapt.cli as cli
+
+    monkeypatch.setattr(cli, "app", lambda **kwargs: 3)  # what click returns for a typer.Exit(3), not standalone
+    assert main(["encode", "x"]) == 3
+
+
+def test_main_puts_back_the_warning_display_it_found_and_shows_our_warnings_subclasses_in_one_line(monkeypatch, capsys):
+    import warnings
+
+    import sparse_adapt.cli as cli
+    from sparse_adapt.modeling.encoder import PositionLimitWarning
+
+    def app(**kwargs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("past the position limit", PositionLimitWarning)
+
+    before = warnings.showwarning
+    monkeypatch.setattr(cli, "app", app)
+    assert main(["encode", "x"]) == 0
+    assert capsys.readouterr().err.splitlines() == ["warning: past the position limit"]
+    assert warnings.showwarning is before  # not left on for the rest of a process that called main()
+
+
+def test_the_console_script_s_arguments_name_the_command_of_a_usage_error_raised_before_its_context(monkeypatch,
+                                                                                                   capsys):
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["sparse-adapt", "encode", "x", "-k"])  # what entry() runs: main() with no argv
+    assert main() == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: sparse-adapt encode: Option '-k' requires an argument (see sparse-adapt encode --help)"]

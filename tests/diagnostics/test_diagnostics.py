@@ -583,8 +583,9 @@ def test_inspect_with_feedback_measures_the_hand_expanded_queries(extended):
     assert c.feedback.flops == pytest.approx(float((fed > 0).mean(0) @ (D > 0).mean(0)), rel=1e-6)
     assert c.feedback.flops > c.flops.value
     validate(_roundtrip(c))
-    with pytest.raises(ConfigError, match="give queries"):
-        inspect_corpus(extended, DOCS, feedback=fb)
+    for none in (None, []):
+        with pytest.raises(ConfigError, match="give queries"):
+            inspect_corpus(extended, DOCS, none, feedback=fb)
 
 
 def test_inspect_names_documents_no_query_can_retrieve(extended):
@@ -621,6 +622,56 @@ def test_inspect_without_queries_or_domain_tokens(sparse):
     assert [t.token for t in c.domain.tokens] == ["api"] and c.domain.source == "terms"
 
 
+def test_inspect_counts_no_stored_zero_and_names_up_to_three_documents_no_query_can_retrieve(extended):
+    """Weights set to 0 in place stay stored in a csr matrix: they are no active token, and
+    a document left one term is still retrievable."""
+    D = extended.encode([d.text for d in DOCS])
+    one = D.copy()
+    one.data[one.indptr[0]:one.indptr[1] - 1] = 0  # d1: one weight left, the rest stored zeros
+    c = inspect_corpus(extended, DOCS, QUERIES, document_vectors=one)
+    assert c.documents.nonzero.min == 1
+    assert not any("no active term" in w for w in c.warnings)
+    gone = D.copy()
+    gone.data[gone.indptr[1]:] = 0  # d2, d3 and d4 emptied
+    [said] = [w for w in inspect_corpus(extended, DOCS, QUERIES, document_vectors=gone).warnings if "no active" in w]
+    assert said.startswith("3 of 4 documents have no active term (e.g. d2, d3, d4): no query can retrieve them")
+
+
+def test_inspect_encodes_queries_in_the_query_window(extended):
+    long = Query("q9", " ".join(["Gatrocraptic analysis tools for monitoring corporate expenses"] * 4))
+    c = inspect_corpus(extended, DOCS, [long])
+    as_query = int((extended.encode([long.text], "query") > 0).sum())
+    assert as_query != int((extended.encode([long.text], "document") > 0).sum())  # 16 tokens, not 48
+    assert c.queries.nonzero.max == as_query
+
+
+def test_flops_without_domain_tokens_leave_out_a_domain_token_every_text_activates(extended):
+    api = extended.tokenizer.convert_tokens_to_ids("api")
+    _boost(extended, api, 15.0)
+    c = inspect_corpus(extended, DOCS, QUERIES)
+    D = extended.encode([d.text for d in DOCS]).toarray()
+    Q = extended.encode([q.text for q in QUERIES], "query").toarray()
+    assert (D[:, api] > 0).all() and (Q[:, api] > 0).all()
+    domain = extended.settings.domain_token_ids
+    # api alone is shared by every pair: 1 x 1 of the estimate is the domain's
+    assert c.flops.value - c.flops.value_excluding_domain == pytest.approx(
+        float((Q > 0).mean(0)[domain] @ (D > 0).mean(0)[domain]), rel=1e-6)
+    assert c.flops.value - c.flops.value_excluding_domain >= 1
+    assert float(Q.mean(0) @ D.mean(0)) - c.flops.regularizer == pytest.approx(
+        float(Q.mean(0)[domain] @ D.mean(0)[domain]), rel=1e-5)
+
+
+def test_inspect_lists_domain_tokens_by_id_and_leaves_the_weight_of_a_token_in_no_document_unknown(extended):
+    oauth = extended.tokenizer.convert_tokens_to_ids("oauth2")
+    c = inspect_corpus(extended, DOCS, QUERIES, terms={"words": ["settings", "password", "tools", "reset", "page"]})
+    ids = [t.token_id for t in c.domain.tokens]
+    assert ids == sorted(ids) and len(ids) == 8
+    [row] = [t for t in c.domain.tokens if t.token_id == oauth]
+    assert (row.docs_occurring, row.mean_weight_occurring) == (0, None)  # no document names OAuth2: not 0.0
+    with pytest.raises(ConfigError, match="no documents to inspect"):
+        inspect_corpus(extended, [], QUERIES)
+
+
 # ---------------------------------------------------------------------------- JSON schemas
 def test_json_outputs_follow_the_documented_schemas(extended):
     outputs = [
@@ -641,6 +692,27 @@ def test_json_outputs_follow_the_documented_schemas(extended):
     with pytest.raises(SchemaError, match="score"):
         validate(broken)
 
+
+def test_the_schema_check_reaches_every_list_item_and_refuses_a_wrong_container_or_a_fractional_count(extended):
+    from copy import deepcopy
+
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    out = _roundtrip(inspect_corpus(extended, DOCS, QUERIES, feedback=Feedback()))
+    validate(out)
+    assert len(out["domain"]["tokens"]) == 3
+    for change, where in (
+        (lambda o: o["domain"]["tokens"][2].update(docs_occurring=1.5),
+         r"\$\.domain\.tokens\[2\]\.docs_occurring: expected int"),
+        (lambda o: o.update(warnings={"w": 1}), r"\$\.warnings: expected a list, got dict"),
+        (lambda o: o.update(documents=None), r"\$\.documents: expected an object, got NoneType"),
+        (lambda o: o["feedback"]["queries"].pop("nonzero"),
+         r"\$\.feedback\.queries: keys differ: missing \['nonzero'\]"),
+    ):
+        broken = deepcopy(out)
+        change(broken)
+        with pytest.raises(SchemaError, match=where):
+            validate(broken)
 
 def test_long_document_is_analysed_as_the_model_truncates_it(extended):
     long_doc = Document("long", "Gatrocraptic " + "budget allocation " * 40)  # > 48 tokens (tiny doc window)
@@ -1083,3 +1155,91 @@ def test_the_diagnose_panel_counts_failures_and_warnings_apart_and_the_logit_tab
     assert not re.search(r"… +0 more", text)  # a run of shown positions is no gap
     warned = replace(r, checks=[replace(c, status="warn") if c.status == "fail" else c for c in r.checks])
     assert f"! {failed + sum(c.status == 'warn' for c in r.checks)} warning(s)" in shown(warned)
+
+
+def test_the_inspect_tables_put_each_number_in_its_column_and_show_a_weight_of_0_as_a_number():
+    from rich.console import Console
+
+    from diagnostics.render import render_corpus
+    from diagnostics.schema import INSPECT_SCHEMA
+    from diagnostics.sparsity import (
+        CorpusStats, Distribution, DomainStats, DomainToken, FeedbackCost, Flops, TextStats,
+    )
+
+    dead = DomainToken("gatro", 30522, 3, 0.0, 2, 0.5, 1)  # in 3 documents, weight 0 in each: a dead token
+    unseen = DomainToken("oauth2", 30523, 0, None, 5, 0.125, 4)  # in no document: no weight to show
+    c = CorpusStats(
+        INSPECT_SCHEMA, "m", 1000,
+        documents=TextStats(5, Distribution(12.5, 11.0, 3, 30), 98.75),
+        queries=TextStats(2, Distribution(7.0, 6.5, 5, 9), 99.3),
+        flops=Flops("sum", 6.0, 4.5, 0.25),
+        domain=DomainStats(2, "model", 0.0, 0.0625, [dead, unseen]),
+        warnings=["first warning", "second warning"],
+        feedback=FeedbackCost(1, 0.5, 32, TextStats(2, Distribution(40.0, 40.0, 38, 42), 96.0), 9.0),
+    )
+    console = Console(record=True, width=200)
+    render_corpus(c, console)
+    lines = [" ".join(line.split()) for line in console.export_text().splitlines()]
+    for line in ("⚠ first warning", "⚠ second warning", "documents 5 12.5 11.0 3 30 98.75%",
+                 "queries 2 7.0 6.5 5 9 99.30%",
+                 "Estimated FLOPS 6.00 per query-document pair (4.50 without domain tokens)",
+                 "gatro 30522 3 0.0000 2 0.5000 1", "oauth2 30523 0 – 5 0.1250 4",
+                 "Domain tokens 2 (from model): mean weight where they occur 0.0000, where they don't 0.0625"):
+        assert line in lines, line
+    assert any(line.endswith("FLOPS 9.00 (1.5x)") for line in lines)  # 9 / 6
+
+
+def test_a_split_terms_report_names_the_piece_of_each_max_and_marks_every_piece(sparse):
+    from rich.console import Console
+
+    from diagnostics.render import render_term
+
+    for piece in sparse.tokenizer.convert_tokens_to_ids(GATRO_PIECES):
+        _boost(sparse, piece, 10.0)  # every piece active: they head the document's top tokens
+    r = diagnose_term(sparse, "Gatrocraptic", DOCS, queries=QUERIES)
+    assert [t.token for t in r.targets] == GATRO_PIECES
+    console = Console(record=True, width=250)
+    render_term(r, console)
+    lines = [" ".join(line.split()) for line in console.export_text().splitlines()]
+    text = "\n".join(lines)
+    assert "Single token ✗ no: 5 pieces" in lines  # the unknown-characters note is for one piece only
+    for t in r.targets:
+        [row] = [line for line in lines if line.split(" ")[0] == str(t.logits.max_position) and "◀" in line
+                 and "diagnosed" not in line]
+        assert re.search(r"max( \S+)* " + re.escape(t.token) + r"( |$)", row), row
+        assert f"'{t.token}' in query vectors:" in text
+    top = {tok.token_id: tok.token for tok in r.targets[0].ranking.top}
+    pieces_on_top = [t.token for t in r.targets if t.token_id in top]
+    assert len(pieces_on_top) > 1  # each piece in the top list is one of the diagnosed, not only the first
+    for piece in pieces_on_top:
+        assert any(re.search(rf"^\d+ \S+ {re.escape(piece)} ◀ diagnosed token$", line) for line in lines), piece
+
+
+def test_the_explain_view_elides_only_tokens_past_30_labels_only_new_tokens_feedback_and_cuts_long_texts():
+    from rich.console import Console
+
+    from diagnostics.explain import (
+        AddedToken, DocumentMatch, FeedbackStats, QueryExplanation, QueryStats, WeightedToken,
+    )
+    from diagnostics.render import render_explanation
+    from diagnostics.schema import EXPLAIN_SCHEMA
+
+    def shown(n_tokens: int, text: str) -> list[str]:
+        tokens = [WeightedToken(f"tok{i}", 2000 + i, 1.0 - i / 100, in_text=i == 0) for i in range(n_tokens)]
+        # tok0 was in the query already, feedback raised it; tok1 is one feedback added
+        fb = FeedbackStats(1, 0.5, 2, ["d1"],
+                           [AddedToken("tok1", 2001, 0.2, True), AddedToken("tok0", 2000, 0.1, False)])
+        q = QueryStats("q", n_tokens, 1.0, 99.0, 30522, n_tokens - 1, 0, tokens, fb)
+        match = DocumentMatch(1, "d1", text, 0.0, 0.0, 0, [], [])
+        console = Console(record=True, width=300)
+        render_explanation(QueryExplanation(EXPLAIN_SCHEMA, "m", 1, 1, q, [match]), console)
+        return [" ".join(line.split()) for line in console.export_text().splitlines()]
+
+    lines = shown(30, "x" * 200)
+    assert "1.0000 tok0 in text" in lines and "0.9900 tok1 feedback" in lines
+    assert any("(2 terms kept; 2 tokens raised, 1 of them new)" in line for line in lines)
+    assert not any(re.search(r"… \d+ more", line) for line in lines)  # 30 tokens: all shown
+    assert any("x" * 200 in line for line in lines) and not any("…" in line for line in lines)
+    lines = shown(31, "x" * 201)
+    assert "… 1 more" in lines
+    assert any("x" * 199 + "…" in line for line in lines) and not any("x" * 200 in line for line in lines)

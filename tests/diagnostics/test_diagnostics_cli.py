@@ -224,6 +224,7 @@ def test_inspect_json_and_tables(files, capsys):
     assert rc == 0
     validate(out)
     assert out["schema"] == INSPECT_SCHEMA and out["documents"]["count"] == 3 and out["queries"]["count"] == 2
+    assert out["model"] == str(files / "model")  # as given, not the base the model was made from
     assert {t["token"] for t in out["domain"]["tokens"]} == {"gatrocraptic", "api"}
     rc = main(["inspect", *_args(files)])
     out = capsys.readouterr().out
