@@ -298,3 +298,20 @@ def test_the_console_script_s_arguments_name_the_command_of_a_usage_error_raised
     assert main() == 2
     assert capsys.readouterr().err.splitlines() == [
         "error: sparse-adapt encode: Option '-k' requires an argument (see sparse-adapt encode --help)"]
+
+
+def test_the_global_options_set_torch_threads_and_the_process_device_before_the_command(monkeypatch, capsys):
+    import torch
+
+    import sparse_adapt.device
+
+    monkeypatch.setattr(sparse_adapt.device, "_default", "auto")
+    before = torch.get_num_threads()
+    threads = 2 if before == 1 else 1  # a count torch does not already use
+    try:
+        # the group's options apply before the command parses its own (here --help, which runs nothing)
+        assert main(["--threads", str(threads), "--device", "cpu", "encode", "--help"]) == 0
+        assert torch.get_num_threads() == threads and sparse_adapt.device._default == "cpu"
+    finally:
+        torch.set_num_threads(before)
+    capsys.readouterr()
