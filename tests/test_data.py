@@ -278,6 +278,21 @@ def test_a_title_is_read_in_front_of_the_text_as_in_beir(tmp_path):
     assert (e.value.line, e.value.field) == (1, "title")
 
 
+def test_a_title_s_surrounding_whitespace_is_not_kept_in_the_text(tmp_path):
+    p = tmp_path / "docs.jsonl"
+    p.write_text('{"doc_id": "a", "title": "  Zorblatt valve ", "text": "It regulates pressure."}\n'
+                 '{"doc_id": "b", "title": "   ", "text": "No title."}\n')
+    assert [d.text for d in load_documents(p)] == ["Zorblatt valve It regulates pressure.", "No title."]
+
+
+def test_an_upper_case_tsv_suffix_is_read_as_tsv(tmp_path):
+    """COLLECTION.TSV (a Windows-made name) is the same id<TAB>text file, not JSON lines."""
+    p = _write(tmp_path, "COLLECTION.TSV", ["d1\tfirst text", "d2\tsecond text"])
+    assert [tuple(d) for d in load_documents(p)] == [("d1", "first text"), ("d2", "second text")]
+    q = _write(tmp_path, "QUERIES.Tsv", ["1\ta question"])
+    assert [tuple(x) for x in load_queries(q)] == [("1", "a question")]
+
+
 @pytest.mark.parametrize("header", ["doc_id\ttext", "id\tcontents", "QID\tquery"])
 def test_a_tsv_header_line_is_refused_not_read_as_a_record(tmp_path, header):
     p = tmp_path / "docs.tsv"

@@ -145,6 +145,14 @@ def test_a_broken_beir_or_pyserini_record_names_its_field(record, field, tmp_pat
     assert (caught.value.line, caught.value.field) == (1, field)
 
 
+def test_an_id_record_without_contents_says_it_is_read_as_pyserini(tmp_path):
+    """An 'id' record with a 'text' field: the error says which format 'id' selects, not just 'missing'."""
+    docs = _write(tmp_path / "corpus.jsonl", [json.dumps({"id": "d1", "text": "A relief valve opens."})])
+    with pytest.raises(data.DataError, match=r"corpus\.jsonl:1: field 'contents': missing; a record keyed by 'id' "
+                                             r"is read as a Pyserini JsonCollection"):
+        data.load_documents(docs)
+
+
 def test_a_gzip_file_is_refused_in_one_line(tmp_path, capsys):
     import gzip
 

@@ -597,6 +597,19 @@ def test_report_markdown_tables_read_off_a_hand_made_report():
         "sparse-adapt evaluate --model offline-minilm --docs ../data/docs.jsonl")
 
 
+def test_a_reference_model_that_is_a_local_folder_is_given_relative_to_the_report(tmp_path):
+    """Only a built-in or Hub name is left as it is: a base model on disk is a path like the checkpoints."""
+    import dataclasses
+
+    from sparse_adapt.report.markdown import reproduce_commands
+
+    report = _hand_report()
+    (tmp_path / "models" / "base").mkdir(parents=True)
+    base = dataclasses.replace(report.stages[0], model=str(tmp_path / "models" / "base"))
+    assert reproduce_commands(report, base, tmp_path / "report")[0].startswith(
+        "sparse-adapt evaluate --model ../models/base --docs ")
+
+
 def test_the_console_summary_reads_off_the_report_it_wrote(tmp_path, capsys, monkeypatch):
     """`report` ends with one row per stage: each criterion's mark and the stage's nDCG@10,
     then the report.md it wrote (the report itself stood in by the hand-made one)."""

@@ -315,6 +315,8 @@ def test_an_ir_datasets_read_error_without_a_message_is_still_one_line(models, t
          "sparse-adapt evaluate: missing --qrels (or pass --dataset) (see sparse-adapt evaluate --help)"),
         (["--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels)], "needs --docs"),
         ([*FILES, "--stat-test", "magic"], "--stat-test"),
+        ([*FILES, "--compare", "run.trec", "--stat-test", "magic"],
+         "--stat-test must be one of student, fisher, tukey, got 'magic'"),
         (["--index", "idx", "--queries", str(GATROCRAPTIC.queries), "--qrels", str(GATROCRAPTIC.qrels),
           "--max-active-dims", "8"], "--max-active-dims applies to in-memory"),
         ([*FILES, "--feedback-docs", "2"], "--feedback-docs tunes pseudo-relevance feedback; add --feedback"),
@@ -490,6 +492,33 @@ def test_a_saved_run_names_the_evaluated_queries_it_has_no_line_for(models, tmp_
     err = " ".join(capsys.readouterr().err.split())
     assert f"1 evaluated query retrieved no document and has no line in {run} (e.g. q2): trec_eval scores them only with -c" in err
     assert {line.split()[0] for line in run.read_text().splitlines()} == {q.qid for q in load_queries(GATROCRAPTIC.queries)} - {"q2"}
+
+
+def test_an_unjudged_query_retrieving_nothing_is_not_named_among_the_evaluated_ones(models, tmp_path, capsys, monkeypatch):
+    """q3 has no judgement here: its missing run line costs no metric, so the warning leaves it out."""
+    import sparse_adapt.cli.evaluate as cli_evaluate
+
+    monkeypatch.setattr(cli_evaluate, "_in_memory", lambda model, data, documents, **kwargs: {
+        q.qid: ({} if q.qid in ("q2", "q3") else {"d1": 1.0}) for q in data.queries})
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("".join(l for l in GATROCRAPTIC.qrels.read_text().splitlines(keepends=True) if not l.startswith("q3 ")))
+    run = tmp_path / "run.trec"
+    assert main(["evaluate", "--model", models[0], "--docs", str(GATROCRAPTIC.docs), "--queries",
+                 str(GATROCRAPTIC.queries), "--qrels", str(qrels), "--save-run", str(run), "--json"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"1 evaluated query retrieved no document and has no line in {run} (e.g. q2):" in err
+
+
+def test_compare_on_two_queries_runs_the_test_at_the_default_threshold(models, tmp_path, capsys):
+    """Two pairs are enough for the paired test: no one-query warning; p < 0.05 unless --max-p says otherwise."""
+    qrels = tmp_path / "two.tsv"
+    qrels.write_text("".join(l for l in GATROCRAPTIC.qrels.read_text().splitlines(keepends=True)
+                             if l.startswith(("q11 ", "q3 "))))
+    assert main(["evaluate", "--model", models[0], "--docs", str(GATROCRAPTIC.docs), "--queries",
+                 str(GATROCRAPTIC.queries), "--qrels", str(qrels), "--compare", models[1]]) == 0
+    captured = capsys.readouterr()
+    assert "needs 2 or more" not in captured.err
+    assert "2 queries, student paired test, p < 0.05 marked by superscripts" in " ".join(captured.out.split())
 
 
 def test_json_output_writes_nan_and_infinities_as_null():

@@ -160,6 +160,13 @@ def test_a_judged_query_the_run_lacks_counts_zero_in_the_mean():
     assert evaluate_run(qrels, run, ["ndcg@10"]) == {"ndcg@10": pytest.approx(1 / 2)}  # the run's own queries
 
 
+def test_per_query_values_cover_the_judged_queries_of_a_run_only():
+    """A run holds every query a file has; one without judgements gets no value (it has no qrels)."""
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}}
+    run = {"q1": {"d9": 2.0, "d1": 1.0}, "q2": {"d3": 1.0}, "q7": {"d1": 1.0}}  # q1: relevant at rank 2
+    assert evaluate_per_query(qrels, run) == {"q1": pytest.approx(1 / np.log2(3)), "q2": 0.0}
+
+
 def test_a_trec_line_missing_a_column_says_how_it_was_read(tmp_path):
     path = tmp_path / "qrels.txt"
     path.write_text("q1 0 d1 1\nq1 0 d2\n")
