@@ -15,7 +15,7 @@ from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES
 from sparse_adapt.errors import ConfigError, SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.report.benchmark import BenchmarkInputs, without
-from sparse_adapt.report.domains import EvalSet, resolve_domain
+from sparse_adapt.report.domains import EvalSet, pool_documents, resolve_domain
 from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.report.benchmark_md import (
     CORPUS_BAR, ablation_table, bar_status, domain_table, load_benchmark,
@@ -227,6 +227,30 @@ def test_a_domain_without_hand_written_inputs_still_needs_its_evaluation_files(t
     (domain / "queries.jsonl").unlink()
     with pytest.raises(ConfigError, match=r"lacks queries\.jsonl$"):
         resolve_domain(str(domain), hand_written=False)
+
+
+def test_a_domain_for_the_pipelines_that_train_on_its_hand_written_inputs_needs_them(tmp_path):
+    domain = write_domain(tmp_path / "dom")
+    (domain / "dictionary.jsonl").unlink()
+    with pytest.raises(ConfigError, match=r"lacks dictionary\.jsonl$"):
+        resolve_domain(str(domain))  # hand_written defaults to True: train's H4 and adapt from them
+
+
+def test_the_pool_holds_every_other_registered_domains_documents_prefixed_and_none_of_its_own():
+    pool = corpora.names()
+    own = pool[0]
+    ids = {d.doc_id for d in pool_documents(own)}
+    assert {i.split("/", 1)[0] for i in ids} == set(pool) - {own}
+
+
+def test_a_group_naming_a_query_the_domain_lacks_is_refused_on_loading(tmp_path):
+    domain = write_domain(tmp_path / "dom")
+    groups = json.loads((domain / "query_groups.json").read_text())
+    first = next(iter(groups))
+    groups[first] = [*groups[first], "no-such-query"]
+    (domain / "query_groups.json").write_text(json.dumps(groups))
+    with pytest.raises(SparseAdaptError, match="no-such-query"):
+        EvalSet.load(resolve_domain(str(domain)).files)
 
 
 @pytest.mark.parametrize("argv, message", [
