@@ -656,7 +656,7 @@ def test_flops_without_domain_tokens_leave_out_a_domain_token_every_text_activat
     # api alone is shared by every pair: 1 x 1 of the estimate is the domain's
     assert c.flops.value - c.flops.value_excluding_domain == pytest.approx(
         float((Q > 0).mean(0)[domain] @ (D > 0).mean(0)[domain]), rel=1e-6)
-    assert c.flops.value - c.flops.value_excluding_domain >= 1
+    assert c.flops.value - c.flops.value_excluding_domain >= 1 - 1e-9  # float sums: 6.1666 - 5.1666 < 1 by an ulp
     assert float(Q.mean(0) @ D.mean(0)) - c.flops.regularizer == pytest.approx(
         float(Q.mean(0)[domain] @ D.mean(0)[domain]), rel=1e-5)
 
