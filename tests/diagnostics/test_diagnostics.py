@@ -714,6 +714,7 @@ def test_the_schema_check_reaches_every_list_item_and_refuses_a_wrong_container_
         with pytest.raises(SchemaError, match=where):
             validate(broken)
 
+
 def test_long_document_is_analysed_as_the_model_truncates_it(extended):
     long_doc = Document("long", "Gatrocraptic " + "budget allocation " * 40)  # > 48 tokens (tiny doc window)
     r = diagnose_term(extended, "Gatrocraptic", [long_doc])
@@ -1157,9 +1158,16 @@ def test_the_diagnose_panel_counts_failures_and_warnings_apart_and_the_logit_tab
     assert f"! {failed + sum(c.status == 'warn' for c in r.checks)} warning(s)" in shown(warned)
 
 
-def test_the_inspect_tables_put_each_number_in_its_column_and_show_a_weight_of_0_as_a_number():
+def _rendered_lines(render, result, width: int) -> list[str]:
+    """What ``render`` prints for ``result``, a line each, runs of spaces made one (column padding)."""
     from rich.console import Console
 
+    console = Console(record=True, width=width)
+    render(result, console)
+    return [" ".join(line.split()) for line in console.export_text().splitlines()]
+
+
+def test_the_inspect_tables_put_each_number_in_its_column_and_show_a_weight_of_0_as_a_number():
     from diagnostics.render import render_corpus
     from diagnostics.schema import INSPECT_SCHEMA
     from diagnostics.sparsity import (
@@ -1177,9 +1185,7 @@ def test_the_inspect_tables_put_each_number_in_its_column_and_show_a_weight_of_0
         warnings=["first warning", "second warning"],
         feedback=FeedbackCost(1, 0.5, 32, TextStats(2, Distribution(40.0, 40.0, 38, 42), 96.0), 9.0),
     )
-    console = Console(record=True, width=200)
-    render_corpus(c, console)
-    lines = [" ".join(line.split()) for line in console.export_text().splitlines()]
+    lines = _rendered_lines(render_corpus, c, 200)
     for line in ("⚠ first warning", "⚠ second warning", "documents 5 12.5 11.0 3 30 98.75%",
                  "queries 2 7.0 6.5 5 9 99.30%",
                  "Estimated FLOPS 6.00 per query-document pair (4.50 without domain tokens)",
@@ -1190,17 +1196,13 @@ def test_the_inspect_tables_put_each_number_in_its_column_and_show_a_weight_of_0
 
 
 def test_a_split_terms_report_names_the_piece_of_each_max_and_marks_every_piece(sparse):
-    from rich.console import Console
-
     from diagnostics.render import render_term
 
     for piece in sparse.tokenizer.convert_tokens_to_ids(GATRO_PIECES):
         _boost(sparse, piece, 10.0)  # every piece active: they head the document's top tokens
     r = diagnose_term(sparse, "Gatrocraptic", DOCS, queries=QUERIES)
     assert [t.token for t in r.targets] == GATRO_PIECES
-    console = Console(record=True, width=250)
-    render_term(r, console)
-    lines = [" ".join(line.split()) for line in console.export_text().splitlines()]
+    lines = _rendered_lines(render_term, r, 250)
     text = "\n".join(lines)
     assert "Single token ✗ no: 5 pieces" in lines  # the unknown-characters note is for one piece only
     for t in r.targets:
@@ -1216,8 +1218,6 @@ def test_a_split_terms_report_names_the_piece_of_each_max_and_marks_every_piece(
 
 
 def test_the_explain_view_elides_only_tokens_past_30_labels_only_new_tokens_feedback_and_cuts_long_texts():
-    from rich.console import Console
-
     from diagnostics.explain import (
         AddedToken, DocumentMatch, FeedbackStats, QueryExplanation, QueryStats, WeightedToken,
     )
@@ -1231,9 +1231,7 @@ def test_the_explain_view_elides_only_tokens_past_30_labels_only_new_tokens_feed
                            [AddedToken("tok1", 2001, 0.2, True), AddedToken("tok0", 2000, 0.1, False)])
         q = QueryStats("q", n_tokens, 1.0, 99.0, 30522, n_tokens - 1, 0, tokens, fb)
         match = DocumentMatch(1, "d1", text, 0.0, 0.0, 0, [], [])
-        console = Console(record=True, width=300)
-        render_explanation(QueryExplanation(EXPLAIN_SCHEMA, "m", 1, 1, q, [match]), console)
-        return [" ".join(line.split()) for line in console.export_text().splitlines()]
+        return _rendered_lines(render_explanation, QueryExplanation(EXPLAIN_SCHEMA, "m", 1, 1, q, [match]), 300)
 
     lines = shown(30, "x" * 200)
     assert "1.0000 tok0 in text" in lines and "0.9900 tok1 feedback" in lines
