@@ -115,30 +115,20 @@ def test_a_dictionary_entry_naming_no_domain_term_is_a_warning(tmp_path, capsys)
     assert "warning:" in out and "1 of" in out and "'Zorblat'" in out and "no domain token learns from them" in out
 
 
-def test_a_folder_of_yours_where_the_run_saves_a_stage_is_refused_before_training(tmp_path, capsys):
+@pytest.mark.parametrize("folder, stages", [("extend", "extend,distill"), ("final", "extend")])
+def test_a_folder_of_yours_where_the_run_saves_a_model_is_refused_before_training(tmp_path, capsys, folder, stages):
     """`--out` with an `extend/` of the user's own failed only when extend had trained, and
-    told a CLI user to "pass overwrite=True"."""
+    told a CLI user to "pass overwrite=True". OUT/final is written after every stage has
+    trained: its check cannot wait until then either."""
     out = tmp_path / "run"
-    (out / "extend").mkdir(parents=True)
-    (out / "extend" / "notes.txt").write_text("mine")
-    assert main(_files(tmp_path) + ["--out", str(out), "--stages", "extend,distill", "--overwrite"]) == 2
+    (out / folder).mkdir(parents=True)
+    (out / folder / "notes.txt").write_text("mine")
+    assert main(_files(tmp_path) + ["--out", str(out), "--stages", stages, "--overwrite"]) == 2
     captured = capsys.readouterr()
     err = " ".join(captured.err.split())
-    assert f"{out / 'extend'} holds files that are no saved model" in err and "overwrite=True" not in err
+    assert f"{out / folder} holds files that are no saved model" in err and "overwrite=True" not in err
     assert "stage extend done" not in captured.out + captured.err
-    assert (out / "extend" / "notes.txt").read_text() == "mine"
-
-
-def test_a_folder_of_yours_where_the_run_saves_its_final_model_is_refused_before_training(tmp_path, capsys):
-    # OUT/final is written after every stage has trained: its check cannot wait until then.
-    out = tmp_path / "run"
-    (out / "final").mkdir(parents=True)
-    (out / "final" / "notes.txt").write_text("mine")
-    assert main(_files(tmp_path) + ["--out", str(out), "--stages", "extend", "--overwrite"]) == 2
-    captured = capsys.readouterr()
-    assert f"{out / 'final'} holds files that are no saved model" in " ".join(captured.err.split())
-    assert "stage extend done" not in captured.out + captured.err
-    assert (out / "final" / "notes.txt").read_text() == "mine"
+    assert (out / folder / "notes.txt").read_text() == "mine"
 
 
 def test_training_on_from_a_runs_final_without_reference_is_warned(tmp_path, capsys):
