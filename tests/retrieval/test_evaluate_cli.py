@@ -37,6 +37,12 @@ def models(tmp_path_factory):
     return out
 
 
+def _qrels_of(path: Path, keep) -> Path:
+    """The bundled qrels' lines whose query ``keep`` accepts, written to ``path``."""
+    path.write_text("".join(l for l in GATROCRAPTIC.qrels.read_text().splitlines(keepends=True) if keep(l.split()[0])))
+    return path
+
+
 def run_json(capsys, argv) -> dict:
     capsys.readouterr()
     assert main(argv) == 0
@@ -376,8 +382,7 @@ def test_a_compare_model_that_cannot_load_stops_evaluate_before_any_scoring(mode
 
 def test_compare_on_one_query_says_no_test_is_possible_in_one_warning_line(models, tmp_path, capsys):
     """scipy's statistics of one pair are NaN; its two RuntimeWarnings came with their source lines."""
-    qrels = tmp_path / "one.tsv"
-    qrels.write_text("".join(l for l in GATROCRAPTIC.qrels.read_text().splitlines(keepends=True) if l.startswith("q11 ")))
+    qrels = _qrels_of(tmp_path / "one.tsv", lambda q: q == "q11")
     argv = ["evaluate", "--model", models[0], "--docs", str(GATROCRAPTIC.docs), "--queries", str(GATROCRAPTIC.queries),
             "--qrels", str(qrels), "--compare", models[1]]
     assert main(argv) == 0
@@ -500,8 +505,7 @@ def test_an_unjudged_query_retrieving_nothing_is_not_named_among_the_evaluated_o
 
     monkeypatch.setattr(cli_evaluate, "_in_memory", lambda model, data, documents, **kwargs: {
         q.qid: ({} if q.qid in ("q2", "q3") else {"d1": 1.0}) for q in data.queries})
-    qrels = tmp_path / "qrels.tsv"
-    qrels.write_text("".join(l for l in GATROCRAPTIC.qrels.read_text().splitlines(keepends=True) if not l.startswith("q3 ")))
+    qrels = _qrels_of(tmp_path / "qrels.tsv", lambda q: q != "q3")
     run = tmp_path / "run.trec"
     assert main(["evaluate", "--model", models[0], "--docs", str(GATROCRAPTIC.docs), "--queries",
                  str(GATROCRAPTIC.queries), "--qrels", str(qrels), "--save-run", str(run), "--json"]) == 0
@@ -511,9 +515,7 @@ def test_an_unjudged_query_retrieving_nothing_is_not_named_among_the_evaluated_o
 
 def test_compare_on_two_queries_runs_the_test_at_the_default_threshold(models, tmp_path, capsys):
     """Two pairs are enough for the paired test: no one-query warning; p < 0.05 unless --max-p says otherwise."""
-    qrels = tmp_path / "two.tsv"
-    qrels.write_text("".join(l for l in GATROCRAPTIC.qrels.read_text().splitlines(keepends=True)
-                             if l.startswith(("q11 ", "q3 "))))
+    qrels = _qrels_of(tmp_path / "two.tsv", lambda q: q in ("q11", "q3"))
     assert main(["evaluate", "--model", models[0], "--docs", str(GATROCRAPTIC.docs), "--queries",
                  str(GATROCRAPTIC.queries), "--qrels", str(qrels), "--compare", models[1]]) == 0
     captured = capsys.readouterr()
@@ -532,8 +534,7 @@ def test_json_output_writes_nan_and_infinities_as_null():
 def test_the_title_counts_the_judged_queries_and_a_compare_run_without_them_is_refused(models, tmp_path, capsys):
     """Only q11 is judged: the title says 1 query, not the file's count; a run of other queries
     has nothing to compare."""
-    qrels = tmp_path / "one.tsv"
-    qrels.write_text("".join(l for l in GATROCRAPTIC.qrels.read_text().splitlines(keepends=True) if l.startswith("q11 ")))
+    qrels = _qrels_of(tmp_path / "one.tsv", lambda q: q == "q11")
     argv = ["evaluate", "--model", models[0], "--docs", str(GATROCRAPTIC.docs), "--queries", str(GATROCRAPTIC.queries),
             "--qrels", str(qrels)]
     capsys.readouterr()
