@@ -7,29 +7,41 @@ earlier model's directory had deleted what else was there: the model card a run 
 --base`` then trained with others, silently), a user's notes or checkpoints. The files a save
 owns are replaced, so an old save's weight shards or sentence-transformers files do not
 outlive it; the rest is carried into the new directory.
+
+A save owns the names transformers and sentence-transformers give their files, not every
+``*.safetensors``, ``*.bin`` or ``*.model``: those globs had also taken a user's own
+``embeddings.safetensors``, ``optimizer.bin`` or ``sp.model`` kept beside the model.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import os
+import re
 import shutil
 from pathlib import Path
 
 from sparse_adapt.modeling.interop import MODEL_CONFIG, MODULES_FILE, POOLING_DIR, TRANSFORMER_CONFIG
 from sparse_adapt.modeling.settings import SETTINGS_FILE
 
-# Written by transformers' save_pretrained (weights, shards and their index, configs, every
-# tokenizer format) and by ours (settings, sentence-transformers module files).
-OWNED = (
-    "*.safetensors", "*.bin", "*.index.json", "config.json", "generation_config.json", "tokenizer*.json",
-    "vocab.txt", "vocab.json", "merges.txt", "*.model", "added_tokens.json", "special_tokens_map.json",
-    "chat_template.*", SETTINGS_FILE, MODULES_FILE, MODEL_CONFIG, TRANSFORMER_CONFIG, POOLING_DIR,
-)
+# Written by transformers' save_pretrained (configs, every tokenizer format; weights below)
+# and by ours (settings, sentence-transformers module files).
+OWNED = frozenset((
+    "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json",
+    "merges.txt", "added_tokens.json", "special_tokens_map.json", "chat_template.jinja", "chat_template.json",
+    "additional_chat_templates",
+    # sentencepiece vocabularies, as T5/ALBERT/XLNet (spiece), XLM-R/CamemBERT (sentencepiece.bpe),
+    # Llama-style (tokenizer) and DeBERTa-v2 (spm) tokenizers name them
+    "spiece.model", "sentencepiece.bpe.model", "sentencepiece.model", "tokenizer.model", "spm.model",
+    SETTINGS_FILE, MODULES_FILE, MODEL_CONFIG, TRANSFORMER_CONFIG, POOLING_DIR,
+))
+# A model's weights in any framework transformers saves, whole or sharded, and their shard
+# index: an older save's (even one in another format) would outlive it as a second, stale model.
+WEIGHTS = re.compile(r"(pytorch_model|model|tf_model|flax_model)(-\d+-of-\d+)?\.(bin|safetensors|h5|msgpack)"
+                     r"(\.index\.json)?")
 
 
 def owned(name: str) -> bool:
-    return any(fnmatch.fnmatch(name, pattern) for pattern in OWNED)
+    return name in OWNED or WEIGHTS.fullmatch(name) is not None
 
 
 def keep_beside(old: Path, new: Path) -> list[str]:

@@ -75,3 +75,26 @@ def test_a_save_over_an_older_pytorch_bin_model_leaves_no_stale_weights(tiny_ber
     tiny_bert.save_pretrained(path)
     assert not (path / "pytorch_model.bin").exists() and not (path / "pytorch_model.bin.index.json").exists()
     assert (path / "model.safetensors").is_file()
+
+
+def test_a_users_weights_like_files_are_kept_and_only_transformers_names_are_the_models(tmp_path):
+    # A user's own tensors, optimiser state or sentencepiece model beside the model are theirs:
+    # only the names transformers gives a model's weights, shards, index and tokenizer are replaced.
+    old, new = _old_and_new(tmp_path)
+    mine = ["embeddings.safetensors", "optimizer.bin", "sp.model", "training_args.bin", "eval.index.json",
+            "tokenizer_notes.json", "model_v1.safetensors"]
+    model = ["model.safetensors", "model-00001-of-00002.safetensors", "model.safetensors.index.json",
+             "pytorch_model.bin", "pytorch_model-00002-of-00002.bin", "pytorch_model.bin.index.json", "tf_model.h5",
+             "flax_model.msgpack", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model", "chat_template.jinja"]
+    for name in mine + model:
+        (old / name).write_text(name)
+    assert keep_beside(old, new) == sorted(mine)
+    assert sorted(p.name for p in new.iterdir()) == sorted(mine)
+
+
+def test_a_save_keeps_a_users_tensors_in_the_models_folder(tiny_bert, tmp_path):
+    path = tiny_bert.save_pretrained(tmp_path / "m")
+    (path / "embeddings.safetensors").write_bytes(b"my vectors")
+    tiny_bert.save_pretrained(path)
+    assert (path / "embeddings.safetensors").read_bytes() == b"my vectors"
+    assert (path / "model.safetensors").stat().st_size > 1000
