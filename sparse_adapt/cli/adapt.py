@@ -87,7 +87,7 @@ def mine_terms(
     """Mine candidate domain terms: rare in the language, fragmented by the tokenizer, acronyms and codes."""
     from sparse_adapt.atomic import write_json_atomic
     from sparse_adapt.cli.output import rich_hooks
-    from sparse_adapt.corpus.mining import known_words_note, mine_with_rest, terms_json
+    from sparse_adapt.corpus.mining import NEXT_SHOWN, known_words_note, mine_with_rest, terms_json
     from sparse_adapt.data import load_documents
     from sparse_adapt.modeling.builtin import load_tokenizer
 
@@ -115,7 +115,7 @@ def mine_terms(
     console.print(table)
     if len(scored) > top:
         console.print(f"{len(scored) - top} more scored below the cut (the next: "
-                      f"{escape(', '.join(c.term for c in scored[top:top + 5]))}); --top {len(scored)} keeps them all")
+                      f"{escape(', '.join(c.term for c in scored[top:top + NEXT_SHOWN]))}); --top {len(scored)} keeps them all")
     if explain:
         console.print(f"score = frequency log2(docs) + rarity (4 - Zipf in general {lang!r}) "
                       "+ fragmentation log2(pieces) + pattern (1 for capitals, digits, joiners)")

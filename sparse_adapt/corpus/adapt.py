@@ -40,7 +40,9 @@ from sparse_adapt.corpus.adapt_folder import (
 )
 from sparse_adapt.corpus.glosses import select_glosses
 from sparse_adapt.corpus.harvest import build_dictionary
-from sparse_adapt.corpus.mining import DEFAULT_MIN_COUNT, DEFAULT_TOP, known_words_note, mine_with_rest, terms_json
+from sparse_adapt.corpus.mining import (
+    DEFAULT_MIN_COUNT, DEFAULT_TOP, NEXT_SHOWN, known_words_note, mine_with_rest, terms_json,
+)
 from sparse_adapt.corpus.provenance import MADE_FROM_TERMS, record, record_unrecorded, recorded_notes, refresh
 from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES, DEFAULT_NEGATIVES, DEFAULT_SIBLINGS, make_train
 from sparse_adapt.corpus.teacher import DEFAULT_TEACHER, Teacher, load_teacher
@@ -151,7 +153,7 @@ def prepare_inputs(
             hooks.message(f"note: {note}")
         if len(scored) > top:
             hooks.message(f"{len(scored) - top} more candidate terms scored below the cut (--top {top}; the next: "
-                          f"{', '.join(c.term for c in scored[top:top + 5])}); {out / 'mining.json'} lists all "
+                          f"{', '.join(c.term for c in scored[top:top + NEXT_SHOWN])}); {out / 'mining.json'} lists all "
                           f"{len(scored)}; an edited {files.terms.name} keeps a term you need (keeping them all with a higher "
                           "--top scored lower on a larger corpus: README, 'A larger corpus')")
     groups = locate_terms(documents, load_domain_terms(files.terms), files.terms)

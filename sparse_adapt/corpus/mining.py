@@ -59,6 +59,8 @@ RARE_JARGON_ZIPF = 3.0
 MIN_JARGON_LENGTH = 4
 DEFAULT_TOP = 20
 DEFAULT_MIN_COUNT = 2
+# How many words below the cut the commands name ("the next: ..."); each is checked findable.
+NEXT_SHOWN = 5
 # Capitals alone make an acronym of a word this short; from this length on, one that general
 # English uses (Zipf >= RARE_JARGON_ZIPF) is that word in capitals.
 CAPITALISED_WORD_LENGTH = 5
@@ -216,18 +218,22 @@ def mine_with_rest(
     if top < 1:
         raise MiningError(f"--top must be >= 1 (got {top})")
     scored = score_candidates(documents, tokenizer, min_count, hooks, lang)
-    kept, unfound = [], []
-    for c in scored:  # best first, until the cut is full: the rest is not worth a search
-        if len(kept) == top:
+    kept, unfound, shown, unfound_below = [], [], [], []
+    for c in scored:  # best first, until the cut and the words named below it are full: the rest is not worth a search
+        if len(kept) < top:
+            (kept if _findable(c, documents) else unfound).append(c)
+        elif len(shown) < NEXT_SHOWN:  # so "the next" never names a word --top N would leave out
+            (shown if _findable(c, documents) else unfound_below).append(c)
+        else:
             break
-        (kept if _findable(c, documents) else unfound).append(c)
     if unfound:
         hooks.message(f"left out {counted(len(unfound), 'mined word')} the later steps cannot find as a whole word "
                       f"(next to a joiner or inside unspaced script): {', '.join(c.term for c in unfound[:5])}")
         if not kept:
             raise MiningError(f"no candidate term of the corpus can be found as a whole word (e.g. "
                               f"{unfound[0].term!r}); write a terms file (--terms)")
-    return kept, [c for c in scored if c not in unfound]
+    left_out = {id(c) for c in unfound + unfound_below}
+    return kept, [c for c in scored if id(c) not in left_out]
 
 
 def _findable(candidate: Candidate, documents: Sequence[Document]) -> bool:

@@ -244,6 +244,19 @@ def test_every_mined_term_is_one_the_later_steps_find(tokenizer):
         mine_terms(flags, tokenizer)
 
 
+def test_the_words_named_below_the_cut_are_ones_a_higher_top_would_keep(tokenizer):
+    """The "N more below the cut (the next: ...)" line named "quuxify", which --top 2 then
+    left out as unfindable: findability had been checked above the cut only."""
+    from sparse_adapt.corpus.mining import mine_with_rest
+
+    docs = [Document(f"z{i}", f"The Zentrofax pump {i} hums.") for i in range(4)]
+    docs += [Document(f"q{i}", f"Start it with --quuxify then the Velkorin seal {i} holds.") for i in range(2)]
+    kept, rest = mine_with_rest(docs, tokenizer, top=1)
+    assert [c.term for c in kept] == ["Zentrofax"]
+    assert [c.term for c in rest] == ["Zentrofax", "Velkorin"]  # quuxify scored second, and is no word to name
+    assert [c.term for c in mine_terms(docs, tokenizer, top=2)] == ["Zentrofax", "Velkorin"]
+
+
 def test_a_code_is_not_dropped_for_the_frequency_of_its_parts(tokenizer):
     """wordfreq reads "IL-6" as "il" + "6" and scores it 4.3, "common English": the cytokine
     named in every document was no candidate, not even below the cut."""
