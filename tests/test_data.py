@@ -398,6 +398,7 @@ def test_a_query_group_name_is_a_printable_name(tmp_path, name):
     ({"doc_texts": ["\u200b", "B"]}, "doc_texts[0]"),  # encoded as [CLS] [SEP]: that candidate trained as nothing
     ({"qid": "q 1"}, "qid"),
     ({"doc_ids": ["a", "b c"]}, "doc_ids[1]"),
+    ({"doc_texts": ["A", "B \ud800"]}, "doc_texts[1]"),  # JSON's escaped lone surrogate: no tokenizer takes it
 ])
 def test_train_ids_are_ids_and_texts_are_visible(tmp_path, change, field):
     good = {"qid": "q1", "query": "x", "doc_ids": ["a", "b"], "doc_texts": ["A", "B"], "teacher_scores": [1, 0]}
@@ -633,3 +634,20 @@ def test_a_run_skips_blank_lines_and_a_json_run_is_known_by_its_suffix_in_any_ca
     e = _read_error(tmp_path, "run.json", '[["q1", "d1", 2.0]]', load_run)
     assert (e.line, e.field) == (None, None)
     assert e.message == "expected an object of query id -> {doc_id: score}, got list"
+
+
+def test_a_key_repeated_before_the_last_one_is_the_one_named(tmp_path):
+    p = _write(tmp_path, "docs.jsonl", ['{"doc_id": "a", "doc_id": "b", "text": "x"}'])
+    with pytest.raises(DataError, match="docs.jsonl:1: field 'doc_id': appears twice") as e:
+        load_documents(p)
+    assert e.value.field == "doc_id"
+
+
+@pytest.mark.parametrize("text", ['[{"scale": 1}]', '"text"', "3", "{", ""])
+def test_a_record_that_is_no_json_object_reads_as_none(tmp_path, text):
+    # a damaged or foreign record beside an output is treated as absent, not a crash in .get()
+    from sparse_adapt.data.reading import read_record
+
+    (tmp_path / "record.json").write_text(text, encoding="utf-8")
+    assert read_record(tmp_path / "record.json") == {}
+    assert read_record(tmp_path / "missing.json") == {}

@@ -779,3 +779,58 @@ def test_a_name_is_too_long_from_the_first_byte_its_temporary_would_not_fit(tmp_
     check_writable(tmp_path / ("y" * fits))
     with pytest.raises(OutputError, match=f"the name is too long \\({fits + 1} bytes"):
         check_writable(tmp_path / ("y" * (fits + 1)))
+
+
+def test_an_owner_only_program_keeps_its_execute_bits_when_shared(tmp_path):
+    # a 0700 script becomes 0755 like any program the user makes, not 0644
+    from sparse_adapt.atomic import atomic_directory
+
+    old = os.umask(0o022)
+    try:
+        with atomic_directory(tmp_path / "out") as tmp:
+            (tmp / "run.sh").write_text("#!/bin/sh\n")
+            (tmp / "run.sh").chmod(0o700)
+    finally:
+        os.umask(old)
+    assert stat_mode(tmp_path / "out" / "run.sh") == 0o755
+
+
+def test_a_write_error_naming_its_own_file_keeps_that_name(tmp_path):
+    # the file inside the output says more than the output folder
+    import errno
+
+    from sparse_adapt.atomic import atomic_directory
+
+    with pytest.raises(OSError) as e:
+        with atomic_directory(tmp_path / "model") as tmp:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp / "model.safetensors"))
+    assert e.value.filename.endswith("model.safetensors") and e.value.errno == errno.ENOSPC
+    assert not (tmp_path / "model").exists() and hidden_leftovers(tmp_path) == []
+
+
+def test_a_file_that_cannot_be_flushed_is_not_published(tmp_path, monkeypatch):
+    # EINVAL is excused for a folder only: a file whose data may not be on disk is an error
+    import errno
+
+    import sparse_adapt.atomic as atomic
+
+    (tmp_path / "run.trec").write_text("old\n")
+
+    def unsupported(fd):
+        raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+
+    monkeypatch.setattr(atomic.os, "fsync", unsupported)
+    with pytest.raises(OSError, match="Invalid argument"):
+        atomic.write_atomic(tmp_path / "run.trec", "new\n")
+    assert (tmp_path / "run.trec").read_text() == "old\n" and hidden_leftovers(tmp_path) == []
+
+
+def test_a_dead_writers_old_version_does_not_replace_a_link_at_its_target(tmp_path):
+    # the target is there (a link the user made, dangling or not): the old version is the leftover
+    from sparse_adapt.atomic import clean_leftovers
+
+    (tmp_path / "model").symlink_to(tmp_path / "elsewhere")
+    old = tmp_path / ".model.old-999999999"  # above any pid_max
+    old.mkdir()
+    assert clean_leftovers(tmp_path, "model") == [old]
+    assert (tmp_path / "model").is_symlink() and not old.exists()

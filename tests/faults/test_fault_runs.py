@@ -337,6 +337,30 @@ def test_a_resume_from_a_partial_checkpoint_keeps_the_steps_it_holds_and_drops_t
     assert [r["attempt"] for r in _log(tmp_path) if r.get("event") == "resume"] == [2, 3]
 
 
+def test_a_log_line_that_is_json_but_no_record_is_counted_as_dropped(tmp_path):
+    # the resume event's count is what tells the user the log lost lines
+    from sparse_adapt.training.rundir import restart_log
+
+    path = tmp_path / "train_log.jsonl"
+    path.write_text(json.dumps({"event": "stage_end", "stage": "extend"}) + "\n[1, 2]\n\"x\"\n")
+    restart_log(path, ["extend"])
+    log = _log(tmp_path)
+    assert log[0] == {"event": "stage_end", "stage": "extend"} and len(log) == 2
+    assert log[-1]["dropped_records"] == 2
+
+
+def test_a_base_whose_file_was_renamed_hashes_otherwise(tmp_path):
+    # the same bytes under another name load otherwise (vocab.txt is WordPiece's, vocab.json BPE's)
+    from sparse_adapt.training.rundir import files_sha256
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+    (tmp_path / "a" / "vocab.txt").write_text("[PAD]\n")
+    (tmp_path / "b" / "vocab.json").write_text("[PAD]\n")
+    assert files_sha256(tmp_path / "a") != files_sha256(tmp_path / "b")
+
+
 def test_a_final_is_kept_only_when_its_record_matches_and_its_model_is_whole(tmp_path):
     """A rerun that trains nothing keeps OUT/final when it was made by the same recipe; a final
     whose model files went (a user's clean-up) is made again, record or not."""

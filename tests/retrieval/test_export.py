@@ -61,6 +61,8 @@ def test_lucene_token_only_touches_whitespace():
     assert lucene_token("max_connections") == "max_connections"
     assert lucene_token("agent-package") == "agent-package"
     assert lucene_token("new york") == "new\u2581york"
+    # any whitespace, runs of it too: Lucene splits on each, and a query names the same one term
+    assert lucene_token(" new\t york") == "new\u2581york"
 
 
 @pytest.mark.parametrize("scale", [0, -3, 2.5, True])
@@ -239,3 +241,23 @@ def test_index_warns_when_scores_can_pass_what_float32_sums_keep_exact(tmp_path)
     lines[0]["vector"]["size"] = 1  # 2^24 + 1
     (vectors / VECTORS_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines))
     assert inexact_sentence(validate_vectors(vectors, 2), 1000) is not None
+
+
+def test_export_records_the_documents_file_as_an_absolute_path(tiny_bert, tmp_path, monkeypatch):
+    # a relative path in the record says nothing once read from another folder
+    (tmp_path / "docs.jsonl").write_text(json.dumps({"doc_id": "d1", "text": "install the agent"}) + "\n")
+    monkeypatch.chdir(tmp_path)
+    export_vectors(tiny_bert, "docs.jsonl", "vectors")
+    assert json.loads((tmp_path / "vectors" / EXPORT_META).read_text())["docs"] == str(tmp_path.resolve() / "docs.jsonl")
+
+
+def test_an_export_edited_to_hold_an_id_with_whitespace_is_refused_before_lucene(tmp_path):
+    from sparse_adapt.retrieval.export import validate_vectors
+
+    vectors = tmp_path / "v"
+    vectors.mkdir()
+    lines = [{"id": "a", "contents": "x", "vector": {"pool": 3}}, {"id": "b c", "contents": "y", "vector": {"size": 2}}]
+    (vectors / VECTORS_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    with pytest.raises(DataError, match="holds whitespace") as e:  # run files would read it as two columns
+        validate_vectors(vectors, 2)
+    assert (e.value.line, e.value.field) == (2, "id")

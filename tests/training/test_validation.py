@@ -321,3 +321,33 @@ def test_a_valid_query_sharing_only_its_id_with_a_training_query_is_taken(tiny_d
                          config=config_from_dict(SMALL), seed=0, valid=_jsonl(tmp_path / "v.jsonl", [same_id]), **inputs)
     assert final.is_dir()  # validated on it, not refused
 
+
+def test_a_candidate_the_teacher_scored_zero_does_not_make_its_query_a_domain_one():
+    # grade 0 is not relevant (teacher_grade): a domain text the teacher judged unrelated says nothing of the query
+    ex = TrainExample("z", "bus depot", ("z+", "z0"), ("a bus depot", "Zorblatt routing"), (10.0, 0.0))
+    assert query_kind(ex, ["Zorblatt"]) == "control"
+
+
+def test_the_split_does_not_depend_on_which_kind_the_file_lists_first():
+    # drawn per kind: interleaving the kinds otherwise holds out the same queries
+    terms = ["Zorblatt"]
+    domain = [_ex(f"d{i}", f"query {i}", "Zorblatt text") for i in range(4)]
+    control = [_ex(f"c{i}", f"control {i}", "plain text") for i in range(8)]
+    held = [{ex.qid for ex in split_valid(order, 0.25, seed=1, terms=terms)[1]}
+            for order in (domain + control, control + domain)]
+    assert held[0] == held[1]
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 1.0])
+def test_a_valid_fraction_outside_zero_to_one_is_refused(fraction):
+    # 1.0 would hold out all but one query per kind, not every query the user asked for
+    with pytest.raises(ValueError, match=r"valid fraction must be in \[0, 1\)"):
+        split_valid([_ex("d0", "q", "Zorblatt text"), _ex("c0", "c", "plain")], fraction, seed=0, terms=["Zorblatt"])
+
+
+def test_a_candidate_sharing_a_corpus_id_is_ranked_with_the_corpus_text():
+    # the corpus is what `evaluate` ranks: a training list's copy of a document does not replace it
+    docs = [Document("x1", "a bus depot")]
+    vset = ValidationSet.build([TrainExample("v1", "depot", ("x1", "v1-"), ("an edited depot", "noise"), (10.0, -8.0))],
+                               docs, ["Zorblatt"])
+    assert {d.doc_id: d.text for d in vset.documents} == {"x1": "a bus depot", "v1-": "noise"}
