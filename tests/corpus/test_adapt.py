@@ -1047,6 +1047,12 @@ def test_adapt_says_what_the_term_cut_left_out_and_lists_every_candidate(setup, 
     assert load_domain_terms(tmp_path / "out" / "domain_terms.json") == {"jargon": ["Zentrofax", "zentrofax"]}
     [note] = [m for m in rec.messages if "below the cut" in m]
     assert note.startswith(f"{len(mined) - 1} more candidate terms scored below the cut (--top 1; the next: Qvirrelmont")
+    rec = Recorder()  # a --top that keeps every candidate leaves none out: nothing to say
+    prepare_inputs(corpus, tmp_path / "all", setup["base"], terms=None, dictionary=dictionary,
+                   train=setup["root"] / "unused-train.jsonl", teacher=None, seed=0, top=len(mined), min_count=2,
+                   max_queries=10, negatives=3, siblings=0, term_labels=True, glosses=False, hooks=rec.hooks())
+    assert all(c["kept"] for c in json.loads((tmp_path / "all" / "mining.json").read_text()))
+    assert not [m for m in rec.messages if "below the cut" in m]
 
 
 def test_an_adapt_directory_in_use_is_refused_before_anything_is_written(setup, tmp_path):
@@ -1190,3 +1196,100 @@ def test_the_summary_warns_of_a_set_the_adapted_model_lost_on(setup, finished, t
     first, fed = summary["warnings"]
     assert first.startswith("on pseudo held-out (9 queries) the adapted model scores nDCG@10 0.500, below the base's 0.900")
     assert fed.startswith("on pseudo held-out (9 queries) with --feedback the adapted model scores nDCG@10 0.500")
+
+
+def test_a_given_dictionary_or_train_file_is_never_to_be_generated(tmp_path):
+    """A given dictionary is read, never made: "to be made" would write the harvest over the user's own file."""
+    from pathlib import Path
+
+    from sparse_adapt.corpus.adapt import _to_generate
+
+    assert _to_generate(tmp_path, Path("my_dictionary.jsonl"), Path("my_train.jsonl")) == (False, False)
+    assert _to_generate(tmp_path, Path("my_dictionary.jsonl"), None) == (False, True)
+    assert _to_generate(tmp_path, None, Path("my_train.jsonl")) == (True, False)
+
+
+def test_a_refusal_names_the_values_of_base_teacher_and_seed_and_only_the_keys_of_the_rest():
+    from sparse_adapt.corpus.adapt_folder import differences
+
+    old = {"corpus": "aa11", "base": "b", "teacher": "t1", "seed": 0, "config": None}
+    new = {"corpus": "bb22", "base": "b2", "teacher": "t2", "seed": 3, "config": "cc33"}
+    assert differences(old, new, sorted(old)) == "base (b -> b2), config, corpus, seed (0 -> 3), teacher (t1 -> t2)"
+
+
+def test_a_pretrained_partial_folder_without_a_checkpoint_is_the_users(tmp_path):
+    from sparse_adapt.corpus.adapt_folder import check_out
+
+    manifest = {"corpus": "c", "base": "b", "teacher": "t", "seed": 0, "given": {}, "config": None, "options": {}}
+    (tmp_path / "pretrained.partial").mkdir()
+    (tmp_path / "pretrained.partial" / "notes.txt").write_text("mine")
+    with pytest.raises(AdaptMismatchError, match="holds no adapt.json"):
+        check_out(tmp_path, manifest)
+
+
+def test_a_resumed_run_that_fails_keeps_what_it_made_before(setup, tmp_path, monkeypatch):
+    """Only a fresh run's outputs go when making the inputs fails: a rerun's error must not delete
+    the inputs (and edits) an earlier run left in DIR."""
+    import sparse_adapt.corpus.adapt as adapt
+
+    class Stop(Exception):
+        pass
+
+    def no_training(**kw):
+        raise Stop
+
+    monkeypatch.setattr("sparse_adapt.training.pipeline.run_pipeline", no_training)
+    out = tmp_path / "run"
+    with pytest.raises(Stop):
+        _adapt(setup, out)
+    made = sorted(p.name for p in out.iterdir())
+    assert {"adapt.json", "domain_terms.json", "dictionary.jsonl", "train.jsonl"} <= set(made)
+
+    def failing(*a, **kw):
+        raise SparseAdaptError("the inputs could not be made")
+
+    monkeypatch.setattr(adapt, "prepare_inputs", failing)
+    with pytest.raises(SparseAdaptError, match="could not be made"):
+        _adapt(setup, out)
+    assert sorted(p.name for p in out.iterdir()) == made
+
+
+def test_a_damaged_manifest_is_refused_or_with_overwrite_discarded_with_its_run(tmp_path):
+    from sparse_adapt.corpus.adapt_folder import check_out
+
+    manifest = {"corpus": "c", "base": "b", "teacher": "t", "seed": 0, "given": {}, "config": None, "options": {}}
+    (tmp_path / "adapt.json").write_text("[" * 100_000)  # too deep for the JSON parser: a RecursionError
+    (tmp_path / "train.jsonl").write_text("{}\n")
+    with pytest.raises(AdaptMismatchError, match="adapt.json is damaged"):
+        check_out(tmp_path, manifest)
+    said = []
+    check_out(tmp_path, manifest, overwrite=True, hooks=Hooks(message=said.append))
+    # the damaged run's inputs go too: the new run must not train on files of a run it cannot read
+    assert not (tmp_path / "adapt.json").exists() and not (tmp_path / "train.jsonl").exists()
+    assert said and "was damaged" in said[0]
+
+
+def test_every_held_out_query_gets_its_qrels_and_its_kinds_group(tmp_path):
+    from sparse_adapt.corpus.adapt import AdaptFiles, _write_heldout
+
+    held = [{"qid": "a", "query": "qa", "kind": "explicit", "doc_ids": ["d1", "d2", "d3"],
+             "teacher_scores": [10.0, 2.0, -8.0]},
+            {"qid": "b", "query": "qb", "kind": "control", "doc_ids": ["d4", "d1"], "teacher_scores": [8.0, 0.0]}]
+    files = AdaptFiles(tmp_path / "t", tmp_path / "d", tmp_path / "tr")
+    _write_heldout(tmp_path, held, files)
+    # grades by the bundled rule: >= 8 -> 2, > 0 -> 1, else 0
+    assert load_qrels(files.heldout_qrels) == {"a": {"d1": 2, "d2": 1, "d3": 0}, "b": {"d4": 2, "d1": 0}}
+    groups = json.loads(files.query_groups.read_text())
+    assert groups == {"heldout-pseudo-explicit": ["a"], "heldout-pseudo-control": ["b"]}
+    assert [(q.qid, q.text) for q in load_queries(files.heldout_queries)] == [("a", "qa"), ("b", "qb")]
+
+
+def test_only_a_card_file_has_a_sha256(tmp_path):
+    # A folder where the card should be is no card: no hash (and no IsADirectoryError), as a missing one.
+    from sparse_adapt.corpus.adapt_folder import card_sha256
+
+    assert card_sha256(tmp_path / "README.md") is None
+    (tmp_path / "README.md").mkdir()
+    assert card_sha256(tmp_path / "README.md") is None
+    (tmp_path / "card.md").write_text("mine")
+    assert card_sha256(tmp_path / "card.md") == hashlib.sha256(b"mine").hexdigest()

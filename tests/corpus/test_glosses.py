@@ -179,6 +179,11 @@ def test_adapt_with_glosses_generates_glossed_inputs_and_loads_the_teacher_for_t
             for line in (out / f).read_text().splitlines()}
     assert "d1-lay0" in qids  # the psoriasis gloss, trained on or held out
     assert json.loads((out / "adapt.json").read_text())["options"]["glosses"] is True
+    # resumed with every input made: nothing to gloss, no teacher (selecting glosses with none failed)
+    loaded.clear()
+    with pytest.raises(Stop):
+        adapt.run_adapt(corpus, out, str(base), terms=terms, glosses=True)
+    assert not loaded
     # a given train file still needs the teacher when the dictionary's glosses are generated
     train_file = tmp_path / "train.jsonl"
     train_file.write_text((out / "train.jsonl").read_text())
@@ -228,3 +233,51 @@ def test_a_large_corpus_is_checked_against_its_term_documents_and_a_seeded_sampl
     # the distractor d3 is what drops d2's canary gloss: left out of the pool, the gloss stays
     groups = locate_terms(DOCS, TERMS)
     assert "d2" in select_glosses(DOCS, groups, OverlapTeacher(), max_docs=2)
+
+
+def test_plurals_in_ies_and_of_three_letter_nouns_find_their_headword():
+    from sparse_adapt.corpus.glosses import _lemmas
+
+    assert _lemmas("Arteries") == ["arteries", "arterie", "arteri", "artery"]
+    assert senses("arteries")[0].lemma == "artery" and "blood" in senses("arteries")[0].text
+    assert senses("yaks")[0].lemma == "yak"  # 4 letters: still a plural ("gas" is not tried as "ga")
+    assert _lemmas("gas") == ["gas"]
+
+
+def test_a_gloss_pointing_at_another_terms_document_is_dropped():
+    # d5 names another term and shares more of the psoriasis gloss's words than d1 does: the
+    # gloss points at Quorbel, not Zentrofax, so d1 gets nothing (d5 keeps its own copy).
+    d5 = Document("d5", "Quorbel cream soothes chronic psoriasis, a skin disease of dry red patches covered with scales.")
+    docs = [DOCS[0], d5, DOCS[3]]
+    groups = locate_terms(docs, {"drugs": ["Zentrofax", "Quorbel"]})
+    selected = select_glosses(docs, groups, OverlapTeacher())
+    assert "d1" not in selected and [g.lemma for g in selected["d5"]] == ["psoriasis"]
+
+
+def test_lay_queries_take_a_documents_next_gloss_over_one_differing_only_in_case():
+    g1, g2 = Gloss("a", "a", "first lay gloss text"), Gloss("b", "b", "second lay gloss text")
+    g1_upper = Gloss("a", "a", "First  Lay gloss text")
+    qs = lay_queries(DOCS, {"d1": [g1], "d2": [g1_upper, g2]}, per_doc=1)
+    assert [(q.qid, q.text) for q in qs] == [("d1-lay0", g1.text), ("d2-lay0", g2.text)]
+
+
+def test_a_capitalised_leading_article_is_dropped_too():
+    # 374 WordNet glosses open with "The", "A" or "An" ("zoophagy: The quality of being ...").
+    assert clause("The quality of being an animal that eats meat") == "quality of being an animal that eats meat"
+
+
+def test_words_under_four_letters_and_the_rare_singular_of_a_common_plural_are_not_glossed():
+    from sparse_adapt.corpus.glosses import headword
+
+    # yak, gnu: rare nouns, but too short to be worth glossing (4+ letters)
+    assert technical_words("yak gnu psoriasis") == ["psoriasis"]
+    # "pipes" is the plural of "pipe" before it is the plural of "pip"
+    assert headword("pipes", {"pip", "pipe"}) == "pipe" and senses("pipes")[0].lemma == "pipe"
+
+
+def test_a_gloss_scoring_equally_on_several_documents_points_at_the_first_in_corpus_order():
+    # The psoriasis gloss shares 4 words (skin, patches, with, scales) with d1 and with the term-less
+    # document after it: the tie goes to d1, which names the term, so the gloss is kept.
+    docs = [DOCS[0], Document("x", "Skin patches with scales are common in winter."), DOCS[3]]
+    selected = select_glosses(docs, locate_terms(docs, TERMS), OverlapTeacher())
+    assert [g.lemma for g in selected["d1"]] == ["psoriasis"]

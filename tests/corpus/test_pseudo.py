@@ -320,3 +320,91 @@ def test_a_crop_window_near_the_end_of_a_sentence_still_holds_size_words():
     assert window(words, center=7, size=4, start_offset=1) == list("efgh")  # not "gh": it slides back
     assert window(words, center=3, size=4, start_offset=1) == list("cdef")
     assert window(words[:3], center=2, size=4, start_offset=1) == list("abc")
+
+
+def test_a_crop_trims_function_words_from_both_of_its_edges():
+    # Sentences of 5 words are cropped whole (crops are 5-9 words): the crop is known; only its
+    # edges' function words ("The", "for") go.
+    docs = [Document("x1", "The herbal tea calms nerves."), Document("x2", "Crews weld steel girders for.")]
+    assert [q.text for q in generate_queries(docs, [])] == ["herbal tea calms nerves", "Crews weld steel girders"]
+
+
+def test_a_term_ending_a_sentence_keeps_no_dot_in_its_explicit_query():
+    # "Zentrofax." is the term and the sentence's full stop; only a term spelled with its dot ("Inc.") keeps it.
+    docs = [Document("e", "Night technicians in the east hall calibrate the Zentrofax.")]
+    for seed in range(3):
+        queries = generate_queries(docs, locate_terms(docs, TERMS), seed=seed)
+        [explicit] = [q.text for q in queries if q.kind == "explicit"]
+        assert explicit.endswith("Zentrofax") and "." not in explicit, explicit
+
+
+def test_every_explicit_crop_holds_its_term_whatever_the_seed():
+    # One occurrence in the middle of a long sentence (crops of two documents may coincide: one query):
+    # a window that slid one word too far left it out.
+    docs = [Document(f"m{i}", f"Operators on the night shift of plant {i} inspected every Zentrofax gasket "
+                              "with bright lamps before the long weekend began quietly.") for i in range(4)]
+    groups = locate_terms(docs, TERMS)
+    for seed in range(10):
+        explicit = [q for q in generate_queries(docs, groups, seed=seed) if q.kind == "explicit"]
+        assert explicit and all("Zentrofax" in q.text.split() for q in explicit), explicit
+
+
+def test_a_semantic_crop_is_taken_where_the_term_was():
+    # 16 words are left once "the Zentrofax" goes; the crop (5-9 words) always holds the word
+    # right after the removed term, not the sentence's opening words.
+    docs = [Document("s", "Operators on the night shift in the east hall of the plant finally replaced "
+                          "the Zentrofax gaskets yesterday.")]
+    for seed in range(5):
+        queries = generate_queries(docs, locate_terms(docs, TERMS), seed=seed)
+        [semantic] = [q.text for q in queries if q.kind == "semantic"]
+        assert "gaskets" in semantic.split(), semantic
+
+
+def test_a_capitalised_article_before_the_term_goes_with_it():
+    # As the lower-case test above: 5 words are left, so the query is known whatever the seed.
+    docs = [Document("v", "Engineers still consult The Zentrofax Manual daily.")]
+    for seed in range(3):
+        queries = generate_queries(docs, locate_terms(docs, TERMS), seed=seed)
+        assert [q.text for q in queries if q.kind == "semantic"] == ["Engineers still consult Manual daily"]
+
+
+def test_a_four_word_sentence_is_long_enough_to_be_drawn():
+    # MIN_QUERY_WORDS is 4: such a sentence is a query like any longer one, drawn about half the time.
+    docs = [Document("t", "Mint tea calms nerves. Hot water steeps the dried leaves for five long minutes.")]
+    texts = {q.text for seed in range(10) for q in generate_queries(docs, [], seed=seed)}
+    assert "Mint tea calms nerves" in texts and len(texts) > 1
+
+
+def test_label_keeps_tied_candidates_in_list_order_source_first():
+    qs = [PseudoQuery("a", "qa", "explicit", "d1")]
+    teacher = FixedTeacher({"qa": {"The Ze": 0.9, "The co": 0.9, "Fresh ": 0.1}})  # d1 and d4 tie at the top
+    records, _ = label(qs, {"a": ["d4", "d5"]}, DOCS, teacher)
+    assert records[0]["doc_ids"] == ["d1", "d4", "d5"] and records[0]["teacher_scores"] == [10.0, 10.0, -8.0]
+
+
+def test_make_train_refuses_when_the_teacher_separates_only_one_list(tiny_bert):
+    import pytest
+
+    from sparse_adapt.corpus.pseudo import make_train
+    from sparse_adapt.errors import SparseAdaptError
+
+    class OneListTeacher:
+        """Separates the first query it sees, no other: one record, none left to hold out."""
+
+        name, min_spread = "one", 0.5
+
+        def __init__(self):
+            self.first = None
+
+        def score(self, query, documents):
+            self.first = self.first or query
+            return [1.0] + [0.0] * (len(documents) - 1) if query == self.first else [0.0] * len(documents)
+
+    with pytest.raises(SparseAdaptError, match="could separate 1 of the"):
+        make_train(DOCS, locate_terms(DOCS, TERMS), tiny_bert, OneListTeacher(), negatives=2, siblings=0)
+
+
+def test_an_ellipsis_before_a_word_is_stripped_like_other_punctuation():
+    # Only a dot right before a letter or digit opens a name (".NET"); "...girders" is the word "girders".
+    docs = [Document("x", "Crews weld steel ...girders daily.")]
+    assert [q.text for q in generate_queries(docs, [])] == ["Crews weld steel girders daily"]
