@@ -685,3 +685,84 @@ def test_a_folder_whose_config_json_is_a_folder_is_no_saved_model(tiny_bert, tmp
     with pytest.raises(OutputError, match="a directory of other files"):
         tiny_bert.save_pretrained(target)
     assert (target / "config.json" / "a.txt").read_text() == "mine"
+
+
+def test_a_head_with_fewer_rows_than_the_tokenizer_is_refused_when_built(tiny_bert):
+    # caught here rather than as a shape error at the first encode
+    tiny_bert.tokenizer.add_tokens(["zzqqword"])
+    with pytest.raises(ModelLoadError, match="the MLM head has 30522 rows but the tokenizer has 30523 tokens"):
+        SpladeEncoder(tiny_bert.mlm, tiny_bert.tokenizer, tiny_bert.settings)
+
+
+def test_a_saved_model_without_a_base_is_named_by_the_path_it_was_loaded_from(tiny_bert, tmp_path):
+    tiny_bert.settings.base = ""
+    tiny_bert.save_pretrained(tmp_path / "m")
+    assert SpladeEncoder.from_pretrained(tmp_path / "m").settings.base == str(tmp_path / "m")
+    tiny_bert.settings.base = "tiny-bert"
+    tiny_bert.save_pretrained(tmp_path / "m")
+    assert SpladeEncoder.from_pretrained(tmp_path / "m").settings.base == "tiny-bert"  # a recorded base is kept
+
+
+def test_a_saved_length_equal_to_the_position_limit_is_kept_without_a_warning():
+    import warnings
+
+    from sparse_adapt.modeling.encoder import PositionLimitWarning, SpladeSettings
+    from tests.conftest import make_tiny_roberta
+
+    splade = make_tiny_roberta()  # 128 pieces
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PositionLimitWarning)
+        fits = SpladeEncoder(splade.mlm, splade.tokenizer, SpladeSettings(query_max_length=128, doc_max_length=128))
+    assert (fits.settings.query_max_length, fits.settings.doc_max_length) == (128, 128)
+
+
+def test_the_vocabulary_list_is_the_callers_copy(tiny_bert):
+    vec = tiny_bert.encode_query(["reset password"])
+    want = tiny_bert.decode(vec, top_k=3)
+    tiny_bert.id_to_token()[:] = ["spoiled"] * tiny_bert.vocab_size  # the caller's list: the encoder's own is untouched
+    assert tiny_bert.decode(vec, top_k=3) == want and "spoiled" not in dict(want[0])
+
+
+def test_a_head_without_a_decoder_bias_still_leaves_special_tokens_out_of_vectors(tiny_bert):
+    """No bias to bake the exclusion into: the encoder's own mask must zero them."""
+    from sparse_adapt.modeling import pooling
+    from sparse_adapt.modeling.encoder import SpecialTokensNotExcludedWarning
+
+    tiny_bert.mlm.get_output_embeddings().bias = None
+    with pytest.warns(SpecialTokensNotExcludedWarning):
+        splade = SpladeEncoder(tiny_bert.mlm, tiny_bert.tokenizer, tiny_bert.settings)
+    special = splade.excluded_ids()
+    batch = splade.tokenize(TEXTS, "document")
+    with torch.no_grad():
+        raw = pooling.activate(splade.max_logits(batch["input_ids"], batch["attention_mask"]))
+    assert (raw[:, special] > 0).any()  # they would fire: the check below is not vacuous
+    assert splade.encode(TEXTS)[:, special].nnz == 0
+
+
+def test_an_unregistered_family_with_a_head_padded_past_its_tokenizer_scores_the_tokenizers_terms():
+    from transformers import ElectraConfig, ElectraForMaskedLM
+
+    from tests.conftest import _tokenizer
+
+    torch.manual_seed(0)
+    tok = _tokenizer()
+    cfg = ElectraConfig(vocab_size=len(tok), embedding_size=32, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=80,
+                        pad_token_id=tok.pad_token_id)
+    mlm = ElectraForMaskedLM(cfg).eval()
+    mlm.resize_token_embeddings(len(tok) + 16, mean_resizing=False)  # rows no token has
+    splade = SpladeEncoder(mlm, tok)
+    batch = splade.tokenize(TEXTS, "document")
+    with pytest.warns(match="full"), torch.no_grad():
+        got = splade(batch["input_ids"], batch["attention_mask"])
+        full = splade.mlm(**batch).logits[..., : len(tok)]
+    assert got.shape == (len(TEXTS), len(tok))
+    torch.testing.assert_close(got, splade_pool(full, batch["attention_mask"]) * splade.output_mask)
+
+
+def test_a_loaded_model_stays_in_eval_mode_after_encoding(tiny_bert, tmp_path):
+    # encode restores the mode it found: a loaded model left in training mode ran dropout afterwards
+    tiny_bert.save_pretrained(tmp_path / "m")
+    loaded = SpladeEncoder.from_pretrained(tmp_path / "m")
+    loaded.encode(TEXTS)
+    assert not any(m.training for m in loaded.modules())

@@ -385,6 +385,7 @@ def test_compare_counts_top_k_ids_in_order_non_zero_sets_and_the_largest_absolut
     (Agreement(2e-4, 4, 4, True), True),  # every top-10 identical, but beyond the tolerance
     (Agreement(5e-5, 3, 4, True), True),  # within the tolerance, but one text's top-10 differs
     (Agreement(5e-5, 4, 4, False), False),  # a weight near zero on one side only: within the tolerance is fine
+    (Agreement(TOLERANCE, 4, 4, True), False),  # at the tolerance itself: only beyond it is refused
 ])
 def test_verification_refuses_a_difference_beyond_the_tolerance_or_any_differing_top10(
     exported, monkeypatch, agreement, refused,
@@ -420,3 +421,42 @@ def test_an_onnx_graph_given_by_its_own_path_names_the_folder_to_give(tmp_path):
     where = f"{re.escape(str(graph))} is a file; give the folder .*\\({re.escape(str(tmp_path))}\\)"
     with pytest.raises(ModelLoadError, match=where):
         OnnxSpladeEncoder(graph)
+
+
+def test_metadata_names_the_base_and_the_difference_verification_measured(exported):
+    splade, out, meta = exported
+    assert meta.source == splade.settings.base == "tiny-bert"  # exported from Python, no source given
+    # float32 in two runtimes: the recorded number is the measured one (0 only where both agree to the bit)
+    assert meta.max_abs_diff == pytest.approx(verify_export(splade, out).max_abs_diff, rel=0.5)
+
+
+def test_an_export_whose_tokenizer_was_replaced_is_refused(exported, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(exported[1], copy)
+    onnx = OnnxSpladeEncoder(copy)
+    onnx.tokenizer.add_tokens(["zzqqword"])
+    onnx.tokenizer.save_pretrained(copy)
+    with pytest.raises(ModelLoadError, match=r"its tokenizer has \d+ tokens but the graph scores \d+"):
+        OnnxSpladeEncoder(copy)
+
+
+def test_an_export_scores_the_tokenizers_terms_only_and_bakes_the_exclusion_in_again(tmp_path):
+    """A head padded past its tokenizer (ModernBERT) must not give the graph extra columns, and
+    special tokens whose bias was overwritten in memory (a shared-bias change) are excluded
+    again by the export itself."""
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+
+    splade = _sparser_tiny()
+    vocab = splade.vocab_size
+    splade.mlm.resize_token_embeddings(vocab + 16, mean_resizing=False)
+    splade = SpladeEncoder(splade.mlm, splade.tokenizer, splade.settings)
+    special = splade.excluded_ids()
+    with torch.no_grad():
+        splade.mlm.get_output_embeddings().bias[special] = 0.0  # [CLS] fires with it (see above)
+    export_onnx(splade, tmp_path / "o")
+    session = ort.InferenceSession(str(tmp_path / "o" / ONNX_FILE), providers=["CPUExecutionProvider"])
+    assert session.get_outputs()[0].shape[1] == vocab
+    theirs = OnnxSpladeEncoder(tmp_path / "o").encode(QUERIES, "query")
+    assert theirs.shape == (len(QUERIES), vocab) and theirs.nnz > 0 and theirs[:, special].nnz == 0

@@ -213,3 +213,21 @@ def test_a_head_padded_past_its_tokenizer_pools_the_tokenizers_rows():
         want = reference(splade, batch["input_ids"], batch["attention_mask"])
     assert got.shape == (len(TEXTS), vocab)
     torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("frozen", ["weight", "rows"])
+def test_pooled_max_logits_has_gradients_when_only_one_input_needs_them(frozen):
+    """A frozen decoder (or frozen rows) still leaves the other input trainable: the sparse
+    backward must run whenever either needs a gradient."""
+    torch.manual_seed(0)
+    rows, weight = torch.randn(9, 4), torch.randn(6, 4)
+    trained = weight if frozen == "rows" else rows
+    trained.requires_grad_(True)
+    offsets = [0, 4, 9]
+    encoding.pooled_max_logits(rows, weight, offsets, chunk=3).sum().backward()
+    got = trained.grad.clone()
+    trained.grad = None
+    dense = rows @ weight.T  # (9, 6)
+    torch.stack([dense[:4].amax(0), dense[4:].amax(0)]).sum().backward()
+    assert got.abs().sum() > 0
+    torch.testing.assert_close(got, trained.grad)

@@ -154,6 +154,8 @@ def test_a_wordpiece_entry_text_never_reaches_is_bound_not_refused(tiny_bert):
     assert term.bound and not term.added and term.token_id == entry
     assert tiny_bert.mlm.get_input_embeddings().weight.shape[0] == rows
     assert _pieces(tiny_bert.tokenizer, "wait ... now")[1] == entry and entry in tiny_bert.domain_token_ids
+    # WordPiece marks a word's inside (##), so no other word shares the entry: nothing to warn of
+    assert report.shared == [] and report.warnings("terms.json") == []
 
 
 def test_tied_decoder_stays_tied_through_save_and_load(tmp_path, tiny_mlm):
@@ -356,3 +358,21 @@ def test_extend_vocab_warns_of_a_bound_entry_other_words_use_inside_them(tmp_pat
     assert main(["extend-vocab", "--base", str(base), "--terms", str(terms), "--out", str(tmp_path / "ext")]) == 0
     err = " ".join(capsys.readouterr().err.split())
     assert f"warning: {terms}: 'each' is bound to the existing entry 'each'" in err and "inside other words" in err
+
+
+def test_a_special_token_in_the_terms_is_no_domain_token_of_a_plain_base(tiny_bert):
+    # [SEP] fires in every text: as a domain id it would make every text "contain" the domain
+    from sparse_adapt.modeling.vocabulary import domain_token_ids
+
+    tok = tiny_bert.tokenizer
+    terms = {"jargon": ["[SEP]", "database", "Gatrocraptic"], "acronyms": ["[CLS]", "password"]}
+    got = domain_token_ids(tiny_bert, terms)
+    assert got == sorted(tok.convert_tokens_to_ids(["database", "password"])) and tok.unk_token_id not in got
+
+
+def test_an_uncased_tokenizer_keeps_terms_apart_that_only_casefolding_would_join(tiny_bert):
+    # BERT lowercases but keeps "ß": "großglockner" and "grossglockner" are two words to it
+    report = extend_vocabulary(tiny_bert, {"places": ["Großglockner", "grossglockner"]})
+    ids = [t.token_id for t in report.terms]
+    assert [t.normalized for t in report.terms] == ["großglockner", "grossglockner"] and len(set(ids)) == 2
+    assert tiny_bert.tokenizer("grossglockner großglockner", add_special_tokens=False)["input_ids"] == ids[::-1]
