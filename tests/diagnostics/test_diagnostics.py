@@ -433,6 +433,8 @@ def test_explain_query_that_activates_nothing(tiny_bert):
         tiny_bert.mlm.get_output_embeddings().bias.fill_(-100.0)
     e = explain_query(tiny_bert, "reset my password", DOCS, k=2)
     assert e.query.nonzero == 0 and any("activates no token" in w for w in e.warnings)
+    # already said why every document scores 0: no second warning about the documents shown
+    assert not any("documents shown score 0" in w for w in e.warnings)
     assert all(m.score == 0 and m.shared == [] for m in e.results)
 
 
@@ -1073,6 +1075,7 @@ def test_explain_of_hand_built_vectors_ranks_from_1_sums_every_shared_token_and_
     assert c.shared == [] and c.nonzero == 15
     top = sorted(c_vec, key=lambda t: -c_vec[t])[:10]
     assert [t.token_id for t in c.top_tokens] == top
+    assert [t.weight for t in c.top_tokens] == pytest.approx([c_vec[t] for t in top])  # each token's own weight
     assert [t.in_text for t in c.top_tokens] == [True] * 6 + [False] * 4
     assert (e.query.nonzero, e.query.max_weight, e.k) == (12, 2.0, 3)
     assert e.warnings == ["1 of the 3 documents shown score 0: they share no token with the query"]  # k = 3 docs: no --k note
@@ -1241,3 +1244,85 @@ def test_the_explain_view_elides_only_tokens_past_30_labels_only_new_tokens_feed
     lines = shown(31, "x" * 201)
     assert "… 1 more" in lines
     assert any("x" * 199 + "…" in line for line in lines) and not any("x" * 200 in line for line in lines)
+
+
+def test_a_probe_of_a_domain_term_is_not_asked_whether_it_meant_itself(extended):
+    """'did you mean' is for a near spelling (in any case), never for the domain term itself."""
+    r = diagnose_term(extended, "OAuth2", DOCS, terms=TERMS, sources=Sources("m"))
+    assert r.document.source == "probe" and not any("did you mean" in w for w in r.warnings)
+    assert not any(rec.action.startswith("check the spelling") for rec in r.recommendations)
+    near = {t.lower(): t for t in extended.settings.domain_terms}["oauth2"]
+    typo = diagnose_term(extended, "OAUTH3", DOCS, terms=TERMS)
+    assert f"did you mean '{near}'? It is a domain term of this model" in typo.warnings
+
+
+def test_in_text_ids_keep_every_text_past_a_batch_of_64(sparse):
+    from diagnostics.tokens import in_text_ids
+
+    words = ["valve", "pressure", "password", "budget", "water", "plants", "account"]
+    texts = [f"{words[i % 7]} {words[(i // 7) % 7]} {i}" for i in range(70)]
+    assert in_text_ids(sparse, texts, "query") == [in_text_ids(sparse, [t], "query")[0] for t in texts]
+
+
+def test_a_document_using_the_term_inside_and_past_the_window_is_not_said_to_use_it_only_past_it(sparse):
+    sparse.settings.doc_max_length = 16
+    both = Document("B1", "Gatrocraptic costs. " + "settings " * 40 + "and Gatrocraptic again.")
+    r = diagnose_term(sparse, "Gatrocraptic", [both], terms=TERMS)
+    assert r.document.docs_containing == ["B1"] and r.document.docs_beyond_window == []
+    assert not any("document window" in w for w in r.warnings)
+    assert next(c for c in r.checks if c.name == "in_documents").actual == "1 of 1"
+
+
+def test_feedback_leaves_a_passing_query_expansion_check_passing():
+    from diagnostics.sections.expansion import ExpandingQuery, FeedbackExpansion, QueryExpansion
+
+    hit = [ExpandingQuery("q1", "valve sizes", 0.7)]
+    qe = QueryExpansion(queries=3, without_term=2, expanding=hit, with_term=1, with_term_active=1,
+                        feedback=FeedbackExpansion(1, 0.5, 32, hit))
+    check = _graded(3.0, 1, qe=qe)["query_expansion"]
+    assert (check.status, check.actual) == ("pass", "1 of 2 queries (1 with feedback)")
+
+
+def test_explain_of_chosen_documents_says_nothing_of_k(sparse):
+    e = explain_query(sparse, "reset password", DOCS, k=len(DOCS) + 5, doc_ids=["d4"])
+    assert [m.doc_id for m in e.results] == ["d4"] and e.k == 1
+    assert not any("--k" in w for w in e.warnings)  # k is not used when documents are chosen
+
+
+def test_a_suggested_path_is_relative_only_when_shorter_and_at_most_one_level_up(tmp_path, monkeypatch):
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    s = Sources("m")
+    assert s.path(str(deep / "docs.jsonl"), "") == "docs.jsonl"
+    assert s.path(str(tmp_path / "a" / "docs.jsonl"), "") == "../docs.jsonl"
+    assert s.path(str(tmp_path / "docs.jsonl"), "") == str(tmp_path / "docs.jsonl")  # not "../../docs.jsonl"
+    assert s.path(None, "DOCS.jsonl") == "DOCS.jsonl"
+
+
+def test_a_domain_token_at_exactly_80_percent_of_the_terms_weight_is_a_rival(extended, monkeypatch):
+    from diagnostics.term import rival_warnings
+
+    tid, api, oauth = extended.tokenizer.convert_tokens_to_ids(["gatrocraptic", "api", "oauth2"])
+    monkeypatch.setattr(extended, "encode", _encode_as({"Gatrocraptic": {tid: 2.5, api: 2.0, oauth: 1.9}},
+                                                       extended.vocab_size))
+    [line] = rival_warnings(extended, "Gatrocraptic", tid)  # oauth2 at 76% is no rival
+    assert line.startswith("the query 'Gatrocraptic' activates the domain token 'api' at 80% of its own weight")
+
+
+def test_a_piece_repeated_in_the_term_is_analysed_once(sparse):
+    r = diagnose_term(sparse, "bye bye", DOCS)
+    assert r.vocabulary.pieces == ["bye", "bye"] and [t.token for t in r.targets] == ["bye"]
+    assert [c.name for c in r.checks].count("nonzero_weight") == 1
+
+
+def test_the_rival_warnings_name_the_three_strongest_rivals(sparse, monkeypatch):
+    from diagnostics.term import rival_warnings
+
+    names = ["Gatrocraptic", "Quovane", "Zorblatt", "Krellamine", "Vexorin"]
+    extend_vocabulary(sparse, {"jargon": names})
+    ids = sparse.tokenizer.convert_tokens_to_ids([n.lower() for n in names])
+    vector = {ids[0]: 2.5, ids[1]: 2.1, ids[2]: 2.4, ids[3]: 2.2, ids[4]: 2.3}  # four rivals above 80%
+    monkeypatch.setattr(sparse, "encode", _encode_as({"Gatrocraptic": vector}, sparse.vocab_size))
+    lines = rival_warnings(sparse, "Gatrocraptic", ids[0])
+    assert [line.split("'")[3] for line in lines] == ["zorblatt", "vexorin", "krellamine"]

@@ -355,6 +355,28 @@ def test_correct_retrieval_fails_when_relevant_documents_score_zero():
     assert got["correct_retrieval"].actual == "q11: d21 (missing: d22)"
 
 
+def test_a_split_terms_semantic_query_naming_it_is_not_graded_for_expansion():
+    data = _data({"domain-semantic": ["q11"]}, {"q11": {"d21": 2}}, [("q11", "Gatrocraptic spending tools")])
+    term = _term(single_token=False, pieces=["ga", "##tro"], occurrence_logits=[], logit_verdict=None, weight=None,
+                 rank=None, expanding={}, with_term=0, with_term_active=0)
+    got = {c.id: c for c in criteria(term, data, {"q11": ["d21"]})}
+    assert (got["query_expansion"].status, got["query_expansion"].actual) == (NA, "no domain-semantic query")
+
+
+def test_correct_retrieval_fails_when_one_of_the_semantic_queries_misses():
+    data = _data({"domain-semantic": ["q11", "q12"]}, {"q11": {"d21": 2}, "q12": {"d22": 2}},
+                 [("q11", "tools for monitoring corporate expenses"), ("q12", "where spending is tracked")])
+    got = {c.id: c for c in criteria(_term(), data, {"q11": ["d21"], "q12": ["d6", "d22"]})}
+    assert got["correct_retrieval"].status == FAIL
+    assert got["correct_retrieval"].actual == "q11: d21; q12: d6 (not relevant: d6)"
+
+
+def test_semantic_queries_without_a_relevant_document_leave_retrieval_ungraded():
+    data = _data({"domain-semantic": ["q11"]}, {"q11": {"d6": 0}}, [("q11", "tools for monitoring corporate expenses")])
+    got = {c.id: c for c in criteria(_term(), data, {"q11": ["d6"]})}["correct_retrieval"]
+    assert (got.status, got.actual, got.expected) == (NA, "no judged semantic query", "relevant documents first")
+
+
 def test_derive_groups_by_term_mention():
     queries = [Query("a", "Gatrocraptic analysis"), Query("b", "reset my password"), Query("c", "the api docs")]
     groups = derive_groups(queries, [Query("h", "gatrocraptic review")], {"x": ["Gatrocraptic", "API"]})
