@@ -34,6 +34,12 @@ def test_kd_ignores_padded_candidates_and_rejects_shape_mismatch():
         KDLoss()(torch.zeros(1, 3), torch.zeros(1, 2))
 
 
+def test_kd_with_every_candidate_padded_is_0_not_nan():
+    # a batch whose lists are all padding has no pair: 0, as the ranking loss gives
+    loss = KDLoss()(torch.tensor([[1.0, 100.0]]), torch.tensor([[3.0, 0.0]]), torch.zeros(1, 2, dtype=torch.bool))
+    assert loss.item() == 0.0
+
+
 def test_ranking_targets_teachers_top_document_with_temperature():
     student = torch.tensor([[2.0, 4.0, 0.0]])
     teacher = torch.tensor([[1.0, 9.0, -8.0]])  # top = index 1
@@ -57,6 +63,16 @@ def test_ranking_leaves_out_a_query_without_candidates_and_is_0_without_any():
     none.backward()  # a graph to backpropagate through, with nothing in it
     assert none.item() == 0.0 and torch.equal(student.grad, torch.zeros(2, 3))
     assert RankingLoss(1.0)(torch.zeros(0, 3), torch.zeros(0, 3)).item() == 0.0
+
+
+def test_ranking_takes_the_first_of_tied_teacher_tops_and_is_0_on_empty_lists():
+    student = torch.tensor([[1.0, 3.0, 0.0]])
+    teacher = torch.tensor([[5.0, 5.0, 1.0]])  # candidates 0 and 1 tie at the top: target 0
+    z = [1.0, 3.0, 0.0]
+    expected = -(z[0] - math.log(sum(math.exp(v) for v in z)))
+    assert RankingLoss(1.0)(student, teacher).item() == pytest.approx(expected, rel=1e-6)
+    # queries without a candidate slot at all (N = 0) and no mask: nothing to rank
+    assert RankingLoss(1.0)(torch.zeros(2, 0), torch.zeros(2, 0)).item() == 0.0
 
 
 def test_flops_is_product_of_means_and_ignores_domain_ids():
@@ -100,6 +116,25 @@ def test_contrastive_pairs_positives_against_non_positive_teacher_scores():
     assert ContrastiveLoss(m)(torch.tensor([[0.0, 9.0]]), all_pos).item() == 0.0
 
 
+def test_contrastive_leaves_out_a_query_without_a_positive_negative_pair():
+    student = torch.tensor([[6.0, 3.0], [0.0, 9.0]])
+    teacher = torch.tensor([[10.0, -8.0], [1.0, 2.0]])  # query 1: positives only, no pair
+    # query 0 alone: 5 - (6 - 3) = 2; averaging query 1 in as 0 would give 1
+    assert ContrastiveLoss(5.0)(student, teacher).item() == pytest.approx(2.0)
+
+
+def test_margin_and_tau_min_of_0_are_accepted_and_negative_ones_refused():
+    # 0 is a valid config value for both (distill.margin, distill.tau_min)
+    student, teacher = torch.tensor([[1.0, 3.0]]), torch.tensor([[1.0, -1.0]])
+    assert ContrastiveLoss(0.0)(student, teacher).item() == pytest.approx(2.0)  # only the misordered pair: 0 - (1 - 3)
+    weights, ids = torch.tensor([[0.0, 0.5]]), torch.tensor([[1, 0]])
+    assert DomainHingeLoss(0.0)(weights, ids, [1]).item() == 0.0
+    with pytest.raises(ValueError, match="margin"):
+        ContrastiveLoss(-1.0)
+    with pytest.raises(ValueError, match="tau_min"):
+        DomainHingeLoss(-1.0)
+
+
 def test_query_expansion_is_negative_log_sigmoid_over_targets():
     w = torch.tensor([[0.0, 1.0, 2.0], [0.0, 0.0, 5.0]])
     targets = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]])  # columns = domain ids [0, 1, 2]
@@ -109,6 +144,18 @@ def test_query_expansion_is_negative_log_sigmoid_over_targets():
     # two queries with targets: the mean of their per-query means, not the sum
     both = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
     assert QueryExpansionLoss()(w, both, [0, 1, 2]).item() == pytest.approx(((neg_log_sigmoid(0.0) + neg_log_sigmoid(2.0)) / 2 + neg_log_sigmoid(5.0)) / 2)
+
+
+def test_domain_losses_follow_the_order_of_domain_ids_not_sorted_ids():
+    # D comes in term order (e.g. base tokens ``ssl``, ``api``), so it is not sorted: column j
+    # of presence and targets is domain_ids[j]
+    weights = torch.tensor([[0.0, 0.0, 0.0, 0.5, 0.0], [0.0, 0.0, 0.0, 2.5, 1.0]])
+    input_ids = torch.tensor([[1, 3, 0], [3, 4, 2]])
+    hinge = DomainHingeLoss(2.0)
+    assert hinge(weights, input_ids, [4, 3]).item() == pytest.approx(hinge(weights, input_ids, [3, 4]).item())
+    w = torch.tensor([[0.0, 1.0, 2.0]])
+    # targets column 0 is token 2, column 1 is token 0
+    assert QueryExpansionLoss()(w, torch.tensor([[1.0, 0.0]]), [2, 0]).item() == pytest.approx(neg_log_sigmoid(2.0))
 
 
 def test_sparsity_ramp_is_quadratic_then_flat():
@@ -272,6 +319,22 @@ def test_query_expansion_targets_a_token_once_however_many_positives_hold_it():
     assert out["qexp"].item() == pytest.approx((neg_log_sigmoid(1.0) + neg_log_sigmoid(0.0)) / 2)  # counting d1's token 2 twice: / 3
 
 
+def test_query_expansion_targets_only_candidates_the_teacher_scores_above_0():
+    # V = 3, D = {2}; the only candidate holds token 2. Teacher 0 is a negative (as in the
+    # contrastive term), so the token is no target; at 0.5 it is one, at weight 0: log 2.
+    kw = dict(query_weights=torch.zeros(1, 3), query_input_ids=torch.tensor([[1, 1]]), doc_weights=torch.zeros(1, 3),
+              doc_input_ids=torch.tensor([[2, 1]]), doc_index=torch.tensor([[0]]),
+              mask=torch.ones(1, 1, dtype=torch.bool), domain_ids=[2], step=1)
+    assert DistillationLoss()(**kw, teacher=torch.tensor([[0.0]]))["qexp"].item() == 0.0
+    assert DistillationLoss()(**kw, teacher=torch.tensor([[0.5]]))["qexp"].item() == pytest.approx(math.log(2))
+
+
+def test_distillation_refuses_a_negative_weight():
+    with pytest.raises(ValueError, match="loss weight ctr must be >= 0"):
+        DistillationLoss(ctr=-1.0)
+    DistillationLoss(ctr=0.0)  # 0 switches a term off
+
+
 def test_mlm_loss_on_the_target_positions_equals_the_models_own_loss(tiny_mlm):
     """``mlm_loss`` projects only the masked positions onto the vocabulary; the value and the
     gradient must be those of Hugging Face's full forward with ``labels`` in every family."""
@@ -297,3 +360,17 @@ def test_mlm_loss_on_the_target_positions_equals_the_models_own_loss(tiny_mlm):
             assert a is None and b is None or (a if b is None else b).abs().max() == 0
         else:
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_mlm_loss_of_a_registered_family_skips_the_full_vocabulary_forward(tiny_mlm, monkeypatch):
+    # The point of the head registry: (L, V) logits of every position cost ~7x the targets'.
+    from sparse_adapt.losses.mlm import mlm_loss
+
+    def full_forward(*args, **kwargs):
+        raise AssertionError("projected every position onto the vocabulary")
+
+    batch = tiny_mlm.tokenize(["the Zorblatt metric tracks spending"], "document")
+    labels = torch.full_like(batch["input_ids"], -100)
+    labels[:, 1:3] = batch["input_ids"][:, 1:3]
+    monkeypatch.setattr(tiny_mlm.mlm, "forward", full_forward)
+    assert mlm_loss(tiny_mlm.mlm, batch["input_ids"], batch["attention_mask"], labels).item() > 0

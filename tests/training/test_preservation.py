@@ -87,6 +87,16 @@ def test_score_form_is_mse_over_candidates_of_selected_queries():
     assert padded.item() == pytest.approx(4.0)
 
 
+def test_score_form_is_0_when_no_candidate_pair_is_selected():
+    # no general query, or a general query whose candidates are all padding: 0, not NaN
+    student, ref = torch.tensor([[3.0, 1.0]]), torch.tensor([[1.0, 1.0]])
+    for general, mask in ((False, [[True, True]]), (True, [[False, False]])):
+        loss = PreservationLoss("scores")(
+            student=student, ref_scores=ref, general_queries=torch.tensor([general]), mask=torch.tensor(mask),
+        )
+        assert loss.item() == 0.0
+
+
 def test_unknown_form_is_refused_in_the_loss_and_in_the_config():
     with pytest.raises(ValueError, match="unknown preservation form"):
         PreservationLoss("logits")
@@ -138,6 +148,20 @@ def test_score_form_in_distillation_compares_each_candidate_with_its_own_referen
     )
     # student: q0 . doc1 = 1, q0 . doc0 = 0; reference: 3 . 1 = 3 and 3 . 9 = 27
     assert out["pres"].item() == pytest.approx(((1 - 3) ** 2 + (0 - 27) ** 2) / 2)
+
+
+def test_all_texts_form_in_distillation_frees_the_given_ids_of_a_domain_text():
+    # V = 4, D = {3}: the query names token 3 (a domain text) and fired piece 1, which the
+    # reference did not; the document is general and matches its reference
+    fn = DistillationLoss(pres=1.0, pres_form="all-texts")
+    kw = dict(
+        query_weights=torch.tensor([[0.0, 5.0, 0.0, 0.0]]), query_input_ids=torch.tensor([[3, 1]]),
+        doc_weights=torch.zeros(1, 4), doc_input_ids=torch.tensor([[1, 2]]), doc_index=torch.tensor([[0]]),
+        teacher=torch.tensor([[1.0]]), mask=torch.ones(1, 1, dtype=torch.bool), domain_ids=[3], step=1,
+        ref_query_weights=torch.zeros(1, 3), ref_doc_weights=torch.zeros(1, 3),
+    )
+    assert fn(**kw)["pres"].item() == pytest.approx(25 / 2)  # piece 1 held: (5 - 0)^2 over 2 texts
+    assert fn(**kw, free_ids=[1])["pres"].item() == 0.0
 
 
 def _distance_from_reference(model_dir, reference_dir, texts) -> float:
