@@ -59,7 +59,7 @@ RARE_JARGON_ZIPF = 3.0
 MIN_JARGON_LENGTH = 4
 DEFAULT_TOP = 20
 DEFAULT_MIN_COUNT = 2
-# How many words below the cut the commands name ("the next: ..."); each is checked findable.
+# How many words below the cut the commands name ("the next: ...").
 NEXT_SHOWN = 5
 # Capitals alone make an acronym of a word this short; from this length on, one that general
 # English uses (Zipf >= RARE_JARGON_ZIPF) is that word in capitals.
@@ -213,27 +213,28 @@ def mine_with_rest(
     documents: Sequence[Document], tokenizer, top: int = DEFAULT_TOP, min_count: int = DEFAULT_MIN_COUNT,
     hooks: Hooks = SILENT, lang: str = "en",
 ) -> tuple[list[Candidate], list[Candidate]]:
-    """``(the top best candidates, every candidate)``, both best first: what the cut kept, and
-    what a user should see fell below it."""
+    """``(the top best candidates, every candidate a higher top would keep)``, both best first:
+    what the cut kept, and what a user should see fell below it."""
     if top < 1:
         raise MiningError(f"--top must be >= 1 (got {top})")
     scored = score_candidates(documents, tokenizer, min_count, hooks, lang)
-    kept, unfound, shown, unfound_below = [], [], [], []
-    for c in scored:  # best first, until the cut and the words named below it are full: the rest is not worth a search
-        if len(kept) < top:
-            (kept if _findable(c, documents) else unfound).append(c)
-        elif len(shown) < NEXT_SHOWN:  # so "the next" never names a word --top N would leave out
-            (shown if _findable(c, documents) else unfound_below).append(c)
-        else:
-            break
+    # Every candidate is checked, below the cut too: the commands name the next ones and say
+    # how high a --top keeps them all. Cheap: the search stops at a word's first document
+    # (172 candidates of 4,320 documents: 0.27 s, against 0.74 s to score them).
+    findable, unfound = [], []
+    for c in scored:
+        if _findable(c, documents):
+            findable.append(c)
+        elif len(findable) < top:  # it would have taken a place in the cut: say why it did not
+            unfound.append(c)
+    kept = findable[:top]
     if unfound:
         hooks.message(f"left out {counted(len(unfound), 'mined word')} the later steps cannot find as a whole word "
                       f"(next to a joiner or inside unspaced script): {', '.join(c.term for c in unfound[:5])}")
         if not kept:
             raise MiningError(f"no candidate term of the corpus can be found as a whole word (e.g. "
                               f"{unfound[0].term!r}); write a terms file (--terms)")
-    left_out = {id(c) for c in unfound + unfound_below}
-    return kept, [c for c in scored if id(c) not in left_out]
+    return kept, findable
 
 
 def _findable(candidate: Candidate, documents: Sequence[Document]) -> bool:

@@ -257,6 +257,20 @@ def test_the_words_named_below_the_cut_are_ones_a_higher_top_would_keep(tokenize
     assert [c.term for c in mine_terms(docs, tokenizer, top=2)] == ["Zentrofax", "Velkorin"]
 
 
+def test_every_word_below_the_cut_is_one_a_higher_top_keeps(tokenizer):
+    """"--top N keeps them all" counted words far below the cut that were never checked: with
+    "--quuxify" eighth, --top 8 kept seven."""
+    from sparse_adapt.corpus.mining import mine_with_rest
+
+    coined = ["Brellix", "Corvantium", "Dystrelle", "Felmarion", "Gorvantex", "Hexalorin"]
+    docs = [Document(f"z{i}", f"The Zentrofax pump {i} hums.") for i in range(4)]
+    docs += [Document(f"c{i}", f"{' '.join(coined)} fit bay {i}.") for i in range(3)]
+    docs += [Document(f"q{i}", f"Start it with --quuxify on line {i}.") for i in range(2)]
+    kept, rest = mine_with_rest(docs, tokenizer, top=1)
+    assert "quuxify" not in [c.term for c in rest] and len(rest) == 7
+    assert [c.term for c in mine_terms(docs, tokenizer, top=len(rest))] == [c.term for c in rest]
+
+
 def test_a_code_is_not_dropped_for_the_frequency_of_its_parts(tokenizer):
     """wordfreq reads "IL-6" as "il" + "6" and scores it 4.3, "common English": the cytokine
     named in every document was no candidate, not even below the cut."""
@@ -453,3 +467,44 @@ def test_the_known_words_note_names_eight_and_says_there_are_more():
     note = known_words_note([Candidate(t, "jargon", 5.0, {}, 2, 2, 2.5, ["p"]) for t in terms], "terms.json")
     assert note.startswith("9 mined terms are words")
     assert "fining (Zipf 2.50), ...;" in note and "sulphite" not in note
+
+
+def test_a_measure_is_read_in_the_corpus_s_language(tokenizer):
+    # "heures" is common French (Zipf 5.4) but rare English (1.9): in a French corpus "24-heures"
+    # is a duration, no code; read as English it would be mined.
+    docs = [Document(f"f{i}", f"Le joint Zorblax du banc {i} tient 24-heures sous pression.") for i in range(3)]
+    assert [c.term for c in mine_terms(docs, tokenizer, lang="fr")] == ["Zorblax"]
+
+
+def test_a_bare_number_is_no_term(tokenizer):
+    # a serial number fragments and wordfreq never saw it, but a word without letters is no term
+    docs = [Document(f"s{i}", f"The Zorblax unit with serial 48213977 passed test {i}.") for i in range(3)]
+    assert [c.term for c in score_candidates(docs, tokenizer)] == ["Zorblax"]
+
+
+def test_equal_candidates_rank_alphabetically_whatever_their_case(tokenizer):
+    # arbolex and Zendrix: 3 documents, Zipf 0, 3 pieces each: one score; "Z" sorts before "a" by code point
+    docs = [Document(f"t{i}", f"The Zendrix pump and the arbolex seal, bay {i}.") for i in range(3)]
+    ranked = score_candidates(docs, tokenizer)
+    assert [c.term for c in ranked] == ["arbolex", "Zendrix"] and ranked[0].score == ranked[1].score
+
+
+def test_the_boilerplate_message_names_the_first_five_words_alphabetically(tokenizer):
+    from sparse_adapt.progress import Hooks
+
+    said: list[str] = []
+    names = ["Zorblax", "Yeldrim", "Xantrovel", "Quendrix", "Morvitase", "Brakkenstol"]
+    line = " ".join(names)
+    docs = [Document(f"b{i}", f"{line} and the quillon seal {i}." if i < 2 else f"{line} line {i}.")
+            for i in range(5)]
+    assert [c.term for c in mine_terms(docs, tokenizer, hooks=Hooks(message=said.append))] == ["quillon"]
+    (line,) = [m for m in said if "more than 80% of the documents" in m]
+    assert "left out 6 words" in line and "Brakkenstol, Morvitase, Quendrix, Xantrovel, Yeldrim;" in line
+
+
+def test_the_known_words_note_names_exactly_eight_without_an_ellipsis():
+    from sparse_adapt.corpus.mining import Candidate, known_words_note
+
+    terms = ["ferment", "caustic", "tannin", "mordant", "lees", "must", "racking", "fining"]
+    note = known_words_note([Candidate(t, "jargon", 5.0, {}, 2, 2, 2.5, ["p"]) for t in terms], "terms.json")
+    assert note.startswith("8 mined terms are words") and "fining (Zipf 2.50); remove" in note
