@@ -188,3 +188,33 @@ def test_feedback_from_an_index_of_another_vocabulary_is_one_error(tmp_path):
     with pytest.raises(LuceneError, match="the stored term 'zz' is not in the query model's vocabulary"):
         retriever.feedback_queries(["q"], Feedback())
 
+
+def test_a_search_deeper_than_the_index_asks_lucene_for_its_documents_alone(tmp_path):
+    # Lucene takes a Java int: -k 2147483647 (+ 1 for the tie check) overflowed it
+    retriever = _retriever(tmp_path, docs=dict.fromkeys(["d1", "d2"]))
+    asked = []
+    retriever.searcher.batch_search = lambda texts, ids, k, threads: asked.append(k) or {}
+    assert retriever.search_batch(["q"], 2147483647) == [[]] and asked == [3]
+
+
+def test_feedback_from_an_index_without_stored_vectors_is_refused(tmp_path):
+    from sparse_adapt.retrieval.feedback import Feedback
+    from sparse_adapt.retrieval.searcher import require_stored_vectors
+
+    meta = IndexMeta(scale=100, model="m", documents=1, seconds=0.0, vectors=False)
+    with pytest.raises(LuceneError, match="built without --store-vectors"):
+        _retriever(tmp_path, meta).feedback_queries(["q"], Feedback())
+    require_stored_vectors(tmp_path, IndexMeta(scale=100, model="m", documents=1, seconds=0.0, vectors=True))
+
+
+def test_model_warning_compares_an_onnx_exports_recorded_hashes(tmp_path):
+    meta = IndexMeta(scale=100, model="exported-model", documents=1, seconds=0.0, model_sha256="a" * 64,
+                     weights_sha256="b" * 64)
+
+    def onnx(model_sha256: str):
+        return SimpleNamespace(meta=SimpleNamespace(model_sha256=model_sha256, weights_sha256="b" * 64))
+
+    assert _retriever(tmp_path, meta, splade=onnx("a" * 64)).model_warning("other-name") is None  # same hash, any name
+    warning = _retriever(tmp_path, meta, splade=onnx("c" * 64)).model_warning("exported-model")
+    assert warning.startswith(f"{tmp_path} was built from a different model than 'exported-model'")
+    assert "aaaaaaaaaaaa vs cccccccccccc" in warning
