@@ -400,3 +400,21 @@ def test_a_config_value_of_the_wrong_kind_is_named_as_such(section, message):
     with pytest.raises(ConfigError) as e:
         config_from_dict(section, "cfg.json")
     assert f"cfg.json: {message}" in str(e.value)
+
+
+def test_finite_weights_that_overflow_a_single_vocabulary_column_are_refused(tiny_bert):
+    """One token's logit overflowing is enough: the saved model would score that token inf."""
+    from sparse_adapt.training.loop import require_finite
+
+    mlm = tiny_bert.mlm
+    decoder = mlm.get_output_embeddings()
+    with torch.no_grad():  # id 20 is outside the probe's pieces, so its (tied) embedding is never read
+        decoder.weight[20] = 0.0
+        decoder.weight[20, 0] = 1e36  # the bias at float32's largest: a positive h[0] overflows it
+        decoder.bias[20] = torch.finfo(torch.float32).max
+    ids = torch.tensor([[*range(1, 9)]])
+    with torch.no_grad():
+        logits = mlm.eval()(input_ids=ids).logits
+    assert not torch.isfinite(logits).all() and torch.isfinite(logits[..., :20]).all()  # that column alone
+    with pytest.raises(NonFiniteError, match="warmup: the model's outputs are not finite"):
+        require_finite(mlm, "warmup")

@@ -844,3 +844,77 @@ def test_each_epoch_s_mean_loss_is_over_that_epoch_s_steps_alone():
     cfg = LoopConfig("t", epochs=2, batch_size=1, lr=1.0, weight_decay=0.0, max_grad_norm=1e9)
     result = run_loop(model, lambda g: [[0], [1]], cfg, step, seed_everything(0), lambda r: None)
     assert result.epoch_means == [{"loss": 1.5}, {"loss": 3.5}] and result.steps == 4
+
+
+def test_fixed_size_batches_hold_every_item_once_when_the_last_batch_is_short():
+    from sparse_adapt.training.loop import shuffled_batches
+
+    batches = shuffled_batches(5, 2)(torch.Generator().manual_seed(0))
+    assert [len(b) for b in batches] == [2, 2, 1] and sorted(sum(batches, [])) == list(range(5))
+
+
+def test_each_rank_past_zero_draws_a_stream_of_its_own():
+    # with three processes, ranks 1 and 2 must not mask alike either
+    from sparse_adapt.training.loop import seed_apart
+
+    def draws(rank):
+        g = torch.Generator().manual_seed(7)
+        seed_apart(g, rank)
+        return torch.rand(4, generator=g).tolist()
+
+    assert draws(1) != draws(2) and draws(1) == draws(1)
+
+
+def _constant_loop(cfg_kw, plan_lengths, losses=None, on_epoch_end=None, skip=()):
+    """run_loop on a 2-weight model whose batch i has loss ``losses[i]`` (gradient 0 unless none
+    given); returns the logged step records, the result and the console messages."""
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    model, logged, said = nn.Linear(2, 1), [], []
+    plans = iter(plan_lengths)
+
+    def step(indices, number):
+        if indices[0] in skip:
+            return None
+        out = model(torch.ones(1, 2)).sum()
+        return StepResult({"loss": out * 0 + losses[indices[0]] if losses else out ** 2}, 1)
+
+    cfg = LoopConfig("t", batch_size=1, weight_decay=0.0, max_grad_norm=1e9, **{"lr": 1.0, **cfg_kw})
+    result = run_loop(model, lambda g: [[i] for i in range(next(plans))], cfg, step, seed_everything(0),
+                      logged.append, Hooks(message=said.append), on_epoch_end=on_epoch_end)
+    return logged, result, said
+
+
+def test_an_accumulated_steps_logged_losses_are_the_mean_over_its_batches():
+    logged, result, _ = _constant_loop({"epochs": 1, "grad_accum": 2}, [3], losses=[1.0, 3.0, 8.0])
+    assert [r["loss"] for r in logged] == [2.0, 8.0] and result.last == {"loss": 8.0}
+    assert result.epoch_means == [{"loss": 5.0}]
+
+
+def test_a_later_epoch_as_long_as_the_first_still_moves_the_decay_back():
+    # epochs of 4, 8 then 4 steps: the third ends the decay at step 16, not at the 20 the
+    # second epoch planned (its last step runs at (16 - 15) / (16 - 1) of lr)
+    logged, _, _ = _constant_loop({"epochs": 3}, [4, 8, 4])
+    lrs = [r["lr"] for r in logged]
+    assert len(lrs) == 16 and lrs[-1] == pytest.approx(1 / 15)
+
+
+def test_a_batch_with_nothing_to_learn_from_takes_no_optimiser_step():
+    logged, result, _ = _constant_loop({"epochs": 1}, [3], losses=[1.0, 2.0, 3.0], skip={0})
+    assert result.steps == 2 and [r["loss"] for r in logged] == [2.0, 3.0]
+
+
+def test_an_epoch_callback_that_stops_the_stage_is_called_once():
+    calls = []
+    _, result, _ = _constant_loop({"epochs": 3}, [2, 2, 2], on_epoch_end=lambda e: calls.append(e) or True)
+    assert calls == [1] and result.steps == 2
+
+
+def test_a_step_cap_equal_to_the_epochs_steps_and_a_stage_of_exactly_long_stage_steps_say_nothing(monkeypatch):
+    monkeypatch.setattr(loop_mod, "LONG_STAGE", 4)
+    _, result, said = _constant_loop({"epochs": 2, "step_cap": 4}, [2, 2])
+    assert result.steps == 4 and not any("step_cap" in m for m in said)
+    _, result, said = _constant_loop({"epochs": 2}, [2, 2])
+    assert result.steps == 4 and not any("bounds them" in m for m in said)
+    _, _, said = _constant_loop({"epochs": 1}, [5])
+    assert any("bounds them" in m for m in said)

@@ -122,8 +122,15 @@ def test_every_stage_runs_and_saves_a_loadable_checkpoint(tiny_dir, inputs, tmp_
     assert len(distill) == 2 * 1  # 2 epochs x ceil(2 examples / batch 2)
     assert all(set(TERMS) | {"loss"} <= set(r) for r in distill)
     assert {r["stage"] for r in records if r.get("event") == "stage_end"} == {"extend", "warmup", "dictionary", "distill"}
+    for stage in ("warmup", "dictionary"):  # the loss of the last epoch (2), not the first
+        [end] = [r for r in records if r.get("event") == "stage_end" and r["stage"] == stage]
+        last = [r["loss"] for r in records if r.get("stage") == stage and r.get("epoch") == 2 and "step" in r]
+        assert end["final_epoch_loss"] == pytest.approx(sum(last) / len(last), rel=1e-6), stage
+    [end] = [r for r in records if r.get("event") == "stage_end" and r["stage"] == "distill"]
+    assert end["last"] == {"total": distill[-1]["loss"], **{k: distill[-1][k] for k in TERMS}}  # the card's names
     text = buf.text()
     assert "Step 1 | Loss" in text and "| QExp " in text
+    assert "windows of" not in text  # every document fits one window: no split is reported
 
 
 def test_interrupted_stage_resumes_and_matches_an_uninterrupted_run(tiny_dir, inputs, tmp_path, monkeypatch):
@@ -228,6 +235,11 @@ def test_terms_file_without_terms_fails(tiny_dir, inputs, tmp_path):
 def test_bad_stage_selections(value, message):
     with pytest.raises(ConfigError, match=message):
         parse_stages(value)
+
+
+def test_a_stage_selection_may_space_its_names_and_commas():
+    assert parse_stages(" extend , warmup,distill ") == ["extend", "warmup", "distill"]
+    assert parse_stages([" extend", "distill "]) == ["extend", "distill"]
 
 
 def test_experiments_are_stage_selections():
@@ -641,3 +653,13 @@ def test_a_distill_batch_encodes_each_candidate_once_and_masks_only_the_padding(
     assert got["mask"].tolist() == [[True, True, True], [True, True, False]]
     assert got["teacher"].tolist() == [[10.0, 8.0, -8.0], [10.0, -8.0, 0.0]]
     assert got["doc_weights"].shape[0] == 3 and got["query_weights"].shape[0] == 2
+
+
+def test_a_batch_where_no_position_is_picked_is_skipped_not_trained_on(tiny_dir, inputs, tmp_path):
+    # a rate of 0.001 picks nothing in most batches of these short texts: no NaN loss stops the run
+    config = {"warmup": {"epochs": 1, "batch_size": 1, "lr": 1e-3, "mask_rate": 0.001, "domain_focused": False}}
+    out = tmp_path / "run"
+    _run(tiny_dir, inputs, out, stages=("warmup",), config=config)
+    records = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    [end] = [r for r in records if r.get("event") == "stage_end" and r["stage"] == "warmup"]
+    assert end["steps"] < len(DOCS)

@@ -275,13 +275,15 @@ def test_a_validation_set_without_a_control_query_says_the_penalty_does_nothing(
                "doc_texts": ["Rain is expected tomorrow morning in the north.", DOCS[0]["text"]],
                "teacher_scores": [10.0, -8.0]}
     said = {}
-    for name, rows in (("domain-only", VALID), ("both", [*VALID, control])):
+    unpenalised = {**SMALL, "distill": {**SMALL["distill"], "control_penalty": 0.0}}  # nothing to lose: no warning
+    for name, rows, cfg in (("domain-only", VALID, SMALL), ("both", [*VALID, control], SMALL),
+                            ("no-penalty", VALID, unpenalised)):
         buf = Messages()
-        run_pipeline(base=str(tiny_dir), out=tmp_path / name, stages=("extend", "distill"), config=config_from_dict(SMALL),
+        run_pipeline(base=str(tiny_dir), out=tmp_path / name, stages=("extend", "distill"), config=config_from_dict(cfg),
                      seed=0, valid=_jsonl(tmp_path / f"{name}.jsonl", rows), hooks=buf.hooks(), **inputs)
         said[name] = [m for m in buf if "no validation query is a control" in m]
     assert len(said["domain-only"]) == 1 and "distill.control_penalty has no effect" in said["domain-only"][0]
-    assert said["both"] == []
+    assert said["both"] == [] and said["no-penalty"] == []
 
 
 def test_a_valid_file_holding_training_queries_is_refused(tiny_dir, inputs, tmp_path):
