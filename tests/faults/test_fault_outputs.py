@@ -751,9 +751,12 @@ def test_a_file_the_user_shares_with_the_group_alone_keeps_its_mode(tmp_path):
             (tmp / "group").chmod(0o640)
             (tmp / "owner").write_text("x")
             (tmp / "owner").chmod(0o600)
+            (tmp / "run.sh").write_text("#!/bin/sh\n")
+            (tmp / "run.sh").chmod(0o700)  # an owner-only program stays a program: 0755, not 0644
     finally:
         os.umask(old)
     assert stat_mode(tmp_path / "out" / "group") == 0o640 and stat_mode(tmp_path / "out" / "owner") == 0o644
+    assert stat_mode(tmp_path / "out" / "run.sh") == 0o755
 
 
 def test_a_file_written_again_takes_away_a_dead_writer_s_temporary_first(tmp_path):
@@ -779,20 +782,6 @@ def test_a_name_is_too_long_from_the_first_byte_its_temporary_would_not_fit(tmp_
     check_writable(tmp_path / ("y" * fits))
     with pytest.raises(OutputError, match=f"the name is too long \\({fits + 1} bytes"):
         check_writable(tmp_path / ("y" * (fits + 1)))
-
-
-def test_an_owner_only_program_keeps_its_execute_bits_when_shared(tmp_path):
-    # a 0700 script becomes 0755 like any program the user makes, not 0644
-    from sparse_adapt.atomic import atomic_directory
-
-    old = os.umask(0o022)
-    try:
-        with atomic_directory(tmp_path / "out") as tmp:
-            (tmp / "run.sh").write_text("#!/bin/sh\n")
-            (tmp / "run.sh").chmod(0o700)
-    finally:
-        os.umask(old)
-    assert stat_mode(tmp_path / "out" / "run.sh") == 0o755
 
 
 def test_a_write_error_naming_its_own_file_keeps_that_name(tmp_path):
