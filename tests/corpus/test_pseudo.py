@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
+
 from sparse_adapt.corpus.pseudo import (
     MAX_WORDS, SIBLING_FLOOR, PseudoQuery, generate_queries, hard_negatives, label, term_consistent,
 )
@@ -224,15 +226,19 @@ def test_a_document_naming_a_term_only_in_a_compound_or_plural_gives_no_control_
     assert ("d5", "control") in {(q.doc_id, q.kind) for q in generate_queries(docs, groups, seed=0)}
 
 
-def test_a_semantic_query_drops_the_article_before_the_term_inside_the_crop():
+@pytest.mark.parametrize("text, semantic", [
+    ("Night technicians calibrate the Zentrofax valves weekly.", "Night technicians calibrate valves weekly"),
+    ("Engineers still consult The Zentrofax Manual daily.", "Engineers still consult Manual daily"),  # capitalised
+])
+def test_a_semantic_query_drops_the_article_before_the_term_inside_the_crop(text, semantic):
     # 7 words; without "Zentrofax" and its "the", 5 are left: MIN_WORDS, so every crop of 5-9
     # words takes them all and the query is known whatever the seed. A kept "the" ("calibrate
     # the valves") is the grammar of a removed word, not the text's. The explicit-vs-semantic
     # test above sees the article only when it ends the crop.
-    docs = [Document("v", "Night technicians calibrate the Zentrofax valves weekly.")]
+    docs = [Document("v", text)]
     for seed in range(3):
         queries = generate_queries(docs, locate_terms(docs, TERMS), seed=seed)
-        assert [q.text for q in queries if q.kind == "semantic"] == ["Night technicians calibrate valves weekly"]
+        assert [q.text for q in queries if q.kind == "semantic"] == [semantic]
 
 
 def test_a_semantic_query_drops_the_terms_plurals_and_compounds_too():
@@ -360,14 +366,6 @@ def test_a_semantic_crop_is_taken_where_the_term_was():
         assert "gaskets" in semantic.split(), semantic
 
 
-def test_a_capitalised_article_before_the_term_goes_with_it():
-    # As the lower-case test above: 5 words are left, so the query is known whatever the seed.
-    docs = [Document("v", "Engineers still consult The Zentrofax Manual daily.")]
-    for seed in range(3):
-        queries = generate_queries(docs, locate_terms(docs, TERMS), seed=seed)
-        assert [q.text for q in queries if q.kind == "semantic"] == ["Engineers still consult Manual daily"]
-
-
 def test_a_four_word_sentence_is_long_enough_to_be_drawn():
     # MIN_QUERY_WORDS is 4: such a sentence is a query like any longer one, drawn about half the time.
     docs = [Document("t", "Mint tea calms nerves. Hot water steeps the dried leaves for five long minutes.")]
@@ -383,8 +381,6 @@ def test_label_keeps_tied_candidates_in_list_order_source_first():
 
 
 def test_make_train_refuses_when_the_teacher_separates_only_one_list(tiny_bert):
-    import pytest
-
     from sparse_adapt.corpus.pseudo import make_train
     from sparse_adapt.errors import SparseAdaptError
 
