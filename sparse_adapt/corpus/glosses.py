@@ -176,6 +176,7 @@ def select_glosses(
         for _, gloss in sorted(scored, key=lambda sg: -sg[0]):
             if gloss.text not in best_doc:
                 corpus_scores = teacher.score(gloss.text, texts)
+                # ties: the first in corpus order, as the hard negatives break theirs
                 best_doc[gloss.text] = pool[max(range(len(texts)), key=lambda i: (corpus_scores[i], -i))].doc_id
             if terms_of.get(best_doc[gloss.text], set()) & terms_of[d.doc_id]:
                 kept.append(gloss)

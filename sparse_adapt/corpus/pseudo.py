@@ -280,6 +280,7 @@ def label(
             adjusted = term_consistent(scores, doc_ids, terms_of)
             stats.term_adjusted += sum(a != b for a, b in zip(adjusted, scores))
             scores = adjusted
+        # ties keep list order (the source document, then the base's ranking), so a seed gives one file
         order = sorted(range(len(doc_ids)), key=lambda i: (-scores[i], i))
         records.append({
             "qid": q.qid, "query": q.text,
