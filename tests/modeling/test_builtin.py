@@ -91,3 +91,21 @@ def test_a_name_near_a_builtin_is_hinted_and_the_builtin_itself_is_not():
     for typed in ("offline-splade-tin", "ofline-splade-tny"):  # one slip, and two
         assert builtin_hint(typed) == " (did you mean the built-in base 'offline-splade-tiny'?)"
     assert builtin_hint(OFFLINE_SPLADE_TINY) == "" and builtin_hint("my-own-model") == ""
+
+
+def test_a_name_sharing_only_a_word_with_a_builtin_gets_no_hint():
+    # someone's own model ("offline-splade-base", a missing folder or a Hub id) is no slip of the built-in's name
+    from sparse_adapt.modeling.builtin import builtin_hint
+
+    for own in ("offline-splade-base", "offline-bert-tiny", "offline-model", "splade-tiny"):
+        assert builtin_hint(own) == "", own
+
+
+def test_the_tokenizer_of_a_builtin_base_comes_from_its_installed_folder(monkeypatch):
+    import huggingface_hub
+
+    from sparse_adapt.modeling.builtin import load_tokenizer
+
+    monkeypatch.setattr(huggingface_hub, "get_session", lambda: pytest.fail("asked the Hub"))
+    tokenizer = load_tokenizer(OFFLINE_SPLADE_TINY)
+    assert len(tokenizer) == 30522 and tokenizer.tokenize("database connection") == ["database", "connection"]

@@ -157,3 +157,27 @@ def test_a_training_run_named_training_keeps_its_name(tiny_bert, tmp_path):
     # only adapt's DIR/training/final (beside DIR/adapt.json) is named after DIR
     card = write_model_card(tmp_path / "h4" / "training" / "final", tiny_bert).read_text(encoding="utf-8")
     assert "# training: domain-adapted with sparse-adapt" in card
+
+
+def test_a_card_without_a_run_has_no_training_section_and_says_its_stages_are_unknown(tiny_bert):
+    # a model saved outside a run (no run.json): no "seed None, base `None`" section
+    card = model_card(tiny_bert)
+    assert "## Training" not in card and "seed None" not in card
+    assert "- Stages: not recorded" in card
+    # a manifest without stages says so too, not an empty list
+    assert "- Stages: not recorded" in model_card(tiny_bert, {"seed": 3})
+
+
+def test_a_card_written_into_a_folder_not_named_final_is_named_after_that_folder(tiny_bert, tmp_path):
+    card = write_model_card(tmp_path / "runs" / "mymodel", tiny_bert).read_text(encoding="utf-8")
+    assert "# mymodel: domain-adapted with sparse-adapt" in card
+
+
+def test_query_sets_measured_with_other_metrics_leave_a_blank_cell(tiny_bert):
+    card = model_card(tiny_bert, evaluation={"dev": {"ndcg@10": 0.5, "mrr@10": 0.25}, "test": {"ndcg@10": 0.75}})
+    assert "| dev | 0.2500 | 0.5000 |\n| test |  | 0.7500 |" in card
+
+
+def test_an_extend_stage_that_added_nothing_says_so(tiny_bert):
+    extend = {**RECORDS[0], "added": []}
+    assert "| extend | 0.1 | added no tokens; vocabulary 30523 |" in model_card(tiny_bert, MANIFEST, [extend])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -357,3 +358,40 @@ def test_a_silent_hub_fetches_from_the_cache_alone_and_the_retry_log_level_is_pu
         assert asked == [True] and retries.level == logging.INFO
     finally:
         retries.setLevel(level)
+
+
+def test_a_config_json_that_is_no_object_asks_for_no_code(tmp_path):
+    # the loaders name what is wrong with it; the remote-code check must not fail first with a traceback
+    for damaged in ('["auto_map"]', '"auto_map"', "3"):
+        folder = _model_folder(tmp_path / "m", damaged)
+        assert hub.remote_code(folder) is None
+        hub.check_model_directory(folder, "m")
+
+
+def test_without_pickles_any_safetensors_file_passes_the_cheap_check(tmp_path):
+    # only beside pickles does the name matter; alone, transformers names a file it cannot use,
+    # where "no *.safetensors file" would be untrue
+    hub.check_model_directory(_model_folder(tmp_path / "m", {"model_type": "bert"}, ("model.fp16.safetensors",)), "m")
+    with pytest.raises(ModelLoadError, match=r"only pickle weights \(pytorch_model\.bin\)"):
+        hub.check_model_directory(_model_folder(tmp_path / "m", {"model_type": "bert"}, ("pytorch_model.bin",)), "m")
+
+
+def test_a_local_folder_is_recorded_by_its_real_path_through_dot_dots_and_links(tmp_path, monkeypatch):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "m")
+    monkeypatch.chdir(tmp_path)
+    real = str(tmp_path / "m")
+    assert hub.model_reference("runs/../m") == hub.model_reference("link") == real
+    assert hub.model_reference(tmp_path / "link") == real
+
+
+def test_an_existing_folder_named_like_a_bare_hub_id_is_the_folder(tmp_path, monkeypatch):
+    # `--model mymodel` from the folder holding it: no snapshot of a Hub repository "mymodel"
+    import huggingface_hub
+
+    (tmp_path / "mymodel").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **k: pytest.fail("asked the Hub"))
+    assert hub.local_model_path("mymodel") == hub.model_directory("mymodel") == Path("mymodel")
+    assert hub.local_model_path("org-model") is None  # a bare name that is no folder here: a Hub id

@@ -131,3 +131,33 @@ def test_the_transformer_module_of_a_dense_model_is_found_only_where_it_holds_a_
     for damaged in ("{not json", "[" * 100_000, '{"type": "x"}', "[1, 2]"):
         _write(modules, damaged)
         assert transformer_module(tmp_path) is None
+
+
+def test_a_sparse_encoder_saved_by_sentence_transformers_5_names_its_masked_lm_mlm_transformer(tmp_path):
+    # 5.x saved the masked-LM module as MLMTransformer: the same root model, pooled the same way
+    mlm = "sentence_transformers.sparse_encoder.models.MLMTransformer"
+    _write(_saved(tmp_path) / MODULES_FILE, [{"type": mlm, "path": ""}, {"type": POOLING, "path": POOLING_DIR}])
+    assert sentence_transformers_mismatch(tmp_path) is None
+
+
+def test_a_module_list_without_types_is_named_not_a_traceback(tmp_path):
+    _write(_saved(tmp_path) / MODULES_FILE, [{"path": ""}, {"path": POOLING_DIR}])
+    assert sentence_transformers_mismatch(tmp_path) == f"its {MODULES_FILE} is not a sentence-transformers module list"
+
+
+def test_a_pooling_folder_without_its_config_pools_with_sentence_transformers_defaults(tmp_path):
+    (_saved(tmp_path) / POOLING_DIR / "config.json").unlink()  # SpladePooling's defaults: max and relu
+    assert sentence_transformers_mismatch(tmp_path) is None
+
+
+def test_only_a_model_with_dense_pooling_is_pointed_to_the_dense_encoder_command(tmp_path):
+    # an inference-free SPLADE (a Router of two sparse sides) pools no dense vector: no `base --from-encoder`
+    _write(_saved(tmp_path) / MODULES_FILE, [{"type": "sentence_transformers.base.modules.router.Router", "path": ""}])
+    said = sentence_transformers_mismatch(tmp_path, "org/router") or ""
+    assert said.startswith(f"its {MODULES_FILE} lists Router;") and "--from-encoder" not in said
+
+
+def test_a_folder_named_modules_json_makes_no_sentence_transformers_model(tmp_path):
+    (tmp_path / MODULES_FILE).mkdir()  # as for a folder named config.json: no traceback
+    assert sentence_transformers_mismatch(tmp_path) is None
+    assert sentence_transformers_lengths(tmp_path, _Tokenizer(512)) is None
