@@ -921,11 +921,15 @@ def test_logit_analysis_and_weight_check_by_hand():
     assert [p.occurrence for p in lg.positions] == [False, True, True, False]
     assert logit_analysis(np.array([0.2, 1.5, 0.5, -4.0]), ["[CLS]", "a", "b", "[SEP]"], [1, 2]).verdict == "positive"
     assert logit_analysis(np.array([0.2, -1.5, -0.5, 4.0]), ["[CLS]", "a", "b", "[SEP]"], [1, 2]).verdict == "negative"
+    # a logit of exactly 0 gives the occurrence no weight: not positive; [CLS] can hold the minimum
+    zero = logit_analysis(np.array([-3.0, 1.5, 0.0, 4.0]), ["[CLS]", "a", "b", "[SEP]"], [1, 2])
+    assert (zero.verdict, zero.min_logit) == ("mixed", -3.0)
     model = SimpleNamespace(output_mask=torch.ones(10))
     w = weight_check(model, 5, lg, actual=math.log1p(4.0) - 0.01)
     assert (w.max_logit, w.max_position, w.after_relu) == (4.0, 3, 4.0)
     assert w.expected == pytest.approx(math.log1p(4.0)) and w.abs_diff == pytest.approx(0.01) and not w.matches
     assert weight_check(model, 5, lg, actual=math.log1p(4.0) + 5e-5).matches
+    assert not weight_check(model, 5, lg, actual=math.log1p(4.0) + 1.5e-4).matches  # just past the tolerance
     model.output_mask[5] = 0  # a special token: the output mask zeroes it whatever the logit
     w = weight_check(model, 5, lg, actual=0.0)
     assert w.special_token and w.expected == 0.0 and w.after_log1p == pytest.approx(math.log1p(4.0)) and w.matches
@@ -1308,6 +1312,16 @@ def test_a_domain_token_at_exactly_80_percent_of_the_terms_weight_is_a_rival(ext
                                                        extended.vocab_size))
     [line] = rival_warnings(extended, "Gatrocraptic", tid)  # oauth2 at 76% is no rival
     assert line.startswith("the query 'Gatrocraptic' activates the domain token 'api' at 80% of its own weight")
+
+
+def test_a_term_that_fires_below_1_in_its_own_query_gets_no_rival_warning(extended, monkeypatch):
+    from diagnostics.term import rival_warnings
+
+    tid, api = extended.tokenizer.convert_tokens_to_ids(["gatrocraptic", "api"])
+    vectors = {"Gatrocraptic": {tid: 0.9, api: 0.85}, "Quovane": {tid: 1.0, api: 0.95}}
+    monkeypatch.setattr(extended, "encode", _encode_as(vectors, extended.vocab_size))
+    assert rival_warnings(extended, "Gatrocraptic", tid) == []  # weak: the checks report it, not a rival
+    assert len(rival_warnings(extended, "Quovane", tid)) == 1  # 1.0 is enough to look for rivals
 
 
 def test_a_piece_repeated_in_the_term_is_analysed_once(sparse):

@@ -194,6 +194,9 @@ def test_explain_from_an_index_explains_its_hits_and_refuses_what_it_cannot_star
     captured = capsys.readouterr()
     assert {m["doc_id"] for m in json.loads(captured.out)["results"]} == {"d3", "d1"}
     assert "warning: the index was exported with another model" in captured.err
+    assert "documents: the top" not in captured.err  # --json: the hits' note is for the tables only
+    assert main(argv) == 0
+    assert "documents: the top 2 hits of" in " ".join(capsys.readouterr().err.split())
     stand_in_lucene.hits = [SimpleNamespace(doc_id="gone", score=1.0)]
     assert main(argv) == 2
     assert f"1 of the index's 1 hits are not in {files / 'docs.jsonl'} (e.g. gone)" in capsys.readouterr().err
@@ -313,6 +316,22 @@ def test_diagnose_hands_the_recommendations_an_adapt_run_s_own_dictionary_and_li
     monkeypatch.setattr(diagnostics, "diagnose_term", lambda *a, **k: seen.append(k["sources"]) or real(*a, **k))
     assert main(["diagnose", "API", "--model", str(run / "final"), "--docs", str(files / "docs.jsonl"), "--json"]) == 0
     assert (seen[0].dictionary, seen[0].train) == (str(run / "dictionary.jsonl"), str(run / "train.jsonl"))
+
+
+def test_an_adapt_run_on_the_bundled_corpus_is_checked_against_its_own_mined_terms(files, tmp_path, capsys):
+    """The run's own terms come before the bundled ones, which it may not have mined alike."""
+    import shutil
+
+    from corpora import GATROCRAPTIC
+
+    run = tmp_path / "run"
+    shutil.copytree(files / "model", run / "final")
+    (run / "adapt.json").write_text(json.dumps({"given": {"terms": None, "dictionary": None, "train": None}}))
+    (run / "domain_terms.json").write_text(json.dumps({"jargon": ["Gatrocraptic"]}))
+    rc = main(["diagnose", "API", "--model", str(run / "final"), "--docs", str(GATROCRAPTIC.docs), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["vocabulary"]["terms_file"] == str(run / "domain_terms.json")
+    assert not out["vocabulary"]["in_terms_file"]
 
 
 def _trained_on(model: Path, corpus: Path, base: str = "offline-splade-tiny") -> None:

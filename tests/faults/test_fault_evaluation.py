@@ -78,6 +78,8 @@ def test_encode_says_when_a_text_was_truncated(tiny_model_dir, capsys):
     result = cli(capsys, ["encode", " ".join(["spending"] * 10_000), "--model", tiny_model_dir, "--query"])
     assert result.code == 0, result.err
     assert "warning: the text is longer than 16 pieces: only its start was encoded" in result.err_line
+    as_doc = cli(capsys, ["encode", " ".join(["spending"] * 10_000), "--model", tiny_model_dir])
+    assert "warning: the text is longer than 48 pieces: only its start was encoded" in as_doc.err_line
     short = cli(capsys, ["encode", "spending", "--model", tiny_model_dir])
     assert short.code == 0 and "warning" not in short.err
 
@@ -104,6 +106,8 @@ def test_encode_prints_the_k_best_terms_of_the_query_or_the_document_vector(tiny
         assert result.code == 0, result.err
         rows = [[c for c in line.split() if c not in "│|"] for line in result.out.splitlines()]
         assert [tuple(r) for r in rows if len(r) == 2 and r[1].replace(".", "").isdigit()] == terms, flag
+        # only the query's 16 pieces cut the text short
+        assert ("the text is longer than 16 pieces" in result.err) == (flag == "--query"), flag
 
 
 def test_export_counts_truncated_documents(tiny_model_dir, tmp_path, capsys):

