@@ -4,6 +4,7 @@ the key a rerun resumes by, the trials that count, the values queued again, the 
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def _draw(trial) -> float:
     return trial.suggest_float("x", 0, 1)
 
 
-def test_the_study_key_changes_with_every_input_a_trial_depends_on(tiny_dir, inputs):
+def test_the_study_key_changes_with_every_input_a_trial_depends_on(tiny_dir, inputs, tmp_path):
     """A rerun with another validation set, range or config resumed the old study: its
     trials, scored on other queries or drawn from another space, passed for the new one's."""
     train = load_train(inputs["train"])
@@ -40,13 +41,18 @@ def test_the_study_key_changes_with_every_input_a_trial_depends_on(tiny_dir, inp
         return study_key(given["data"], given["base"], given["start"], given["seed"], given["cfg"], given["space"])
 
     assert key(base=str(tiny_dir) + "/") == key()  # the same folder, spelt otherwise
+    retrained = tmp_path / "prefix"  # the checkpoint trials start from, retrained (prefix/ with --overwrite)
+    shutil.copytree(tiny_dir, retrained)
+    with (retrained / "config.json").open("a") as f:
+        f.write(" ")
     others = [
         key(seed=1),
+        key(start=str(retrained)),
         key(data=dataclasses.replace(data, valid=train[1:])),
         key(space={"lr": Range(1e-4, 1e-1)}),  # the same setting over another range
         key(cfg=dataclasses.replace(cfg, distill=dataclasses.replace(cfg.distill, kd=0.5))),
     ]
-    assert len({key(), *others}) == 5
+    assert len({key(), *others}) == 6
 
 
 def test_a_dangling_study_db_link_is_refused(tmp_path):
@@ -87,6 +93,20 @@ def test_a_resumed_study_draws_from_a_sampler_seeded_past_its_trials(tmp_path):
     assert again.trials[2].params == fresh.trials[0].params != again.trials[0].params
 
 
+def test_a_study_seeded_at_the_sampler_s_top_seed_resumes(tmp_path):
+    """seed + trials so far passes 2**32 - 1, which the sampler refuses: it wraps round to 0."""
+    pruner = optuna.pruners.NopPruner()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study, _ = open_study(tmp_path, "k", 2**32 - 1, pruner)
+    study.optimize(_draw, n_trials=1)
+    again, resumed = open_study(tmp_path, "k", 2**32 - 1, pruner)
+    assert resumed is True
+    again.optimize(_draw, n_trials=1)
+    fresh = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
+    fresh.optimize(_draw, n_trials=1)
+    assert again.trials[1].params == fresh.trials[0].params
+
+
 def test_a_stopped_baseline_is_queued_again_as_the_baseline_and_nothing_else_carried():
     study = optuna.create_study(direction="maximize")
     study.enqueue_trial({"x": 0.25}, user_attrs={"baseline": True})
@@ -95,6 +115,17 @@ def test_a_stopped_baseline_is_queued_again_as_the_baseline_and_nothing_else_car
     study.tell(halted, state=optuna.trial.TrialState.FAIL)
     assert requeue_interrupted(study) == [0]
     assert study.trials[1].user_attrs == {"retry_of": 0, "baseline": True}
+
+
+def test_a_trial_failed_of_its_own_is_not_queued_again_on_resume():
+    """A loss gone nan is an outcome of the trial's values: run again, it fails again and costs a trial."""
+    study = optuna.create_study(direction="maximize")
+    own = study.ask(X)
+    own.set_user_attr("failure", "distill: the loss is nan at step 1")
+    study.tell(own, state=optuna.trial.TrialState.FAIL)
+    study.tell(study.ask(X), state=optuna.trial.TrialState.FAIL)  # stopped by Ctrl-C
+    assert requeue_interrupted(study) == [1]
+    assert [t.state.name for t in study.trials] == ["FAIL", "FAIL", "WAITING"]
 
 
 def test_the_trials_that_count_are_complete_pruned_or_failed_of_their_own_the_rest_stopped():

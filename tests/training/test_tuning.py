@@ -68,6 +68,9 @@ def test_tune_prunes_a_trailing_trial_and_writes_the_best_config(tiny_dir, input
     assert "tune: trial 2 pruned" in said.text()
     # pruned at the warm-up's end: epochs 1 and 2 reported (a pruner judging epoch 1 stops it there)
     assert summary["trials"][2]["epochs_run"] == 2 and summary["trials"][2]["best_epoch"] is None
+    # a complete trial keeps the epoch its value came from (both scripts peak at their last epoch, 4)
+    assert [(r["best_epoch"], r["epochs_run"]) for r in summary["trials"][:2]] == [(4, 4), (4, 4)]
+    assert "\n| 1 | complete | +0.4500 | 4 | 4 | " in table
     assert "(trial 1, objective +0.4500, the config's own values +0.4000, seed 0)" in (out / "best.toml").read_text()
     assert "warning: distill.interpolate" not in said.text()  # it is 0: the trials score what train delivers
 
@@ -233,6 +236,10 @@ def test_tune_cli_takes_an_input_kept_elsewhere_in_its_out(tiny_dir, inputs, tmp
     (out / "trials" / "mine.jsonl").write_text("")
     with pytest.raises(OutputError, match=r"the study writes trials/ there, which is or holds an input"):
         check_inputs_outside_study(out, [out / "trials" / "mine.jsonl"])
+    (out / "prefix").mkdir()  # the prefix run's folder, which --overwrite retrains
+    (out / "prefix" / "start.toml").write_text("[distill]\nkd = 0.1\n")
+    with pytest.raises(OutputError, match=r"the study writes prefix/ there, which is or holds an input"):
+        check_inputs_outside_study(out, [out / "prefix" / "start.toml"])
 
 
 def test_results_a_study_left_mark_a_directory_it_reruns_in(tmp_path):
@@ -304,6 +311,27 @@ def test_a_trial_that_goes_non_finite_fails_alone_and_the_study_goes_on(tiny_dir
     assert "tune: trial 1 fail, objective - (distill: the loss is nan at step 1)" in said
     assert "- trial 1: distill: the loss is nan at step 1" in (out / "trials.md").read_text()
     assert summary["trials"][1]["failure"] == "distill: the loss is nan at step 1"
+
+
+def test_a_rerun_whose_every_trial_goes_non_finite_is_an_error_and_leaves_no_earlier_best(tiny_dir, inputs, tmp_path,
+                                                                                         monkeypatch):
+    """No trial completed: no best.toml to hand to train, so no summary either (the CLI read a
+    None); and the earlier study's best.toml and trials.json, gone from study.db, go too."""
+    from sparse_adapt.training import tuning as tuning_mod
+    from sparse_adapt.training.loop import NonFiniteError
+
+    out = tmp_path / "study"
+    run_tuning(_data(inputs), out, str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1), space=SPACE)
+    assert (out / "best.toml").is_file()
+
+    def run(self, splade, ctx):
+        raise NonFiniteError("distill: the loss is nan at step 1")
+
+    monkeypatch.setattr(tuning_mod.DistillStage, "run", run)
+    with pytest.raises(ConfigError, match=re.escape(f"tune: no trial completed of 2; see {out / 'trials.md'}")):
+        run_tuning(_data(inputs), out, str(tiny_dir), trials=2, seed=1, config=_config(tmp_path, epochs=1), space=SPACE)
+    assert "- trial 1: distill: the loss is nan at step 1" in (out / "trials.md").read_text()
+    assert not (out / "best.toml").exists() and not (out / "trials.json").exists()
 
 
 def test_a_rerun_is_a_new_study_and_best_toml_names_the_valid_file(tiny_dir, inputs, valid_file, tmp_path, monkeypatch):
@@ -437,6 +465,28 @@ def test_a_stopped_study_resumes_its_trials_and_runs_the_interrupted_values_agai
     assert run(never, said)["trials"] == rows and "3 of 3 trials done" in said.text()
 
 
+def test_a_stopped_trial_past_a_lowered_budget_is_said_not_to_run_again(tiny_dir, inputs, tmp_path, monkeypatch):
+    """A rerun whose --trials the finished trials already meet runs nothing: the stopped trial's
+    values wait for a higher --trials, and the message says so rather than "runs again"."""
+    out, calls = tmp_path / "study", iter(range(100))
+
+    def stop_in_trial_1(self, splade):
+        if next(calls) >= 4:  # reference, epochs 0 and 1 of trial 0, trial 1's reference, then stopped
+            raise KeyboardInterrupt
+        return {"domain": 0.6, "control": 1.0}
+
+    monkeypatch.setattr(validation_mod.ValidationSet, "measure", stop_in_trial_1)
+    with pytest.raises(KeyboardInterrupt):
+        run_tuning(_data(inputs), out, str(tiny_dir), trials=2, seed=0, config=_config(tmp_path, epochs=1), space=SPACE)
+    monkeypatch.setattr(validation_mod.ValidationSet, "measure",
+                        lambda self, splade: pytest.fail("a study whose budget is met ran a trial"))
+    said = Messages()
+    summary = run_tuning(_data(inputs), out, str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1),
+                         space=SPACE, hooks=said.hooks())
+    assert "1 of 1 trials done; trial 1 was stopped and would run again with a --trials above 1" in said.text()
+    assert [(r["number"], r["state"]) for r in summary["trials"]] == [(0, "complete"), (1, "fail")]
+
+
 def test_a_search_space_file_replaces_the_default_and_bad_ones_name_file_and_key(tmp_path):
     from sparse_adapt.training.tuning import load_space
 
@@ -456,6 +506,8 @@ def test_a_search_space_file_replaces_the_default_and_bad_ones_name_file_and_key
         ('kd = [0.0, 1.0]', "low > 0 on a log scale"),
         ('kd = [0.1, 1.0, 2.0]', "kd: expected [low, high] or {low, high, log}"),
         ('kd = {low = 0.1, high = 1.0, step = 2}', "kd: expected [low, high]"),
+        ('kd = {low = 0.1}', "kd: expected [low, high]"),  # a missing end was a KeyError traceback
+        ('kd = {high = 1.0, log = false}', "kd: expected [low, high]"),
         ('kd = [0.1, inf]', "kd: finite numbers"),
         ('kd = [0.1, 1' + "0" * 400 + ']', "kd: finite numbers"),  # overflowed math.isfinite with a traceback
         ('', "expected a table of distill settings"),
@@ -495,6 +547,10 @@ def test_the_decay_pair_is_judged_together_and_with_the_config(tmp_path, tiny_di
         run_tuning(_data(inputs), tmp_path / "s", str(tiny_dir), trials=1, space=load_space(path),
                    config=_config(tmp_path, epochs=1))
     assert not (tmp_path / "s").exists()  # before any work
+    # each end with the other's lowest value: 2000 x the space's lowest lr (1e-3) is no value a trial can take
+    path.write_text("lr = [1e-3, 1e-2]\nweight_decay = [0.01, 2000.0]\n")
+    with pytest.raises(ConfigError, match=re.escape(str(path)) + r": weight_decay: 2000 is no value the config takes"):
+        load_space(path)
 
 
 def test_tune_cli_reads_its_search_space_from_a_file(tiny_dir, inputs, valid_file, tmp_path):
