@@ -148,7 +148,8 @@ def _check_out(out: Path, overwrite: bool = False, inputs: Sequence[str | Path |
             raise ConfigError(f"--out {out} is not a regular file or directory (a device or a pipe); give a folder")
     kind = output_kind(out) if out.is_dir() else None
     if kind not in (None, "report") and not overwrite:
-        raise ConfigError(f"--out {out} holds a `sparse-adapt {kind}` output, not a report: give another --out")
+        raise ConfigError(f"--out {out} holds a `sparse-adapt {kind}` output, not a report: give another --out "
+                          "(--overwrite writes the report beside it)")
     if out.is_dir() and holds_files(out) and kind != "report" and not overwrite:
         raise ConfigError(
             f"--out {out} is not empty and holds no report: refusing to write into it "

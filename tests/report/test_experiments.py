@@ -141,3 +141,13 @@ def test_overwrite_replaces_an_existing_file_given_as_out_only_once_the_base_has
     assert out.read_text() == "key: value\n"  # the report could not start: the user's file stays
     until_training(out=out, overwrite=True)
     assert not out.exists()  # the base loaded: gone before the first training step, for the report's folder
+
+
+def test_overwrite_lets_a_report_write_beside_another_commands_output(tmp_path):
+    from sparse_adapt.errors import ConfigError
+
+    bench = tmp_path / "bench"
+    (bench / "runs" / "legal" / "seed0").mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"give another --out \(--overwrite writes the report beside it\)"):
+        experiments._check_out(bench)
+    experiments._check_out(bench, overwrite=True)  # asked for: refused no more
