@@ -513,6 +513,13 @@ def test_a_pooled_line_with_a_p_value_below_0001_says_p_less_than():
     assert pooled_line(entry) == "test control: 0.500 -> 0.750 (+0.250, n=40 queries, mean of 2 seeds, p <0.001)"
 
 
+def test_a_pooled_line_at_p_0001_shows_the_figure_with_its_equals_sign():
+    # 0.001 is not below 0.001: the line gives its figure as the table does, not "p 0.001"
+    entry = {"split": "test", "group": "heldout-control", "queries": 40, "seeds": 2, "base": 0.5, "adapted": 0.75,
+             "p_value": 0.001}
+    assert pooled_line(entry) == "test control: 0.500 -> 0.750 (+0.250, n=40 queries, mean of 2 seeds, p = 0.001)"
+
+
 def test_a_stored_pooled_test_of_query_seed_pairs_is_tested_again_per_query():
     from sparse_adapt.report.pooled import stored_pooled
 
@@ -558,6 +565,15 @@ def test_paired_test_counts_losses_as_moved_pairs_and_a_difference_of_exactly_ti
     assert paired_test([0.75], [0.5], tie=0.25) == {"wins": 0, "ties": 1, "losses": 0, "p_value": 1.0}
     # the default tie is 1e-9: 1e-10 is noise, 1e-6 a real (if tiny) win
     assert paired_test([0.5 + 1e-10, 0.500001], [0.5, 0.5]) == {"wins": 1, "ties": 1, "losses": 0, "p_value": 1.0}
+
+
+def test_a_difference_of_exactly_tie_is_left_out_of_the_sign_flips_too():
+    from sparse_adapt.report.paired import paired_test
+
+    # 0.75 - 0.5 is exactly the tie 0.25: counted a tie, it must not flip either. The two +0.4
+    # pairs alone: 2 of 4 flips as extreme, p = 0.5; flipped as a third pair it would be 2/8
+    assert paired_test([0.75, 0.9, 0.9], [0.5] * 3, tie=0.25) == {"wins": 2, "ties": 1, "losses": 0,
+                                                                  "p_value": 0.5}
 
 
 def test_paired_test_is_exact_up_to_16_moved_pairs_and_seeded_beyond():

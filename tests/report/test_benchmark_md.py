@@ -4,6 +4,7 @@ command itself)."""
 
 from __future__ import annotations
 
+import codecs
 import json
 
 import pytest
@@ -35,6 +36,17 @@ def test_the_domain_table_puts_the_held_out_groups_first_and_shows_a_zero_as_a_f
         "| a | test | heldout-control | 4 | 0.900 | 0.800 | 0.960 | 0.880 | -0.020 | fail |",
         "| a | test | control | 4 | 0.700 | 0.600 | 0.000 | 0.300 | -0.400 |  |",
     ]
+
+
+def test_the_domain_table_s_header_and_rule_have_as_many_columns_as_its_rows():
+    # one column per seed: a rule one cell short breaks the Markdown table
+    results = [_row("a", None, "base", sem=0.5), *(_row("a", s, "full", sem=0.9) for s in (0, 1, 2))]
+    table = domain_table(results, [0, 1, 2])
+    assert table[0] == ("| domain | split | group | queries | base | seed 0 | seed 1 | seed 2 | mean | mean - base "
+                        "| bar |")
+    assert table[1] == "|---|---|---|---|---|---|---|---|---|---|---|"
+    assert table[2] == ("| a | test | heldout-domain-semantic | 4 | 0.500 | 0.900 | 0.900 | 0.900 | 0.900 | +0.400 "
+                        "| pass |")
 
 
 def test_a_domain_with_no_adapted_run_of_these_seeds_has_no_row_and_no_bar_line():
@@ -123,3 +135,9 @@ def test_a_benchmark_file_whose_records_cannot_be_tables_is_one_error(tmp_path, 
     (tmp_path / "benchmark.json").write_text(json.dumps(_report(**change)))
     with pytest.raises(ConfigError, match=message):
         load_benchmark(tmp_path)
+
+
+def test_a_benchmark_file_saved_with_a_byte_order_mark_loads(tmp_path):
+    # an editor's UTF-8 BOM: every other input file of ours is read past it
+    (tmp_path / "benchmark.json").write_bytes(codecs.BOM_UTF8 + json.dumps(_report()).encode())
+    assert load_benchmark(tmp_path) == _report()
