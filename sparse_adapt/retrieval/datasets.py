@@ -44,7 +44,7 @@ def _checked(name: str, what: str, number: int, record, seen: set[str]) -> tuple
     for field, value in zip(record._fields[1:], record[1:]):  # BEIR's title and text ("_id" below)
         if not isinstance(value, str):
             raise DatasetError(f"{where}: field {field!r}: expected a string, got {value!r:.60}")
-    for field, value in zip(record._fields, record):
+    for field, value in zip(("_id", *record._fields[1:]), record):
         # An escaped lone surrogate ("\ud800") is valid JSON and no text a tokenizer takes.
         if isinstance(value, str) and not encodable(value):
             raise DatasetError(f"{where}: field {field!r}: contains an unpaired surrogate, not text: {value!r:.60}")

@@ -50,12 +50,14 @@ def test_an_ids_documents_read_as_our_records_whitespace_collapsed():
     # the record's number counts from 1, as a file's lines do
     ([GenericDoc("d1", "alpha"), GenericDoc("d2", 5)], "document record 2: field 'text': expected a string, got 5"),
     ([GenericDoc("d1", "alpha \ud800")], "document record 1: field 'text': contains an unpaired surrogate"),
+    ([GenericDoc("d\ud800", "alpha")], "document record 1: field '_id': contains an unpaired surrogate"),
     ([GenericDoc("", "alpha")], "document record 1: field '_id': expected a non-empty string, got ''"),
     ([GenericDoc("doc one", "alpha")], "document record 1: field '_id': 'doc one' holds whitespace"),
     # invisible characters only: a non-empty string, still no text to encode
     ([GenericDoc("d1", "\u200b \n")], "document record 1 ('d1'): empty text"),
     ([GenericDoc("d1", "alpha"), GenericDoc("d1", "beta")], "document record 2: field '_id': duplicate id 'd1'"),
-], ids=["text not a string", "surrogate", "empty id", "id with whitespace", "invisible text", "duplicate id"])
+], ids=["text not a string", "surrogate", "surrogate in id", "empty id", "id with whitespace", "invisible text",
+        "duplicate id"])
 def test_an_ids_bad_document_is_refused_naming_its_record(docs, message):
     with pytest.raises(DatasetError, match="^" + re.escape(f"toy/test: {message}")):
         list(toy(docs=docs).documents())
@@ -69,6 +71,24 @@ def test_an_ids_qrels_keep_negative_grades_and_refuse_two_grades_for_one_pair():
         toy(qrels=[*judged, TrecQrel("q1", "d2", 0, "0")]).qrels()
     with pytest.raises(DatasetError, match="^toy/test: no relevance judgements"):
         toy(qrels=[]).qrels()
+
+
+def test_an_ids_qrels_refuse_a_grade_a_qrels_file_would_refuse():
+    # ranx holds grades as int64: one beyond the bound (either sign) overflowed it; the bound itself is kept
+    limit = 1_000_000
+    assert toy(qrels=[TrecQrel("q1", "d1", limit, "0"), TrecQrel("q1", "d2", -limit, "0")]).qrels() == {
+        "q1": {"d1": limit, "d2": -limit}}
+    for grade in (limit + 1, -limit - 1):
+        with pytest.raises(DatasetError, match=f"^toy/test: q1 d1: a relevance grade between -{limit} and {limit} "
+                                               f"expected, got {grade}$"):
+            toy(qrels=[TrecQrel("q1", "d1", grade, "0")]).qrels()
+
+
+def test_an_ids_repeated_query_is_refused_naming_its_record():
+    # two texts for one id: which one was searched would depend on the order they were read
+    queries = [GenericQuery("q1", "alpha"), GenericQuery("q1", "beta")]
+    with pytest.raises(DatasetError, match=r"^toy/test: query record 2: field '_id': duplicate id 'q1'$"):
+        toy(queries=queries, qrels=[TrecQrel("q1", "d1", 1, "0")]).queries()
 
 
 def test_an_ids_queries_are_its_judged_ones_unless_asked_for_all():
@@ -91,6 +111,14 @@ def test_what_ir_datasets_raises_while_parsing_is_one_line_naming_the_dataset(er
     ds = toy(error=error)
     with pytest.raises(DatasetError, match=message):
         list(ds.documents()) if read == "documents" else ds.qrels()
+
+
+def test_what_ir_datasets_raises_while_reading_queries_names_the_queries():
+    # an AssertionError there is no qrels header missing: that advice would send the user to the wrong file
+    for error, said in ((KeyError("text"), "KeyError: 'text'"),
+                        (AssertionError("bad query"), "AssertionError: bad query")):
+        with pytest.raises(DatasetError, match=f"^toy/test: cannot read its queries \\({re.escape(said)}\\)$"):
+            toy(error=error).queries(judged_only=False)
 
 
 def test_our_own_file_errors_pass_through_unwrapped(tmp_path):
