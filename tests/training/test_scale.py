@@ -82,6 +82,15 @@ def test_device_names_resolve_and_unavailable_ones_are_errors(monkeypatch):
     assert resolve_device("auto") == torch.device("cuda")
 
 
+def test_mps_is_refused_where_torch_has_none(monkeypatch):
+    # a Mac-only backend asked for elsewhere: one line now, not a torch error deep inside a command
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match="device 'mps': no MPS device is available"):
+        resolve_device("mps")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert resolve_device("mps:0") == torch.device("mps:0")
+
+
 def test_the_process_default_is_the_device_a_call_without_one_resolves_and_a_bad_one_is_never_set(monkeypatch):
     """The CLI's global --device sets the default every command then uses: `--device cpu` on a
     GPU machine must keep the GPU out, and a typo must fail when given, before any work."""
@@ -105,6 +114,8 @@ def test_cuda_runs_under_bf16_autocast_and_other_devices_under_none():
     with warnings.catch_warnings():  # torch disables it here, without CUDA, and says so
         warnings.simplefilter("ignore")
         cuda = autocast(torch.device("cuda"))
+        # MPS (and any other backend) trains in fp32: CUDA's bf16 autocast is no setting for it
+        assert all(isinstance(autocast(torch.device(kind)), contextlib.nullcontext) for kind in ("mps", "meta"))
     assert (cuda.device, cuda.fast_dtype) == ("cuda", torch.bfloat16)
 
 

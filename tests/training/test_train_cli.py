@@ -184,6 +184,16 @@ def test_every_option_reaches_the_pipeline_and_the_stages_default_to_all_four(tm
         "distill", True, Path("v.jsonl"), "ref", "cpu")
     assert f"model: {tmp_path / 'final'}" in " ".join(capsys.readouterr().out.split())
 
+def test_the_final_models_path_is_printed_as_it_is_even_with_brackets(tmp_path, monkeypatch, capsys):
+    # rich takes "[bold]" for markup: unescaped, the path printed was not the folder written
+    from sparse_adapt.training import pipeline
+
+    final = tmp_path / "[bold]run" / "final"
+    monkeypatch.setattr(pipeline, "run_pipeline", lambda **given: final)
+    assert main(_files(tmp_path) + ["--out", str(tmp_path / "run")]) == 0
+    assert f"model:{final}" in "".join(capsys.readouterr().out.split())  # rich may wrap the line
+
+
 def test_a_base_whose_run_compared_with_that_same_place_is_not_warned_about(tmp_path, capsys):
     """A final moved into the place of the base it trained from names that place as its
     reference (here spelt another way): there is no other model to give --reference."""
