@@ -17,14 +17,15 @@ FIELDS = ("term", "definition", "examples")
 def check_template(template: str, section: str) -> None:
     """Refuse a template that would fail, or render otherwise, on a real entry: a missing field,
     another one (``{0}``, ``{foo}``), a conversion or format spec (``{term:{term}<5}`` formatted
-    one-letter samples and then failed on a real term, after warmup had trained), a lone brace."""
-    for name in FIELDS:
-        if f"{{{name}}}" not in template:
-            raise ConfigError(f"{section}.template must contain {{{name}}}")
+    one-letter samples and then failed on a real term, after warmup had trained), a lone brace.
+    A field counts as parsed, not as text: ``{{term}}`` renders the literal "{term}", no term."""
     try:
         fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(template) if name is not None]
     except ValueError as e:
         raise ConfigError(f"{section}.template is not a valid template ({e})") from None
+    for name in FIELDS:
+        if name not in {f for f, _, _ in fields}:
+            raise ConfigError(f"{section}.template must contain {{{name}}}")
     for name, spec, conv in fields:
         if name not in FIELDS or spec or conv:
             raise ConfigError(f"{section}.template may hold only {{term}}, {{definition}} and {{examples}}, got "

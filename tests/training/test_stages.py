@@ -265,12 +265,14 @@ def test_a_dictionary_template_that_would_fail_on_a_real_term_is_refused_up_fron
         config_from_dict({"dictionary": {"template": TrainConfig().dictionary.template + extra}})
 
 
+@pytest.mark.parametrize("escaped", [False, True], ids=["left out", "escaped"])
 @pytest.mark.parametrize("field", ["term", "definition", "examples"])
-def test_a_dictionary_template_without_one_of_its_fields_is_refused(field):
-    # Each entry field left out of the text is one the dictionary stage silently never trains on.
+def test_a_dictionary_template_without_one_of_its_fields_is_refused(field, escaped):
+    # Each entry field left out of the text is one the dictionary stage silently never trains on;
+    # escaped as "{{term}}", it renders the literal text "{term}", no term either.
     import re
 
-    template = TrainConfig().dictionary.template.replace("{" + field + "}", "it")
+    template = TrainConfig().dictionary.template.replace("{" + field + "}", "{{" + field + "}}" if escaped else "it")
     with pytest.raises(ConfigError, match=re.escape(f"dictionary.template must contain {{{field}}}")):
         config_from_dict({"dictionary": {"template": template}})
 
