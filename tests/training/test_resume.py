@@ -128,6 +128,20 @@ def test_a_checkpoint_whose_loop_state_would_run_code_is_refused_unrun(tiny_bert
     assert _UNPICKLED == []
 
 
+def test_reading_one_value_of_a_checkpoint_whose_loop_state_would_run_code_is_refused_unrun(tiny_bert, tmp_path):
+    # A rerun reads "steps"/"world" before loading the checkpoint: that read is as strict.
+    import pickle
+
+    from sparse_adapt.training.checkpoint import TRAINER_STATE, partial_value, save_partial
+
+    path = tmp_path / "distill.partial"
+    save_partial(path, tiny_bert, {"steps": 1})
+    torch.save({"steps": 1, "hook": _RunsCodeWhenLoaded()}, path / TRAINER_STATE)
+    with pytest.raises(pickle.UnpicklingError):
+        partial_value(path, "steps", 0)
+    assert _UNPICKLED == []
+
+
 def test_a_stage_stopped_by_a_non_finite_gradient_restarts_afresh(files, tmp_path, monkeypatch):
     """Its partial checkpoint led to the NaN (and holds the optimiser's lr): the rerun the error
     advises starts the stage from the last good checkpoint, as an unbroken run would."""

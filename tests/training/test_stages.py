@@ -450,6 +450,16 @@ def test_a_random_replacement_draws_from_the_whole_vocabulary_domain_tokens_at_i
     assert sorted(set(drawn.tolist())) == [0, 1, 2, 3]
 
 
+def test_masking_draws_only_from_its_generator_so_a_seed_repeats_it():
+    # A resumed run restores the generator and must corrupt the same positions the same way;
+    # torch's global RNG, advanced between the calls, must not take part.
+    ids = torch.randint(1000, 2000, (8, 50), generator=torch.Generator().manual_seed(0))
+    maskable = torch.ones_like(ids, dtype=torch.bool)
+    runs = [mask_tokens(ids, maskable, rate=0.5, mask_token_id=103, vocab_size=3000,
+                        generator=torch.Generator().manual_seed(5)) for _ in range(2)]
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+
+
 def test_domain_ids_without_extension_are_existing_single_tokens(tiny_bert):
     ids = domain_ids_for(tiny_bert, {"acronyms": ["API", "data"], "jargon": ["Zorblatt"]})
     tok = tiny_bert.tokenizer
