@@ -234,7 +234,8 @@ def test_an_error_carrying_another_programs_log_shows_it_under_the_one_line(monk
 
 
 @pytest.mark.parametrize("exc", [ValueError("a bug"), OSError(errno.ENOENT, "No such file or directory", "x"),
-                                 SafetensorError("Error while deserializing header: I/O error (os error 5)")])
+                                 SafetensorError("Error while deserializing header: I/O error (os error 5)"),
+                                 SafetensorError("Error while deserializing header: HeaderTooLarge")])
 def test_a_failure_that_is_no_users_mistake_keeps_its_traceback(monkeypatch, exc):
     """A bug, or an OSError that is neither a write failure nor a path the system refuses (safetensors'
     own error naming one included), is not dressed as one red line: it propagates."""
@@ -315,3 +316,157 @@ def test_the_global_options_set_torch_threads_and_the_process_device_before_the_
     finally:
         torch.set_num_threads(before)
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("code", [errno.EACCES, errno.EPERM, errno.EROFS, errno.EDQUOT, errno.EFBIG])
+def test_every_write_failure_the_environment_causes_is_one_line_naming_the_path(monkeypatch, capsys, code):
+    """A read-only mount, a full quota or a file over the size limit is no bug: one line, code 2."""
+    import os
+
+    import sparse_adapt.cli as cli
+
+    monkeypatch.setattr(cli, "app", _raising(OSError(code, os.strerror(code), "out/model.safetensors")))
+    assert main(["encode", "x"]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"error: {os.strerror(code)}: out/model.safetensors"]
+
+
+def test_an_ignored_stop_signal_is_left_ignored(monkeypatch):
+    """`nohup` ignores SIGHUP: taking it over would stop a run when the terminal closes."""
+    import signal
+
+    from sparse_adapt.stops import takeable
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {s: signal.getsignal(s) for s in stops}
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        assert set(takeable()) == {signal.SIGINT, signal.SIGTERM}
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+def test_the_console_script_exits_with_the_command_s_code(monkeypatch):
+    import sparse_adapt.cli as cli
+    from sparse_adapt.__main__ import entry
+
+    def command(finished):
+        finished.append(3)
+        return 3
+
+    monkeypatch.setenv("WORLD_SIZE", "2")  # no signal taken over: pytest's handlers stay
+    monkeypatch.setattr(cli, "main", command)
+    with pytest.raises(SystemExit) as e:
+        entry()
+    assert e.value.code == 3
+
+
+def test_a_raw_keyboard_interrupt_under_a_launcher_is_not_worded_as_a_stop_before_the_command(monkeypatch, capsys):
+    """With no handler of ours (a launcher's rank) the interrupt came mid-command, not before it."""
+    import sparse_adapt.cli as cli
+    from sparse_adapt.__main__ import entry
+
+    def command(finished):
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(cli, "main", command)
+    with pytest.raises(KeyboardInterrupt):
+        entry()
+    assert capsys.readouterr().err == ""
+
+
+def test_a_second_stop_while_the_first_one_s_line_is_written_leaves_that_line_and_code(monkeypatch):
+    import signal
+    import sys
+    import threading
+    import types
+
+    from sparse_adapt.__main__ import entry
+
+    class Importing(types.ModuleType):
+        def __getattr__(self, name):
+            if name != "main" or threading.current_thread() is not threading.main_thread():
+                raise AttributeError(name)
+            signal.raise_signal(signal.SIGTERM)
+
+    class Stderr:  # a Ctrl-C comes as the SIGTERM's line is written
+        def __init__(self):
+            self.lines = []
+
+        def write(self, text):
+            if not self.lines:
+                self.lines.append(None)
+                signal.raise_signal(signal.SIGINT)
+            self.lines.append(text)
+
+    err = Stderr()
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setitem(sys.modules, "sparse_adapt.cli", Importing("sparse_adapt.cli"))
+    monkeypatch.setattr(sys, "stderr", err)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        try:
+            entry()
+        except KeyboardInterrupt:  # would end pytest's session rather than fail the test
+            pytest.fail("the second stop broke off the first one's line")
+        except SystemExit as e:
+            code = e.code
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    assert code == 128 + signal.SIGTERM
+    assert err.lines[1:] == ["stopped by SIGTERM before the command began: nothing was written\n"]
+
+
+def test_a_stop_in_the_teardown_keeps_a_failed_command_s_code_and_its_unflushed_output():
+    """os._exit() skips Python's flush: what the command printed into a pipe was lost, and the
+    code must be the command's, not 0."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, os, signal, sys, time\n"
+            "import sparse_adapt.cli as cli\n"
+            "def command(finished):\n"
+            "    print('the command wrote this')\n"
+            # runs before the stop below (last in, first out)
+            "    atexit.register(print, 'and this in the teardown')\n"
+            "    finished.append(3)\n"
+            "    return 3\n"
+            "cli.main = command\n"
+            "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(5)))\n"
+            "from sparse_adapt.__main__ import entry\n"
+            "entry()\n")
+    root = Path(__file__).resolve().parents[1]
+    # a pipe's stdout is block-buffered, as for a user (not with PYTHONUNBUFFERED, which CI may set)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root,
+                          env={**env, "PYTHONPATH": str(root)})
+    assert (done.returncode, done.stdout, done.stderr) == (3, "the command wrote this\nand this in the teardown\n", "")
+
+
+def test_a_ctrl_c_while_the_cli_imports_under_a_launcher_is_still_one_line_and_code_130(monkeypatch, capsys):
+    """No handler of ours there: Python's own Ctrl-C (a KeyboardInterrupt) is the only stop that can come."""
+    import sys
+    import threading
+    import types
+
+    from sparse_adapt.__main__ import entry
+
+    class Importing(types.ModuleType):
+        def __getattr__(self, name):
+            if name != "main" or threading.current_thread() is not threading.main_thread():
+                raise AttributeError(name)
+            raise KeyboardInterrupt
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setitem(sys.modules, "sparse_adapt.cli", Importing("sparse_adapt.cli"))
+    with pytest.raises(SystemExit) as e:
+        entry()
+    assert e.value.code == 130
+    assert capsys.readouterr().err.splitlines() == ["stopped by Ctrl-C before the command began: nothing was written"]

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from sparse_adapt.errors import ConfigError, require_positive_int
+from sparse_adapt.errors import ConfigError, first_line, require_positive_int
 from sparse_adapt.modeling.vectors import check_max_active_dims
 from sparse_adapt.retrieval.export import ExportConfig
 from sparse_adapt.retrieval.feedback import Feedback
@@ -39,3 +39,10 @@ def test_every_count_option_refuses_a_bool_and_zero(make, error, what):
         with pytest.raises(error, match=f"{what} must be a positive integer, got {bad!r}"):
             make(bad)
     make(2)
+
+
+def test_a_one_line_error_keeps_the_first_line_that_says_something():
+    # a library's message may open with a line break; one with nothing to say is named by its type
+    raised = OSError("\n  cannot open vocab.txt\nTraceback (most recent call last):")
+    assert first_line(raised) == "cannot open vocab.txt"
+    assert first_line(KeyError()) == "KeyError" and first_line(ValueError(" \n")) == "ValueError"
