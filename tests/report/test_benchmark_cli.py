@@ -98,3 +98,32 @@ def test_a_pooled_registered_domain_is_searched_among_its_own_documents_once(tmp
         build_benchmark(BenchmarkInputs(out=tmp_path / "b", domains=("legal",), seeds=(0,), pool=True))
     [ids] = searched
     assert len(ids) == len(set(ids)) and not any(i.startswith("legal/") for i in ids)
+
+
+def test_every_run_option_reaches_the_benchmark(given, tmp_path, capsys):
+    # --pool, --config, --ablation and --feedback each change what is run and where it is written
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    config = tmp_path / "c.json"
+    config.write_text("{}")
+    assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "d", "--seeds", "0", "--pool",
+                 "--config", str(config), "--ablation", "d, e", "--ablation-seeds", "1,2", "--feedback",
+                 "--feedback-docs", "3"]) == 0, capsys.readouterr().err
+    [inputs] = given
+    assert inputs.pool and inputs.config == config and inputs.feedback == Feedback(docs=3)
+    assert (inputs.ablation_domains, inputs.ablation_seeds) == (("d", "e"), (1, 2))
+
+
+def test_the_adapt_corpus_teacher_reaches_the_benchmark(given, tmp_path, capsys):
+    assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "d", "--seeds", "0", "--pipeline",
+                 "adapt-corpus", "--teacher", "my-teacher"]) == 0, capsys.readouterr().err
+    assert given[0].teacher == "my-teacher"
+
+
+def test_the_end_of_the_run_prints_each_pooled_group_after_the_bar(tmp_path, monkeypatch, capsys):
+    pooled = {"split": "test", "group": "heldout-control", "queries": 40, "seeds": 2, "base": 0.5, "adapted": 0.75,
+              "p_value": 0.0004}
+    monkeypatch.setattr(benchmark_module, "build_benchmark", lambda inputs, hooks: {"results": [], "pooled": [pooled]})
+    assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "d", "--seeds", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "- pooled, test control: 0.500 -> 0.750 (+0.250, n=40 queries, mean of 2 seeds, p <0.001)" in lines

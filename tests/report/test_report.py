@@ -648,3 +648,21 @@ def test_the_console_summary_reads_off_the_report_it_wrote(tmp_path, capsys, mon
     assert rows == [["stage", "c0", "c1", "c2", "nDCG@10 (3 queries)"],
                     ["base", "pass", "fail", "n/a", "0.2500"], ["H1", "pass", "pass", "n/a", "0.6251"]]
     assert out.strip().splitlines()[-1] == f"wrote {tmp_path / 'o' / 'report.md'} (plots and report.json beside it)"
+
+
+def test_the_console_summary_heads_known_criteria_with_their_short_names(tmp_path, capsys, monkeypatch):
+    """report.md names each criterion in full; the console's columns carry the short names."""
+    import sparse_adapt.report as report_module
+    from sparse_adapt.cli import output as cli
+
+    hand = _hand_report()
+    for s in hand.stages:
+        for c, cid in zip(s.criteria, ("single_token", "top_rank", "unlisted")):
+            c.id = cid
+    monkeypatch.setattr(report_module, "build_report", lambda inputs, hooks: hand)
+    monkeypatch.setattr(cli.console, "width", 400)
+    capsys.readouterr()
+    assert main(["report", "--out", str(tmp_path / "o")]) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if "┃" in line)
+    assert [c.strip() for c in header.strip("┃ ").split("┃")] == ["stage", "token", "rank 1", "unlisted",
+                                                                  "nDCG@10 (3 queries)"]
