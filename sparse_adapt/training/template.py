@@ -23,8 +23,9 @@ def check_template(template: str, section: str) -> None:
         fields = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(template) if name is not None]
     except ValueError as e:
         raise ConfigError(f"{section}.template is not a valid template ({e})") from None
+    names = {name for name, _, _ in fields}
     for name in FIELDS:
-        if name not in {f for f, _, _ in fields}:
+        if name not in names:
             raise ConfigError(f"{section}.template must contain {{{name}}}")
     for name, spec, conv in fields:
         if name not in FIELDS or spec or conv:
