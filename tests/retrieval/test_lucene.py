@@ -824,6 +824,37 @@ def test_one_query_s_table_ranks_its_k_hits_beside_their_texts_and_feedback_reac
     assert ["1", "gone", "9", "(not", "in", "--docs)"] in rows and ["2", "d1", "7", "budget", "report"] in rows
 
 
+def test_one_query_s_search_counts_the_hits_found_and_its_json_has_no_text_without_docs(tmp_path, capsys,
+                                                                                       stand_in_lucene):
+    from types import SimpleNamespace
+
+    # an index smaller than --k: Lucene finds 2 of the 5 asked for
+    stand_in_lucene.hits = [SimpleNamespace(doc_id="d2", score=9.0), SimpleNamespace(doc_id="d1", score=7.0)]
+    argv = ["search", "budget", "--index", str(tmp_path / "index"), "--model", "m", "-k", "5"]
+    assert main(argv) == 0
+    rows = [[c for c in line.split() if c not in "│|┃"] for line in capsys.readouterr().out.splitlines()]
+    assert ["2", "hits"] in rows and ["5", "hits"] not in rows
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"doc_id": "d2", "score": 9.0}, {"doc_id": "d1", "score": 7.0}]
+
+
+def test_one_query_s_table_cuts_a_long_hit_text_to_one_line_under_its_header(tmp_path, capsys, monkeypatch,
+                                                                             stand_in_lucene):
+    from types import SimpleNamespace
+
+    from sparse_adapt.cli import output
+
+    monkeypatch.setattr(output.console, "width", 200)  # wider than the snippet, narrower than the text
+    stand_in_lucene.hits = [SimpleNamespace(doc_id="d1", score=7.0)]
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"doc_id": "d1", "text": " ".join(["budget"] * 40)}) + "\n")
+    assert main(["search", "budget", "--index", str(tmp_path / "index"), "--model", "m", "--docs", str(docs)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert ["rank", "doc_id", "score", "text"] in [[c for c in line.split() if c not in "│|┃"] for line in lines]
+    [row] = [line for line in lines if "budget" in line]
+    assert "…" in row and row.count("budget") <= 60 // len("budget ")  # at most 60 characters of it
+
+
 def test_a_batch_search_with_feedback_hands_it_to_lucene_and_tags_its_run_so(tmp_path, stand_in_lucene):
     from sparse_adapt.retrieval.feedback import Feedback
 
@@ -986,6 +1017,48 @@ def test_documents_the_index_lacks_are_counted_against_the_export_and_named_by_a
                                                  r"\(Anserini: Document contains at least one immense term"):
         lucene.build_index(_vectors(tmp_path), tmp_path / "index", meta=meta)
     assert not (tmp_path / "index").exists()
+
+
+def test_an_indexer_that_exits_zero_without_a_segments_file_fails_the_index(tmp_path, monkeypatch):
+    """Exit 0 and the expected count are not enough: a folder without segments is no index."""
+    from sparse_adapt.retrieval import lucene
+
+    monkeypatch.setattr(lucene, "find_java", lambda: type("J", (), {"home": "/nowhere"})())
+    monkeypatch.setattr(lucene, "_import_env", lambda java: {})
+    monkeypatch.setattr(lucene, "_run_child", lambda argv, env: (0, f"{lucene.DOCS_LINE}1\n"))
+    meta = lucene.IndexMeta(scale=100, model="m", documents=1, seconds=0.0)
+    with pytest.raises(lucene.LuceneError, match=r"failed \(exit 0\)"):
+        lucene.build_index(_vectors(tmp_path), tmp_path / "index", meta=meta)
+    assert not (tmp_path / "index").exists()
+
+
+def test_an_export_named_by_a_relative_path_reaches_the_indexer(tmp_path, monkeypatch):
+    """The indexer reads the export through a link in a folder of its own: a link to a relative
+    path would point inside that folder, at nothing."""
+    from sparse_adapt.retrieval import lucene
+
+    _vectors(tmp_path)
+    read = []
+
+    def child(argv, env):
+        read.append(Path(argv[argv.index("-input") + 1], VECTORS_FILE).read_text())
+        (Path(argv[argv.index("-index") + 1]) / "segments_1").write_bytes(b"")
+        return 0, ""
+
+    monkeypatch.setattr(lucene, "find_java", lambda: type("J", (), {"home": "/nowhere"})())
+    monkeypatch.setattr(lucene, "_import_env", lambda java: {})
+    monkeypatch.setattr(lucene, "_run_child", child)
+    monkeypatch.chdir(tmp_path)
+    lucene.build_index(Path("vectors"), Path("index"))
+    assert read == ['{"id": "d1", "contents": "", "vector": {"a": 1}}\n']
+
+
+def test_the_indexer_child_s_output_and_errors_come_back_in_order_with_its_exit_code():
+    # Java logs to stderr: an indexing failure is shown from this output alone
+    from sparse_adapt.retrieval.lucene import _run_child
+
+    code = "import sys; print('out', flush=True); print('err', file=sys.stderr, flush=True); sys.exit(3)"
+    assert _run_child([sys.executable, "-c", code], dict(os.environ)) == (3, "out\nerr\n")
 
 
 @pytest.mark.parametrize("text", ['{"scale": 100, "model": "m", "documents": 1, "seconds": 1, "shards": 4}',
