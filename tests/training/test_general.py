@@ -60,6 +60,18 @@ def test_in_batch_loss_temperature_scales_scores_and_shapes_are_checked():
         InBatchLoss()(q, d[:1])
 
 
+def test_in_batch_kd_compares_the_teacher_with_the_student_scores_over_the_temperature():
+    # KL(softmax(T / tau_t) || softmax(S / tau)): with tau 2 the student side is S / 2, not S
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    d = torch.tensor([[2.0, 1.0], [0.0, 1.0]])  # S = [[2, 0], [1, 1]]
+    teacher = torch.tensor([[1.0, 0.0], [0.5, 1.0]])
+    kd = InBatchLoss(temperature=2.0, teacher_temperature=1.0)(q, d, teacher)["kd"].item()
+    rows = [[1.0, 0.0], [0.5, 0.5]]  # S / 2
+    target = [_softmax([1.0, 0.0]), _softmax([0.5, 1.0])]
+    expected = sum(t * math.log(t / s) for tr, r in zip(target, rows) for t, s in zip(tr, _softmax(r))) / 2
+    assert kd == pytest.approx(expected, abs=1e-6)
+
+
 def test_lexicon_pairs_describe_a_word_without_naming_it():
     pairs = lexicon_pairs(seed=0)
     assert len(pairs) > 20_000

@@ -190,6 +190,8 @@ def test_distillation_combines_the_six_terms_with_their_weights():
     ramp = (2 / 4) ** 2
     expected = sum(w[k] * out[k].item() * (ramp if k == "sp" else 1.0) for k in w)
     assert out["total"].item() == pytest.approx(expected)
+    # the terms are detached, for logging (.numpy() of one still in the graph raises)
+    assert out["total"].requires_grad and not any(out[k].requires_grad for k in w)
     out["total"].backward()
     # d total / d doc0[token 2]; s(doc0) = q . doc0 moves by q_2 = 2 per unit:
     #   KD   0.5 x (s0 + 8) x 2           = 9
@@ -200,6 +202,22 @@ def test_distillation_combines_the_six_terms_with_their_weights():
     assert d.grad[0, 2].item() == pytest.approx(9 + 4 / (math.e + 1) + 0.75 + 10)
     # token 3 is a domain token that q does not fire: only the hinge reaches it, -dom / 3 texts
     assert d.grad[:, 3].tolist() == pytest.approx([-4 / 3, -4 / 3])
+
+
+def test_distillation_passes_its_temperature_and_tau_min_to_the_terms():
+    # The trainer's defaults (distill.temperature 2, tau_min 3.5) differ from the terms' own
+    # (1 and 2): a value not handed on would be silently replaced.
+    q = torch.tensor([[1.0, 0.0, 2.0, 0.0]])
+    d = torch.tensor([[1.0, 1.0, 0.0, 1.0], [0.0, 2.0, 1.0, 0.5]])
+    out = DistillationLoss(temperature=2.0, tau_min=1.0)(
+        query_weights=q, query_input_ids=torch.tensor([[1, 2]]), doc_weights=d,
+        doc_input_ids=torch.tensor([[3, 0], [1, 3]]), doc_index=torch.tensor([[1, 0]]),
+        teacher=torch.tensor([[10.0, -8.0]]), mask=torch.ones(1, 2, dtype=torch.bool), domain_ids=[3], step=1,
+    )
+    # s = (2, 1), over tau 2: (1, 0.5); at tau 1 it would be -log softmax(2, 1)_0
+    assert out["ret"].item() == pytest.approx(-(1.0 - math.log(math.exp(1.0) + math.exp(0.5))))
+    # tau_min 1: doc0 weighs 1 on token 3 (no push), doc1 0.5; the query lacks it; 3 texts
+    assert out["dom"].item() == pytest.approx(0.5 / 3)
 
 
 def test_distillation_gradients_repeat_bit_for_bit_on_several_threads():

@@ -135,6 +135,42 @@ def test_distillation_applies_preservation_only_to_texts_the_domain_does_not_con
     assert naming["pres"].item() == pytest.approx(1.0)  # doc1 alone
 
 
+def test_distillation_with_one_side_of_the_reference_missing_has_no_preservation_term():
+    # "ref_query_weights, ref_doc_weights ... or None (then pres is 0)": either None suffices
+    kw = dict(
+        query_weights=torch.tensor([[1.0, 0.0, 0.0, 0.0]]), query_input_ids=torch.tensor([[1, 2]]),
+        doc_weights=torch.tensor([[1.0, 1.0, 0.0, 0.0]]), doc_input_ids=torch.tensor([[1, 2]]),
+        doc_index=torch.tensor([[0]]), teacher=torch.tensor([[10.0]]), mask=torch.ones(1, 1, dtype=torch.bool),
+        domain_ids=[3], step=1,
+    )
+    fn = DistillationLoss(pres=1.0)
+    assert fn(**kw, ref_query_weights=torch.zeros(1, 3), ref_doc_weights=torch.zeros(1, 3))["pres"].item() > 0
+    assert fn(**kw, ref_query_weights=torch.zeros(1, 3))["pres"].item() == 0.0
+    assert fn(**kw, ref_doc_weights=torch.zeros(1, 3))["pres"].item() == 0.0
+
+
+def test_preservation_is_off_and_of_the_vector_form_unless_asked():
+    # DistillationLoss() logs the term but leaves it out of the total: its weight is 0
+    kw = dict(
+        query_weights=torch.tensor([[1.0, 0.0, 0.0, 0.0]]), query_input_ids=torch.tensor([[1, 2]]),
+        doc_weights=torch.tensor([[1.0, 1.0, 0.0, 0.0]]), doc_input_ids=torch.tensor([[1, 2]]),
+        doc_index=torch.tensor([[0]]), teacher=torch.tensor([[10.0]]), mask=torch.ones(1, 1, dtype=torch.bool),
+        domain_ids=[3], step=1, ref_query_weights=torch.zeros(1, 3), ref_doc_weights=torch.zeros(1, 3),
+    )
+    out = DistillationLoss()(**kw)
+    assert out["pres"].item() == pytest.approx((1 + 2) / 2)
+    assert out["total"].item() == pytest.approx(sum(out[k].item() for k in TERMS if k != "pres"))
+    # PreservationLoss() is the "vectors" form: the domain query 1 is left out, where
+    # "all-texts" would add its 3 general ids, (111 + 147 + 27) / 3
+    q = torch.tensor([[1.0, 5.0, 2.0, 9.0], [7.0, 7.0, 7.0, 7.0]])
+    inputs = dict(
+        query_weights=q, doc_weights=torch.tensor([[2.0, 0.0, 0.0, 4.0]]), ref_query_weights=torch.zeros(2, 3),
+        ref_doc_weights=torch.tensor([[1.0, 3.0, 1.0]]), general_queries=torch.tensor([True, False]),
+        general_docs=torch.tensor([True]), free_ids=[],
+    )
+    assert PreservationLoss()(**inputs).item() == pytest.approx((111 + 27) / 2)
+
+
 def test_score_form_in_distillation_compares_each_candidate_with_its_own_reference_score():
     # As above: query 0 is the only general query; its candidates are [doc1, doc0].
     q = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
