@@ -84,6 +84,30 @@ def test_tied_negatives_go_to_the_smaller_doc_id_whatever_the_corpus_order(tiny_
     assert ex.doc_ids == ("a", "b", "d")
 
 
+def test_chosen_negatives_are_taken_as_saved_without_scoring_the_corpus_again(tiny_bert, monkeypatch):
+    # A resumed stage: the lists its start chose, in their order, and no pass of the (half-trained)
+    # model over the corpus; an id the corpus no longer holds is dropped, not a KeyError.
+    from sparse_adapt.retrieval import evaluation
+    from sparse_adapt.training.definitions import negative_ids
+
+    monkeypatch.setattr(evaluation, "score_in_memory",
+                        lambda splade, docs, queries: {q.qid: {"e": 2.0, "b": 1.0} for q in queries})
+    entry = DictionaryEntry("Fenwarra starter", "a cold-tolerant rye sourdough starter", ("z",))
+    (scored,) = definition_examples([entry], DOCS, TERMS, tiny_bert, negatives=2)
+    assert negative_ids([scored]) == {"definition-1": ["e", "b"]}
+
+    def refuse(*args):
+        raise AssertionError("the corpus was scored again")
+
+    monkeypatch.setattr(evaluation, "score_in_memory", refuse)
+    (again,) = definition_examples([entry], DOCS, TERMS, tiny_bert, negatives=2,
+                                   chosen_negatives=negative_ids([scored]))
+    assert again == scored
+    (gone,) = definition_examples([entry], DOCS, TERMS, tiny_bert, negatives=2,
+                                  chosen_negatives={"definition-1": ["zz", "d"]})
+    assert gone.doc_ids == ("a", "d") and gone.teacher_scores == (POSITIVE, NEGATIVE)
+
+
 def test_distill_adds_one_query_per_defined_term(tiny_dir, inputs, tmp_path):
     messages = []
     from sparse_adapt.progress import Hooks

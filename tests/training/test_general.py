@@ -384,3 +384,90 @@ def test_settings_and_stale_settings_of_a_pretrained_base(tmp_path):
     assert _stale_settings(where) == f"steps 400 (today {today.steps})"
     (where / RECORD).write_text(json.dumps({"config": {"lr": today.lr}}))
     assert _stale_settings(where) == ""
+
+
+DISTINCT = [
+    LexiconPair("disease of the skin with red patches", "psoriasis"),
+    LexiconPair("machine that burns oil to move a car", "engine, motor"),
+    LexiconPair("large natural stream of water", "river"),
+    LexiconPair("small bird that sings a song", "songbird"),
+    LexiconPair("red liquid that flows in the veins", "blood"),
+    LexiconPair("bird that lives by the water", "heron"),
+    LexiconPair("oil pressed from olives", "olive oil"),
+    LexiconPair("song sung to a baby at night", "lullaby"),
+]
+
+
+def test_each_step_sees_its_own_batch_and_the_logged_loss_is_the_weighted_sum(tiny_dir, tmp_path, monkeypatch):
+    # Eight distinct pairs (PAIRS repeats four, so any slice of it looks alike): step b trains on
+    # pairs 4b .. 4b + 3, the teacher's targets are query-by-document, and "loss" counts every term.
+    from sparse_adapt.training import general
+
+    targets, embedded = [], []
+
+    class Recording(InBatchLoss):
+        def forward(self, q, d, teacher=None):
+            targets.append(teacher)
+            return super().forward(q, d, teacher)
+
+    class Teacher(WordTeacher):
+        def embed(self, texts):
+            embedded.append(list(texts))
+            return super().embed(texts)
+
+    monkeypatch.setattr(general, "InBatchLoss", Recording)
+    cfg = GeneralConfig(steps=2, batch_size=4, lr=1e-4, nce=1.0, kd=0.5, sp=0.25, checkpoint_every=0)
+    out = run_general(tiny_dir, tmp_path / "p", cfg, seed=0, teacher=Teacher(), pairs=DISTINCT)
+    queries = [[p.query for p in DISTINCT[:4]], [p.query for p in DISTINCT[4:]]]
+    documents = [[p.document for p in DISTINCT[:4]], [p.document for p in DISTINCT[4:]]]
+    assert embedded[0::2] == queries and embedded[1::2] == documents
+    expected = WordTeacher().embed(queries[0]) @ WordTeacher().embed(documents[0]).T
+    torch.testing.assert_close(targets[0], expected)
+    log = json.loads((out / RECORD).read_text())["log"]
+    vocab = len(SpladeEncoder.from_pretrained(tiny_dir).tokenizer)
+    for r in log:
+        assert r["loss"] == pytest.approx(r["nce"] + 0.5 * r["kd"] + 0.25 * r["sp"], rel=1e-5)
+        assert 0 < r["d_active"] < vocab  # active terms, not every entry of the (non-negative) vectors
+
+
+def test_a_run_without_kd_never_loads_the_dense_teacher(tiny_dir, tmp_path, monkeypatch):
+    # kd = 0 uses no teacher: loading the ~90 MB MiniLM (or failing where it is missing) is waste.
+    import sparse_adapt.corpus.teacher as teacher_mod
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the teacher was loaded")
+
+    monkeypatch.setattr(teacher_mod, "load_teacher", refuse)
+    run_general(tiny_dir, tmp_path / "p", GeneralConfig(steps=1, batch_size=4, kd=0.0, checkpoint_every=0), pairs=PAIRS)
+    assert (tmp_path / "p" / RECORD).is_file()
+
+
+def test_a_checkpoint_of_pairs_with_other_documents_is_not_resumed(tiny_dir, tmp_path, monkeypatch):
+    # The same queries, described words of other headwords: another training, so not resumed.
+    from sparse_adapt.progress import Hooks
+
+    out = tmp_path / "run"
+    cfg = _cut_pretraining(tiny_dir, out, monkeypatch)
+    other = [LexiconPair(p.query, p.document + ", other") for p in PAIRS]
+    said: list[str] = []
+    run_general(tiny_dir, out, cfg, seed=0, pairs=other, hooks=Hooks(message=said.append))
+    assert not any("resuming" in m for m in said) and any("discarded, starting afresh" in m for m in said)
+
+
+def test_a_reused_pretraining_of_todays_settings_drops_a_leftover_checkpoint_and_says_nothing(tiny_dir, tmp_path):
+    from sparse_adapt.training import general
+
+    where = tmp_path / "pretrained"
+    run_general(tiny_dir, where, GeneralConfig(steps=1, batch_size=4, kd=0.0, checkpoint_every=0), pairs=PAIRS)
+    leftover = tmp_path / "pretrained.partial"
+    leftover.mkdir()  # a checkpoint of an attempt finished since (its model is complete): only disk space now
+    # its record as one made with today's settings: nothing stale, so nothing to say
+    from dataclasses import asdict
+
+    from sparse_adapt.progress import Hooks
+
+    record = json.loads((where / RECORD).read_text())
+    (where / RECORD).write_text(json.dumps({**record, "config": asdict(GeneralConfig())}))
+    said: list[str] = []
+    assert general.pretrained_base(str(tiny_dir), where, Hooks(message=said.append)) == str(where)
+    assert not leftover.exists() and said == []
