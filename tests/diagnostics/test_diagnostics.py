@@ -85,7 +85,7 @@ def test_vocabulary_unextended_term_is_split_and_analysed_per_piece(tiny_bert):
     assert v.in_terms_file and v.categories == ["jargon"] and v.normalized == "gatrocraptic"
     assert [t.token for t in r.targets] == GATRO_PIECES
     single = next(c for c in r.checks if c.name == "single_token")
-    assert single.status == "fail"
+    assert (single.status, single.actual) == ("fail", "5 pieces: ga ##tro ##cr ##ap ##tic")  # no [UNK] note
     assert r.recommendations[0].id == "extend"
     # one command to follow: train with the extend stage (an extend-vocab beside it, whose output the
     # train command ignored, read as a first step)
@@ -1340,3 +1340,104 @@ def test_the_rival_warnings_name_the_three_strongest_rivals(sparse, monkeypatch)
     monkeypatch.setattr(sparse, "encode", _encode_as({"Gatrocraptic": vector}, sparse.vocab_size))
     lines = rival_warnings(sparse, "Gatrocraptic", ids[0])
     assert [line.split("'")[3] for line in lines] == ["zorblatt", "vexorin", "krellamine"]
+
+
+def test_a_special_token_the_encoding_weights_fails_the_pooling_check(tiny_bert, monkeypatch):
+    """The manual weight of [UNK] is 0 (the output mask); a model whose encoding weights it
+    does not pool like SPLADE, special token or not."""
+    unk = tiny_bert.tokenizer.unk_token_id
+    real = tiny_bert.encode
+
+    def leaky(texts, kind="document", *a, **k):
+        m = real(texts, kind, *a, **k).tolil()
+        m[:, unk] = 0.5
+        return sp.csr_matrix(m)
+
+    monkeypatch.setattr(tiny_bert, "encode", leaky)
+    r = diagnose_term(tiny_bert, "\U0001F680", [Document("e2", "the \U0001F680 launch went well")])
+    assert r.targets[0].weight.special_token and not r.targets[0].weight.matches
+    check = next(c for c in r.checks if c.name == "weight_matches_encoding")
+    assert (check.status, check.actual) == ("fail", "0.0000 vs 0.5000")
+    assert [rec.id for rec in r.recommendations] == ["pooling_mismatch", "extend"]
+
+
+def test_feedback_is_advised_only_where_every_expansion_failure_is_a_feedback_warning():
+    from diagnostics.recommend import recommend
+    from diagnostics.sections.checks import FAIL, WARN, Check
+
+    def qe(status, piece):
+        return Check("query_expansion", status, ">= 1 query w/o term", "0 of 2 queries (1 with feedback)", target=piece)
+
+    [warned] = recommend("Zorblatt", [qe(WARN, "zor"), qe(WARN, "##blatt")], Sources("m"))
+    assert warned.action.startswith("search with --feedback")
+    [mixed] = recommend("Zorblatt", [qe(WARN, "zor"), qe(FAIL, "##blatt")], Sources("m"))
+    assert mixed.action.startswith("raise the query-expansion loss weight")  # ##blatt feedback does not rescue
+
+
+def test_a_split_terms_pooling_finding_names_the_piece_of_each_mismatch():
+    from diagnostics.recommend import recommend
+    from diagnostics.sections.checks import FAIL, Check
+
+    failed = [Check("single_token", FAIL, "one token", "2 pieces: quo ##vane"),
+              Check("weight_matches_encoding", FAIL, "manual = encode() ± 0.0001", "0.5000 vs 1.0000", target="quo"),
+              Check("weight_matches_encoding", FAIL, "manual = encode() ± 0.0001", "0.2000 vs 0.0000",
+                    target="##vane")]
+    pooling = recommend("Quovane", failed, Sources("m"))[0]
+    assert pooling.id == "pooling_mismatch"
+    assert pooling.finding.endswith("(quo: 0.5000 vs 1.0000; ##vane: 0.2000 vs 0.0000)")
+
+
+def test_a_likely_typo_is_said_before_adding_or_extending_the_term():
+    from diagnostics.recommend import recommend
+    from diagnostics.sections.checks import FAIL, Check
+
+    failed = [Check("in_terms_file", FAIL, "listed", "absent"),
+              Check("single_token", FAIL, "one token", "2 pieces: quo ##vain")]
+    recs = recommend("Quovain", failed, Sources("m", near="quovane"))
+    assert [r.id for r in recs] == ["add_to_terms", "extend"]
+    for rec in recs:
+        assert rec.action.startswith("check the spelling first: this model has the domain term 'quovane'; "
+                                     "if 'Quovain' is another term, "), rec.id
+
+
+def test_a_suggested_command_quotes_a_model_path_with_a_space():
+    import shlex
+
+    command = Sources("runs/my model/final", docs="my docs.jsonl").train_command("distill")
+    argv = shlex.split(command)  # what a shell passes on
+    assert argv[argv.index("--base") + 1] == "runs/my model/final"
+    assert argv[argv.index("--corpus") + 1] == "my docs.jsonl"
+
+
+def test_a_domain_term_of_a_cased_model_is_found_in_any_case_the_tokenizer_folds():
+    """Extend's added token matches 'gatrocraptic' as 'Gatrocraptic' on a cased BPE: a document
+    using it in lower case holds the term; before extension case tells the words apart."""
+    from tests.conftest import make_tiny_roberta
+
+    docs = [Document("a", "Costs of gatrocraptic rose."), Document("b", "Gatrocraptic tools.")]
+    assert diagnose_term(make_tiny_roberta(), "Gatrocraptic", docs).document.docs_containing == ["b"]
+    extended = make_tiny_roberta()
+    extend_vocabulary(extended, {"jargon": ["Gatrocraptic"]})
+    [tid] = extended.settings.domain_token_ids
+    assert tid in extended.tokenizer(docs[0].text)["input_ids"]  # the added token, from 'gatrocraptic'
+    r = diagnose_term(extended, "Gatrocraptic", docs)
+    assert r.document.docs_containing == ["a", "b"] and r.document.doc_id == "a"
+
+
+def test_in_text_ids_leave_out_the_padding_of_a_shorter_text_in_the_batch(sparse):
+    from diagnostics.tokens import in_text_ids
+
+    short, long = "valve", "valve pressure password budget water plants account"
+    together = in_text_ids(sparse, [short, long], "query")
+    assert together == [in_text_ids(sparse, [short], "query")[0], in_text_ids(sparse, [long], "query")[0]]
+    assert sparse.tokenizer.pad_token_id not in together[0]
+
+
+def test_a_one_token_term_not_yet_a_domain_token_is_not_said_to_be_split():
+    from diagnostics.recommend import recommend
+    from diagnostics.sections.checks import FAIL, Check
+
+    [rec] = recommend("password", [Check("domain_token", FAIL, "registered domain token",
+                                         "no (model not extended with this term)")], Sources("m"))
+    assert rec.id == "extend" and "is one token but not a registered domain token" in rec.finding
+    assert "splits" not in rec.finding

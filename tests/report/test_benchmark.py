@@ -742,3 +742,14 @@ def test_the_pooled_section_names_the_domains_it_leaves_out():
                _pq("c", "test", None, "base", {"y": 0.1}), _pq("c", "test", 0, "full", {"y": 0.9})]
     assert _fewer_seeds(results, [0, 1]) == ["Left out (measured on fewer seeds): c."]
     assert _fewer_seeds(results, [0]) == []
+
+
+def test_a_groups_score_is_the_mean_over_its_judged_queries_the_run_holds():
+    # q1 judged and searched (nDCG@10 0.6131, as above); q2 judged but not in the run; q4 in the run
+    # but judged nowhere (a query file line without qrels): neither enters the group's mean or count
+    evalset = EvalSet([], [], {"q1": {"d1": 2, "d3": 2}, "q2": {"d2": 2}},
+                      {"mixed": ["q1", "q2", "q4"], "unjudged": ["q4"]})
+    scores = evalset.run_scores({"q1": {"d1": 2.0}, "q4": {"d1": 1.0}})
+    assert scores["mixed"]["queries"] == 1 and scores["mixed"]["per_query"] == {"q1": pytest.approx(0.6131, abs=1e-4)}
+    assert scores["mixed"]["ndcg@10"] == pytest.approx(0.6131, abs=1e-4)  # not halved by q2 counted 0
+    assert scores["unjudged"] == {"queries": 0, "ndcg@10": None, "per_query": {}}

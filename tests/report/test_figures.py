@@ -76,3 +76,13 @@ def test_the_term_plot_ranks_1_on_top_marks_the_high_weight_and_fades_the_other_
         [[HIGH_WEIGHT, HIGH_WEIGHT]]  # the dashed bar a domain term's weight is read against
     alpha = {line.get_label(): line.get_alpha() for line in ax_w.get_lines()}
     assert (alpha["Gatrocraptic"], alpha["API"]) == (1.0, 0.45)
+
+
+def test_the_rank_plot_says_so_when_no_term_is_active_in_any_stage(drawn):
+    report = _hand_report()
+    report.stages = [dataclasses.replace(s, terms={t: dataclasses.replace(v, weight=0.0, rank=None)
+                                                   for t, v in s.terms.items()}) for s in report.stages]
+    _, ax_r = drawn(report)["term"].axes
+    # no point to draw: an empty plot would read as a plotting failure, so it says why
+    assert [t.get_text() for t in ax_r.texts] == ["no domain term is active in any stage"]
+    assert ax_r.get_lines() == [] and ax_r.get_yscale() == "linear"
