@@ -514,10 +514,27 @@ def test_a_field_holding_a_line_break_is_shown_escaped_on_one_line(tmp_path):
     ({"jargon": ["two words"]}, "jargon[0]", "a term must be one word without spaces"),
     ({"jargon": ["two\u2003words"]}, "jargon[0]", "a term must be one word without spaces"),
     ({"jargon": ["two\twords"]}, "jargon[0]", "a term must be one word without spaces"),
+    # a lone surrogate is no text: said so, not only "not printable"
+    ({"jargon": ["x\ud800"]}, "jargon[0]", "contains an unpaired surrogate"),
 ])
 def test_domain_terms_checks_name_their_field(tmp_path, obj, field, says):
     e = _read_error(tmp_path, "terms.json", json.dumps(obj), load_domain_terms)
     assert e.field == field and says in e.message
+
+
+def test_every_term_of_every_category_is_used_in_file_order(tmp_path):
+    from sparse_adapt.data import flat_terms
+
+    p = tmp_path / "terms.json"
+    p.write_text(json.dumps({"codes": ["XR-7200", "QX-9"], "drugs": [], "places": ["Zu\u0308rich"]}))
+    assert flat_terms(load_domain_terms(p)) == ["XR-7200", "QX-9", "Z\u00fcrich"]
+
+
+def test_a_query_groups_file_that_is_no_object_is_said_to_be_one(tmp_path):
+    from sparse_adapt.data import load_query_groups
+
+    e = _read_error(tmp_path, "groups.json", '["q1", "q2"]', load_query_groups)
+    assert (e.line, e.field, e.message) == (None, None, "expected an object of group -> list of qids, got list")
 
 
 def test_domain_terms_are_composed_and_one_empty_category_beside_others_is_fine(tmp_path):
@@ -602,7 +619,7 @@ def test_query_groups_naming_unknown_queries_are_an_error(tmp_path):
     with pytest.raises(DataError, match="groups.json: field 'h': lists unknown query ids: 'q9'"):
         check_query_groups("groups.json", {"g": ["q1"], "h": ["q2", "q9"]}, {"q1", "q2"})
     # up to five of them, in the group's order
-    with pytest.raises(DataError, match=re.escape("lists unknown query ids: 'q7', 'q3', 'q8', 'q9', 'q10'")):
+    with pytest.raises(DataError, match=re.escape("lists unknown query ids: 'q7', 'q3', 'q8', 'q9', 'q10'") + "$"):
         check_query_groups("groups.json", {"g": ["q1", "q7", "q3", "q8", "q9", "q10", "q11"]}, {"q1"})
 
 

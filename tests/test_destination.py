@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import errno
+import os
 import re
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from sparse_adapt.destination import check_not_an_input, check_output, check_writable
+from sparse_adapt.destination import TEMPORARY_EXTRA, check_not_an_input, check_output, check_writable
 from sparse_adapt.errors import OutputError
 
 
@@ -82,3 +83,33 @@ def test_a_loop_of_symbolic_links_is_one_line_whichever_error_python_raises_for_
     with pytest.raises(OutputError if refused else type(raised)) as caught:
         check_not_an_input(tmp_path / "a", [])
     assert ("a loop of symbolic links" in str(caught.value)) == refused
+
+
+def test_a_file_output_naming_an_existing_folder_is_refused_even_empty_or_with_overwrite(tmp_path):
+    # an empty folder is used as is by a folder output, but a file would replace it
+    out = tmp_path / "run.trec"
+    out.mkdir()
+    for overwrite in (False, True):
+        with pytest.raises(OutputError, match=re.escape(f"--save-run {out} is a directory; give a file path")):
+            check_output(out, overwrite, kind="file", flag="--save-run")
+    assert out.is_dir() and not any(out.iterdir())
+
+
+def test_a_name_is_measured_in_bytes_not_characters(tmp_path):
+    # "é" takes 2 bytes on disk: a name short in characters can still leave no room for the temporary
+    fits = os.pathconf(tmp_path, "PC_NAME_MAX") - TEMPORARY_EXTRA
+    check_writable(tmp_path / ("é" * (fits // 2)))
+    name = "é" * (fits // 2 + 1)
+    with pytest.raises(OutputError, match=re.escape(f"the name is too long ({2 * len(name)} bytes;")):
+        check_writable(tmp_path / name)
+
+
+def test_a_file_system_that_does_not_say_its_name_limit_is_taken_to_allow_255_bytes(tmp_path, monkeypatch):
+    def pathconf(path, name):
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(os, "pathconf", pathconf)
+    check_writable(tmp_path / ("y" * (255 - TEMPORARY_EXTRA)))
+    with pytest.raises(OutputError, match=re.escape(f"({256 - TEMPORARY_EXTRA} bytes; the hidden temporary written "
+                                                    f"beside it needs {TEMPORARY_EXTRA} more, of the 255 this file")):
+        check_writable(tmp_path / ("y" * (256 - TEMPORARY_EXTRA)))

@@ -62,12 +62,14 @@ def test_a_lock_file_removed_between_open_and_flock_is_not_held(tmp_path, monkey
         return real_flock(fd, op)
 
     monkeypatch.setattr(lock.fcntl, "flock", flock_after_the_previous_holder_left)
+    before = len(os.listdir("/proc/self/fd"))
     with locked(out):
         assert len(calls) == 2  # the orphan was dropped and the new file at the path locked
         other = subprocess.run([sys.executable, "-c", TRY_LOCK, str(out)], cwd=ROOT, env=ENV,
                                capture_output=True, text=True)
         assert "is in use by another sparse-adapt process" in other.stderr
     assert not (out / LOCK_FILE).exists()
+    assert len(os.listdir("/proc/self/fd")) == before  # the orphan's descriptor is closed too, not leaked
 
 
 def test_a_second_holder_is_refused_in_the_same_process(tmp_path):
