@@ -165,6 +165,7 @@ def test_a_head_wider_than_its_tokenizer_by_design_is_no_other_models_tokenizer(
     # dbmdz/bert-base-italian-xxl: 32,102 rows, 31,102 tokens; mDeBERTa-v3: 251,000 and ~250,000
     for rows, tokens in ((32102, 31102), (251000, 250002), (30528, 30522)):
         check_head_fits(rows, range(tokens), "m")
+    check_head_fits(30522, range(30522), "m")  # bert-base: one row per token, the usual case
     with pytest.raises(ModelLoadError, match="m: the MLM head has 30522 rows but the tokenizer has 800 tokens"):
         check_head_fits(30522, range(800), "m")
     with pytest.raises(ModelLoadError, match="has 800 rows but the tokenizer has 801"):

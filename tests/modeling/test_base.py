@@ -41,6 +41,20 @@ def test_head_is_exact_identity_transform_with_tied_decoder(kind):
     assert mlm.get_output_embeddings().weight.data_ptr() == mlm.get_input_embeddings().weight.data_ptr()
 
 
+def test_the_decoder_is_tied_to_the_word_embeddings_even_when_the_encoder_config_says_untied():
+    # A saved encoder's config may carry tie_word_embeddings=False: an untied head would be
+    # random rows, not the h . E_t the base is built on.
+    torch.manual_seed(0)
+    enc = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=32, max_position_embeddings=32, tie_word_embeddings=False)).eval()
+    ids = torch.randint(0, 50, (2, 5))
+    with torch.no_grad():
+        expected = enc(input_ids=ids).last_hidden_state @ enc.get_input_embeddings().weight.T - 1.0
+        mlm = build_mlm_from_encoder(enc, bias=-1.0)
+        got = mlm(input_ids=ids).logits
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
 def test_saved_base_loads_with_plain_transformers(tmp_path):
     enc = _tiny_encoder("bert")
     enc.save_pretrained(tmp_path / "enc")

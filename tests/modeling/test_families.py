@@ -35,6 +35,18 @@ def test_the_word_start_marker_is_detected(tiny_bpe):
     assert not marks_word_starts(make_tiny_bert().tokenizer)
 
 
+def test_a_tokenizer_without_a_pre_tokenizer_marks_no_word_starts():
+    # A tokenizer.json with "pre_tokenizer": null (a plain word-level vocabulary) is read as
+    # WordPiece-like, not an AttributeError from the missing step.
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(WordLevel({"[UNK]": 0, "a": 1, "b": 2}, unk_token="[UNK]"))
+    assert backend.pre_tokenizer is None
+    assert not marks_word_starts(PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]"))
+
+
 def test_byte_level_bpe_splits_a_texts_first_word_otherwise():
     # Why the pieces of a term are taken after a space: the premise of the tests below.
     tok = make_tiny_roberta().tokenizer
@@ -113,6 +125,16 @@ def test_an_added_term_matches_in_any_case_on_a_cased_tokenizer(tiny_bpe, tmp_pa
     assert _ids(loaded.tokenizer, lower) == _ids(loaded.tokenizer, written)
     st = SparseEncoder(str(out), device="cpu")
     np.testing.assert_allclose(st.encode_query([lower]).to_dense().numpy(), loaded.encode([written], "query").toarray(), atol=1e-5)
+
+
+def test_a_case_rule_rewrites_the_term_only_as_a_whole_word():
+    # The term's letters inside a longer word ("preZORBLATT", "ZORBLATTS") are another word: a
+    # rule matching there would splice the term's token into it.
+    from sparse_adapt.modeling.tokenization import fold_case, normalize_term
+
+    tok = fold_case(make_tiny_roberta().tokenizer, ["Zorblatt"])
+    assert normalize_term(tok, "see ZORBLATT, zorblatt.") == "see Zorblatt, Zorblatt."
+    assert normalize_term(tok, "preZORBLATT ZORBLATTS") == "preZORBLATT ZORBLATTS"
 
 
 def test_words_of_the_base_vocabulary_keep_their_case(tiny_bpe):

@@ -177,6 +177,30 @@ def test_an_unregistered_family_is_cut_to_its_position_embeddings():
     assert max_pieces(DebertaV2ForMaskedLM(DebertaV2Config(**small, position_biased_input=False))) is None
 
 
+def test_roberta_style_positions_count_from_whatever_padding_index_the_model_has():
+    """Positions start at padding_idx + 1, so a pad id of 0 leaves one row more than the usual 1:
+    34 rows hold 33 pieces, not 32 (a limit off by one either way cuts or overruns the table)."""
+    from transformers import (
+        CamembertConfig, CamembertForMaskedLM, RobertaConfig, RobertaForMaskedLM, XLMRobertaConfig,
+        XLMRobertaForMaskedLM,
+    )
+
+    from sparse_adapt.modeling.heads import max_pieces
+
+    small = dict(vocab_size=64, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                 max_position_embeddings=34)
+    for pad, pieces in ((0, 33), (1, 32), (3, 30)):
+        roberta = RobertaForMaskedLM(RobertaConfig(**small, pad_token_id=pad))  # registered family
+        camembert = CamembertForMaskedLM(CamembertConfig(**small, pad_token_id=pad))  # read from its table
+        xlmr = XLMRobertaForMaskedLM(XLMRobertaConfig(**small, pad_token_id=pad))
+        assert (max_pieces(roberta), max_pieces(camembert), max_pieces(xlmr)) == (pieces,) * 3, pad
+        # the longest input allowed runs; one piece more indexes past the table
+        ids = torch.full((1, pieces), 5)
+        roberta.eval()(input_ids=ids)
+        with pytest.raises((IndexError, RuntimeError)):
+            roberta(input_ids=torch.full((1, pieces + 1), 5))
+
+
 def test_supported_families_do_not_warn(tiny_mlm):
     batch = tiny_mlm.tokenize(TEXTS[:2], "query")
     with warnings.catch_warnings():

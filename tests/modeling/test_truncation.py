@@ -50,3 +50,11 @@ def test_visible_texts_of_a_slow_tokenizer_are_the_texts_whole(tiny_bert):
     # A python tokenizer gives no offsets to cut at: every text is returned as it was, not an error.
     texts = [" ".join(["word"] * 60), "a short text"]
     assert visible_texts(_slow(tiny_bert), texts, "document") == texts
+
+
+def test_a_slow_tokenizer_counts_the_same_cut_texts_as_a_fast_one(tiny_bert):
+    # No overflow kept: the slow path counts pieces itself. 14 words fill the 16 pieces exactly
+    # (with [CLS] and [SEP]) and are read whole; 15 are cut.
+    exact, cut = " ".join(["word"] * 14), " ".join(["word"] * 15)
+    texts = [exact, cut, "word"]
+    assert truncated(_slow(tiny_bert), texts, "query") == truncated(tiny_bert, texts, "query") == [1]
