@@ -347,6 +347,31 @@ def test_criteria_fail_just_short_of_each_bar():
         assert got[failing] == FAIL, change
 
 
+def test_a_term_missing_from_its_documents_text_leaves_logits_ungraded_and_rank_2_is_not_top():
+    # No occurrence to read a logit at is no verdict either way (n/a), unlike a split term (fail).
+    data = _data({"domain-semantic": ["q11"]}, {"q11": {"d21": 2}},
+                 [("q11", "tools for monitoring corporate expenses")])
+    got = {c.id: c for c in criteria(_term(occurrence_logits=[], logit_verdict="absent"), data, {"q11": ["d21"]})}
+    assert (got["positive_logits"].status, got["positive_logits"].actual) == (NA, "term not in the text")
+    second = {c.id: c for c in criteria(_term(rank=2), data, {"q11": ["d21"]})}["top_rank"]
+    assert (second.status, second.actual) == (FAIL, "#2 of 14")
+
+
+def test_a_diagnosis_is_summarised_with_the_queries_naming_the_term():
+    """The criteria tell naming from describing queries by with_term_qids: summarise_term must carry them."""
+    from types import SimpleNamespace as NS
+
+    from sparse_adapt.report.criteria import summarise_term
+
+    qe = NS(expanding=[NS(qid="q11", weight=1.25)], with_term=1, with_term_active=1, with_term_qids=["s1"])
+    positions = [NS(logit=6.5, occurrence=True), NS(logit=-2.0, occurrence=False)]
+    target = NS(logits=NS(verdict="positive", positions=positions),
+                ranking=NS(weight=2.0, rank=1, nonzero=9), query_expansion=qe)
+    d = NS(term="API", vocabulary=NS(single_token=True, pieces=["api"]), document=NS(doc_id="d21"), targets=[target])
+    term = summarise_term(d)
+    assert (term.with_term_qids, term.expanding, term.occurrence_logits) == (["s1"], {"q11": 1.25}, [6.5])
+
+
 def test_correct_retrieval_fails_when_relevant_documents_score_zero():
     # In-memory runs leave out zero-score documents: a top list shorter than the relevant set must fail.
     data = _data({"domain-semantic": ["q11"]}, {"q11": {"d21": 2, "d22": 2}}, [("q11", "corporate expenses")])
@@ -617,6 +642,32 @@ def test_report_markdown_tables_read_off_a_hand_made_report():
     report = _hand_report()
     assert reproduce_commands(report, report.stages[0], Path("/work/report"))[0].startswith(
         "sparse-adapt evaluate --model offline-minilm --docs ../data/docs.jsonl")
+
+
+def test_report_markdown_names_a_probe_term_and_gives_the_reference_no_checkpoint():
+    """A term found in no document was diagnosed on a probe text; the reference has no checkpoint of its own."""
+    import dataclasses
+    from pathlib import Path
+
+    from sparse_adapt.report.markdown import render_markdown
+
+    report = _hand_report()
+    for s in report.stages:
+        s.terms["API"] = dataclasses.replace(s.terms["API"], doc_id=None)
+    md = render_markdown(report, out=Path("/work/report"))
+    assert "| API | probe | pieces (2) | pieces (2) |" in md.splitlines()
+    base = md.split(f"### {REFERENCE}: ", 1)[1].split("### H1: ", 1)[0]
+    assert "Checkpoint" not in base and "Checkpoint `../runs/H1/final`." in md
+
+
+def test_without_held_out_queries_the_reproduce_commands_evaluate_once():
+    from sparse_adapt.report.markdown import reproduce_commands
+
+    report = _hand_report()
+    report.inputs.update(heldout_queries=None, heldout_qrels=None)
+    commands = reproduce_commands(report, report.stages[1], Path("/work/report"))
+    assert [c.split(" --")[0] for c in commands] == ["sparse-adapt evaluate", "sparse-adapt diagnose Gatrocraptic",
+                                                     "sparse-adapt inspect"]
 
 
 def test_a_reference_model_that_is_a_local_folder_is_given_relative_to_the_report(tmp_path):
