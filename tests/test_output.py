@@ -259,3 +259,19 @@ def test_without_a_terminal_a_task_of_no_steps_still_shows_its_total():
     with output.rich_hooks(console) as hooks:
         hooks.task("encoding documents", 0).advance(0)
     assert [line.split(" (")[0] for line in buf.getvalue().splitlines()] == ["encoding documents: 0/0"]
+
+
+def test_warn_shows_a_message_holding_markup_as_written(monkeypatch):
+    # a warning quotes a user's key or path: "[/b]" read as markup ended the command in a traceback
+    console, buf = _plain_console()
+    monkeypatch.setattr(output, "err_console", console)
+    output.warn("skipped key [red]x[/red] in a[/b].jsonl")
+    assert buf.getvalue() == "warning: skipped key [red]x[/red] in a[/b].jsonl\n"
+
+
+@pytest.mark.parametrize("value", ["", "   "])
+def test_a_blank_file_option_is_refused(value):
+    import typer
+
+    with pytest.raises(typer.BadParameter, match="the path is empty"):  # not a file named "   "
+        output._file_path(value)

@@ -243,3 +243,24 @@ def test_a_corpus_of_codes_alone_reads_no_other_list(monkeypatch):
 
     monkeypatch.setattr(language, "available", no_other_list)
     assert detect_language(["XR-7200 IL-6", "1234"]).lang == "en"
+
+
+def test_detection_reads_only_the_start_of_a_corpus():
+    """SAMPLE_WORDS words and no more: a large corpus read in full took minutes."""
+    def corpus():
+        yield from ["word " * 2000, "word " * 3000]  # the sample full at the second text's end
+        raise AssertionError("read past the sample")
+
+    assert len(sample_words(corpus())) == 5000
+    assert detect_language(corpus()).words == 5000
+
+
+def test_a_rival_that_does_not_win_leaves_englishs_own_coverage(monkeypatch):
+    """English 0.30, Slovak 0.45 (past the margin but untrusted): English, with its 30% in the warning."""
+    from sparse_adapt.corpus import language
+
+    monkeypatch.setattr(language, "available", lambda: ["en", "sk"])
+    monkeypatch.setattr(language, "coverage", lambda words, lang: {"en": 0.30, "sk": 0.45}[lang])
+    guess = detect_language(["ein paar Worte hier"])
+    assert (guess.lang, guess.coverage, guess.english) == ("en", 0.30, 0.30)
+    assert "only 30% of the corpus's 4 sampled words" in guess.warning()

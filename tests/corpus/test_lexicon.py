@@ -49,3 +49,20 @@ def test_lexicon_pairs_of_a_hand_made_dictionary(dictionary):
     ]
     assert len(lexicon_pairs(seed=0, min_zipf=0.0)) == 6  # zzzword too
     assert lexicon_pairs(seed=5, limit=2) == lexicon_pairs(seed=5)[:2]
+
+
+def test_only_the_headword_itself_and_its_inflections_leave_a_description(tmp_path, monkeypatch):
+    """"sidewalk" holds "walk" but is another word; "Walking" opens a sentence. A three-word
+    headword is no headword (one or two words)."""
+    glosses = ["walk\tWalking slowly along the sidewalk", "walk in closet\ta small room for clothes"]
+    with gzip.open(tmp_path / "glosses.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(glosses) + "\n")
+    with gzip.open(tmp_path / "synonyms.json.gz", "wt", encoding="utf-8") as f:
+        json.dump({}, f)
+    monkeypatch.setattr(lexicon, "data_file", lambda name: tmp_path / name)
+    monkeypatch.setattr(lexicon, "general_zipf", lambda word: 5.0)
+    lexicon._synonyms.cache_clear()
+    try:
+        assert lexicon_pairs(seed=0) == [LexiconPair("slowly along the sidewalk", "walk")]
+    finally:
+        lexicon._synonyms.cache_clear()

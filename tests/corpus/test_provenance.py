@@ -94,3 +94,18 @@ def test_an_unrecorded_input_is_recorded_once_and_only_when_it_and_the_terms_exi
     record_unrecorded(out, "dictionary", terms)
     made = json.loads((out / PROVENANCE).read_text())
     assert made["train"] == recorded["train"] and made["dictionary"]["terms"] != recorded["dictionary"]["terms"]
+
+
+def test_a_record_of_another_version_or_a_hand_edit_is_left_alone(tmp_path):
+    """generated.json that parses but not as this version wrote it: an unknown input, a record
+    that is no object, files or notes of another shape; refresh neither crashes nor removes."""
+    out, terms = _made(tmp_path)
+    (out / "glossary.jsonl").write_text("x\n")
+    (out / PROVENANCE).write_text(json.dumps({
+        "glossary": {"terms": "old", "files": {"glossary.jsonl": "old"}},
+        "train": "made from the old terms",
+        "dictionary": {"terms": "old", "files": ["dictionary.jsonl"], "notes": ["queries", 12]},
+    }))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert refresh(out, terms) == [] and {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert recorded_notes(out, "dictionary") is None and recorded_notes(out, "train") is None

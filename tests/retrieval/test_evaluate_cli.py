@@ -553,3 +553,22 @@ def test_a_compare_path_with_a_run_file_s_suffix_is_a_run_even_where_it_is_missi
     from sparse_adapt.cli.evaluate import _is_run
 
     assert _is_run(str(tmp_path / f"bm25{suffix}")) and not _is_run(str(tmp_path / "bm25"))
+
+
+def test_a_compare_run_missing_one_evaluated_query_is_compared_with_a_warning(models, tmp_path, capsys):
+    """q11 and q3 are judged, the run holds q11 only: compared all the same (q3 counts 0 for it),
+    and the warning says the comparison is lopsided."""
+    qrels = _qrels_of(tmp_path / "two.tsv", lambda q: q in ("q11", "q3"))
+    doc = next(l.split()[2] for l in qrels.read_text().splitlines() if l.split()[0] == "q11")
+    other = tmp_path / "other.trec"
+    other.write_text(f"q11 Q0 {doc} 1 2.0 run\n")
+    assert main(["evaluate", "--model", models[0], "--docs", str(GATROCRAPTIC.docs), "--queries",
+                 str(GATROCRAPTIC.queries), "--qrels", str(qrels), "--compare", str(other)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert (f"--compare {other}: 1 of 2 evaluated queries is not in the run and counts as 0 for it (e.g. q3)"
+            in err)
+
+
+def test_a_model_compared_with_itself_gets_a_second_name(models, capsys):
+    got = run_json(capsys, ["evaluate", "--model", models[0], *FILES, "--compare", models[0], "--json"])
+    assert got["comparison"]["model_names"] == [models[0], f"{models[0]} (compare)"]
