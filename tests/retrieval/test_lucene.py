@@ -687,15 +687,12 @@ def test_the_indexers_input_folder_is_a_temporary_beside_the_index(tmp_path, mon
 
 
 def test_a_failed_indexer_is_one_error_line_then_its_own_last_lines(tiny_bert, tmp_path, monkeypatch, capsys):
-    from sparse_adapt.retrieval import lucene
     from sparse_adapt.retrieval.export import export_vectors
 
     docs, vectors = tmp_path / "docs.jsonl", tmp_path / "vectors"
     docs.write_text('{"doc_id": "d1", "text": "database timeout"}\n')
     export_vectors(tiny_bert, docs, vectors)
-    monkeypatch.setattr(lucene, "find_java", lambda: type("J", (), {"home": "/nowhere"})())
-    monkeypatch.setattr(lucene, "_import_env", lambda java: {})
-    monkeypatch.setattr(lucene, "_run_child", lambda argv, env: (1, "starting\nSEVERE: [x] broke\n"))
+    _stand_in_child(monkeypatch, lambda argv, env: (1, "starting\nSEVERE: [x] broke\n"))
     assert main(["index", "--vectors", str(vectors), "--index", str(tmp_path / "idx")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0] == f"error: Lucene indexing of {vectors} failed (exit 1); the indexer's last lines follow"
@@ -952,8 +949,6 @@ def _stand_in_indexer(monkeypatch, code: int, lines: list[str]) -> list[list[str
     argv lists it was started with."""
     import time
 
-    from sparse_adapt.retrieval import lucene
-
     started = []
 
     def child(argv, env):
@@ -962,10 +957,18 @@ def _stand_in_indexer(monkeypatch, code: int, lines: list[str]) -> list[list[str
         time.sleep(0.05)  # a run long enough for its recorded seconds to show
         return code, "".join(line + "\n" for line in lines)
 
+    _stand_in_child(monkeypatch, child)
+    return started
+
+
+def _stand_in_child(monkeypatch, child) -> None:
+    """build_index with no Java to find and ``child(argv, env) -> (exit code, output)`` run in
+    place of Anserini's process."""
+    from sparse_adapt.retrieval import lucene
+
     monkeypatch.setattr(lucene, "find_java", lambda: type("J", (), {"home": "/nowhere"})())
     monkeypatch.setattr(lucene, "_import_env", lambda java: {})
     monkeypatch.setattr(lucene, "_run_child", child)
-    return started
 
 
 def _vectors(tmp_path: Path) -> Path:
@@ -1023,9 +1026,7 @@ def test_an_indexer_that_exits_zero_without_a_segments_file_fails_the_index(tmp_
     """Exit 0 and the expected count are not enough: a folder without segments is no index."""
     from sparse_adapt.retrieval import lucene
 
-    monkeypatch.setattr(lucene, "find_java", lambda: type("J", (), {"home": "/nowhere"})())
-    monkeypatch.setattr(lucene, "_import_env", lambda java: {})
-    monkeypatch.setattr(lucene, "_run_child", lambda argv, env: (0, f"{lucene.DOCS_LINE}1\n"))
+    _stand_in_child(monkeypatch, lambda argv, env: (0, f"{lucene.DOCS_LINE}1\n"))
     meta = lucene.IndexMeta(scale=100, model="m", documents=1, seconds=0.0)
     with pytest.raises(lucene.LuceneError, match=r"failed \(exit 0\)"):
         lucene.build_index(_vectors(tmp_path), tmp_path / "index", meta=meta)
@@ -1045,9 +1046,7 @@ def test_an_export_named_by_a_relative_path_reaches_the_indexer(tmp_path, monkey
         (Path(argv[argv.index("-index") + 1]) / "segments_1").write_bytes(b"")
         return 0, ""
 
-    monkeypatch.setattr(lucene, "find_java", lambda: type("J", (), {"home": "/nowhere"})())
-    monkeypatch.setattr(lucene, "_import_env", lambda java: {})
-    monkeypatch.setattr(lucene, "_run_child", child)
+    _stand_in_child(monkeypatch, child)
     monkeypatch.chdir(tmp_path)
     lucene.build_index(Path("vectors"), Path("index"))
     assert read == ['{"id": "d1", "contents": "", "vector": {"a": 1}}\n']

@@ -135,14 +135,20 @@ def test_distillation_applies_preservation_only_to_texts_the_domain_does_not_con
     assert naming["pres"].item() == pytest.approx(1.0)  # doc1 alone
 
 
-def test_distillation_with_one_side_of_the_reference_missing_has_no_preservation_term():
-    # "ref_query_weights, ref_doc_weights ... or None (then pres is 0)": either None suffices
-    kw = dict(
+def _one_general_query(**extra):
+    """DistillationLoss inputs of one general query, [1, 0, 0, 0], and its one general document,
+    [1, 1, 0, 0] (V = 4, D = {3})."""
+    return dict(
         query_weights=torch.tensor([[1.0, 0.0, 0.0, 0.0]]), query_input_ids=torch.tensor([[1, 2]]),
         doc_weights=torch.tensor([[1.0, 1.0, 0.0, 0.0]]), doc_input_ids=torch.tensor([[1, 2]]),
         doc_index=torch.tensor([[0]]), teacher=torch.tensor([[10.0]]), mask=torch.ones(1, 1, dtype=torch.bool),
-        domain_ids=[3], step=1,
+        domain_ids=[3], step=1, **extra,
     )
+
+
+def test_distillation_with_one_side_of_the_reference_missing_has_no_preservation_term():
+    # "ref_query_weights, ref_doc_weights ... or None (then pres is 0)": either None suffices
+    kw = _one_general_query()
     fn = DistillationLoss(pres=1.0)
     assert fn(**kw, ref_query_weights=torch.zeros(1, 3), ref_doc_weights=torch.zeros(1, 3))["pres"].item() > 0
     assert fn(**kw, ref_query_weights=torch.zeros(1, 3))["pres"].item() == 0.0
@@ -151,12 +157,7 @@ def test_distillation_with_one_side_of_the_reference_missing_has_no_preservation
 
 def test_preservation_is_off_and_of_the_vector_form_unless_asked():
     # DistillationLoss() logs the term but leaves it out of the total: its weight is 0
-    kw = dict(
-        query_weights=torch.tensor([[1.0, 0.0, 0.0, 0.0]]), query_input_ids=torch.tensor([[1, 2]]),
-        doc_weights=torch.tensor([[1.0, 1.0, 0.0, 0.0]]), doc_input_ids=torch.tensor([[1, 2]]),
-        doc_index=torch.tensor([[0]]), teacher=torch.tensor([[10.0]]), mask=torch.ones(1, 1, dtype=torch.bool),
-        domain_ids=[3], step=1, ref_query_weights=torch.zeros(1, 3), ref_doc_weights=torch.zeros(1, 3),
-    )
+    kw = _one_general_query(ref_query_weights=torch.zeros(1, 3), ref_doc_weights=torch.zeros(1, 3))
     out = DistillationLoss()(**kw)
     assert out["pres"].item() == pytest.approx((1 + 2) / 2)
     assert out["total"].item() == pytest.approx(sum(out[k].item() for k in TERMS if k != "pres"))
