@@ -224,12 +224,17 @@ def warn_unused_weights(name: str, unexpected: object) -> None:
                       UnusedWeightsWarning, stacklevel=3)
 
 
-def missing_weights(name: str, pickles: list[str]) -> str:
-    """Why the model ``name`` (a folder, or a Hub id's snapshot) has no weights to load."""
+def missing_weights(name: str, pickles: list[str], others: list[str] = ()) -> str:
+    """Why the model ``name`` (a folder, or a Hub id's snapshot) has no weights to load;
+    ``others`` are its safetensors files under names transformers does not load by default."""
     resave = "save_pretrained(..., safe_serialization=True)"
     if pickles:
         return (f"{name} holds only pickle weights ({', '.join(pickles)}); sparse-adapt loads safetensors only: "
                 f"re-save the model with {resave}")
+    if others:
+        return (f"{name} has no model.safetensors (nor model-*.safetensors shards), only {', '.join(others)}: "
+                f"a variant's or an adapter's file is not loaded as the model's weights; re-save the model "
+                f"with {resave}")
     if user_path(name).is_dir():
         return f"{name} holds no model weights (no *.safetensors file beside its config.json)"
     # MODEL_FILES fetches no pickle: a Hub repository of *.bin weights alone arrives weightless.
@@ -269,11 +274,11 @@ def check_model_directory(path: Path, name: str, trust_remote_code: bool = False
         raise ModelLoadError(f"{name} has no config.json: not a Hugging Face model directory{hint}")
     pickles = sorted(p.name for p in path.glob("*.bin"))
     # Said before transformers' own message, which for a pickle-only or weightless directory
-    # reads like a missing MLM head. Beside pickles, only the model's own safetensors names
-    # count: an adapter's file is no model weights.
-    if not any(p.name == "model.safetensors" or p.name.startswith("model-") or not pickles
-               for p in path.glob("*.safetensors")):
-        raise ModelLoadError(missing_weights(name, pickles))
+    # reads like a missing MLM head. Only the model's own safetensors names count: an adapter's
+    # file or a variant's (model.fp16.safetensors) is no weights transformers loads by default.
+    safetensors = sorted(p.name for p in path.glob("*.safetensors"))
+    if not any(n == "model.safetensors" or n.startswith("model-") for n in safetensors):
+        raise ModelLoadError(missing_weights(name, pickles, safetensors))
     remote = remote_code(path) if not trust_remote_code else None
     if remote:
         raise ModelLoadError(f"{name} needs Python code of its own ({remote}); sparse-adapt runs none unless "

@@ -368,10 +368,13 @@ def test_a_config_json_that_is_no_object_asks_for_no_code(tmp_path):
         hub.check_model_directory(folder, "m")
 
 
-def test_without_pickles_any_safetensors_file_passes_the_cheap_check(tmp_path):
-    # only beside pickles does the name matter; alone, transformers names a file it cannot use,
-    # where "no *.safetensors file" would be untrue
-    hub.check_model_directory(_model_folder(tmp_path / "m", {"model_type": "bert"}, ("model.fp16.safetensors",)), "m")
+def test_a_variant_or_adapter_safetensors_alone_is_named_not_loaded_as_the_model(tmp_path):
+    # transformers loads neither by default; its own message was followed by the misleading
+    # hint of a missing MLM head, and "no *.safetensors file" would be untrue
+    for files in (("model.fp16.safetensors",), ("adapter_model.safetensors", "model.fp16.safetensors")):
+        with pytest.raises(ModelLoadError, match=r"^m has no model.safetensors \(nor model-\*\.safetensors shards\), "
+                                                 rf"only {re.escape(', '.join(files))}: a variant's"):
+            hub.check_model_directory(_model_folder(tmp_path / "m", {"model_type": "bert"}, files), "m")
     with pytest.raises(ModelLoadError, match=r"only pickle weights \(pytorch_model\.bin\)"):
         hub.check_model_directory(_model_folder(tmp_path / "m", {"model_type": "bert"}, ("pytorch_model.bin",)), "m")
 
