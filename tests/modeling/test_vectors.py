@@ -92,6 +92,10 @@ def test_intersection_holds_each_shared_terms_contribution_and_sums_to_the_score
     np.testing.assert_allclose(intersection(Q[0], D[0]).toarray(), [[0.5, 0, 2, 0]])
     with pytest.raises(ValueError, match="one vector, got 2 rows"):
         intersection(Q, D)
+    # a one-term query would broadcast over every column (d x 2) instead of being refused
+    for query in (Q[0, :3], np.array([2.0], dtype=np.float32)):
+        with pytest.raises(ValueError, match=f"different vocabularies: {query.shape[0]} and 4"):
+            intersection(query, D)
 
 
 def test_sparsity_counts_active_terms_not_stored_zeros():

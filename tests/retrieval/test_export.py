@@ -71,6 +71,13 @@ def test_bad_scale_is_a_config_error(scale):
         ExportConfig(scale=scale)
 
 
+@pytest.mark.parametrize("size", [0, -1, 2.5, True])
+def test_bad_batch_size_is_a_config_error(size):
+    # refused with the settings, not as a ValueError from inside encode once the export started
+    with pytest.raises(ConfigError, match="batch_size"):
+        ExportConfig(batch_size=size)
+
+
 def test_the_scale_bound_of_1000_is_allowed_and_one_more_is_not():
     # MAX_SCALE = 1000 is the largest scale, not the first refused one (the CLI's message says "at most 1000")
     assert ExportConfig(scale=1000).scale == 1000
@@ -185,7 +192,8 @@ def test_export_cli(tiny_bert, tmp_path, capsys, monkeypatch):
 
     model = tiny_bert.save_pretrained(tmp_path / "model")
     out = tmp_path / "vectors"
-    assert main(["export", "--model", str(model), "--docs", str(GATROCRAPTIC.docs), "--out", str(out), "--scale", "50"]) == 0
+    args = ["export", "--model", str(model), "--docs", str(GATROCRAPTIC.docs), "--out", str(out), "--scale", "50"]
+    assert main(args) == 0
     assert len(read_lines(out)) == 26
     assert json.loads((out / EXPORT_META).read_text())["scale"] == 50
     relative = tmp_path / "relative"
@@ -248,7 +256,8 @@ def test_export_records_the_documents_file_as_an_absolute_path(tiny_bert, tmp_pa
     (tmp_path / "docs.jsonl").write_text(json.dumps({"doc_id": "d1", "text": "install the agent"}) + "\n")
     monkeypatch.chdir(tmp_path)
     export_vectors(tiny_bert, "docs.jsonl", "vectors")
-    assert json.loads((tmp_path / "vectors" / EXPORT_META).read_text())["docs"] == str(tmp_path.resolve() / "docs.jsonl")
+    recorded = json.loads((tmp_path / "vectors" / EXPORT_META).read_text())["docs"]
+    assert recorded == str(tmp_path.resolve() / "docs.jsonl")
 
 
 def test_an_export_edited_to_hold_an_id_with_whitespace_is_refused_before_lucene(tmp_path):
@@ -261,3 +270,55 @@ def test_an_export_edited_to_hold_an_id_with_whitespace_is_refused_before_lucene
     with pytest.raises(DataError, match="holds whitespace") as e:  # run files would read it as two columns
         validate_vectors(vectors, 2)
     assert (e.value.line, e.value.field) == (2, "id")
+
+
+def test_export_records_the_models_own_name_when_none_is_given(tiny_bert, tmp_path):
+    # `search` compares this name with its query model's: an empty one names nothing
+    (tmp_path / "docs.jsonl").write_text(json.dumps({"doc_id": "d1", "text": "install the agent"}) + "\n")
+    stats = export_vectors(tiny_bert, tmp_path / "docs.jsonl", tmp_path / "vectors")
+    assert stats.model == "tiny-bert"
+    assert json.loads((tmp_path / "vectors" / EXPORT_META).read_text())["model"] == "tiny-bert"
+
+
+def test_export_counts_truncated_documents_over_every_window(tiny_bert, tmp_path, monkeypatch):
+    # 3 documents past doc_max_length = 48 pieces, then 2 short: windows of 2 x 1 documents
+    # are [long, long], [long, short], [short]; every window's truncated ones count
+    monkeypatch.setattr("sparse_adapt.retrieval.export.SORT_WINDOW_BATCHES", 2)
+    texts = ["install the agent " * 30] * 3 + ["install the agent"] * 2
+    lines = (json.dumps({"doc_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts))
+    (tmp_path / "docs.jsonl").write_text("".join(lines))
+    stats = export_vectors(tiny_bert, tmp_path / "docs.jsonl", tmp_path / "vectors", ExportConfig(batch_size=1))
+    assert (stats.documents, stats.truncated) == (5, 3)
+    assert json.loads((tmp_path / "vectors" / EXPORT_META).read_text())["truncated"] == 3
+
+
+def _write_vectors(vectors: Path, text: str) -> None:
+    vectors.mkdir(exist_ok=True)
+    (vectors / VECTORS_FILE).write_text(text)
+
+
+def test_validate_vectors_skips_blank_lines_and_refuses_a_true_impact_or_an_empty_id(tmp_path):
+    from sparse_adapt.retrieval.export import validate_vectors
+
+    vectors = tmp_path / "v"
+    a, b = json.dumps({"id": "a", "vector": {"pool": 3}}), json.dumps({"id": "b", "vector": {"size": 2}})
+    # a blank line (an edited file's last one, say) is no document, as Anserini reads it
+    _write_vectors(vectors, f"{a}\n\n{b}\n  \n")
+    assert validate_vectors(vectors, 2).self_score == 9
+    # JSON's true is an int to Python: Lucene would get no 32-bit impact from it
+    _write_vectors(vectors, f'{a}\n{{"id": "b", "vector": {{"size": true}}}}\n')
+    with pytest.raises(DataError, match="positive integer impact") as e:
+        validate_vectors(vectors, 2)
+    assert (e.value.line, e.value.field) == (2, "vector")
+    _write_vectors(vectors, f'{a}\n{{"id": "", "vector": {{"size": 2}}}}\n')  # Lucene would index it under no id
+    with pytest.raises(DataError, match="missing or not a non-empty string") as e:
+        validate_vectors(vectors, 2)
+    assert (e.value.line, e.value.field) == (2, "id")
+
+
+def test_read_export_meta_accepts_the_least_scale_and_no_documents(tmp_path):
+    from sparse_adapt.retrieval.export import read_export_meta
+
+    # ExportConfig(scale=1) is a valid export; the bound refused is below it, not at it
+    (tmp_path / EXPORT_META).write_text(json.dumps({"scale": 1, "model": "m", "documents": 0}))
+    assert read_export_meta(tmp_path)["scale"] == 1

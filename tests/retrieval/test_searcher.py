@@ -51,12 +51,14 @@ class _Counting:
 
     def __init__(self):
         self.encoded: list[list[str]] = []
+        self.kinds: list[str] = []
 
     def id_to_token(self) -> list[str]:
         return ["t0", "t1", "t2"]
 
     def encode(self, texts, kind, batch_size):
         self.encoded.append(list(texts))
+        self.kinds.append(kind)
         return sp.csr_matrix(np.array([[0.5, 0.0, 0.123]] * len(texts)))
 
 
@@ -68,6 +70,7 @@ def test_the_query_encoder_encodes_each_text_once():
     encoder.encode("q3")
     encoder.prime(["q2", "q3"])
     assert model.encoded == [["q1", "q2"], ["q3"]]
+    assert model.kinds == ["query", "query"]  # the query window and settings, not the documents'
 
 
 def _retriever(index_dir, meta: IndexMeta | None = None, splade=None, docs: dict | None = None) -> LuceneRetriever:
@@ -218,3 +221,46 @@ def test_model_warning_compares_an_onnx_exports_recorded_hashes(tmp_path):
     warning = _retriever(tmp_path, meta, splade=onnx("c" * 64)).model_warning("exported-model")
     assert warning.startswith(f"{tmp_path} was built from a different model than 'exported-model'")
     assert "aaaaaaaaaaaa vs cccccccccccc" in warning
+
+
+def test_a_scale_given_from_python_is_the_one_queries_are_quantised_with(tmp_path, monkeypatch):
+    import sparse_adapt.retrieval.searcher as searcher
+
+    monkeypatch.setattr(searcher, "impact_searcher", lambda index_dir, encoder: SimpleNamespace(num_docs=0))
+    described, bare = tmp_path / "described", tmp_path / "bare"
+    described.mkdir()
+    bare.mkdir()
+    IndexMeta(scale=100, model="m", documents=1, seconds=0.0).save(described)
+    # 0.5 x 7 = 3.5 -> 4 and 0.123 x 7 = 0.861 -> 1, where the index's own 100 gives 50 and 12
+    for index_dir in (described, bare):  # without a description the given scale is all there is
+        retriever = LuceneRetriever(index_dir, _Counting(), scale=7)
+        assert retriever.scale == 7 and retriever.encoder.encode("q") == {"t0": 4, "t2": 1}
+
+
+def test_a_single_search_deeper_than_the_index_asks_lucene_for_its_documents_alone(tmp_path, monkeypatch):
+    import sparse_adapt.retrieval.searcher as searcher
+
+    # as search_batch: 2147483647 + 1 overflowed Lucene's Java int, with or without a text to encode
+    class JavaMap(dict):
+        put = dict.__setitem__
+
+    monkeypatch.setattr(searcher, "_map_classes", lambda: (JavaMap, int))
+    asked = []
+    retriever = _retriever(tmp_path, docs=dict.fromkeys(SCORES))
+    retriever.searcher.search = lambda text, n: asked.append(n) or LUCENE[:n]
+    retriever.searcher.object = SimpleNamespace(search=lambda query, n: asked.append(n) or LUCENE[:n])
+    everything = [Hit("a", 3.0), Hit("d", 2.0), Hit("c", 2.0), Hit("b", 2.0), Hit("e", 1.0)]
+    assert retriever.search("q", 2147483647) == everything and asked == [6]
+    asked.clear()
+    assert retriever.search_encoded({"t0": 1}, 2147483647) == everything and asked == [6]
+
+
+def test_feedback_adds_the_mean_of_all_of_a_querys_first_documents(tmp_path):
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    asked: list[int] = []
+    docs = {"d1": {"t1": 40}, "d2": {"t1": 20, "t2": 40}}
+    retriever = _feedback_retriever(tmp_path, docs, {"q": ["d1", "d2"]}, asked)
+    # {t0: 50, t2: 12} + 0.5 x mean(d1, d2) = + 0.5 x {t1: 30, t2: 20}; d1 alone would give t1 20, t2 12
+    assert retriever.feedback_queries(["q"], Feedback(docs=2, weight=0.5)) == [{"t0": 50, "t1": 15, "t2": 22}]
+    assert asked == [2]
