@@ -247,7 +247,6 @@ def test_inspect_json_and_tables(files, capsys):
     assert "give --queries" in err and "Traceback" not in err
 
 
-
 def test_diagnose_and_inspect_an_adapt_runs_model_use_its_mined_terms(files, tmp_path, capsys):
     import shutil
 
@@ -380,3 +379,63 @@ def test_diagnoses_train_command_compares_with_the_base_the_run_trained_from(fil
     assert rc == 0 and commands, out["recommendations"]
     assert all(c.endswith("--reference offline-splade-tiny") or "--reference offline-splade-tiny " in c for c in commands)
     assert "--reference" not in Sources("offline-minilm").train_command("distill")  # a base, not a run's model
+
+
+def test_diagnose_analyses_the_document_chosen_with_doc(files, capsys):
+    # "API" is first in d1: --doc d2 is analysed instead, not the default first document
+    rc = main(["diagnose", "API", *_args(files), "--doc", "d2", "--json"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["document"]["doc_id"] == "d2"
+
+
+def test_diagnose_on_the_bundled_corpus_hands_the_recommendations_its_dictionary_and_lists(files, capsys,
+                                                                                          monkeypatch):
+    """A model that is no adapt run, checked on the bundled corpus: the suggested `train` commands
+    name the bundled dictionary and training lists, the companions of that corpus."""
+    import diagnostics
+    from sparse_adapt.defaults import BUNDLED
+
+    seen = []
+    real = diagnostics.diagnose_term
+    monkeypatch.setattr(diagnostics, "diagnose_term", lambda *a, **k: seen.append(k["sources"]) or real(*a, **k))
+    assert main(["diagnose", "Gatrocraptic", "--model", str(files / "model"), "--json"]) == 0
+    assert (seen[0].dictionary, seen[0].train) == (str(BUNDLED.dictionary), str(BUNDLED.train))
+
+
+@pytest.mark.parametrize("command", [["diagnose", "Gatrocraptic"], ["inspect"]])
+def test_feedback_on_the_bundled_corpus_uses_its_queries_without_queries(command, files, capsys):
+    # --queries is needed only where --docs has no companion queries
+    assert main([*command, "--model", str(files / "model"), "--feedback", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+
+
+def test_inspect_of_an_adapt_runs_model_counts_the_terms_given_over_its_mined_ones(files, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(files / "model", run / "final")
+    (run / "adapt.json").write_text(json.dumps({"given": {"terms": None, "dictionary": None, "train": None}}))
+    (run / "domain_terms.json").write_text(json.dumps({"jargon": ["Gatrocraptic", "password"]}))
+    argv = ["inspect", "--model", str(run / "final"), "--docs", str(files / "docs.jsonl"), "--json"]
+    assert main(argv) == 0
+    assert "password" in {t["token"] for t in json.loads(capsys.readouterr().out)["domain"]["tokens"]}
+    # --terms wins, as in diagnose: "password" is in the mined terms only
+    assert main([*argv, "--terms", str(files / "terms.json")]) == 0
+    assert "password" not in {t["token"] for t in json.loads(capsys.readouterr().out)["domain"]["tokens"]}
+
+
+def test_explain_from_an_index_says_a_missing_documents_file_before_searching(files, tmp_path, capsys,
+                                                                             stand_in_lucene):
+    # with no hits the missing file was never read: the error blamed the query instead
+    missing = tmp_path / "missing.jsonl"
+    rc = main(["explain", "gatrocraptic tools", "--model", str(files / "model"), "--docs", str(missing),
+               "--index", str(tmp_path / "index")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert rc == 2 and f"{missing}" in err and "file not found" in err
+    assert stand_in_lucene.searched == []
+
+
+def test_json_output_keeps_non_ascii_text_as_written(files, capsys):
+    # the JSON is read by people too: "café", not "caf\u00e9"
+    assert main(["diagnose", "café", *_args(files), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"café"' in out and "\\u00e9" not in out

@@ -90,7 +90,26 @@ def test_encode_k_short_form_and_bounds(tiny_model_dir, capsys):
     three = cli(capsys, ["encode", "budget spending", "--model", tiny_model_dir, "--k", "3"])
     assert one.code == 0 and three.code == 0
     assert len(three.out.strip().splitlines()) > len(one.out.strip().splitlines())
+    # the title counts the vector's active terms, not the -k rows shown
+    splade = SpladeEncoder.from_pretrained(tiny_model_dir)
+    active = len(splade.decode(splade.encode_document(["budget spending"]))[0])
+    assert active > 3 and f"{active} active terms" in one.out and f"{active} active terms" in three.out
     assert cli(capsys, ["encode", "budget", "--model", tiny_model_dir, "-k", "0"]).code == 2
+
+
+def test_encode_shows_a_bracketed_token_as_itself(tmp_path, capsys):
+    """BERT's [unused0] is a token a vector can hold; read as rich markup, its row printed empty."""
+    import torch
+
+    from tests.conftest import make_tiny_bert
+
+    splade = make_tiny_bert()
+    with torch.no_grad():  # the row fires for every text
+        splade.mlm.get_output_embeddings().bias[splade.tokenizer.convert_tokens_to_ids("[unused0]")] = 50.0
+    model = splade.save_pretrained(tmp_path / "m")
+    result = cli(capsys, ["encode", "budget", "--model", model, "-k", "1"])
+    assert result.code == 0, result.err
+    assert "[unused0]" in result.out
 
 
 def test_encode_prints_the_k_best_terms_of_the_query_or_the_document_vector(tiny_model_dir, capsys):

@@ -167,6 +167,10 @@ def test_base_refuses_a_model_that_has_its_head_already_and_a_target_it_cannot_r
                  "--target-active", "0"]) == 2
     assert "--target-active must be >= 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+    # 1, the lowest target, is calibrated to
+    assert main(["base", "--from-encoder", str(tmp_path / "enc"), "--out", str(tmp_path / "one"),
+                 "--target-active", "1"]) == 0
+    assert "(median 1 active terms per document)" in capsys.readouterr().out
     # a given --bias is not calibrated: --target-active does not apply to it
     assert main(["base", "--from-encoder", str(tmp_path / "enc"), "--out", str(tmp_path / "x"), "--bias", "-3",
                  "--target-active", str(usable)]) == 0
@@ -193,6 +197,34 @@ def test_base_calibrates_on_the_calibration_docs_given(tmp_path, capsys):
     assert main(["base", "--from-encoder", str(tmp_path / "enc"), "--out", str(tmp_path / "b"), "--target-active", "7",
                  "--calibration-docs", str(docs)]) == 0
     assert f"calibrated decoder bias: {want:.4f}" in capsys.readouterr().out
+
+
+def test_base_refuses_an_output_holding_its_calibration_docs(tmp_path, tiny_bert, capsys):
+    """--out replaced whole would delete the documents the bias was calibrated on."""
+    from sparse_adapt.cli import main
+
+    tiny_bert.mlm.bert.save_pretrained(tmp_path / "enc")
+    tiny_bert.tokenizer.save_pretrained(tmp_path / "enc")
+    held = tmp_path / "project"
+    held.mkdir()
+    docs = held / "docs.jsonl"
+    docs.write_text('{"doc_id": "d1", "text": "salmon pens in the fjord"}\n')
+    assert main(["base", "--from-encoder", str(tmp_path / "enc"), "--calibration-docs", str(docs), "--out", str(held),
+                 "--target-active", "3", "--overwrite"]) == 2
+    assert "holds an input" in capsys.readouterr().err
+    assert sorted(p.name for p in held.iterdir()) == ["docs.jsonl"]
+
+
+def test_base_from_offline_minilm_converts_the_bundled_encoder(tmp_path, tiny_bert, monkeypatch):
+    """The name is no Hub id (no network here): it stands for the encoder the offline package ships."""
+    from sparse_adapt.cli import main
+    from sparse_adapt.modeling import base
+
+    tiny_bert.mlm.bert.save_pretrained(tmp_path / "enc")
+    tiny_bert.tokenizer.save_pretrained(tmp_path / "enc")
+    monkeypatch.setattr(base, "offline_minilm_dir", lambda: str(tmp_path / "enc"))  # a tiny stand-in
+    assert main(["base", "--from-encoder", "offline-minilm", "--out", str(tmp_path / "b"), "--bias", "-3"]) == 0
+    assert SpladeEncoder.from_pretrained(tmp_path / "b").vocab_size == tiny_bert.vocab_size
 
 
 def test_base_follows_a_sentence_transformers_folder_to_its_transformer_module(tmp_path, tiny_bert, capsys):

@@ -81,11 +81,15 @@ def test_a_users_weights_like_files_are_kept_and_only_transformers_names_are_the
     # A user's own tensors, optimiser state or sentencepiece model beside the model are theirs:
     # only the names transformers gives a model's weights, shards, index and tokenizer are replaced.
     old, new = _old_and_new(tmp_path)
+    # a backup named after the weights is the user's too: only a whole weights name is the model's
     mine = ["embeddings.safetensors", "optimizer.bin", "sp.model", "training_args.bin", "eval.index.json",
-            "tokenizer_notes.json", "model_v1.safetensors"]
+            "tokenizer_notes.json", "model_v1.safetensors", "model.safetensors.bak", "pytorch_model.bin.orig"]
+    # a Hub folder's tokenizer files (vocab.json and merges.txt of a BPE, DeBERTa-v2's spm.model,
+    # added_tokens.json, which a later load reads as tokens), generation and sentence-transformers configs
     model = ["model.safetensors", "model-00001-of-00002.safetensors", "model.safetensors.index.json",
              "pytorch_model.bin", "pytorch_model-00002-of-00002.bin", "pytorch_model.bin.index.json", "tf_model.h5",
-             "flax_model.msgpack", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model", "chat_template.jinja"]
+             "flax_model.msgpack", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model", "chat_template.jinja",
+             "vocab.json", "merges.txt", "spm.model", "added_tokens.json", "generation_config.json", "modules.json"]
     for name in mine + model:
         (old / name).write_text(name)
     assert keep_beside(old, new) == sorted(mine)

@@ -38,3 +38,18 @@ def test_a_field_of_the_wrong_type_is_refused_naming_it(tmp_path, raw, message):
     (tmp_path / SETTINGS_FILE).write_text(json.dumps(raw), encoding="utf-8")
     with pytest.raises(ModelLoadError, match=re.escape(f"{tmp_path / SETTINGS_FILE}: {message}")):
         SpladeSettings.load(tmp_path)
+
+
+def test_the_lowest_token_id_and_length_are_accepted(tmp_path):
+    # ids count from 0 and a length of 1 encodes one piece: the bounds are ">= 0" and ">= 1"
+    (tmp_path / SETTINGS_FILE).write_text(json.dumps({"domain_token_ids": [0, 4], "query_max_length": 1,
+                                                      "doc_max_length": 1}), encoding="utf-8")
+    assert SpladeSettings.load(tmp_path) == SpladeSettings(1, 1, [0, 4], {}, "")
+
+
+def test_ids_beyond_the_vocabulary_are_refused_naming_the_first(tmp_path):
+    settings = SpladeSettings(domain_token_ids=[3, 120, 150])
+    settings.check_token_ids(tmp_path, 151)
+    with pytest.raises(ModelLoadError, match=re.escape(f"{tmp_path / SETTINGS_FILE}: field 'domain_token_ids': 120 is "
+                                                       "beyond the tokenizer's 100 tokens")):
+        settings.check_token_ids(tmp_path, 100)

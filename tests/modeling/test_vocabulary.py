@@ -332,6 +332,20 @@ def test_extend_vocab_says_for_each_term_whether_it_was_added_or_an_existing_tok
     assert "3 terms: 1 added, 2 existing tokens" in out and "shown" not in out
 
 
+def test_extend_vocab_shows_a_bracketed_category_as_written_and_the_token_id_added(tmp_path, capsys, monkeypatch):
+    """A category is any JSON key: "[b]", read as rich markup, printed as an empty cell."""
+    from sparse_adapt.cli import main
+    from sparse_adapt.cli import output
+
+    monkeypatch.setattr(output.console, "width", 400)
+    terms = tmp_path / "terms.json"
+    terms.write_text(json.dumps({"[b]": ["Gatrocraptic"]}))
+    base = make_tiny_bert().save_pretrained(tmp_path / "base")
+    assert main(["extend-vocab", "--base", str(base), "--terms", str(terms), "--out", str(tmp_path / "ext")]) == 0
+    [added] = SpladeEncoder.from_pretrained(tmp_path / "ext").settings.domain_token_ids
+    assert [row[:3] for row in _table_rows(capsys.readouterr().out)] == [["Gatrocraptic", "[b]", str(added)]]
+
+
 def test_extend_vocab_lists_the_first_50_terms_and_says_where_the_rest_are(tmp_path, capsys, monkeypatch):
     from sparse_adapt.cli import main
     from sparse_adapt.cli import output
