@@ -31,8 +31,11 @@ from sparse_adapt.errors import ConfigError, SparseAdaptError
     (["encode", "--device", "cpu", "x"], "error: sparse-adapt encode: No such option: --device (--device is a global "
                                          "option: give it before the command, sparse-adapt --device ... encode ...) "
                                          "(see sparse-adapt encode --help)"),
+    (["encode", "--threads", "2", "x"], "error: sparse-adapt encode: No such option: --threads (--threads is a global "
+                                        "option: give it before the command, sparse-adapt --threads ... encode ...) "
+                                        "(see sparse-adapt encode --help)"),
 ], ids=["missing argument", "out of range", "unknown option", "unknown command", "option without value",
-        "global option", "tune seed", "global option placed after"])
+        "global option", "tune seed", "global option placed after", "threads placed after"])
 def test_a_usage_error_is_one_line_and_code_2(argv, line, capsys):
     assert main(argv) == 2
     captured = capsys.readouterr()
@@ -470,3 +473,93 @@ def test_a_ctrl_c_while_the_cli_imports_under_a_launcher_is_still_one_line_and_c
         entry()
     assert e.value.code == 130
     assert capsys.readouterr().err.splitlines() == ["stopped by Ctrl-C before the command began: nothing was written"]
+
+
+def test_a_write_failure_that_names_no_path_is_its_reason_alone(monkeypatch, capsys):
+    """An OSError without a filename (a failed flush) must not end in ": None"."""
+    import os
+
+    import sparse_adapt.cli as cli
+
+    monkeypatch.setattr(cli, "app", _raising(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))))
+    assert main(["encode", "x"]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"error: {os.strerror(errno.ENOSPC)}"]
+
+
+def test_a_keyboard_interrupt_no_stop_signal_was_noted_for_propagates(monkeypatch):
+    """Python's own Ctrl-C with no handler of ours (a launcher's rank): not worded as a stop."""
+    import sparse_adapt.cli as cli
+
+    def interrupted(argv, stopped):
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("WORLD_SIZE", "2")  # no signal taken over: pytest's handlers stay
+    monkeypatch.setattr(cli, "_run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        main(["encode", "x"])
+
+
+def _command_stopped_by_sigterm(ends):
+    """A command that gets a SIGTERM and ends as ``ends`` says: the interrupt raised on, typer's
+    Abort, or a code of its own (130) once its cleanup caught the interrupt."""
+    import signal
+
+    def app(**kwargs):
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        except KeyboardInterrupt:
+            if ends == "interrupt":
+                raise
+            if ends == "abort":
+                raise typer.Abort()
+            return 130
+        pytest.fail("main() took no SIGTERM over")
+
+    return app
+
+
+@pytest.mark.parametrize("ends", ["interrupt", "abort", "code"])
+def test_a_stop_while_the_command_runs_is_one_line_and_code_128_plus_n_however_it_comes_back(ends, monkeypatch,
+                                                                                              capsys):
+    import signal
+
+    import sparse_adapt.cli as cli
+
+    def refuse(signum, frame):  # not SIG_DFL: a SIGTERM main() failed to take must not end pytest
+        raise KeyboardInterrupt
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(cli, "app", _command_stopped_by_sigterm(ends))
+    before = signal.signal(signal.SIGTERM, refuse)
+    try:
+        code = main(["encode", "x"])
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert code == 128 + signal.SIGTERM
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("stopped by SIGTERM: nothing half-written is left in place of an output")
+
+
+def test_a_stop_as_main_hands_over_the_command_s_code_reaches_the_handler_main_found(monkeypatch):
+    """The stop is let pass then (the outputs are complete), and raised again once main() has put
+    back the handlers it found: a library caller's own handler must still hear it."""
+    import signal
+
+    import sparse_adapt.cli as cli
+
+    heard = []
+
+    class Finished(list):
+        def extend(self, codes):  # main() hands over the command's code: a SIGTERM comes right then
+            super().extend(codes)
+            signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(cli, "app", lambda **kwargs: 3)
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: heard.append(signum))
+    try:
+        finished = Finished()
+        assert main(["encode", "x"], finished=finished) == 3
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert finished == [3] and heard == [signal.SIGTERM]

@@ -620,6 +620,47 @@ def test_cli_adapt_hands_its_other_options_to_the_run_and_prints_the_summary_it_
     assert "generated: terms, train;" in " ".join(captured.out.split())
 
 
+def test_cli_adapt_says_your_qrels_warnings_before_the_run(setup, tmp_path, monkeypatch, capsys):
+    """A judged query missing from --queries is never scored: said at once, not after the training."""
+    from sparse_adapt.corpus import adapt as corpus_adapt
+
+    def stop(*args, **kwargs):
+        raise ConfigError("stopped before any work")
+
+    monkeypatch.setattr(corpus_adapt, "run_adapt", stop)
+    queries, qrels = tmp_path / "q.jsonl", tmp_path / "qrels.tsv"
+    queries.write_text('{"qid": "q1", "text": "Zentrofax seals"}\n')
+    qrels.write_text("q1 0 d2 1\nq9 0 d6 1\n")
+    assert main(_cli(setup, tmp_path / "out", "--queries", str(queries), "--qrels", str(qrels))) == 2
+    err = _err(capsys)
+    assert f"warning: {qrels}: 1 of 2 judged queries are not in {queries} and are not evaluated" in err
+    assert err.index("warning:") < err.index("error: stopped before any work")
+
+
+def test_cli_adapt_prints_a_dash_for_a_weight_no_document_has_and_says_it_generated_nothing(setup, tmp_path,
+                                                                                            monkeypatch, capsys):
+    """A token every document uses has no "not using" mean (None): a dash, not 0.00; a run on
+    given files generated nothing, and says so."""
+    from sparse_adapt.cli import output
+    from sparse_adapt.corpus import adapt as corpus_adapt
+    from sparse_adapt.corpus.adapt import AdaptFiles, AdaptResult
+    from sparse_adapt.report import adapt as report
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(output.console, "width", 400)  # one table row per line
+    monkeypatch.setattr(corpus_adapt, "run_adapt", lambda *args, **kwargs: AdaptResult(
+        AdaptFiles(out / "t", out / "d", out / "tr", generated=[]), out / "final", out / "training"))
+    monkeypatch.setattr(report, "adapt_summary", lambda *args: {
+        "evaluation": [], "warnings": [],
+        "inspect": {"domain": {"tokens": [{"token": "zentrofax", "docs_occurring": 8, "mean_weight_occurring": 1.5,
+                                           "mean_weight_not_occurring": None}]}}})
+    assert main(_cli(setup, out)) == 0
+    captured = capsys.readouterr()
+    [row] = [line.split("│")[1:-1] for line in captured.out.splitlines() if "zentrofax" in line]
+    assert [c.strip() for c in row] == ["zentrofax", "8", "1.50", "-"]
+    assert "generated: nothing;" in " ".join(captured.out.split())
+
+
 def test_cli_build_dictionary_says_which_of_your_entries_define_no_domain_term(setup, tmp_path, capsys):
     terms, mine = tmp_path / "terms.json", tmp_path / "mine.jsonl"
     terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
@@ -695,6 +736,25 @@ def test_cli_build_dictionary_keeps_your_entries_and_counts_the_strays_among_all
     assert (entry["definition"], entry["examples"]) == (yours["definition"], yours["examples"])
     [row] = [line.split("│")[1:-1] for line in captured.out.splitlines() if "Zentrofax" in line]
     assert [c.strip() for c in row] == ["Zentrofax", "yours", yours["definition"]]  # not "harvested": it was not
+
+
+def test_cli_build_dictionary_shows_a_definition_of_90_characters_whole_and_cuts_a_longer_one(setup, tmp_path, capsys,
+                                                                                               monkeypatch):
+    from sparse_adapt.cli import output
+
+    monkeypatch.setattr(output.console, "width", 400)  # one table row per line
+    terms, mine, out = tmp_path / "terms.json", tmp_path / "mine.jsonl", tmp_path / "d.jsonl"
+    terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
+    shown = {}
+    for length in (90, 91):
+        definition = ("a coolant pump " * 7)[:length - 1] + "."
+        mine.write_text(json.dumps({"term": "Zentrofax", "definition": definition, "examples": ["x"]}) + "\n")
+        assert main(["build-dictionary", "--corpus", str(setup["corpus"]), "--terms", str(terms), "--dictionary",
+                     str(mine), "--out", str(out), "--overwrite"]) == 0
+        [row] = [line.split("│")[1:-1] for line in capsys.readouterr().out.splitlines() if "Zentrofax" in line]
+        shown[length] = (definition, row[2].strip())
+    assert shown[90][1] == shown[90][0]
+    assert shown[91][1] == shown[91][0][:89] + "…"
 
 
 def test_cli_build_dictionary_never_writes_over_your_own_dictionary_even_with_overwrite(setup, tmp_path, capsys):
@@ -773,6 +833,33 @@ def test_cli_make_train_never_writes_into_its_teacher_s_folder(setup, tmp_path, 
     terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
     before = {p.name: p.read_bytes() for p in teacher.iterdir()}
     assert main(["make-train", "--corpus", str(setup["corpus"]), "--terms", str(terms), "--base", setup["base"],
+                 "--teacher", str(teacher), "--out", str(teacher / "config.json"), "--overwrite"]) == 2
+    assert "is inside an input's folder" in _err(capsys)
+    assert {p.name: p.read_bytes() for p in teacher.iterdir()} == before
+
+
+def test_cli_mine_terms_never_writes_into_its_base_s_folder(setup, tmp_path, capsys):
+    # the base's tokenizer is read, so its folder is an input's: --out config.json there broke the model
+    import shutil
+
+    base = tmp_path / "base"
+    shutil.copytree(setup["base"], base)
+    before = {p.name: p.read_bytes() for p in base.iterdir() if p.is_file()}
+    assert main(["mine-terms", "--corpus", str(setup["corpus"]), "--base", str(base),
+                 "--out", str(base / "config.json"), "--overwrite"]) == 2
+    assert "is inside an input's folder" in _err(capsys)
+    assert {p.name: p.read_bytes() for p in base.iterdir() if p.is_file()} == before
+
+
+def test_cli_build_dictionary_with_glosses_never_writes_into_its_teacher_s_folder(setup, tmp_path, capsys):
+    # with --glosses the teacher is read too: its folder is an input's, as for make-train
+    import shutil
+
+    teacher, terms = tmp_path / "ce", tmp_path / "terms.json"
+    shutil.copytree(setup["teacher"], teacher)
+    terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))
+    before = {p.name: p.read_bytes() for p in teacher.iterdir()}
+    assert main(["build-dictionary", "--corpus", str(setup["corpus"]), "--terms", str(terms), "--glosses",
                  "--teacher", str(teacher), "--out", str(teacher / "config.json"), "--overwrite"]) == 2
     assert "is inside an input's folder" in _err(capsys)
     assert {p.name: p.read_bytes() for p in teacher.iterdir()} == before

@@ -264,3 +264,18 @@ def test_a_rival_that_does_not_win_leaves_englishs_own_coverage(monkeypatch):
     guess = detect_language(["ein paar Worte hier"])
     assert (guess.lang, guess.coverage, guess.english) == ("en", 0.30, 0.30)
     assert "only 30% of the corpus's 4 sampled words" in guess.warning()
+
+
+def test_an_english_corpus_detected_as_english_gets_no_language_line(tmp_path, capsys):
+    """The line says a language other than the default was chosen, and how to undo it: for English
+    there is nothing to undo, and "--lang en to treat the corpus as English" would be nonsense."""
+    texts = ["The Zentrofax pump moves coolant through the reactor loop every hour of the day.",
+             "Check the Zentrofax seals monthly because worn seals leak coolant into the concrete pit.",
+             "Operators replaced a Zentrofax rated at forty bar after the spring inspection of the loop.",
+             "Our bakery sells sourdough loaves and rye bread every morning from seven."]
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"doc_id": f"e{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    out = tmp_path / "terms.json"
+    assert main(["mine-terms", "--corpus", str(corpus), "--out", str(out), "--base", "offline-splade-tiny"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "language:" not in said and "Zentrofax" in json.loads(out.read_text())["jargon"]
