@@ -240,6 +240,8 @@ def test_a_long_context_sentence_is_cut_around_the_term_not_before_it():
     ("MTBF", "the uptime", False),
     ("MTBF", "mean time before fixing anything", False),  # every word must give a letter or be a small word
     ("SBCR", "sub-contracting bids", False),
+    ("MTBF", "mean time between big failures", False),  # a word giving no letter must be a small word
+    ("TSL", "tools", False),  # letters from within a word come in order: no "l" after the "s"
     ("Krellamine", "any similar amine", False),
     ("V", "valve", False),  # one letter is no acronym: every word starting with it would spell it
 ])
@@ -255,6 +257,7 @@ def test_an_expansion_spells_its_acronym_in_order(acronym, expansion, spelt):
     ("Velkor denotes the pump that moves coolant.", "the pump that moves coolant", "means"),
     ("Velkor stands for variable electric load kit.", "variable electric load kit", "means"),
     ("Velkor was a pump that moved coolant in the old plant.", "a pump that moved coolant in the old plant", "is a"),
+    ("The Velkor is one of the pumps that move coolant.", "one of the pumps that move coolant", "is a"),
     ("Our Velkor (a pump that moves coolant) hums.", "a pump that moves coolant", "parenthesis"),
     ("The Velkor, a pump that moves coolant, hums loudly.", "a pump that moves coolant", "appositive"),
     ("A pump that moves coolant, known as Velkor, hums.", "A pump that moves coolant", "called"),
@@ -289,3 +292,58 @@ def test_a_term_no_sentence_holds_whole_gets_no_entry_and_no_crash():
             Document("y2", "The Velkor is a pump that moves coolant.")]
     records = build_dictionary(docs, locate_terms(docs, {"jargon": ["Yahoo! Mail", "Velkor"]}))
     assert [r["term"] for r in records] == ["Velkor"]
+
+
+def test_a_definition_naming_one_other_term_beats_one_naming_two():
+    # mentions are counted, not just present: d1 names Tullix and Morvane, d2 Tullix alone
+    docs = [Document("d1", "Velkor is a pump beside the Tullix valve and the Morvane tank."),
+            Document("d2", "Velkor is a pump that feeds the Tullix valve."),
+            Document("d3", "Morvane is a tank of coolant.")]
+    records = build_dictionary(docs, locate_terms(docs, {"jargon": ["Velkor", "Tullix", "Morvane"]}))
+    velkor = next(r for r in records if r["term"] == "Velkor")
+    assert velkor["harvested"]["definition"] == "d2: is a"
+    assert velkor["definition"] == "a pump that feeds the Tullix valve"
+
+
+def test_a_long_context_sentence_puts_half_the_window_before_the_term():
+    from sparse_adapt.corpus.harvest import MAX_DEFINITION_WORDS
+
+    lead = " ".join(f"w{i}" for i in range(50))
+    tail = " ".join(f"t{i}" for i in range(50))
+    docs = [Document("a", f"{lead} Kryzel {tail}."), Document("b", "Kryzel and friends walk in the park today.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Kryzel"]}))
+    words = entry["definition"].split()
+    # 20 words before the term's first use, the term, 19 after
+    assert len(words) == MAX_DEFINITION_WORDS and words.index("Kryzel") == MAX_DEFINITION_WORDS // 2
+    assert (words[0], words[-1]) == ("w30", "t18")
+
+
+def test_the_context_fallback_weighs_mentions_only_among_sentences_that_say_something():
+    # "Velkor." names no other term but says nothing: the fewest mentions are counted among the rest
+    docs = [Document("v1", "Velkor."), Document("v2", "The Velkor pump feeds the Tullix valve every hour.")]
+    records = build_dictionary(docs, locate_terms(docs, {"jargon": ["Velkor", "Tullix"]}))
+    velkor = next(r for r in records if r["term"] == "Velkor")
+    assert velkor["harvested"]["definition"] == "v2: context"
+
+
+def test_an_example_is_the_window_from_three_words_before_the_terms_first_use():
+    # EXAMPLE_WORDS = 10 from 3 words before the first "Orbex" (not the second), edge commas trimmed
+    docs = [Document("e0", "The Orbex is a valve that vents steam from the boiler."),
+            Document("e1", "Before dawn each day the night crew walks the yard, greases the Orbex valve, logs the "
+                           "boiler steam pressure, and checks that no second Orbex valve has stuck shut.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Orbex"]}))
+    assert entry["examples"] == ["yard, greases the Orbex valve, logs the boiler steam pressure",
+                                 "The Orbex is a valve that vents steam from the"]
+
+
+def test_examples_take_a_second_sentence_of_a_document_but_never_the_same_text_twice():
+    # two documents: the second pass adds e1's other sentence; e2's repeated sentence is one example
+    docs = [Document("e0", "The Orbex is a valve that vents steam from the boiler."),
+            Document("e1", "The Orbex valve opens at dawn. Crews grease the Orbex valve weekly.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Orbex"]}))
+    assert entry["harvested"]["examples"] == ["e1", "e0", "e1"]
+    assert entry["examples"][2] == "Crews grease the Orbex valve weekly."
+    docs[1] = Document("e2", "Crews grease the Orbex valve weekly. Crews grease the Orbex valve weekly.")
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Orbex"]}))
+    assert entry["examples"] == ["Crews grease the Orbex valve weekly.",
+                                 "The Orbex is a valve that vents steam from the"]

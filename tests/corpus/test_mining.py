@@ -151,8 +151,9 @@ def test_a_digit_led_acronym_is_a_term_and_a_unit_in_capitals_a_quantity(tokeniz
     """'2FA' and '4WD' were read as quantities (a number and up to three letters) and never mined."""
     from sparse_adapt.corpus.mining import quantity
 
-    assert [w for w in ["2FA", "4WD", "3DS", "100ms", "10GB", "5PM", "2ND", "60Hz", "5G", "4K", "1.5kW", "5LB", "12MP",
-                        "6FT", "50CC", "3PCS", "5EST", "1080HD", "2PC"] if not quantity(w)] == ["2FA", "4WD", "3DS", "2PC"]
+    words = ["2FA", "4WD", "3DS", "100ms", "10GB", "5PM", "2ND", "60Hz", "5G", "4K", "1.5kW", "5LB", "12MP",
+             "6FT", "50CC", "3PCS", "5EST", "1080HD", "2PC", "2.5GB"]
+    assert [w for w in words if not quantity(w)] == ["2FA", "4WD", "3DS", "2PC"]
     texts = ["Enable 2FA on the 10GB vault; the 4WD fleet logs in by 5PM.",
              "Without 2FA the 4WD telemetry upload of 10GB stops at 5PM."]
     mined = _mined(tokenizer, texts)
@@ -205,13 +206,14 @@ def test_encoded_data_is_no_term(tokenizer):
     texts = [f"The quorvex valve of unit {i} <img src='{logo}'> build {digest} ticket {uid} {blob}" for i in range(3)]
     mined = _mined(tokenizer, texts)
     assert mined == {"quorvex"}, mined
-    from sparse_adapt.corpus.mining import encoded
+    from sparse_adapt.corpus.mining import HEX_LENGTH, encoded
 
     # Codes, CamelCase names and long jargon stay candidates.
     for word in ("XR-7200", "AES256-GCM-SHA384", "SuperDuperTurboMax3000", "PowerEdgeR740xd", "x86_64-linux-gnu",
                  "pneumonoultramicroscopic", "BRCA1-BRCA2-PALB2"):
         assert not encoded(word), word
     assert encoded(digest) and encoded(uid) and encoded("iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB")
+    assert encoded(digest[:HEX_LENGTH]) and not encoded(digest[: HEX_LENGTH - 1])  # from a 64-bit id on
 
 
 def test_a_missing_base_directory_is_said_as_missing_not_as_a_bad_hub_id(tmp_path, capsys):
@@ -248,12 +250,15 @@ def test_the_words_named_below_the_cut_are_ones_a_higher_top_would_keep(tokenize
     """The "N more below the cut (the next: ...)" line named "quuxify", which --top 2 then
     left out as unfindable: findability had been checked above the cut only."""
     from sparse_adapt.corpus.mining import mine_with_rest
+    from sparse_adapt.progress import Hooks
 
     docs = [Document(f"z{i}", f"The Zentrofax pump {i} hums.") for i in range(4)]
     docs += [Document(f"q{i}", f"Start it with --quuxify then the Velkorin seal {i} holds.") for i in range(2)]
-    kept, rest = mine_with_rest(docs, tokenizer, top=1)
+    said: list[str] = []
+    kept, rest = mine_with_rest(docs, tokenizer, top=1, hooks=Hooks(message=said.append))
     assert [c.term for c in kept] == ["Zentrofax"]
     assert [c.term for c in rest] == ["Zentrofax", "Velkorin"]  # quuxify scored second, and is no word to name
+    assert not [m for m in said if m.startswith("left out")], said  # below the cut: no place in it was lost
     assert [c.term for c in mine_terms(docs, tokenizer, top=2)] == ["Zentrofax", "Velkorin"]
 
 
@@ -508,3 +513,10 @@ def test_the_known_words_note_names_exactly_eight_without_an_ellipsis():
     terms = ["ferment", "caustic", "tannin", "mordant", "lees", "must", "racking", "fining"]
     note = known_words_note([Candidate(t, "jargon", 5.0, {}, 2, 2, 2.5, ["p"]) for t in terms], "terms.json")
     assert note.startswith("8 mined terms are words") and "fining (Zipf 2.50); remove" in note
+
+
+def test_a_joined_acronym_in_capitals_is_held_to_the_acronym_bound(tokenizer):
+    # "usb-c" has Zipf 3.96: under COMMON_ZIPF, so an acronym; only an all-letter word in
+    # capitals ("CAUTION") is read as the word and held to the stricter jargon bound
+    texts = ["Charge the XR-7200 over its USB-C port.", "The USB-C cable of the XR-7200 frays."]
+    assert "USB-C" in _mined(tokenizer, texts)

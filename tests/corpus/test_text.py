@@ -41,3 +41,41 @@ def test_a_tie_between_two_spellings_of_the_file_goes_to_its_first():
     docs = [Document("a", "The zentrofax valve holds."), Document("b", "A Zentrofax seal leaks.")]
     [group] = locate_terms(docs, {"jargon": ["Zentrofax", "zentrofax"]})
     assert group.seen == {"zentrofax": 1, "Zentrofax": 1} and group.display == "Zentrofax"
+
+
+def test_a_term_named_twice_in_the_terms_file_is_one_spelling():
+    # listed under two categories: one form, and a corpus tie still goes to the file's first spelling
+    [group] = group_terms({"jargon": ["Zentrofax", "zentrofax"], "codes": ["Zentrofax"]})
+    assert group.forms == ["Zentrofax", "zentrofax"]
+    docs = [Document("a", "The zentrofax valve holds."), Document("b", "A Zentrofax seal leaks.")]
+    [group] = locate_terms(docs, {"jargon": ["Zentrofax", "zentrofax"], "codes": ["Zentrofax"]})
+    assert group.display == "Zentrofax"
+
+
+def test_a_term_inside_a_longer_word_in_another_case_is_said_so():
+    # the hint compares casefolded: "zentro" is inside "Zentrofax" though its case differs
+    docs = [Document("a", "The Zentrofax pump hums.")]
+    with pytest.raises(DataError, match="zentro only inside longer words"):
+        locate_terms(docs, {"jargon": ["zentro"]})
+
+
+def test_sentences_drop_the_empty_tail_of_trailing_white_space():
+    from sparse_adapt.corpus.text import sentences
+
+    assert sentences("Pumps hum. Seals leak.\n") == ["Pumps hum.", "Seals leak."]
+    assert sentences("Orders from Zentrix Inc.\n", ("Inc.",)) == ["Orders from Zentrix Inc."]
+
+
+def test_a_dotted_term_ending_inside_a_longer_word_still_ends_the_sentence():
+    from sparse_adapt.corpus.text import sentences
+
+    # "zinc." ends in "inc." but is no use of the term "Inc.": the sentence ends there
+    assert sentences("We buy zinc. Zentrix Inc. ships it.", ("Inc.",)) == ["We buy zinc.", "Zentrix Inc. ships it."]
+
+
+def test_a_longer_word_ending_in_the_term_does_not_name_it():
+    # plurals and compounds name the term; "Megazentrofax" (the term inside a longer word) does not
+    from sparse_adapt.corpus.text import doc_terms
+
+    docs = [Document("a", "A Zentrofax pump hums."), Document("b", "The Megazentrofax hums.")]
+    assert doc_terms(locate_terms(docs, {"jargon": ["Zentrofax"]})) == {"a": {"zentrofax"}}
