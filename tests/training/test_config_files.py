@@ -3,6 +3,7 @@ settings a run reports, and a config written back as TOML."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 
 import pytest
@@ -79,3 +80,37 @@ def test_a_file_section_the_recommendation_lacks_is_laid_over_the_defaults(tmp_p
     cfg = load_config(path, "offline-splade-tiny")
     assert (cfg.warmup.epochs, cfg.distill.pres_form) == (2, "all-texts")
     assert cfg.dictionary == TrainConfig().dictionary
+
+
+@pytest.mark.parametrize("value, message", [
+    (True, "distill.kd: expected float, got True"),  # a bool is an int to Python, not a weight
+    (10**400, "distill.kd: expected a finite number, got inf"),  # beyond float range: not 0, not a traceback
+], ids=["bool", "huge-int"])
+def test_a_float_setting_refuses_a_bool_and_an_integer_beyond_float_range(value, message):
+    from sparse_adapt.training.config_files import config_from_dict
+
+    with pytest.raises(ConfigError, match=f"^c.json: {message}"):
+        config_from_dict({"distill": {"kd": value}}, "c.json")
+
+
+@pytest.mark.parametrize("base", [None, "offline-splade-tiny"])
+def test_a_config_file_that_is_no_table_is_named_whatever_the_base(tmp_path, base):
+    # With a base the file is merged over its recommendation first: a list must not reach .items().
+    path = tmp_path / "c.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(path))}: expected a table of stage sections"):
+        load_config(path, base)
+
+
+def test_a_config_nested_too_deeply_to_parse_is_one_error_naming_the_file(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text("[" * 100_000)  # json recurses per level: a RecursionError, not a ValueError
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(path))}: cannot parse \\("):
+        load_config(path)
+
+
+def test_an_error_of_a_builtin_bases_settings_names_them_not_a_file_in_a_folder_of_that_name():
+    # offline-splade-tiny is no directory: "offline-splade-tiny/<file>" would send the user looking for one.
+    recommended = r"^the settings recommended for offline-splade-tiny: distill\.lr must be < 1"
+    with pytest.raises(ConfigError, match=recommended):
+        load_config(None, "offline-splade-tiny", {"distill": {"lr": 5.0}})

@@ -215,6 +215,11 @@ def test_token_budget_batches_resume_bit_identically_across_epochs_of_other_leng
     ({"distill": {"max_steps": -1}}, "distill.max_steps must be >= 0, got -1"),
     ({"warmup": {"bucket_window": 0}}, "warmup.bucket_window must be > 0, got 0"),
     ({"distill": {"log_every": 0}}, "distill.log_every must be > 0, got 0"),
+    ({"warmup": {"checkpoint_every": -1}}, "warmup.checkpoint_every must be >= 0, got -1"),
+    ({"dictionary": {"batch_size": 0}}, "dictionary.batch_size must be > 0, got 0"),
+    ({"distill": {"valid_fraction": -0.1}}, "distill.valid_fraction must be in [0, 1), got -0.1"),
+    ({"distill": {"margin": -1.0}}, "distill.margin must be >= 0, got -1.0"),
+    ({"distill": {"tau_min": -0.5}}, "distill.tau_min must be >= 0, got -0.5"),
 ])
 def test_settings_that_cannot_train_as_written_are_refused(section, message):
     with pytest.raises(ConfigError) as e:
@@ -231,6 +236,11 @@ def test_the_dictionary_stage_may_mask_its_terms_alone():
     # It always masks the entry's term, so mask_rate 0 without domain focus still trains.
     cfg = config_from_dict({"dictionary": {"mask_rate": 0.0, "domain_focused": False}}).validate()
     assert cfg.dictionary.mask_rate == 0.0
+
+
+def test_the_shortest_mlm_length_leaves_one_piece_beside_the_special_tokens():
+    # 3 = [CLS] + one maskable piece + [SEP]: the smallest length that can still train.
+    assert config_from_dict({"warmup": {"max_length": 3}}).validate().warmup.max_length == 3
 
 
 def test_a_warmup_masking_its_domain_tokens_alone_is_taken():
@@ -292,6 +302,19 @@ def test_a_base_spelled_another_way_is_the_same_run_and_another_base_is_not(file
                      **{**files, "base": str(copy)})
 
 
+def test_a_partial_checkpoint_left_beside_its_completed_stage_is_removed_by_the_rerun(files, tmp_path):
+    """Killed between saving a stage and removing its partial: a model and its optimiser state
+    would otherwise stay in OUT for good."""
+    import shutil
+
+    out = tmp_path / "run"
+    run_pipeline(out=out, stages="extend", config=config_from_dict({}), seed=0, **files)
+    shutil.copytree(out / "extend", out / "extend.partial")
+    said = _said(run_pipeline, out=out, stages="extend", config=config_from_dict({}), seed=0, **files)
+    assert any("already complete" in s for s in said)
+    assert not (out / "extend.partial").exists() and (out / "extend").is_dir()
+
+
 def test_an_interrupted_stage_keeps_its_checkpoint_when_only_a_later_stage_changed(files, tmp_path, monkeypatch):
     """No stage completed yet (no extend first): a change to distill alone leaves warmup's resumable."""
     both = {**WARMUP, "distill": {"epochs": 1, "batch_size": 2, "lr": 1e-4}}
@@ -328,6 +351,22 @@ def test_a_stage_interrupted_on_another_number_of_processes_starts_afresh(files,
     assert not any(s.startswith("resuming warmup at step") for s in said)
     resumed = _weights(out / "final")
     assert all(torch.equal(resumed[k], reference[k]) for k in reference)
+
+
+def test_a_partial_checkpoint_saved_before_the_process_count_was_recorded_is_resumed(files, tmp_path, monkeypatch):
+    # Versions before `world` ran one process only: a missing count is 1, not another number.
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        _cut_at(m, 4)
+        with pytest.raises(PowerCut):
+            run_pipeline(out=out, stages="extend,warmup", config=config_from_dict(WARMUP), seed=3, **files)
+    state_path = out / "warmup.partial" / "trainer_state.pt"
+    state = torch.load(state_path, weights_only=True)
+    del state["world"]
+    torch.save(state, state_path)
+    said = _said(run_pipeline, out=out, stages="extend,warmup", config=config_from_dict(WARMUP), seed=3, **files)
+    assert any(s.startswith("resuming warmup at step 3") for s in said), said
+    assert not any("partial checkpoint is discarded" in s for s in said)
 
 
 def test_a_model_whose_finite_weights_give_non_finite_outputs_is_not_saved(files, tmp_path, monkeypatch):

@@ -929,3 +929,117 @@ def test_a_step_cap_equal_to_the_epochs_steps_and_a_stage_of_exactly_long_stage_
     assert result.steps == 4 and not any("bounds them" in m for m in said)
     _, _, said = _constant_loop({"epochs": 1}, [5])
     assert any("bounds them" in m for m in said)
+
+
+def test_the_console_line_comes_every_log_every_steps_only():
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    model, said = nn.Linear(2, 1), []
+
+    def step(indices, number):
+        return StepResult({"loss": model(torch.ones(1, 2)).sum() ** 2}, 1)
+
+    cfg = LoopConfig("t", epochs=1, batch_size=1, lr=0.01, weight_decay=0.0, max_grad_norm=1e9, log_every=2)
+    run_loop(model, lambda g: [[i] for i in range(5)], cfg, step, seed_everything(0), lambda r: None,
+             Hooks(message=said.append), step_line=lambda n, losses: f"Step {n}")
+    assert [m for m in said if m.startswith("Step")] == ["Step 2", "Step 4"]
+
+
+def test_each_step_logs_its_own_tokens_and_the_result_counts_them_all():
+    # batches of 5, 7 and 11 tokens, 2 a step: the steps hold 12 and 11
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    model, logged, tokens = nn.Linear(2, 1), [], [5, 7, 11]
+
+    def step(indices, number):
+        return StepResult({"loss": model(torch.ones(1, 2)).sum() ** 2}, tokens[indices[0]])
+
+    cfg = LoopConfig("t", epochs=1, batch_size=1, lr=0.01, weight_decay=0.0, max_grad_norm=1e9, grad_accum=2)
+    result = run_loop(model, lambda g: [[0], [1], [2]], cfg, step, seed_everything(0), logged.append)
+    assert [r["tokens"] for r in logged] == [12, 11] and result.tokens == 23
+
+
+def test_a_resumed_loops_progress_starts_at_the_steps_already_taken():
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    model, saved = nn.Linear(2, 1), []
+
+    def step(indices, number):
+        return StepResult({"loss": model(torch.ones(1, 2)).sum() ** 2}, 1)
+
+    def checkpoint(state):
+        saved.append(copy.deepcopy(state))
+        raise KeyboardInterrupt
+
+    cfg = LoopConfig("t", epochs=1, batch_size=1, lr=0.01, weight_decay=0.0, max_grad_norm=1e9, checkpoint_every=3)
+    plan = lambda g: [[i] for i in range(5)]  # noqa: E731
+    with pytest.raises(KeyboardInterrupt):
+        run_loop(model, plan, cfg, step, seed_everything(0), lambda r: None, checkpoint=checkpoint)
+    bars = []
+
+    class Bar:
+        def __init__(self, name, total):
+            self.total, self.done = total, 0
+            bars.append(self)
+
+        def advance(self, steps=1, description=None):
+            self.done += steps
+
+    run_loop(model, plan, cfg, step, seed_everything(0), lambda r: None, Hooks(task=Bar), resume=saved[0])
+    assert [(b.total, b.done) for b in bars] == [(5, 5)]  # 3 before the stop, 2 after
+
+
+def test_an_epoch_whose_every_batch_had_nothing_to_learn_from_has_no_mean_and_the_next_still_trains():
+    logged, result, said = _constant_loop({"epochs": 2}, [2, 3], losses=[1.0, 2.0, 4.0], skip={0, 1})
+    assert result.steps == 1 and result.epoch_means == [{"loss": 4.0}] and [r["loss"] for r in logged] == [4.0]
+
+
+def test_a_single_process_masks_from_the_seeds_own_stream_and_logs_each_steps_epoch():
+    # reseeding is for ranks past 0 only: one process's draws follow the seed (as before multi-process runs)
+    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
+
+    model, drawn, logged = nn.Linear(2, 1), [], []
+
+    def plan(g):
+        order = torch.randperm(2, generator=g).tolist()
+        return [[i] for i in order]
+
+    def step(indices, number):
+        drawn.append(float(torch.rand(1, generator=gen)))
+        return StepResult({"loss": model(torch.ones(1, 2)).sum() ** 2}, 1)
+
+    gen = seed_everything(4)
+    cfg = LoopConfig("t", epochs=2, batch_size=1, lr=0.01, weight_decay=0.0, max_grad_norm=1e9)
+    run_loop(model, plan, cfg, step, gen, logged.append)
+    own = torch.Generator().manual_seed(4)
+    want = [(torch.randperm(2, generator=own), torch.rand(2, generator=own).tolist())[1] for _ in range(2)]
+    assert drawn == sum(want, [])
+    assert [r["epoch"] for r in logged] == [1, 1, 2, 2]
+
+
+def test_a_restored_random_state_replays_every_stream():
+    import random
+
+    from sparse_adapt.training.loop import rng_state, seed_everything, set_rng_state
+
+    def draws(g):
+        return (torch.rand(2, generator=g).tolist(), torch.rand(2).tolist(), random.random(), float(np.random.rand()))
+
+    g = seed_everything(5)
+    state = rng_state(g)
+    first = draws(g)
+    set_rng_state(state, g)
+    assert draws(g) == first
+
+
+def test_a_checkpoint_written_without_a_gpu_resumes_on_a_machine_with_one(monkeypatch):
+    from sparse_adapt.training.loop import rng_state, seed_everything, set_rng_state
+
+    g = seed_everything(5)
+    state = rng_state(g)
+    assert state["cuda"] == []  # this suite runs on CPU
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", restored.append)
+    set_rng_state(state, g)  # no GPU state to restore: the GPU keeps its own
+    assert restored == []

@@ -213,6 +213,22 @@ def test_a_stage_trains_alike_after_its_predecessor_in_the_same_run_or_an_earlie
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_dictionary_entry_naming_no_domain_term_is_warned_about_by_a_run_of_the_dictionary_stage(tiny_dir, inputs,
+                                                                                                       tmp_path):
+    # "Zorblat" (a typo) names no term; "zorblatt clause" names Zorblatt, in another case.
+    extra = [{"term": "Zorblat", "definition": "a typo", "examples": ["x"]},
+             {"term": "zorblatt clause", "definition": "a clause", "examples": ["y"]}]
+    _jsonl(inputs["dictionary"], [*DICTIONARY, *extra])
+    warning = (f"warning: {inputs['dictionary']}: 1 of 4 entries define a term that is not in {inputs['terms']} "
+               "(e.g. 'Zorblat'); no domain token learns from them")
+    said = Messages()
+    _run(tiny_dir, inputs, tmp_path / "run", stages="extend,dictionary", messages=said)
+    assert warning in said
+    said = Messages()  # a run without the dictionary stage never reads an entry: nothing to say
+    _run(tiny_dir, inputs, tmp_path / "other", stages="extend", messages=said)
+    assert not any("entries define" in m for m in said)
+
+
 def test_teacher_score_length_mismatch_fails_before_training(tiny_dir, inputs, tmp_path):
     bad = dict(TRAIN[0], teacher_scores=[10.0, 8.0])
     inputs["train"] = _jsonl(tmp_path / "bad.jsonl", [TRAIN[1], bad])
@@ -675,3 +691,9 @@ def test_a_batch_where_no_position_is_picked_is_skipped_not_trained_on(tiny_dir,
     records = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     [end] = [r for r in records if r.get("event") == "stage_end" and r["stage"] == "warmup"]
     assert end["steps"] < len(DOCS)
+
+
+def test_the_distill_console_line_shows_each_term_under_its_own_name():
+    terms = {"loss": 1.5, "kd": 0.1, "ret": 0.2, "sp": 0.3, "dom": 0.4, "ctr": 0.5, "qexp": 0.6, "pres": 0.7}
+    assert stages_mod.format_step(50, terms) == ("Step 50 | Loss 1.5000 | KD 0.1000 | Ret 0.2000 | Sp 0.3000 | "
+                                                 "Dom 0.4000 | Ctr 0.5000 | QExp 0.6000 | Pres 0.7000")

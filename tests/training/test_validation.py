@@ -225,6 +225,11 @@ def test_a_config_file_s_settings_this_run_cannot_use_are_warned_about(tiny_dir,
     assert unused_settings(cfg, ("distill",), validating=False) == []
     # Defaults are never reported.
     assert unused_settings(from_dict({}), ("extend",), validating=False) == []
+    # A TrainConfig (report, benchmark and tune share one across stage subsets) is not warned about.
+    buf = Messages()
+    run_pipeline(base=str(tiny_dir), out=tmp_path / "shared", stages=("extend",), hooks=buf.hooks(),
+                 config=from_dict({"distill": {"patience": 2, "interpolate": 0.5}}), **inputs)
+    assert not [m for m in buf if m.startswith("warning:")]
 
 
 def test_a_stage_bounded_below_one_epoch_is_still_validated(tiny_dir, inputs, valid_file, tmp_path, monkeypatch):
