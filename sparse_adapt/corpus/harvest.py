@@ -133,7 +133,6 @@ def find_definition(
     sentence says more than terms ("XR-7200." alone): such a definition teaches nothing."""
     term = spellings((group.key, *group.forms))
     mentions = [_other_terms(s, others) for _, s in uses]
-    fewest = min(mentions)
     for name, template in DEFINITION_PATTERNS:
         rx = re.compile(template.replace("{t}", bounded(term)), re.IGNORECASE)
         found = [
