@@ -20,17 +20,20 @@ import json
 import logging
 import warnings
 from contextlib import contextmanager
+from fnmatch import fnmatchcase
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from sparse_adapt.errors import ModelLoadError, SparseAdaptWarning, first_line
 
+# The model's own weights, whole or sharded: what a snapshot fetches and a local folder must hold.
+WEIGHT_FILES = ("model.safetensors", "model-*.safetensors")
 # The files of a model a snapshot fetches: configs and tokenizer files (``*.json``, WordPiece's
 # ``vocab.txt``, BPE's ``merges.txt``, SentencePiece's ``*.model``, sentence-transformers' module
 # configs) and the top-level safetensors weights (sharded too); never pickles, ONNX exports or
 # checkpoints in subfolders, which a repository may also hold at many times the size.
-MODEL_FILES = ["*.json", "*.txt", "*.model", "model.safetensors", "model-*.safetensors"]
+MODEL_FILES = ["*.json", "*.txt", "*.model", *WEIGHT_FILES]
 # Remote code, fetched only when the user trusts it.
 CODE_FILES = ["*.py"]
 
@@ -277,7 +280,7 @@ def check_model_directory(path: Path, name: str, trust_remote_code: bool = False
     # reads like a missing MLM head. Only the model's own safetensors names count: an adapter's
     # file or a variant's (model.fp16.safetensors) is no weights transformers loads by default.
     safetensors = sorted(p.name for p in path.glob("*.safetensors"))
-    if not any(n == "model.safetensors" or n.startswith("model-") for n in safetensors):
+    if not any(fnmatchcase(n, w) for n in safetensors for w in WEIGHT_FILES):
         raise ModelLoadError(missing_weights(name, pickles, safetensors))
     remote = remote_code(path) if not trust_remote_code else None
     if remote:
