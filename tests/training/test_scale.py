@@ -876,9 +876,10 @@ def test_each_rank_past_zero_draws_a_stream_of_its_own():
     assert draws(1) != draws(2) and draws(1) == draws(1)
 
 
-def _constant_loop(cfg_kw, plan_lengths, losses=None, on_epoch_end=None, skip=()):
+def _constant_loop(cfg_kw, plan_lengths, losses=None, on_epoch_end=None, skip=(), tokens=None, step_line=None):
     """run_loop on a 2-weight model whose batch i has loss ``losses[i]`` (gradient 0 unless none
-    given); returns the logged step records, the result and the console messages."""
+    given) and ``tokens[i]`` tokens (1 unless given); returns the logged step records, the result
+    and the console messages."""
     from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
 
     model, logged, said = nn.Linear(2, 1), [], []
@@ -888,11 +889,12 @@ def _constant_loop(cfg_kw, plan_lengths, losses=None, on_epoch_end=None, skip=()
         if indices[0] in skip:
             return None
         out = model(torch.ones(1, 2)).sum()
-        return StepResult({"loss": out * 0 + losses[indices[0]] if losses else out ** 2}, 1)
+        return StepResult({"loss": out * 0 + losses[indices[0]] if losses else out ** 2},
+                          tokens[indices[0]] if tokens else 1)
 
     cfg = LoopConfig("t", batch_size=1, weight_decay=0.0, max_grad_norm=1e9, **{"lr": 1.0, **cfg_kw})
     result = run_loop(model, lambda g: [[i] for i in range(next(plans))], cfg, step, seed_everything(0),
-                      logged.append, Hooks(message=said.append), on_epoch_end=on_epoch_end)
+                      logged.append, Hooks(message=said.append), step_line, on_epoch_end=on_epoch_end)
     return logged, result, said
 
 
@@ -932,30 +934,14 @@ def test_a_step_cap_equal_to_the_epochs_steps_and_a_stage_of_exactly_long_stage_
 
 
 def test_the_console_line_comes_every_log_every_steps_only():
-    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
-
-    model, said = nn.Linear(2, 1), []
-
-    def step(indices, number):
-        return StepResult({"loss": model(torch.ones(1, 2)).sum() ** 2}, 1)
-
-    cfg = LoopConfig("t", epochs=1, batch_size=1, lr=0.01, weight_decay=0.0, max_grad_norm=1e9, log_every=2)
-    run_loop(model, lambda g: [[i] for i in range(5)], cfg, step, seed_everything(0), lambda r: None,
-             Hooks(message=said.append), step_line=lambda n, losses: f"Step {n}")
+    _, _, said = _constant_loop({"epochs": 1, "lr": 0.01, "log_every": 2}, [5],
+                                step_line=lambda n, losses: f"Step {n}")
     assert [m for m in said if m.startswith("Step")] == ["Step 2", "Step 4"]
 
 
 def test_each_step_logs_its_own_tokens_and_the_result_counts_them_all():
     # batches of 5, 7 and 11 tokens, 2 a step: the steps hold 12 and 11
-    from sparse_adapt.training.loop import LoopConfig, StepResult, run_loop, seed_everything
-
-    model, logged, tokens = nn.Linear(2, 1), [], [5, 7, 11]
-
-    def step(indices, number):
-        return StepResult({"loss": model(torch.ones(1, 2)).sum() ** 2}, tokens[indices[0]])
-
-    cfg = LoopConfig("t", epochs=1, batch_size=1, lr=0.01, weight_decay=0.0, max_grad_norm=1e9, grad_accum=2)
-    result = run_loop(model, lambda g: [[0], [1], [2]], cfg, step, seed_everything(0), logged.append)
+    logged, result, _ = _constant_loop({"epochs": 1, "lr": 0.01, "grad_accum": 2}, [3], tokens=[5, 7, 11])
     assert [r["tokens"] for r in logged] == [12, 11] and result.tokens == 23
 
 
