@@ -547,6 +547,45 @@ def test_domain_terms_are_composed_and_one_empty_category_beside_others_is_fine(
     assert not mentions_term("the pumps", ["pump"])
 
 
+def test_a_tsv_header_padded_with_spaces_is_still_refused(tmp_path):
+    # a spreadsheet export pads its cells; read as a record it became a document called "doc_id "
+    p = tmp_path / "docs.tsv"
+    p.write_text("doc_id \t Text \nd1\tfirst text\n")
+    with pytest.raises(DataError, match="looks like a header line") as e:
+        load_documents(p)
+    assert e.value.line == 1
+
+
+@pytest.mark.parametrize("record", [
+    {"doc_id": "a", "title": "Valve \ud800", "text": "It regulates pressure."},
+    {"_id": "a", "title": "Valve \ud800", "text": "It regulates pressure."},
+], ids=["ours", "beir"])
+def test_a_lone_surrogate_in_a_title_is_refused_like_one_in_the_text(tmp_path, record):
+    e = _read_error(tmp_path, "docs.jsonl", json.dumps(record) + "\n", load_documents)
+    assert (e.line, e.field) == (1, "title") and "contains an unpaired surrogate" in e.message
+
+
+def test_a_record_holding_two_id_fields_is_read_by_the_first_format(tmp_path):
+    """Ours before BEIR's before Pyserini's: the id (and so the duplicate check) is the first
+    format's, in the loader and the streamed check alike."""
+    p = _write(tmp_path, "docs.jsonl", [
+        json.dumps({"doc_id": "a", "_id": "same", "text": "first"}),
+        json.dumps({"doc_id": "b", "_id": "same", "text": "second"}),
+        json.dumps({"_id": "c", "id": "same", "title": "Third", "text": "text", "contents": "other"}),
+    ])
+    expected = [("a", "first"), ("b", "second"), ("c", "Third text")]
+    assert [tuple(d) for d in load_documents(p)] == expected
+    assert [tuple(d) for d in iter_documents(p)] == expected and check_documents(p) == 3
+
+
+def test_a_pyserini_record_s_contents_are_kept_as_written_like_our_text(tmp_path):
+    # only BEIR's records are collapsed (as ir_datasets reads them); byte-level BPE sees the spaces
+    text = "  Relief valves\n open at  set pressure. "
+    pyserini = _write(tmp_path, "collection.jsonl", [json.dumps({"id": "a", "contents": text})])
+    ours = _write(tmp_path, "docs.jsonl", [json.dumps({"doc_id": "a", "text": text})])
+    assert [tuple(d) for d in load_documents(pyserini)] == [tuple(d) for d in load_documents(ours)] == [("a", text)]
+
+
 def test_a_tsv_header_is_only_a_first_line_naming_an_id_and_a_text_column(tmp_path):
     p = tmp_path / "docs.tsv"
     p.write_text("id\tthe first document, whose id is id\nqid\tquery\n")  # neither is a header line

@@ -823,3 +823,101 @@ def test_a_dead_writers_old_version_does_not_replace_a_link_at_its_target(tmp_pa
     old.mkdir()
     assert clean_leftovers(tmp_path, "model") == [old]
     assert (tmp_path / "model").is_symlink() and not old.exists()
+
+
+def test_a_temporary_named_without_a_pid_is_a_dead_writers(tmp_path):
+    # no pid to ask about: no live writer can own it, and nothing else would ever remove it
+    from sparse_adapt.atomic import clean_leftovers
+
+    untagged = tmp_path / ".model.tmp-abc"
+    untagged.mkdir()
+    assert clean_leftovers(tmp_path, "model") == [untagged] and not untagged.exists()
+
+
+def test_a_live_writers_moved_aside_old_version_is_left_alone(tmp_path):
+    """Renaming a folder aside keeps its (old) mtime; only its ctime says when the live writer
+    moved it, so judged by mtime it was put back over the writer's half-done replacement."""
+    import time
+
+    from sparse_adapt.atomic import clean_leftovers
+
+    old = tmp_path / f".model.old-{os.getpid()}"
+    old.mkdir()
+    past = time.time() - 10 * 24 * 3600  # before this process started
+    os.utime(old, (past, past))
+    assert clean_leftovers(tmp_path, "model") == []
+    assert old.is_dir() and not (tmp_path / "model").exists()
+
+
+def test_a_failed_write_of_a_name_holding_glob_characters_leaves_no_temporary(tmp_path):
+    # "[1]" read as a pattern matched ".model1.tmp-..." and not the block's own temporary
+    from sparse_adapt.atomic import atomic_directory
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        with atomic_directory(tmp_path / "model[1]") as tmp:
+            (tmp / "f").write_text("x")
+            raise RuntimeError("stopped")
+    assert hidden_leftovers(tmp_path) == [] and not (tmp_path / "model[1]").exists()
+
+
+def test_links_in_a_published_folder_are_kept_and_their_targets_modes_untouched(tmp_path):
+    # Sharing an owner-only file must not follow a link out of the output (a user's secret)
+    from sparse_adapt.atomic import atomic_directory
+
+    secret = tmp_path / "secret"
+    secret.write_text("key")
+    secret.chmod(0o600)
+    with atomic_directory(tmp_path / "out") as tmp:
+        (tmp / "f").write_text("x")
+        (tmp / "link").symlink_to(secret)
+        (tmp / "dangling").symlink_to(tmp_path / "nowhere")
+    out = tmp_path / "out"
+    assert stat_mode(secret) == 0o600 and (out / "link").is_symlink() and (out / "dangling").is_symlink()
+    assert (out / "f").read_text() == "x"
+
+
+def test_an_owner_only_folder_inside_an_output_is_shared_like_the_user_s(tmp_path):
+    # a writer's mkdtemp makes 0700 folders inside the output; one made 0750 on purpose keeps it
+    from sparse_adapt.atomic import atomic_directory
+
+    old = os.umask(0o022)
+    try:
+        with atomic_directory(tmp_path / "out") as tmp:
+            (tmp / "owner" / "deeper").mkdir(parents=True)
+            (tmp / "owner" / "deeper").chmod(0o700)
+            (tmp / "owner").chmod(0o700)
+            (tmp / "group").mkdir()
+            (tmp / "group").chmod(0o750)
+    finally:
+        os.umask(old)
+    out = tmp_path / "out"
+    assert stat_mode(out / "owner") == stat_mode(out / "owner" / "deeper") == 0o755
+    assert stat_mode(out / "group") == 0o750
+
+
+def test_a_dangling_link_at_the_target_is_replaced_by_the_new_folder(tmp_path):
+    # exists() is False for it, yet a folder cannot be renamed over a link: it is moved aside first
+    from sparse_adapt.atomic import atomic_directory
+
+    out = tmp_path / "out"
+    out.symlink_to(tmp_path / "gone")
+    with atomic_directory(out) as tmp:
+        (tmp / "f").write_text("new")
+    assert not out.is_symlink() and (out / "f").read_text() == "new" and hidden_leftovers(tmp_path) == []
+
+
+def test_json_is_written_key_sorted_indented_and_ending_in_a_newline(tmp_path):
+    from sparse_adapt.atomic import write_json_atomic
+
+    write_json_atomic(tmp_path / "meta.json", {"b": 1, "a": [2]})
+    assert (tmp_path / "meta.json").read_text() == '{\n  "a": [\n    2\n  ],\n  "b": 1\n}\n'
+
+
+def test_an_old_version_put_back_is_not_reported_as_removed(tmp_path):
+    from sparse_adapt.atomic import clean_leftovers
+
+    old = tmp_path / ".model.old-999999999"  # above any pid_max; no "model" beside it
+    old.mkdir()
+    (old / "f").write_text("the user's")
+    assert clean_leftovers(tmp_path, "model") == []
+    assert (tmp_path / "model" / "f").read_text() == "the user's" and not old.exists()

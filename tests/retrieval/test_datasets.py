@@ -206,3 +206,16 @@ def test_a_repeated_id_in_a_local_folder_names_the_line_it_was_first_on(tmp_path
         f.write(json.dumps({"_id": "d3", "title": "", "text": "again"}) + "\n")
     with pytest.raises(DataError, match=r"corpus\.jsonl:27: field '_id': duplicate id 'd3' \(first on line 3\)"):
         list(load_dataset(str(beir)).documents())
+
+
+def test_the_files_named_as_a_folders_inputs_are_the_ones_it_is_read_from(tmp_path):
+    # evaluate --save-run refuses to overwrite these: they must be the split load_dataset reads
+    from sparse_adapt.retrieval.datasets import local_beir_files
+    from tests.retrieval.test_evaluate_cli import write_beir
+
+    beir = write_beir(tmp_path / "beir")
+    qrels = local_beir_files(beir)["qrels"]
+    assert load_dataset(str(beir)).qrels()
+    qrels.unlink()
+    with pytest.raises(DatasetError, match=f"is not a BEIR folder: missing {re.escape(str(qrels))}$"):
+        load_dataset(str(beir))

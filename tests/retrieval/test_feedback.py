@@ -115,11 +115,14 @@ def test_scores_of_the_wrong_shape_are_refused():
     Q = sp.csr_matrix(np.ones((2, 5)))
     with pytest.raises(ValueError, match="shape"):
         rocchio(Q, D, np.ones((2, 2)), Feedback(), IDS)
+    # scores for one query of two: the second would silently go without feedback
+    with pytest.raises(ValueError, match="shape"):
+        rocchio(Q, D, np.ones((1, 3)), Feedback(), IDS)
 
 
 @pytest.mark.parametrize("field,value", [
     ("docs", 0), ("docs", 1.5), ("docs", True), ("terms", 0), ("weight", 0.0), ("weight", -1.0), ("weight", math.nan),
-    ("weight", math.inf),
+    ("weight", math.inf), ("weight", "0.5"),
 ])
 def test_bad_settings_are_refused(field, value):
     with pytest.raises(ValueError, match=f"feedback {field}"):
