@@ -77,3 +77,34 @@ def test_the_hash_follows_the_vocabulary_even_where_the_weights_are_the_same():
     splade.tokenizer.add_tokens(["zorblatt"])
     after = model_sha256(splade), model_sha256(splade, False)
     assert after[0] != before[0] and after[1] != before[1]
+
+
+def test_the_hash_follows_the_vocabulary_s_words_not_only_its_ids():
+    """Two extensions of one base by different terms give their new tokens the same id: an index
+    encoded through one vocabulary is no index of the other."""
+    from sparse_adapt.modeling.fingerprint import model_hashes
+
+    first, second = make_tiny_bert(), make_tiny_bert()
+    first.tokenizer.add_tokens(["zorblatt"])
+    second.tokenizer.add_tokens(["quaxolin"])
+    assert first.tokenizer.get_vocab()["zorblatt"] == second.tokenizer.get_vocab()["quaxolin"]
+    assert all(a != b for a, b in zip(model_hashes(first), model_hashes(second)))
+
+
+def test_a_hash_recorded_by_an_earlier_version_is_computed_again_unchanged():
+    """Indexes and exports keep the hash they were written with and a search recomputes the
+    model's: any change to what is hashed, or how, would refuse every index written before it.
+    A fixed model (tied rows, as an MLM head's; a non-ASCII entry) and its hashes as recorded."""
+    from types import SimpleNamespace
+
+    from sparse_adapt.modeling.fingerprint import model_hashes
+
+    emb, head = torch.nn.Embedding(3, 2), torch.nn.Linear(2, 3)
+    with torch.no_grad():
+        emb.weight.copy_(torch.arange(6.0).reshape(3, 2) / 4)
+        head.bias.copy_(torch.tensor([-1.0, 0.0, 0.5]))
+    head.weight = emb.weight  # tied: the state dict holds it under both names
+    splade = SimpleNamespace(mlm=torch.nn.Sequential(emb, head), settings=SimpleNamespace(doc_max_length=64),
+                             tokenizer=SimpleNamespace(get_vocab=lambda: {"[PAD]": 0, "zürich": 1, "api": 2}))
+    assert model_hashes(splade) == ("b26f1be1c133f05b44c8542f4573a23ced29e53ba96f54576ca7f48219c9d45e",
+                                    "f1af81e1d802acdce07fcab27a843f95993c03bb68ee926b58707da59b72b708")

@@ -255,3 +255,26 @@ def test_pooled_max_logits_has_gradients_when_only_one_input_needs_them(frozen):
     torch.stack([dense[:4].amax(0), dense[4:].amax(0)]).sum().backward()
     assert got.abs().sum() > 0
     torch.testing.assert_close(got, trained.grad)
+
+
+def test_the_cli_shows_the_full_logits_warning_as_one_line(monkeypatch, capsys):
+    """The warning is one of ours: the CLI prints it as one ``warning:`` line, not in Python's
+    format (a source path, then the line that warned)."""
+    import sparse_adapt.cli as cli
+
+    tok = _tokenizer()
+    cfg = ElectraConfig(vocab_size=len(tok), embedding_size=32, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=80,
+                        pad_token_id=tok.pad_token_id)
+    splade = SpladeEncoder(ElectraForMaskedLM(cfg).eval(), tok, SpladeSettings(doc_max_length=48))
+    batch = splade.tokenize(TEXTS[:1], "document")
+
+    def app(**kwargs):
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("always")
+            splade(batch["input_ids"], batch["attention_mask"])
+
+    monkeypatch.setattr(cli, "app", app)
+    assert cli.main(["encode", "x"]) == 0
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("warning: ") and "ElectraForMaskedLM" in line

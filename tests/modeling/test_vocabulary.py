@@ -379,8 +379,8 @@ def test_a_special_token_in_the_terms_is_no_domain_token_of_a_plain_base(tiny_be
     from sparse_adapt.modeling.vocabulary import domain_token_ids
 
     tok = tiny_bert.tokenizer
-    terms = {"jargon": ["[SEP]", "database", "Gatrocraptic"], "acronyms": ["[CLS]", "password"]}
-    got = domain_token_ids(tiny_bert, terms)
+    terms = {"jargon": ["[SEP]", "password", "Gatrocraptic"], "acronyms": ["[CLS]", "database"]}
+    got = domain_token_ids(tiny_bert, terms)  # in id order, as extend records them, whatever the file's
     assert got == sorted(tok.convert_tokens_to_ids(["database", "password"])) and tok.unk_token_id not in got
 
 
@@ -390,3 +390,63 @@ def test_an_uncased_tokenizer_keeps_terms_apart_that_only_casefolding_would_join
     ids = [t.token_id for t in report.terms]
     assert [t.normalized for t in report.terms] == ["großglockner", "grossglockner"] and len(set(ids)) == 2
     assert tiny_bert.tokenizer("grossglockner großglockner", add_special_tokens=False)["input_ids"] == ids[::-1]
+
+
+def test_an_extended_models_domain_tokens_are_its_recorded_ones_even_without_a_terms_file(tiny_bert):
+    # `train --base EXTENDED` without --terms (or with another file): the domain losses still
+    # target the extension's tokens, "gatrocraptic" included, which the base split into pieces
+    from sparse_adapt.modeling.vocabulary import domain_token_ids
+
+    report = extend_vocabulary(tiny_bert, TERMS)
+    recorded = sorted({t.token_id for t in report.terms})
+    assert domain_token_ids(tiny_bert, None) == domain_token_ids(tiny_bert, {"jargon": ["database"]}) == recorded
+
+
+def test_an_entry_bound_in_two_cases_is_one_term():
+    # Cased byte-level BPE: a word whole only at a text's start is bound, not added; its capitals
+    # listed beside it are the same term (the case rule maps them to the entry), not a new token
+    from tests.conftest import make_tiny_roberta
+
+    splade = make_tiny_roberta()
+    vocab = splade.tokenizer.get_vocab()
+    word = next(w for w in sorted(vocab)
+                if w.isalpha() and len(w) >= 4 and len(running_text_ids(splade.tokenizer, w)) > 1)
+    (t,) = extend_vocabulary(splade, {"jargon": [word, word.upper()]}).terms
+    assert t.bound and running_text_ids(splade.tokenizer, word.upper()) == [vocab[word]] == [t.token_id]
+
+
+def test_binding_an_entry_alone_leaves_no_stray_word_start_piece_on_sentencepiece():
+    # No new row, but the tokenizer still gains an added token: XLM-R's Metaspace put a lone "▁"
+    # after it, as after an added term
+    from tests.conftest import make_tiny_xlmr
+
+    splade = make_tiny_xlmr()
+    report = extend_vocabulary(splade, {"jargon": ["each"]})
+    assert report.terms[0].bound and report.added == []
+    tok = splade.tokenizer
+    assert tok.convert_ids_to_tokens(_pieces(tok, "(each), then")[:4]) == ["▁", "(", "each", ")"]
+
+
+def test_a_term_listed_twice_under_another_category_is_said_once(tiny_bert):
+    report = extend_vocabulary(tiny_bert, {"jargon": ["Gatrocraptic"], "products": ["gatrocraptic", "GATROCRAPTIC"]})
+    assert report.two_categories == [("Gatrocraptic", "jargon", "products")]
+
+
+def test_a_cjk_term_is_refused_naming_the_normaliser_that_splits_it():
+    # BERT's normaliser puts spaces around every CJK character: the reason given is that step
+    from sparse_adapt.data import DataError
+
+    with pytest.raises(DataError, match=r"cannot be one token: .* \(its normaliser changes the term\)"):
+        extend_vocabulary(make_tiny_bert(), {"jargon": ["日本語"]})
+
+
+def test_a_decomposed_term_given_from_python_becomes_the_composed_token():
+    # extend_vocabulary called from Python, not through a terms file: the same NFC composition
+    import unicodedata
+
+    from tests.conftest import make_tiny_roberta
+
+    nfc = "Zürich"
+    splade = make_tiny_roberta()
+    (t,) = extend_vocabulary(splade, {"places": [unicodedata.normalize("NFD", nfc)]}).terms
+    assert t.term == nfc and t.token_id in running_text_ids(splade.tokenizer, f"the {nfc} office")
