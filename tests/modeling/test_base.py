@@ -53,6 +53,9 @@ def test_the_decoder_is_tied_to_the_word_embeddings_even_when_the_encoder_config
         mlm = build_mlm_from_encoder(enc, bias=-1.0)
         got = mlm(input_ids=ids).logits
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    # the head gets a config of its own: the caller's encoder keeps saying untied, headless
+    assert enc.config.tie_word_embeddings is False and enc.config.architectures is None
+    assert mlm.config is not enc.config
 
 
 def test_saved_base_loads_with_plain_transformers(tmp_path):
@@ -225,6 +228,20 @@ def test_base_from_offline_minilm_converts_the_bundled_encoder(tmp_path, tiny_be
     monkeypatch.setattr(base, "offline_minilm_dir", lambda: str(tmp_path / "enc"))  # a tiny stand-in
     assert main(["base", "--from-encoder", "offline-minilm", "--out", str(tmp_path / "b"), "--bias", "-3"]) == 0
     assert SpladeEncoder.from_pretrained(tmp_path / "b").vocab_size == tiny_bert.vocab_size
+
+
+def test_offline_minilm_is_its_encoder_with_the_fixed_calibrated_bias(tmp_path, tiny_bert, monkeypatch):
+    """The built-in loads with OFFLINE_MINILM_BIAS, not the bias a conversion starts from (a tiny stand-in
+    for the packaged encoder; the slow test checks the value itself on the real one)."""
+    from sparse_adapt.modeling import base
+
+    tiny_bert.mlm.bert.save_pretrained(tmp_path / "enc")
+    tiny_bert.tokenizer.save_pretrained(tmp_path / "enc")
+    monkeypatch.setattr(base, "offline_minilm_dir", lambda: str(tmp_path / "enc"))
+    splade = SpladeEncoder.from_pretrained("offline-minilm")
+    assert splade.settings.base == "offline-minilm" and splade.vocab_size == tiny_bert.vocab_size
+    bias = splade.mlm.get_output_embeddings().bias[splade.output_mask > 0]
+    assert len(bias) > 0 and bias.tolist() == pytest.approx([OFFLINE_MINILM_BIAS] * len(bias))
 
 
 def test_base_follows_a_sentence_transformers_folder_to_its_transformer_module(tmp_path, tiny_bert, capsys):

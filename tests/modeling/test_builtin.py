@@ -4,6 +4,8 @@ bases are named (``--help`` text, ``doctor``)."""
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -109,3 +111,47 @@ def test_the_tokenizer_of_a_builtin_base_comes_from_its_installed_folder(monkeyp
     monkeypatch.setattr(huggingface_hub, "get_session", lambda: pytest.fail("asked the Hub"))
     tokenizer = load_tokenizer(OFFLINE_SPLADE_TINY)
     assert len(tokenizer) == 30522 and tokenizer.tokenize("database connection") == ["database", "connection"]
+
+
+@pytest.mark.parametrize("content", [b"[1, 2]", b'{"distill": {"lr": 1e-05}, "warmup": 3}', b"\xff\xfe{}",
+                                     b'{"distill": {"steps": 1' + b"0" * 5000 + b"}}"])
+def test_a_base_s_unreadable_recommended_file_is_one_error_naming_it(tmp_path, content):
+    # a list, a section that is no table, bytes that are no UTF-8, an integer Python refuses to parse:
+    # each was a traceback (AttributeError, TypeError, ValueError) or settings taken half-read
+    from sparse_adapt.errors import ConfigError
+    from sparse_adapt.modeling.builtin import RECOMMENDED_FILE, recommended_settings
+
+    (tmp_path / RECOMMENDED_FILE).write_bytes(content)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path / RECOMMENDED_FILE))}: "):
+        recommended_settings(tmp_path)
+
+
+def test_a_builtin_folder_transformers_cannot_read_is_one_load_error(tiny_bert, tmp_path):
+    # an installed package whose config transformers does not know (ValueError) fails in our words
+    from sparse_adapt.modeling.builtin import _load_masked_lm
+
+    tiny_bert.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": "nosuchmodel"}))
+    with pytest.raises(ModelLoadError, match=rf"^cannot load the masked-LM in {re.escape(str(tmp_path))}: "):
+        _load_masked_lm(str(tmp_path))
+
+
+def test_a_base_under_home_is_checked_and_its_tokenizer_read_with_a_tilde(tiny_bert, tmp_path, monkeypatch):
+    # `adapt --base "~/m"` (quoted: no shell expands it) checks the folder before mining
+    from sparse_adapt.modeling.builtin import check_base, load_tokenizer
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    tiny_bert.save_pretrained(tmp_path / "m")
+    check_base("~/m")
+    assert load_tokenizer("~/m").tokenize("hello world") == tiny_bert.tokenizer.tokenize("hello world")
+
+
+def test_check_base_reads_a_local_base_s_tokenizer_not_only_its_file_names(tiny_bert, tmp_path):
+    # a damaged tokenizer.json passed a check of file names and failed after mining and harvesting
+    from sparse_adapt.modeling.builtin import check_base
+
+    tiny_bert.save_pretrained(tmp_path / "m")
+    (tmp_path / "m" / "tokenizer.json").write_text("{not json")
+    with pytest.raises(ModelLoadError, match=rf"^cannot load a tokenizer from {re.escape(repr(str(tmp_path / 'm')))}"):
+        check_base(str(tmp_path / "m"))

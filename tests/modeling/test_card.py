@@ -29,6 +29,8 @@ def test_base_model_is_a_hub_id_or_left_for_the_user(tmp_path):
     local.mkdir(parents=True)
     assert hub_base_model(str(local)) is None
     assert hub_base_model("runs/h4/final") is None
+    # a relative path spelt from the working directory is no Hub id, even when it is not here
+    assert hub_base_model("./model") is None and hub_base_model("../model") is None
 
 
 def test_card_of_a_run_without_evaluation(tiny_bert):
@@ -40,6 +42,8 @@ def test_card_of_a_run_without_evaluation(tiny_bert):
     meta = _metadata(card)
     assert meta["library_name"] == "sentence-transformers" and meta["base_model"] == OFFLINE_MINILM_HUB_ID
     assert meta["license"] == "other"
+    base_line = f"- Base model: `offline-minilm` ({OFFLINE_MINILM_HUB_ID} with a SPLADE head built by sparse-adapt)\n"
+    assert base_line in card
     assert "- splade" in card and "- sparse-encoder" in card
     assert "| `gatrocraptic` | jargon |" in card and "| yes |" in card
     assert "| `api` | acronyms |" in card and "already one token" in card
@@ -181,3 +185,24 @@ def test_query_sets_measured_with_other_metrics_leave_a_blank_cell(tiny_bert):
 def test_an_extend_stage_that_added_nothing_says_so(tiny_bert):
     extend = {**RECORDS[0], "added": []}
     assert "| extend | 0.1 | added no tokens; vocabulary 30523 |" in model_card(tiny_bert, MANIFEST, [extend])
+
+
+def test_a_card_with_no_domain_terms_and_no_stage_records_shows_no_empty_tables(tiny_bert):
+    card = model_card(tiny_bert, MANIFEST)
+    assert "## Domain tokens" not in card and "| stage | seconds | result |" not in card
+    assert "- Base model: `tiny-bert`\n" in card  # the offline-minilm note is that base's alone
+
+
+def test_a_domain_term_the_tokenizer_does_not_keep_whole_has_no_token_id(tiny_bert):
+    # e.g. a term a BPE keeps whole only at a text's start: its row says "-", not "None"
+    tiny_bert.settings.domain_terms = {"two words": "jargon"}
+    rows = [line for line in model_card(tiny_bert).splitlines() if line.startswith("| `")]
+    assert rows == ["| `two words` | jargon | - | - |"]
+
+
+def test_a_training_run_kept_inside_an_adapt_folder_keeps_its_own_name(tiny_bert, tmp_path):
+    # only DIR/training/final is adapt's own run: DIR/ablation/final is a run named ablation
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "adapt.json").write_text("{}")
+    card = write_model_card(tmp_path / "mine" / "ablation" / "final", tiny_bert).read_text(encoding="utf-8")
+    assert "# ablation: domain-adapted with sparse-adapt" in card

@@ -91,6 +91,15 @@ def test_mps_is_refused_where_torch_has_none(monkeypatch):
     assert resolve_device("mps:0") == torch.device("mps:0")
 
 
+def test_a_torch_device_of_ours_is_checked_and_one_of_another_backend_is_the_caller_s(monkeypatch):
+    # an API caller's torch.device("mps") is checked like the name "mps"; meta/xpu are left to torch
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match="device 'mps': no MPS device is available"):
+        resolve_device(torch.device("mps"))
+    assert resolve_device(torch.device("meta")) == torch.device("meta")
+    assert resolve_device(torch.device("xpu:1")) == torch.device("xpu:1")
+
+
 def test_the_process_default_is_the_device_a_call_without_one_resolves_and_a_bad_one_is_never_set(monkeypatch):
     """The CLI's global --device sets the default every command then uses: `--device cpu` on a
     GPU machine must keep the GPU out, and a typo must fail when given, before any work."""
