@@ -674,6 +674,79 @@ def test_inspect_lists_domain_tokens_by_id_and_leaves_the_weight_of_a_token_in_n
         inspect_corpus(extended, [], QUERIES)
 
 
+def test_inspect_of_an_empty_query_list_is_inspect_without_queries_and_only_then_warns_of_them(sparse):
+    c = inspect_corpus(sparse, DOCS, [])
+    assert c.queries is None and c.flops is None
+    assert any("no queries" in w for w in c.warnings)
+    assert c.domain.source == "none"  # no registered domain token and no terms: the source is named, not ""
+    c = inspect_corpus(sparse, DOCS, QUERIES)
+    assert c.queries.count == 3 and not any("no queries" in w for w in c.warnings)
+
+
+def test_a_domain_token_in_one_document_has_that_documents_weight(extended):
+    api = extended.tokenizer.convert_tokens_to_ids("api")
+    _boost(extended, api, 15.0)  # so its weight is no 0 that None could hide behind
+    D = extended.encode([d.text for d in DOCS]).toarray()
+    [row] = [t for t in inspect_corpus(extended, DOCS).domain.tokens if t.token_id == api]
+    assert row.docs_occurring == 1  # d1 names the API
+    assert row.mean_weight_occurring == pytest.approx(D[0, api], abs=1e-6) and D[0, api] > 0
+
+
+def test_inspect_refuses_document_vectors_of_another_vocabulary_size(extended):
+    D = extended.encode([d.text for d in DOCS])
+    wider = sp.hstack([D, sp.csr_matrix((len(DOCS), 2))]).tocsr()  # right rows, 2 columns too many
+    with pytest.raises(ValueError, match="document_vectors have shape"):
+        inspect_corpus(extended, DOCS, QUERIES, document_vectors=wider)
+
+
+def test_flops_without_domain_tokens_leave_out_a_single_token_term_of_an_unextended_model(sparse):
+    api = sparse.tokenizer.convert_tokens_to_ids("api")
+    _boost(sparse, api, 15.0)
+    c = inspect_corpus(sparse, DOCS, QUERIES, terms=TERMS)
+    assert [t.token_id for t in c.domain.tokens] == [api] and c.domain.source == "terms"
+    D = sparse.encode([d.text for d in DOCS]).toarray()
+    Q = sparse.encode([q.text for q in QUERIES], "query").toarray()
+    assert (D[:, api] > 0).all() and (Q[:, api] > 0).all()
+    # api, a term of the terms file, is shared by every pair: 1 of the estimate is the domain's
+    assert c.flops.value - c.flops.value_excluding_domain == pytest.approx(1.0, abs=1e-6)
+    assert float(Q.mean(0) @ D.mean(0)) - c.flops.regularizer == pytest.approx(
+        float(Q[:, api].mean() * D[:, api].mean()), rel=1e-5)
+
+
+def test_a_domain_token_past_the_query_window_still_occurs_in_a_document(extended):
+    """Occurrence is read in the document window: a short query window must not hide a term."""
+    tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
+    extended.settings.query_max_length = 8
+    doc = Document("d9", "Configure the API gateway timeout and retry settings for the Gatrocraptic budget.")
+    [row] = [t for t in inspect_corpus(extended, [doc]).domain.tokens if t.token_id == tid]
+    assert (row.docs_occurring, row.docs_not_occurring) == (1, 0)
+
+
+def test_inspect_shows_the_document_encoding_to_the_progress_hooks(extended):
+    from sparse_adapt.progress import Hooks
+
+    tasks = []
+
+    class Task:
+        def advance(self, steps=1, description=None):
+            tasks[-1][2] += steps
+
+    def task(description, total):
+        tasks.append([description, total, 0])
+        return Task()
+
+    inspect_corpus(extended, DOCS, QUERIES, progress=Hooks(task=task))
+    assert tasks and tasks[0][2] > 0  # the documents' encoding advanced a task
+
+
+def test_queries_that_activate_nothing_are_counted_and_cost_no_flops(extended):
+    D = extended.encode([d.text for d in DOCS])
+    _boost(extended, slice(None), -100.0)  # every logit negative: every query vector empty
+    c = inspect_corpus(extended, DOCS, QUERIES, document_vectors=D)
+    assert (c.queries.count, c.queries.nonzero.max, c.queries.sparsity_mean) == (3, 0, 100.0)
+    assert c.flops.value == 0.0
+
+
 # ---------------------------------------------------------------------------- JSON schemas
 def test_json_outputs_follow_the_documented_schemas(extended):
     outputs = [
@@ -708,6 +781,7 @@ def test_the_schema_check_reaches_every_list_item_and_refuses_a_wrong_container_
          r"\$\.domain\.tokens\[2\]\.docs_occurring: expected int"),
         (lambda o: o.update(warnings={"w": 1}), r"\$\.warnings: expected a list, got dict"),
         (lambda o: o.update(documents=None), r"\$\.documents: expected an object, got NoneType"),
+        (lambda o: o["documents"]["nonzero"].update(min=1.5), r"\$\.documents\.nonzero\.min: expected int"),
         (lambda o: o["feedback"]["queries"].pop("nonzero"),
          r"\$\.feedback\.queries: keys differ: missing \['nonzero'\]"),
     ):
@@ -1200,6 +1274,7 @@ def test_the_inspect_tables_put_each_number_in_its_column_and_show_a_weight_of_0
                  "Domain tokens 2 (from model): mean weight where they occur 0.0000, where they don't 0.0625"):
         assert line in lines, line
     assert any(line.endswith("FLOPS 9.00 (1.5x)") for line in lines)  # 9 / 6
+    assert "FLOPS = sum" in lines and "FLOPS regulariser (non-domain, mean weights): 0.2500" in lines
 
 
 def test_a_split_terms_report_names_the_piece_of_each_max_and_marks_every_piece(sparse):
@@ -1244,6 +1319,7 @@ def test_the_explain_view_elides_only_tokens_past_30_labels_only_new_tokens_feed
     assert "1.0000 tok0 in text" in lines and "0.9900 tok1 feedback" in lines
     assert any("(2 terms kept; 2 tokens raised, 1 of them new)" in line for line in lines)
     assert not any(re.search(r"… \d+ more", line) for line in lines)  # 30 tokens: all shown
+    assert "0.7100 tok29 expansion" in lines
     assert any("x" * 200 in line for line in lines) and not any("…" in line for line in lines)
     lines = shown(31, "x" * 201)
     assert "… 1 more" in lines
@@ -1441,3 +1517,146 @@ def test_a_one_token_term_not_yet_a_domain_token_is_not_said_to_be_split():
                                          "no (model not extended with this term)")], Sources("m"))
     assert rec.id == "extend" and "is one token but not a registered domain token" in rec.finding
     assert "splits" not in rec.finding
+
+
+def test_the_diagnose_report_of_a_split_term_shows_every_piece_span_warning_and_command_and_each_check_once(sparse):
+    from dataclasses import replace
+
+    from diagnostics.render import render_term
+
+    r = diagnose_term(sparse, "Gatrocraptic", DOCS, queries=QUERIES)
+    # a piece's pooling mismatch, two warnings, two commands: each must be shown
+    checks = [replace(c, status="fail", actual="0.1000 vs 0.2000")
+              if (c.name, c.target) == ("weight_matches_encoding", "##cr") else c for c in r.checks]
+    rec = replace(r.recommendations[0], commands=["sparse-adapt first", "sparse-adapt second"])
+    lines = _rendered_lines(render_term, replace(r, checks=checks, warnings=["first note", "second note"],
+                                                 recommendations=[rec]), 250)
+    assert "Token id(s) " + " ".join(map(str, r.vocabulary.token_ids)) in lines
+    assert "Added by extend-vocab no" in lines
+    assert not any(line.startswith("Domain token of model") for line in lines)  # a question for one token only
+    assert "⚠ first note" in lines and "⚠ second note" in lines
+    assert "Document d2 one of 2 document(s) containing the term: d2, d3" in lines  # of 4 searched
+    # [CLS] understanding ga ##tro ##cr ##ap ##tic metric ##s is essential . ga ... : pieces at 2-6 and 12-16
+    assert any(line.startswith("Term at token position(s): 2-6, 12-16 (22 tokens") for line in lines)
+    for p, piece in [*zip(range(2, 7), GATRO_PIECES), *zip(range(12, 17), GATRO_PIECES)]:
+        assert any(re.match(rf"{p} {re.escape(piece)} .*◀ term", line) for line in lines), p
+    assert not any(re.match(r"7 metric .*◀ term", line) for line in lines)
+    for t in r.targets:
+        lg = t.logits
+        assert lg.min_logit < lg.max_logit
+        assert any(line.startswith(f"'{t.token}': all positions min {lg.min_logit:.4f}, max {lg.max_logit:.4f}")
+                   for line in lines)
+        qe = t.query_expansion
+        assert (qe.queries, qe.without_term) == (3, 2)  # q2 names the term
+        assert any(line.startswith(f"'{t.token}' in query vectors: {len(qe.expanding)} of 2 queries without")
+                   for line in lines)
+    # term-wide checks in the first table, each piece's in the per-piece one: no check twice
+    assert sum(line.startswith("positive_logits ") for line in lines) == 1
+    [row] = [line for line in lines if line.startswith("weight_matches_encoding ")]
+    assert "✗ MISMATCH 0.1000 vs 0.2000" in row and row.count("✓ matches") == 4
+    assert any(line.startswith("1. 'Gatrocraptic' is not one token") for line in lines)
+    assert "$ sparse-adapt first" in lines and "$ sparse-adapt second" in lines
+    done = _rendered_lines(render_term, replace(r, recommendations=[]), 250)
+    assert "✓ nothing to fix: the model gives the term weight, rank and expansion" in done  # queries were given
+
+
+def test_the_diagnose_logit_table_of_a_long_document_counts_each_elided_run_and_a_special_token_gets_no_verdict(
+        extended):
+    from dataclasses import replace
+
+    from diagnostics.render import VERDICT_LINES, render_term
+    from diagnostics.sections.expansion import ExpandingQuery, FeedbackExpansion, QueryExpansion
+
+    tid = extended.tokenizer.convert_tokens_to_ids("gatrocraptic")
+    long = Document("d9", " ".join(["settings"] * 40) + " Gatrocraptic tools")
+    r = diagnose_term(extended, "Gatrocraptic", [long], terms=TERMS)
+    assert r.document.num_tokens == 44 and r.targets[0].logits.occurrences == [41]  # [CLS] 40 x settings ...
+    lines = _rendered_lines(render_term, r, 250)
+    for line in (f"Token id(s) {tid}", f"Single token ✓ yes (id {tid})",
+                 "Base tokenizer split ga ##tro ##cr ##ap ##tic (5 piece(s))", "Added by extend-vocab yes",
+                 "Domain token of model ✓ yes"):
+        assert line in lines, line
+    assert not any("(special)" in line for line in lines)
+    # shown: positions 0-24, the max (put at 30 here) and the occurrence at 41; the rest elided
+    t = r.targets[0]
+    expanding = [ExpandingQuery(f"q{i}", f"query {i}", 1.0 - i / 10) for i in range(6)]
+    qe = QueryExpansion(8, 7, expanding, 1, 1, ["q7"], FeedbackExpansion(1, 0.5, 8, expanding[:2]))
+    t = replace(t, logits=replace(t.logits, max_position=30), weight=replace(t.weight, special_token=True),
+                query_expansion=qe)
+    lines = _rendered_lines(render_term, replace(r, targets=[t]), 250)
+    gaps = [line for line in lines if line.startswith("… ")]
+    assert gaps == ["… 5 more", "… 10 more", "… 2 more"]  # 25-29, 31-40, 42-43
+    assert any(re.match(r"30 settings \S+ ◀ max$", line) for line in lines)
+    assert any(re.match(r"41 gatrocraptic \S+ ◀ term$", line) for line in lines)
+    # a special token is zeroed whatever its logits: said so, and no verdict on the head
+    assert any("is a special token: excluded from every vector" in line for line in lines)
+    assert not any(line.strip() == text.strip() for line in lines for text, _ in VERDICT_LINES.values())
+    assert sum("→ 0 (special)" in line for line in lines) == 1
+    assert any(line.startswith("'gatrocraptic' in query vectors: 6 of 7 queries without") for line in lines)
+    assert [line for line in lines if re.match(r"\d\.\d{4} \[q\d\] query \d$", line)] == [
+        "1.0000 [q0] query 0", "0.9000 [q1] query 1", "0.8000 [q2] query 2", "0.7000 [q3] query 3",
+        "0.6000 [q4] query 4", "1.0000 [q0] query 0", "0.9000 [q1] query 1"]  # the first 5, then feedback's
+    assert any(line.endswith("8 terms): 2 of 7 reach it") for line in lines)
+    probe = diagnose_term(extended, "OAuth2", DOCS)  # no document names it
+    assert any(line.startswith("Document (probe) probe: the term on its own")
+               for line in _rendered_lines(render_term, probe, 250))
+
+
+def test_the_inspect_tables_say_queries_not_given_draw_no_empty_token_table_and_take_no_ratio_to_0_flops():
+    from dataclasses import replace
+
+    from diagnostics.render import render_corpus
+    from diagnostics.schema import INSPECT_SCHEMA
+    from diagnostics.sparsity import CorpusStats, Distribution, DomainStats, FeedbackCost, Flops, TextStats
+
+    c = CorpusStats(INSPECT_SCHEMA, "m", 1000, documents=TextStats(5, Distribution(12.5, 11.0, 3, 30), 98.75),
+                    queries=None, flops=None, domain=DomainStats(0, "none", None, None, []))
+    lines = _rendered_lines(render_corpus, c, 200)
+    assert "queries not given" in lines
+    assert "Domain tokens 0 (from none): mean weight where they occur –, where they don't –" in lines
+    assert not any(line.startswith("token id docs with") for line in lines)  # no token: no table header
+    silent = TextStats(2, Distribution(0.0, 0.0, 0, 0), 100.0)  # queries that activate nothing
+    fed = replace(c, queries=silent, flops=Flops("sum", 0.0, 0.0, 0.0), feedback=FeedbackCost(1, 0.5, 32, silent, 0.0))
+    assert any(line.endswith("FLOPS 0.00") for line in _rendered_lines(render_corpus, fed, 200))
+
+
+def test_the_explain_view_counts_pieces_says_when_feedback_found_no_document_and_keeps_q_and_d_apart():
+    from diagnostics.explain import (
+        DocumentMatch, FeedbackStats, QueryExplanation, QueryStats, SharedToken, WeightedToken,
+    )
+    from diagnostics.render import render_explanation
+    from diagnostics.schema import EXPLAIN_SCHEMA
+
+    tokens = [WeightedToken("tools", 2002, 1.5, in_text=True), WeightedToken("ga", 2001, 1.0, False, "gatrocraptic")]
+    q = QueryStats("gatrocraptic tools", 2, 1.5, 99.9, 30522, 0, 1, tokens, FeedbackStats(2, 0.5, 8, [], []))
+    match = DocumentMatch(1, "d1", "tools", 0.375, 0.375, 1, [SharedToken("tools", 2002, 1.5, 0.25, 0.375)], [])
+    lines = _rendered_lines(render_explanation, QueryExplanation(EXPLAIN_SCHEMA, "m", 1, 1, q, [match]), 300)
+    assert any("expansion tokens: 0 pieces of domain terms: 1 documents scored: 1" in line for line in lines)
+    assert "1.0000 ga piece of gatrocraptic" in lines
+    assert any("+ 0.5 x the mean of none (no document matched the query)" in line for line in lines)
+    assert any("0.3750 tools 1.50 × 0.25" in line for line in lines)  # contribution = q × d
+
+
+def test_the_readme_documents_the_schema_ids_the_outputs_carry():
+    from pathlib import Path
+
+    from diagnostics.schema import SHAPES
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    for schema in SHAPES:
+        assert f"`{schema}`" in readme, schema  # a new version is documented with what changed
+
+
+def test_the_schema_check_refuses_a_number_for_a_flag_and_an_empty_object_where_fields_belong(extended):
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    out = _roundtrip(explain_query(extended, "gatrocraptic tools", DOCS, k=2, feedback=Feedback()))
+    validate(out)
+    assert out["query"]["feedback"]["added"]
+    out["query"]["feedback"]["added"][0]["new"] = 1
+    with pytest.raises(SchemaError, match=r"\$\.query\.feedback\.added\[0\]\.new: expected bool, got int"):
+        validate(out)
+    out = _roundtrip(inspect_corpus(extended, DOCS, QUERIES))
+    out["flops"] = {}  # may be null, but an object must hold its fields
+    with pytest.raises(SchemaError, match=r"\$\.flops: keys differ"):
+        validate(out)
