@@ -766,3 +766,34 @@ def test_a_loaded_model_stays_in_eval_mode_after_encoding(tiny_bert, tmp_path):
     loaded = SpladeEncoder.from_pretrained(tmp_path / "m")
     loaded.encode(TEXTS)
     assert not any(m.training for m in loaded.modules())
+
+
+def test_domain_token_ids_is_the_callers_copy(tiny_bert, tmp_path):
+    # training code reads this list: a change to it must not reach the settings a model saves
+    tiny_bert.settings.domain_token_ids = [5]
+    tiny_bert.domain_token_ids.append(6)
+    tiny_bert.save_pretrained(tmp_path / "m")
+    assert json.loads((tmp_path / "m" / "sparse_adapt.json").read_text())["domain_token_ids"] == [5]
+
+
+def test_a_model_in_training_mode_encodes_without_dropout_and_stays_in_training_mode(tiny_bert):
+    # validation encodes between training steps: dropout there gave other vectors on every call
+    want = tiny_bert.encode(TEXTS).toarray()
+    tiny_bert.train()
+    np.testing.assert_allclose(tiny_bert.encode(TEXTS).toarray(), want, atol=1e-5)
+    assert tiny_bert.training
+
+
+def test_a_sentence_transformers_model_without_our_settings_takes_its_query_and_document_lengths(tiny_bert, tmp_path):
+    path = tiny_bert.save_pretrained(tmp_path / "m")
+    (path / "sparse_adapt.json").unlink()  # as sentence-transformers saves it: its config alone says the lengths
+    (path / "sentence_bert_config.json").write_text(json.dumps({"query_length": 12, "document_length": 40}))
+    loaded = SpladeEncoder.from_pretrained(path).settings
+    assert (loaded.query_max_length, loaded.doc_max_length) == (12, 40)
+
+
+def test_a_save_after_training_tokenization_keeps_no_padding_in_tokenizer_json(tiny_bert, tmp_path):
+    # training tokenizes with padding=True, which the fast backend keeps: saved, every reader padded
+    tiny_bert.tokenize(TEXTS, "document")
+    tiny_bert.save_pretrained(tmp_path / "m")
+    assert json.loads((tmp_path / "m" / "tokenizer.json").read_text(encoding="utf-8"))["padding"] is None

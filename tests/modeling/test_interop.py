@@ -296,3 +296,14 @@ def test_a_sentence_transformers_model_with_other_modules_is_refused(tiny_mlm, t
     with pytest.raises(ModelLoadError, match=rf"lists Transformer, Pooling, Normalize; .*A dense encoder: "
                                              rf"`sparse-adapt base --from-encoder {re.escape(str(directory))} --out DIR`"):
         SpladeEncoder.from_pretrained(directory)
+
+
+def test_a_shared_bias_set_after_building_is_excluded_again_when_saved(tiny_bert, tmp_path):
+    # `base --bias` fills every decoder-bias row, special ones too: the save bakes the exclusion back in
+    set_bias(tiny_bert.mlm, 0.5)
+    tiny_bert.save_pretrained(tmp_path / "m")
+    weights = load_file(tmp_path / "m" / "model.safetensors")
+    (key,) = [k for k in weights if k.endswith("predictions.bias")]
+    special = tiny_bert.excluded_ids()
+    assert (weights[key][special] == EXCLUDED_BIAS).all()
+    assert (weights[key][[i for i in range(tiny_bert.vocab_size) if i not in special]] == 0.5).all()
