@@ -119,6 +119,8 @@ def sentence_transformers_mismatch(directory: str | Path, name: str | None = Non
         pooling = json.loads(pooling_path.read_text(encoding="utf-8")) if pooling_path.is_file() else {}
     except (ValueError, RecursionError):
         return f"its {kinds[1][1]}/config.json is not JSON"
+    if not isinstance(pooling, dict):
+        return f"its {kinds[1][1]}/config.json is not a JSON object"
     differs = {k: pooling.get(k, v) for k, v in _OUR_POOLING.items() if pooling.get(k, v) != v}
     if differs:
         settings = ", ".join(f"{k}={v!r}" for k, v in differs.items())
@@ -131,7 +133,10 @@ def sentence_transformers_mismatch(directory: str | Path, name: str | None = Non
         return f"its {MODEL_CONFIG} is not JSON"
     if not isinstance(config, dict):
         return f"its {MODEL_CONFIG} is not a JSON object"
-    prompts = {k: v for k, v in (config.get("prompts") or {}).items() if v}
+    given = config.get("prompts") or {}
+    if not isinstance(given, dict):
+        return f"its {MODEL_CONFIG} has prompts that are no JSON object of prompt names and texts"
+    prompts = {k: v for k, v in given.items() if v}
     if prompts:
         return (f"its {MODEL_CONFIG} prepends prompts {prompts}; sparse-adapt encodes texts as they are, so the "
                 "model would not see the input it was trained on")

@@ -66,12 +66,17 @@ def test_a_pooling_config_is_read_with_sentence_transformers_defaults_and_named_
     assert sentence_transformers_mismatch(tmp_path) is None
     _write(pooling, "{not json")
     assert sentence_transformers_mismatch(tmp_path) == f"its {POOLING_DIR}/config.json is not JSON"
+    _write(pooling, ["max"])  # JSON, but no object: was an AttributeError on loading
+    assert sentence_transformers_mismatch(tmp_path) == f"its {POOLING_DIR}/config.json is not a JSON object"
 
 
 def test_the_model_config_is_refused_when_no_object_and_a_missing_similarity_is_dot(tmp_path):
     config = _saved(tmp_path) / MODEL_CONFIG
     _write(config, ["dot"])
     assert sentence_transformers_mismatch(tmp_path) == f"its {MODEL_CONFIG} is not a JSON object"
+    _write(config, {"prompts": ["query: "]})  # was an AttributeError on loading
+    assert sentence_transformers_mismatch(tmp_path) == (f"its {MODEL_CONFIG} has prompts that are no JSON object "
+                                                        "of prompt names and texts")
     # a SparseEncoder without a similarity scores by dot product, as sparse-adapt does
     _write(config, {"prompts": {}, "similarity_fn_name": None})
     assert sentence_transformers_mismatch(tmp_path) is None
@@ -161,3 +166,34 @@ def test_a_folder_named_modules_json_makes_no_sentence_transformers_model(tmp_pa
     (tmp_path / MODULES_FILE).mkdir()  # as for a folder named config.json: no traceback
     assert sentence_transformers_mismatch(tmp_path) is None
     assert sentence_transformers_lengths(tmp_path, _Tokenizer(512)) is None
+
+
+def test_a_modules_json_holding_no_list_has_no_transformer_module(tmp_path):
+    (tmp_path / "0_Transformer").mkdir()
+    (tmp_path / "0_Transformer" / "config.json").write_text("{}")
+    for damaged in ("7", "null", '"0_Transformer"'):  # iterated as they are, a number or null was a TypeError
+        _write(tmp_path / MODULES_FILE, damaged)
+        assert transformer_module(tmp_path) is None
+
+
+def test_the_pooling_config_is_read_from_the_folder_modules_json_names(tmp_path):
+    # sentence-transformers reads each module from its listed path, not from a fixed folder name
+    _saved(tmp_path)
+    (tmp_path / "pool").mkdir()
+    _write(tmp_path / "pool" / "config.json", {"pooling_strategy": "sum"})
+    _write(tmp_path / MODULES_FILE, [{"type": ST, "path": ""}, {"type": POOLING, "path": "pool"}])
+    assert "pooling_strategy='sum'" in (sentence_transformers_mismatch(tmp_path) or "")
+
+
+def test_a_pooling_config_nested_too_deep_is_named_not_a_traceback(tmp_path):
+    _write(_saved(tmp_path) / POOLING_DIR / "config.json", "[" * 100_000)
+    assert sentence_transformers_mismatch(tmp_path) == f"its {POOLING_DIR}/config.json is not JSON"
+
+
+def test_a_folder_named_like_the_transformer_config_is_refused_not_read_as_absent(tmp_path):
+    # read as absent, texts were cut at the tokenizer's limit; sentence-transformers fails on it
+    write_sentence_transformers_files(tmp_path, 16, 48, 100)
+    (tmp_path / TRANSFORMER_CONFIG).unlink()
+    (tmp_path / TRANSFORMER_CONFIG).mkdir()
+    with pytest.raises(ModelLoadError, match="is damaged"):
+        sentence_transformers_lengths(tmp_path, _Tokenizer(512))
