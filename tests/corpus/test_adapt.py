@@ -1381,3 +1381,33 @@ def test_only_a_card_file_has_a_sha256(tmp_path):
     assert card_sha256(tmp_path / "README.md") is None
     (tmp_path / "card.md").write_text("mine")
     assert card_sha256(tmp_path / "card.md") == hashlib.sha256(b"mine").hexdigest()
+
+
+def test_an_out_that_is_a_file_or_holds_only_a_lock_or_pretraining_temporaries(tmp_path):
+    """A file as --out is refused with what it is; a folder holding only the lock of a run killed
+    before its manifest, or a killed write of pretrained/, is a run's and starts afresh."""
+    from sparse_adapt.corpus.adapt_folder import check_out
+    from sparse_adapt.lock import LOCK_FILE
+
+    manifest = {"corpus": "c", "base": "b", "teacher": "t", "seed": 0, "given": {}, "config": None, "options": {}}
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(AdaptMismatchError, match="is a file"):
+        check_out(tmp_path / "file", manifest)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / LOCK_FILE).write_text("")
+    (out / ".pretrained.tmp-999999999-1").mkdir()  # no such process: a killed write's temporary
+    (out / ".pretrained.partial.tmp-999999999-1").mkdir()
+    check_out(out, manifest)
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]
+
+
+def test_a_manifest_key_the_new_run_lacks_is_a_different_run(tmp_path):
+    from sparse_adapt.corpus.adapt_folder import LEGACY_OPTIONS, check_out
+
+    manifest = {"corpus": "c", "base": "b", "teacher": "t", "seed": 0, "given": {}, "config": None,
+                "options": dict(LEGACY_OPTIONS)}
+    (tmp_path / "adapt.json").write_text(json.dumps({**manifest, "pretrained": "p"}))
+    (tmp_path / "train.jsonl").write_text("{}\n")  # a run that made an input: not started afresh
+    with pytest.raises(AdaptMismatchError, match=r"other pretrained; use another --out"):
+        check_out(tmp_path, manifest)

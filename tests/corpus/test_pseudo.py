@@ -54,6 +54,7 @@ def test_crops_are_seeded_and_deduplicated():
     assert len(texts) == len(set(texts))
     capped = _queries(max_queries=3)
     assert len(capped) == 3 and all(q in _queries() for q in capped)
+    assert capped == [q for q in _queries() if q in capped]  # the cap keeps corpus order
     # one query over the cap is one too many: the cap is "at most", not "one past it"
     every = _queries()
     assert len(_queries(max_queries=len(every) - 1)) == len(every) - 1
@@ -404,3 +405,115 @@ def test_an_ellipsis_before_a_word_is_stripped_like_other_punctuation():
     # Only a dot right before a letter or digit opens a name (".NET"); "...girders" is the word "girders".
     docs = [Document("x", "Crews weld steel ...girders daily.")]
     assert [q.text for q in generate_queries(docs, [])] == ["Crews weld steel girders daily"]
+
+
+def test_a_document_with_too_few_words_for_a_query_gives_none_and_stops_nothing():
+    # Empty, punctuation only, one short sentence, only function words: no query, and no error
+    # for the document after them.
+    docs = [Document("e", ""), Document("p", "..."), Document("s", "Pump leaks."),
+            Document("f", "It is what it is and that is all."), Document("n", "Crews weld steel girders nightly.")]
+    assert [(q.doc_id, q.text) for q in generate_queries(docs, [])] == [("n", "Crews weld steel girders nightly")]
+
+
+def test_a_full_stop_standing_apart_is_no_word_of_the_query():
+    docs = [Document("x", "Crews weld steel girders nightly .")]
+    assert [q.text for q in generate_queries(docs, [])] == ["Crews weld steel girders nightly"]
+
+
+def test_a_term_ending_in_a_dot_before_a_comma_is_found_in_the_crops():
+    # "Inc.," is the term "Inc." and a comma: its document gets explicit queries, no control.
+    docs = [Document("a", "We buy seals from Zentrix Inc., the supplier, every spring for the plant."),
+            Document("c", "The cafeteria serves lunch at noon in the main hall for every worker.")]
+    groups = locate_terms(docs, {"jargon": ["Inc."]})
+    queries = [q for seed in range(3) for q in generate_queries(docs, groups, seed=seed)]
+    assert {q.doc_id for q in queries if q.kind == "control"} == {"c"}
+    explicit = [q.text for q in queries if q.kind == "explicit"]
+    assert explicit and all("Inc." in t.split() for t in explicit), explicit
+
+
+def test_crops_take_every_length_and_any_place_in_the_sentence():
+    # 15 words, none a function word: nothing is trimmed, so each crop is as drawn.
+    docs = [Document("x", "Crews weld steel girders bolt beams paint decks mount rails lay cables test lamps seal.")]
+    crops = [q.text.split() for seed in range(30) for q in generate_queries(docs, [], seed=seed)]
+    assert {len(c) for c in crops} == set(range(5, MAX_WORDS + 1))
+    assert len({c[0] for c in crops}) > 1  # not always the sentence's opening words
+
+
+def test_an_explicit_crop_may_be_taken_around_any_occurrence_of_the_term():
+    # The two occurrences are 13 words apart: no crop (9 words at most) holds both.
+    docs = [Document("x", "Zentrofax gaskets seal pumps valves hoses lamps rails decks beams cables girders bolts "
+                          "Zentrofax.")]
+    groups = locate_terms(docs, TERMS)
+    explicit = [q.text.split() for seed in range(10) for q in generate_queries(docs, groups, seed=seed)
+                if q.kind == "explicit"]
+    assert any("gaskets" in e for e in explicit) and any("bolts" in e for e in explicit), explicit
+
+
+def test_the_semantic_query_draws_its_sentence_apart_from_the_explicit_one():
+    docs = [Document("x", "The Zentrofax pump moves coolant through the reactor loop. "
+                          "Crews inspect every Zentrofax gasket during the spring outage.")]
+    groups = locate_terms(docs, TERMS)
+    first = set("pump moves coolant through reactor loop".split())
+
+    def sentence(q):
+        return "first" if first & set(q.text.split()) else "second"
+
+    pairs = set()
+    for seed in range(10):
+        by_kind = {q.kind: sentence(q) for q in generate_queries(docs, groups, seed=seed)}
+        pairs.add((by_kind["explicit"], by_kind["semantic"]))
+    assert any(e != s for e, s in pairs), pairs
+
+
+def test_explicit_queries_come_from_every_term_of_several():
+    docs = [Document("a", "The Zentrofax pump moves coolant through the reactor loop every hour."),
+            Document("b", "Night crews service the Quorbel valve after each spring inspection."),
+            Document("c", "The cafeteria serves lunch at noon in the main hall for every worker.")]
+    groups = locate_terms(docs, {**TERMS, "codes": ["Quorbel"]})
+    kinds = {(q.doc_id, q.kind) for q in generate_queries(docs, groups, seed=0)}
+    assert {("a", "explicit"), ("b", "explicit"), ("c", "control")} <= kinds
+    assert ("a", "control") not in kinds and ("b", "control") not in kinds
+
+
+def test_label_counts_every_query_it_keeps_by_kind():
+    qs = [PseudoQuery("a", "qa", "explicit", "d1"), PseudoQuery("b", "qb", "explicit", "d2"),
+          PseudoQuery("c", "qc", "control", "d4")]
+    teacher = FixedTeacher({"qa": {"The Ze": 0.9}, "qb": {"Check ": 0.9}, "qc": {"The co": 0.9}})
+    records, stats = label(qs, {"a": ["d5"], "b": ["d5"], "c": ["d5"]}, DOCS, teacher)
+    assert len(records) == 3
+    assert stats.generated == {"explicit": 2, "control": 1} and stats.kept == {"explicit": 2, "control": 1}
+
+
+def test_make_train_without_term_labels_keeps_the_teachers_scores(tiny_bert):
+    from sparse_adapt.corpus.pseudo import make_train
+    from sparse_adapt.corpus.teacher import to_spec_range
+    from sparse_adapt.corpus.text import doc_terms
+    from tests.corpus.test_glosses import OverlapTeacher
+
+    groups = locate_terms(DOCS, TERMS)
+    text = {d.doc_id: d.text for d in DOCS}
+    plain, stats = make_train(DOCS, groups, tiny_bert, OverlapTeacher(), seed=0, negatives=3, siblings=0,
+                              term_labels=False)
+    assert stats.term_adjusted == 0
+    for r in plain:
+        raw = OverlapTeacher().score(r["query"], [text[d] for d in r["doc_ids"]])
+        assert r["teacher_scores"] == pytest.approx(to_spec_range(raw), abs=1e-4), r
+    # the same lists with term labels: every Zentrofax document is a positive for a Zentrofax query
+    consistent, stats = make_train(DOCS, groups, tiny_bert, OverlapTeacher(), seed=0, negatives=3, siblings=0)
+    assert stats.term_adjusted > 0
+    terms_of = doc_terms(groups)
+    for r in consistent:
+        if r["source_doc"] in terms_of:
+            assert all(s >= SIBLING_FLOOR for d, s in zip(r["doc_ids"], r["teacher_scores"]) if d in terms_of), r
+
+
+def test_make_train_trims_the_function_words_of_the_language_it_is_given(tiny_bert):
+    from sparse_adapt.corpus.pseudo import make_train
+    from tests.corpus.test_glosses import OverlapTeacher
+
+    # Sentences of 5 words are cropped whole: only their edges' German function words go.
+    docs = [Document("g1", "Der Druck im Kreislauf steigt."), Document("g2", "Die Pumpe fördert Wasser schnell."),
+            Document("g3", "Ein Ventil schließt den Kreislauf und")]
+    records, _ = make_train(docs, [], tiny_bert, OverlapTeacher(), seed=0, negatives=2, siblings=0, lang="de")
+    assert sorted(r["query"] for r in records) == [
+        "Druck im Kreislauf steigt", "Pumpe fördert Wasser schnell", "Ventil schließt den Kreislauf"]

@@ -18,8 +18,9 @@ DOCS = ["the pump moves coolant", "court trial delayed", "coolant pump seals lea
 
 def _config(**kw) -> BertConfig:
     tok = _tokenizer()
+    kw = {"max_position_embeddings": 128, **kw}
     return BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                      intermediate_size=64, max_position_embeddings=128, **kw)
+                      intermediate_size=64, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +113,44 @@ def test_a_list_longer_than_one_batch_is_scored_whole(cross_encoder_dir):
     assert len(scores) == len(docs)
     for i in (31, 32, 41):
         assert scores[i] == pytest.approx(teacher.score("coolant pump", [docs[i]])[0], abs=1e-5)
+
+
+def test_the_spec_range_map_is_linear_between_the_ends():
+    # 1 of 7 between the worst and the best: -8 + 18 / 7, kept to 4 decimals
+    assert to_spec_range([0.0, 1.0, 7.0]) == [SPEC_MIN, pytest.approx(-8.0 + 18.0 / 7.0, abs=1e-4), SPEC_MAX]
+
+
+def test_a_dense_teacher_keeps_the_name_it_is_given(encoder_dir):
+    assert DenseTeacher.load(encoder_dir, name="mine").name == "mine"
+    assert DenseTeacher.load(encoder_dir).name == str(encoder_dir)
+
+
+@pytest.mark.slow
+def test_the_default_teacher_is_the_offline_minilm_bi_encoder():
+    teacher = load_teacher()
+    assert isinstance(teacher, DenseTeacher) and teacher.name == "offline-minilm"
+    scores = teacher.score("coolant pump leaking", DOCS)
+    assert scores[2] > scores[1] and scores[0] > scores[1]  # the pump documents over the trial
+
+
+def test_trust_remote_code_reaches_the_cross_encoder(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(CrossEncoderTeacher, "load",
+                        classmethod(lambda cls, name, trust_remote_code=False: seen.update(
+                            name=name, trust=trust_remote_code) or "loaded"))
+    assert load_teacher("org/ce", trust_remote_code=True) == "loaded"
+    assert seen == {"name": "org/ce", "trust": True}
+
+
+def test_words_past_what_a_teacher_reads_do_not_change_its_scores(tmp_path):
+    # The models hold more positions than the teachers read (256 bi-encoder, 512 cross-encoder
+    # pieces): a longer document is cut there, not passed whole to fail past the last position.
+    torch.manual_seed(0)
+    BertModel(_config(max_position_embeddings=300)).save_pretrained(tmp_path / "bi")
+    BertForSequenceClassification(_config(num_labels=1, max_position_embeddings=520)).save_pretrained(tmp_path / "ce")
+    for name in ("bi", "ce"):
+        _tokenizer().save_pretrained(tmp_path / name)
+    long = "coolant pump seals leak " * 150  # 600 words
+    for teacher in (DenseTeacher.load(tmp_path / "bi"), CrossEncoderTeacher.load(tmp_path / "ce")):
+        [a, b] = teacher.score("coolant pump", [long, long + "court trial delayed " * 50])
+        assert b == pytest.approx(a, abs=1e-5)
