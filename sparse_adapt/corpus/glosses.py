@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from sparse_adapt.corpus.mining import general_zipf
-from sparse_adapt.corpus.text import TermGroup, doc_terms, words
+from sparse_adapt.corpus.text import TermGroup, doc_terms, loose_term_pattern, words
 from sparse_adapt.data import Document
 from sparse_adapt.installed import installed_file
 from sparse_adapt.progress import SILENT, Hooks
@@ -112,14 +112,17 @@ def senses(word: str) -> list[Gloss]:
 
 def technical_words(text: str, groups: Sequence[TermGroup] = ()) -> list[str]:
     """The words of ``text`` worth glossing, in order, once each (case-insensitively): letters
-    only, 4+ long, rarer than MAX_ZIPF in general English, not a domain term of ``groups``,
-    and a noun of the dictionary (or the plural of one)."""
+    only, 4+ long, rarer than MAX_ZIPF in general English, not a domain term of ``groups``
+    nor its plural, and a noun of the dictionary (or the plural of one)."""
     nouns = _nouns()
     terms = {g.key for g in groups}
+    # The plural too: "aspirins" names the term "aspirin" (as pseudo-labels read it), and its
+    # dictionary gloss would be the term's own definition as a query that names no term.
+    patterns = [loose_term_pattern(g.key, *g.forms) for g in groups]
     out: dict[str, str] = {}
     for w in words(text):
         k = w.casefold()
-        if k in out or k in terms or len(k) < 4 or not w.isalpha() or any(g.pattern.fullmatch(w) for g in groups):
+        if k in out or k in terms or len(k) < 4 or not w.isalpha() or any(p.fullmatch(w) for p in patterns):
             continue
         lemma = headword(k, nouns)
         # The headword's frequency too: "relays" is rare, "relay" (polysemous) is not.

@@ -63,6 +63,14 @@ def test_only_rare_nouns_that_are_not_domain_terms_are_glossed():
     assert technical_words(text, groups) == ["psoriasis", "canary"]
 
 
+def test_a_domain_term_that_is_a_dictionary_noun_is_not_glossed_in_its_plural_either():
+    # "aspirins" names the term "aspirin": its gloss would be the term's definition as a query
+    # naming no term, pointing at documents labelled by the term
+    groups = locate_terms([Document("d1", "Aspirin and other aspirins thin the blood.")], {"drugs": ["aspirin"]})
+    assert senses("aspirins")[0].lemma == "aspirin"  # a rare noun of the dictionary, as the term itself
+    assert technical_words("aspirin aspirins psoriasis", groups) == ["psoriasis"]
+
+
 def test_select_keeps_the_teachers_sense_and_only_glosses_pointing_at_the_domain():
     groups = locate_terms(DOCS, TERMS)
     selected = select_glosses(DOCS, groups, OverlapTeacher())
@@ -281,3 +289,21 @@ def test_a_gloss_scoring_equally_on_several_documents_points_at_the_first_in_cor
     docs = [DOCS[0], Document("x", "Skin patches with scales are common in winter."), DOCS[3]]
     selected = select_glosses(docs, locate_terms(docs, TERMS), OverlapTeacher())
     assert [g.lemma for g in selected["d1"]] == ["psoriasis"]
+
+
+def test_clause_drops_a_colon_and_punctuation_standing_alone():
+    # WordNet writes "herbs or shrubs or small trees: flowering maple"; a query holds words only
+    assert (clause("herbs or shrubs or small trees: flowering maple")
+            == "herbs or shrubs or small trees flowering maple")
+    assert clause("a pump , with valves") == "pump with valves"
+
+
+def test_a_gloss_checked_against_a_sample_of_the_corpus_points_at_the_sampled_documents():
+    # max_docs 2: the pool is d1 and d2, the two term documents, behind two others in corpus
+    # order. psoriasis's best pool document is d1; canary's distractor d3 is outside the pool.
+    filler = [Document("f1", "Gardeners prune roses in early spring."),
+              Document("f2", "The ferry leaves the harbour at dawn.")]
+    docs = filler + DOCS
+    selected = select_glosses(docs, locate_terms(docs, TERMS), OverlapTeacher(), max_docs=2)
+    assert [g.lemma for g in selected["d1"]] == ["psoriasis"]
+    assert "canary" in [g.lemma for g in selected["d2"]]
