@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from sparse_adapt.corpus.mining import general_zipf
-from sparse_adapt.corpus.text import TermGroup, doc_terms, loose_term_pattern, words
+from sparse_adapt.corpus.text import TermGroup, doc_terms, words
 from sparse_adapt.data import Document
 from sparse_adapt.installed import installed_file
 from sparse_adapt.progress import SILENT, Hooks
@@ -116,9 +116,9 @@ def technical_words(text: str, groups: Sequence[TermGroup] = ()) -> list[str]:
     nor its plural, and a noun of the dictionary (or the plural of one)."""
     nouns = _nouns()
     terms = {g.key for g in groups}
-    # The plural too: "aspirins" names the term "aspirin" (as pseudo-labels read it), and its
-    # dictionary gloss would be the term's own definition as a query that names no term.
-    patterns = [loose_term_pattern(g.key, *g.forms) for g in groups]
+    # The plural too: "aspirins" is the term "aspirin" to the semantic crops, which drop both,
+    # and its dictionary gloss would be the term's own definition as a query naming no term.
+    patterns = [g.loose_pattern for g in groups]
     out: dict[str, str] = {}
     for w in words(text):
         k = w.casefold()

@@ -166,6 +166,11 @@ class TermGroup:
     def pattern(self) -> re.Pattern:
         return term_pattern(self.key, *self.forms)
 
+    @property
+    def loose_pattern(self) -> re.Pattern:
+        """:func:`loose_term_pattern` of the term: its plural and compounds too."""
+        return loose_term_pattern(self.key, *self.forms)
+
 
 def group_terms(terms: dict[str, list[str]]) -> list[TermGroup]:
     """Terms of a terms file grouped by :func:`key`, in file order."""
@@ -207,7 +212,7 @@ def regroup(groups: Sequence[TermGroup], documents: Sequence[Document]) -> list[
     these texts no longer hold keeps its group, with no documents."""
     out = [dataclasses.replace(g, doc_ids=[], seen={}, named_in=[]) for g in groups]
     for g in out:
-        pattern, loose = g.pattern, loose_term_pattern(g.key, *g.forms)
+        pattern, loose = g.pattern, g.loose_pattern
         spelt = {key(f) for f in (g.key, *g.forms)}
         for d in documents:
             found = pattern.findall(d.text)

@@ -20,8 +20,8 @@ import json
 import logging
 import warnings
 from contextlib import contextmanager
-from fnmatch import fnmatchcase
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Iterator
 

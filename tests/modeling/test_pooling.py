@@ -129,14 +129,18 @@ def test_encode_sorts_within_windows(tiny_bert, monkeypatch):
     np.testing.assert_allclose(got, want, atol=1e-6)
 
 
+def _tiny_electra(settings: SpladeSettings) -> SpladeEncoder:
+    """A family without a registered head (80 positions): pooled from full logits, with a warning."""
+    tok = _tokenizer()
+    cfg = ElectraConfig(vocab_size=len(tok), embedding_size=32, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=80,
+                        pad_token_id=tok.pad_token_id)
+    return SpladeEncoder(ElectraForMaskedLM(cfg).eval(), tok, settings)
+
+
 def test_unknown_family_uses_full_logits_with_a_warning():
     torch.manual_seed(0)
-    tok = _tokenizer()
-    cfg = ElectraConfig(
-        vocab_size=len(tok), embedding_size=32, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=80, pad_token_id=tok.pad_token_id,
-    )
-    splade = SpladeEncoder(ElectraForMaskedLM(cfg).eval(), tok, SpladeSettings(doc_max_length=48))
+    splade = _tiny_electra(SpladeSettings(doc_max_length=48))
     support = head_support(splade.mlm)
     assert support.parts is None and "ElectraForMaskedLM" in support.reason
     batch = splade.tokenize(TEXTS, "document")
@@ -157,10 +161,7 @@ def test_an_unregistered_family_is_cut_to_its_position_embeddings():
     from sparse_adapt.modeling.heads import max_pieces
 
     tok = _tokenizer()
-    cfg = ElectraConfig(vocab_size=len(tok), embedding_size=32, hidden_size=32, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=80,
-                        pad_token_id=tok.pad_token_id)
-    splade = SpladeEncoder(ElectraForMaskedLM(cfg).eval(), tok, SpladeSettings())
+    splade = _tiny_electra(SpladeSettings())
     assert max_pieces(splade.mlm) == 80 and splade.max_length("document") == 80
     with pytest.warns(encoding.FullLogitsWarning):
         vec = splade.encode([" ".join(["budget tools"] * 200)], "document")  # ~400 pieces, cut to 80
@@ -262,11 +263,7 @@ def test_the_cli_shows_the_full_logits_warning_as_one_line(monkeypatch, capsys):
     format (a source path, then the line that warned)."""
     import sparse_adapt.cli as cli
 
-    tok = _tokenizer()
-    cfg = ElectraConfig(vocab_size=len(tok), embedding_size=32, hidden_size=32, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=80,
-                        pad_token_id=tok.pad_token_id)
-    splade = SpladeEncoder(ElectraForMaskedLM(cfg).eval(), tok, SpladeSettings(doc_max_length=48))
+    splade = _tiny_electra(SpladeSettings(doc_max_length=48))
     batch = splade.tokenize(TEXTS[:1], "document")
 
     def app(**kwargs):
