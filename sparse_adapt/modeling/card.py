@@ -38,12 +38,23 @@ def hub_base_model(base: str) -> str | None:
 
 
 def stage_ends(log_path: str | Path) -> list[dict]:
-    """The ``stage_end`` records of a run's ``train_log.jsonl`` (empty when there is none)."""
+    """The ``stage_end`` records of a run's ``train_log.jsonl`` (empty when there is none).
+
+    A line a killed write tore, or one that is no JSON object, is skipped as ``restart_log``
+    skips it: the card and the benchmark read what the run recorded, never fail on it.
+    """
     path = Path(log_path)
     if not path.is_file():
         return []
-    records = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
-    return [r for r in records if r.get("event") == "stage_end"]
+    ends = []
+    for raw in path.read_bytes().splitlines():
+        try:
+            record = json.loads(raw)
+        except ValueError:  # torn, blank, or not UTF-8
+            continue
+        if isinstance(record, dict) and record.get("event") == "stage_end":
+            ends.append(record)
+    return ends
 
 
 def _metadata(base: str) -> str:

@@ -52,6 +52,7 @@ from sparse_adapt.atomic import write_atomic
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.lock import locked
 from sparse_adapt.losses import TERMS
+from sparse_adapt.modeling.card import stage_ends
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.report.benchmark_md import (
@@ -151,13 +152,10 @@ class Measured:
 
 def _distill_info(run_dir: Path) -> dict:
     """The distill stage's selection record from ``train_log.jsonl`` (empty without validation)."""
-    log = run_dir / "train_log.jsonl"
     info: dict = {}
-    if log.is_file():
-        for line in log.read_text(encoding="utf-8").splitlines():
-            r = json.loads(line)
-            if r.get("event") == "stage_end" and r.get("stage") == "distill":
-                info = {k: r[k] for k in ("best_epoch", "epochs_run", "best_objective") if k in r}
+    for r in stage_ends(run_dir / "train_log.jsonl"):
+        if r.get("stage") == "distill":
+            info = {k: r[k] for k in ("best_epoch", "epochs_run", "best_objective") if k in r}
     return info
 
 

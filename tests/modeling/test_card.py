@@ -130,6 +130,16 @@ def test_stage_ends_of_a_run_without_a_log_or_with_blank_lines(tmp_path):
     assert stage_ends(log) == RECORDS
 
 
+def test_stage_ends_skip_a_torn_line_and_records_that_are_no_object(tmp_path):
+    """A write killed mid-line (the run was never resumed) or an array line: the card is
+    still written from the records that parse, as ``restart_log`` keeps them."""
+    log = tmp_path / "train_log.jsonl"
+    torn = json.dumps({"event": "stage_end", "stage": "warmup"})[:20]
+    log.write_bytes((json.dumps(RECORDS[0]) + "\n[1, 2]\n\"stage_end\"\n" + json.dumps(RECORDS[1]) + "\n"
+                     + torn).encode("utf-8") + b"\n\xff\xfe\n")
+    assert stage_ends(log) == RECORDS
+
+
 def test_card_numbers_are_the_runs_own(tiny_bert):
     """Each number a reader takes from the card, from a run whose values differ pairwise
     (query 16 / document 48 tokens, interpolate 0.25)."""
