@@ -178,7 +178,7 @@ def remote_code(path: Path) -> str | None:
 
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None  # the loaders say what is wrong with the file
     if not isinstance(config, dict) or not config.get("auto_map") or config.get("model_type") in CONFIG_MAPPING:
         return None

@@ -108,7 +108,7 @@ class OnnxMeta:
             raise ModelLoadError(f"{directory}: no {META_FILE}; not a directory written by `sparse-adapt onnx`")
         try:
             return cls(**json.loads(path.read_text(encoding="utf-8")))
-        except (ValueError, TypeError) as e:  # not JSON, not an object, or other fields
+        except (ValueError, TypeError, RecursionError) as e:  # not JSON, not an object, other fields, 10^5-deep nesting
             raise ModelLoadError(f"{path}: not the metadata `sparse-adapt onnx` writes ({type(e).__name__}: "
                                  f"{str(e).splitlines()[0] if str(e) else ''}); export the model again") from None
 

@@ -263,6 +263,7 @@ def test_only_an_unknown_model_type_with_an_auto_map_asks_for_code(tmp_path):
     # transformers names an unknown type without code itself; a damaged file is the loaders' to name
     assert hub.remote_code(_model_folder(tmp_path / "new", {"model_type": "newbert"})) is None
     assert hub.remote_code(_model_folder(tmp_path / "damaged", "{not json")) is None
+    assert hub.remote_code(_model_folder(tmp_path / "deep", "[" * 100_000)) is None
     hub.check_model_directory(tmp_path / "evil", "evil", trust_remote_code=True)  # trusted: no refusal
     with pytest.raises(ModelLoadError, match="needs Python code of its own"):
         hub.check_model_directory(tmp_path / "evil", "evil")

@@ -139,6 +139,7 @@ def test_a_directory_without_an_export_is_one_clear_error(tmp_path):
     ("meta", "sparse_adapt_onnx.json: not the metadata"),
     ("fields", "sparse_adapt_onnx.json: not the metadata `sparse-adapt onnx` writes (TypeError"),
     ("graph", "cannot load the ONNX export (InvalidProtobuf"),
+    ("nested", "sparse_adapt_onnx.json: not the metadata `sparse-adapt onnx` writes (RecursionError"),
 ])
 def test_a_damaged_export_is_one_clear_error(exported, tmp_path, damage, message):
     import shutil
@@ -149,6 +150,8 @@ def test_a_damaged_export_is_one_clear_error(exported, tmp_path, damage, message
         (copy / "sparse_adapt_onnx.json").write_text("{oops")
     elif damage == "fields":  # JSON, but with a field the export never writes
         (copy / "sparse_adapt_onnx.json").write_text('{"source": "m", "colour": "blue"}')
+    elif damage == "nested":  # JSON too deep for the decoder
+        (copy / "sparse_adapt_onnx.json").write_text("[" * 100_000)
     else:
         (copy / ONNX_FILE).write_bytes((copy / ONNX_FILE).read_bytes()[:100])
     with pytest.raises(ModelLoadError, match=message.replace("(", "\\(")):
