@@ -108,6 +108,45 @@ def test_chosen_negatives_are_taken_as_saved_without_scoring_the_corpus_again(ti
     assert gone.doc_ids == ("a", "d") and gone.teacher_scores == (POSITIVE, NEGATIVE)
 
 
+def test_each_entrys_negatives_are_ranked_for_its_own_definition(tiny_bert, monkeypatch):
+    # Stand-in scores by query text: the definitions, not the terms, are what a user would type.
+    from sparse_adapt.retrieval import evaluation
+
+    entries = [DictionaryEntry("Fenwarra starter", "a cold-tolerant rye sourdough starter", ("z",)),
+               DictionaryEntry("Umbrase", "a flour enzyme that keeps the crumb soft", ("z",))]
+    scores = {entries[0].definition: {"e": 2.0}, entries[1].definition: {"d": 2.0}}
+    monkeypatch.setattr(evaluation, "score_in_memory",
+                        lambda splade, docs, queries: {q.qid: scores.get(q.text, {}) for q in queries})
+    out = definition_examples(entries, DOCS, TERMS, tiny_bert, negatives=1)
+    assert [ex.doc_ids for ex in out] == [("a", "e"), ("c", "d")]
+    assert out[0].doc_texts == (DOCS[0].text, DOCS[4].text)  # what the student encodes
+
+
+def test_no_definition_query_and_no_scoring_when_no_document_names_an_entry(tiny_bert, monkeypatch):
+    from sparse_adapt.retrieval import evaluation
+
+    def refuse(*args):
+        raise AssertionError("the corpus was scored for no query")
+
+    monkeypatch.setattr(evaluation, "score_in_memory", refuse)
+    assert definition_examples([DictionaryEntry("Blorp", "never used anywhere", ("z",))], DOCS, TERMS, tiny_bert,
+                               negatives=2) == []
+
+
+def test_an_entry_without_saved_negatives_keeps_its_positives_alone(tiny_bert, monkeypatch):
+    # Saved lists that lack an entry's id (none was chosen for it, or the dictionary's entries
+    # changed) give it no negatives; they are still not re-chosen by the half-trained model.
+    from sparse_adapt.retrieval import evaluation
+
+    def refuse(*args):
+        raise AssertionError("the corpus was scored again")
+
+    monkeypatch.setattr(evaluation, "score_in_memory", refuse)
+    entry = DictionaryEntry("Fenwarra starter", "a cold-tolerant rye sourdough starter", ("z",))
+    (ex,) = definition_examples([entry], DOCS, TERMS, tiny_bert, negatives=2, chosen_negatives={})
+    assert ex.doc_ids == ("a",) and ex.teacher_scores == (POSITIVE,)
+
+
 def test_distill_adds_one_query_per_defined_term(tiny_dir, inputs, tmp_path):
     messages = []
     from sparse_adapt.progress import Hooks

@@ -392,3 +392,47 @@ def test_mlm_loss_of_a_registered_family_skips_the_full_vocabulary_forward(tiny_
     labels[:, 1:3] = batch["input_ids"][:, 1:3]
     monkeypatch.setattr(tiny_mlm.mlm, "forward", full_forward)
     assert mlm_loss(tiny_mlm.mlm, batch["input_ids"], batch["attention_mask"], labels).item() > 0
+
+
+def test_mlm_loss_counts_a_target_whose_label_is_id_0(tiny_bert):
+    # Only -100 marks a non-target: id 0 is an ordinary piece in some vocabularies ("!" in GPT-2's).
+    from sparse_adapt.losses.mlm import mlm_loss
+
+    batch = tiny_bert.tokenize(["the Zorblatt metric tracks spending"], "document")
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    labels = torch.full_like(ids, -100)
+    labels[0, 1:3] = ids[0, 1:3]
+    labels[0, 3] = 0
+    tiny_bert.mlm.train(False)
+    with torch.no_grad():
+        ours = mlm_loss(tiny_bert.mlm, ids, mask, labels)
+        theirs = tiny_bert.mlm(input_ids=ids, attention_mask=mask, labels=labels).loss
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_mlm_loss_of_an_unregistered_family_leaves_padding_out():
+    """A family outside the head registry (ELECTRA) takes the model's own forward: a text's loss
+    is the same alone and padded in a batch beside a longer one."""
+    from transformers import ElectraConfig, ElectraForMaskedLM
+
+    from sparse_adapt.losses.mlm import mlm_loss
+    from sparse_adapt.modeling.heads import head_support
+    from tests.conftest import _tokenizer
+
+    tok = _tokenizer()
+    torch.manual_seed(0)
+    mlm = ElectraForMaskedLM(ElectraConfig(
+        vocab_size=len(tok), embedding_size=32, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=80, pad_token_id=tok.pad_token_id)).eval()
+    assert head_support(mlm).parts is None
+    both = tok(["a short one", "the Zorblatt metric tracks departmental spending"], padding=True, return_tensors="pt")
+    alone = tok(["a short one"], return_tensors="pt")
+    assert both["attention_mask"][0].sum() < both["attention_mask"].shape[1]  # the short text is padded
+
+    def loss(batch):
+        labels = torch.full_like(batch["input_ids"], -100)
+        labels[0, 1:3] = batch["input_ids"][0, 1:3]  # targets in the short text only
+        with torch.no_grad():
+            return mlm_loss(mlm, batch["input_ids"], batch["attention_mask"], labels)
+
+    torch.testing.assert_close(loss(both), loss(alone), rtol=1e-5, atol=1e-6)

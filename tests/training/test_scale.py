@@ -190,6 +190,37 @@ def test_a_line_the_loader_reads_as_blank_is_no_streamed_text(tmp_path, blank):
     assert [source.text(i) for i in range(len(source))] == [d.text for d in load_documents(path)] == ["alpha"]
 
 
+def test_streamed_texts_keep_non_ascii_text_as_the_loader_reads_it(tmp_path):
+    docs = [{"doc_id": "a", "text": "Fenwärra café: a naïve “starter” — 面包"}, {"doc_id": "b", "text": "plain"}]
+    path = tmp_path / "d.jsonl"  # UTF-8 as written, not \u escapes: records sit at byte offsets
+    path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    source = CorpusTexts(path)
+    assert [source.text(i) for i in range(len(source))] == [d["text"] for d in docs]
+    source.close()
+
+
+def test_a_corpus_read_by_streaming_is_checked_by_default(tmp_path):
+    from sparse_adapt.data import DataError
+
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"doc_id": "a", "text": "alpha"}\n{"doc_id": "a", "text": "again"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match="d.jsonl:2"):
+        CorpusTexts(path)
+    assert len(CorpusTexts(path, validate=False)) == 2  # the stage's reader: checked when the inputs loaded
+
+
+def test_token_budget_batches_of_equal_lengths_are_the_random_order_cut_not_the_index_order():
+    # The length sort is stable, so ties keep the epoch's random order: equal-length texts
+    # meet other texts each epoch instead of always forming the same batches.
+    g = torch.Generator().manual_seed(5)
+    order = torch.randperm(6, generator=g).tolist()
+    served = torch.randperm(3, generator=g).tolist()
+    cut = [order[0:2], order[2:4], order[4:6]]
+    assert sorted(map(sorted, cut)) != [[0, 1], [2, 3], [4, 5]]
+    assert plan_epoch(np.full(6, 10, dtype=np.int32), 2, 1000, 100, torch.Generator().manual_seed(5)) == [
+        cut[j] for j in served]
+
+
 # ------------------------------------------------------------------------------ steps
 def test_max_steps_and_grad_accum_set_the_number_of_optimiser_steps(files, tmp_path):
     out = tmp_path / "run"

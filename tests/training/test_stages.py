@@ -445,6 +445,26 @@ def test_picked_positions_split_80_10_10_and_forced_ones_always_become_mask():
     assert (inputs == 103).all()
 
 
+def test_no_domain_tokens_force_no_position():
+    # warmup without an extended vocabulary has no domain ids: masking is the random kind alone
+    ids = torch.tensor([[101, 7, 5, 102]])
+    assert not occurrences(ids, []).any() and not span_occurrences(ids, []).any()
+
+
+def test_the_80_10_10_split_holds_for_the_positions_a_partial_rate_picks():
+    # At rate 0.5 each picked position rolls its own split; reusing the pick's draw would make
+    # every pick (a draw under 0.5) a [MASK]. 3,200 picks: standard errors under 0.75 points.
+    ids = torch.randint(1000, 2000, (64, 100), generator=torch.Generator().manual_seed(0))
+    inputs, labels = mask_tokens(ids, torch.ones_like(ids, dtype=torch.bool), rate=0.5, mask_token_id=103,
+                                 vocab_size=3000, generator=torch.Generator().manual_seed(2))
+    picked = labels != IGNORE
+    assert 0.47 < picked.float().mean().item() < 0.53
+    assert (inputs[~picked] == ids[~picked]).all()  # unpicked positions are left as they are
+    masked = (inputs[picked] == 103).float().mean().item()
+    kept = (inputs[picked] == ids[picked]).float().mean().item()
+    assert 0.76 < masked < 0.84 and 0.07 < kept < 0.13
+
+
 def test_a_span_as_long_as_the_text_is_found_and_a_forced_special_position_stays_as_it_is():
     # a one-piece query that is the term itself: the window is the whole row
     assert span_occurrences(torch.tensor([[4, 5], [4, 6]]), [4, 5]).tolist() == [[True, True], [False, False]]
@@ -561,6 +581,30 @@ def test_the_dictionary_lengths_are_counted_after_truncation():
     long = " ".join(["budget"] * 40)
     lengths = token_lengths(_tokenizer(), ListTexts([long, "A short budget note."]), max_length=8)
     assert lengths.tolist() == [8, 7]  # the token budget sees what a batch will hold
+
+
+def test_a_corpus_longer_than_one_read_is_windowed_and_counted_as_if_read_at_once():
+    """Texts are tokenised ``chunk`` at a time; a corpus of more than one chunk (512 documents
+    by default) must give every text's windows and lengths, not the first chunk's again."""
+    from tests.conftest import _tokenizer
+    from sparse_adapt.training.mlm_data import ListTexts, WindowedTexts, token_lengths
+
+    tok = _tokenizer()
+    long = " ".join(f"Zorblatt review {i} of departmental spending." for i in range(6))
+    texts = ["A short budget note.", long, "Check the API.", long.upper(), "Zorblatt metrics."]
+    for make in (lambda: tok, _NoOffsets):
+        whole, chunked = (WindowedTexts(ListTexts(texts), make(), max_length=16, chunk=c) for c in (512, 2))
+        assert chunked.records.tolist() == whole.records.tolist()
+        assert sorted(set(whole.records.tolist())) == [0, 1, 2, 3, 4]
+        assert chunked.spans.tolist() == whole.spans.tolist() and chunked.lengths.tolist() == whole.lengths.tolist()
+        assert chunked.truncated == whole.truncated
+    # a short text is one window whose length is what its batch row holds, [CLS] and [SEP] included
+    windows = WindowedTexts(ListTexts(texts), tok, max_length=16, chunk=2)
+    for i in (0, 2, 4):
+        [w] = [w for w in range(len(windows)) if windows.records[w] == i]
+        assert windows.text(w) == texts[i] and windows.lengths[w] == len(tok(texts[i])["input_ids"])
+    want = [len(ids) for ids in tok(texts, truncation=True, max_length=16)["input_ids"]]
+    assert token_lengths(tok, ListTexts(texts), max_length=16, chunk=2).tolist() == want
 
 
 def test_warmup_trains_on_a_term_that_only_a_long_documents_tail_uses(tiny_dir, inputs, tmp_path, monkeypatch):
