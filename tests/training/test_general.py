@@ -56,6 +56,8 @@ def test_in_batch_loss_temperature_scales_scores_and_shapes_are_checked():
     assert sharper == pytest.approx(sum(t * math.log(t / s) for t, s in zip(target, student)), abs=1e-6)
     with pytest.raises(ValueError, match="teacher"):
         InBatchLoss()(q, d, torch.zeros(3, 3))
+    with pytest.raises(ValueError, match="teacher"):  # one column per query would broadcast
+        InBatchLoss()(q, d, torch.zeros(2, 1))
     with pytest.raises(ValueError, match="pair row by row"):
         InBatchLoss()(q, d[:1])
 
@@ -70,6 +72,37 @@ def test_in_batch_kd_compares_the_teacher_with_the_student_scores_over_the_tempe
     target = [_softmax([1.0, 0.0]), _softmax([0.5, 1.0])]
     expected = sum(t * math.log(t / s) for tr, r in zip(target, rows) for t, s in zip(tr, _softmax(r))) / 2
     assert kd == pytest.approx(expected, abs=1e-6)
+
+
+def test_in_batch_loss_gradients_reach_both_directions_and_the_kd_term():
+    # With Q = I, S = D^T, so d.grad[j][i] = dL/dS_ij and q.grad = dL/dS @ D.
+    q = torch.eye(2, requires_grad=True)
+    d = torch.tensor([[2.0, 1.0], [0.0, 1.0]], requires_grad=True)  # S = [[2, 0], [1, 1]]
+    teacher = torch.tensor([[1.0, 0.0], [0.5, 1.0]])
+    out = InBatchLoss(temperature=1.0, teacher_temperature=1.0)(q, d, teacher)
+    rows, columns = [_softmax([2.0, 0.0]), _softmax([1.0, 1.0])], [_softmax([2.0, 1.0]), _softmax([0.0, 1.0])]
+    # NCE: (softmax of row i - one-hot + softmax of column j - one-hot) / 2B
+    nce = [[(rows[i][j] + columns[j][i] - 2 * (i == j)) / 4 for j in range(2)] for i in range(2)]
+    out["nce"].backward(retain_graph=True)
+    assert d.grad.T.tolist() == [pytest.approx(r, abs=1e-6) for r in nce]
+    assert q.grad.tolist() == [pytest.approx([2 * r[0], r[0] + r[1]], abs=1e-6) for r in nce]  # dL/dS @ D
+    d.grad = None
+    # KD: (softmax of row i - teacher's distribution) / B
+    target = [_softmax([1.0, 0.0]), _softmax([0.5, 1.0])]
+    out["kd"].backward()
+    expected = [[(rows[i][j] - target[i][j]) / 2 for j in range(2)] for i in range(2)]
+    assert d.grad.T.tolist() == [pytest.approx(r, abs=1e-6) for r in expected]
+
+
+def test_in_batch_kd_of_a_bf16_teacher_is_taken_in_fp32():
+    # A teacher's bf16 similarities over tau_t 0.05 reach ~20, where bf16 steps by 0.125:
+    # the division and softmax must run in fp32 on the values given.
+    q, d = torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([[2.0, 1.0], [0.0, 1.0]])
+    teacher = torch.tensor([[0.81, 0.77], [0.53, 0.97]], dtype=torch.bfloat16)
+    loss = InBatchLoss(temperature=1.0, teacher_temperature=0.05)
+    kd = loss(q, d, teacher)["kd"]
+    assert kd.dtype == torch.float32
+    assert kd.item() == pytest.approx(loss(q, d, teacher.float())["kd"].item(), rel=1e-6)
 
 
 def test_lexicon_pairs_describe_a_word_without_naming_it():

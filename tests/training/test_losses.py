@@ -32,6 +32,9 @@ def test_kd_ignores_padded_candidates_and_rejects_shape_mismatch():
     assert KDLoss()(student, teacher, mask).item() == pytest.approx(4.0)
     with pytest.raises(ValueError, match="differ"):
         KDLoss()(torch.zeros(1, 3), torch.zeros(1, 2))
+    # one query's teacher scores as a column: as many values, but it would broadcast to (3, 3)
+    with pytest.raises(ValueError, match="differ"):
+        KDLoss()(torch.zeros(1, 3), torch.zeros(3, 1))
 
 
 def test_kd_with_every_candidate_padded_is_0_not_nan():
@@ -104,6 +107,9 @@ def test_domain_hinge_only_on_present_tokens_and_zero_above_tau_min():
     # a token that occurs twice in a text is one presence, not two pushes
     twice = DomainHingeLoss(2.0)(weights[:1], torch.tensor([[3, 1, 3]]), [3, 4])
     assert twice.item() == pytest.approx(1.5 / 2)
+    # a text without any domain token counts in the mean over texts, with 0
+    mixed = DomainHingeLoss(2.0)(torch.cat([weights[:1], absent]), torch.tensor([[3, 1], [1, 2]]), [3, 4])
+    assert mixed.item() == pytest.approx(1.5 / 2 / 2)
 
 
 def test_contrastive_pairs_positives_against_non_positive_teacher_scores():
@@ -202,6 +208,26 @@ def test_distillation_combines_the_six_terms_with_their_weights():
     assert d.grad[0, 2].item() == pytest.approx(9 + 4 / (math.e + 1) + 0.75 + 10)
     # token 3 is a domain token that q does not fire: only the hinge reaches it, -dom / 3 texts
     assert d.grad[:, 3].tolist() == pytest.approx([-4 / 3, -4 / 3])
+    # d total / d q[token 1], through both scores: s(doc1) moves by 2 per unit, s(doc0) by 1.
+    #   d/ds(doc1): KD 0.5 x (2 - 10) = -4, Ret 2 x (p1 - 1) = -2 / (e + 1), Ctr -5
+    #   d/ds(doc0): KD 0.5 x (1 + 8) = 4.5, Ret 2 x p0 = 2 / (e + 1), Ctr +5
+    #   Sp: 3 x ramp 1/4 x mean of the documents' token 1, 1.5 = 1.125
+    assert q.grad[0, 1].item() == pytest.approx(2 * (-9 - 2 / (math.e + 1)) + (9.5 + 2 / (math.e + 1)) + 1.125)
+    # d total / d q[token 3]: the scores (doc1 holds 0.5 of it, doc0 1) and QExp, 6 x -sigmoid(-0) = -3
+    assert q.grad[0, 3].item() == pytest.approx(0.5 * (-9 - 2 / (math.e + 1)) + (9.5 + 2 / (math.e + 1)) - 3)
+
+
+def test_distillation_hinge_pushes_a_domain_token_the_query_names():
+    # V = 4, D = {3}: the query names token 3 at weight 0.5; the document lacks it
+    q = torch.tensor([[0.0, 1.0, 0.0, 0.5]], requires_grad=True)
+    out = DistillationLoss(kd=0.0, ret=0.0, sp=0.0, ctr=0.0, qexp=0.0, dom=1.0, tau_min=2.0)(
+        query_weights=q, query_input_ids=torch.tensor([[3, 1]]), doc_weights=torch.tensor([[0.0, 1.0, 0.0, 0.0]]),
+        doc_input_ids=torch.tensor([[1, 2]]), doc_index=torch.tensor([[0]]), teacher=torch.tensor([[1.0]]),
+        mask=torch.ones(1, 1, dtype=torch.bool), domain_ids=[3], step=1,
+    )
+    assert out["dom"].item() == pytest.approx((2 - 0.5) / 2)  # over the query and the document
+    out["total"].backward()
+    assert q.grad[0, 3].item() == pytest.approx(-1 / 2)
 
 
 def test_distillation_passes_its_temperature_and_tau_min_to_the_terms():
@@ -350,6 +376,8 @@ def test_query_expansion_targets_only_candidates_the_teacher_scores_above_0():
 def test_distillation_refuses_a_negative_weight():
     with pytest.raises(ValueError, match="loss weight ctr must be >= 0"):
         DistillationLoss(ctr=-1.0)
+    with pytest.raises(ValueError, match="loss weight pres must be >= 0"):  # the one off by default
+        DistillationLoss(pres=-1.0)
     DistillationLoss(ctr=0.0)  # 0 switches a term off
 
 

@@ -135,6 +135,22 @@ def test_distillation_applies_preservation_only_to_texts_the_domain_does_not_con
     assert naming["pres"].item() == pytest.approx(1.0)  # doc1 alone
 
 
+def test_distillation_treats_a_text_holding_any_one_of_several_domain_tokens_as_the_domains():
+    # V = 5, D = [3, 4]: each domain text below holds only token 4, the second id of D. Vectors
+    # against a zero reference: q0 = 1, q1 = 4, q2 = 9, doc0 = 1, doc1 = 25.
+    out = DistillationLoss(pres=1.0)(
+        query_weights=torch.tensor([[1.0, 0, 0, 0, 0], [0, 2.0, 0, 0, 0], [0, 0, 3.0, 0, 0]]),
+        query_input_ids=torch.tensor([[1, 2], [4, 1], [1, 1]]),  # q1 names token 4
+        doc_weights=torch.tensor([[1.0, 0, 0, 0, 0], [0, 5.0, 0, 0, 0]]),
+        doc_input_ids=torch.tensor([[1, 2], [4, 2]]),  # doc1 holds token 4
+        doc_index=torch.tensor([[0], [0], [1]]),  # q2's positive is doc1
+        teacher=torch.tensor([[10.0], [10.0], [10.0]]), mask=torch.ones(3, 1, dtype=torch.bool),
+        domain_ids=[3, 4], step=1, ref_query_weights=torch.zeros(3, 3), ref_doc_weights=torch.zeros(2, 3),
+    )
+    # only q0 and doc0 are general; reading D's first id alone would add q1 (4), q2 (9) or doc1 (25)
+    assert out["pres"].item() == pytest.approx((1 + 1) / 2)
+
+
 def _one_general_query(**extra):
     """DistillationLoss inputs of one general query, [1, 0, 0, 0], and its one general document,
     [1, 1, 0, 0] (V = 4, D = {3})."""
@@ -185,6 +201,23 @@ def test_score_form_in_distillation_compares_each_candidate_with_its_own_referen
     )
     # student: q0 . doc1 = 1, q0 . doc0 = 0; reference: 3 . 1 = 3 and 3 . 9 = 27
     assert out["pres"].item() == pytest.approx(((1 - 3) ** 2 + (0 - 27) ** 2) / 2)
+
+
+def test_score_form_in_distillation_leaves_out_padding_and_moves_the_student_scores():
+    # One general query [1, 0, 0, 0] with its candidate doc1 and a padded slot (-1, read as
+    # row 0, doc0): student 2 against reference 3 on doc1; the padding would add (1 - 5)^2.
+    q = torch.tensor([[1.0, 0.0, 0.0, 0.0]], requires_grad=True)
+    out = DistillationLoss(kd=0.0, ret=0.0, sp=0.0, dom=0.0, ctr=0.0, qexp=0.0, pres=1.0, pres_form="scores")(
+        query_weights=q, query_input_ids=torch.tensor([[1, 2]]),
+        doc_weights=torch.tensor([[1.0, 1.0, 0.0, 0.0], [2.0, 0.0, 0.0, 0.0]]),
+        doc_input_ids=torch.tensor([[1, 2], [2, 1]]), doc_index=torch.tensor([[1, -1]]),
+        teacher=torch.tensor([[10.0, 0.0]]), mask=torch.tensor([[True, False]]), domain_ids=[3], step=1,
+        ref_query_weights=torch.tensor([[1.0, 0.0, 0.0]]),
+        ref_doc_weights=torch.tensor([[5.0, 0.0, 0.0], [3.0, 0.0, 0.0]]),
+    )
+    assert out["pres"].item() == pytest.approx((2 - 3) ** 2)
+    out["total"].backward()
+    assert q.grad[0].tolist() == pytest.approx([2 * (2 - 3) * 2.0, 0.0, 0.0, 0.0])  # 2 (s - s_ref) x doc1
 
 
 def test_all_texts_form_in_distillation_frees_the_given_ids_of_a_domain_text():
