@@ -127,3 +127,25 @@ def test_the_end_of_the_run_prints_each_pooled_group_after_the_bar(tmp_path, mon
     assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "d", "--seeds", "0"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "- pooled, test control: 0.500 -> 0.750 (+0.250, n=40 queries, mean of 2 seeds, p <0.001)" in lines
+
+
+def test_the_bar_printed_at_the_end_reads_every_seed_run(tmp_path, monkeypatch, capsys):
+    # seed 0 clears the corpus bar (+0.15), seed 1 does not (+0.05): the domain fails it
+    groups = lambda v: {"heldout-domain-semantic": {"queries": 2, "ndcg@10": v}}  # noqa: E731
+    results = [{"domain": "d", "split": "outside", "seed": None, "variant": "base", "groups": groups(0.5)},
+               {"domain": "d", "split": "outside", "seed": 0, "variant": "full", "groups": groups(0.65)},
+               {"domain": "d", "split": "outside", "seed": 1, "variant": "full", "groups": groups(0.55)}]
+    monkeypatch.setattr(benchmark_module, "build_benchmark", lambda inputs, hooks: {"results": results, "pooled": []})
+    assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "d", "--seeds", "0,1", "--pipeline",
+                 "adapt-corpus"]) == 0, capsys.readouterr().err
+    assert "- **d** (outside): semantic fail\n" in capsys.readouterr().out
+
+
+def test_the_base_and_every_feedback_setting_reach_the_benchmark(given, tmp_path, capsys):
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    assert main(["benchmark", "--out", str(tmp_path / "b"), "--domains", "d", "--seeds", "0", "--base", "my-base",
+                 "--feedback", "--feedback-docs", "2", "--feedback-weight", "0.25", "--feedback-terms", "7"]) == 0, \
+        capsys.readouterr().err
+    [inputs] = given
+    assert inputs.base == "my-base" and inputs.feedback == Feedback(docs=2, weight=0.25, terms=7)

@@ -150,7 +150,7 @@ def test_the_primary_term_comes_from_semantic_then_explicit_queries_first_term_o
 
 
 def test_every_setting_option_reaches_the_report(tmp_path, capsys, monkeypatch):
-    """--seed, --term, --overwrite, --experiments and --config as the first training step receives them
+    """--seed, --term, --overwrite, --experiments, --config and --base as the first training step receives them
     (stood in by one that records them and stops the report)."""
     from sparse_adapt.report import experiments
     from tests.conftest import make_tiny_bert
@@ -158,7 +158,7 @@ def test_every_setting_option_reaches_the_report(tmp_path, capsys, monkeypatch):
     seen = []
 
     def first_training(inputs, name, hooks):
-        seen.append((inputs.seed, inputs.term, inputs.overwrite, inputs.experiments, inputs.config, name))
+        seen.append((inputs.seed, inputs.term, inputs.overwrite, inputs.experiments, inputs.config, inputs.base, name))
         raise ConfigError("stopped before training")
 
     monkeypatch.setattr(experiments, "train_experiment", first_training)
@@ -169,4 +169,4 @@ def test_every_setting_option_reaches_the_report(tmp_path, capsys, monkeypatch):
             "--experiments", "H2", "--overwrite", "--config", str(config)]
     assert main(argv) == 2
     assert "primary term: API (given with --term)" in capsys.readouterr().out
-    assert seen == [(3, "API", True, ("H2",), config, "H2")]
+    assert seen == [(3, "API", True, ("H2",), config, str(base), "H2")]

@@ -698,6 +698,7 @@ def test_the_console_summary_reads_off_the_report_it_wrote(tmp_path, capsys, mon
             for line in out.splitlines() if "│" in line or "┃" in line]
     assert rows == [["stage", "c0", "c1", "c2", "nDCG@10 (3 queries)"],
                     ["base", "pass", "fail", "n/a", "0.2500"], ["H1", "pass", "pass", "n/a", "0.6251"]]
+    assert 'criteria for "Gatrocraptic"' in out  # the term the marks are about, above the table
     assert out.strip().splitlines()[-1] == f"wrote {tmp_path / 'o' / 'report.md'} (plots and report.json beside it)"
 
 

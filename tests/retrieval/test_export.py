@@ -211,6 +211,45 @@ def test_export_cli(tiny_bert, tmp_path, capsys, monkeypatch):
     assert "missing.jsonl" in capsys.readouterr().err
 
 
+def test_export_cli_encodes_in_batches_of_its_batch_size_and_says_what_it_wrote(tiny_bert, tmp_path, capsys,
+                                                                                 monkeypatch):
+    # --batch-size is how a user keeps a large model within memory: it must reach the encoder
+    from sparse_adapt.cli import main
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+
+    sizes: list[int] = []
+    original = SpladeEncoder.encode
+
+    def spy(self, texts, kind="document", batch_size=32, **options):
+        sizes.append(batch_size)
+        return original(self, texts, kind, batch_size, **options)
+
+    model = tiny_bert.save_pretrained(tmp_path / "model")
+    monkeypatch.setattr(SpladeEncoder, "encode", spy)
+    out = tmp_path / "vectors"
+    assert main(["export", "--model", str(model), "--docs", str(GATROCRAPTIC.docs), "--out", str(out),
+                 "--scale", "50", "--batch-size", "5"]) == 0
+    assert sizes and set(sizes) == {5}
+    said = " ".join(capsys.readouterr().out.split())
+    postings = sum(len(line["vector"]) for line in read_lines(out))
+    assert f"(26 documents, {postings} postings, " in said and said.endswith("docs/s, scale 50)")
+    assert "at most" not in said  # no --max-active-dims: every active term kept, no cut named
+
+
+def test_export_cli_refuses_an_out_holding_its_documents_even_with_overwrite(tiny_bert, tmp_path, capsys):
+    # replacing the folder whole would delete the corpus being exported (the model kept elsewhere)
+    from sparse_adapt.cli import main
+
+    model = tiny_bert.save_pretrained(tmp_path / "model")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    docs = corpus / "docs.jsonl"
+    docs.write_text(json.dumps({"doc_id": "d1", "text": "install the agent"}) + "\n")
+    assert main(["export", "--model", str(model), "--docs", str(docs), "--out", str(corpus), "--overwrite"]) == 2
+    assert "holds an input" in " ".join(capsys.readouterr().err.split())
+    assert sorted(p.name for p in corpus.iterdir()) == ["docs.jsonl"] and "install the agent" in docs.read_text()
+
+
 def test_export_cli_says_how_many_documents_have_no_term_and_names_the_first(tiny_bert, tmp_path, capsys):
     from sparse_adapt.cli import main
 

@@ -359,6 +359,20 @@ def test_index_hands_lucene_its_options_and_counts_only_the_documents_with_terms
     assert len(built) == 1
 
 
+def test_index_names_an_index_folder_with_brackets_as_it_is(tmp_path, capsys, monkeypatch):
+    # rich reads "[b]" as markup: unescaped, the folder said was not the one written
+    from sparse_adapt.retrieval import lucene
+    from sparse_adapt.retrieval.export import EXPORT_META
+
+    vectors, index = tmp_path / "v", tmp_path / "[b]index"
+    vectors.mkdir()
+    (vectors / VECTORS_FILE).write_text(json.dumps({"id": "a", "contents": "x", "vector": {"pool": 3}}) + "\n")
+    (vectors / EXPORT_META).write_text(json.dumps({"scale": 100, "model": "m", "documents": 1}))
+    monkeypatch.setattr(lucene, "build_index", lambda *a: 1.0)
+    assert main(["index", "--vectors", str(vectors), "--index", str(index)]) == 0
+    assert f"indexed1documentinto{index}in1.0s" in "".join(capsys.readouterr().out.split())  # rich may wrap
+
+
 CHILD = r"""
 import json, os, sys
 from pathlib import Path
@@ -772,6 +786,19 @@ def test_a_batch_search_runs_one_thread_unless_told_and_says_the_index_s_model_m
     assert stand_in_lucene.runs == [(3, 1), (3, 2)] and stand_in_lucene.compared == ["m", "m"]
 
 
+def test_a_batch_search_replaces_an_existing_run_file_only_with_overwrite(tmp_path, capsys, stand_in_lucene):
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"qid": "q1", "text": "budget"}\n')
+    run = tmp_path / "run.trec"
+    run.write_text("an older run\n")
+    argv = ["search", "--index", str(tmp_path / "index"), "--model", "m", "--queries", str(queries),
+            "--save-run", str(run)]
+    assert main(argv) == 2 and run.read_text() == "an older run\n"
+    capsys.readouterr()
+    assert main([*argv, "--overwrite"]) == 0, capsys.readouterr().err
+    assert run.read_text() == "q1 Q0 d1 1 7.0 m\n"
+
+
 def test_one_query_s_search_says_a_cut_query_and_hits_missing_from_docs_and_reads_docs_before_searching(
         tmp_path, capsys, stand_in_lucene):
     from types import SimpleNamespace
@@ -819,6 +846,18 @@ def test_one_query_s_table_ranks_its_k_hits_beside_their_texts_and_feedback_reac
     rows = [[c for c in line.split() if c not in "│|┃"] for line in out.splitlines()]
     assert ["2", "hits"] in rows and "(scale 100)" in out
     assert ["1", "gone", "9", "(not", "in", "--docs)"] in rows and ["2", "d1", "7", "budget", "report"] in rows
+
+
+def test_one_query_s_table_shows_ids_and_texts_with_brackets_as_they_are(tmp_path, capsys, stand_in_lucene):
+    # rich reads "[b]" as markup: an id or a text holding one lost it in the table
+    from types import SimpleNamespace
+
+    stand_in_lucene.hits = [SimpleNamespace(doc_id="d[b]1", score=7.0)]
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"doc_id": "d[b]1", "text": "see [i]budget[/i]"}) + "\n")
+    assert main(["search", "budget", "--index", str(tmp_path / "index"), "--model", "m", "--docs", str(docs)]) == 0
+    rows = [[c for c in line.split() if c not in "│|┃"] for line in capsys.readouterr().out.splitlines()]
+    assert ["1", "d[b]1", "7", "see", "[i]budget[/i]"] in rows
 
 
 def test_one_query_s_search_counts_the_hits_found_and_its_json_has_no_text_without_docs(tmp_path, capsys,

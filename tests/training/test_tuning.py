@@ -167,6 +167,8 @@ def test_a_run_of_the_mlm_stages_survives_a_change_of_distill_settings(tiny_dir,
     ([], "tune needs validation queries: pass --valid FILE or --valid-fraction F"),
     (["--valid-fraction", "1.0"], "--valid-fraction must be between 0 and 1 (exclusive), got 1.0"),
     (["--valid-fraction", "nan"], "--valid-fraction must be between 0 and 1 (exclusive), got nan"),
+    # 0 holds out nothing: the flag given is the one at fault, not "pass --valid-fraction"
+    (["--valid-fraction", "0"], "--valid-fraction must be between 0 and 1 (exclusive), got 0.0"),
     (["--valid-fraction", "0.5", "--valid", "TRAIN"], "--valid and --valid-fraction both choose the validation queries"),
     (["--valid", "TRAIN", "--config", "HALF"], "--valid and distill.valid_fraction 0.5 both choose the validation queries"),
     (["--valid-fraction", "0.01"], "distill.valid_fraction 0.01 of 2 training queries holds out none"),
@@ -604,7 +606,47 @@ def test_tune_cli_hands_its_options_to_the_study_and_to_the_prefix_run(tiny_dir,
         "trials": 2, "seed": 5, "overwrite": True, "valid": len(VALID)}
     said = " ".join(capsys.readouterr().out.split())
     assert "best trial 3: objective +0.2500" in said
-    assert f"(use: sparse-adapt train --config {shlex.quote(str(out / 'best.toml'))} --out OUT_DIR)" in said
+    best = shlex.quote(str(out / 'best.toml'))
+    assert f"(use: sparse-adapt train --config {best} --out OUT_DIR) and {out / 'trials.md'}" in said
+
+
+def test_tune_cli_trains_its_prefix_on_its_own_base_with_the_study_s_config(inputs, tmp_path, monkeypatch, capsys):
+    """The prefix (extend, warmup, dictionary) is what every trial starts from: trained on another
+    base or with the defaults, the study tuned a model the user never named. The base's recommended
+    settings are under the config file's, in the prefix's config as in the study's."""
+    from sparse_adapt.modeling.builtin import RECOMMENDED_FILE
+    from sparse_adapt.training import pipeline, tuning
+    from sparse_adapt.training.tuning import PREFIX_STAGES
+
+    seen = {}
+
+    def prefix_run(**kwargs):
+        seen["prefix"] = kwargs
+        return kwargs["out"]
+
+    def study(data, out, base, trials, seed, config, prefix, **kwargs):
+        prefix(out / "prefix")
+        seen["study"] = {"base": base, "config": config}
+        return {"best_trial": 0, "best_value": 0.0, "usage": "sparse-adapt train --config best.toml"}
+
+    monkeypatch.setattr(pipeline, "run_pipeline", prefix_run)
+    monkeypatch.setattr(tuning, "run_tuning", study)
+    base = tmp_path / "my base"  # only its recommended settings are read: the training is stood in
+    base.mkdir()
+    (base / RECOMMENDED_FILE).write_text(json.dumps({"distill": {"pres_form": "all-texts", "lr": 0.5}}))
+    start = tmp_path / "start.json"
+    start.write_text(json.dumps(SMALL))  # its distill.lr 1e-3 wins over the base's 0.5
+    argv = ["tune", "--base", str(base), "--corpus", str(inputs["corpus"]), "--terms", str(inputs["terms"]),
+            "--dictionary", str(inputs["dictionary"]), "--train", str(inputs["train"]), "--config", str(start),
+            "--valid-fraction", "0.5", "--out", str(tmp_path / "study")]
+    assert main(argv) == 0, capsys.readouterr().err
+    given = seen["prefix"]
+    assert (given["base"], tuple(given["stages"])) == (str(base), PREFIX_STAGES)
+    assert given["out"] == tmp_path / "study" / "prefix"
+    assert seen["study"]["base"] == str(base)
+    for cfg in (given["config"], seen["study"]["config"]):
+        assert (cfg.warmup.epochs, cfg.warmup.lr) == (2, 1e-3)
+        assert (cfg.distill.pres_form, cfg.distill.lr, cfg.distill.valid_fraction) == ("all-texts", 1e-3, 0.5)
 
 
 def test_a_config_value_outside_the_space_means_no_baseline_trial_and_says_so(tiny_dir, inputs, tmp_path):
