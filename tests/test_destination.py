@@ -113,3 +113,13 @@ def test_a_file_system_that_does_not_say_its_name_limit_is_taken_to_allow_255_by
     with pytest.raises(OutputError, match=re.escape(f"({256 - TEMPORARY_EXTRA} bytes; the hidden temporary written "
                                                     f"beside it needs {TEMPORARY_EXTRA} more, of the 255 this file")):
         check_writable(tmp_path / ("y" * (256 - TEMPORARY_EXTRA)))
+
+
+def test_an_input_given_through_a_link_is_the_out_naming_its_target(tmp_path):
+    # `--qrels link.tsv --save-run real.tsv --overwrite` would write the run over the qrels themselves
+    real = tmp_path / "real.tsv"
+    real.write_text("q1 0 d1 1\n")
+    (tmp_path / "link.tsv").symlink_to(real)
+    with pytest.raises(OutputError, match=re.escape(f"--save-run {real} is also an input ({tmp_path / 'link.tsv'})")):
+        check_output(real, overwrite=True, kind="file", flag="--save-run", inputs=[tmp_path / "link.tsv"])
+    assert real.read_text() == "q1 0 d1 1\n"

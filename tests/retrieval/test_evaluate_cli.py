@@ -572,3 +572,45 @@ def test_a_compare_run_missing_one_evaluated_query_is_compared_with_a_warning(mo
 def test_a_model_compared_with_itself_gets_a_second_name(models, capsys):
     got = run_json(capsys, ["evaluate", "--model", models[0], *FILES, "--compare", models[0], "--json"])
     assert got["comparison"]["model_names"] == [models[0], f"{models[0]} (compare)"]
+
+
+def test_save_run_over_the_compare_run_is_refused_even_with_overwrite(tmp_path, capsys):
+    # the run file compared against is an input: written over, the user's other system would be lost
+    other = tmp_path / "other.trec"
+    other.write_text("q11 Q0 d21 1 2.0 bm25\n")
+    assert main(["evaluate", "--model", "unused", *FILES, "--compare", str(other), "--save-run", str(other),
+                 "--overwrite"]) == 2
+    assert "is also an input" in " ".join(capsys.readouterr().err.split())
+    assert other.read_text() == "q11 Q0 d21 1 2.0 bm25\n"
+
+
+def test_long_texts_are_said_once_when_a_second_model_is_compared(models, tmp_path, capsys):
+    """One warning per kind of text: the compared model reads the same texts, so it adds none."""
+    queries, docs = load_queries(GATROCRAPTIC.queries), load_documents(GATROCRAPTIC.docs)
+    long = " ".join(["spending"] * 600)
+    (tmp_path / "queries.jsonl").write_text("".join(
+        json.dumps({"qid": q.qid, "text": long if i == 0 else q.text}) + "\n" for i, q in enumerate(queries)))
+    (tmp_path / "docs.jsonl").write_text("".join(
+        json.dumps({"doc_id": d.doc_id, "text": long if i == 0 else d.text}) + "\n" for i, d in enumerate(docs)))
+    capsys.readouterr()
+    assert main(["evaluate", "--model", models[0], "--docs", str(tmp_path / "docs.jsonl"), "--queries",
+                 str(tmp_path / "queries.jsonl"), "--qrels", str(GATROCRAPTIC.qrels), "--compare", models[1]]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.count("queries are longer than") == 1
+    assert err.count(f"1 of {len(docs)} documents is longer than") == 1
+
+
+def test_the_title_names_the_documents_and_says_they_were_cut(models, capsys):
+    capsys.readouterr()
+    assert main(["evaluate", "--model", models[0], *FILES, "--max-active-dims", "3"]) == 0
+    title = "".join(capsys.readouterr().out.split())  # rich may wrap a long path anywhere
+    assert f"{models[0]}on{GATROCRAPTIC.docs}," in title  # the documents ranked, not the qrels file
+    assert "(inmemory,documentscutto3terms)" in title
+
+
+def test_compare_json_stays_json_where_ranx_gives_no_p_value(models, capsys):
+    # identical runs get a NaN p-value from ranx: a bare NaN is no JSON for a strict reader
+    capsys.readouterr()
+    assert main(["evaluate", "--model", models[0], *FILES, "--compare", models[0], "--json"]) == 0
+    got = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} in the JSON output"))
+    assert got["comparison"][models[0]]["comparisons"][f"{models[0]} (compare)"]["ndcg@10"] is None

@@ -361,3 +361,91 @@ def test_read_export_meta_accepts_the_least_scale_and_no_documents(tmp_path):
     # ExportConfig(scale=1) is a valid export; the bound refused is below it, not at it
     (tmp_path / EXPORT_META).write_text(json.dumps({"scale": 1, "model": "m", "documents": 0}))
     assert read_export_meta(tmp_path)["scale"] == 1
+
+
+@pytest.mark.parametrize("text, field", [
+    ("[1, 2]", "scale"),  # JSON, but no object: each field is missing, not an AttributeError
+    ("[" * 100_000 + "]" * 100_000, None),  # nesting past Python's recursion limit: no traceback
+])
+def test_read_export_meta_refuses_json_that_is_no_object_in_one_line(tmp_path, text, field):
+    from sparse_adapt.retrieval.export import read_export_meta
+
+    (tmp_path / EXPORT_META).write_text(text)
+    with pytest.raises(DataError, match="export the documents again") as e:
+        read_export_meta(tmp_path)
+    assert e.value.field == field
+
+
+@pytest.mark.parametrize("line, field", [
+    ('{"id": "b", "vector": {"size": 2.5}}', "vector"),  # Lucene stores an integer impact, not 2.5
+    ('["b", {"size": 2}]', "id"),  # a JSON line that is no object is refused, not a traceback
+])
+def test_validate_vectors_refuses_a_fractional_impact_and_a_line_that_is_no_object(tmp_path, line, field):
+    from sparse_adapt.retrieval.export import validate_vectors
+
+    vectors = tmp_path / "v"
+    _write_vectors(vectors, json.dumps({"id": "a", "vector": {"pool": 3}}) + "\n" + line + "\n")
+    with pytest.raises(DataError) as e:
+        validate_vectors(vectors, 2)
+    assert (e.value.line, e.value.field) == (2, field)
+
+
+def test_a_repeated_id_names_both_lines_past_blank_ones(tmp_path):
+    from sparse_adapt.retrieval.export import validate_vectors
+
+    vectors = tmp_path / "v"
+    a, b = json.dumps({"id": "a", "vector": {"pool": 3}}), json.dumps({"id": "b", "vector": {"size": 2}})
+    # blank lines count in the numbering but are no record; the second pass skips them as the first does
+    _write_vectors(vectors, f"{a}\n\n{b}\n\n{a}\n")
+    with pytest.raises(DataError, match=r"duplicate id 'a' \(first on line 1\)") as e:
+        validate_vectors(vectors, 3)
+    assert e.value.line == 5
+
+
+def test_export_advances_its_progress_by_every_document(tiny_bert, tmp_path):
+    from sparse_adapt.progress import Hooks
+
+    advanced: dict[str, list] = {}
+
+    class Recorder:
+        def __init__(self, description, total):
+            self.steps = advanced.setdefault(description, [total])
+
+        def advance(self, steps=1, description=None):
+            self.steps.append(steps)
+
+    texts = ["install the agent"] * 5
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"doc_id": f"d{i}", "text": t}) + "\n"
+                                                 for i, t in enumerate(texts)))
+    export_vectors(tiny_bert, tmp_path / "docs.jsonl", tmp_path / "vectors", ExportConfig(batch_size=2),
+                   progress=Hooks(task=Recorder))
+    [(total, *steps)] = advanced.values()
+    assert total == 5 and sum(steps) == 5  # the bar ends full, whatever the windows
+
+
+def test_export_records_the_models_hash_with_and_without_its_document_window(tiny_bert, tmp_path):
+    # `search` tells the index's model from another by these; swapped, the very same model reads as changed
+    from sparse_adapt.modeling.fingerprint import model_sha256
+
+    (tmp_path / "docs.jsonl").write_text(json.dumps({"doc_id": "d1", "text": "install the agent"}) + "\n")
+    stats = export_vectors(tiny_bert, tmp_path / "docs.jsonl", tmp_path / "vectors")
+    meta = json.loads((tmp_path / "vectors" / EXPORT_META).read_text())
+    assert (meta["model_sha256"], meta["weights_sha256"]) == (model_sha256(tiny_bert), model_sha256(tiny_bert, False))
+    assert meta["model_sha256"] != meta["weights_sha256"] and stats.model_sha256 == meta["model_sha256"]
+
+
+def test_a_document_cut_to_one_term_is_not_counted_empty(tiny_bert, tmp_path):
+    # one impact is a term Lucene indexes: only a vector without any is "no term"
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"doc_id": f"d{i}", "text": "install the agent"}) + "\n"
+                                                 for i in range(3)))
+    stats = export_vectors(tiny_bert, tmp_path / "docs.jsonl", tmp_path / "vectors", ExportConfig(max_active_dims=1))
+    assert [len(l["vector"]) for l in read_lines(tmp_path / "vectors")] == [1, 1, 1]
+    assert (stats.postings, stats.empty, stats.empty_ids) == (3, 0, [])
+
+
+def test_the_no_term_sentence_gives_examples_only_when_it_has_some():
+    # `index` reads no ids back from the metadata: its note names none, and no empty "(e.g. )"
+    from sparse_adapt.retrieval.export import empty_sentence
+
+    assert empty_sentence(1, 3, 100).startswith("1 of 3 documents has no term at scale 100: no query")
+    assert empty_sentence(2, 3, 50, ["a", "b"]).startswith("2 of 3 documents have no term at scale 50 (e.g. a, b): ")
