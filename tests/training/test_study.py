@@ -12,7 +12,7 @@ import pytest
 
 from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
 from sparse_adapt.training.config import TrainConfig
-from sparse_adapt.training.search_space import Range, sample
+from sparse_adapt.training.search_space import Range, load_space, sample
 from sparse_adapt.training.stages import TrainData
 from sparse_adapt.training.study import (
     counted_trials, delete_others, open_study, requeue_interrupted, stopped, study_db_problem, study_key,
@@ -51,8 +51,26 @@ def test_the_study_key_changes_with_every_input_a_trial_depends_on(tiny_dir, inp
         key(data=dataclasses.replace(data, valid=train[1:])),
         key(space={"lr": Range(1e-4, 1e-1)}),  # the same setting over another range
         key(cfg=dataclasses.replace(cfg, distill=dataclasses.replace(cfg.distill, kd=0.5))),
+        key(data=dataclasses.replace(data, terms={"acronyms": data.terms["acronyms"]})),
+        key(data=dataclasses.replace(data, dictionary=data.dictionary[:1])),
+        key(data=dataclasses.replace(data, train=train[:1])),
     ]
-    assert len({key(), *others}) == 6
+    assert len({key(), *others}) == 9
+    # An end written 1 or 1.0 is the same value: the same study (an int was hashed apart, a new study)
+    (tmp_path / "ints.json").write_text('{"kd": [1, 2]}')
+    (tmp_path / "floats.toml").write_text("kd = [1.0, 2.0]\n")
+    assert key(space=load_space(tmp_path / "ints.json")) == key(space=load_space(tmp_path / "floats.toml"))
+    # Files changed in place, under the same paths: a base retrained into its folder, a corpus rewritten.
+    base = tmp_path / "base"
+    shutil.copytree(tiny_dir, base)
+    first = key(base=str(base))
+    with (base / "config.json").open("a") as f:
+        f.write(" ")
+    assert key(base=str(base)) != first
+    first = key()
+    with Path(inputs["corpus"]).open("a") as f:
+        f.write("\n")
+    assert key() != first
 
 
 def test_a_dangling_study_db_link_is_refused(tmp_path):
@@ -105,6 +123,22 @@ def test_a_study_seeded_at_the_sampler_s_top_seed_resumes(tmp_path):
     fresh = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
     fresh.optimize(_draw, n_trials=1)
     assert again.trials[1].params == fresh.trials[0].params
+
+
+def test_a_study_in_a_folder_whose_name_a_url_would_cut_is_kept_there_and_resumes(tmp_path):
+    """'#', '?' and '%' end or escape a URL: written into one, the path named another file, or none."""
+    out = tmp_path / "run #1?x=%41"
+    out.mkdir()
+    pruner = optuna.pruners.NopPruner()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study, _ = open_study(out, "k", 0, pruner)
+    study.optimize(_draw, n_trials=1)
+    assert study_db_problem(out) is None
+    again, resumed = open_study(out, "k", 0, pruner)
+    assert resumed is True and [t.state.name for t in again.trials] == ["COMPLETE"]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [out.name, f"{out.name}/study.db"]
+    (out / "study.db").write_text("hello")  # the check reads this file, not one the URL names
+    assert "is no SQLite database Optuna can open" in study_db_problem(out)
 
 
 def test_a_stopped_baseline_is_queued_again_as_the_baseline_and_nothing_else_carried():

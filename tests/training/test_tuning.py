@@ -71,8 +71,29 @@ def test_tune_prunes_a_trailing_trial_and_writes_the_best_config(tiny_dir, input
     # a complete trial keeps the epoch its value came from (both scripts peak at their last epoch, 4)
     assert [(r["best_epoch"], r["epochs_run"]) for r in summary["trials"][:2]] == [(4, 4), (4, 4)]
     assert "\n| 1 | complete | +0.4500 | 4 | 4 | " in table
-    assert "(trial 1, objective +0.4500, the config's own values +0.4000, seed 0)" in (out / "best.toml").read_text()
+    assert ("best of 2 completed trials (trial 1, objective +0.4500, the config's own values +0.4000, seed 0)"
+            in (out / "best.toml").read_text())  # the pruned trial is none of them
     assert "warning: distill.interpolate" not in said.text()  # it is 0: the trials score what train delivers
+
+
+def test_a_trial_is_judged_only_after_two_complete_ones(tiny_dir, inputs, tmp_path, monkeypatch):
+    """One complete trial is no median to judge by: trailing it, the second trial still runs all its epochs."""
+    script = iter([0.5, 0.5, 0.6, 0.7] + [0.5] * 4)  # per trial: reference, epochs 0-2
+    monkeypatch.setattr(validation_mod.ValidationSet, "measure",
+                        lambda self, s: {"domain": next(script), "control": 1.0})
+    summary = run_tuning(_data(inputs), tmp_path / "s", str(tiny_dir), trials=2, seed=0,
+                         config=_config(tmp_path, epochs=2), space=SPACE)
+    assert [(r["state"], r["epochs_run"]) for r in summary["trials"]] == [("complete", 2), ("complete", 2)]
+    assert [r["value"] for r in summary["trials"]] == pytest.approx([0.2, 0.0])
+
+
+def test_a_trial_that_only_ties_the_baseline_does_not_beat_it(tiny_dir, inputs, tmp_path, monkeypatch):
+    monkeypatch.setattr(validation_mod.ValidationSet, "measure", lambda self, s: {"domain": 0.5, "control": 1.0})
+    summary = run_tuning(_data(inputs), tmp_path / "s", str(tiny_dir), trials=2, seed=0,
+                         config=_config(tmp_path, epochs=1), space=SPACE)
+    assert [r["value"] for r in summary["trials"]] == [0.0, 0.0]
+    assert summary["best_trial"] == 0 == summary["baseline_trial"]
+    assert "= the config's own values: no trial beat them" in (tmp_path / "s" / "best.toml").read_text()
 
 
 def test_tune_with_the_same_seed_samples_the_same_trials(tiny_dir, inputs, tmp_path):
@@ -115,13 +136,18 @@ def test_tune_without_validation_queries_is_refused(tiny_dir, inputs, tmp_path):
 
 def test_trials_table_lists_best_first():
     # A pruned trial keeps its last reported objective (Optuna's): it ranks nothing all the same.
-    rows = [{"number": 0, "state": "complete", "value": 0.1, "params": {"lr": 1e-3}, "best_epoch": 2, "epochs_run": 4},
+    rows = [{"number": 0, "state": "complete", "value": 0.1, "params": {"lr": 1.234e-3}, "best_epoch": 2,
+             "epochs_run": 4},
             {"number": 1, "state": "pruned", "value": 0.5, "params": {"lr": 2e-3}, "best_epoch": None, "epochs_run": 2},
             {"number": 2, "state": "complete", "value": 0.3, "params": {"lr": 3e-3}, "best_epoch": 1, "epochs_run": 4},
-            {"number": 3, "state": "fail", "value": None, "params": {"lr": 4e-3}}]
+            {"number": 3, "state": "fail", "value": None, "params": {"lr": 4e-3}},
+            # killed before it drew its values: none to show
+            {"number": 4, "state": "fail", "value": None, "params": {}, "failure": "stopped"}]
     lines = trials_table(rows, {"lr": Range(1e-4, 1e-2)}).splitlines()
-    assert [line.split("|")[1].strip() for line in lines[2:]] == ["2", "0", "1", "3"]
+    assert [line.split("|")[1].strip() for line in lines[2:7]] == ["2", "0", "1", "3", "4"]
     assert lines[4] == "| 1 | pruned | +0.5000 | - | 2 | 0.002 |" and lines[5] == "| 3 | fail | - | - | - | 0.004 |"
+    assert lines[3] == "| 0 | complete | +0.1000 | 2 | 4 | 0.00123 |" and lines[6] == "| 4 | fail | - | - | - | - |"
+    assert lines[7:] == ["", "- trial 4: stopped"]
 
 
 def test_tune_cli_best_toml_is_accepted_by_train(tiny_dir, inputs, tmp_path, capsys):
@@ -255,6 +281,30 @@ def test_results_a_study_left_mark_a_directory_it_reruns_in(tmp_path):
     check_study_dir(out, overwrite=False)
 
 
+def test_a_study_stopped_while_its_prefix_trained_is_rerun_in_place(tmp_path):
+    """prefix/run.json is the first file a study writes: an --out holding it is a study's, rerun without --overwrite."""
+    from sparse_adapt.training.tuning import check_study_dir
+
+    out = tmp_path / "study"
+    (out / "prefix").mkdir(parents=True)
+    (out / "prefix" / "notes.txt").write_text("a user's")
+    with pytest.raises(OutputError, match="holds no tune study"):
+        check_study_dir(out, overwrite=False)
+    (out / "prefix" / "run.json").write_text("{}\n")
+    check_study_dir(out, overwrite=False)
+
+
+def test_an_out_that_is_a_file_is_refused_before_any_work(tiny_dir, inputs, tmp_path, monkeypatch):
+    out, cfg = tmp_path / "study", _config(tmp_path, epochs=1)
+    out.write_text("mine")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
+    for overwrite in (False, True):
+        with pytest.raises(OutputError, match=re.escape(f"--out {out} is an existing file; a study needs a directory")):
+            run_tuning(_data(inputs), out, str(tiny_dir), trials=1, config=cfg, space=SPACE, overwrite=overwrite)
+    assert out.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == before
+
+
 def test_tune_through_the_library_refuses_a_seed_the_sampler_cannot_take_before_any_work(tiny_dir, inputs, tmp_path,
                                                                                          monkeypatch):
     monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
@@ -367,10 +417,21 @@ def test_a_rerun_is_a_new_study_and_best_toml_names_the_valid_file(tiny_dir, inp
     assert sorted(p.name for p in (out / "trials").iterdir()) == ["0.jsonl", "1.jsonl"]
     summary = json.loads((out / "trials.json").read_text())
     assert summary["finished"] is False and summary["seed"] == 1 and len(summary["trials"]) == 1
+    assert (out / "trials.md").read_text().count("\n| ") == 1  # the new study's one trial, not the first's three
     assert "best of 1 completed trials so far (the study did not finish)" in (out / "best.toml").read_text()
     assert "--valid" not in (out / "best.toml").read_text()
     # the first study went with its files, once the new one had a trial: none of its trials can resume
     assert sqlite3.connect(out / "study.db").execute("SELECT count(*) FROM studies").fetchone() == (1,)
+
+
+def test_best_toml_s_usage_line_quotes_a_base_path_with_a_space(tiny_dir, inputs, tmp_path):
+    import shutil
+
+    base = tmp_path / "my base"  # pasted unquoted, the shell split it in two
+    shutil.copytree(tiny_dir, base)
+    summary = run_tuning(_data(inputs), tmp_path / "s", str(base), trials=1, seed=0, config=_config(tmp_path, epochs=1),
+                         space=SPACE)
+    assert shlex.split(summary["usage"])[2:4] == ["--base", str(base)]
 
 
 def test_a_study_written_beside_other_files_removes_only_its_own(tiny_dir, inputs, tmp_path):
@@ -400,10 +461,20 @@ def test_tune_says_the_stages_lines_once_and_warns_of_interpolation(tiny_dir, in
     path = tmp_path / "start.json"
     path.write_text(json.dumps({**SMALL, "distill": {**SMALL["distill"], "epochs": 1, "valid_fraction": 0.5,
                                                      "interpolate": 0.3}}))
-    said = Messages()
+    said, tasks = Messages(), []
+
+    class Task:
+        def advance(self, steps=1, description=None):
+            pass
+
+    def task(description, total):  # the trials' progress reaches the caller's hooks (the CLI's bars)
+        tasks.append(description)
+        return Task()
+
     run_tuning(_data(inputs, valid=False), tmp_path / "s", str(tiny_dir), trials=2, seed=0, config=load_config(path),
-               space=SPACE, hooks=said.hooks())
+               space=SPACE, hooks=Hooks(message=said.append, task=task))
     assert [m for m in said if "held out for validation" in m] == ["distill: 1 of 2 training queries held out for validation"]
+    assert tasks.count("distill") == 2  # one per trial
     assert any(m.startswith("warning: distill.interpolate 0.3: trials are scored before the interpolation") for m in said)
 
 
@@ -487,6 +558,8 @@ def test_a_stopped_trial_past_a_lowered_budget_is_said_not_to_run_again(tiny_dir
                          space=SPACE, hooks=said.hooks())
     assert "1 of 1 trials done; trial 1 was stopped and would run again with a --trials above 1" in said.text()
     assert [(r["number"], r["state"]) for r in summary["trials"]] == [(0, "complete"), (1, "fail")]
+    table = (out / "trials.md").read_text()  # the stopped trial is listed there too, though no trial ran
+    assert "\n| 1 | fail | - |" in table and "- trial 1: stopped before it ended" in table
 
 
 def test_a_search_space_file_replaces_the_default_and_bad_ones_name_file_and_key(tmp_path):
@@ -500,6 +573,9 @@ def test_a_search_space_file_replaces_the_default_and_bad_ones_name_file_and_key
     assert load_space(js) == {"kd": Range(0.1, 1.0, True)}
     js.write_text('{"lr": [1e-5, 1e-3], "lr": [0.5, 0.9]}')
     with pytest.raises(ConfigError, match="key 'lr' is given twice"):
+        load_space(js)
+    js.write_text('[[1e-5, 1e-3]]')  # a list, not a table: an AttributeError traceback
+    with pytest.raises(ConfigError, match=re.escape(f"{js}: expected a table of distill settings")):
         load_space(js)
     for text, message in [
         ('epochs = [1, 4]', "'epochs' is no distill setting with a float value"),
