@@ -753,19 +753,3 @@ def test_a_groups_score_is_the_mean_over_its_judged_queries_the_run_holds():
     assert scores["mixed"]["queries"] == 1 and scores["mixed"]["per_query"] == {"q1": pytest.approx(0.6131, abs=1e-4)}
     assert scores["mixed"]["ndcg@10"] == pytest.approx(0.6131, abs=1e-4)  # not halved by q2 counted 0
     assert scores["unjudged"] == {"queries": 0, "ndcg@10": None, "per_query": {}}
-
-
-def test_distill_selection_is_read_from_the_last_distill_stage_end_despite_a_torn_line(tmp_path):
-    """The selection shown in the benchmark is the distill stage's (not the warmup's), the last
-    attempt's when a resumed run logged two, and a torn last line does not stop the report."""
-    from sparse_adapt.report.benchmark import _distill_info
-
-    assert _distill_info(tmp_path) == {}
-    lines = [{"event": "stage_end", "stage": "warmup", "best_epoch": 9},
-             {"event": "stage_end", "stage": "distill", "best_epoch": 1, "epochs_run": 2, "best_objective": 0.5},
-             {"event": "step", "stage": "distill", "best_epoch": 7},
-             {"event": "stage_end", "stage": "distill", "best_epoch": 3, "epochs_run": 4, "best_objective": 0.75,
-              "seconds": 2.0}]
-    text = "".join(json.dumps(r) + "\n" for r in lines) + '{"event": "stage_e'
-    (tmp_path / "train_log.jsonl").write_text(text, encoding="utf-8")
-    assert _distill_info(tmp_path) == {"best_epoch": 3, "epochs_run": 4, "best_objective": 0.75}

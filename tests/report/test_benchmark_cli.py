@@ -4,6 +4,7 @@ themselves are in ``test_benchmark.py``)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 import sparse_adapt.report.benchmark as benchmark_module
 from sparse_adapt.cli import main
 from sparse_adapt.cli.output import MAX_SEED
+from sparse_adapt.errors import ConfigError, SparseAdaptError
 from sparse_adapt.report.benchmark import BenchmarkInputs, build_benchmark
 from sparse_adapt.report.domains import resolve_domain
 
@@ -149,3 +151,100 @@ def test_the_base_and_every_feedback_setting_reach_the_benchmark(given, tmp_path
         capsys.readouterr().err
     [inputs] = given
     assert inputs.base == "my-base" and inputs.feedback == Feedback(docs=2, weight=0.25, terms=7)
+
+
+@pytest.fixture
+def stubbed(monkeypatch):
+    """build_benchmark with every run and score stood in for: each run's keywords recorded, each
+    model scored 0.5 on the semantic group, so the records and the checks are seen in seconds."""
+    import sparse_adapt.training.pipeline as pipeline
+
+    runs = []
+
+    def run_pipeline(out, **kw):
+        runs.append({"out": out, **kw})
+        return out / "final"
+
+    monkeypatch.setattr(pipeline, "run_pipeline", run_pipeline)
+    monkeypatch.setattr(benchmark_module.SpladeEncoder, "from_pretrained", staticmethod(lambda name: name))
+    monkeypatch.setattr(benchmark_module.EvalSet, "scores",
+                        lambda self, model, feedback=None: {"heldout-domain-semantic": {"queries": 1, "ndcg@10": 0.5}})
+    return runs
+
+
+def test_an_ablation_seed_outside_seeds_gets_its_own_full_row(stubbed, tmp_path):
+    # legal runs seed 1; its ablation seed 0 needs seed 0's full run measured too, once
+    report = build_benchmark(BenchmarkInputs(out=tmp_path / "b", domains=("legal",), seeds=(1,),
+                                             ablation_domains=("legal",), ablation_seeds=(0,)))
+    rows = [(r["seed"], r["variant"]) for r in report["results"]]
+    assert rows[:3] == [(None, "base"), (1, "full"), (0, "full")]
+    assert sorted(rows[3:]) == sorted((0, f"no-{t}") for t in benchmark_module.TERMS)
+
+
+def test_an_ablation_domain_not_benchmarked_is_loaded_and_checked_before_any_run(stubbed, tmp_path):
+    domain = tmp_path / "dom"
+    shutil.copytree(resolve_domain("gatrocraptic").files.docs.parent, domain)
+    report = build_benchmark(BenchmarkInputs(out=tmp_path / "b", domains=("legal",), seeds=(0,),
+                                             ablation_domains=(str(domain),), ablation_seeds=(0,)))
+    assert [r["domain"] for r in report["results"] if r["variant"] == "base"] == ["legal", "dom"]
+    # a group naming a query the ablation domain lacks stops the benchmark before it trains
+    groups = json.loads((domain / "query_groups.json").read_text())
+    first = next(iter(groups))
+    (domain / "query_groups.json").write_text(json.dumps({**groups, first: [*groups[first], "h99"]}))
+    stubbed.clear()
+    with pytest.raises(SparseAdaptError, match="h99"):
+        build_benchmark(BenchmarkInputs(out=tmp_path / "b2", domains=("legal",), seeds=(0,),
+                                        ablation_domains=(str(domain),), ablation_seeds=(0,)))
+    assert stubbed == []
+
+
+@pytest.mark.parametrize("names, message", [
+    ({"ablation_domains": ("legal", "legal")}, "--ablation names legal more than once"),
+    ({"ablation_domains": ("legal",), "ablation_seeds": (0, 0)}, "--ablation-seeds names 0 more than once"),
+])
+def test_an_ablation_domain_or_seed_named_twice_is_refused_before_any_run(stubbed, tmp_path, names, message):
+    with pytest.raises(ConfigError, match=message):
+        build_benchmark(BenchmarkInputs(out=tmp_path / "b", domains=("legal",), seeds=(0,), **names))
+    assert stubbed == []
+
+
+def test_the_distill_stage_s_selection_is_read_from_the_training_log(tmp_path):
+    from sparse_adapt.report.benchmark import _distill_info
+
+    lines = [{"event": "stage_end", "stage": "dictionary", "seconds": 1.0},
+             {"event": "stage_end", "stage": "distill", "seconds": 2.0, "epochs_run": 3, "best_epoch": 2,
+              "best_objective": -0.25},
+             {"event": "run_end"}]
+    (tmp_path / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert _distill_info(tmp_path) == {"best_epoch": 2, "epochs_run": 3, "best_objective": -0.25}
+    # without validation the stage ends with no selection: nothing to read, not an error
+    plain = {"event": "stage_end", "stage": "distill", "seconds": 2.0}
+    (tmp_path / "train_log.jsonl").write_text(json.dumps(plain) + "\n")
+    assert _distill_info(tmp_path) == {}
+    # a resumed run's last distill stage_end wins over the first and over a step record; a torn
+    # last line (a kill after the final model was written) does not stop the report
+    lines[2:] = [{"event": "step", "stage": "distill", "best_epoch": 7},
+                 {"event": "stage_end", "stage": "distill", "epochs_run": 4, "best_epoch": 3, "best_objective": 0.75}]
+    (tmp_path / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines) + '{"event": "stage_e')
+    assert _distill_info(tmp_path) == {"best_epoch": 3, "epochs_run": 4, "best_objective": 0.75}
+    assert _distill_info(tmp_path / "no-run") == {}
+
+
+def test_adapt_s_runs_record_the_settings_recommended_for_the_pretrained_start(stubbed, tmp_path, monkeypatch):
+    # The runs train from the pretrained base, so the recorded config (which `report --benchmark`
+    # compares with its own) is laid over that base's recommended settings, not --base's.
+    from types import SimpleNamespace
+
+    import sparse_adapt.corpus.adapt as adapt_module
+    import sparse_adapt.modeling.builtin as builtin
+
+    start = tmp_path / "pretrained-base"
+    start.mkdir()
+    (start / builtin.RECOMMENDED_FILE).write_text(json.dumps({"distill": {"lr": 1.25e-5}}))
+    monkeypatch.setattr(builtin, "needs_pretraining", lambda name: True)
+    monkeypatch.setattr(adapt_module, "pretrained_base", lambda base, where, hooks=None: str(start))
+    monkeypatch.setattr(adapt_module, "run_adapt", lambda docs, run_dir, *a, **k: SimpleNamespace(
+        final=run_dir / "final", training=run_dir / "training"))
+    report = build_benchmark(BenchmarkInputs(out=tmp_path / "b", domains=("legal",), seeds=(0,), pipeline="adapt"))
+    assert report["inputs"]["start"] == str(start)
+    assert report["inputs"]["config"]["distill"]["lr"] == 1.25e-5

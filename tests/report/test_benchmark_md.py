@@ -11,8 +11,8 @@ import pytest
 
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.report.benchmark_md import (
-    CORPUS_BAR, _fewer_seeds, ablation_table, bar_status, bar_summary, benchmark_differences, domain_table,
-    load_benchmark, render_benchmark,
+    CORPUS_BAR, _fewer_seeds, ablation_table, bar_status, bar_summary, benchmark_differences, benchmark_section,
+    domain_table, load_benchmark, render_benchmark,
 )
 
 SEM, EXP, CTL = "heldout-domain-semantic", "heldout-domain-explicit", "heldout-control"
@@ -130,6 +130,10 @@ def test_benchmark_differences_of_an_adapt_benchmark_and_of_an_older_config():
     # a 400-digit metric is a number JSON reads, and too large for any float
     ({"results": [_row("a", None, "base", sem=10 ** 400), _row("a", 0, "full", sem=0.5)]},
      r"not a complete benchmark result \(OverflowError"),
+    ({"inputs": []}, "fields 'inputs' and 'results' are required"),
+    # a record whose groups are a list: its group values cannot be read
+    ({"results": [{**_row("a", None, "base"), "groups": []}, _row("a", 0, "full", sem=0.5)]},
+     r"not a complete benchmark result \(AttributeError"),
 ])
 def test_a_benchmark_file_whose_records_cannot_be_tables_is_one_error(tmp_path, change, message):
     (tmp_path / "benchmark.json").write_text(json.dumps(_report(**change)))
@@ -141,3 +145,86 @@ def test_a_benchmark_file_saved_with_a_byte_order_mark_loads(tmp_path):
     # an editor's UTF-8 BOM: every other input file of ours is read past it
     (tmp_path / "benchmark.json").write_bytes(codecs.BOM_UTF8 + json.dumps(_report()).encode())
     assert load_benchmark(tmp_path) == _report()
+
+
+def test_the_held_out_groups_lead_in_the_bar_s_order_whatever_order_the_records_hold():
+    # query_groups.json may list the control first: the table follows the bar line's order
+    results = [_row("a", None, "base", ctl=0.9, exp=0.4, sem=0.5), _row("a", 0, "full", ctl=0.9, exp=0.95, sem=0.95)]
+    assert [line.split(" | ")[2] for line in domain_table(results, [0])[2:]] == [SEM, EXP, CTL]
+
+
+def _corpus_report():
+    """An adapt-corpus file: semantic 0.50 -> 0.65, +0.15 passes base + 0.10 and would fail the 0.90 floor."""
+    return {"schema": "sparse-adapt.benchmark/2", "created": "2026-11-22T00:00:00+00:00",
+            "inputs": {"base": "offline-minilm", "pipeline": "adapt-corpus", "domains": ["a"], "seeds": [0],
+                       "ablation_domains": [], "ablation_seeds": [0], "config": {}},
+            "results": [_row("a", None, "base", sem=0.5), _row("a", 0, "full", sem=0.65)]}
+
+
+def test_an_adapt_corpus_file_marks_its_own_bar_in_the_heading_the_table_and_the_bar_line():
+    md = render_benchmark(_corpus_report()).splitlines()
+    assert "Bar: held-out domain-semantic >= base + 0.10, held-out controls >= base - 0.02, for every seed." in md[2]
+    assert "| a | test | heldout-domain-semantic | 4 | 0.500 | 0.650 | 0.650 | +0.150 | pass |" in md
+    assert "- **a** (test): semantic pass" in md
+    assert domain_table(_corpus_report()["results"], [0], CORPUS_BAR)[2].endswith("| +0.150 | pass |")
+
+
+def test_the_ablation_table_s_rule_has_a_cell_per_column():
+    results = [_row("a", None, "base", sem=0.5, ctl=0.9), _row("a", 0, "full", sem=0.8, ctl=0.8),
+               _row("a", 0, "no-pres", sem=0.7, ctl=0.5)]
+    table = ablation_table(results, [0])
+    assert table[0] == "| variant | a semantic | a control | mean change vs full |"
+    assert table[1] == "|---|---|---|---|"
+
+
+def test_the_ablation_table_averages_each_variant_over_the_ablation_s_seeds():
+    # full 0.8 and 0.6 -> 0.700, no-pres 0.7 and 0.3 -> 0.500: -0.200 (seed 0 alone would say -0.100)
+    results = [_row("a", None, "base", sem=0.5), _row("a", 0, "full", sem=0.8), _row("a", 1, "full", sem=0.6),
+               _row("a", 0, "no-pres", sem=0.7), _row("a", 1, "no-pres", sem=0.3)]
+    table = ablation_table(results, [0, 1])
+    assert table[3] == "| full | 0.700 | - |"
+    assert "| no-pres | 0.500 | -0.200 |" in table
+
+
+def test_a_file_renders_no_section_it_has_nothing_for():
+    # no generation options, no per-query values, no ablation, and `selection` {} as written
+    # for runs without validation: none of those sections, not an empty one
+    report = _report()
+    for r in report["results"]:
+        r["selection"] = {}
+    md = render_benchmark(report)
+    for absent in ("Options given to every `adapt`", "## Pooled by split", "## Ablation", "## Selected distill epochs"):
+        assert absent not in md
+
+
+def test_the_ablation_and_the_pooled_test_each_read_their_own_seeds():
+    # seeds 0,1, ablation seed 0: a's full column is seed 0's 0.8 (not the 0.7 of both seeds);
+    # c, measured on seed 0 alone, is named as left out of the pooled test of seeds 0,1
+    def row(domain, seed, variant, v):
+        r = _row(domain, seed, variant, sem=v)
+        r["groups"][SEM]["per_query"] = {"q": v}
+        return r
+
+    report = _report(results=[row("a", None, "base", 0.5), row("a", 0, "full", 0.8), row("a", 1, "full", 0.6),
+                              row("a", 0, "no-pres", 0.7), row("c", None, "base", 0.5), row("c", 0, "full", 0.9)])
+    md = render_benchmark(report).splitlines()
+    assert "| full | 0.800 | - |" in md and "| no-pres | 0.700 | -0.100 |" in md
+    assert "Left out (measured on fewer seeds): c." in md
+
+
+def test_a_benchmark_file_that_is_no_json_object_is_one_error(tmp_path):
+    (tmp_path / "benchmark.json").write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="field 'schema' is not one of"):
+        load_benchmark(tmp_path)
+
+
+def test_a_directory_holding_only_a_pooled_result_is_read_by_that_file(tmp_path):
+    (tmp_path / "benchmark-adapt-corpus-pool.json").write_text(json.dumps(_report()))
+    assert load_benchmark(tmp_path) == _report()
+
+
+def test_the_report_s_section_drops_the_benchmark_s_own_title():
+    section = benchmark_section(_report()).splitlines()
+    assert section[0] == "## Generalisation: the benchmark suite"
+    assert not any("Benchmark: adapting domains" in line for line in section)
+    assert "### Per domain: base vs adapted" in section
