@@ -646,11 +646,10 @@ def test_tune_cli_reads_its_search_space_from_a_file(tiny_dir, inputs, valid_fil
     assert set(summary["trials"][0]["params"]) == {"lr"}
 
 
-def test_tune_cli_hands_its_options_to_the_study_and_to_the_prefix_run(tiny_dir, inputs, valid_file, tmp_path,
-                                                                       monkeypatch, capsys):
-    """The CLI's plumbing, no trial run: the prefix trained with the default seed 0, without
-    --overwrite or the config's file, named no one could see; nor a --valid left out of best.toml's
-    usage line, or an --out with a space printed unquoted (the pasted line split there)."""
+def _stand_in_prefix_and_study(monkeypatch, summary: dict) -> dict:
+    """The tune CLI with its prefix run and its study stood in: what each was given lands in the
+    returned dict ("prefix": the run's keywords; "study": its options, base, config and the
+    number of --valid queries), and the study returns ``summary``."""
     from sparse_adapt.training import pipeline, tuning
 
     seen = {}
@@ -661,11 +660,22 @@ def test_tune_cli_hands_its_options_to_the_study_and_to_the_prefix_run(tiny_dir,
 
     def study(data, out, base, trials, seed, config, prefix, **kwargs):
         prefix(out / "prefix")
-        seen["study"] = {**kwargs, "trials": trials, "seed": seed, "valid": len(data.valid)}
-        return {"best_trial": 3, "best_value": 0.25, "usage": "sparse-adapt train --config best.toml --out OUT_DIR"}
+        seen["study"] = {**kwargs, "base": base, "config": config, "trials": trials, "seed": seed,
+                         "valid": None if data.valid is None else len(data.valid)}
+        return summary
 
     monkeypatch.setattr(pipeline, "run_pipeline", prefix_run)
     monkeypatch.setattr(tuning, "run_tuning", study)
+    return seen
+
+
+def test_tune_cli_hands_its_options_to_the_study_and_to_the_prefix_run(tiny_dir, inputs, valid_file, tmp_path,
+                                                                       monkeypatch, capsys):
+    """The CLI's plumbing, no trial run: the prefix trained with the default seed 0, without
+    --overwrite or the config's file, named no one could see; nor a --valid left out of best.toml's
+    usage line, or an --out with a space printed unquoted (the pasted line split there)."""
+    seen = _stand_in_prefix_and_study(
+        monkeypatch, {"best_trial": 3, "best_value": 0.25, "usage": "sparse-adapt train --config best.toml --out OUT_DIR"})
     start = tmp_path / "start.json"
     start.write_text(json.dumps(SMALL))
     out = tmp_path / "my study"
@@ -691,22 +701,10 @@ def test_tune_cli_trains_its_prefix_on_its_own_base_with_the_study_s_config(inpu
     base or with the defaults, the study tuned a model the user never named. The base's recommended
     settings are under the config file's, in the prefix's config as in the study's."""
     from sparse_adapt.modeling.builtin import RECOMMENDED_FILE
-    from sparse_adapt.training import pipeline, tuning
     from sparse_adapt.training.tuning import PREFIX_STAGES
 
-    seen = {}
-
-    def prefix_run(**kwargs):
-        seen["prefix"] = kwargs
-        return kwargs["out"]
-
-    def study(data, out, base, trials, seed, config, prefix, **kwargs):
-        prefix(out / "prefix")
-        seen["study"] = {"base": base, "config": config}
-        return {"best_trial": 0, "best_value": 0.0, "usage": "sparse-adapt train --config best.toml"}
-
-    monkeypatch.setattr(pipeline, "run_pipeline", prefix_run)
-    monkeypatch.setattr(tuning, "run_tuning", study)
+    seen = _stand_in_prefix_and_study(
+        monkeypatch, {"best_trial": 0, "best_value": 0.0, "usage": "sparse-adapt train --config best.toml"})
     base = tmp_path / "my base"  # only its recommended settings are read: the training is stood in
     base.mkdir()
     (base / RECOMMENDED_FILE).write_text(json.dumps({"distill": {"pres_form": "all-texts", "lr": 0.5}}))
