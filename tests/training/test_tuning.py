@@ -365,6 +365,39 @@ def test_a_trial_that_goes_non_finite_fails_alone_and_the_study_goes_on(tiny_dir
     assert summary["trials"][1]["failure"] == "distill: the loss is nan at step 1"
 
 
+def test_trials_start_from_the_prefix_and_are_judged_against_the_base(tiny_dir, inputs, tmp_path, monkeypatch):
+    """Each trial distils the prefix's checkpoint, but its control penalty and preservation
+    compare with the base, as `train`'s distill stage does: measured against the prefix's own
+    (already domain-trained) model, a trial that forgot general retrieval there looked harmless."""
+    import shutil
+
+    from sparse_adapt.training import tuning as tuning_mod
+    from sparse_adapt.training.loop import NonFiniteError
+
+    loaded_from, seen = {}, []
+    real_load = SpladeEncoder.from_pretrained
+
+    def load(name, *args, **kwargs):
+        model = real_load(name, *args, **kwargs)
+        loaded_from[id(model)] = Path(name)
+        return model
+
+    def run(self, splade, ctx):
+        seen.append((loaded_from.get(id(splade)), loaded_from.get(id(ctx.reference))))
+        raise NonFiniteError("distill: stood in")  # the trial ends here: its inputs are what is checked
+
+    def prefix(out):
+        shutil.copytree(tiny_dir, out)
+        return out
+
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", staticmethod(load))
+    monkeypatch.setattr(tuning_mod.DistillStage, "run", run)
+    with pytest.raises(ConfigError, match="no trial completed"):
+        run_tuning(_data(inputs), tmp_path / "s", str(tiny_dir), trials=1, seed=0, config=_config(tmp_path, epochs=1),
+                   prefix=prefix, space=SPACE)
+    assert seen == [(tmp_path / "s" / "prefix", Path(tiny_dir))]
+
+
 def test_a_rerun_whose_every_trial_goes_non_finite_is_an_error_and_leaves_no_earlier_best(tiny_dir, inputs, tmp_path,
                                                                                          monkeypatch):
     """No trial completed: no best.toml to hand to train, so no summary either (the CLI read a
