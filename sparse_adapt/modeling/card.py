@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from sparse_adapt.atomic import write_atomic
 from sparse_adapt.modeling.base import OFFLINE_MINILM
@@ -35,26 +35,6 @@ def hub_base_model(base: str) -> str | None:
     if _HUB_ID.match(base) and not Path(base).exists():
         return base
     return None
-
-
-def stage_ends(log_path: str | Path) -> list[dict]:
-    """The ``stage_end`` records of a run's ``train_log.jsonl`` (empty when there is none).
-
-    A line a killed write tore, or one that is no JSON object, is skipped as ``restart_log``
-    skips it: the card and the benchmark read what the run recorded, never fail on it.
-    """
-    path = Path(log_path)
-    if not path.is_file():
-        return []
-    ends = []
-    for raw in path.read_bytes().splitlines():
-        try:
-            record = json.loads(raw)
-        except ValueError:  # torn, blank, or not UTF-8
-            continue
-        if isinstance(record, dict) and record.get("event") == "stage_end":
-            ends.append(record)
-    return ends
 
 
 def _metadata(base: str) -> str:
@@ -200,11 +180,11 @@ def model_card(
 
 def write_model_card(
     directory: str | Path, splade: SpladeEncoder, manifest: Mapping[str, Any] | None = None,
-    log_path: str | Path | None = None, evaluation: Mapping[str, Mapping[str, float]] | None = None,
+    records: Sequence[dict] = (), evaluation: Mapping[str, Mapping[str, float]] | None = None,
 ) -> Path:
-    """Write ``directory/README.md`` (atomically); returns its path."""
+    """Write ``directory/README.md`` (atomically); returns its path. ``records``: the run's
+    ``stage_end`` records (``training.rundir.stage_ends`` of its ``train_log.jsonl``)."""
     directory = Path(directory)
-    records = stage_ends(log_path) if log_path is not None else []
     name = directory.parent.name if directory.name == "final" else directory.name
     if name == "training" and (directory.parent.parent / "adapt.json").is_file():  # adapt's DIR/training/final
         name = directory.parent.parent.name

@@ -175,7 +175,7 @@ def _card_with_figures(result: AdaptResult, rows: list[dict], adapted: SpladeEnc
     import json
 
     from sparse_adapt.modeling.card import CARD_FILE, unedited_card, write_model_card
-    from sparse_adapt.training.rundir import LOG_FILE, RUN_FILE
+    from sparse_adapt.training.rundir import LOG_FILE, RUN_FILE, stage_ends
 
     card, run = result.final / CARD_FILE, result.training
     if not card.is_file() or not (run / RUN_FILE).is_file():
@@ -190,4 +190,4 @@ def _card_with_figures(result: AdaptResult, rows: list[dict], adapted: SpladeEnc
         "nDCG@10 base": r["base"], "nDCG@10 adapted": r["adapted"],
         "nDCG@10 base + feedback": r["base_feedback"], "nDCG@10 adapted + feedback": r["feedback"]} for r in rows}
     manifest = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
-    return card_sha256(write_model_card(result.final, adapted, manifest, run / LOG_FILE, evaluation or None))
+    return card_sha256(write_model_card(result.final, adapted, manifest, stage_ends(run / LOG_FILE), evaluation or None))

@@ -52,7 +52,6 @@ from sparse_adapt.atomic import write_atomic
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.lock import locked
 from sparse_adapt.losses import TERMS
-from sparse_adapt.modeling.card import stage_ends
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.report.benchmark_md import (
@@ -64,6 +63,7 @@ from sparse_adapt.report.pooled import pooled
 from sparse_adapt.retrieval.feedback import Feedback
 from sparse_adapt.training.config import TrainConfig
 from sparse_adapt.training.config_files import load_config
+from sparse_adapt.training.rundir import stage_ends
 from sparse_adapt.training.stages import EXPERIMENTS
 
 # H4 runs as its MLM prefix (OUT/prefix/<domain>/seed<k>) then distill (OUT/runs/...).

@@ -186,12 +186,13 @@ def refresh_card(final: Path, result: StageResult) -> None:
 
     from sparse_adapt.modeling.card import write_model_card
     from sparse_adapt.training.pipeline import LOG_FILE, RUN_FILE
+    from sparse_adapt.training.rundir import stage_ends
 
     evaluation = {f"queries ({result.judged['queries']})": result.metrics}
     if result.heldout_metrics:
         evaluation[f"held-out queries ({result.judged['held-out queries']})"] = result.heldout_metrics
     manifest = json.loads((final.parent / RUN_FILE).read_text(encoding="utf-8"))
-    write_model_card(final, SpladeEncoder.from_pretrained(final), manifest, final.parent / LOG_FILE, evaluation)
+    write_model_card(final, SpladeEncoder.from_pretrained(final), manifest, stage_ends(final.parent / LOG_FILE), evaluation)
 
 
 def build_report(inputs: ReportInputs, hooks: Hooks = SILENT) -> Report:

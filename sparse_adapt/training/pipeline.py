@@ -313,7 +313,7 @@ def run_pipeline(
             # written, a rerun would take these weights for the recipe it names.
             splade.save_pretrained(final, keep_others=False)
             log({**event, "time": time.time()})
-            write_model_card(final, splade, manifest, log_path)
+            write_model_card(final, splade, manifest, rundir.stage_ends(log_path))
             rundir.record_final(out, recipe)
         processes.barrier()
         hooks.message(f"wrote {final}")

@@ -320,6 +320,29 @@ def write_manifest(out: Path, manifest: dict) -> None:
         write_json_atomic(path, manifest)
 
 
+def read_log(path: Path) -> tuple[list[dict], int]:
+    """The records of a ``train_log.jsonl`` and how many lines were none: a line torn by a killed
+    write, a blank one, or one that is no JSON object is skipped, so that the model card, the
+    benchmark and a resume read what the run recorded and never fail on it. ([], 0) without a log."""
+    records, dropped = [], 0
+    if path.is_file():
+        for raw in path.read_bytes().splitlines():
+            try:
+                record = json.loads(raw)
+            except ValueError:  # torn, blank, or not UTF-8
+                record = None
+            if isinstance(record, dict):
+                records.append(record)
+            else:
+                dropped += 1
+    return records, dropped
+
+
+def stage_ends(path: Path) -> list[dict]:
+    """The ``stage_end`` records of a run's ``train_log.jsonl`` (empty when there is none)."""
+    return [r for r in read_log(path)[0] if r.get("event") == "stage_end"]
+
+
 def restart_log(path: Path, completed: Sequence[str], partial: tuple[str, int] | None = None) -> None:
     """Keep the records of ``completed`` stages (and earlier resume events); mark a new attempt.
 
@@ -328,16 +351,9 @@ def restart_log(path: Path, completed: Sequence[str], partial: tuple[str, int] |
     """
     if not path.is_file():
         return
-    kept, dropped = [], 0
-    for raw in path.read_bytes().splitlines():
-        try:
-            record = json.loads(raw)
-        except ValueError:  # a line torn by a killed write
-            dropped += 1
-            continue
-        if not isinstance(record, dict):
-            dropped += 1
-            continue
+    records, dropped = read_log(path)
+    kept = []
+    for record in records:
         # The resumed stage's steps that its mid-stage checkpoint holds (its stage_start is logged anew).
         in_partial = (partial is not None and record.get("stage") == partial[0]
                       and "step" in record and record["step"] <= partial[1])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from sparse_adapt.modeling.card import OFFLINE_MINILM_HUB_ID, hub_base_model, model_card, stage_ends, unedited_card, write_model_card
+from sparse_adapt.modeling.card import OFFLINE_MINILM_HUB_ID, hub_base_model, model_card, unedited_card, write_model_card
+from sparse_adapt.training.rundir import stage_ends
 
 MANIFEST = {
     "stages": ["extend", "distill"], "seed": 7, "base": "offline-minilm",
@@ -58,7 +59,7 @@ def test_card_with_evaluation_numbers_and_written_atomically(tiny_bert, tmp_path
     assert [r["stage"] for r in stage_ends(log)] == ["extend", "distill"]
     final = tmp_path / "final"
     final.mkdir()
-    path = write_model_card(final, tiny_bert, MANIFEST, log, {"queries": {"ndcg@10": 0.79712, "mrr@10": 0.9}})
+    path = write_model_card(final, tiny_bert, MANIFEST, stage_ends(log), {"queries": {"ndcg@10": 0.79712, "mrr@10": 0.9}})
     card = path.read_text(encoding="utf-8")
     assert "| query set | mrr@10 | ndcg@10 |" in card and "| queries | 0.9000 | 0.7971 |" in card
     assert "no retrieval metrics" not in card

@@ -414,7 +414,7 @@ def test_a_stage_saved_just_before_a_kill_keeps_its_log_line_and_card_row(files,
     stage the rerun skipped, with no line, so its row was missing from the model card."""
     import shutil
 
-    from sparse_adapt.modeling.card import stage_ends
+    from sparse_adapt.training.rundir import stage_ends
 
     cfg, out = config_from_dict(CKPT), tmp_path / "run"
     real = shutil.rmtree
@@ -438,7 +438,7 @@ def test_a_stage_whose_save_failed_leaves_one_line_after_the_rerun(files, tmp_pa
     stage that is not there, which the rerun drops with the attempt before training it again."""
     import errno
 
-    from sparse_adapt.modeling.card import stage_ends
+    from sparse_adapt.training.rundir import stage_ends
 
     cfg, out = config_from_dict(CKPT), tmp_path / "run"
     real = SpladeEncoder.save_pretrained
