@@ -1647,6 +1647,40 @@ def test_the_readme_documents_the_schema_ids_the_outputs_carry():
         assert f"`{schema}`" in readme, schema  # a new version is documented with what changed
 
 
+def _shape_keys(shape) -> set[str]:
+    """Every key of a ``diagnostics.schema`` shape, at any depth."""
+    from diagnostics.schema import Nullable
+
+    if isinstance(shape, Nullable):
+        return _shape_keys(shape.shape)
+    if isinstance(shape, list):
+        return _shape_keys(shape[0])
+    if isinstance(shape, dict):
+        return set(shape).union(*(_shape_keys(sub) for sub in shape.values()))
+    return set()
+
+
+def test_the_readme_schema_blocks_name_every_field_the_outputs_carry():
+    """The README's tree under each schema id names the keys of ``diagnostics/schema.py``'s shape,
+    no more and no fewer: a field added with a new version but not to the tree (diagnose/5's
+    ``query_expansion.with_term_qids`` was missing there) fails here."""
+    import re
+    from pathlib import Path
+
+    from diagnostics.schema import SHAPES
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    not_keys = {"str", "int", "float", "bool", "null", "start", "end"}  # types, and term_spans' [start, end)
+    for schema, shape in SHAPES.items():
+        block = re.search(rf"^`{re.escape(schema)}`[^\n]*\n```\n(.*?)```", readme, flags=re.S | re.M)
+        assert block, f"no tree under `{schema}` in the README"
+        text = re.sub(r'"[^"]*"', "", re.sub(r"#[^\n]*", "", block.group(1)))  # comments and string values
+        documented = set(re.findall(r"\b([a-z_][a-z0-9_]*)\??\s*(?=[,:}\]])", text)) - not_keys
+        keys = _shape_keys(shape)
+        assert documented == keys, (f"{schema}: the README lacks {sorted(keys - documented)}, "
+                                    f"names {sorted(documented - keys)} the outputs do not carry")
+
+
 def test_the_schema_check_refuses_a_number_for_a_flag_and_an_empty_object_where_fields_belong(extended):
     from sparse_adapt.retrieval.feedback import Feedback
 

@@ -147,3 +147,22 @@ def test_score_in_memory_scores_the_expanded_queries():
     assert plain == {"q": {"d0": 2.0}}
     # q' = (1, 0, 2.5, 0, 0): d0 1*2 + 2.5*1 = 4.5; d2 1*1 = 1; d1 shares nothing and is left out.
     assert fed == {"q": {"d0": pytest.approx(4.5), "d2": pytest.approx(1.0)}}
+
+
+def test_the_documented_defaults_are_the_settings_feedback_runs_with():
+    """The README's `--feedback-docs/-weight/-terms` row and the options' help texts give the
+    defaults a user gets (the fifteenth session's rule fixed them): a changed default fails here
+    instead of leaving both describing the old one."""
+    import re
+    from pathlib import Path
+
+    from sparse_adapt.cli.output import FEEDBACK_DOCS_OPTION, FEEDBACK_TERMS_OPTION, FEEDBACK_WEIGHT_OPTION
+
+    fb = Feedback()
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    row = re.search(r"documents fed back \((\d+)\), their share \(([\d.]+)\), centroid terms kept \((\d+)\)", readme)
+    assert row, "the README's --feedback-docs/-weight/-terms row is gone or reworded: update this test"
+    assert (int(row[1]), float(row[2]), int(row[3])) == (fb.docs, fb.weight, fb.terms)
+    for option, value in ((FEEDBACK_DOCS_OPTION, fb.docs), (FEEDBACK_WEIGHT_OPTION, fb.weight),
+                          (FEEDBACK_TERMS_OPTION, fb.terms)):
+        assert f"(default {value:g})" in option.help, option.help
