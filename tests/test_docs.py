@@ -212,3 +212,60 @@ def test_the_readme_names_the_adapt_summary_schema():
     from sparse_adapt.report.adapt import SCHEMA
 
     assert f"schema `{SCHEMA}`" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _readme_number(readme: str, pattern: str) -> str:
+    found = re.findall(pattern, readme)
+    assert len(found) == 1, f"README: expected one match of {pattern!r}, found {found}"
+    return found[0]
+
+
+def test_the_readme_numbers_of_the_models_section_are_the_code_defaults(tmp_path):
+    """The defaults the README's command overview and "Models" sections state in prose (not in a
+    code span test_every_documented_command_and_option_exists reads): a changed default or a
+    reworded README fails here instead of drifting apart."""
+    import optuna
+
+    from sparse_adapt.cli.model import SHOWN_TERMS
+    from sparse_adapt.cli.output import MAX_SEED
+    from sparse_adapt.modeling.base import DEFAULT_TARGET_ACTIVE, OFFLINE_MINILM_BIAS
+    from sparse_adapt.modeling.encoder import SpladeSettings
+    from sparse_adapt.modeling.onnx import TOLERANCE
+    from sparse_adapt.training.general import GeneralConfig
+    from sparse_adapt.training.study import open_study
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = typer.main.get_command(app).commands
+
+    def default(command: str, option: str):
+        return next(p.default for p in commands[command].params if option in p.opts)
+
+    def bound(command: str, option: str) -> tuple:
+        p = next(p for p in commands[command].params if option in p.opts)
+        return p.min, p.max
+
+    fields = SpladeSettings.__dataclass_fields__
+    lengths = _readme_number(readme, r"maximum lengths \((\d+) and (\d+) pieces by default")
+    assert tuple(map(int, lengths)) == (fields["query_max_length"].default, fields["doc_max_length"].default)
+    assert float(_readme_number(readme, r"converted\nthis way with bias \*\*(-?[\d.]+)\*\*")) == OFFLINE_MINILM_BIAS
+    target = int(_readme_number(readme, r"`--target-active` \(default (\d+)\)"))
+    assert target == DEFAULT_TARGET_ACTIVE == default("base", "--target-active")
+    assert int(_readme_number(readme, r"`extend-vocab` lists at most (\d+) terms")) == SHOWN_TERMS
+    seeds = _readme_number(readme, r"`--seed` takes 0 to 2\^(\d+) - 1 \(`tune`: to 2\^(\d+) - 1\)")
+    assert bound("train", "--seed") == (0, 2 ** int(seeds[0]) - 1) == (0, MAX_SEED)
+    assert bound("tune", "--seed") == (0, 2 ** int(seeds[1]) - 1)
+    opset = int(_readme_number(readme, r"`sparse-adapt onnx --model DIR --out DIR \[--opset (\d+)\]`"))
+    assert opset == default("onnx", "--opset") == int(_readme_number(readme, r"Opsets below (\d+)\nare refused"))
+    assert float(_readme_number(readme, r"max abs difference of ([\de.-]+)")) == TOLERANCE
+    general = GeneralConfig()
+    steps, batch = _readme_number(readme, r"\((\d+) x (\d+) = [\d,]+ by default\)")
+    assert (int(steps), int(batch)) == (general.steps, general.batch_size)
+    temperature = _readme_number(readme, r"in-batch similarity distribution \(temperature ([\d.]+)\)")
+    assert float(temperature) == general.teacher_temperature
+    assert float(_readme_number(readme, r"plus FLOPS \(([\d.]+)\)")) == general.sp
+    assert float(_readme_number(readme, r"The whole base trains at lr ([\de.-]+)")) == general.lr
+    every = _readme_number(readme, r"every (\d+) steps \(`GeneralConfig.checkpoint_every`\)")
+    assert int(every) == general.checkpoint_every
+    random_trials = int(_readme_number(readme, r"TPE samples at random until (\d+) trials have run"))
+    study, _ = open_study(tmp_path, "readme", 0, optuna.pruners.NopPruner())
+    assert study.sampler._n_startup_trials == random_trials
