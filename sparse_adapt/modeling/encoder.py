@@ -18,6 +18,7 @@ export) computes ``log(1 + relu(.))`` of the same logits and so drops them too.
 from __future__ import annotations
 
 import copy
+import json
 import warnings
 from pathlib import Path
 from typing import Literal, Sequence
@@ -65,6 +66,16 @@ class SpecialTokensNotExcludedWarning(UserWarning):
     """The MLM head has no decoder bias: other SPLADE implementations will keep special tokens."""
 
 Kind = Literal["query", "document"]
+
+
+def _from_bad_json(e: BaseException) -> bool:
+    """Whether ``e`` was raised while decoding a file that is not JSON (or not UTF-8)."""
+    for _ in range(8):  # a loader's chain is short; a cycle must not loop
+        if isinstance(e, (json.JSONDecodeError, UnicodeDecodeError)):
+            return True
+        if (e := e.__cause__ or e.__context__) is None:
+            return False
+    return False
 
 
 class SpladeEncoder(VectorMethods, nn.Module):
@@ -137,8 +148,10 @@ class SpladeEncoder(VectorMethods, nn.Module):
                         path, trust_remote_code=trust_remote_code, use_safetensors=True, output_loading_info=True,
                         dtype=torch.float32)
             except Exception as e:  # the files are here: whatever the loaders raise is their fault
-                first = first_line(e)
-                if not isinstance(e, (OSError, ValueError)):  # a safetensors header, JSON, a tokenizer.json key
+                first = first_line(e).rstrip(".")
+                # a safetensors header, JSON, a tokenizer.json key; transformers wraps a config.json
+                # that is not JSON in an OSError, whose advice below would not apply
+                if not isinstance(e, (OSError, ValueError)) or _from_bad_json(e):
                     raise ModelLoadError(f"cannot load {name!r}: a file of it is damaged or edited by hand "
                                          f"({type(e).__name__}: {first})") from None
                 raise ModelLoadError(

@@ -41,6 +41,11 @@ DAMAGES = {
     "truncated-weights": (lambda m: (m / "model.safetensors").write_bytes((m / "model.safetensors").read_bytes()[:40]),
                           ["damaged", "SafetensorError"]),
     "config-not-an-object": (lambda m: (m / "config.json").write_text("[1]"), ["damaged", "config"]),
+    # transformers wraps these in an OSError, which read as "an encoder without an MLM head" before
+    "config-not-json": (lambda m: (m / "config.json").write_text('{"architectures": ["Bert'),
+                        ["damaged or edited by hand", "config.json", "valid JSON file)"]),
+    "config-not-utf8": (lambda m: (m / "config.json").write_bytes(b"\xff\xfe{"),
+                        ["damaged or edited by hand", "config.json", "valid JSON file)"]),
     "tokenizer-json-edited": (lambda m: (m / "tokenizer.json").write_text("{}"), ["damaged"]),
     "settings-not-json": (lambda m: _settings(m, "{oops"), ["sparse_adapt.json", "not valid JSON"]),
     "settings-a-list": (lambda m: _settings(m, "[1, 2]"), ["sparse_adapt.json", "JSON object"]),
@@ -77,6 +82,7 @@ def test_a_damaged_model_directory_is_one_line(damage, tiny_model_dir, tmp_path,
     make(model)
     result = cli(capsys, ["encode", "--model", model, "--query", "hello world"])
     assert_one_line_error(result, str(model), *fragments)
+    assert "--from-encoder" not in result.err and ".." not in result.err.replace(str(model), "")
 
 
 @pytest.mark.parametrize("command", ["extend-vocab", "export", "onnx"])
