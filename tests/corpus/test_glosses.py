@@ -134,6 +134,18 @@ def test_dictionary_glosses_rank_by_documents_and_follow_the_definition():
     assert entry["harvested"]["glosses"] == ["bb", "aa"] and "glosses" not in plain[0]["harvested"]
 
 
+def test_glosses_of_equal_document_counts_keep_the_order_of_the_first_document_that_has_them():
+    from sparse_adapt.corpus.text import TermGroup
+
+    group = TermGroup("velkor", ["Velkor"], "jargon", doc_ids=["d1", "d2"])
+    x, z, a = Gloss("xx", "xx", "gloss x"), Gloss("zz", "zz", "gloss z"), Gloss("aa", "aa", "gloss a")
+    # one document each: d1's two glosses (its order) before d2's, not alphabetical nor by rank alone
+    assert find_glosses(group, {"d1": [x, z], "d2": [a]}) == [x, z]
+    # both in both documents: d1 ranks n first, although d2 (the later one) ranks m first
+    n, m = Gloss("nn", "nn", "gloss n"), Gloss("mm", "mm", "gloss m")
+    assert find_glosses(group, {"d1": [n, m], "d2": [m, n]}) == [n, m]
+
+
 def _cli_inputs(tmp_path):
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text("".join(json.dumps({"doc_id": d.doc_id, "text": d.text}) + "\n" for d in DOCS))

@@ -150,3 +150,43 @@ def test_half_precision_tensors_score_as_float32():
         np.testing.assert_array_equal(similarity(q, d), SCORES)
         np.testing.assert_array_equal(similarity(q[0], d.to_sparse()), SCORES[:1])
         assert sparsity(d)["active_dims"] == pytest.approx(5 / 3)
+
+
+def test_an_uncoalesced_sparse_tensor_sums_its_repeated_entries():
+    import torch
+
+    from sparse_adapt.modeling.vectors import decode, similarity
+
+    # torch.sparse_coo_tensor leaves repeated indices uncoalesced: q0 = (1, 0, 1 + 1, 0)
+    q = torch.sparse_coo_tensor([[0, 0, 0], [2, 0, 2]], [1.0, 1.0, 1.0], (1, 4), check_invariants=True)
+    np.testing.assert_allclose(similarity(q, D), SCORES[:1])
+    one = torch.sparse_coo_tensor([[2, 0, 2]], [1.0, 1.0, 1.0], (4,), check_invariants=True)
+    assert decode(one, list("abcd")) == [("c", 2.0), ("a", 1.0)]
+
+
+def test_intersection_is_float32_whatever_the_inputs_dtype():
+    from sparse_adapt.modeling.vectors import intersection
+
+    got = intersection(sp.csr_matrix(Q[:1].astype(np.float64)), sp.csr_matrix(D.astype(np.float64)))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got.toarray(), [[0.5, 0, 2, 0], [0, 0, 0, 0], [2, 0, 0, 0]])
+
+
+def test_encode_to_dicts_encodes_queries_at_the_query_length(tiny_bert):
+    from sparse_adapt.modeling.vectors import rows_to_dicts
+
+    texts = ["Database timeout happens when the connection pool is exhausted.", "Reset your password"]
+    tiny_bert.settings.query_max_length = 4  # [CLS] + 2 pieces + [SEP]: the long text is cut as a query only
+    vocab = tiny_bert.id_to_token()
+    as_query = [set(d) for d in rows_to_dicts(tiny_bert.encode(texts, "query"), vocab)]
+    as_document = [set(d) for d in rows_to_dicts(tiny_bert.encode(texts, "document"), vocab)]
+    assert as_query != as_document  # the cut shows
+    assert [set(d) for d in tiny_bert.encode_to_dicts(texts, "query")] == as_query
+    assert [set(d) for d in tiny_bert.encode_to_dicts(texts)] == as_document
+
+
+def test_decode_names_vectors_narrower_than_the_vocabulary():
+    from sparse_adapt.modeling.vectors import decode
+
+    # vectors encoded before an extension: their ids are the first ones of the extended vocabulary
+    assert decode(Q[0], ["a", "b", "c", "d", "gatrocraptic"]) == [("c", 2.0), ("a", 1.0)]

@@ -68,6 +68,19 @@ def test_case_variants_share_one_token_and_existing_tokens_are_domain_ids(tiny_b
     assert tok.convert_ids_to_tokens(_pieces(tok, "use OAuth2 or OAuth")) == ["use", "oauth2", "or", "oauth"]
 
 
+def test_a_byte_level_word_whole_only_in_running_text_is_an_existing_token():
+    # The tiny RoBERTa keeps " office" whole (Ġoffice) but splits "office" at a text's start:
+    # the model mostly reads the first, so the term is that token, not refused as unsplittable.
+    splade = _TINY["roberta"]()
+    tok = splade.tokenizer
+    assert len(_pieces(tok, "office")) > 1
+    (office,) = running_text_ids(tok, "office")
+    report = extend_vocabulary(splade, {"jargon": ["office", "Gatrocraptic"]})
+    by_term = {t.term: t for t in report.terms}
+    assert (by_term["office"].added, by_term["office"].token_id) == (False, office)
+    assert office in splade.domain_token_ids
+
+
 def test_a_second_extension_that_moves_a_term_to_another_category_says_so(tiny_bert):
     assert extend_vocabulary(tiny_bert, TERMS).recategorised == []
     again = extend_vocabulary(tiny_bert, {"codes": ["Gatrocraptic"], "acronyms": ["API"]})
