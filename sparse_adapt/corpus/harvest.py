@@ -27,6 +27,7 @@ Entries a user wrote (``--dictionary``) are kept unchanged, first, and win: a te
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -171,8 +172,11 @@ def find_examples(group: TermGroup, uses: Sequence[tuple[str, str]], skip: str |
             if pass_ == 0 and doc_id in seen_docs:
                 continue
             toks = sentence.split()
-            hits = [i for i, t in enumerate(toks) if group.pattern.search(t)]
-            text = " ".join(window(toks, hits[0] if hits else 0, EXAMPLE_WORDS, EXAMPLE_WORDS // 3)).strip(" ,;:")
+            # The sentence is searched whole, not word by word: a term of two words is in no one word.
+            hit = group.pattern.search(sentence)
+            starts = [m.start() for m in re.finditer(r"\S+", sentence)]  # where each of toks begins
+            at = bisect_right(starts, hit.start()) - 1 if hit else 0
+            text = " ".join(window(toks, at, EXAMPLE_WORDS, EXAMPLE_WORDS // 3)).strip(" ,;:")
             if any(text == p for _, p in picked):
                 continue
             picked.append((doc_id, text))

@@ -244,6 +244,9 @@ def test_a_long_context_sentence_is_cut_around_the_term_not_before_it():
     ("TSL", "tools", False),  # letters from within a word come in order: no "l" after the "s"
     ("Krellamine", "any similar amine", False),
     ("V", "valve", False),  # one letter is no acronym: every word starting with it would spell it
+    ("MTBF", "the mean time between failures", True),  # a leading article gives no letter
+    ("SBCR", "“ steady-batch cycle rate ”", True),  # a detached quote is no word
+    ("PW", "password", True),  # one word may give every letter
 ])
 def test_an_expansion_spells_its_acronym_in_order(acronym, expansion, spelt):
     from sparse_adapt.corpus.harvest import _expands
@@ -261,6 +264,16 @@ def test_an_expansion_spells_its_acronym_in_order(acronym, expansion, spelt):
     ("Our Velkor (a pump that moves coolant) hums.", "a pump that moves coolant", "parenthesis"),
     ("The Velkor, a pump that moves coolant, hums loudly.", "a pump that moves coolant", "appositive"),
     ("A pump that moves coolant, known as Velkor, hums.", "A pump that moves coolant", "called"),
+    ("A pump that moves coolant called Velkor hums.", "A pump that moves coolant", "called"),  # no comma needed
+    ("Velkor denotes warm coolant.", "warm coolant", "means"),  # two words are enough
+    # the parenthesis closes at its own ")", not at the sentence's last one
+    ("Our Velkor (a pump that moves coolant) hums (most days).", "a pump that moves coolant", "parenthesis"),
+    # an appositive is closed by a comma: without one, a list follows the term, not a description
+    ("Crews cleaned the Velkor, the pumps and the valves before noon.",
+     "Crews cleaned the Velkor, the pumps and the valves before noon", "context"),
+    # "is a" needs the article as a word: "theoretically" does not start with "the"
+    ("Our Velkor is theoretically able to pump coolant.", "Our Velkor is theoretically able to pump coolant",
+     "context"),
     # "is" counts only as the sentence's opening clause: here the whole sentence is the context
     ("Yesterday our Velkor is running hot again.", "Yesterday our Velkor is running hot again", "context"),
 ])
@@ -336,6 +349,15 @@ def test_an_example_is_the_window_from_three_words_before_the_terms_first_use():
                                  "The Orbex is a valve that vents steam from the"]
 
 
+def test_the_example_of_a_term_of_two_words_is_the_window_around_it():
+    # no one word holds "restore tool": searched word by word, the window opened the sentence
+    docs = [Document("r0", "The restore tool rebuilds an index."),
+            Document("r1", "Yesterday before dawn the night crew in hall two finally used the restore tool "
+                           "to rebuild the index, then went home.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["restore tool"]}))
+    assert entry["examples"][0] == "finally used the restore tool to rebuild the index, then"
+
+
 def test_examples_take_a_second_sentence_of_a_document_but_never_the_same_text_twice():
     # two documents: the second pass adds e1's other sentence; e2's repeated sentence is one example
     docs = [Document("e0", "The Orbex is a valve that vents steam from the boiler."),
@@ -347,3 +369,21 @@ def test_examples_take_a_second_sentence_of_a_document_but_never_the_same_text_t
     [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Orbex"]}))
     assert entry["examples"] == ["Crews grease the Orbex valve weekly.",
                                  "The Orbex is a valve that vents steam from the"]
+
+
+def test_the_context_sentence_shares_words_whatever_their_case():
+    # b1 and b2 share "winter storms crack gauges" in any case; b0 shares "winter" with both.
+    # Compared as written, b1's capitals would cost it the tie it wins with b2 by coming first.
+    docs = [Document("b0", "Brivex winter checks."),
+            Document("b1", "Brivex Winter Storms crack gauges."),
+            Document("b2", "Brivex winter storms crack gauges and seals.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["Brivex"]}))
+    assert (entry["harvested"]["definition"], entry["definition"]) == ("b1: context",
+                                                                       "Brivex Winter Storms crack gauges")
+
+
+def test_a_plural_term_opening_an_are_clause_is_defined_by_it():
+    docs = [Document("r1", "O-rings are soft loops that stop coolant leaks."),
+            Document("r2", "Crews replace the O-rings every spring.")]
+    [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["O-rings"]}))
+    assert (entry["definition"], entry["harvested"]["definition"]) == ("soft loops that stop coolant leaks", "r1: is")
