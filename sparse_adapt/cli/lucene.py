@@ -81,7 +81,7 @@ def index(
         weights_sha256=str(meta.get("weights_sha256", "")),
     ))
     if empty:
-        warn(empty_sentence(empty, meta["documents"], meta["scale"]))
+        warn(empty_sentence(empty, meta["documents"], meta["scale"], check.empty_ids))
     if (inexact := inexact_sentence(check, meta["scale"])) is not None:
         warn(inexact)
     console.print(f"[green]indexed[/green] {counted(indexed, 'document')} into {escape(str(index_dir))} in {seconds:.1f} s")

@@ -202,6 +202,7 @@ EXACT_SCORES = 2**24
 class VectorsCheck:
     empty: int  # documents without a term (Anserini skips them)
     self_score: int  # the largest document's score against itself: what a query like it scores
+    empty_ids: list[str] = field(default_factory=list)  # the first EMPTY_SHOWN of them, named as export does
 
 
 def validate_vectors(vectors_dir: str | Path, documents: int) -> VectorsCheck:
@@ -212,6 +213,7 @@ def validate_vectors(vectors_dir: str | Path, documents: int) -> VectorsCheck:
     # 8 bytes per id, not a set of strings (~1 GB for 8.8M ids): a repeat is found among the
     # sorted hashes, then named by a second pass over the few ids that share one.
     hashes = array("Q")
+    empty_ids: list[str] = []
     for n, raw in iter_lines(path):
         if not raw.strip():
             continue
@@ -233,11 +235,13 @@ def validate_vectors(vectors_dir: str | Path, documents: int) -> VectorsCheck:
             raise DataError(path, n, "vector", "expected an object of token -> positive integer impact below 2^31")
         seen += 1
         empty += not vector
+        if not vector and len(empty_ids) < EMPTY_SHOWN:
+            empty_ids.append(record["id"])
         self_score = max(self_score, sum(v * v for v in vector.values()))
     if seen != documents:
         raise DataError(path, None, None, f"holds {seen} documents but the export wrote {documents}")
     _refuse_repeated_ids(path, hashes)
-    return VectorsCheck(empty, self_score)
+    return VectorsCheck(empty, self_score, empty_ids)
 
 
 def _id_hash(doc_id: str) -> int:

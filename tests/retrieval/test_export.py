@@ -266,6 +266,19 @@ def test_export_cli_says_how_many_documents_have_no_term_and_names_the_first(tin
     assert "(4 documents, 0 postings, " in " ".join(captured.out.split())
 
 
+def test_the_index_check_names_the_first_empty_documents_in_file_order(tmp_path):
+    # index reads the export, not the model: it names what export named, the first three
+    from sparse_adapt.retrieval.export import validate_vectors
+
+    vectors = tmp_path / "v"
+    vectors.mkdir()
+    ids = ["e4", "full", "e1", "e3", "e2"]
+    lines = [{"id": d, "contents": "x", "vector": {"pool": 3} if d == "full" else {}} for d in ids]
+    (vectors / VECTORS_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    check = validate_vectors(vectors, 5)
+    assert (check.empty, check.empty_ids) == (4, ["e4", "e1", "e3"])
+
+
 def test_index_warns_when_scores_can_pass_what_float32_sums_keep_exact(tmp_path):
     from sparse_adapt.retrieval.export import EXACT_SCORES, inexact_sentence, validate_vectors
 

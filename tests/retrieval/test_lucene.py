@@ -345,7 +345,7 @@ def test_index_hands_lucene_its_options_and_counts_only_the_documents_with_terms
                                     weights_sha256="w")
     captured = capsys.readouterr()
     err = " ".join(captured.err.split())
-    assert "1 of 3 documents has no term at scale 1000" in err
+    assert "1 of 3 documents has no term at scale 1000 (e.g. b): no query can score them" in err
     assert "at scale 1000 a query like its document scores up to 17,000,000, above 2^24" in err
     assert f"indexed 2 documents into {index} in 2.5 s" in " ".join(captured.out.split())
     # refused before Lucene starts, naming the flag the user gave
