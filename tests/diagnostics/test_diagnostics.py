@@ -1694,3 +1694,159 @@ def test_the_schema_check_refuses_a_number_for_a_flag_and_an_empty_object_where_
     out["flops"] = {}  # may be null, but an object must hold its fields
     with pytest.raises(SchemaError, match=r"\$\.flops: keys differ"):
         validate(out)
+
+
+# ---------------------------------------------------------------------------- audit s55/E
+def test_a_term_is_found_under_every_category_listing_it_in_any_spelling_the_tokenizer_folds(tiny_bert):
+    from diagnostics.sections.vocabulary import vocabulary_check
+
+    terms = {"jargon": ["Gatrocraptic"], "acronyms": ["API"], "finance": ["GATROCRAPTIC", "budgets"]}
+    v = vocabulary_check(tiny_bert, "gatrocraptic", terms, None)
+    assert v.in_terms_file and v.categories == ["jargon", "finance"]
+
+
+def test_the_decoded_term_is_the_text_of_its_tokens_not_their_token_strings():
+    from diagnostics.sections.vocabulary import vocabulary_check
+    from tests.conftest import make_tiny_roberta
+
+    v = vocabulary_check(make_tiny_roberta(), "spending", None, None)
+    assert v.pieces == ["Ġsp", "end", "ing"] and v.decoded == [" sp", "end", "ing"]
+
+
+def test_occurrences_never_above_0_are_negative_and_a_column_below_0_weighs_0_after_relu():
+    from types import SimpleNamespace
+
+    from diagnostics.sections.logits import logit_analysis
+    from diagnostics.sections.weight import weight_check
+
+    lg = logit_analysis(np.array([-2.0, 0.0, -1.0, -0.5]), ["[CLS]", "a", "b", "[SEP]"], [1, 2])
+    assert lg.verdict == "negative"  # a logit of exactly 0 gives no weight either
+    below = logit_analysis(np.array([-2.0, -0.25, -1.0, -0.5]), ["[CLS]", "a", "b", "[SEP]"], [1, 2])
+    w = weight_check(SimpleNamespace(output_mask=torch.ones(10)), 5, below, actual=0.0)
+    assert (w.max_logit, w.after_relu, w.after_log1p, w.expected) == (-0.25, 0.0, 0.0, 0.0) and w.matches
+
+
+def test_a_one_token_terms_checks_name_its_id_and_call_no_weight_no_expansion():
+    assert _graded(3.0, 1)["single_token"].actual == "id 7"
+    absent = _graded(0.0, None, occ=())["nonzero_weight"]
+    assert (absent.status, absent.actual) == ("n/a", "0.0000 (term not in this text)")
+
+
+def test_an_empty_query_list_is_no_query_expansion_check(extended):
+    r = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS, queries=[])
+    assert r.targets[0].query_expansion is None
+    check = next(c for c in r.checks if c.name == "query_expansion")
+    assert (check.status, check.actual) == ("n/a", "not checked: no queries given")
+
+
+def test_the_window_warning_names_the_first_five_documents_using_the_term_only_past_it(sparse):
+    sparse.settings.doc_max_length = 20  # the query window stays 16
+    late = [Document(f"L{i}", "settings " * 40 + "and then Gatrocraptic at last.") for i in range(1, 7)]
+    r = diagnose_term(sparse, "Gatrocraptic", [DOCS[0], *late], terms=TERMS)
+    assert r.document.docs_beyond_window == [d.doc_id for d in late]
+    [line] = [w for w in r.warnings if "only past the model's document window" in w]
+    assert line.startswith("6 document(s) use") and "(L1, L2, L3, L4, L5)" in line and "window (20 tokens)" in line
+
+
+def test_a_one_token_term_that_is_no_domain_token_gets_no_rival_warning(extended):
+    pid, api = extended.tokenizer.convert_tokens_to_ids(["password", "api"])
+    _boost(extended, pid, 15.0)
+    _boost(extended, api, 15.0)
+    q = extended.encode(["password"], "query").toarray()[0]
+    assert q[pid] >= 1.0 and q[api] >= 0.8 * q[pid]  # a domain token's rival, were it one
+    r = diagnose_term(extended, "password", DOCS, terms=TERMS)
+    assert r.vocabulary.single_token and not r.vocabulary.domain_token
+    assert not any("activates the domain token" in w for w in r.warnings)
+
+
+def test_a_term_holding_regex_characters_matches_only_as_written(sparse):
+    from diagnostics.sections.document import choose_document
+
+    docs = [Document("a", "a ratio of 3x5 here"), Document("b", "version 3.5 ships")]
+    assert choose_document(sparse, "3.5", docs, None).docs_containing == ["b"]
+    assert choose_document(sparse, "C++", [Document("c", "written in C++ today")], None).docs_containing == ["c"]
+
+
+def test_explain_marks_the_text_tokens_of_each_shown_document_and_gives_the_query_sparsity(sparse, monkeypatch):
+    """dB (the second document) is the only match: its top tokens are its own text's, not dA's."""
+    tok = sparse.tokenizer
+    docs = [Document("dA", "Plants need water"), Document("dB", "Valves open at set pressure")]
+    own_a, own_b = (tok.convert_tokens_to_ids(tok.tokenize(d.text)) for d in docs)
+    assert not set(own_a) & set(own_b)
+    monkeypatch.setattr(sparse, "encode", _encode_as(
+        {"valve pressure": {t: 1.0 for t in own_b}, docs[0].text: {t: 1.0 for t in own_a},
+         docs[1].text: {t: 2.0 for t in own_b}}, sparse.vocab_size))
+    e = explain_query(sparse, "valve pressure", docs, k=1)
+    [m] = e.results
+    assert m.doc_id == "dB" and [t.in_text for t in m.top_tokens] == [True] * len(set(own_b))
+    assert e.documents_scored == 2  # every document was scored, one shown
+    n = len(set(own_b))
+    assert e.query.nonzero == n and e.query.sparsity == pytest.approx(100.0 * (1.0 - n / sparse.vocab_size), rel=1e-9)
+
+
+def test_the_warmup_finding_names_logits_and_weights_and_query_expansion_reruns_distillation_only():
+    from diagnostics.recommend import recommend
+    from diagnostics.sections.checks import FAIL, Check
+
+    failed = [Check("positive_logits", FAIL, "> 0 where it occurs", "-1.00, -2.00"),
+              Check("nonzero_weight", FAIL, "> 0", "0.0000"),
+              Check("query_expansion", FAIL, ">= 1 query w/o term", "0 of 2 queries")]
+    warmup, qexp = recommend("Zorblatt", failed, Sources("m", extended=True))
+    assert warmup.finding.endswith("(logits -1.00, -2.00; weight 0.0000)")
+    assert "--stages distill --config DISTILL_CONFIG" in qexp.commands[0]
+    [_, qexp] = recommend("Zorblatt", failed, Sources("m"))
+    assert "--stages extend,distill --config DISTILL_CONFIG" in qexp.commands[0]
+
+
+def test_a_query_naming_the_term_only_past_the_query_window_is_not_one_without_it(sparse):
+    from diagnostics.sections.expansion import query_expansion
+
+    sparse.settings.query_max_length = 8
+    pid = sparse.tokenizer.convert_tokens_to_ids("password")
+    queries = [Query("q1", "settings " * 20 + "password"), Query("q2", "forgot my login")]
+    qe = query_expansion(sparse, "password", [pid], queries)[pid]
+    assert (qe.without_term, qe.with_term, qe.with_term_qids) == (1, 1, ["q1"])
+
+
+def test_a_document_chosen_with_doc_is_read_in_the_document_window_not_the_query_one(sparse):
+    sparse.settings.query_max_length = 8
+    doc = Document("L", "settings " * 10 + "and then Gatrocraptic at last.")
+    r = diagnose_term(sparse, "Gatrocraptic", [DOCS[0], doc], doc_id="L")
+    assert r.document.num_tokens == len(sparse.tokenizer(doc.text)["input_ids"]) and len(r.document.term_spans) == 1
+    assert r.targets[0].logits.verdict != "absent" and r.warnings == []
+
+
+def test_the_documents_and_terms_advice_names_the_files_given():
+    from diagnostics.recommend import recommend
+    from diagnostics.sections.checks import FAIL, WARN, Check
+
+    failed = [Check("in_documents", WARN, ">= 1 document", "0 of 3"), Check("in_terms_file", FAIL, "listed", "absent")]
+    terms, docs = recommend("Zorblatt", failed, Sources("m", docs="corpus/docs.jsonl", terms="corpus/terms.json"))
+    assert docs.finding == "no document of corpus/docs.jsonl contains 'Zorblatt'"
+    assert terms.action.startswith("add 'Zorblatt' to a category of corpus/terms.json so extend-vocab")
+    command = Sources("m", dictionary="d/dict.jsonl", train="d/train.jsonl").train_command("distill")
+    assert "--dictionary d/dict.jsonl --train d/train.jsonl" in command
+
+
+def test_did_you_mean_needs_a_spelling_at_least_80_percent_alike(extended):
+    from diagnostics.term import near_domain_term
+
+    near = {t.lower(): t for t in extended.settings.domain_terms}["gatrocraptic"]
+    assert near_domain_term(extended, "gatrocrxptxc") == near  # difflib ratio 0.83
+    assert near_domain_term(extended, "gatrocrab") is None  # 0.76
+
+
+def test_a_diagnosis_without_sources_names_the_models_base(extended):
+    r = diagnose_term(extended, "Gatrocraptic", DOCS)
+    assert r.model == extended.settings.base == "tiny-bert"
+
+
+def test_a_term_the_normaliser_removes_entirely_is_a_config_error(tiny_bert):
+    # a zero-width space survives strip() but not BERT's normaliser
+    with pytest.raises(ConfigError, match=r"term '\\u200b' tokenizes to nothing"):
+        diagnose_term(tiny_bert, "\u200b", DOCS)
+
+
+def test_explain_names_the_model_as_given_else_its_base(sparse):
+    assert explain_query(sparse, "reset my password", DOCS, model="runs/a/final").model == "runs/a/final"
+    assert explain_query(sparse, "reset my password", DOCS).model == "tiny-bert"
