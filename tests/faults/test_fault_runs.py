@@ -390,3 +390,54 @@ def test_a_stage_trained_again_replaces_its_folder_whole(tiny_model_dir, train_i
     _pipeline(tiny_model_dir, train_inputs, out)
     assert (out / "extend" / "config.json").is_file() and (out / "distill" / "config.json").is_file()
     assert not (out / "distill" / "eval_notes.json").exists()
+
+
+def _manifest(lr: float, seed: int = 0) -> dict:
+    return {"stages": ["extend", "warmup"], "config": {"warmup": {"lr": lr}}, "seed": seed, "base": "b", "inputs": {}}
+
+
+def test_overwrite_discards_the_other_runs_partial_checkpoint_too(tmp_path):
+    # left in place, the new run would resume warmup from the old run's optimiser and weights
+    from sparse_adapt.training.rundir import prepare
+
+    (tmp_path / "run.json").write_text(json.dumps(_manifest(1e-4)))
+    (tmp_path / "extend").mkdir()
+    for name in ("config.json", "sparse_adapt.json"):
+        (tmp_path / "extend" / name).write_text("{}")
+    (tmp_path / "warmup.partial").mkdir()
+    (tmp_path / "notes.txt").write_text("keep me")
+    with pytest.raises(SparseAdaptError, match=r"\(seed differ"):
+        prepare(tmp_path, _manifest(1e-4, seed=1), ["extend", "warmup"], False, Hooks())
+    assert prepare(tmp_path, _manifest(1e-4, seed=1), ["extend", "warmup"], True, Hooks()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_run_whose_earlier_attempt_saved_no_stage_is_rerun_with_other_settings(tmp_path):
+    # run.json is written once the base loads: an attempt that then failed holds nothing to mix
+    from sparse_adapt.training.rundir import prepare
+
+    (tmp_path / "run.json").write_text(json.dumps(_manifest(1e-4)))
+    said: list[str] = []
+    assert prepare(tmp_path, _manifest(2e-4, seed=1), ["extend", "warmup"], False, Hooks(message=said.append)) == []
+    assert said == [f"{tmp_path}: no stage of the earlier attempt completed; starting afresh"]
+
+
+def test_a_model_folder_of_the_users_inside_out_is_no_part_of_the_run(tmp_path):
+    from sparse_adapt.training.rundir import part_holding, run_parts
+
+    for name in ("final", "my-base"):
+        (tmp_path / name).mkdir()
+    assert part_holding(tmp_path, tmp_path / "final", run_parts()) == "final"
+    assert part_holding(tmp_path, tmp_path / "my-base", run_parts()) is None
+
+
+def test_a_final_record_that_is_no_object_is_none_and_makes_final_again(tmp_path):
+    # a made_from.json edited or damaged into a list must not be a traceback on every rerun
+    from sparse_adapt.training.rundir import final_is_current, final_recipe, final_record, trained_on
+
+    (tmp_path / "final").mkdir()
+    for name in ("config.json", "sparse_adapt.json"):
+        (tmp_path / "final" / name).write_text("{}")
+    (tmp_path / "final" / "made_from.json").write_text("[1, 2]")
+    assert final_record(tmp_path / "final") is None and trained_on(tmp_path / "final") is None
+    assert not final_is_current(tmp_path, final_recipe(_manifest(1e-4), 0.0, None))

@@ -228,3 +228,8 @@ def test_a_run_without_distill_saves_its_last_stage_as_final_whatever_interpolat
          config={**SMALL, "warmup": {**SMALL["warmup"], "epochs": 1}, "distill": {**SMALL["distill"], "interpolate": 0.5}})
     a, b = _params(out / "warmup"), _params(out / "final")
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # and its record and log say no blend was made
+    made = json.loads((out / "final" / "made_from.json").read_text())
+    assert (made["interpolate"], made["anchor"]) == (0.0, None)
+    final = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines() if '"final"' in line]
+    assert [(r["interpolate"], r["anchor"]) for r in final if r.get("event") == "final"] == [(0.0, None)]

@@ -220,6 +220,10 @@ def test_token_budget_batches_resume_bit_identically_across_epochs_of_other_leng
     ({"distill": {"valid_fraction": -0.1}}, "distill.valid_fraction must be in [0, 1), got -0.1"),
     ({"distill": {"margin": -1.0}}, "distill.margin must be >= 0, got -1.0"),
     ({"distill": {"tau_min": -0.5}}, "distill.tau_min must be >= 0, got -0.5"),
+    ({"warmup": {"lr": 0.0}}, "warmup.lr must be > 0, got 0.0"),  # an MLM stage that cannot move a weight
+    ({"distill": {"patience": -1}}, "distill.patience must be >= 0, got -1"),
+    ({"warmup": {"batch_tokens": -1}}, "warmup.batch_tokens must be >= 0, got -1"),
+    ({"distill": {"step_cap": -1}}, "distill.step_cap must be >= 0, got -1"),
 ])
 def test_settings_that_cannot_train_as_written_are_refused(section, message):
     with pytest.raises(ConfigError) as e:
@@ -295,6 +299,7 @@ def test_a_base_spelled_another_way_is_the_same_run_and_another_base_is_not(file
     respelled = {**files, "base": f"{base}/../{base.rsplit('/', 1)[1]}"}
     said = _said(run_pipeline, out=tmp_path / "run", stages="extend", config=config_from_dict({}), seed=0, **respelled)
     assert any("already complete" in s for s in said)
+    assert f"{tmp_path / 'run'}: completed stages are reused" in said  # nothing changed, nothing to name
     copy = tmp_path / "copy"
     shutil.copytree(base, copy)
     with pytest.raises(RunMismatchError, match=r"\(base differ"):
@@ -448,6 +453,8 @@ def test_an_infinite_setting_of_a_config_built_in_python_is_refused():
 @pytest.mark.parametrize("section, message", [
     ({"warmup": {"epochs": True}}, "warmup.epochs: expected int, got True"),
     ({"distill": {"kd": math.inf}}, "distill.kd: expected a finite number, got inf"),
+    ({"warmup": {"domain_focused": 1}}, "warmup.domain_focused: expected bool, got 1"),  # JSON 1 is no true
+    ({"dictionary": {"template": 5}}, "dictionary.template: expected str, got 5"),
 ])
 def test_a_config_value_of_the_wrong_kind_is_named_as_such(section, message):
     with pytest.raises(ConfigError) as e:
