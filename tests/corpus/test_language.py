@@ -279,3 +279,16 @@ def test_an_english_corpus_detected_as_english_gets_no_language_line(tmp_path, c
     assert main(["mine-terms", "--corpus", str(corpus), "--out", str(out), "--base", "offline-splade-tiny"]) == 0
     said = " ".join(capsys.readouterr().out.split())
     assert "language:" not in said and "Zentrofax" in json.loads(out.read_text())["jargon"]
+
+
+def test_words_joined_by_an_underscore_are_sampled_as_the_words_they_join():
+    # identifiers of a config or log ("max_retry_count") are read as mining reads them
+    assert sample_words(["max_retry_count is well-known"]) == ["max", "retry", "count", "is", "well", "known"]
+
+
+def test_a_detected_language_is_described_beside_englishs_own_coverage():
+    from sparse_adapt.corpus.language import LanguageGuess
+
+    assert LanguageGuess("de", 0.88, 0.40, 120).describe() == (
+        "88% of 120 words common in wordfreq's 'de' list; English 40%")
+    assert LanguageGuess("en", 0.95, 0.95, 120).describe() == "95% of 120 words common in wordfreq's 'en' list"

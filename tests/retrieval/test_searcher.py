@@ -264,3 +264,125 @@ def test_feedback_adds_the_mean_of_all_of_a_querys_first_documents(tmp_path):
     # {t0: 50, t2: 12} + 0.5 x mean(d1, d2) = + 0.5 x {t1: 30, t2: 20}; d1 alone would give t1 20, t2 12
     assert retriever.feedback_queries(["q"], Feedback(docs=2, weight=0.5)) == [{"t0": 50, "t1": 15, "t2": 22}]
     assert asked == [2]
+
+
+def test_a_tie_that_ends_inside_the_wider_fetch_stops_widening():
+    # a 3; b, c 2; then 1.0 all the way: the tie at k = 2 ends by the 6th hit, so no 12 are asked
+    lucene = LUCENE[:3] + [SimpleNamespace(docid=f"z{i}", score=1.0) for i in range(20)]
+    asked: list[int] = []
+
+    def fetch(n: int) -> list:
+        asked.append(n)
+        return lucene[:n]
+
+    assert _whole_ties(fetch, 2) == [Hit("a", 3.0), Hit("c", 2.0)] and asked == [3, 6]
+
+
+def test_a_missing_index_and_a_file_given_as_the_index_are_told_apart(tmp_path):
+    with pytest.raises(LuceneError, match="missing: no such index directory; build one with"):
+        LuceneRetriever(tmp_path / "missing", _Counting())
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(LuceneError, match="file: a file, not an index directory; build one with"):
+        LuceneRetriever(tmp_path / "file", _Counting())
+
+
+def test_batch_searches_hand_lucene_the_threads_asked_for(tmp_path, monkeypatch):
+    import sparse_adapt.retrieval.searcher as searcher
+    from sparse_adapt.data import Query
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    class JavaList(list):
+        add = list.append
+
+    class JavaMap(dict):
+        put = dict.__setitem__
+
+    monkeypatch.setattr(searcher, "_pyclass", lambda: lambda name: JavaList)
+    monkeypatch.setattr(searcher, "_map_classes", lambda: (JavaMap, int))
+    threads = []
+
+    def batch_search(queries, ids, k, n_threads):
+        threads.append(n_threads)
+        entries = [SimpleNamespace(getKey=lambda i=i: i, getValue=lambda: LUCENE[:1]) for i in ids]
+        return SimpleNamespace(entrySet=lambda: SimpleNamespace(toArray=lambda: entries))
+
+    retriever = _retriever(tmp_path, docs=dict.fromkeys(SCORES))
+    retriever.encoder = QuantisedQueryEncoder(_Counting(), scale=100)
+    retriever.searcher.batch_search = (
+        lambda texts, ids, k, n_threads: threads.append(n_threads) or {i: LUCENE[:1] for i in ids})
+    retriever.run([Query("1", "q")], k=1, threads=3)
+    retriever.searcher.object = SimpleNamespace(batch_search=batch_search)
+    retriever.search_encoded_batch([{"t0": 1}], k=1, threads=4)
+    assert threads == [3, 4]
+    # with feedback both passes are batch searches on the threads given
+    retriever.meta = IndexMeta(scale=100, model="m", documents=5, seconds=0.0, vectors=True)
+    retriever.searcher.doc = lambda d: SimpleNamespace(raw=lambda: json.dumps({"id": d, "vector": {"t1": 10}}))
+    threads.clear()
+    retriever.run([Query("1", "q")], k=1, threads=5, feedback=Feedback(docs=1))
+    assert threads == [5, 5]
+
+
+def test_feedback_encodes_its_queries_in_one_batch(tmp_path):
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    retriever = _feedback_retriever(tmp_path, {"d1": {"t1": 40}}, {"q1": ["d1"], "q2": ["d1"]}, [])
+    retriever.feedback_queries(["q1", "q2"], Feedback(docs=1))
+    # Pyserini encodes each query as it searches it: one forward pass each unless primed together
+    assert retriever.encoder.splade.encoded == [["q1", "q2"]]
+
+
+def test_a_single_search_with_feedback_searches_the_expanded_query(tmp_path, monkeypatch):
+    import sparse_adapt.retrieval.searcher as searcher
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    class JavaMap(dict):
+        put = dict.__setitem__
+
+    monkeypatch.setattr(searcher, "_map_classes", lambda: (JavaMap, int))
+    retriever = _feedback_retriever(tmp_path, {"d1": {"t1": 40}, "d2": {}, "d3": {}}, {"q1": ["d1"]}, [])
+    searched = []
+    retriever.searcher.search = lambda text, n: pytest.fail("searched the text without its feedback")
+    retriever.searcher.object = SimpleNamespace(search=lambda query, n: searched.append((dict(query), n)) or [])
+    assert retriever.search("q1", 1, feedback=Feedback(docs=1, weight=0.5)) == []
+    assert searched == [({"t0": 50, "t1": 20, "t2": 12}, 2)]  # k + 1 (the tie check), not all 3
+
+
+def test_an_index_hashed_before_the_document_window_counted_matches_an_onnx_export_by_its_weights(tmp_path):
+    # such an index recorded the weights' hash as model_sha256 (and no weights_sha256)
+    meta = IndexMeta(scale=100, model="exported-model", documents=1, seconds=0.0, model_sha256="b" * 64)
+    onnx = SimpleNamespace(meta=SimpleNamespace(model_sha256="a" * 64, weights_sha256="b" * 64))
+    assert _retriever(tmp_path, meta, splade=onnx).model_warning("other-name") is None
+    onnx.meta.weights_sha256 = "c" * 64
+    assert "was built from a different model" in _retriever(tmp_path, meta, splade=onnx).model_warning("other-name")
+
+
+def test_a_tie_in_a_later_querys_batch_hits_is_refetched_for_that_query(tmp_path, monkeypatch):
+    import sparse_adapt.retrieval.searcher as searcher
+
+    class JavaList(list):
+        add = list.append
+
+    class JavaMap(dict):
+        put = dict.__setitem__
+
+    monkeypatch.setattr(searcher, "_pyclass", lambda: lambda name: JavaList)
+    monkeypatch.setattr(searcher, "_map_classes", lambda: (JavaMap, int))
+    # the first query's hits have no tie at k = 2; the second's (b, c at 2.0) do
+    plain = [SimpleNamespace(docid=d, score=s) for d, s in (("x", 3.0), ("y", 1.0), ("z", 0.5))]
+    lucene = {"q1": plain, "q2": LUCENE}
+    retriever = _retriever(tmp_path, docs=dict.fromkeys(SCORES))
+    retriever.searcher.batch_search = lambda texts, ids, k, threads: {i: lucene[t][:k] for i, t in zip(ids, texts)}
+    retriever.searcher.search = lambda text, n: lucene[text][:n]
+    want = [[Hit("x", 3.0), Hit("y", 1.0)], [Hit("a", 3.0), Hit("d", 2.0)]]
+    assert retriever.search_batch(["q1", "q2"], 2) == want
+
+    def batch_search(queries, ids, k, threads):
+        entries = [SimpleNamespace(getKey=lambda i=i: i, getValue=lambda q=q: search(q, k))
+                   for q, i in zip(queries, ids)]
+        return SimpleNamespace(entrySet=lambda: SimpleNamespace(toArray=lambda: entries))
+
+    def search(query, n):
+        return lucene["q2" if query == {"t0": 2} else "q1"][:n]
+
+    retriever.searcher.object = SimpleNamespace(batch_search=batch_search, search=search)
+    assert retriever.search_encoded_batch([{"t0": 1}, {"t0": 2}], k=2) == want
