@@ -274,6 +274,17 @@ def test_registered_domains_carry_their_split():
     assert resolve_domain("gatrocraptic").split == "bundled"
 
 
+def test_a_domain_folder_given_relative_is_named_and_resolved_like_an_absolute_one(tmp_path, monkeypatch):
+    # "." is named after the folder it is (not ""), and a registered domain's folder spelled
+    # relative is still that registered domain (not an "outside" copy pooled with itself)
+    domain = write_domain(tmp_path / "dom")
+    monkeypatch.chdir(domain)
+    assert (resolve_domain(".").name, resolve_domain(".").split) == ("dom", "outside")
+    legal = corpora.get("legal").docs.parent
+    monkeypatch.chdir(legal.parent)
+    assert (resolve_domain(f"./{legal.name}").name, resolve_domain(f"./{legal.name}").split) == ("legal", "test")
+
+
 def test_without_zeroes_one_weight():
     cfg = without(TrainConfig(), "qexp")
     assert cfg.distill.qexp == 0.0 and cfg.distill.dom == TrainConfig().distill.dom

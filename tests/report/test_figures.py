@@ -86,3 +86,16 @@ def test_the_rank_plot_says_so_when_no_term_is_active_in_any_stage(drawn):
     # no point to draw: an empty plot would read as a plotting failure, so it says why
     assert [t.get_text() for t in ax_r.texts] == ["no domain term is active in any stage"]
     assert ax_r.get_lines() == [] and ax_r.get_yscale() == "linear"
+
+
+def test_each_criteria_cell_sits_in_its_stage_s_column_and_its_criterion_s_row(drawn):
+    ax = drawn(_hand_report())["criteria"].axes[0]
+    # three criteria by two stages: a transposed grid would put H1's cells in row 1 of column 0-2
+    assert [p.get_xy() for p in ax.patches] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+
+
+def test_the_group_legend_and_the_sparsity_axis_name_each_stage_in_order(drawn):
+    got = drawn(_hand_report())
+    assert [t.get_text() for t in got["groups"].axes[0].get_legend().get_texts()] == ["base", "H1"]
+    sparsity = got["sparsity"].axes[0]
+    assert [(t.get_position()[0], t.get_text()) for t in sparsity.get_xticklabels()] == [(0, "base"), (1, "H1")]

@@ -402,6 +402,30 @@ def test_semantic_queries_without_a_relevant_document_leave_retrieval_ungraded()
     assert (got.status, got.actual, got.expected) == (NA, "no judged semantic query", "relevant documents first")
 
 
+def test_criteria_say_what_a_zero_weight_a_probe_and_unkept_or_unnamed_queries_read():
+    data = _data({"domain-semantic": ["q11"]}, {"q11": {"d21": 2}},
+                 [("q11", "tools for monitoring corporate expenses")])
+    top = {"q11": ["d21"]}
+    # named by 4 queries, active in none: a failure, not "no query names it"
+    got = {c.id: c for c in criteria(_term(with_term_active=0), data, top)}["explicit_queries"]
+    assert (got.status, got.actual) == (FAIL, "0 of 4")
+    got = {c.id: c for c in criteria(_term(with_term=0, with_term_active=0), data, top)}["explicit_queries"]
+    assert (got.status, got.actual) == (NA, "no query names it")
+    got = {c.id: c for c in criteria(_term(weight=0.0, rank=None), data, top)}["top_rank"]
+    assert (got.status, got.actual) == (FAIL, "zero weight")
+    # a term diagnosed on a probe text (in no document) names no document
+    got = {c.id: c for c in criteria(_term(doc_id=None), data, top)}["positive_logits"]
+    assert got.expected == "> 0 where it occurs"
+
+
+def test_correct_retrieval_lists_relevant_documents_in_natural_order_and_says_when_nothing_scores():
+    data = _data({"domain-semantic": ["q11"]}, {"q11": {"d10": 2, "d9": 2}}, [("q11", "corporate expenses")])
+    got = {c.id: c for c in criteria(_term(), data, {"q11": ["d9", "d10"]})}["correct_retrieval"]
+    assert (got.status, got.expected, got.actual) == (PASS, "top-2 = d9 d10", "q11: d9 d10")
+    got = {c.id: c for c in criteria(_term(), data, {"q11": []})}["correct_retrieval"]
+    assert (got.status, got.actual) == (FAIL, "q11: nothing scores > 0 (missing: d9 d10)")
+
+
 def test_derive_groups_by_term_mention():
     queries = [Query("a", "Gatrocraptic analysis"), Query("b", "reset my password"), Query("c", "the api docs")]
     groups = derive_groups(queries, [Query("h", "gatrocraptic review")], {"x": ["Gatrocraptic", "API"]})
@@ -668,6 +692,40 @@ def test_without_held_out_queries_the_reproduce_commands_evaluate_once():
     commands = reproduce_commands(report, report.stages[1], Path("/work/report"))
     assert [c.split(" --")[0] for c in commands] == ["sparse-adapt evaluate", "sparse-adapt diagnose Gatrocraptic",
                                                      "sparse-adapt inspect"]
+
+
+def test_report_markdown_leaves_out_what_a_report_does_not_have():
+    """No semantic query with a relevant document, no held-out one among them, no explanation,
+    no note, no output folder: each is said or left out, never an empty list or heading."""
+    from sparse_adapt.report.markdown import render_markdown
+
+    report = _hand_report()
+    report.relevant = {}
+    report.groups["control"] = ["q2", "q10", "q12"]  # q12 unjudged: the table counts judged queries
+    md = render_markdown(report)
+    assert "(the spec's q11 role, read by the criteria): none; held out, in the nDCG columns only: q11, q30." in md
+    assert "| control | 2 | 0.7500 | 0.7500 |" in md.splitlines()
+    assert "Checkpoint `/work/runs/H1/final`." in md  # no folder to be relative to
+    assert "## Notes" not in md and "### What the domain-semantic queries retrieve" in md
+    report = _hand_report()
+    del report.groups["held-out semantic"]
+    report.notes = ["one note"]
+    for s in report.stages:
+        s.explanations = {}
+    md = render_markdown(report, out=Path("/work/report"))
+    assert "(the spec's q11 role, read by the criteria): q11.\n" in md
+    assert "### What the domain-semantic queries retrieve" not in md and "## Notes\n\n- one note" in md
+
+
+def test_the_reproduce_commands_quote_a_path_with_a_space():
+    import shlex
+
+    from sparse_adapt.report.markdown import reproduce_commands
+
+    report = _hand_report()
+    report.inputs["corpus"] = "/work/my data/docs.jsonl"
+    first = reproduce_commands(report, report.stages[1], Path("/work/report"))[0]
+    assert "--docs '../my data/docs.jsonl'" in first and shlex.split(first)[5] == "../my data/docs.jsonl"
 
 
 def test_a_reference_model_that_is_a_local_folder_is_given_relative_to_the_report(tmp_path):
