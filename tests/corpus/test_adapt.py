@@ -661,6 +661,68 @@ def test_cli_adapt_prints_a_dash_for_a_weight_no_document_has_and_says_it_genera
     assert "generated: nothing;" in " ".join(captured.out.split())
 
 
+def test_cli_adapt_puts_each_part_of_the_summary_in_its_place(setup, tmp_path, monkeypatch, capsys):
+    """Stood in for as above: each figure of a row under its own header, every group naming none of
+    --queries, every generated file, and the paths of the adapted model and of the summary."""
+    from sparse_adapt.cli import output
+    from sparse_adapt.corpus import adapt as corpus_adapt
+    from sparse_adapt.corpus.adapt import AdaptFiles, AdaptResult
+    from sparse_adapt.report import adapt as report
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(output.console, "width", 400)  # one table row per line
+    monkeypatch.setattr(corpus_adapt, "run_adapt", lambda *args, **kwargs: AdaptResult(
+        AdaptFiles(out / "t", out / "d", out / "tr", generated=["terms", "dictionary", "train"]), out / "final",
+        out / "training"))
+    monkeypatch.setattr(report, "adapt_summary", lambda *args: {
+        "evaluation": [{"set": "your queries", "group": "lay", "queries": 2, "base": 0.5, "adapted": 0.625,
+                        "base_feedback": 0.55, "feedback": 0.75}],
+        "warnings": [], "inspect": {"domain": {"tokens": []}}})
+    queries, qrels, groups = tmp_path / "q.jsonl", tmp_path / "qrels.tsv", tmp_path / "groups.json"
+    queries.write_text("".join(json.dumps({"qid": f"q{i}", "text": "Zentrofax seals"}) + "\n" for i in (1, 2, 3)))
+    qrels.write_text("q1 0 d2 1\nq2 0 d2 1\nq3 0 d2 1\n")
+    groups.write_text(json.dumps({"lay": ["q1", "q2"], "pseudo": ["t1"], "older": ["t2"]}))
+    assert main(_cli(setup, out, "--queries", str(queries), "--qrels", str(qrels), "--groups", str(groups))) == 0
+    captured = capsys.readouterr()
+    assert "are not scored: pseudo, older" in " ".join(captured.err.split())
+    lines = captured.out.splitlines()
+    header = [c.strip() for c in next(line for line in lines if "adapted + --feedback" in line).split("┃")[1:-1]]
+    [row] = [[c.strip() for c in line.split("│")[1:-1]] for line in lines if "your queries" in line]
+    assert dict(zip(header, row)) == {"queries": "your queries", "group": "lay", "n": "2", "base": "0.500",
+                                      "adapted": "0.625", "change": "+0.125", "base + --feedback": "0.550",
+                                      "adapted + --feedback": "0.750"}
+    assert (f"adapted model {out / 'final'}; generated: terms, dictionary, train; summary: {out / 'summary.json'}"
+            in " ".join(captured.out.split()))
+
+
+def test_cli_adapt_leaves_what_it_is_not_given_to_run_adapt_s_defaults(setup, tmp_path, monkeypatch):
+    """No --pretrain is "pretrain when the base needs it" (None), no --lang is detection ("auto"):
+    the CLI hands on the library's defaults, not answers of its own."""
+    import inspect
+
+    from sparse_adapt.corpus import adapt as corpus_adapt
+
+    library = {k: p.default for k, p in inspect.signature(run_adapt).parameters.items()
+               if p.default is not inspect.Parameter.empty and k not in ("hooks", "keep")}
+    seen = {}
+
+    def stop(corpus, out, base, **kwargs):
+        seen.update(kwargs, base=base)
+        raise ConfigError("stopped")
+
+    monkeypatch.setattr(corpus_adapt, "run_adapt", stop)
+    assert main(["adapt", "--corpus", str(setup["corpus"]), "--out", str(tmp_path / "out")]) == 2
+    assert {"pretrain", "lang", "glosses", "teacher", "seed", "top"} <= set(seen)
+    assert {k: seen[k] for k in library} == library
+
+
+@pytest.mark.parametrize("flag", ["--top", "--min-count", "--negatives"])
+def test_cli_adapt_refuses_a_zero_count_before_any_work(setup, tmp_path, capsys, flag):
+    assert main(_cli(setup, tmp_path / "out", flag, "0")) == 2
+    assert f"Invalid value for '{flag}': Input should be greater than or equal to 1" in _err(capsys)
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_build_dictionary_says_which_of_your_entries_define_no_domain_term(setup, tmp_path, capsys):
     terms, mine = tmp_path / "terms.json", tmp_path / "mine.jsonl"
     terms.write_text(json.dumps({"jargon": ["Zentrofax"]}))

@@ -399,6 +399,7 @@ def test_diagnose_on_the_bundled_corpus_hands_the_recommendations_its_dictionary
     monkeypatch.setattr(diagnostics, "diagnose_term", lambda *a, **k: seen.append(k["sources"]) or real(*a, **k))
     assert main(["diagnose", "Gatrocraptic", "--model", str(files / "model"), "--json"]) == 0
     assert (seen[0].dictionary, seen[0].train) == (str(BUNDLED.dictionary), str(BUNDLED.train))
+    assert seen[0].docs == str(BUNDLED.docs)  # the default --docs, named in the `train --corpus` they suggest
 
 
 @pytest.mark.parametrize("command", [["diagnose", "Gatrocraptic"], ["inspect"]])
@@ -439,3 +440,58 @@ def test_json_output_keeps_non_ascii_text_as_written(files, capsys):
     assert main(["diagnose", "café", *_args(files), "--json"]) == 0
     out = capsys.readouterr().out
     assert '"café"' in out and "\\u00e9" not in out
+
+
+@pytest.mark.parametrize("command", [["diagnose", "Gatrocraptic"], ["explain", "gatrocraptic spending tools"],
+                                     ["inspect"]])
+def test_each_feedback_flag_sets_the_setting_it_names(command, files, capsys):
+    # docs, weight and terms all off their defaults (1, 0.5, 32): flags handed on mixed up would show
+    queries = [] if command[0] == "explain" else ["--queries", str(files / "queries.jsonl")]
+    assert main([*command, *_args(files), *queries, "--json", "--feedback", "--feedback-docs", "2",
+                 "--feedback-weight", "0.25", "--feedback-terms", "5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    fed = {"diagnose": lambda: out["targets"][0]["query_expansion"]["feedback"],
+           "explain": lambda: out["query"]["feedback"], "inspect": lambda: out["feedback"]}[command[0]]()
+    assert (fed["docs"], fed["weight"], fed["terms"]) == (2, 0.25, 5)
+
+
+def test_explain_names_the_unknown_document_among_known_ones(files, capsys):
+    rc = main(["explain", "x", "--model", str(files / "missing"), "--docs", str(files / "docs.jsonl"),
+               "--doc", "d1", "--doc", "d99"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--doc 'd99': no document with this id" in err and "'d1'" not in err
+
+
+def test_explain_json_names_the_model_as_given(files, capsys):
+    # not the base the model was made from (as inspect's "model")
+    assert main(["explain", "gatrocraptic tools", *_args(files), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"] == str(files / "model")
+
+
+def test_explain_from_an_index_counts_the_hits_it_got_and_checks_every_one(files, tmp_path, capsys, stand_in_lucene):
+    from types import SimpleNamespace
+
+    argv = ["explain", "gatrocraptic spending tools", *_args(files), "--index", str(tmp_path / "index"), "--k", "3"]
+    stand_in_lucene.hits = [SimpleNamespace(doc_id="d2", score=1.0)]  # fewer hits than --k
+    assert main(argv) == 0
+    assert "documents: the top 1 hits of" in " ".join(capsys.readouterr().err.split())
+    stand_in_lucene.hits = [SimpleNamespace(doc_id=d, score=1.0) for d in ("d2", "gone")]  # the first one is there
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "1 of the index's 2 hits are not in" in err and "(e.g. gone)" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [["diagnose", "Gatrocraptic"], ["explain", "gatrocraptic tools"], ["inspect"]])
+def test_the_loading_spinner_is_for_the_tables_only(command, files, capsys, monkeypatch):
+    # --json: stdout carries the object alone, and stderr no spinner over a terminal's prompt
+    from contextlib import nullcontext
+
+    from sparse_adapt.cli import output
+
+    shown = []
+    monkeypatch.setattr(output.err_console, "status", lambda text, **kw: shown.append(text) or nullcontext())
+    assert main([*command, *_args(files), "--json"]) == 0
+    assert shown == []
+    assert main([*command, *_args(files)]) == 0
+    assert shown == [f"loading {files / 'model'}"]
+    capsys.readouterr()
