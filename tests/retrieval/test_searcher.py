@@ -27,6 +27,26 @@ def _fetch(asked: list[int]):
     return fetch
 
 
+def _stand_in_java(monkeypatch) -> None:
+    """Pyserini's Java list and map classes stood in for by Python ones (no JVM)."""
+    import sparse_adapt.retrieval.searcher as searcher
+
+    class JavaList(list):
+        add = list.append
+
+    class JavaMap(dict):
+        put = dict.__setitem__
+
+    monkeypatch.setattr(searcher, "_pyclass", lambda: lambda name: JavaList)
+    monkeypatch.setattr(searcher, "_map_classes", lambda: (JavaMap, int))
+
+
+def _java_results(hits: dict):
+    """What the Java batch search returns: a map whose entries hold each id's hits."""
+    entries = [SimpleNamespace(getKey=lambda i=i: i, getValue=lambda h=h: h) for i, h in hits.items()]
+    return SimpleNamespace(entrySet=lambda: SimpleNamespace(toArray=lambda: entries))
+
+
 def test_a_tie_at_the_kth_hit_is_fetched_whole_and_settled_by_the_rule():
     asked: list[int] = []
     # k = 2: Lucene's best 3 (a, b, c) end in a tie with the 2nd, so 6 are asked (5 exist)
@@ -135,22 +155,13 @@ def test_a_batch_search_encodes_its_queries_in_one_batch_and_asks_one_hit_past_k
 
 
 def test_a_batch_of_encoded_queries_asks_one_hit_past_k_and_settles_its_tie(tmp_path, monkeypatch):
-    import sparse_adapt.retrieval.searcher as searcher
 
-    class JavaList(list):
-        add = list.append
-
-    class JavaMap(dict):
-        put = dict.__setitem__
-
-    monkeypatch.setattr(searcher, "_pyclass", lambda: lambda name: JavaList)
-    monkeypatch.setattr(searcher, "_map_classes", lambda: (JavaMap, int))
+    _stand_in_java(monkeypatch)
     asked = []
 
     def batch_search(queries, ids, k, threads):
         asked.append(k)
-        entries = [SimpleNamespace(getKey=lambda i=i: i, getValue=lambda: LUCENE[:k]) for i in ids]
-        return SimpleNamespace(entrySet=lambda: SimpleNamespace(toArray=lambda: entries))
+        return _java_results({i: LUCENE[:k] for i in ids})
 
     retriever = _retriever(tmp_path, docs=dict.fromkeys(SCORES))
     retriever.searcher.object = SimpleNamespace(batch_search=batch_search, search=lambda query, n: LUCENE[:n])
@@ -238,13 +249,9 @@ def test_a_scale_given_from_python_is_the_one_queries_are_quantised_with(tmp_pat
 
 
 def test_a_single_search_deeper_than_the_index_asks_lucene_for_its_documents_alone(tmp_path, monkeypatch):
-    import sparse_adapt.retrieval.searcher as searcher
 
     # as search_batch: 2147483647 + 1 overflowed Lucene's Java int, with or without a text to encode
-    class JavaMap(dict):
-        put = dict.__setitem__
-
-    monkeypatch.setattr(searcher, "_map_classes", lambda: (JavaMap, int))
+    _stand_in_java(monkeypatch)
     asked = []
     retriever = _retriever(tmp_path, docs=dict.fromkeys(SCORES))
     retriever.searcher.search = lambda text, n: asked.append(n) or LUCENE[:n]
@@ -287,24 +294,15 @@ def test_a_missing_index_and_a_file_given_as_the_index_are_told_apart(tmp_path):
 
 
 def test_batch_searches_hand_lucene_the_threads_asked_for(tmp_path, monkeypatch):
-    import sparse_adapt.retrieval.searcher as searcher
     from sparse_adapt.data import Query
     from sparse_adapt.retrieval.feedback import Feedback
 
-    class JavaList(list):
-        add = list.append
-
-    class JavaMap(dict):
-        put = dict.__setitem__
-
-    monkeypatch.setattr(searcher, "_pyclass", lambda: lambda name: JavaList)
-    monkeypatch.setattr(searcher, "_map_classes", lambda: (JavaMap, int))
+    _stand_in_java(monkeypatch)
     threads = []
 
     def batch_search(queries, ids, k, n_threads):
         threads.append(n_threads)
-        entries = [SimpleNamespace(getKey=lambda i=i: i, getValue=lambda: LUCENE[:1]) for i in ids]
-        return SimpleNamespace(entrySet=lambda: SimpleNamespace(toArray=lambda: entries))
+        return _java_results({i: LUCENE[:1] for i in ids})
 
     retriever = _retriever(tmp_path, docs=dict.fromkeys(SCORES))
     retriever.encoder = QuantisedQueryEncoder(_Counting(), scale=100)
@@ -332,13 +330,9 @@ def test_feedback_encodes_its_queries_in_one_batch(tmp_path):
 
 
 def test_a_single_search_with_feedback_searches_the_expanded_query(tmp_path, monkeypatch):
-    import sparse_adapt.retrieval.searcher as searcher
     from sparse_adapt.retrieval.feedback import Feedback
 
-    class JavaMap(dict):
-        put = dict.__setitem__
-
-    monkeypatch.setattr(searcher, "_map_classes", lambda: (JavaMap, int))
+    _stand_in_java(monkeypatch)
     retriever = _feedback_retriever(tmp_path, {"d1": {"t1": 40}, "d2": {}, "d3": {}}, {"q1": ["d1"]}, [])
     searched = []
     retriever.searcher.search = lambda text, n: pytest.fail("searched the text without its feedback")
@@ -357,16 +351,8 @@ def test_an_index_hashed_before_the_document_window_counted_matches_an_onnx_expo
 
 
 def test_a_tie_in_a_later_querys_batch_hits_is_refetched_for_that_query(tmp_path, monkeypatch):
-    import sparse_adapt.retrieval.searcher as searcher
 
-    class JavaList(list):
-        add = list.append
-
-    class JavaMap(dict):
-        put = dict.__setitem__
-
-    monkeypatch.setattr(searcher, "_pyclass", lambda: lambda name: JavaList)
-    monkeypatch.setattr(searcher, "_map_classes", lambda: (JavaMap, int))
+    _stand_in_java(monkeypatch)
     # the first query's hits have no tie at k = 2; the second's (b, c at 2.0) do
     plain = [SimpleNamespace(docid=d, score=s) for d, s in (("x", 3.0), ("y", 1.0), ("z", 0.5))]
     lucene = {"q1": plain, "q2": LUCENE}
@@ -377,9 +363,7 @@ def test_a_tie_in_a_later_querys_batch_hits_is_refetched_for_that_query(tmp_path
     assert retriever.search_batch(["q1", "q2"], 2) == want
 
     def batch_search(queries, ids, k, threads):
-        entries = [SimpleNamespace(getKey=lambda i=i: i, getValue=lambda q=q: search(q, k))
-                   for q, i in zip(queries, ids)]
-        return SimpleNamespace(entrySet=lambda: SimpleNamespace(toArray=lambda: entries))
+        return _java_results({i: search(q, k) for q, i in zip(queries, ids)})
 
     def search(query, n):
         return lucene["q2" if query == {"t0": 2} else "q1"][:n]
