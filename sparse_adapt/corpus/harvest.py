@@ -171,11 +171,11 @@ def find_examples(group: TermGroup, uses: Sequence[tuple[str, str]], skip: str |
                 return picked
             if pass_ == 0 and doc_id in seen_docs:
                 continue
-            toks = sentence.split()
+            spans = list(re.finditer(r"\S+", sentence))  # the words of sentence.split(), with where each begins
+            toks = [m.group() for m in spans]
             # The sentence is searched whole, not word by word: a term of two words is in no one word.
             hit = group.pattern.search(sentence)
-            starts = [m.start() for m in re.finditer(r"\S+", sentence)]  # where each of toks begins
-            at = bisect_right(starts, hit.start()) - 1 if hit else 0
+            at = bisect_right([m.start() for m in spans], hit.start()) - 1 if hit else 0
             text = " ".join(window(toks, at, EXAMPLE_WORDS, EXAMPLE_WORDS // 3)).strip(" ,;:")
             if any(text == p for _, p in picked):
                 continue
