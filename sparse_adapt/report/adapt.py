@@ -190,4 +190,5 @@ def _card_with_figures(result: AdaptResult, rows: list[dict], adapted: SpladeEnc
         "nDCG@10 base": r["base"], "nDCG@10 adapted": r["adapted"],
         "nDCG@10 base + feedback": r["base_feedback"], "nDCG@10 adapted + feedback": r["feedback"]} for r in rows}
     manifest = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
-    return card_sha256(write_model_card(result.final, adapted, manifest, stage_ends(run / LOG_FILE), evaluation or None))
+    records = stage_ends(run / LOG_FILE)
+    return card_sha256(write_model_card(result.final, adapted, manifest, records, evaluation or None))

@@ -192,7 +192,8 @@ def refresh_card(final: Path, result: StageResult) -> None:
     if result.heldout_metrics:
         evaluation[f"held-out queries ({result.judged['held-out queries']})"] = result.heldout_metrics
     manifest = json.loads((final.parent / RUN_FILE).read_text(encoding="utf-8"))
-    write_model_card(final, SpladeEncoder.from_pretrained(final), manifest, stage_ends(final.parent / LOG_FILE), evaluation)
+    records = stage_ends(final.parent / LOG_FILE)
+    write_model_card(final, SpladeEncoder.from_pretrained(final), manifest, records, evaluation)
 
 
 def build_report(inputs: ReportInputs, hooks: Hooks = SILENT) -> Report:
