@@ -21,6 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ["README.md", "bench/README.md", "bench/RESULTS.md", "corpora/README.md"]
 
 
+def readme_text() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8")
+
+
 def code_text(markdown: str) -> list[tuple[int, str]]:
     """(line, text) of every fenced block and inline code span, shell continuations joined."""
     found = []
@@ -79,7 +83,7 @@ def test_help_texts_survive_rich_markup():
 
 
 def test_the_readme_config_block_lists_the_defaults():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = readme_text()
     block = readme.split("### Configuration", 1)[1].split("```toml", 1)[1].split("```", 1)[0]
     defaults = TrainConfig().to_dict()
     checked, wrong = 0, []
@@ -105,7 +109,7 @@ def test_the_readme_config_block_lists_the_defaults():
 
 
 def _training_section() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = readme_text()
     return readme.split("## Training: the staged pipeline", 1)[1].split("\n### ", 1)[0]
 
 
@@ -153,7 +157,7 @@ def test_the_readme_says_the_checkpoint_interval_the_long_stage_notice_and_adapt
     from sparse_adapt.training.config import DistillConfig, MLMConfig
     from sparse_adapt.training.loop import LONG_STAGE
 
-    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    text = " ".join(readme_text().split())
     every = int(re.search(r"`checkpoint_every` \(default (\d+) optimiser steps", text).group(1))
     assert every == MLMConfig().checkpoint_every == DistillConfig().checkpoint_every
     said = re.search(r"a stage of more than ([\d,]+) steps without either says so", text)
@@ -161,7 +165,6 @@ def test_the_readme_says_the_checkpoint_interval_the_long_stage_notice_and_adapt
     assert long_stage == LONG_STAGE
     average = ADAPT_SETTINGS["distill"]["interpolate"]
     assert f"`adapt` uses {average:g} (measured" in text and f"(`adapt`: {average:g};" in text
-
 
 
 # The bring-your-own-corpus commands, whose synopses in the README show defaults as
@@ -172,7 +175,7 @@ LITERAL = re.compile(r"\d+(?:\.\d+)?|[a-z][a-z0-9-]*")
 
 
 def test_the_byoc_synopses_and_make_train_show_the_defaults():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = readme_text()
     group = typer.main.get_command(app)
     shown = []  # (where, command, option, value the README gives)
     for line, text in code_text(readme):
@@ -201,7 +204,7 @@ def test_the_adapt_folder_table_names_what_adapt_writes():
     by the names the code gives them."""
     from sparse_adapt.corpus.adapt_folder import PRETRAINED, RUN_OUTPUTS
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = readme_text()
     table = readme.split("| file in `DIR` | content |", 1)[1].split("\n\n", 1)[0]
     named = {name.rstrip("/") for row in table.splitlines()[2:]
              for name in re.findall(r"`([^`]+)`", row.split(" | ")[0])}
@@ -211,7 +214,7 @@ def test_the_adapt_folder_table_names_what_adapt_writes():
 def test_the_readme_names_the_adapt_summary_schema():
     from sparse_adapt.report.adapt import SCHEMA
 
-    assert f"schema `{SCHEMA}`" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"schema `{SCHEMA}`" in readme_text()
 
 
 def _readme_number(readme: str, pattern: str) -> str:
@@ -234,7 +237,7 @@ def test_the_readme_numbers_of_the_models_section_are_the_code_defaults(tmp_path
     from sparse_adapt.training.general import GeneralConfig
     from sparse_adapt.training.study import open_study
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = readme_text()
     commands = typer.main.get_command(app).commands
 
     def default(command: str, option: str):
