@@ -25,11 +25,12 @@ SHOWN_QUERY_TOKENS = 30
 STATUS_STYLE = {PASS: ("✓", "green"), WARN: ("!", "yellow"), FAIL: ("✗", "bold red"), NA: ("–", "dim")}
 
 
-# The logits section's verdict on the token's occurrences, as (line, style).
+# The logits section's verdict on the token's occurrences, as (line, style). "negative" covers a
+# logit of exactly 0 too: log1p(relu(0)) gives no weight, so the line says "at or below 0".
 VERDICT_LINES = {
-    "negative": ("  ⚠ the token occurs in the text but every logit there is NEGATIVE: the MLM head does not "
+    "negative": ("  ⚠ the token occurs in the text but every logit there is at or below 0: the MLM head does not "
                  "predict it", "bold red"),
-    "mixed": ("  ⚠ some occurrence logits are negative", "yellow"),
+    "mixed": ("  ⚠ some occurrence logits are at or below 0", "yellow"),
     "positive": ("  ✓ positive logits where the token occurs", "green"),
 }
 

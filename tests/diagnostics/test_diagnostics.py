@@ -256,6 +256,13 @@ def test_dead_term_gets_warmup_and_query_expansion_recommendations(extended):
     warm = r.recommendations[0]
     assert "--stages warmup,dictionary,distill" in warm.commands[0]  # already extended: no extend stage
     assert "query-expansion loss weight" in r.recommendations[1].action
+    from rich.console import Console
+
+    from diagnostics.render import VERDICT_LINES, render_term
+
+    console = Console(record=True, width=200)
+    render_term(r, console)
+    assert VERDICT_LINES["negative"][0].strip() in console.export_text()
 
 
 def test_query_expansion_counts_match_encoded_queries(extended):
@@ -518,7 +525,7 @@ def test_a_term_the_tokenizer_reads_as_unk_is_sent_to_extend_not_to_warmup(tiny_
     render_term(r, console)
     shown = console.export_text()
     assert "no: 1 piece ([UNK]: the tokenizer does not know its characters)" in shown
-    assert "[UNK] is a special token: excluded from every vector" in shown and "NEGATIVE" not in shown
+    assert "[UNK] is a special token: excluded from every vector" in shown and "every logit there" not in shown
 
 
 def test_a_term_used_only_past_the_document_window_is_said_so(sparse):
