@@ -272,3 +272,156 @@ def test_the_readme_numbers_of_the_models_section_are_the_code_defaults(tmp_path
     random_trials = int(_readme_number(readme, r"TPE samples at random until (\d+) trials have run"))
     study, _ = open_study(tmp_path, "readme", 0, optuna.pruners.NopPruner())
     assert study.sampler._n_startup_trials == random_trials
+
+
+# bench/README.md documents the benchmark modules' options; their parsers are read from the source
+# (importing bench/*.py loads torch, and running one builds models), so these checks stay fast.
+BENCH_README = ROOT / "bench" / "README.md"
+
+
+def _bench_parser(module: str) -> dict[str, object]:
+    """``{--option: default}`` of ``bench/MODULE.py``'s argument parser (hidden options left out;
+    ``...`` where the default is computed, not a literal)."""
+    import ast
+
+    options = {}
+    for node in ast.walk(ast.parse((ROOT / "bench" / f"{module}.py").read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument" and node.args):
+            continue
+        name, keywords = node.args[0], {k.arg: k.value for k in node.keywords}
+        if not (isinstance(name, ast.Constant) and name.value.startswith("--")):
+            continue  # a positional argument, or encode's worker options built in a loop (all hidden)
+        if getattr(keywords.get("help"), "attr", None) == "SUPPRESS":
+            continue
+        try:
+            default = ast.literal_eval(keywords["default"]) if "default" in keywords else None
+        except ValueError:
+            default = ...
+        options[name.value] = default
+    return options
+
+
+def _bench_sections() -> dict[str, tuple[int, str]]:
+    """``{module: (first line, text)}`` of each bench/README.md section headed by ``python -m bench.MODULE``
+    (its ``###`` subsections included: bench.compare's goes on with bench.byoc's options)."""
+    text = BENCH_README.read_text(encoding="utf-8")
+    sections = {}
+    for m in re.finditer(r"^## [^\n]*`python -m bench\.(\w+)[^\n]*\n.*?(?=^## |\Z)", text, flags=re.M | re.S):
+        sections[m.group(1)] = (text[: m.start()].count("\n") + 1, m.group(0))
+    return sections
+
+
+def _bench_options_shown(module: str, section: str) -> list[tuple[int, str, str | None]]:
+    """(line in the section, option, the value shown with it or None) for every option the
+    section's code gives ``bench.MODULE``: in a ``python -m bench.MODULE`` invocation (a literal
+    ``[--opt VALUE]`` counts as its default) and in code spans that are an option alone."""
+    shown = []
+    for line, code in code_text(section):
+        for m in re.finditer(rf"python -m bench\.{module}\b([^\n|#]*)", code):
+            bracketed = dict(re.findall(r"\[(--[a-z][a-z0-9-]*) ([^\]\s|]+)\]", m.group(1)))
+            for option in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", m.group(1)):
+                value = bracketed.get(option)
+                shown.append((line, option, value if value and LITERAL.fullmatch(value) else None))
+        if re.match(r"--[a-z]", code):
+            shown.append((line, code.split()[0], None))
+    return shown
+
+
+def test_every_option_bench_readme_gives_a_benchmark_is_in_its_parser():
+    text = BENCH_README.read_text(encoding="utf-8")
+    wrong, checked = [], 0
+    for line, code in code_text(text):  # invocations anywhere: the results sections repeat the commands
+        for m in re.finditer(r"python -m bench\.(\w+)\b([^\n|#]*)", code):
+            known = _bench_parser(m.group(1))
+            for option in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", m.group(2)):
+                checked += 1
+                if option not in known:
+                    wrong.append(f"bench/README.md:{line}: bench.{m.group(1)} has no option {option}")
+    for module, (start, section) in _bench_sections().items():
+        known = _bench_parser(module)
+        for line, option, _ in _bench_options_shown(module, section):
+            checked += 1
+            if option not in known:
+                wrong.append(f"bench/README.md:{start + line - 1}: bench.{module} has no option {option}")
+    assert not wrong, "\n".join(wrong)
+    assert checked > 50
+
+
+def test_the_bench_readme_options_lists_are_complete_and_give_the_defaults():
+    """A section that lists a benchmark's options ("Options: ...") names every option its parser
+    has, and a default it states, as ``--opt`` (600), ``--opt N`` (default 600), ``--opt`` (what
+    it is; 1) or ``[--opt 600]``, is the parser's."""
+    wrong, defaults = [], 0
+    for module, (start, section) in _bench_sections().items():
+        known = _bench_parser(module)
+        shown = _bench_options_shown(module, section)
+        if "Options:" in section:
+            wrong += [f"bench/README.md, bench.{module}: {o} is not listed" for o in known
+                      if o not in {option for _, option, _ in shown}]
+        stated = [(o, v) for _, o, v in shown if v is not None]
+        prose = re.sub(r"\s+", " ", section)
+        stated += [(o, v) for o, v in re.findall(
+            r"`(--[a-z][a-z0-9-]*)[^`]*` \((?:[^()`]*; )?(?:default )?([\w.,-]+)\)", prose)]
+        for option, value in stated:
+            if option in known and known[option] is not ...:
+                defaults += 1
+                if str(known[option]) != value:
+                    wrong.append(f"bench/README.md, section at line {start}: bench.{module} {option}: says {value}, "
+                                 f"default is {known[option]!r}")
+    assert not wrong, "\n".join(wrong)
+    assert defaults > 15
+
+
+def test_the_bench_readme_names_the_systems_the_benchmarks_run():
+    import ast
+
+    def constant(module: str, name: str):
+        tree = ast.parse((ROOT / "bench" / f"{module}.py").read_text(encoding="utf-8"))
+        return next(ast.literal_eval(n.value) for n in tree.body
+                    if isinstance(n, ast.Assign) and any(getattr(t, "id", None) == name for t in n.targets))
+
+    sections = _bench_sections()
+    encode = sections["encode"][1].split("| system | what it does |", 1)[1].split("\n\n", 1)[0]
+    assert re.findall(r"^\| `([\w-]+)`", encode, flags=re.M) == list(constant("encode", "SYSTEMS"))
+    train = sections["train"][1].split("| part | sparse-adapt | peer |", 1)[1].split("\n\n", 1)[0]
+    assert re.findall(r"^\| `([\w-]+)`", train, flags=re.M) == list(constant("train", "PARTS"))
+    named = set(re.findall(r"`([\w-]+)`(?::| =)", train))
+    assert named == {s for systems in constant("train", "SYSTEMS").values() for s in systems}
+    onnx = set(re.findall(r"system `([\w-]+)`", sections["onnx"][1]))
+    assert onnx == set(constant("onnx", "SYSTEMS"))
+
+
+def test_every_results_file_bench_readme_names_exists():
+    text = BENCH_README.read_text(encoding="utf-8")
+    named = set(re.findall(r"(?<![\w/])(?:bench/)?results/([\w.+-]+\.(?:json|md))", text))
+    assert len(named) > 10
+    assert sorted(n for n in named if not (ROOT / "bench" / "results" / n).is_file()) == []
+
+
+def test_the_dense_reference_table_gives_the_splits_and_query_counts_of_the_domains():
+    """Each row's split is the domain's in ``corpora.SPLITS``, a row's "(a / b / c queries" are its
+    held-out semantic / explicit / control group sizes, and the other rows' sizes are the range
+    the section states ("N-M queries each")."""
+    import json
+
+    import corpora
+
+    section = _bench_sections()["dense"][1]
+    body = section.split("\n|---", 1)[1]  # below the header row
+    rows = re.findall(r"^\| (\w+)(?: \((\d+) / (\d+) / (\d+) queries[^)]*\))? \| (\w+) \|", body, flags=re.M)
+    assert len(rows) >= 5
+    split_of = {d: split for split, members in corpora.SPLITS.items() for d in members} | {"gatrocraptic": "bundled"}
+    wrong, sizes = [], []
+    for domain, *counts, split in rows:
+        if split_of.get(domain) != split:
+            wrong.append(f"{domain}: split {split}, corpora.SPLITS says {split_of.get(domain)}")
+        groups = json.loads(corpora.get(domain).query_groups.read_text(encoding="utf-8"))
+        held = [len(groups.get(f"heldout-{g}", [])) for g in ("domain-semantic", "domain-explicit", "control")]
+        if counts[0]:
+            if list(map(int, counts)) != held:
+                wrong.append(f"{domain}: {' / '.join(counts)} queries, the groups hold {held}")
+        else:
+            sizes += [n for n in held if n]
+    low, high = map(int, re.search(r"held-out groups, (\d+)-(\d+) queries each", section).groups())
+    assert not wrong, "\n".join(wrong)
+    assert (low, high) == (min(sizes), max(sizes))
