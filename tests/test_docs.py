@@ -277,6 +277,7 @@ def test_the_readme_numbers_of_the_models_section_are_the_code_defaults(tmp_path
 # bench/README.md documents the benchmark modules' options; their parsers are read from the source
 # (importing bench/*.py loads torch, and running one builds models), so these checks stay fast.
 BENCH_README = ROOT / "bench" / "README.md"
+BENCH_RESULTS = ROOT / "bench" / "results"
 
 
 def _bench_parser(module: str) -> dict[str, object]:
@@ -327,16 +328,19 @@ def _bench_options_shown(module: str, section: str) -> list[tuple[int, str, str 
     return shown
 
 
-def test_every_option_bench_readme_gives_a_benchmark_is_in_its_parser():
-    text = BENCH_README.read_text(encoding="utf-8")
+def test_every_option_the_docs_give_a_benchmark_is_in_its_parser():
     wrong, checked = [], 0
-    for line, code in code_text(text):  # invocations anywhere: the results sections repeat the commands
-        for m in re.finditer(r"python -m bench\.(\w+)\b([^\n|#]*)", code):
-            known = _bench_parser(m.group(1))
-            for option in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", m.group(2)):
-                checked += 1
-                if option not in known:
-                    wrong.append(f"bench/README.md:{line}: bench.{m.group(1)} has no option {option}")
+    for doc in DOCS:  # invocations anywhere: the results sections and the record repeat the commands
+        for line, code in code_text((ROOT / doc).read_text(encoding="utf-8")):
+            for m in re.finditer(r"python -m bench\.(\w+)\b([^\n|#;]*)", code):
+                if not (ROOT / "bench" / f"{m.group(1)}.py").is_file():
+                    wrong.append(f"{doc}:{line}: no module bench.{m.group(1)}")
+                    continue
+                known = _bench_parser(m.group(1))
+                for option in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", m.group(2)):
+                    checked += 1
+                    if option not in known and option != "--help":
+                        wrong.append(f"{doc}:{line}: bench.{m.group(1)} has no option {option}")
     for module, (start, section) in _bench_sections().items():
         known = _bench_parser(module)
         for line, option, _ in _bench_options_shown(module, section):
@@ -391,13 +395,6 @@ def test_the_bench_readme_names_the_systems_the_benchmarks_run():
     assert onnx == set(constant("onnx", "SYSTEMS"))
 
 
-def test_every_results_file_bench_readme_names_exists():
-    text = BENCH_README.read_text(encoding="utf-8")
-    named = set(re.findall(r"(?<![\w/])(?:bench/)?results/([\w.+-]+\.(?:json|md))", text))
-    assert len(named) > 10
-    assert sorted(n for n in named if not (ROOT / "bench" / "results" / n).is_file()) == []
-
-
 def test_the_dense_reference_table_gives_the_splits_and_query_counts_of_the_domains():
     """Each row's split is the domain's in ``corpora.SPLITS``, a row's "(a / b / c queries" are its
     held-out semantic / explicit / control group sizes, and the other rows' sizes are the range
@@ -425,3 +422,141 @@ def test_the_dense_reference_table_gives_the_splits_and_query_counts_of_the_doma
     low, high = map(int, re.search(r"held-out groups, (\d+)-(\d+) queries each", section).groups())
     assert not wrong, "\n".join(wrong)
     assert (low, high) == (min(sizes), max(sizes))
+
+
+def test_every_results_file_the_bench_readme_names_is_stored():
+    """A ``*.json`` named in the bench README's prose is a stored result; the names in commands
+    (``--json variant.json``) are outputs a reader writes."""
+    text = BENCH_README.read_text(encoding="utf-8")
+    named = []
+    for line, span in code_text(text):
+        if "python -m" in span or "sparse-adapt " in span or "\n" in span:
+            continue
+        named += [(line, m) for m in re.findall(r"(?:^|/)([\w.-]+\.json)$", span)]
+    # and a ``results/NAME`` path anywhere, prose included
+    named += [(text[: m.start()].count("\n") + 1, m.group(1))
+              for m in re.finditer(r"(?<![\w/])(?:bench/)?results/([\w.+-]+\.(?:json|md))", text)]
+    missing = [f"bench/README.md:{line}: {name}" for line, name in named if not (BENCH_RESULTS / name).is_file()]
+    assert not missing, "\n".join(missing)
+    assert len(named) > 40
+
+
+def _tables(markdown: str) -> list[tuple[int, list[str], list[list[str]]]]:
+    """(start offset, header cells, body rows) of every pipe table, bold marks dropped."""
+    out = []
+    for m in re.finditer(r"(?m)^(\|.*\|\n)\|[-|]+\|\n((?:\|.*\|\n)*)", markdown):
+        cells = [[c.strip().replace("**", "") for c in row.strip().strip("|").split("|")]
+                 for row in (m.group(1) + m.group(2)).splitlines()]
+        out.append((m.start(), cells[0], cells[1:]))
+    return out
+
+
+# bench.train's system names by the words of the README's labels, the first match wins
+TRAIN_SYSTEMS = (("SparseEncoderTrainer", "st-trainer"), ("group_by_length", "hf-trainer-grouped"),
+                 ("Trainer", "hf-trainer"), ("batch_tokens", "sparse-adapt-budget"), ("sparse-adapt", "sparse-adapt"))
+
+
+def _agrees(shown: str, value: float) -> bool:
+    """``shown`` is ``value`` as printed: within half a unit of its last digit."""
+    decimals = len(shown.split(".")[1]) if "." in shown else 0
+    return abs(float(shown) - value) <= 0.5 * 10 ** -decimals + 1e-9
+
+
+def test_the_bench_readme_result_tables_are_the_stored_results():
+    """Each table of the bench README's results is what its results file holds: a re-measured
+    file with a table left behind (or a number miscopied) fails here."""
+    import json
+    from statistics import median
+
+    text = BENCH_README.read_text(encoding="utf-8")
+    results = text.split("\n## Results\n", 1)[1]
+    offset = len(text) - len(results)
+    wrong, checked, previous_end = [], 0, 0
+
+    def load(name: str):
+        return json.loads((BENCH_RESULTS / name).read_text(encoding="utf-8"))
+
+    def check(where: str, shown: str, value: float) -> None:
+        nonlocal checked
+        checked += 1
+        if not _agrees(shown, value):
+            wrong.append(f"{where}: README {shown}, results file {value}")
+
+    for start, header, rows in _tables(results):
+        line = text[: offset + start].count("\n") + 1
+        named = re.findall(r"([\w.-]+\.json)`", results[previous_end:start])
+        previous_end = start
+        if header[:4] == ["model", "system", "docs/s", "seconds"]:
+            data = load("encode.json" if "CPU s" in header else "export.json")["results"]
+            model = None
+            for row in rows:
+                if row[0]:
+                    model = {"MiniLM": "minilm", "BERT-base": "bert-base"}[re.match(r"[\w-]+", row[0]).group()]
+                system = {"sparse-adapt export": "sparse-adapt-export"}.get(row[1], row[1])
+                got = data[model][system]
+                columns = {"docs/s": "docs_per_s", "seconds": "seconds", "CPU s": "cpu_seconds",
+                           "peak RSS MB": "peak_rss_mb", "time / hf-loop": "time_ratio", "CPU / hf-loop": "cpu_ratio",
+                           "RSS / hf-loop": "rss_ratio"}
+                for name, cell in zip(header, row):
+                    if name in columns:
+                        check(f"bench/README.md:{line} {model}/{system} {name}", cell, got[columns[name]])
+                assert row[header.index("top-10 identical")].startswith(f"{got['top10_identical']}/{got['docs']}")
+        elif header[:3] == ["head", "loss", "s/step"]:
+            data = load("train_step.json")["results"]
+            columns = {"s/step": "seconds_per_step", "time / KD-only": "time_ratio_to_kd", "CPU s/step":
+                       "cpu_seconds_per_step", "CPU / KD-only": "cpu_ratio_to_kd", "peak RSS MB": "peak_rss_mb"}
+            for row in rows:
+                got = data["full" if row[0].startswith("full") else "chunked"]["kd" if "KD" in row[1] else "six"]
+                for name, cell in zip(header, row):
+                    if name in columns:
+                        check(f"bench/README.md:{line} {row[0]}/{row[1]} {name}", cell, got[columns[name]])
+        elif header[:3] == ["batch", "system", "ms/query"]:
+            data = load("onnx.json")["rows"]
+            for row in rows:
+                system = "pytorch" if row[1].startswith("PyTorch") else "onnxruntime"
+                [got] = [r for r in data if r["batch_size"] == int(row[0]) and r["system"] == system]
+                check(f"bench/README.md:{line} {row[0]}/{system} ms/query", row[2], got["ms_per_query"])
+                check(f"bench/README.md:{line} {row[0]}/{system} ratio", row[3], got["ratio_to_pytorch"])
+        elif header[:2] == ["part", "system"] and header[2].startswith("seconds"):
+            runs = []
+            for name in named:
+                data = load(name)
+                # train.json holds two invocations; the table is its first, the 3-round one
+                first = next(d for d in (data, *data.values()) if isinstance(d, dict) and "runs" in d)
+                runs += [r for r in first["runs"] if r["part"] in ("warmup", "distill")]
+            assert runs, f"bench/README.md:{line}: no results file with runs named before the table"
+            part = None
+            for row in rows:
+                part = row[0].split()[0] if row[0] else part
+                if part not in ("warmup", "distill"):
+                    continue
+                system = next(s for needle, s in TRAIN_SYSTEMS if needle in row[1])
+                mine = [r for r in runs if r["part"] == part and r["system"] == system]
+                assert mine, f"bench/README.md:{line}: no {part}/{system} run in {named}"
+                peer = [r["seconds"] for r in runs if r["part"] == part and r["system"] in ("hf-trainer", "st-trainer")]
+                where = f"bench/README.md:{line} {part}/{system}"
+                for shown, seconds in zip(row[2].split(", "), [r["seconds"] for r in mine] if "," in row[2]
+                                          else [median(r["seconds"] for r in mine)]):
+                    check(f"{where} seconds", shown, seconds)
+                check(f"{where} ratio", row[3], median(r["seconds"] for r in mine) / median(peer))
+                rss = row[header.index("peak RSS MB")]
+                if rss:
+                    check(f"{where} peak RSS", rss, median(r["peak_rss_mb"] for r in mine))
+    assert not wrong, "\n".join(wrong)
+    assert checked >= 150, checked  # all eight tables recognised (157 numbers; the ONNX table alone has 8)
+
+
+def test_the_bench_readme_counts_the_documents_of_a_measured_training_step():
+    """The training-step table's batch as ``bench.train_step`` builds it for the stored run: its
+    queries' candidate lists, each distinct document once."""
+    import json
+
+    from corpora import GATROCRAPTIC
+    from sparse_adapt.data import load_train
+    from sparse_adapt.training.stages import collate_candidates
+
+    text = " ".join(BENCH_README.read_text(encoding="utf-8").split())
+    said = re.search(r"(\d+) queries x (\d+) candidates = (\d+) unique synthetic documents", text)
+    settings = json.loads((BENCH_RESULTS / "train_step.json").read_text(encoding="utf-8"))["settings"]
+    texts, index, _ = collate_candidates(load_train(GATROCRAPTIC.train)[: settings["queries"]])
+    assert tuple(map(int, said.groups())) == (settings["queries"], index.shape[1], len(texts))
