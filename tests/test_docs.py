@@ -8,6 +8,7 @@ a renamed option or a changed default fails here instead of drifting from the do
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -332,7 +333,7 @@ def test_every_option_the_docs_give_a_benchmark_is_in_its_parser():
     wrong, checked = [], 0
     for doc in DOCS:  # invocations anywhere: the results sections and the record repeat the commands
         for line, code in code_text((ROOT / doc).read_text(encoding="utf-8")):
-            for m in re.finditer(r"python -m bench\.(\w+)\b([^\n|#;]*)", code):
+            for m in re.finditer(r"(?<![\w/.-])bench\.(\w+)\b([^\n|#;]*)", code):  # with or without python -m
                 if not (ROOT / "bench" / f"{m.group(1)}.py").is_file():
                     wrong.append(f"{doc}:{line}: no module bench.{m.group(1)}")
                     continue
@@ -560,3 +561,142 @@ def test_the_bench_readme_counts_the_documents_of_a_measured_training_step():
     settings = json.loads((BENCH_RESULTS / "train_step.json").read_text(encoding="utf-8"))["settings"]
     texts, index, _ = collate_candidates(load_train(GATROCRAPTIC.train)[: settings["queries"]])
     assert tuple(map(int, said.groups())) == (settings["queries"], index.shape[1], len(texts))
+
+
+# bench/RESULTS.md is a dated record: its sections keep the names and figures of their day, so
+# these tests check what stays true of such a record (the files it cites exist, the tables it
+# recomputed from them match them), never today's wording.
+RESULTS_MD = ROOT / "bench" / "RESULTS.md"
+
+
+def _expand_braces(name: str) -> list[str]:
+    """``suite-{a,b}{,-pool}.json`` as the four names a shell would make of it."""
+    m = re.search(r"\{([^{}]*)\}", name)
+    if m is None:
+        return [name]
+    return [out for alt in m.group(1).split(",") for out in _expand_braces(name[: m.start()] + alt + name[m.end():])]
+
+
+def test_the_results_record_cites_only_files_that_exist():
+    """A result file the record names (``bench/results/NAME.json``, a bare ``NAME.md``, a
+    ``{a,b}`` family, ``NAME.{json,md}``, ``NAME.*``) exists: in ``bench/results/`` when the
+    path says so, else there or anywhere under ``bench/`` or ``corpora/``. Scratch paths
+    (``/work/...``) are left out: they were on the machine of the session that wrote them."""
+    text = RESULTS_MD.read_text(encoding="utf-8")
+    results = ROOT / "bench" / "results"
+    elsewhere = {p.name for top in ("bench", "corpora") for p in (ROOT / top).rglob("*")}
+    elsewhere |= {p.name for p in ROOT.iterdir()}
+    checked, missing = 0, []
+    for m in re.finditer(r"(?<![\w{},.*/-])([\w{},/-][\w{},./-]*)\.(json|md|\*|\{[a-z,]+\})(?![\w*-])", text):
+        token = f"{m.group(1)}.{m.group(2)}"
+        if "/work/" in token or token.startswith("/"):
+            continue
+        for name in _expand_braces(token):
+            in_results = "bench/results/" in name
+            base = name.rsplit("/", 1)[-1]
+            if in_results or "*" in base:
+                found = any(results.glob(base))
+            else:
+                found = (results / base).exists() or base in elsewhere
+            checked += 1
+            if not found:
+                missing.append(f"bench/RESULTS.md:{text[: m.start()].count(chr(10)) + 1}: {name}")
+    assert not missing, "\n".join(missing)
+    assert checked > 200  # the scan did read the record's tables
+
+
+def test_the_thirty_sixth_sessions_table_is_what_its_files_hold(monkeypatch):
+    """The thirty-sixth session recomputed every stored pooled test per query and tabled, per
+    result file, split and held-out group: queries, base -> adapted means, query-seed pairs and
+    "crosses 0.05" where the per-query and the per-pair p fall on different sides of 0.05. The
+    counts and means are recomputed by the benchmark's own pooling (its permutation test, minutes
+    on these files, is stubbed out); the marks are checked against the table's two p columns."""
+    from sparse_adapt.report import pooled as pooling
+
+    monkeypatch.setattr(pooling, "paired_test", lambda adapted, base: {})
+    section = RESULTS_MD.read_text(encoding="utf-8").split("\n## Thirty-sixth session", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\S+\.json) \| (\w+) \| ([\w-]+) \| (\d+) \| ([\d.]+) -> ([\d.]+) \| (<?[\d.]+)"
+                      r"( \*\*crosses 0\.05\*\*)? \| (\d+) \| (<?[\d.]+) \|$", section, flags=re.M)
+    assert len(rows) >= 50  # the table was found and read
+    wrong, stored = [], {}
+    for name, split, group, queries, base, adapted, p_query, crosses, pairs, p_pairs in rows:
+        if name not in stored:
+            report = json.loads((ROOT / "bench" / "results" / name).read_text(encoding="utf-8"))
+            pooled = pooling.pooled(report["results"], report["inputs"]["seeds"])
+            stored[name] = {(p["split"], p["group"]): p for p in pooled}
+        p = stored[name].get((split, f"heldout-{group}"))
+        said = (int(queries), base, adapted, int(pairs))
+        if p is None or said != (p["queries"], f"{p['base']:.3f}", f"{p['adapted']:.3f}", p["queries"] * p["seeds"]):
+            wrong.append(f"{name} {split} {group}: the table says {said}, the file gives {p}")
+        below = [float(v.lstrip("<")) < 0.05 for v in (p_query, p_pairs)]
+        if bool(crosses) != (below[0] != below[1]):
+            wrong.append(f"{name} {split} {group}: p {p_query} per query, {p_pairs} over pairs, marked {bool(crosses)}")
+    assert not wrong, "\n".join(wrong)
+
+
+# The thirty-seventh session's rows and the stored per-query values each is computed from (every
+# query's [distilled, 0.5 average] nDCG@10, one list per seed): file, key in it (None: the file is
+# the list), and the split and inputs of the rows that count (None: any).
+THIRTY_SEVENTH_ROWS = {
+    "L:": ("wise-extend-final.json", None, "dev", None),
+    "M(c):": ("average-rules.json", "M(c) minilm hand-written, dev", None, None),
+    "M(a):": ("average-rules.json", "M(a) tiny corpus, dev: averaged vs final=distilled", None, None),
+    "M(b):": ("average-rules.json", "M(b) tiny hand-written, dev", None, None),
+    "T:": ("tiny-average-new-domains.json", "rows", None, None),
+    "once, test: `offline-minilm`, corpus": ("wise-extend-final.json", None, "test", None),
+    "once, test: `offline-minilm`, hand-written": ("average-rules.json", "once: minilm hand-written test", None, None),
+    "once, test: `offline-splade-tiny`, corpus": ("average-rules.json", "once: tiny test (distilled vs averaged)",
+                                                  None, "corpus"),
+    "once, test: `offline-splade-tiny`, hand-written": ("average-rules.json", "once: tiny test (distilled vs averaged)",
+                                                        None, "hand-written"),
+}
+
+
+def test_the_thirty_seventh_sessions_table_is_what_its_files_hold():
+    """Each cell of the thirty-seventh session's per-query table (distilled -> 0.5 average, seeds
+    averaged, differences within ``bench.compare.TIE`` tied) recomputed from the files the section
+    cites: means, query counts, ups / downs and, where at most 12 queries moved (an exact test
+    of 4,096 sign flips at most; 15 take a second), the p-value to the decimals written. Cells
+    computed with the files' rounding noise counted as changes were corrected in the fifty-sixth
+    session."""
+    from statistics import mean
+
+    from bench.compare import TIE
+    from sparse_adapt.report.paired import paired_test
+
+    section = RESULTS_MD.read_text(encoding="utf-8").split("\n## Thirty-seventh session", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in section.splitlines() if any(line.startswith(f"| {k}") for k in THIRTY_SEVENTH_ROWS)]
+    groups = ("heldout-domain-semantic", "heldout-domain-explicit", "heldout-control")
+    cell = re.compile(r"([\d.]+) -> ([\d.]+)(?: \((\d+)(?:, (\d+)(?: up)? / (\d+)(?: down)?)?(?:, p = ([\d.]+))?)?")
+    wrong, exact, files = [], 0, {}
+    assert len(table) == len(THIRTY_SEVENTH_ROWS)
+    for line in table:
+        label, *cells = [c.strip() for c in line.strip("|").split(" | ")]
+        [(name, key, split, inputs)] = [v for k, v in THIRTY_SEVENTH_ROWS.items() if label.startswith(k)]
+        if name not in files:
+            files[name] = json.loads((ROOT / "bench" / "results" / name).read_text(encoding="utf-8"))
+        data = files[name]
+        rows = [r for r in (data if key is None else data[key])
+                if split in (None, r.get("split")) and inputs in (None, r.get("inputs"))]
+        for group, text in zip(groups, cells):
+            m = cell.match(text)
+            if m is None:
+                continue  # a blank cell: not reported
+            seeds: dict[tuple, list] = {}
+            for r in rows:
+                for q, pair in r["groups"][group]["per_query"].items():
+                    seeds.setdefault((r["domain"], r.get("inputs"), q), []).append(pair)
+            before = [mean(p[0] for p in v) for v in seeds.values()]
+            after = [mean(p[1] for p in v) for v in seeds.values()]
+            change = [a - b for a, b in zip(after, before)]
+            ups, downs = sum(c > TIE for c in change), sum(c < -TIE for c in change)
+            got = {1: f"{mean(before):.3f}", 2: f"{mean(after):.3f}", 3: str(len(before)), 4: str(ups), 5: str(downs)}
+            if m.group(6) and ups + downs <= 12:
+                exact += 1
+                decimals = len(m.group(6).split(".")[1])
+                got[6] = f"{paired_test(after, before, tie=TIE)['p_value']:.{decimals}f}"
+            said = {i: m.group(i) for i in got if m.group(i) is not None}
+            if said != {i: got[i] for i in said}:
+                wrong.append(f"{label} {group}: the table says {said}, {name} gives {got}")
+    assert not wrong, "\n".join(wrong)
+    assert exact >= 5
