@@ -3,7 +3,7 @@
 A dictionary entry says in plain words what a term means; a user who does not know the
 term describes it in such words. So each entry becomes one training query: its definition
 (which never needs to name the term), with the corpus documents that name the term as
-positives and the other documents that the starting model ranks highest for it as hard
+positives and the other documents that the distill stage's starting model ranks highest for it as hard
 negatives: look-alike distractors and documents about the domain's *other* terms (without
 those, a definition query learns to fire every domain term, and a query naming one
 product code starts retrieving the others). All seven distillation terms then act on it

@@ -230,7 +230,8 @@ def run_loop(
 ) -> LoopResult:
     """Train ``model`` in place; see the module docstring (and ``distributed.py`` for N processes).
 
-    ``on_epoch_end(epoch)`` (1-based) runs after each epoch; returning True stops early.
+    ``on_epoch_end(epoch)`` (1-based) runs after each epoch; returning True stops early. It runs
+    once more when ``max_steps`` or ``step_cap`` ends the stage inside an epoch.
     ``extra_state()`` is saved in each checkpoint under ``"extra"`` (the caller's own state,
     e.g. the epoch selection's, which it restores from ``resume["extra"]``).
     """

@@ -1,13 +1,15 @@
 """Masked-LM training data that does not grow with the corpus.
 
 A corpus is read from its JSONL file on demand: one pass records each record's byte
-offset and token length (two small integer arrays), and a batch reads and tokenises only
-its own texts. Memory is bounded by the arrays and one batch, not by the documents.
+offset, a second (:class:`WindowedTexts`) each window's record, character span and token
+length (small integer arrays), and a batch reads and tokenises only its own texts. Memory
+is bounded by the arrays and one batch, not by the documents.
 
 Each epoch's batches come from :func:`plan_epoch`: a seeded random order; with
 ``batch_tokens`` > 0, consecutive windows of ``window`` texts are sorted by length and cut
-into batches whose padded size (longest text x texts) stays within the token budget
-(length bucketing: little padding, even work per step), the batches of a window shuffled.
+into batches of at most ``batch_size`` texts whose padded size (longest text x texts) stays
+within the token budget (a longer text is a batch alone; length bucketing: little padding,
+even work per step), the batches of a window shuffled.
 With ``batch_tokens`` = 0 batches are ``batch_size`` consecutive texts of the order.
 """
 

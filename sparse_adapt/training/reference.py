@@ -26,7 +26,8 @@ def load_reference(reference: str | Path | SpladeEncoder, device: torch.device) 
 
 
 class ReferenceVectors:
-    """Reference vectors of every query and candidate text of ``train.jsonl``, by text."""
+    """Reference vectors of every query and candidate text the distill stage trains on
+    (``train.jsonl``'s and the definition queries'), by text."""
 
     def __init__(
         self, queries: sp.csr_matrix, documents: sp.csr_matrix, query_rows: dict[str, int], doc_rows: dict[str, int],

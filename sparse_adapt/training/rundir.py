@@ -7,12 +7,13 @@ sections of the completed stages (each stage seeds itself, so a later stage's se
 do not touch earlier checkpoints: lowering ``distill.lr`` after a NaN loss resumes from
 the last good checkpoint). Anything else would mix two runs and is refused, unless
 ``overwrite``, which discards the old run's own files (never other files in ``OUT``).
-A directory with no checkpoint holds nothing to mix and is simply reused.
+A run directory with no checkpoint holds nothing to mix and is simply reused; a non-empty
+directory without ``run.json`` is refused unless ``overwrite``.
 
-``OUT/train_log.jsonl`` keeps the records of completed stages only: when a run resumes,
-the records of the interrupted attempt's unfinished stages are dropped (a stage's
-``stage_end`` is logged just before its save, so a stage whose save failed is among them) and
-a ``resume`` event marks the new attempt.
+``OUT/train_log.jsonl`` keeps the records of completed stages, and the steps a resumed
+stage's mid-stage checkpoint holds: when a run resumes, the other records of the interrupted
+attempt's unfinished stages are dropped (a stage's ``stage_end`` is logged just before its
+save, so a stage whose save failed is among them) and a ``resume`` event marks the new attempt.
 
 ``OUT/final/made_from.json`` records what ``OUT/final`` was made from (the run's manifest,
 the interpolation weight and anchor) and when. A rerun that trains nothing and would make
@@ -72,7 +73,8 @@ def files_sha256(model: str | Path) -> str | None:
 
 
 class RunMismatchError(SparseAdaptError):
-    """``--out`` already holds a different run (other stages, config, seed or inputs)."""
+    """``--out`` already holds a different run (other stages, config, seed, base or inputs), or
+    other files and no run."""
 
     def __init__(self, message: str, differences: Sequence[str] = ()) -> None:
         super().__init__(message)

@@ -42,7 +42,7 @@ from sparse_adapt.training.validation import EpochSelector, ValidationSet, share
 class TrainData:
     """The validated user inputs (loaded once, before any training starts)."""
 
-    corpus: Path  # docs.jsonl, validated; streamed by the warmup stage, never held in memory
+    corpus: Path  # docs.jsonl, validated; streamed by the warmup stage (held in memory only by ``documents``)
     terms: dict[str, list[str]]
     dictionary: list[DictionaryEntry]
     train: list[TrainExample]

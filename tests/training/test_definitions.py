@@ -204,3 +204,18 @@ def test_a_distill_resumed_mid_stage_keeps_the_definition_negatives_its_start_ch
     a = SpladeEncoder.from_pretrained(unbroken).mlm.state_dict()
     b = SpladeEncoder.from_pretrained(resumed).mlm.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_definition_scores_are_on_the_scale_the_module_gives_and_the_bundled_training_lists_use():
+    """The stand-in teacher scores, as the module docstring gives them, are the highest and the
+    lowest score of the bundled ``train.jsonl``: a definition query must rank like a teacher's."""
+    import re
+
+    from sparse_adapt.data import load_train
+    from sparse_adapt.defaults import BUNDLED
+    from sparse_adapt.training import definitions
+
+    given = re.search(r"positives up to ([-\d.]+),\s+hard negatives ([-\d.]+)\)", definitions.__doc__)
+    assert (float(given[1]), float(given[2])) == (POSITIVE, NEGATIVE)
+    scores = [s for ex in load_train(BUNDLED.train) for s in ex.teacher_scores]
+    assert (max(scores), min(scores)) == (POSITIVE, NEGATIVE)

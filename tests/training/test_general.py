@@ -504,3 +504,14 @@ def test_a_reused_pretraining_of_todays_settings_drops_a_leftover_checkpoint_and
     said: list[str] = []
     assert general.pretrained_base(str(tiny_dir), where, Hooks(message=said.append)) == str(where)
     assert not leftover.exists() and said == []
+
+
+def test_the_pretraining_size_its_comment_gives_is_its_default():
+    """GeneralConfig's comment sizes a run as steps x batch_size = pairs with its defaults: a
+    default changed alone leaves the comment (and the README repeating it) sizing the old run."""
+    import inspect
+
+    said = re.search(r"([\d,]+) x ([\d,]+) = ([\d,]+) of", inspect.getsource(GeneralConfig))
+    steps, batch, pairs = (int(g.replace(",", "")) for g in said.groups())
+    cfg = GeneralConfig()
+    assert (steps, batch, pairs) == (cfg.steps, cfg.batch_size, cfg.steps * cfg.batch_size)

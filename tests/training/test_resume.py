@@ -478,3 +478,40 @@ def test_finite_weights_that_overflow_a_single_vocabulary_column_are_refused(tin
     assert not torch.isfinite(logits).all() and torch.isfinite(logits[..., :20]).all()  # that column alone
     with pytest.raises(NonFiniteError, match="warmup: the model's outputs are not finite"):
         require_finite(mlm, "warmup")
+
+
+def test_the_files_the_training_modules_name_in_their_text_are_the_ones_the_code_uses():
+    """A file or folder that a training module's docstrings and comments name in ``code`` is one
+    the run writes under that name, a bundled input's name, or a source file that exists: a
+    renamed constant or module leaves prose that names the old one."""
+    from pathlib import Path
+
+    from sparse_adapt.defaults import BUNDLED
+    from sparse_adapt.training import checkpoint, rundir
+    from sparse_adapt.training.stages import ORDER
+
+    root = Path(rundir.__file__).parents[2]
+    holders = {"OUT", "DIR", "NAME", "<stage>", *ORDER}  # the run's folder, adapt's folder, a stage
+    written = {rundir.RUN_FILE, rundir.LOG_FILE, rundir.FINAL, rundir.FINAL_RECORD, checkpoint.TRAINER_STATE,
+               checkpoint.MODEL, *holders, *(f"{h}{rundir.PARTIAL}" for h in holders)}
+    inputs = {p.name for p in BUNDLED._asdict().values() if isinstance(p, Path)}
+    sources = {p.name for p in (root / "sparse_adapt").rglob("*.py")}
+    modules = ("loop", "stages", "pipeline", "rundir", "checkpoint", "density", "reference", "freezing",
+               "interpolation", "general", "mlm_data", "definitions")
+    checked = []
+    for module in modules:
+        text = (root / "sparse_adapt" / "training" / f"{module}.py").read_text(encoding="utf-8")
+        for span in re.findall(r"``([^`\s]+)``", text):
+            if span.startswith("./"):  # a user's spelling of a path, not a file of ours
+                continue
+            if "/" in span and span.endswith((".py", ".md")):
+                assert (root / span).is_file(), f"{module}.py names {span}, which does not exist"
+            elif span.endswith(".py"):
+                assert span in sources, f"{module}.py names {span}, no module of sparse_adapt"
+            elif "/" in span or span.endswith((".json", ".jsonl", ".pt")):
+                unknown = [p for p in span.split("/") if p and p not in written | inputs]
+                assert not unknown, f"{module}.py names {span}: {unknown} is no name the run writes or reads"
+            else:
+                continue
+            checked.append(span)
+    assert len(checked) > 30  # the pattern still finds the names (about 40 today)

@@ -1069,3 +1069,19 @@ def test_a_checkpoint_written_without_a_gpu_resumes_on_a_machine_with_one(monkey
     monkeypatch.setattr(torch.cuda, "set_rng_state", restored.append)
     set_rng_state(state, g)  # no GPU state to restore: the GPU keeps its own
     assert restored == []
+
+
+def test_the_numbers_the_training_loop_states_are_its_own_and_the_warmup_defaults():
+    """The loop's text sizes the warm-up of its schedule and a default warmup stage: a default
+    changed in config.py or in linear_schedule leaves the prose with the old one."""
+    import inspect
+    import re
+
+    from sparse_adapt.training.config import WarmupConfig
+
+    text = Path(loop_mod.__file__).read_text(encoding="utf-8")
+    sized = re.search(r"warmup's (\d+) epochs: ([\d.]+) steps a document", text)
+    warmup = WarmupConfig()
+    assert (int(sized[1]), float(sized[2])) == (warmup.epochs, warmup.epochs / warmup.batch_size)
+    share = re.search(r"over the first (\d+)% of steps", loop_mod.linear_schedule.__doc__)
+    assert int(share[1]) / 100 == inspect.signature(loop_mod.linear_schedule).parameters["warmup_frac"].default

@@ -741,3 +741,24 @@ def test_the_distill_console_line_shows_each_term_under_its_own_name():
     terms = {"loss": 1.5, "kd": 0.1, "ret": 0.2, "sp": 0.3, "dom": 0.4, "ctr": 0.5, "qexp": 0.6, "pres": 0.7}
     assert stages_mod.format_step(50, terms) == ("Step 50 | Loss 1.5000 | KD 0.1000 | Ret 0.2000 | Sp 0.3000 | "
                                                  "Dom 0.4000 | Ctr 0.5000 | QExp 0.6000 | Pres 0.7000")
+
+
+def test_the_distillation_terms_the_training_text_counts_and_names_are_the_losses_terms():
+    """The distill stage's "seven-term distillation", the definition queries' "all seven
+    distillation terms", the distill step's "eight" host values (its terms and the objective)
+    and the console line's names follow losses.TERMS: a term added or dropped leaves the prose
+    counting the old ones."""
+    import re
+
+    from sparse_adapt.training import definitions, loop
+
+    numbers = {w: n for n, w in enumerate("zero one two three four five six seven eight nine ten eleven".split())}
+    said = [numbers[w.lower()] for module in (stages_mod, definitions)
+            for w in re.findall(r"\b(\w+)(?:-term distillation| distillation terms)\b",
+                                Path(module.__file__).read_text(encoding="utf-8")) if w.lower() in numbers]
+    assert len(said) >= 2 and set(said) == {len(TERMS)}
+    values = re.search(r"a distill step has (\w+) of them", loop._host_values.__doc__)
+    assert numbers[values[1]] == len(TERMS) + 1  # the objective beside each term
+    line = stages_mod.format_step(50, {k: 0.0 for k in ("loss", *TERMS)})
+    labels = re.compile(r"(\w+) (?:\.\.\.|[\d.]+)")
+    assert labels.findall(stages_mod.format_step.__doc__) == labels.findall(line)
