@@ -27,9 +27,14 @@ def save_partial(path: Path, splade: SpladeEncoder, state: dict) -> None:
         torch.save(state, tmp / TRAINER_STATE)
 
 
+def holds_checkpoint(path: Path) -> bool:
+    """``path`` holds a complete checkpoint (its files only; nothing is loaded)."""
+    return (path / TRAINER_STATE).is_file() and rundir.complete(path / MODEL)
+
+
 def load_partial(path: Path, device: torch.device | None = None) -> tuple[SpladeEncoder, dict] | None:
     """The model and loop state saved at ``path``; None when there is no complete checkpoint."""
-    if not (path / TRAINER_STATE).is_file() or not rundir.complete(path / MODEL):
+    if not holds_checkpoint(path):
         return None
     state = torch.load(path / TRAINER_STATE, weights_only=True, map_location="cpu")
     return SpladeEncoder.from_pretrained(path / MODEL, device=device), state

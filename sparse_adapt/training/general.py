@@ -29,14 +29,14 @@ from sparse_adapt.atomic import atomic_directory, clean_leftovers
 from sparse_adapt.destination import check_output
 from sparse_adapt.corpus.lexicon import MIN_ZIPF, lexicon_pairs
 from sparse_adapt.data import read_record
-from sparse_adapt.errors import ConfigError
+from sparse_adapt.errors import ConfigError, OutputError
 from sparse_adapt.losses.flops import FlopsLoss
 from sparse_adapt.losses.in_batch import InBatchLoss
 from sparse_adapt.modeling.builtin import BUILTIN_BASES, RECOMMENDED_FILE
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.hub import model_reference
 from sparse_adapt.progress import SILENT, Hooks
-from sparse_adapt.training.checkpoint import load_partial, save_partial
+from sparse_adapt.training.checkpoint import holds_checkpoint, load_partial, save_partial
 from sparse_adapt.training.config import check_decay
 from sparse_adapt.training.loop import LoopConfig, StepResult, require_finite, run_loop, seed_everything
 from sparse_adapt.training.rundir import PARTIAL, files_sha256
@@ -126,6 +126,9 @@ def run_general(
     """
     cfg = (cfg or GeneralConfig()).validate()
     out = check_output(out, overwrite, inputs=(base,))
+    partial = out.parent / f"{out.name}{PARTIAL}"
+    clean_leftovers(partial.parent, partial.name)  # a kill while replacing it left the previous one aside
+    _check_partial_is_ours(partial)
     generator = seed_everything(seed)
     if pairs is None:
         pairs = lexicon_pairs(seed, cfg.steps * cfg.batch_size, cfg.min_zipf)
@@ -143,24 +146,24 @@ def run_general(
         from sparse_adapt.corpus.teacher import load_teacher
 
         teacher = load_teacher()
-    partial = out.parent / f"{out.name}{PARTIAL}"
     # What a checkpoint must match to be resumed: another base (by its files too: one rebuilt in
     # place), seed, setting, teacher or set of pairs would mix two trainings.
     identity = {"base": model_reference(base), "base_files": files_sha256(base), "seed": seed,
                 "config": _weight_settings(cfg), "pairs": _pairs_sha256(pairs),
                 "teacher": getattr(teacher, "name", None) if cfg.kd > 0 else None}
     resume, log = None, []
-    clean_leftovers(partial.parent, partial.name)  # a kill while replacing it left the previous one aside
     saved = load_partial(partial)
     if saved is not None and saved[1].get("extra", {}).get("identity") == identity:
         splade, resume = saved
         log = list(resume["extra"]["log"])
         hooks.message(f"pretrain: resuming at step {resume['steps']} from {partial}")
     else:
-        if partial.exists():
+        if saved is not None:
             shutil.rmtree(partial)
             hooks.message(f"pretrain: {partial} was saved by another base, seed, setting, teacher or set of pairs: "
                           "discarded, starting afresh")
+        elif partial.exists():  # empty: _check_partial_is_ours let nothing else through
+            partial.rmdir()
         splade = SpladeEncoder.from_pretrained(base)
     losses, flops = InBatchLoss(cfg.temperature, cfg.teacher_temperature), FlopsLoss()
 
@@ -206,6 +209,19 @@ def run_general(
     shutil.rmtree(partial, ignore_errors=True)
     hooks.message(f"pretrain: {result.steps} steps in {record['seconds']:.0f}s -> {out}")
     return out
+
+
+def _check_partial_is_ours(partial: Path) -> None:
+    """``OUT.partial/`` sits beside ``OUT``, outside anything pretrain was given to write: it is
+    resumed or replaced only when it holds a pretraining checkpoint (or nothing). A file there, or
+    a folder of other files, is the user's and is never deleted."""
+    if not partial.exists() and not partial.is_symlink():
+        return
+    if partial.is_dir() and not partial.is_symlink():
+        if not any(partial.iterdir()) or holds_checkpoint(partial):
+            return
+    raise OutputError(f"pretrain: {partial} is where pretraining keeps its checkpoint, and it holds something "
+                      "else (not written by pretrain); move it away or give another --out")
 
 
 def _weight_settings(cfg: GeneralConfig) -> dict:

@@ -487,6 +487,28 @@ def test_a_checkpoint_of_pairs_with_other_documents_is_not_resumed(tiny_dir, tmp
     assert not any("resuming" in m for m in said) and any("discarded, starting afresh" in m for m in said)
 
 
+def test_a_folder_or_file_of_the_users_where_the_checkpoint_goes_is_refused_and_kept(tiny_dir, tmp_path, capsys):
+    """OUT.partial/ is beside OUT, not inside anything pretrain was told to write: only a pretraining
+    checkpoint (or an empty folder) there is resumed or replaced; it deleted a folder of notes."""
+    from sparse_adapt.errors import OutputError
+
+    cfg = GeneralConfig(steps=1, batch_size=4, kd=0.0, checkpoint_every=0)
+    notes = tmp_path / "run.partial"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("keep me")
+    with pytest.raises(OutputError, match=r"run\.partial is where pretraining keeps its checkpoint"):
+        run_general(tiny_dir, tmp_path / "run", cfg, pairs=PAIRS)
+    assert (notes / "notes.txt").read_text() == "keep me" and not (tmp_path / "run").exists()
+    (tmp_path / "file.partial").write_text("mine")
+    assert main(["pretrain", "--base", str(tiny_dir), "--out", str(tmp_path / "file")]) == 2
+    err = capsys.readouterr().err
+    assert "file.partial is where pretraining keeps its checkpoint" in err and "Traceback" not in err
+    assert (tmp_path / "file.partial").read_text() == "mine"
+    (tmp_path / "empty.partial").mkdir()  # nothing of anyone's: used
+    run_general(tiny_dir, tmp_path / "empty", cfg, pairs=PAIRS)
+    assert (tmp_path / "empty").is_dir() and not (tmp_path / "empty.partial").exists()
+
+
 def test_a_reused_pretraining_of_todays_settings_drops_a_leftover_checkpoint_and_says_nothing(tiny_dir, tmp_path):
     from sparse_adapt.training import general
 
