@@ -62,7 +62,7 @@ class DistillationLoss(nn.Module):
             and the reference's pieces of the domain terms).
     """
 
-    # Unit weights and tau_min 2 make hand-worked tests readable; training takes every value
+    # Unit weights (pres 0: off unless asked) and tau_min 2 make hand-worked tests readable; training takes every value
     # from DistillConfig (training/config.py), whose defaults are the measured ones.
     def __init__(
         self, *, kd: float = 1.0, ret: float = 1.0, sp: float = 1.0, dom: float = 1.0, ctr: float = 1.0,

@@ -80,7 +80,8 @@ class PreservationLoss(nn.Module):
 
     over ``P_0``, the candidate pairs of those queries, ``s̄`` the reference's dot products.
 
-    Zero when the batch holds no such text. Args (forward) are given by name; each form reads
+    Forms ``"vectors"`` and ``"scores"`` are zero when the batch holds no such text (``"all-texts"``
+    then still anchors the domain texts). Args (forward) are given by name; each form reads
     what it needs (see :data:`FORMS`).
     """
 

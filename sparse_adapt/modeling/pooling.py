@@ -21,8 +21,8 @@ head's gradient is a sparse scatter over the few (text, term) pairs that fire --
 one (B, V) index tensor -- instead of a dense (B, L, V) matrix product.
 
 Head families are split by the registry in ``heads.py``; any other masked-LM is pooled
-from its full logits (:func:`pool_logits`; ``HeadSupport.reason`` says why) with a
-``FullLogitsWarning``.
+from its full logits (:func:`masked_max`, then :func:`activate`: what :func:`pool_logits`
+computes; ``HeadSupport.reason`` says why) with a ``FullLogitsWarning``.
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ def pool_logits(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
     """Reference SPLADE pooling from full logits: (B, L, V) and (B, L) 0/1 -> (B, V).
 
     ``log1p`` and ``relu`` are monotone, so they run once on the (B, V) max instead of on
-    every position. Used for families without a head split and as the reference in tests.
+    every position. The reference in tests and ``bench/train_step.py``; the encoder pools a family
+    without a head split the same way (:func:`masked_max`, then :func:`activate`).
     """
     return activate(masked_max(logits, attention_mask))
 

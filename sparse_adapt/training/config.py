@@ -4,6 +4,7 @@ A config file (``--config FILE``, JSON or TOML, read by ``config_files.py``) hol
 values to override, by stage section, e.g. ``{"distill": {"epochs": 20, "lr": 3e-5}, "warmup": {"domain_focused": false}}``.
 Unknown sections or keys and values of the wrong type or range raise :class:`ConfigError`
 naming the file and the dotted key. Defaults are tuned on the bundled Gatrocraptic corpus
+(``distill.pres`` and ``pres_form`` on the dev domains: their comments)
 with the offline MiniLM base so that the full H4 run takes minutes on 2 CPU cores.
 """
 
@@ -24,7 +25,8 @@ class MLMConfig:
 
     epochs: int = 10
     lr: float = 5e-5
-    # Texts per optimiser step. Small corpora: small batches give more updates per epoch.
+    # Texts per batch (grad_accum batches make one optimiser step). Small corpora: small batches give
+    # more updates per epoch.
     batch_size: int = 8
     # BERT's 15%: enough signal per text without destroying the context the prediction needs.
     mask_rate: float = 0.15
@@ -114,8 +116,8 @@ class DistillConfig:
     # d21 (12 epochs at 8e-5 stopped at ~1.5) while control nDCG@10 stays well above the base.
     epochs: int = 16
     lr: float = 2.5e-4
-    # Queries per step, each with its whole candidate list. Documents shared by the batch's
-    # lists are encoded once, so 5 queries cost ~15 document encodings instead of 40: the
+    # Queries per batch, each with its whole candidate list. Documents shared by the batch's
+    # lists are encoded once, so 5 queries cost ~17 document encodings instead of 40: the
     # SPLADE head over the whole vocabulary at every position dominates a CPU step.
     batch_size: int = 5
     weight_decay: float = 0.01
@@ -127,9 +129,10 @@ class DistillConfig:
     # FLOPS undoes the density the MLM stages add (~23 -> ~140 active terms per document).
     sp: float = 0.2
     # The hinge is averaged over |D| (10 ids on the bundled terms, most absent from any one text).
-    # Large on purpose: d21-d25 are -8 negatives of every control query, so KD/Ctr/Ret push
+    # Large on purpose: d21-d23 are -8 negatives of every control query, so KD/Ctr/Ret push
     # their scores (and the term's weight) down; below tau_min the hinge's gradient is the
-    # constant dom/|D| per present token, and only ~100 per token wins that tug of war.
+    # constant dom/|D| per present token and text (then averaged over the batch's texts, as KD
+    # and Ret average theirs), and only ~100 per token wins that tug of war.
     dom: float = 1000.0
     ctr: float = 0.5
     # Query expansion is what makes a descriptive query fire the domain term harder; log 2 at
@@ -137,7 +140,7 @@ class DistillConfig:
     qexp: float = 8.0
     # Softmax temperature of Ret; student scores span ~0-30, tau > 1 avoids early saturation.
     temperature: float = 2.0
-    # Minimum weight of a present domain token (the quality bar asks >= 2.0 in d21).
+    # Minimum weight of a present domain token (the quality bar asks > 2.0 in d21).
     tau_min: float = 3.5
     # Pairwise margin of Ctr; the spec suggests ~5 for teacher scores in [-8, 10].
     margin: float = 5.0
@@ -163,6 +166,8 @@ class DistillConfig:
     pres_form: str = "vectors"
     # Validation (sparse_adapt/training/validation.py): the fraction of train.jsonl held out
     # (seeded, per query kind) when no --valid file is given; 0 = no validation, all epochs kept.
+    # Off by default: on 8-12 training queries a split takes signal the model needs (README
+    # "Knowledge preservation").
     valid_fraction: float = 0.0
     # Selection objective: domain nDCG@10 gain minus this times the control nDCG@10 loss,
     # both against the reference model.
@@ -170,12 +175,16 @@ class DistillConfig:
     # Stop after this many epochs without a better objective (0 = run every epoch).
     patience: int = 0
     # Each dictionary definition becomes one more training query (sparse_adapt/training/definitions.py)
-    # with this many hard negatives from the documents naming no domain term; 0 = off.
+    # with this many hard negatives: the documents not naming its term (other terms' documents
+    # included) that the starting model ranks highest; 0 = off. Off by default: 5 lowered held-out
+    # semantic and explicit queries on both dev domains (README "Knowledge preservation").
     definition_negatives: int = 0
     train_rows: str = "all"  # as in MLMConfig
     # WiSE-FT (sparse_adapt/training/interpolation.py): the saved final model is
     # (1 - interpolate) x the distilled model + interpolate x the run's starting point (the
-    # `extend` checkpoint, else the base). OUT/distill keeps the distilled model itself.
+    # `extend` checkpoint, else the base). OUT/distill keeps the distilled model itself. 0 here
+    # (train, report, benchmark): with 0.5 the case study met 6 of its 8 criteria; 0.5 is adapt's
+    # own default (ADAPT_SETTINGS, sparse_adapt/corpus/adapt.py; bench/RESULTS.md, thirteenth session).
     interpolate: float = 0.0
 
     def validate(self, section: str) -> None:

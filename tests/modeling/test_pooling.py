@@ -275,3 +275,20 @@ def test_the_cli_shows_the_full_logits_warning_as_one_line(monkeypatch, capsys):
     assert cli.main(["encode", "x"]) == 0
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("warning: ") and "ElectraForMaskedLM" in line
+
+
+def test_the_chunk_comment_s_rows_and_full_logits_size_follow_from_chunk_bytes():
+    # The comment above CHUNK_BYTES sizes the block for the offline base's vocabulary; recomputed
+    # from the constant and the base's tokenizer, so either changed alone fails here.
+    import inspect
+    import re
+
+    text = " ".join(inspect.getsource(encoding).replace("#", " ").split())
+    vocab = len(_tokenizer())
+    said = re.search(r"(\d+) MiB is (\d+) rows at V = ([\d,]+)", text)
+    assert said, "the CHUNK_BYTES comment no longer says how many rows it is"
+    assert int(said.group(1)) * 2**20 == encoding.CHUNK_BYTES
+    assert (int(said.group(2)), int(said.group(3).replace(",", ""))) == (encoding.rows_per_chunk(vocab), vocab)
+    full = re.search(r"batch (\d+) x (\d+) tokens \(the full logits would be ([\d.]+) GiB\)", text)
+    texts, tokens, gib = int(full.group(1)), int(full.group(2)), full.group(3)
+    assert f"{texts * tokens * vocab * 4 / 2**30:.{len(gib.split('.')[1])}f}" == gib  # fp32 logits

@@ -114,3 +114,93 @@ def test_an_error_of_a_builtin_bases_settings_names_them_not_a_file_in_a_folder_
     recommended = r"^the settings recommended for offline-splade-tiny: distill\.lr must be < 1"
     with pytest.raises(ConfigError, match=recommended):
         load_config(None, "offline-splade-tiny", {"distill": {"lr": 5.0}})
+
+
+def _config_comments(cls) -> str:
+    """The comments and docstring of a config dataclass as one line of words (no '#', no line breaks)."""
+    import inspect
+
+    return " ".join(inspect.getsource(cls).replace("#", " ").split())
+
+
+def test_the_config_comments_step_counts_are_the_bundled_corpus_s_batches_at_the_defaults():
+    # The defaults' comments justify each value by what it does on the bundled corpus ("10 epochs x
+    # 4 steps", "1/4 of the default run", "< 100 steps per stage"): recomputed from its files here, so
+    # a corpus, batch size or epoch count changed alone fails.
+    import json
+    import math
+
+    import torch
+
+    from corpora import GATROCRAPTIC
+    from sparse_adapt.training.config import DictionaryConfig, DistillConfig, MLMConfig, WarmupConfig
+    from sparse_adapt.training.loop import shuffled_batches
+
+    def lines(path) -> int:
+        return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+
+    items = {"warmup": lines(GATROCRAPTIC.docs), "dictionary": lines(GATROCRAPTIC.dictionary),
+             "distill": lines(GATROCRAPTIC.train)}  # every bundled document is one warmup window
+    sections = {"warmup": WarmupConfig(), "dictionary": DictionaryConfig(), "distill": DistillConfig()}
+    steps = {name: math.ceil(items[name] / cfg.batch_size) for name, cfg in sections.items()}
+    for name, cls in (("warmup", WarmupConfig), ("distill", DistillConfig)):
+        said = re.search(r"(\d+) epochs x (\d+) steps at (?:lr )?(\d[\d.e-]*)", _config_comments(cls))
+        assert said, f"{cls.__name__}'s comment no longer says its epochs x steps"
+        cfg = sections[name]
+        assert (int(said.group(1)), int(said.group(2)), float(said.group(3))) == (cfg.epochs, steps[name], cfg.lr)
+    distill = _config_comments(DistillConfig)
+    ramp = re.search(r"1/(\d+) of the default run \((\d+) steps\)", distill)
+    run = sections["distill"].epochs * steps["distill"]
+    assert int(ramp.group(2)) == run and sections["distill"].sp_warmup_steps * int(ramp.group(1)) == run
+    entries = re.search(r"Entries are few \((\d+) bundled\)", _config_comments(DictionaryConfig))
+    assert int(entries.group(1)) == items["dictionary"]
+    bound = int(re.search(r"the bundled corpus needs < (\d+) steps per stage", _config_comments(MLMConfig)).group(1))
+    assert max(sections[n].epochs * steps[n] for n in sections) < bound
+    # Documents shared by a batch's candidate lists are encoded once: the comment's "~N instead of M"
+    # is the mean over shuffled batches (as distill draws them) against every list's own documents.
+    encodings = re.search(r"(\d+) queries cost ~(\d+) document encodings instead of (\d+)", distill)
+    assert encodings, "DistillConfig's comment no longer says what a batch's shared documents save"
+    rows = [json.loads(line) for line in GATROCRAPTIC.train.read_text(encoding="utf-8").splitlines() if line.strip()]
+    size = sections["distill"].batch_size
+    plan, unique = shuffled_batches(len(rows), size), []
+    for seed in range(200):
+        for batch in plan(torch.Generator().manual_seed(seed)):
+            if len(batch) == size:
+                unique.append(len({d for i in batch for d in rows[i]["doc_ids"]}))
+    assert int(encodings.group(1)) == size and int(encodings.group(3)) == size * max(len(r["doc_ids"]) for r in rows)
+    assert int(encodings.group(2)) == round(sum(unique) / len(unique))
+
+
+def test_the_distill_comments_name_the_bundled_negatives_domain_ids_and_quality_bar():
+    # The domain hinge's weight is argued from the bundled training lists (which documents are -8
+    # negatives of every control query), the number of domain ids and the report's quality bar:
+    # each is read from its source here, not from the comment.
+    import ast
+    import json
+    from pathlib import Path
+
+    from corpora import GATROCRAPTIC
+    from sparse_adapt.modeling.vocabulary import plan_extension
+    from sparse_adapt.training.config import DistillConfig
+    from tests.conftest import _tokenizer
+
+    text = _config_comments(DistillConfig)
+    controls = set(json.loads(GATROCRAPTIC.query_groups.read_text(encoding="utf-8"))["control"])
+    rows = [json.loads(line) for line in GATROCRAPTIC.train.read_text(encoding="utf-8").splitlines() if line.strip()]
+    negatives = set.intersection(*({d for d, s in zip(r["doc_ids"], r["teacher_scores"]) if s == -8}
+                                   for r in rows if r["qid"] in controls))
+    said = re.search(r"d(\d+)-d(\d+) are -8 negatives of every control query", text)
+    assert said, "DistillConfig's comment no longer names the control queries' -8 negatives"
+    assert {f"d{i}" for i in range(int(said.group(1)), int(said.group(2)) + 1)} == negatives
+    terms = json.loads(GATROCRAPTIC.terms.read_text(encoding="utf-8"))
+    ids = int(re.search(r"\((\d+) ids on the bundled terms", text).group(1))
+    assert ids == len({t.normalized for t in plan_extension(_tokenizer(), terms)})
+    # Read from the files, not imported (importing the diagnostics takes seconds): the report's
+    # criterion grades the term's weight strictly above HIGH_WEIGHT.
+    root = Path(__file__).resolve().parents[2]
+    checks = ast.parse((root / "diagnostics" / "sections" / "checks.py").read_text(encoding="utf-8")).body
+    high_weight = next(ast.literal_eval(node.value) for node in checks if isinstance(node, ast.Assign)
+                       and [getattr(t, "id", None) for t in node.targets] == ["HIGH_WEIGHT"])
+    assert "term.weight > HIGH_WEIGHT" in (root / "sparse_adapt" / "report" / "criteria.py").read_text(encoding="utf-8")
+    assert f"the quality bar asks > {high_weight:.1f} in d21" in text
+    assert DistillConfig().tau_min > high_weight

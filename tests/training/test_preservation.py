@@ -309,3 +309,26 @@ def test_reference_vectors_are_the_reference_s_own_query_and_document_vectors():
     np.testing.assert_allclose(ref.queries([query], "cpu").numpy(), as_query)
     np.testing.assert_allclose(ref.documents([doc], "cpu").numpy(), enc.encode([doc], "document").toarray())
     assert ref.vocab_size == enc.vocab_size
+
+
+def test_the_forms_the_docstring_calls_0_without_a_general_text_are_the_ones_that_are():
+    # PreservationLoss's docstring says which forms vanish on a batch whose every text the domain
+    # concerns; a form added or changed without that sentence fails here ("all-texts" still anchors
+    # the domain texts' general words there).
+    import re
+
+    from sparse_adapt.losses.preservation import FORMS, PreservationLoss
+
+    doc = " ".join(PreservationLoss.__doc__.split())
+    forms = r'((?:``"[\w-]+"``(?:, | and | or )?)+)'
+    said = re.search(rf"Forms? {forms} (?:is|are) zero when the batch holds no such text", doc)
+    assert said, "the docstring no longer says which forms are 0 without a text the domain does not concern"
+    none = torch.zeros(1, dtype=torch.bool)
+    inputs = dict(
+        query_weights=torch.tensor([[1.0, 2.0, 0.5]]), doc_weights=torch.tensor([[0.0, 1.0, 3.0]]),
+        ref_query_weights=torch.zeros(1, 2), ref_doc_weights=torch.zeros(1, 2), general_queries=none,
+        general_docs=none, student=torch.ones(1, 1), ref_scores=torch.zeros(1, 1),
+        mask=torch.ones(1, 1, dtype=torch.bool), free_ids=[],
+    )
+    zero = {form for form in FORMS if PreservationLoss(form)(**inputs).item() == 0.0}
+    assert set(re.findall(r'``"([\w-]+)"``', said.group(1))) == zero
