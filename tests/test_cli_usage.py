@@ -563,3 +563,130 @@ def test_a_stop_as_main_hands_over_the_command_s_code_reaches_the_handler_main_f
     finally:
         signal.signal(signal.SIGTERM, before)
     assert finished == [3] and heard == [signal.SIGTERM]
+
+
+# Drift audit G: what the help of adapt, evaluate, export, index, search and onnx states, read from
+# the code that decides it (names, numbers, formats), so a change on either side fails here.
+
+
+def _g_command(name: str):
+    import typer.main
+
+    from sparse_adapt.cli import app
+
+    return typer.main.get_command(app).commands[name]
+
+
+def _g_option(command: str, flag: str):
+    return next(p for p in _g_command(command).params if flag in p.opts)
+
+
+def test_help_names_the_files_and_folders_the_code_writes_and_reads():
+    import re
+
+    from sparse_adapt.corpus.adapt_folder import FINAL, PRETRAINED, RUN_OUTPUTS, TRAINING
+    from sparse_adapt.modeling.onnx import ONNX_FILE
+    from sparse_adapt.retrieval.datasets import local_beir_files
+
+    listed = _g_option("adapt", "--out").help.split(":", 1)[1].split(",")
+    named = [n.strip().rstrip(".") for n in listed if "/" in n or "." in n]  # not "generated inputs"
+    assert len(named) >= 3 and all(n.rstrip("/") in RUN_OUTPUTS for n in named), named
+    assert {n.rstrip("/") for n in named if n.endswith("/")} <= {TRAINING, FINAL}  # the run's two folders
+    assert re.findall(r"into DIR/(\w+)", _g_option("adapt", "--pretrain").help) == [PRETRAINED]
+    # --overwrite: the folders it discards are run outputs, the one that stays is not
+    discarded, stays = _g_option("adapt", "--overwrite").help.split(";")
+    assert {d.rstrip("/") for d in re.findall(r"\w+/", discarded)} <= set(RUN_OUTPUTS)
+    assert [d.rstrip("/") for d in re.findall(r"\w+/", stays)] == [PRETRAINED] and PRETRAINED not in RUN_OUTPUTS
+    [beir] = re.findall(r"local BEIR folder \(([^)]*)\)", _g_option("evaluate", "--dataset").help)
+    root = Path("folder")
+    assert beir.split(", ") == [p.relative_to(root).as_posix() for p in local_beir_files(root).values()]
+    assert re.findall(r"Output directory: (\S+) \+", _g_option("onnx", "--out").help) == [ONNX_FILE]
+
+
+def test_help_numbers_are_the_code_s_constants_and_defaults():
+    import re
+
+    from sparse_adapt.corpus.adapt import ADAPT_SETTINGS
+    from sparse_adapt.corpus.pseudo import SIBLING_FLOOR
+    from sparse_adapt.modeling.onnx import DEFAULT_OPSET, MIN_OPSET
+    from sparse_adapt.retrieval.export import MAX_SCALE, ExportConfig
+
+    settings: dict = {}
+    for section, key, value in re.findall(r"(\w+)\.(\w+) = (\d+(?:\.\d+)?)", _g_option("adapt", "--config").help):
+        settings.setdefault(section, {})[key] = float(value)
+    assert settings == ADAPT_SETTINGS
+    for command in ("make-train", "adapt"):
+        labels = _g_option(command, "--term-labels").help
+        assert [float(v) for v in re.findall(r"at \+(\d+(?:\.\d+)?)", labels)] == [SIBLING_FLOOR]
+    assert [int(v) for v in re.findall(r"at most (\d+)", _g_option("export", "--scale").help)] == [MAX_SCALE]
+    defaults = ExportConfig()
+    assert (_g_option("export", "--scale").default, _g_option("export", "--batch-size").default) == (
+        defaults.scale, defaults.batch_size)
+    opset = _g_option("onnx", "--opset")
+    assert [int(v) for v in re.findall(r">= (\d+)", opset.help)] == [MIN_OPSET] and opset.default == DEFAULT_OPSET
+
+
+def test_evaluate_s_help_and_docstring_name_the_metrics_it_reports():
+    import re
+
+    from sparse_adapt.cli import evaluate
+    from sparse_adapt.retrieval.evaluation import DEFAULT_METRICS
+
+    for text in (_g_command("evaluate").help, evaluate.__doc__):
+        assert [m.casefold() for m in re.findall(r"\b[A-Za-z]+@\d+\b", text)] == list(DEFAULT_METRICS), text
+
+
+def test_evaluate_s_qrels_help_names_every_layout_the_qrels_reader_takes(tmp_path):
+    """The layouts are read off the reader's own message for a file mixing them."""
+    import re
+
+    from sparse_adapt.data import DataError, load_qrels
+
+    mixed = tmp_path / "mixed.tsv"
+    mixed.write_text("q1 0 d1 1\nq1 d2 1\n")
+    with pytest.raises(DataError) as e:
+        load_qrels(mixed)
+    layouts = re.findall(r"'(qid [^']+)'", str(e.value))
+    assert len(layouts) == 2
+    shown = _g_option("evaluate", "--qrels").help
+    assert [layout for layout in layouts if f"({layout})" not in shown] == []
+
+
+def test_the_teacher_and_pretrain_help_name_the_built_ins_the_code_has():
+    import re
+
+    from sparse_adapt.cli.adapt import TEACHER_HELP
+    from sparse_adapt.corpus.teacher import BUILTIN_TEACHERS, DEFAULT_TEACHER
+    from sparse_adapt.modeling.builtin import BUILTIN_BASES
+
+    assert TEACHER_HELP.startswith(f"{DEFAULT_TEACHER} (default") and all(t in TEACHER_HELP for t in BUILTIN_TEACHERS)
+    for command in ("build-dictionary", "make-train", "adapt"):
+        assert _g_option(command, "--teacher").default == DEFAULT_TEACHER
+    [named] = re.findall(r"no trained SPLADE \(([^)]*)\)", _g_option("adapt", "--pretrain").help)
+    assert named.split(", ") == [name for name, base in BUILTIN_BASES.items() if base.pretrain]
+
+
+def test_adapt_s_summary_table_of_a_default_run_fits_the_log_width_whole(monkeypatch, capsys, tmp_path):
+    """LOG_WIDTH was chosen to hold this table in a log: its group names whole, on one line each."""
+    from types import SimpleNamespace
+
+    from sparse_adapt.cli.output import LOG_WIDTH
+    from sparse_adapt.corpus import adapt as corpus_adapt
+    from sparse_adapt.corpus.adapt import HOLDOUT_EVERY
+    from sparse_adapt.corpus.pseudo import DEFAULT_MAX_QUERIES, KINDS
+    from sparse_adapt.report import adapt as report_adapt
+
+    held = DEFAULT_MAX_QUERIES // HOLDOUT_EVERY  # a default run's held-out queries, all kept
+    groups = {"all": held, **{f"heldout-pseudo-{k}": held // len(KINDS) for k in KINDS}}
+    rows = [{"set": report_adapt.PSEUDO, "group": g, "queries": n, "base": 0.5, "adapted": 0.75,
+             "base_feedback": 0.5, "feedback": 0.75} for g, n in groups.items()]
+    result = SimpleNamespace(final=tmp_path / "final", files=SimpleNamespace(generated=[]))
+    monkeypatch.setattr(corpus_adapt, "run_adapt", lambda *args, **kwargs: result)
+    monkeypatch.setattr(report_adapt, "adapt_summary", lambda *args: {
+        "evaluation": rows, "inspect": {"domain": {"tokens": []}}, "warnings": []})
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert main(["adapt", "--corpus", str(tmp_path / "docs.jsonl"), "--out", str(tmp_path / "out")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = [line for line in lines if line.startswith(("┃", "│", "|"))]  # rich draws ASCII for a non-UTF-8 stdout
+    assert max(len(line) for line in table) <= LOG_WIDTH
+    assert all(sum(f" {g} " in line for line in table) == 1 for g in groups), "\n".join(lines)

@@ -60,7 +60,8 @@ LANG_HELP = ("Language of the corpus for general-language word frequencies (word
 
 def _language(lang: str, documents) -> str:
     """The language code to mine with; a detected one is said, with the evidence (and the
-    corpus's markup and repeated documents, which every generator would otherwise take in silently)."""
+    corpus's markup, repeated documents and decomposed accents, which every generator would
+    otherwise take in silently)."""
     from sparse_adapt.corpus.language import ENGLISH, resolve_language
     from sparse_adapt.corpus.text import corpus_warnings
 

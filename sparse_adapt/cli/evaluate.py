@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 # ranx's paired tests; "student" (paired t-test) is ranx's default and needs no sampling.
 STAT_TESTS = ("student", "fisher", "tukey")
-# ranx infers these run-file kinds from the extension; anything else is read as TREC.
+# .json is read in ranx's JSON layout, .lz4 by ranx, any other run file as TREC (data/runs.py).
 # A --compare ending so is a run file, never a model name (no hub lookup for a mistyped path).
 _RUN_SUFFIXES = {".json", ".trec", ".txt", ".run", ".tsv", ".lz4"}
 
@@ -161,7 +161,9 @@ def evaluate(
     model: str = typer.Option(..., "--model", help=BASE_HELP),
     docs: Optional[Path] = typer.Option(None, "--docs", help="docs.jsonl (not needed with --index)."),
     queries: Optional[Path] = typer.Option(None, "--queries", help="queries.jsonl."),
-    qrels: Optional[Path] = typer.Option(None, "--qrels", help="TREC qrels (qid 0 doc_id grade)."),
+    qrels: Optional[Path] = typer.Option(
+        None, "--qrels", help="TREC qrels (qid 0 doc_id grade) or BEIR's (qid doc_id grade)."
+    ),
     dataset: Optional[str] = typer.Option(
         None, "--dataset", help="ir_datasets id (e.g. beir/scifact/test) or a local BEIR folder (corpus.jsonl, "
         "queries.jsonl, qrels/test.tsv); replaces --docs/--queries/--qrels."
@@ -193,7 +195,8 @@ def evaluate(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --save-run file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (see README)."),
 ) -> None:
-    """Rank every document for every query and report nDCG@10, MRR@10 and Recall@5 (ranx)."""
+    """Rank every document for every query (with --index: Lucene's top --depth) and report nDCG@10,
+    MRR@10 and Recall@5 (ranx)."""
     from sparse_adapt.destination import check_output
     from sparse_adapt.retrieval.evaluation import DEFAULT_METRICS, check_qrels, evaluate_run, quiet_ranx, save_run_file
 

@@ -27,7 +27,7 @@ BASE_HELP = "Model directory, hub id or a built-in base (offline-minilm, offline
 
 # Width of output that goes to a file or pipe (a log, CI, `| tee`). Rich lays such output out
 # at its 80-column fallback, which squeezed adapt's table of groups until three rows read
-# "heldout-…"; a log cannot be widened afterwards. 120 holds that table (119 columns) while
+# "heldout-…"; a log cannot be widened afterwards. 120 holds that table (119 columns, 120 from 10 queries a row) while
 # diagnostics' panels and rules, which fill the width, stay readable (at 200 they did not).
 LOG_WIDTH = 120
 
