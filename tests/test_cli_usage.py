@@ -690,3 +690,102 @@ def test_adapt_s_summary_table_of_a_default_run_fits_the_log_width_whole(monkeyp
     table = [line for line in lines if line.startswith(("┃", "│", "|"))]  # rich draws ASCII for a non-UTF-8 stdout
     assert max(len(line) for line in table) <= LOG_WIDTH
     assert all(sum(f" {g} " in line for line in table) == 1 for g in groups), "\n".join(lines)
+
+
+# The library entry points a rerun of the same command resumes: a stage's or pretraining's
+# checkpoint, an adapt run's finished steps, a study's finished trials.
+RESUMING_RUNNERS = ("run_pipeline", "run_general", "run_adapt", "build_report", "build_benchmark", "run_tuning")
+
+
+def test_the_stopped_line_names_every_command_that_resumes_where_it_stopped(capsys):
+    """A user stopped mid-run reads this line to know whether a rerun goes on or starts over:
+    a command that came to resume (pretrain's checkpoints) and went unnamed was told nothing."""
+    import inspect
+    import re
+    import signal
+
+    import sparse_adapt.cli as cli
+
+    cli._said_stopped(signal.SIGTERM)
+    line = capsys.readouterr().err
+    resuming = {command.name or command.callback.__name__ for command in cli.app.registered_commands
+                if any(runner in inspect.getsource(command.callback) for runner in RESUMING_RUNNERS)}
+    assert {"train", "pretrain", "adapt", "tune"} <= resuming  # the source scan does find the runners
+    assert [c for c in sorted(resuming) if not re.search(rf"(?<![\w-]){c}(?![\w-])", line)] == []
+
+
+def _h_option_help(command: str, name: str) -> str:
+    from sparse_adapt.cli import app
+
+    return next(p.help for p in typer.main.get_command(app).commands[command].params if p.name == name)
+
+
+def test_each_out_help_names_the_files_and_folders_the_command_writes_there():
+    """``--out``'s help is the map of the output directory: every name the code writes there
+    (by its constant) is on it, so a folder added later (benchmark's prefix/) is not left off."""
+    import re
+
+    from sparse_adapt.report.benchmark_md import PIPELINES
+    from sparse_adapt.report.files import BENCHMARK_DIRS
+    from sparse_adapt.report.results import DIAGNOSTICS_DIR, RUNS_DIR
+    from sparse_adapt.training.rundir import FINAL, LOG_FILE, PARTIAL
+    from sparse_adapt.training.study import STUDY_DB
+    from sparse_adapt.training.tuning import STUDY_FILES
+
+    expected = {
+        "train": [f"OUT/{FINAL}", LOG_FILE],
+        "tune": [*STUDY_FILES, STUDY_DB],
+        "report": [f"{RUNS_DIR}/", f"{DIAGNOSTICS_DIR}/"],
+        # pretrained.partial/ lives only while pretraining runs
+        "benchmark": [*(f"{d}/" for d in BENCHMARK_DIRS if not d.endswith(PARTIAL)),
+                      *(f"{p.stem}.md" for p in PIPELINES.values())],
+    }
+    # a folder's name ends at its "/" (runs/H1..H4); a file's at anything but a name character
+    ends = {True: "", False: r"(?![\w-])"}
+    missing = [f"{command} --out: {name}" for command, names in expected.items() for name in names
+               if not re.search(r"(?<![\w.-])" + re.escape(name) + ends[name.endswith("/")],
+                                _h_option_help(command, "out"))]
+    assert missing == []
+
+
+def test_the_numbers_and_names_the_help_of_benchmark_tune_train_and_report_states_are_the_code_s(tmp_path):
+    """Each is a constant of the library that the help (or the report's console table) repeats
+    in words: changed there, the help would go on promising the old value."""
+    import re
+
+    import optuna
+
+    from diagnostics.sections.checks import HIGH_WEIGHT
+    from sparse_adapt.cli.report import SHORT
+    from sparse_adapt.report.benchmark_md import CORPUS_BAR
+    from sparse_adapt.training.search_space import SEARCH_SPACE
+    from sparse_adapt.training.stages import EXPERIMENTS, ORDER
+    from sparse_adapt.training.study import open_study
+
+    [gain] = CORPUS_BAR.gain.values()
+    pipeline = " ".join(_h_option_help("benchmark", "pipeline").split())
+    assert f"(semantic >= base + {gain:.2f}, controls >= base - {CORPUS_BAR.control_tolerance:.2f})" in pipeline
+    space = re.search(r"replaces the default \(([^)]*)\)", _h_option_help("tune", "space_file")).group(1)
+    assert space.split(", ") == list(SEARCH_SPACE)
+    trials = _h_option_help("tune", "trials")
+    random_trials = int(re.search(r"TPE samples at random until (\d+) have run", trials).group(1))
+    study, _ = open_study(tmp_path, "help", 0, optuna.pruners.NopPruner())
+    assert study.sampler._n_startup_trials == random_trials
+    said = dict(re.findall(r"(H\d): ([a-z ]+)", _h_option_help("train", "stages")))
+    assert said["H1"] == ",".join(EXPERIMENTS["H1"]) and EXPERIMENTS["H4"] == ORDER and said["H4"] == "all four"
+    assert SHORT["high_weight"] == f"w>{HIGH_WEIGHT:g}"
+
+
+def test_benchmark_s_adapt_corpus_options_take_what_adapt_s_take():
+    """Their help says "as adapt --X": the same values are accepted, and the default named is adapt's."""
+    from sparse_adapt.cli import app
+
+    commands = typer.main.get_command(app).commands
+    adapt = {p.name: p for p in commands["adapt"].params}
+    shared = [p for p in commands["benchmark"].params if "as adapt" in (p.help or "") and p.name in adapt]
+    assert {p.name for p in shared} >= {"top", "min_count", "max_queries", "negatives", "siblings", "term_labels"}
+    assert [p.name for p in shared if (getattr(p, "min", None), getattr(p, "max", None))
+            != (getattr(adapt[p.name], "min", None), getattr(adapt[p.name], "max", None))] == []
+    term_labels = next(p for p in shared if p.name == "term_labels")
+    assert f"(default: adapt's, {'--term-labels' if adapt['term_labels'].default else '--teacher-labels'})" \
+        in term_labels.help

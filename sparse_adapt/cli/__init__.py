@@ -258,8 +258,8 @@ def _help_width() -> None:
 def _said_stopped(signum: int) -> int:
     """One line for a run a signal stopped (typer's exit 130 said nothing); the shell's code, 128 + N."""
     err_console.print(f"[bold red]stopped[/bold red] by {stop_name(signum)}: nothing half-written is left in place of an output; "
-                      "rerun the same command to go on (train, adapt, report and benchmark resume from their last "
-                      "checkpoint, tune from its last finished trial)", highlight=False, soft_wrap=True)
+                      "rerun the same command to go on (train, pretrain, adapt, report and benchmark resume from "
+                      "their last checkpoint, tune from its last finished trial)", highlight=False, soft_wrap=True)
     return 128 + signum
 
 

@@ -48,7 +48,7 @@ def _seeds(value: str, flag: str = "--seeds") -> tuple[int, ...]:
 
 def benchmark(
     out: Path = typer.Option(
-        ..., "--out", help="Benchmark directory: benchmark.md, benchmark.json, runs/, ablation/ "
+        ..., "--out", help="Benchmark directory: benchmark.md, benchmark.json, prefix/, runs/, ablation/ "
         "(--pipeline adapt: benchmark-adapt.md/.json, adapt/, pretrained/; adapt-corpus: "
         "benchmark-adapt-corpus.md/.json, adapt-corpus/, pretrained/).",
     ),

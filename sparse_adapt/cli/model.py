@@ -16,7 +16,7 @@ from sparse_adapt.cli.output import BASE_HELP, OVERWRITE_HELP, console, require_
 SHOWN_TERMS = 50
 
 def doctor() -> None:
-    """Check the installation: torch, the offline base package, and a Java for Pyserini."""
+    """Check the installation: torch, each built-in base's package, and a Java for Pyserini."""
     import torch
 
     table = Table(title="sparse-adapt doctor")

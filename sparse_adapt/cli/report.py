@@ -23,7 +23,8 @@ SHORT = {
 
 
 def report(
-    out: Path = typer.Option(..., "--out", help="Report directory: report.md, report.json, PNGs, runs/H1..H4."),
+    out: Path = typer.Option(..., "--out",
+                             help="Report directory: report.md, report.json, PNGs, runs/H1..H4, diagnostics/."),
     base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP),
     corpus: Optional[Path] = typer.Option(
         None, "--corpus", help="docs.jsonl (default: the bundled Gatrocraptic file; your own needs --terms, "
@@ -37,7 +38,8 @@ def report(
     ),
     qrels: Optional[Path] = typer.Option(None, "--qrels", help="TREC qrels (same default rule as --queries)."),
     heldout_queries: Optional[Path] = typer.Option(
-        None, "--heldout-queries", help="Queries never trained on, reported as their own groups (same default rule)."
+        None, "--heldout-queries", help="Queries never trained on, reported as their own groups (default: the bundled "
+        "ones when --corpus and --queries are the bundled ones)."
     ),
     heldout_qrels: Optional[Path] = typer.Option(None, "--heldout-qrels", help="qrels of --heldout-queries."),
     groups: Optional[Path] = typer.Option(
