@@ -22,8 +22,8 @@ trains; the rerun then refuses to mix it into an older run and says so; an unedi
 dictionary or training data made from an edited terms file is made again), the pipeline
 resumes after its last finished stage, and ``DIR/final`` is copied again only when
 ``training/final`` was rewritten (its ``made_from.json`` differs), so an edited card stays (and when
-it is replaced, an edited card is first copied to ``DIR/final-card.edited.md``). A rerun with another corpus, base, teacher, options
-or given files is refused, as is a ``DIR`` holding anything but an adapt run (``adapt_folder.py``).
+it is replaced, an edited card is first copied to ``DIR/final-card.edited.md``). A rerun with another corpus, base, teacher, options,
+seed, config or given files is refused, as is a ``DIR`` holding anything but an adapt run (``adapt_folder.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What an ``adapt --out`` folder holds, and when a rerun into it may resume.
 
 ``adapt.json`` (the manifest) says what the run is; a rerun with the same manifest resumes,
-one with another corpus, base, teacher, options or given files is refused (or, with
+one with another corpus, base, teacher, options, seed, config or given files is refused (or, with
 ``--overwrite``, its outputs are discarded, never a file the user gave), and a folder that
 holds anything but an adapt run is refused.
 """
@@ -36,9 +36,9 @@ class AdaptMismatchError(SparseAdaptError):
     """``--out`` holds a different adapt run, or something that is no adapt run."""
 
 
-# Options added to make-train after runs were made with it: an older adapt.json lacks them, and
+# Options added to adapt after runs were made with it: an older adapt.json lacks them, and
 # its files were made as each option's value here still makes them (no siblings, the teacher's
-# own labels, no glosses, mined against English), so such a run resumes with those values and
+# own labels, no glosses, no pretraining, mined against English), so such a run resumes with those values and
 # is refused with others.
 LEGACY_OPTIONS = {"siblings": 0, "term_labels": False, "glosses": False, "pretrain": False, "lang": "en"}
 
@@ -113,7 +113,7 @@ def not_a_run(out: Path) -> str:
 
 
 def differences(old: dict, new: dict, keys: list[str]) -> str:
-    """``options (top 20 -> 10), base`` for the manifest keys that differ: which option changed
+    """``options (top 20 -> 10), base (b -> b2)`` for the manifest keys that differ: which option changed
     is what a user needs to rerun as before (hashes of files are only named)."""
     said = []
     for key, before, after in ((k, old.get(k), new.get(k)) for k in keys):

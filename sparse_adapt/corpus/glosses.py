@@ -75,7 +75,8 @@ def _nouns() -> frozenset[str]:
 
 
 def clause(gloss: str) -> str:
-    """A gloss's first clause, leading articles dropped, at most MAX_GLOSS_WORDS words."""
+    """A gloss's first clause, leading articles and linking words (``_LEADING``: "of", "or", "to", "any")
+    dropped, at most MAX_GLOSS_WORDS words."""
     first = re.sub(r"\([^)]*\)", " ", gloss.split(";")[0])  # asides like "(trade name Coumadin)"
     toks = [t.strip(",.:") for t in first.split() if t.strip(",.:")]
     while toks and toks[0].casefold() in _LEADING:

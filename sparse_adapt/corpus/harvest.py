@@ -19,7 +19,8 @@ Per term (case variants are one term), in the spec's entry format
   around an occurrence, each from a different document where possible.
 
 Harvested entries carry ``"harvested": {"definition": "<doc_id>: <pattern>", "examples":
-[doc_ids]}``: which fields were harvested and from where (the loaders ignore the key).
+[doc_ids]}`` (with ``--glosses``, also ``"glosses": [lemmas]`` when the definition has some):
+which fields were harvested and from where (the loaders ignore the key).
 Entries a user wrote (``--dictionary``) are kept unchanged, first, and win: a term they cover
 (its key equals, or is a word of, the user entry's term) gets no harvested entry.
 """

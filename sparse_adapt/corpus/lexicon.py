@@ -30,7 +30,7 @@ from functools import lru_cache
 from sparse_adapt.corpus.glosses import clause, data_file
 from sparse_adapt.corpus.mining import general_zipf
 
-# Headwords rarer than this in general English (wordfreq Zipf) are skipped: below ~1.5 (a few
+# Headwords rarer than this in general English (wordfreq Zipf) are skipped: below ~1.5 (about 30
 # per billion words) WordNet lists archaic and taxonomic names no user types.
 MIN_ZIPF = 1.5
 SENSES = 2  # the most frequent senses of each headword; later ones are rare readings

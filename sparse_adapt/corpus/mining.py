@@ -29,7 +29,7 @@ on a log scale so that none dominates by units alone (``--explain`` prints them)
 
     score = frequency + rarity + fragmentation + pattern
     frequency     = log2(documents using it)           used across the corpus, not once
-    rarity        = COMMON_ZIPF - zipf_en(word)          orders of magnitude rarer than common English
+    rarity        = COMMON_ZIPF - zipf(word)             orders of magnitude rarer than a common word of the language
     fragmentation = log2(pieces in the base tokenizer)   the model cannot represent it whole
     pattern       = 1 if capitals/digits/joiners else 0  the shapes the spec names
 """
@@ -101,7 +101,7 @@ _MONTHS = frozenset("jan feb mar apr may jun jul aug sep sept oct nov dec".split
 # Encoded data is no vocabulary: a base64 image repeated in every page's markup, hex digests,
 # UUIDs. Measured on 2,900 pieces of random base64 of 20+ characters: their letter/digit
 # segments ("i", "VBO", "Rw", "0") average 1.9 characters (99% under 2.9); CamelCase names and
-# codes average 3 or more ("Super", "Duper", "3000": 4.4; "PowerEdgeR740xd": 3.0).
+# codes average 3 or more ("SuperDuperTurboMax3000": 4.4; "PowerEdgeR740xd": 3.0).
 ENCODED_LENGTH = 20  # a word's characters besides joiners; hex needs only HEX_LENGTH
 HEX_LENGTH = 16  # a 64-bit id; "XR-7200" and "HV-31a" are codes
 ENCODED_SEGMENT = 3.0

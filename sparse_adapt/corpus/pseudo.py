@@ -12,8 +12,8 @@
    training lists keep teaching ordinary retrieval. With ``--glosses``, up to ``LAY_PER_DOC``
    more semantic queries per document using a term are lay-word glosses of its technical
    words (:func:`lay_queries`, ``glosses.py``). Queries are deduplicated (case and
-   spacing ignored); ``max_queries`` caps the total (kinds kept in proportion by a seeded
-   shuffle).
+   spacing ignored); ``max_queries`` caps the total (a seeded random sample, which keeps the
+   kinds in proportion on average).
 2. **Candidates**: the query's source document, the ``negatives`` documents the *base*
    model ranks highest for it (hard negatives: what the unadapted model would return), and
    up to ``siblings`` more documents sharing a domain term with the source (the base's
@@ -24,7 +24,7 @@
 4. **Term-consistent labels** (``term_labels``, on by default): a domain term names one
    thing, so a candidate sharing a term with the source is floored at ``SIBLING_FLOOR``
    (a positive, as in hand-graded lists, where the other documents about the same product
-   score 2-6), and a candidate on the other side of the domain line (naming no term for a
+   score 2 or more, mostly 2-6), and a candidate on the other side of the domain line (naming no term for a
    query from a term's document, or naming one for a control query) is capped at 0 (a
    negative). The teacher still orders the candidates within each side. Chosen on the dev
    domains against teacher-only labels (README, "`sparse-adapt make-train`", term-consistent labels).
@@ -57,7 +57,7 @@ DEFAULT_NEGATIVES = 7
 # each other's positives, and the base's top 7 often holds none of them for a semantic crop.
 DEFAULT_SIBLINGS = 3
 # What a sibling scores at least after the map to [-8, 10]: positive (> 0), below a
-# typical source (10); the bundled hand-graded lists give a term's other documents 2-6.
+# typical source (10); the bundled hand-graded lists give a term's other documents 2-10, mostly 2-6.
 SIBLING_FLOOR = 2.0
 DEFAULT_MAX_QUERIES = 60
 # Lay-word queries per document using a term (--glosses): its two best-matching glosses.

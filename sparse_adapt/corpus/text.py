@@ -1,8 +1,9 @@
 """Words, sentences and term occurrences in raw corpus text (shared by mining, harvesting
 and pseudo-query generation).
 
-A *word* is a run of letters and digits, optionally joined by hyphens or underscores
-(``XR-7200``, ``agent-package``, ``max_connections``): the shapes domain terms take. A term
+A *word* is a run of letters and digits, optionally joined by hyphens or underscores, or
+between digits by a comma (``XR-7200``, ``agent-package``, ``max_connections``,
+``2,4-dichlorophenoxyacetic``): the shapes domain terms take. A term
 occurs where it appears case-insensitively with no word character or joiner on either side,
 so ``OAuth`` does not occur inside ``OAuth2`` and ``PRVT`` does not occur inside ``PRVTs``.
 """

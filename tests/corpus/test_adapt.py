@@ -1473,3 +1473,47 @@ def test_a_manifest_key_the_new_run_lacks_is_a_different_run(tmp_path):
     (tmp_path / "train.jsonl").write_text("{}\n")  # a run that made an input: not started afresh
     with pytest.raises(AdaptMismatchError, match=r"other pretrained; use another --out"):
         check_out(tmp_path, manifest)
+
+
+def test_the_differences_docstring_example_is_what_it_returns():
+    # The docstring shows a user's refusal line; its example must be the function's own output.
+    from sparse_adapt.corpus.adapt_folder import differences
+
+    example = re.search(r"``([^`]+)``", differences.__doc__).group(1)
+    old, new = {"options": {"top": 20}, "base": "b"}, {"options": {"top": 10}, "base": "b2"}
+    assert differences(old, new, ["options", "base"]) == example
+
+
+def test_the_docstrings_name_every_manifest_key_a_rerun_is_refused_for():
+    # check_out refuses a rerun whose adapt.json differs in any key run_adapt writes: the
+    # sentences telling a user what may not change must name them all ("given" as "given files").
+    import ast
+    import inspect
+    import textwrap
+
+    from sparse_adapt.corpus import adapt, adapt_folder
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(adapt.run_adapt)))
+    manifest = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "manifest" for t in n.targets))
+    keys = [k.value for k in manifest.keys]
+    assert "corpus" in keys and "seed" in keys
+    for module in (adapt, adapt_folder):
+        doc = " ".join(module.__doc__.split())
+        said = re.search(r"another (corpus, [^.]*?) (?:is|are) refused", doc).group(1)
+        named = set(re.split(r", | or ", said.replace("given files", "given")))
+        assert set(keys) <= named, (module.__name__, set(keys) - named)
+
+
+def test_the_legacy_options_comment_names_a_value_for_each_option():
+    # The comment says how an older run's files were made, one phrase per legacy option: an option
+    # added to LEGACY_OPTIONS without its phrase leaves a user unsure what an old run resumes as.
+    import inspect
+
+    from sparse_adapt.corpus import adapt_folder
+
+    source = inspect.getsource(adapt_folder)
+    comment = source[source.index("# Options added to"):source.index("LEGACY_OPTIONS =")]
+    comment = " ".join(comment.replace("#", "").split())
+    phrases = re.search(r"still makes them \(([^)]*)\)", comment).group(1).split(", ")
+    assert len(phrases) == len(adapt_folder.LEGACY_OPTIONS)

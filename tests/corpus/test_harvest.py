@@ -387,3 +387,20 @@ def test_a_plural_term_opening_an_are_clause_is_defined_by_it():
             Document("r2", "Crews replace the O-rings every spring.")]
     [entry] = build_dictionary(docs, locate_terms(docs, {"jargon": ["O-rings"]}))
     assert (entry["definition"], entry["harvested"]["definition"]) == ("soft loops that stop coolant leaks", "r1: is")
+
+
+def test_the_module_docstring_names_every_key_of_the_harvested_record():
+    # The "harvested" record is what a user reads to see where an entry came from: every key
+    # build_dictionary writes, the lay-word glosses' included, is named in the module docstring.
+    import re
+
+    from sparse_adapt.corpus import harvest
+    from sparse_adapt.corpus.glosses import Gloss
+
+    groups = locate_terms(DOCS, {"jargon": ["Zentrofax"]})
+    glosses = {"d1": [Gloss("coolant", "coolant", "a fluid agent that produces cooling")]}
+    [entry] = build_dictionary(DOCS, groups, glosses=glosses)
+    doc = " ".join(harvest.__doc__.split())
+    said = set(re.findall(r'"(\w+)": ', doc[doc.index('``"harvested":'):doc.index("which fields were harvested")]))
+    assert set(entry["harvested"]) == {"definition", "examples", "glosses"}
+    assert set(entry["harvested"]) <= said

@@ -292,3 +292,35 @@ def test_a_detected_language_is_described_beside_englishs_own_coverage():
     assert LanguageGuess("de", 0.88, 0.40, 120).describe() == (
         "88% of 120 words common in wordfreq's 'de' list; English 40%")
     assert LanguageGuess("en", 0.95, 0.95, 120).describe() == "95% of 120 words common in wordfreq's 'en' list"
+
+
+def _language_doc() -> str:
+    from sparse_adapt.corpus import language
+
+    return " ".join(language.__doc__.split())
+
+
+def test_the_module_docstring_states_the_english_coverages_it_measured():
+    # The numbers that justify ENGLISH_COVERAGE are measured, so they drift with the corpora and
+    # wordfreq: recompute them.
+    import re
+
+    import corpora
+    from sparse_adapt.corpus.language import available
+
+    doc = _language_doc()
+    lo, hi = map(float, re.search(r"English coverage (\d\.\d+)-(\d\.\d+)", doc).groups())
+    bundled = [coverage(sample_words(d.text for d in load_documents(corpora.get(n).docs)), "en")
+               for n in corpora.names()]
+    assert (lo, hi) == (round(min(bundled), 2), round(max(bundled), 2))
+    assert int(re.search(r"the other (\d+) lists", doc).group(1)) == len(available()) - 1
+
+
+def test_the_module_docstring_states_the_german_coverages_it_measured():
+    # The Danish runner-up is left out: finding it reads every list (~10 s).
+    import re
+
+    en, de = map(float, re.search(r"German test corpus (\d\.\d+) \(German (\d\.\d+)", _language_doc()).groups())
+    words = sample_words(GERMAN)
+    assert coverage(words, "en") == pytest.approx(en, abs=0.005)
+    assert coverage(words, "de") == pytest.approx(de, abs=0.005)

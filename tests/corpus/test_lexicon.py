@@ -66,3 +66,17 @@ def test_only_the_headword_itself_and_its_inflections_leave_a_description(tmp_pa
         assert lexicon_pairs(seed=0) == [LexiconPair("slowly along the sidewalk", "walk")]
     finally:
         lexicon._synonyms.cache_clear()
+
+
+def test_the_min_zipf_comment_converts_the_bound_to_words_per_billion():
+    # Zipf is log10 of a word's uses per billion words: the comment's count must be that of MIN_ZIPF.
+    import inspect
+    import re
+
+    from sparse_adapt.corpus import lexicon
+
+    comment = " ".join(" ".join(line.strip().lstrip("#") for line in inspect.getsource(lexicon).splitlines()
+                                if line.lstrip().startswith("#")).split())
+    bound, per_billion = re.search(r"below ~(\d+(?:\.\d+)?) \(about (\d+) per billion words\)", comment).groups()
+    assert float(bound) == lexicon.MIN_ZIPF
+    assert int(per_billion) == pytest.approx(10 ** lexicon.MIN_ZIPF, rel=0.1)

@@ -520,3 +520,39 @@ def test_a_joined_acronym_in_capitals_is_held_to_the_acronym_bound(tokenizer):
     # capitals ("CAUTION") is read as the word and held to the stricter jargon bound
     texts = ["Charge the XR-7200 over its USB-C port.", "The USB-C cable of the XR-7200 frays."]
     assert "USB-C" in _mined(tokenizer, texts)
+
+
+def test_the_segment_lengths_the_encoded_comment_quotes_are_measured():
+    # ENCODED_SEGMENT's comment justifies the bound by measured examples: each must be what the
+    # function computes, or the bound's reason is fiction.
+    import inspect
+    import re
+
+    from sparse_adapt.corpus import mining
+
+    source = inspect.getsource(mining)
+    comment = source[source.index("# Encoded data is no vocabulary"):source.index("ENCODED_LENGTH =")]
+    quoted = re.findall(r'"(\w+)": (\d+\.\d)', comment)
+    assert len(quoted) >= 2
+    for word, length in quoted:
+        assert round(mining._segment_length(word), 1) == float(length), word
+
+
+def test_the_module_docstrings_examples_get_the_category_or_filter_it_names():
+    # Each bullet of the docstring gives examples of a category; a change to shape() that moved
+    # one elsewhere made the docstring a list of counter-examples.
+    import re
+
+    from sparse_adapt.corpus import mining
+
+    doc = mining.__doc__
+    examples = {name: re.findall(r"``([^`]+)``", re.search(rf"- ``{name}``:([^\n]*)", doc).group(1))
+                for name in ("codes", "acronyms")}
+    assert all(examples.values())
+    for category, words_ in examples.items():
+        assert [mining.shape(w)[0] for w in words_] == [category] * len(words_)
+    quantities = re.findall(r"``([^`]+)``", re.search(r"quantities \(([^:]*):", doc).group(1))
+    assert quantities and all(mining.quantity(w) for w in quantities)
+    assert not mining.quantity(re.search(r"acronym such as ``([^`]+)``", doc).group(1))
+    measures = re.findall(r"``([^`]+)``", re.search(r"measures \(([^:]*):", doc).group(1))
+    assert measures and all(mining.measure(w) for w in measures)

@@ -517,3 +517,28 @@ def test_make_train_trims_the_function_words_of_the_language_it_is_given(tiny_be
     records, _ = make_train(docs, [], tiny_bert, OverlapTeacher(), seed=0, negatives=2, siblings=0, lang="de")
     assert sorted(r["query"] for r in records) == [
         "Druck im Kreislauf steigt", "Pumpe fördert Wasser schnell", "Ventil schließt den Kreislauf"]
+
+
+def test_the_sibling_floor_comment_states_the_bundled_hand_graded_range():
+    # SIBLING_FLOOR is justified by what hand graders gave a term's other documents: the range the
+    # comment quotes is recomputed from the bundled lists (their best document as the source).
+    import inspect
+    import json
+    import re
+
+    import corpora
+    from sparse_adapt.corpus import pseudo
+    from sparse_adapt.corpus.text import doc_terms
+    from sparse_adapt.data import load_documents, load_domain_terms
+
+    scores = []
+    for name in corpora.names():
+        files = corpora.get(name)
+        terms_of = doc_terms(locate_terms(load_documents(files.docs), load_domain_terms(files.terms)))
+        for line in files.train.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            source = terms_of.get(r["doc_ids"][0], set())
+            scores += [s for d, s in zip(r["doc_ids"][1:], r["teacher_scores"][1:]) if terms_of.get(d, set()) & source]
+    said = re.search(r"lists give a term's other documents (\d+)-(\d+)", inspect.getsource(pseudo))
+    assert (min(scores), max(scores)) == tuple(map(float, said.groups()))
+    assert pseudo.SIBLING_FLOOR == min(scores)

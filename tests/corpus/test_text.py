@@ -79,3 +79,21 @@ def test_a_longer_word_ending_in_the_term_does_not_name_it():
 
     docs = [Document("a", "A Zentrofax pump hums."), Document("b", "The Megazentrofax hums.")]
     assert doc_terms(locate_terms(docs, {"jargon": ["Zentrofax"]})) == {"a": {"zentrofax"}}
+
+
+def test_the_module_docstrings_words_and_non_occurrences_hold():
+    # The docstring defines a word and a term's occurrence by examples: each example word is one
+    # word to text.words, and each "does not occur inside" pair is no match of the term pattern.
+    import re
+
+    from sparse_adapt.corpus import text
+
+    doc = text.__doc__
+    shapes = re.findall(r"``([^`]+)``", doc[:doc.index("the shapes domain terms take")])
+    assert len(shapes) >= 3
+    for word in shapes:
+        assert text.words(f"see {word} here") == ["see", word, "here"], word
+    pairs = re.findall(r"``([^`]+)`` does not occur inside ``([^`]+)``", doc)
+    assert pairs
+    for term, longer in pairs:
+        assert text.term_pattern(term).search(f"see {longer} here") is None, (term, longer)
