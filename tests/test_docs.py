@@ -700,3 +700,50 @@ def test_the_thirty_seventh_sessions_table_is_what_its_files_hold():
                 wrong.append(f"{label} {group}: the table says {said}, {name} gives {got}")
     assert not wrong, "\n".join(wrong)
     assert exact >= 5
+
+
+def test_results_md_per_run_rows_are_their_results_files_rows():
+    # The per-run tables of bench/RESULTS.md (one row per domain, base, inputs and seed) are
+    # copies of bench/results/byoc.json and byoc-pretrain.json; nothing regenerates them, so a row
+    # edited by hand or a re-measured run left out of the table would drift unseen.
+    import json
+
+    rows = {name: json.loads((ROOT / "bench" / "results" / name).read_text(encoding="utf-8"))
+            for name in ("byoc.json", "byoc-pretrain.json")}
+    groups = ["heldout-domain-semantic", "heldout-domain-explicit", "heldout-control"]
+    cell = re.compile(r"(\d\.\d+) -> (\d\.\d+) \(([+-]\d\.\d+), n=(\d+)(?:; (\d+)/(\d+)/(\d+), p=(\d\.\d+))?\)")
+    checked, wrong = 0, []
+    for number, line in enumerate(RESULTS_MD.read_text(encoding="utf-8").splitlines(), 1):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        head = re.fullmatch(r"(\w+) \((dev|test)\)", cells[0]) if len(cells) == 9 else None
+        if not head or not cells[3].isdigit() or not (ROOT / "corpora" / head.group(1)).is_dir():
+            continue
+        base = re.match(r"`(offline-minilm|offline-splade-tiny)`", cells[1]).group(1)
+        source = "byoc-pretrain.json" if cells[1].endswith("pretrained") else "byoc.json"
+        found = [r for r in rows[source] if (r["domain"], r["split"], r["base"], r["inputs"], r.get("seed", 0))
+                 == (head.group(1), head.group(2), base, cells[2], int(cells[3]))]
+        assert len(found) == 1, f"RESULTS.md:{number}: {len(found)} rows of {source} for {cells[:4]}"
+        queries = json.loads((ROOT / "corpora" / head.group(1) / "query_groups.json").read_text(encoding="utf-8"))
+        for group, text in zip(groups, cells[4:7]):
+            m = cell.match(text)
+            stored = found[0]["groups"][group]
+            said = [float(m.group(k)) for k in (1, 2, 3)]
+            kept = [stored[k] for k in ("base", "adapted", "change")]
+            if any(abs(s - v) > 0.0005 + 1e-6 for s, v in zip(said, kept)):
+                wrong.append(f"RESULTS.md:{number}: {group} says {text}, {source} has {stored['base']:.3f} -> "
+                             f"{stored['adapted']:.3f} ({stored['change']:+.3f})")
+            if int(m.group(4)) != stored["queries"] or stored["queries"] != len(queries[group]):
+                wrong.append(f"RESULTS.md:{number}: {group} n={m.group(4)}, the corpus has {len(queries[group])}")
+            if m.group(5) is not None:
+                counts = tuple(int(m.group(k)) for k in (5, 6, 7))
+                p_said, digits = float(m.group(8)), len(m.group(8).split(".")[1])
+                p_off = abs(stored["p_value"] - p_said) > 0.5 * 10 ** -digits + 1e-6
+                if counts != (stored["wins"], stored["ties"], stored["losses"]) or p_off:
+                    wrong.append(f"RESULTS.md:{number}: {group} says {text}, {source} has {stored['wins']}/"
+                                 f"{stored['ties']}/{stored['losses']}, p={stored['p_value']}")
+        verdict = (found[0]["semantic_ok"], found[0]["controls_ok"])
+        if ("semantic pass" in cells[7], "controls pass" in cells[7]) != verdict:
+            wrong.append(f"RESULTS.md:{number}: criteria say {cells[7]!r}, {source} has ok = {verdict}")
+        checked += 1
+    assert checked > 60  # the scanner did read the tables
+    assert not wrong, "\n".join(wrong)
