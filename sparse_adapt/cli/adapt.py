@@ -143,11 +143,13 @@ def build_dictionary(
     from sparse_adapt.corpus.glosses import select_glosses
     from sparse_adapt.corpus.harvest import build_dictionary as harvest
     from sparse_adapt.corpus.teacher import load_teacher
-    from sparse_adapt.corpus.text import locate_terms
+    from sparse_adapt.corpus.text import corpus_warnings, locate_terms
     from sparse_adapt.data import flat_terms, load_dictionary, load_documents, load_domain_terms, mentions_term
 
     _check_out(out, overwrite, corpus, terms, dictionary, *(user_path(teacher),) * glosses)
     documents = load_documents(corpus)
+    for note in corpus_warnings(documents):  # markup and repeats end up in harvested definitions and examples
+        warn(note)
     existing = load_dictionary(dictionary) if dictionary is not None else []
     domain_terms = load_domain_terms(terms)
     groups = locate_terms(documents, domain_terms, terms)

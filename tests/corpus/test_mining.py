@@ -176,6 +176,11 @@ def test_documents_holding_html_tags_are_said(tmp_path, capsys):
     assert main(["mine-terms", "--corpus", str(corpus), "--out", str(tmp_path / "t.json"),
                  "--base", "offline-splade-tiny"]) == 0
     assert "warning: 1 of 3 documents hold HTML tags" in " ".join(capsys.readouterr().err.split())
+    # build-dictionary too: its definitions and examples are the corpus's sentences, tags included
+    (tmp_path / "terms.json").write_text(json.dumps({"product": ["Zentrofax"]}))
+    assert main(["build-dictionary", "--corpus", str(corpus), "--terms", str(tmp_path / "terms.json"),
+                 "--out", str(tmp_path / "d.jsonl")]) == 0
+    assert "warning: 1 of 3 documents hold HTML tags" in " ".join(capsys.readouterr().err.split())
 
 
 def test_documents_repeating_another_ones_text_are_said(tmp_path, capsys):
