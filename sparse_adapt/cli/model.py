@@ -94,6 +94,9 @@ def pretrain(
                                         "Default: GeneralConfig's, 1200.", show_default=False),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Pairs per step; each pair's negatives are the "
                                              "others. Default: GeneralConfig's, 48.", show_default=False),
+    # A NaN loss says "try a lower pretrain.lr": this is where a user lowers it.
+    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate (linear warm-up and decay). "
+                                       "Default: GeneralConfig's, 6e-05.", show_default=False),
     seed: int = seed_option("Picks and orders the dictionary pairs."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ) -> None:
@@ -105,7 +108,7 @@ def pretrain(
     from sparse_adapt.cli.output import rich_hooks
     from sparse_adapt.training.general import GeneralConfig, run_general
 
-    given = {"steps": steps, "batch_size": batch_size}
+    given = {"steps": steps, "batch_size": batch_size, "lr": lr}
     cfg = GeneralConfig(**{k: v for k, v in given.items() if v is not None}).validate()
     with rich_hooks() as hooks:
         run_general(base_model, out, cfg, seed=seed, overwrite=overwrite, hooks=hooks)

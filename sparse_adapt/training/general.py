@@ -37,7 +37,7 @@ from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.hub import model_reference
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.training.checkpoint import holds_checkpoint, load_partial, save_partial
-from sparse_adapt.training.config import check_decay
+from sparse_adapt.training.config import MAX_LR, check_decay
 from sparse_adapt.training.loop import LoopConfig, StepResult, require_finite, run_loop, seed_everything
 from sparse_adapt.training.rundir import PARTIAL, files_sha256
 
@@ -86,6 +86,8 @@ class GeneralConfig:
         for key in ("weight_decay", "nce", "kd", "sp", "checkpoint_every"):
             if not getattr(self, key) >= 0:
                 raise ConfigError(f"pretrain: {key} must be >= 0, got {getattr(self, key)}")
+        if not self.lr < MAX_LR:  # as every training section's (`pretrain --lr` takes any float)
+            raise ConfigError(f"pretrain: lr must be < {MAX_LR:g}, got {self.lr}")
         check_decay("pretrain", self.lr, self.weight_decay)
         if self.batch_size < 2:
             raise ConfigError("pretrain: batch_size must be >= 2 (the other pairs are the negatives)")

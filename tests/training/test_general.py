@@ -188,6 +188,10 @@ def test_pretrain_cli_gives_one_line_and_exit_2_on_bad_input(tiny_dir, tmp_path,
     assert main(["pretrain", "--base", str(tiny_dir), "--out", str(tmp_path / "x"), "--steps", "0"]) == 2
     err = capsys.readouterr().err
     assert "steps must be > 0" in err and "Traceback" not in err
+    for lr, said in (("5", "lr must be < 1, got 5.0"), ("nan", "lr must be > 0, got nan"), ("0", "lr must be > 0")):
+        assert main(["pretrain", "--base", str(tiny_dir), "--out", str(tmp_path / "x"), "--lr", lr]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err and not (tmp_path / "x").exists()
 
 
 def test_pretrain_cli_passes_its_seed_and_overwrite_on(tmp_path, monkeypatch):
@@ -207,14 +211,15 @@ def test_pretrain_cli_takes_its_defaults_from_general_config_and_says_them(tmp_p
     seen = []
     monkeypatch.setattr(general, "run_general", lambda base, out, cfg, **kw: seen.append(cfg))
     assert main(["pretrain", "--out", str(tmp_path / "a")]) == 0
-    assert main(["pretrain", "--out", str(tmp_path / "b"), "--steps", "7", "--batch-size", "3"]) == 0
-    assert seen[0] == GeneralConfig() and (seen[1].steps, seen[1].batch_size) == (7, 3)
+    assert main(["pretrain", "--out", str(tmp_path / "b"), "--steps", "7", "--batch-size", "3", "--lr", "2e-5"]) == 0
+    assert seen[0] == GeneralConfig() and (seen[1].steps, seen[1].batch_size, seen[1].lr) == (7, 3, 2e-5)
     capsys.readouterr()
     assert main(["pretrain", "--help"]) == 0
     shown = " ".join(capsys.readouterr().out.replace("\u2502", " ").split())  # help box borders out
     defaults = GeneralConfig()
     assert f"Default: GeneralConfig's, {defaults.steps}." in shown
     assert f"Default: GeneralConfig's, {defaults.batch_size}." in shown and "[default: (" not in shown
+    assert f"Default: GeneralConfig's, {defaults.lr}." in shown
 
 
 def test_a_pretrained_base_carries_its_adapt_settings_and_a_config_key_still_wins(tiny_dir, tmp_path):
