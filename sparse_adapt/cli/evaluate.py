@@ -160,7 +160,7 @@ def evaluate(
     ctx: typer.Context,
     model: str = typer.Option(..., "--model", help=BASE_HELP),
     docs: Optional[Path] = typer.Option(None, "--docs", help="docs.jsonl (not needed with --index)."),
-    queries: Optional[Path] = typer.Option(None, "--queries", help="queries.jsonl."),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="queries.jsonl (or .tsv: qid, text)."),
     qrels: Optional[Path] = typer.Option(
         None, "--qrels", help="TREC qrels (qid 0 doc_id grade) or BEIR's (qid doc_id grade)."
     ),
@@ -174,7 +174,7 @@ def evaluate(
         "with a score counts)."
     ),
     compare: Optional[str] = typer.Option(
-        None, "--compare", help="Second system: a run file (TREC or ranx JSON) or a model, scored in memory."
+        None, "--compare", help="Second system: a run file (TREC, ranx JSON or .lz4) or a model, scored in memory."
     ),
     stat_test: Optional[str] = typer.Option(
         None, "--stat-test", help=f"With --compare: ranx significance test, {', '.join(STAT_TESTS)} (default student)."

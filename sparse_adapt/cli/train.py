@@ -41,7 +41,8 @@ def register(app: typer.Typer) -> None:
             "(default: --base; give the original base when --base is a checkpoint of an earlier run).",
         ),
     ) -> None:
-        """Run the stages on BASE; rerunning the same command resumes after the last completed stage."""
+        """Run the stages on BASE; rerunning the same command resumes after the last completed stage, or
+        inside an unfinished one from its last mid-stage checkpoint."""
         from sparse_adapt.cli.output import console, rich_hooks, warn
         from sparse_adapt.training.pipeline import run_pipeline
         from sparse_adapt.training.rundir import reference_of, same_place

@@ -46,7 +46,8 @@ RECORD = "general_pretraining.json"  # what the stage did, saved beside the weig
 # three dev domains (software, insurance, forestry; corpus only, seed 0): with the plain defaults,
 # adapt's MLM stages and distillation undo the pretraining (held-out semantic 0.742 mean, below
 # the pretrained base's own 0.778); "all-texts" holds the general-vocabulary weights of domain
-# texts at the pretrained base's and gave 0.834 (README, "General-English pretraining").
+# texts at the pretrained base's and gave 0.834 (means of the three domains' scores in
+# bench/RESULTS.md, ninth session, step 1 "Probe").
 RECOMMENDED = {"distill": {"pres_form": "all-texts"}}
 
 
