@@ -480,10 +480,6 @@ def _domain_readme(name: str) -> str:
     return (corpora.get(name).docs.parent / "README.md").read_text(encoding="utf-8")
 
 
-def _range_ids(prefix: str, first: str, last: str) -> list[str]:
-    return [f"{prefix}{i}" for i in range(int(first), int(last) + 1)]
-
-
 def _readme_problems(name: str, text: str) -> list[str]:
     """Each hand-written number of a domain README against the domain's files."""
     d = load(name)
@@ -507,7 +503,7 @@ def _readme_problems(name: str, text: str) -> list[str]:
         if m := need(rf"\*\*{kind}\*\* ([a-z]+)(\d+)-[a-z]+(\d+)\s+\((\d+), (\d+)%\)"):
             ids = d["kinds"][kind]
             share = round(100 * len(ids) / n_docs)
-            if ids != _range_ids(m[1], m[2], m[3]) or int(m[4]) != len(ids) or int(m[5]) != share:
+            if ids != _expand_id_span(m[1] + m[2], m[1] + m[3]) or int(m[4]) != len(ids) or int(m[5]) != share:
                 out.append(f"{kind}: said {m[0]!r}; {ids[0]}-{ids[-1]} ({len(ids)}, {100 * len(ids) / n_docs:.1f}%)")
     sizes = {k: len(v) for k, v in d["groups"].items()}
     if m := need(r"(\d+) teacher-scored candidate lists \((\d+) control, (\d+) domain-semantic, "
@@ -551,7 +547,7 @@ def _query_spread_problems(name: str, text: str) -> list[str]:
             answers.setdefault(q, set()).add(doc_id)
     out = []
     for m in re.finditer(r"\b([a-z]{2}-h)(\d+)(?:-h(\d+))?\s+(?:on\s+([a-z]+\d+)|([^,;()]+))", text):
-        qids = _range_ids(m[1], m[2], m[3] or m[2])
+        qids = _expand_id_span(m[1] + m[2], m[1] + (m[3] or m[2]))
         if m[4]:
             out += [f"{q}: {m[4]} does not answer it" for q in qids if m[4] not in answers.get(q, set())]
             continue
@@ -653,10 +649,10 @@ def _outside_readme_problems(name: str, text: str) -> list[str]:
     # "`Krallion splice` (a sleeved fusion joint, documents f1-f3)": exactly those documents name it
     for m in re.finditer(r"`([^`]+)` \([^()]*?\b([a-z]+)(\d+)-[a-z]+(\d+)\)", flat):
         naming = sorted((i for i, t in docs.items() if m[1].lower() in t), key=lambda i: int(i[len(m[2]):]))
-        if naming != _range_ids(m[2], m[3], m[4]):
+        if naming != _expand_id_span(m[2] + m[3], m[2] + m[4]):
             out.append(f"{m[1]}: said {m[2]}{m[3]}-{m[4]}; named by {naming}")
     if m := re.search(r"distractors ([a-z]+)(\d+)-[a-z]+(\d+) use the everyday senses of ([^(]+)\(", flat):
-        if kinds.get("distractor") != _range_ids(m[1], m[2], m[3]):
+        if kinds.get("distractor") != _expand_id_span(m[1] + m[2], m[1] + m[3]):
             out.append(f"said distractors {m[1]}{m[2]}-{m[3]}")
         texts = " ".join(docs[i] for i in kinds.get("distractor", []))
         out += [f"no distractor uses {w!r}" for w in re.split(r", | and ", m[4].strip()) if w not in texts]
@@ -668,10 +664,10 @@ def _outside_readme_problems(name: str, text: str) -> list[str]:
             out.append(f"said {m[1]} terms in {m[2]} documents, {m[4]} others; {len(terms)}, {len(using)}")
     for m in re.finditer(r"\b([a-z]{2}-h)(\d+)-h(\d+) (domain-semantic|domain-explicit|adversarial controls)", flat):
         group = "heldout-" + ("control" if m[4] == "adversarial controls" else m[4])
-        if groups.get(group) != _range_ids(m[1], m[2], m[3]):
+        if groups.get(group) != _expand_id_span(m[1] + m[2], m[1] + m[3]):
             out.append(f"said {m[0]!r}; {group} is {groups.get(group)}")
     if m := re.search(r"\b([a-z]{2}-q)(\d+)-q(\d+) \((\d+) controls, (\d+) semantic, (\d+) explicit\)", flat):
-        said = (_range_ids(m[1], m[2], m[3]), int(m[4]), int(m[5]), int(m[6]))
+        said = (_expand_id_span(m[1] + m[2], m[1] + m[3]), int(m[4]), int(m[5]), int(m[6]))
         got = (groups["control"] + groups["domain-semantic"] + groups["domain-explicit"],
                *(len(groups[k]) for k in TRAIN_GROUPS))
         out += [f"said {m[0]!r}; {got}"] if said != got else []
