@@ -569,7 +569,7 @@ def test_a_stop_as_main_hands_over_the_command_s_code_reaches_the_handler_main_f
 # the code that decides it (names, numbers, formats), so a change on either side fails here.
 
 
-def _g_command(name: str):
+def _command(name: str):
     import typer.main
 
     from sparse_adapt.cli import app
@@ -577,8 +577,8 @@ def _g_command(name: str):
     return typer.main.get_command(app).commands[name]
 
 
-def _g_option(command: str, flag: str):
-    return next(p for p in _g_command(command).params if flag in p.opts)
+def _option(command: str, flag: str):
+    return next(p for p in _command(command).params if flag in p.opts)
 
 
 def test_help_names_the_files_and_folders_the_code_writes_and_reads():
@@ -588,19 +588,19 @@ def test_help_names_the_files_and_folders_the_code_writes_and_reads():
     from sparse_adapt.modeling.onnx import ONNX_FILE
     from sparse_adapt.retrieval.datasets import local_beir_files
 
-    listed = _g_option("adapt", "--out").help.split(":", 1)[1].split(",")
+    listed = _option("adapt", "--out").help.split(":", 1)[1].split(",")
     named = [n.strip().rstrip(".") for n in listed if "/" in n or "." in n]  # not "generated inputs"
     assert len(named) >= 3 and all(n.rstrip("/") in RUN_OUTPUTS for n in named), named
     assert {n.rstrip("/") for n in named if n.endswith("/")} <= {TRAINING, FINAL}  # the run's two folders
-    assert re.findall(r"into DIR/(\w+)", _g_option("adapt", "--pretrain").help) == [PRETRAINED]
+    assert re.findall(r"into DIR/(\w+)", _option("adapt", "--pretrain").help) == [PRETRAINED]
     # --overwrite: the folders it discards are run outputs, the one that stays is not
-    discarded, stays = _g_option("adapt", "--overwrite").help.split(";")
+    discarded, stays = _option("adapt", "--overwrite").help.split(";")
     assert {d.rstrip("/") for d in re.findall(r"\w+/", discarded)} <= set(RUN_OUTPUTS)
     assert [d.rstrip("/") for d in re.findall(r"\w+/", stays)] == [PRETRAINED] and PRETRAINED not in RUN_OUTPUTS
-    [beir] = re.findall(r"local BEIR folder \(([^)]*)\)", _g_option("evaluate", "--dataset").help)
+    [beir] = re.findall(r"local BEIR folder \(([^)]*)\)", _option("evaluate", "--dataset").help)
     root = Path("folder")
     assert beir.split(", ") == [p.relative_to(root).as_posix() for p in local_beir_files(root).values()]
-    assert re.findall(r"Output directory: (\S+) \+", _g_option("onnx", "--out").help) == [ONNX_FILE]
+    assert re.findall(r"Output directory: (\S+) \+", _option("onnx", "--out").help) == [ONNX_FILE]
 
 
 def test_help_numbers_are_the_code_s_constants_and_defaults():
@@ -612,17 +612,17 @@ def test_help_numbers_are_the_code_s_constants_and_defaults():
     from sparse_adapt.retrieval.export import MAX_SCALE, ExportConfig
 
     settings: dict = {}
-    for section, key, value in re.findall(r"(\w+)\.(\w+) = (\d+(?:\.\d+)?)", _g_option("adapt", "--config").help):
+    for section, key, value in re.findall(r"(\w+)\.(\w+) = (\d+(?:\.\d+)?)", _option("adapt", "--config").help):
         settings.setdefault(section, {})[key] = float(value)
     assert settings == ADAPT_SETTINGS
     for command in ("make-train", "adapt"):
-        labels = _g_option(command, "--term-labels").help
+        labels = _option(command, "--term-labels").help
         assert [float(v) for v in re.findall(r"at \+(\d+(?:\.\d+)?)", labels)] == [SIBLING_FLOOR]
-    assert [int(v) for v in re.findall(r"at most (\d+)", _g_option("export", "--scale").help)] == [MAX_SCALE]
+    assert [int(v) for v in re.findall(r"at most (\d+)", _option("export", "--scale").help)] == [MAX_SCALE]
     defaults = ExportConfig()
-    assert (_g_option("export", "--scale").default, _g_option("export", "--batch-size").default) == (
+    assert (_option("export", "--scale").default, _option("export", "--batch-size").default) == (
         defaults.scale, defaults.batch_size)
-    opset = _g_option("onnx", "--opset")
+    opset = _option("onnx", "--opset")
     assert [int(v) for v in re.findall(r">= (\d+)", opset.help)] == [MIN_OPSET] and opset.default == DEFAULT_OPSET
 
 
@@ -632,7 +632,7 @@ def test_evaluate_s_help_and_docstring_name_the_metrics_it_reports():
     from sparse_adapt.cli import evaluate
     from sparse_adapt.retrieval.evaluation import DEFAULT_METRICS
 
-    for text in (_g_command("evaluate").help, evaluate.__doc__):
+    for text in (_command("evaluate").help, evaluate.__doc__):
         assert [m.casefold() for m in re.findall(r"\b[A-Za-z]+@\d+\b", text)] == list(DEFAULT_METRICS), text
 
 
@@ -648,7 +648,7 @@ def test_evaluate_s_qrels_help_names_every_layout_the_qrels_reader_takes(tmp_pat
         load_qrels(mixed)
     layouts = re.findall(r"'(qid [^']+)'", str(e.value))
     assert len(layouts) == 2
-    shown = _g_option("evaluate", "--qrels").help
+    shown = _option("evaluate", "--qrels").help
     assert [layout for layout in layouts if f"({layout})" not in shown] == []
 
 
@@ -661,8 +661,8 @@ def test_the_teacher_and_pretrain_help_name_the_built_ins_the_code_has():
 
     assert TEACHER_HELP.startswith(f"{DEFAULT_TEACHER} (default") and all(t in TEACHER_HELP for t in BUILTIN_TEACHERS)
     for command in ("build-dictionary", "make-train", "adapt"):
-        assert _g_option(command, "--teacher").default == DEFAULT_TEACHER
-    [named] = re.findall(r"no trained SPLADE \(([^)]*)\)", _g_option("adapt", "--pretrain").help)
+        assert _option(command, "--teacher").default == DEFAULT_TEACHER
+    [named] = re.findall(r"no trained SPLADE \(([^)]*)\)", _option("adapt", "--pretrain").help)
     assert named.split(", ") == [name for name, base in BUILTIN_BASES.items() if base.pretrain]
 
 
@@ -714,12 +714,6 @@ def test_the_stopped_line_names_every_command_that_resumes_where_it_stopped(caps
     assert [c for c in sorted(resuming) if not re.search(rf"(?<![\w-]){c}(?![\w-])", line)] == []
 
 
-def _h_option_help(command: str, name: str) -> str:
-    from sparse_adapt.cli import app
-
-    return next(p.help for p in typer.main.get_command(app).commands[command].params if p.name == name)
-
-
 def test_each_out_help_names_the_files_and_folders_the_command_writes_there():
     """``--out``'s help is the map of the output directory: every name the code writes there
     (by its constant) is on it, so a folder added later (benchmark's prefix/) is not left off."""
@@ -744,7 +738,7 @@ def test_each_out_help_names_the_files_and_folders_the_command_writes_there():
     ends = {True: "", False: r"(?![\w-])"}
     missing = [f"{command} --out: {name}" for command, names in expected.items() for name in names
                if not re.search(r"(?<![\w.-])" + re.escape(name) + ends[name.endswith("/")],
-                                _h_option_help(command, "out"))]
+                                _option(command, "--out").help)]
     assert missing == []
 
 
@@ -763,26 +757,23 @@ def test_the_numbers_and_names_the_help_of_benchmark_tune_train_and_report_state
     from sparse_adapt.training.study import open_study
 
     [gain] = CORPUS_BAR.gain.values()
-    pipeline = " ".join(_h_option_help("benchmark", "pipeline").split())
+    pipeline = " ".join(_option("benchmark", "--pipeline").help.split())
     assert f"(semantic >= base + {gain:.2f}, controls >= base - {CORPUS_BAR.control_tolerance:.2f})" in pipeline
-    space = re.search(r"replaces the default \(([^)]*)\)", _h_option_help("tune", "space_file")).group(1)
+    space = re.search(r"replaces the default \(([^)]*)\)", _option("tune", "--space").help).group(1)
     assert space.split(", ") == list(SEARCH_SPACE)
-    trials = _h_option_help("tune", "trials")
+    trials = _option("tune", "--trials").help
     random_trials = int(re.search(r"TPE samples at random until (\d+) have run", trials).group(1))
     study, _ = open_study(tmp_path, "help", 0, optuna.pruners.NopPruner())
     assert study.sampler._n_startup_trials == random_trials
-    said = dict(re.findall(r"(H\d): ([a-z ]+)", _h_option_help("train", "stages")))
+    said = dict(re.findall(r"(H\d): ([a-z ]+)", _option("train", "--stages").help))
     assert said["H1"] == ",".join(EXPERIMENTS["H1"]) and EXPERIMENTS["H4"] == ORDER and said["H4"] == "all four"
     assert SHORT["high_weight"] == f"w>{HIGH_WEIGHT:g}"
 
 
 def test_benchmark_s_adapt_corpus_options_take_what_adapt_s_take():
     """Their help says "as adapt --X": the same values are accepted, and the default named is adapt's."""
-    from sparse_adapt.cli import app
-
-    commands = typer.main.get_command(app).commands
-    adapt = {p.name: p for p in commands["adapt"].params}
-    shared = [p for p in commands["benchmark"].params if "as adapt" in (p.help or "") and p.name in adapt]
+    adapt = {p.name: p for p in _command("adapt").params}
+    shared = [p for p in _command("benchmark").params if "as adapt" in (p.help or "") and p.name in adapt]
     assert {p.name for p in shared} >= {"top", "min_count", "max_queries", "negatives", "siblings", "term_labels"}
     assert [p.name for p in shared if (getattr(p, "min", None), getattr(p, "max", None))
             != (getattr(adapt[p.name], "min", None), getattr(adapt[p.name], "max", None))] == []
