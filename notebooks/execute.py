@@ -3,7 +3,7 @@
     .venv/bin/python notebooks/execute.py                 # full settings, outputs saved in place
     .venv/bin/python notebooks/execute.py --reduced       # 1-2 epochs per stage (minutes)
 
-The notebook's first cell (tagged ``parameters``) is replaced by the given values, the
+The notebook's first code cell (tagged ``parameters``) is replaced by the given values, the
 notebook runs with nbclient in ``notebooks/`` (so ``OUT`` is relative to it), and the
 result is written atomically. ``tests/report/test_notebook.py`` calls :func:`execute` with a
 tiny model.

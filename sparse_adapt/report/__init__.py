@@ -10,8 +10,9 @@ the full diagnose/inspect JSON of every stage is kept under ``OUT/diagnostics/<s
 
 The spec judges each experiment by a table of criteria for one query (q11, which
 describes the domain without naming its term) and one term ("Gatrocraptic"). Here the
-query is every query of a ``*semantic*`` group and the term is the *primary term*: the
-domain term found in most of those queries' relevant documents (``--term`` overrides).
+query is every main (not held-out) query of a ``*semantic*`` group and the term is the
+*primary term*: the domain term found in most relevant documents of the ``*semantic*``
+groups' queries, held-out ones included (``--term`` overrides).
 
 Modules: ``inputs.py`` (files, groups, terms), ``criteria.py``, ``results.py`` (data
 types), ``experiments.py`` (train + evaluate + assemble), ``markdown.py``, ``figures.py``,

@@ -169,8 +169,9 @@ def adapt_summary(
 
 
 def _card_with_figures(result: AdaptResult, rows: list[dict], adapted: SpladeEncoder, hooks: Hooks) -> str | None:
-    """Rewrite ``DIR/final``'s model card with the figures measured here (it said "no retrieval
-    metrics measured", the training pipeline's words), unless the user edited it since the pipeline
+    """Rewrite ``DIR/final``'s model card with the figures measured here (it said "This run measured
+    no retrieval metrics", or "measured retrieval only on its validation queries" after a validated
+    distill: the training pipeline's words), unless the user edited it since the pipeline
     or an earlier summary wrote it; returns the sha256 of the card written (None: none written)."""
     import json
 

@@ -34,9 +34,10 @@ paraphrase's few relevant documents are harder to find in 400 documents than in 
 files get ``-pool`` before ``-feedback`` (``benchmark-adapt-corpus-pool.json``); a rerun on
 a finished ``--out`` only re-scores.
 
-A domain is a name registered in ``corpora`` (its split comes from ``corpora.SPLITS``) or
-a directory holding the same files as a bundled domain (split ``outside``; without the
-hand-written terms, dictionary and training lists for ``adapt-corpus``).
+A domain is a name registered in ``corpora`` (its split comes from ``corpora.SPLITS``;
+gatrocraptic's is ``bundled``, that of a name in no split ``registered``) or a directory
+holding the same files as a bundled domain (split ``outside``; without the hand-written
+terms, dictionary and training lists for ``adapt-corpus``).
 """
 
 from __future__ import annotations

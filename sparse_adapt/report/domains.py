@@ -1,5 +1,6 @@
 """The benchmark's domains: a name registered in ``corpora`` (its split from
-``corpora.SPLITS``) or a folder holding a bundled domain's files (split ``outside``), and
+``corpora.SPLITS``; gatrocraptic's ``bundled``, one in no split ``registered``) or a folder
+holding a bundled domain's files (split ``outside``), and
 each one's evaluation set (documents, queries, qrels and query groups, checked), scored per
 group like ``sparse-adapt evaluate``."""
 
@@ -26,7 +27,7 @@ FILES = {
 @dataclass(frozen=True)
 class BenchDomain:
     name: str
-    split: str  # dev, test, bundled (gatrocraptic) or outside (a directory)
+    split: str  # dev, test, bundled (gatrocraptic), registered (a name in no split) or outside (a directory)
     files: corpora.CorpusFiles
 
 

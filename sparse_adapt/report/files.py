@@ -93,7 +93,8 @@ def output_kind(out: Path) -> str | None:
     or None (none of theirs).
 
     Both keep their runs in ``OUT/runs``: a report's are named by experiment (H1-H4), a
-    benchmark's by domain. Empty run directories prove nothing and count for neither. A
+    benchmark's by domain. An empty ``runs/`` proves nothing and counts for neither (run folders
+    in it holding no file yet, runs stopped before they wrote one, count as ours). A
     ``report.json`` or ``benchmark.json`` counts by its ``schema``, a folder of runs by
     :func:`_runs_of_ours`: a user's folder holding files of those names is nobody's."""
     out = Path(out)

@@ -764,3 +764,24 @@ def test_a_groups_score_is_the_mean_over_its_judged_queries_the_run_holds():
     assert scores["mixed"]["queries"] == 1 and scores["mixed"]["per_query"] == {"q1": pytest.approx(0.6131, abs=1e-4)}
     assert scores["mixed"]["ndcg@10"] == pytest.approx(0.6131, abs=1e-4)  # not halved by q2 counted 0
     assert scores["unjudged"] == {"queries": 0, "ndcg@10": None, "per_query": {}}
+
+
+def test_bench_domain_s_split_comment_names_every_split_resolve_domain_gives(tmp_path, monkeypatch):
+    # it listed dev, test, bundled and outside: a registered name in no split is "registered"
+    import inspect
+    import shutil
+
+    from sparse_adapt.report.domains import FILES, BenchDomain
+
+    line = next(s for s in inspect.getsource(BenchDomain).splitlines() if s.strip().startswith("split:"))
+    comment = line.split("#", 1)[1]
+    g = corpora.GATROCRAPTIC
+    monkeypatch.setitem(corpora._REGISTRY, "zz-split-probe", g._replace(name="zz-split-probe"))
+    outside = tmp_path / "mine"
+    outside.mkdir()
+    for key in FILES:
+        shutil.copy(getattr(g, key), outside / FILES[key])
+    specs = [corpora.SPLITS["dev"][0], corpora.SPLITS["test"][0], g.name, "zz-split-probe", str(outside)]
+    splits = {resolve_domain(s).split for s in specs}
+    assert len(splits) == len(specs)  # one of each kind
+    assert [s for s in sorted(splits) if s not in comment] == []

@@ -67,3 +67,40 @@ def test_the_notebook_holds_out_s_lock_from_before_its_first_write_to_its_last_c
     taken = next(i for i, s in enumerate(code) if "writing.enter_context(locked(inputs.out))" in s)
     first_write = next(i for i, s in enumerate(code) if "run_experiment(" in s or "write_report(" in s)
     assert taken < first_write and "writing.close()" in code[-1]
+
+
+def test_execute_s_docstring_places_the_parameters_cell_where_the_notebook_has_it():
+    # it said "the notebook's first cell" while the title's markdown cell comes first
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    tagged = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    first_code = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    place = "first cell" if tagged == 0 else "first code cell" if tagged == first_code else None
+    assert place is not None, f"the parameters cell is cell {tagged}: say where it is in execute.py's docstring"
+    assert f"notebook's {place} (tagged ``parameters``)" in " ".join(_runner.__doc__.split())
+
+
+def test_the_text_before_the_printed_commands_names_the_folder_their_paths_start_from():
+    # the commands print paths relative to the kernel's folder (notebooks/), useless from the repository root
+    import shlex
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "reproduce_commands(" in c.source)
+    printed = "".join(o.get("text", "") for o in nb.cells[at].outputs if o.output_type == "stream")
+    words = shlex.split(printed.splitlines()[0])
+    docs = words[words.index("--docs") + 1]
+    starts = [d for d in (ROOT, NOTEBOOK.parent) if (d / docs).resolve().is_relative_to(ROOT) and (d / docs).is_file()]
+    assert len(starts) == 1, f"{docs} is the bundled corpus from exactly one of the repository's folders"
+    folder = "." if starts[0] == ROOT else starts[0].relative_to(ROOT).as_posix()
+    text = next(c.source for c in reversed(nb.cells[:at]) if c.cell_type == "markdown")
+    assert f"`{folder}/`" in text
+
+
+def test_the_notebook_s_experiment_table_lists_each_experiment_s_stages():
+    import re
+
+    from sparse_adapt.training.stages import EXPERIMENTS
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    rows = dict(re.findall(r"^\| (H\d) \| ([^|]+?) \|", text, flags=re.M))
+    assert rows == {name: " → ".join(stages) for name, stages in EXPERIMENTS.items()}

@@ -776,3 +776,30 @@ def test_the_console_summary_heads_known_criteria_with_their_short_names(tmp_pat
     header = next(line for line in capsys.readouterr().out.splitlines() if "┃" in line)
     assert [c.strip() for c in header.strip("┃ ").split("┃")] == ["stage", "token", "rank 1", "unlisted",
                                                                   "nDCG@10 (3 queries)"]
+
+
+def test_the_card_sentence_the_adapt_summary_replaces_is_quoted_as_the_card_says_it():
+    # it quoted "no retrieval metrics measured", words no card holds
+    import re
+
+    from sparse_adapt.modeling.card import _evaluation
+    from sparse_adapt.report.adapt import _card_with_figures
+
+    quoted = re.findall(r'"([^"]+)"', " ".join(_card_with_figures.__doc__.split()))
+    cards = " ".join(" ".join(_evaluation(None, records)) for records in ([], [{"stage": "distill", "best_epoch": 2}]))
+    assert quoted and [q for q in quoted if q not in cards] == []
+
+
+def test_the_package_doc_says_held_out_queries_are_told_apart_when_the_criteria_and_the_term_do():
+    # it said the criteria read every query of a *semantic* group; semantic_qids leaves the held-out ones out
+    import sparse_adapt.report as package
+    from sparse_adapt.data import Document
+
+    docs = [Document("d1", "Zorblatt budgets."), Document("d2", "Quux ledgers."), Document("d3", "Quux audits.")]
+    data = ReportData(docs, [Query("q1", "money")], {"q1": {"d1": 1}}, [Query("h1", "spend")],
+                      {"h1": {"d2": 1, "d3": 1}}, {"jargon": ["Zorblatt", "Quux"]},
+                      {"domain-semantic": ["q1"], "heldout-domain-semantic": ["h1"]}, "file")
+    read = data.semantic_qids
+    term, _ = choose_primary_term(["Zorblatt", "Quux"], data)
+    assert read == ["q1"] and term == "Quux"  # the criteria skip h1, the primary term counts its documents
+    assert "held-out" in " ".join(package.__doc__.split())
