@@ -7,8 +7,8 @@ scores the domain's held-out queries (never trained on, written before any train
 the base and the adapted model and reports nDCG@10 per held-out group, with the number of
 queries behind each number. Criteria (issue 12): domain-semantic >= base + 0.10,
 adversarial controls >= base - 0.02. Each group also gets its per-query values (base,
-adapted), how many queries the adapted model wins, ties and loses, and the p-value of an
-paired permutation test of the change (scipy; exact up to 16 queries): with 7 queries a group, the reader
+adapted), how many queries the adapted model wins, ties and loses, and the p-value of a
+paired permutation test of the change (scipy; exact up to 16 queries): with 7 to 20 queries a group, the reader
 sees which changes one rank move could explain.
 
     python -m bench.byoc --workdir runs/byoc --json bench/results/byoc.json
@@ -19,7 +19,7 @@ sees which changes one rank move could explain.
     python -m bench.byoc --workdir runs/byoc --pool --json pooled.json   # the same models, a larger corpus
 
 ``--pool`` scores each domain's queries against its own documents plus every other
-registered domain's (ids prefixed ``<domain>/``, never relevant): the suite's 37-document
+registered domain's (ids prefixed ``<domain>/``, never relevant): the suite's 36- and 37-document
 corpora make a paraphrase's few relevant documents easy to find, and the pool shows how much
 of a number that is.
 """
@@ -140,6 +140,11 @@ def main() -> None:
     args = ap.parse_args()
     if args.pretrained is not None and (args.no_pretrain or "," in args.bases):
         ap.error("--pretrained is the pretraining of one base: give one --bases and no --no-pretrain")
+    for spec in args.domains.split(","):  # before any training: a missing group stopped a run hours in (KeyError)
+        lacking = [g for g in GROUPS if g not in EvalSet.load(resolve_domain(spec).files).groups]
+        if lacking:
+            ap.error(f"{spec}: its query_groups.json has no {', '.join(lacking)} group; "
+                     f"bench.byoc scores {', '.join(GROUPS)}")
     if args.threads:
         import torch
 

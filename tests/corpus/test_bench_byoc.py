@@ -139,3 +139,22 @@ def test_a_variant_config_reaches_adapt(monkeypatch, tmp_path):
         run_one("pharma", "offline-minilm", "corpus", tmp_path / "w", pretrained=tmp_path / "pre")
     assert (seen["base"], seen["pretrain"]) == (str(tmp_path / "pre"), False)
     assert seen["out"] == tmp_path / "w" / "pharma" / "offline-minilm" / "corpus" / "seed0"
+
+
+def test_a_domain_without_a_scored_group_is_refused_before_any_training(monkeypatch, tmp_path, capsys):
+    # gatrocraptic has no heldout-domain-explicit: the row's scoring raised KeyError after the training
+    import sys
+
+    import bench.byoc as byoc
+
+    def trained(*args, **kwargs):
+        raise AssertionError("trained before the domain's groups were checked")
+
+    monkeypatch.setattr(byoc, "run_one", trained)
+    monkeypatch.setattr(sys, "argv", ["byoc", "--domains", "gatrocraptic", "--workdir", str(tmp_path / "w")])
+    with pytest.raises(SystemExit) as stopped:
+        byoc.main()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stopped.value.code == 2
+    assert "gatrocraptic: its query_groups.json has no heldout-domain-explicit group" in err[-1]
+    assert not (tmp_path / "w").exists()
