@@ -3,8 +3,8 @@
     python -m bench.cuda [--base offline-splade-tiny] [--domain gatrocraptic] [--threads N] [--json PATH]
 
 For each device (``cuda``, then ``cpu``), in its own process: ``sparse-adapt train`` with the
-default stages and config on the bundled domain, then ``evaluate`` of its final on the
-domain's queries and its held-out queries, then ``export`` of its documents. Then the
+default stages and config on the bundled domain, then ``export`` of its documents, then
+``evaluate`` of its final on the domain's queries and its held-out queries. Then the
 CUDA-trained final is evaluated and exported once more on CPU: the same model must rank the
 same and give (nearly) the same impacts on either device, since CUDA trains under bf16
 autocast but encodes in fp32.
@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cuda", description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", default="offline-splade-tiny")
     parser.add_argument("--domain", default="gatrocraptic")
-    parser.add_argument("--threads", type=int, help="CPU threads for the cpu runs (default: torch's choice)")
+    parser.add_argument("--threads", type=int,
+                        help="CPU threads for every run, the cuda ones too (default: torch's choice)")
     parser.add_argument("--devices", default="cuda,cpu")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--json", type=Path)

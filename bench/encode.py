@@ -1,6 +1,6 @@
 """Encoding benchmark: sparse-adapt against a plain Hugging Face loop and sentence-transformers.
 
-    python -m bench.encode [--quick] [--threads N] [--docs 600] [--models minilm,bert-base]
+    python -m bench.encode [--quick] [--threads N] [--docs 600] [--models minilm,bert-base:200]
 
 Each (model, system) run is its own subprocess, so the peak resident memory it reports
 (``VmHWM``: imports + weights + encoding, the whole process) belongs to that system

@@ -1,6 +1,6 @@
 """Lucene path benchmark: export throughput, index build time, search latency, agreement.
 
-    python -m bench.lucene [--docs 20000] [--min-words 4] [--max-words 8] [--threads 2] [--out FILE]
+    python -m bench.lucene [--docs 20000] [--min-words 4] [--max-words 8] [--threads 1] [--out FILE]
 
 For the bundled 26-document Gatrocraptic corpus and a synthetic corpus (``--docs``
 documents of ``--min-words``..``--max-words`` words drawn, seeded, from the Gatrocraptic

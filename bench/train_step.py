@@ -1,12 +1,13 @@
-"""Training-step benchmark: one distillation step with all six losses against KD only.
+"""Training-step benchmark: one distillation step with all six losses (``DistillationLoss()``: the seventh,
+preservation, weighs 0) against KD only.
 
-    python -m bench.train_step [--quick] [--threads N] [--queries 4] [--steps 5] [--heads chunked,full]
+    python -m bench.train_step [--quick] [--threads N] [--queries 4] [--steps 6] [--heads chunked]
 
 A step is: encode the batch's queries and unique candidate documents with gradients, the
 loss, backward, AdamW. Tokenisation happens once, outside the step. Times come from one
 process per head that alternates KD-only and six-term steps, so load from other work on a
 shared machine hits both alike. Peak RSS (``VmHWM``, whole process) comes from one
-short process per (head, loss). ``--heads full`` adds the straightforward head (full (B, L, V) logits) for
+short process per (head, loss). ``--heads chunked,full`` adds the straightforward head (full (B, L, V) logits) for
 comparison with sparse-adapt's chunked head. ``--long-docs`` replaces the short training
 documents by synthetic ones of 1-10 sentences, where the head's memory matters.
 """

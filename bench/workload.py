@@ -1,7 +1,7 @@
 """The benchmark workload: a synthetic corpus of realistic lengths and the model directories.
 
 Documents are 1-10 sentences drawn (seeded) from the Gatrocraptic corpus, so their token
-lengths spread over ~15-256 like real passages. Models are written once as plain Hugging
+lengths spread over ~10-210 (median ~80) like real passages. Models are written once as plain Hugging
 Face MLM directories, so every system under test loads exactly the same weights.
 """
 

@@ -96,3 +96,100 @@ def test_the_training_benchmark_keeps_each_finished_run_when_a_later_one_is_cut(
     assert saved["summary"] == {"warmup": {
         "hf-trainer": {"seconds": 10.0, "ratio_to_peer": 1.0}, "hf-trainer-grouped": {"seconds": 12.0, "ratio_to_peer": 1.2},
         "sparse-adapt": {"seconds": 8.0, "ratio_to_peer": 0.8}, "sparse-adapt-budget": {"seconds": 7.0, "ratio_to_peer": 0.7}}}
+
+
+def _built_parser(module):
+    """The ArgumentParser a bench script's ``main`` builds, caught before it parses anything."""
+    import argparse
+    import inspect
+
+    class Built(Exception):
+        pass
+
+    def caught(parser, *args, **kwargs):
+        raise Built(parser)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(argparse.ArgumentParser, "parse_args", caught)
+        with pytest.raises(Built) as built:
+            module.main([]) if inspect.signature(module.main).parameters else module.main()
+    return built.value.args[0]
+
+
+def test_the_bench_usage_lines_show_each_options_own_default():
+    """``[--threads 2]`` over an option whose default was 1: the usage line in ``--help`` names a
+    value as the default; a placeholder (``N``, ``FILE``) or an option without a default is not checked."""
+    import importlib
+    import pkgutil
+    import re
+
+    import bench
+
+    checked = 0
+    for info in pkgutil.iter_modules(bench.__path__):
+        module = importlib.import_module(f"bench.{info.name}")
+        if not hasattr(module, "main"):
+            continue
+        actions = {o: a for a in _built_parser(module)._actions for o in a.option_strings}
+        for flag, value in re.findall(r"\[(--[a-z][\w-]*) ([^\]\s|]+)\]", module.__doc__):
+            action = actions[flag]  # a flag the script does not take fails here
+            if value.isupper() or action.default is None:
+                continue
+            assert (action.type or str)(value) == action.default, f"bench.{info.name} {flag} {value}"
+            checked += 1
+    assert checked >= 10
+
+
+def test_the_encoding_benchmarks_export_scale_is_the_export_commands_default():
+    """``EXPORT_SCALE`` is documented as `sparse-adapt export`'s default --scale: the agreement
+    check quantises the reference with it, so a new default would compare unlike impacts."""
+    import typer.main
+
+    from bench.encode import EXPORT_SCALE
+    from sparse_adapt.cli import app
+    from sparse_adapt.retrieval.export import ExportConfig
+
+    scale = next(p for p in typer.main.get_command(app).commands["export"].params if "--scale" in p.opts)
+    assert EXPORT_SCALE == scale.default == ExportConfig().scale
+
+
+def test_the_files_and_sections_the_bench_scripts_name_exist():
+    """A path in a docstring, help or default (``bench/results/byoc.json``,
+    ``sparse_adapt/losses/...``) and a quoted bench/RESULTS.md section are there to be read."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    headings = [line.lstrip("#").strip() for line in (root / "bench" / "RESULTS.md").read_text(
+        encoding="utf-8").splitlines() if line.startswith("#")]
+    paths = sections = 0
+    for script in sorted((root / "bench").glob("*.py")):
+        text = script.read_text(encoding="utf-8")
+        for path in re.findall(r"\b((?:bench|sparse_adapt|corpora|diagnostics)/[\w./-]+\.(?:py|jsonl?|md|tsv))\b",
+                               text):
+            assert (root / path).is_file(), f"{script.name}: {path}"
+            paths += 1
+        for section in re.findall(r'bench/RESULTS\.md, "([^"]+)"', text):
+            assert any(h.startswith(section) for h in headings), f"{script.name}: {section}"
+            sections += 1
+    assert paths >= 3 and sections >= 1
+
+
+def test_the_suite_sizes_bench_byoc_states_are_the_bundled_files():
+    """byoc's docstring reads its p-values against the group sizes and the pool against the
+    corpus sizes: both are counted from the suite's own files."""
+    import json
+    import re
+
+    import bench.byoc as byoc
+    import corpora
+
+    suite = [corpora.get(d) for members in corpora.SPLITS.values() for d in members]
+    doc_counts = {sum(1 for line in f.docs.read_text(encoding="utf-8").splitlines() if line.strip()) for f in suite}
+    group_sizes = {len(json.loads(f.query_groups.read_text(encoding="utf-8"))[g]) for f in suite for g in byoc.GROUPS}
+    text = " ".join(byoc.__doc__.split())
+    stated_docs = re.search(r"the suite's ([\d\- and]+)-document corpora", text)
+    stated_groups = re.search(r"with (\d+)(?: to (\d+))? queries a group", text)
+    assert stated_docs and stated_groups, "bench.byoc's docstring no longer states the sizes this test reads"
+    assert {int(n) for n in re.findall(r"\d+", stated_docs.group(1))} == doc_counts
+    assert {int(n) for n in stated_groups.groups() if n} == {min(group_sizes), max(group_sizes)}
