@@ -182,7 +182,8 @@ _NO_LIMIT = 1_000_000
 
 def sentence_transformers_lengths(directory: str | Path, tokenizer) -> tuple[int, int] | None:
     """(query, document) maximum lengths sentence-transformers encodes a model directory with,
-    for a directory it saved (``modules.json``) without our ``sparse_adapt.json``; else None.
+    for a directory it saved (``modules.json``; the loader asks only when our ``sparse_adapt.json``
+    is absent); else None.
 
     Its ``Transformer`` truncates a query to ``query_length``, a document to
     ``document_length``, either falling back to ``max_seq_length`` and then to the

@@ -51,7 +51,7 @@ OUTPUT = "weights"
 # through ONNX's version converter, which does not cover every operator.
 DEFAULT_OPSET = 18
 MIN_OPSET = 18
-# Protobuf caps one file at 2 GiB: larger weights go to model.onnx.data.
+# Protobuf caps one file at 2 GiB: weights over half of that go to model.onnx.data.
 EXTERNAL_DATA_BYTES = 2**30
 # The export is refused beyond this difference from PyTorch (float32 logits of a
 # 12-layer encoder differ by ~1e-6 between the two runtimes).

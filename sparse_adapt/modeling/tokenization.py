@@ -63,7 +63,7 @@ def keeps_case(tokenizer) -> bool:
 
 
 # A spelling general English uses this often (wordfreq Zipf 4, ten per million words, as
-# corpus/mining.py's COMMON_ZIPF) is a word, not the term in other letters: "who" (7.4) or
+# corpus/mining.py's COMMON_ZIPF) is a word, not the term in other letters: "who" (6.3) or
 # "pool" (4.6) beside a term "WHO" or "POOL"; "api" (3.7) still meets a term "API".
 EVERYDAY_ZIPF = 4.0
 

@@ -84,7 +84,8 @@ def decode(
 
 
 def as_rows(vectors: sp.spmatrix | torch.Tensor | np.ndarray, name: str = "vectors") -> tuple[sp.csr_matrix, bool]:
-    """``vectors`` as (n, V) CSR (their own dtype), and whether they were one (V,) vector.
+    """``vectors`` as (n, V) CSR (a scipy matrix keeps its dtype, a tensor or an array becomes
+    float32), and whether they were one (V,) vector.
 
     Accepts what sentence-transformers' ``SparseEncoder`` and ours return: a scipy sparse
     matrix or 1-D array, a torch tensor (dense or sparse, (V,) or (n, V)), a numpy array.

@@ -21,8 +21,10 @@ case: its normaliser gains a rule that rewrites ``brindlewick`` or ``BRINDLEWICK
 term's own spelling, so the query a user types in lower case meets the term's token (an
 uncased model's normaliser already does this for every word). The rule is saved in
 ``tokenizer.json``, so sentence-transformers and every other reader of the tokenizer
-apply it too. Only added terms get it: the base vocabulary lacks them as words, so no
-everyday word (``ace`` beside a term ``ACE``) changes.
+apply it too. Only added terms get it: the base vocabulary lacks them as words. A rule
+leaves alone the term's spellings that are everyday words (one token of the base, or common
+English; :func:`~sparse_adapt.modeling.tokenization.everyday_spellings`): a term ``ACE``
+leaves every ``ace`` as it is, unless the terms file lists ``ace`` too.
 """
 
 from __future__ import annotations
@@ -198,7 +200,9 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
 
     Every term is checked first (:func:`plan_extension`); a refused term changes nothing.
     On a tokenizer that keeps case, ``splade.tokenizer`` is replaced by its generic-class copy
-    with the case rules (:func:`fold_case`): take the tokenizer from ``splade`` afterwards.
+    with the case rules (:func:`fold_case`), and on a SentencePiece one that puts its word-start
+    marker before every part of a text by one that puts it before the text only
+    (:func:`prepend_once`, cased or not): take the tokenizer from ``splade`` afterwards.
     """
     tokenizer, mlm = splade.tokenizer, splade.mlm
     report = ExtensionReport(old_vocab_size=len(tokenizer))
@@ -278,7 +282,7 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
 
 def _why_split(tokenizer, term: str) -> str:
     """Why an added ``term`` still splits, as far as the tokenizer shows it: a special token
-    inside it, its normaliser, or its pre-tokenizer (CJK characters split one by one)."""
+    inside it, its normaliser (BERT's puts a space around each CJK character), or its pre-tokenizer."""
     special = [t for t in tokenizer.all_special_tokens if t and t in term]
     if special:
         return f"it holds the special token {special[0]}"
@@ -286,5 +290,5 @@ def _why_split(tokenizer, term: str) -> str:
     if backend is not None and backend.normalizer is not None and backend.normalizer.normalize_str(term) != term:
         return "its normaliser changes the term"
     if backend is not None and backend.pre_tokenizer is not None and len(backend.pre_tokenizer.pre_tokenize_str(term)) > 1:
-        return "its pre-tokenizer splits the term (CJK characters, for one, become one word each)"
+        return "its pre-tokenizer splits the term"
     return "its normaliser or pre-tokenizer changes the term"

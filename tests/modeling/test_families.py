@@ -449,3 +449,45 @@ def test_a_subclass_of_a_registered_masked_lm_uses_its_entry_and_a_non_linear_de
     support = head_support(custom)
     assert support.parts is None
     assert support.reason == "CustomBert's output embeddings are not an nn.Linear"
+
+
+@pytest.mark.parametrize("module", ["heads", "hub", "interop", "onnx", "tokenization", "vectors", "vocabulary"])
+def test_the_names_and_files_these_modules_docstrings_point_to_exist(module):
+    # A renamed function, constant or file leaves a cross-reference behind that no import checks:
+    # Sphinx roles (:func:`x`), another module's ``encoder.NAME`` and ``pooling.py``-style paths.
+    import importlib
+    import inspect
+    import pkgutil
+    import re
+    from pathlib import Path
+
+    import sparse_adapt
+    import sparse_adapt.modeling as modeling
+
+    mod = importlib.import_module(f"sparse_adapt.modeling.{module}")
+    source = inspect.getsource(mod)
+    siblings = {m.name for m in pkgutil.iter_modules(modeling.__path__)} - {module}
+    missing = []
+    for ref in re.findall(r":(?:func|data|class|meth|attr):`~?([\w.]+)`", source):
+        parts = ref.split(".")
+        obj, rest = mod, parts
+        if parts[0] == "sparse_adapt":  # the longest prefix that imports, then attributes
+            for cut in range(len(parts), 0, -1):
+                try:
+                    obj, rest = importlib.import_module(".".join(parts[:cut])), parts[cut:]
+                    break
+                except ImportError:
+                    continue
+        for part in rest:
+            obj = getattr(obj, part, None)
+        if obj is None:
+            missing.append(ref)
+    for owner, name in re.findall(r"``([a-z_]+)\.([A-Za-z_]\w*)``", source):
+        if owner in siblings and name != "py":  # ``encoder.EXCLUDED_BIAS``, not ``pooling.py``
+            if not hasattr(importlib.import_module(f"sparse_adapt.modeling.{owner}"), name):
+                missing.append(f"{owner}.{name}")
+    roots = (Path(modeling.__file__).parent, Path(sparse_adapt.__file__).parent)
+    for path in re.findall(r"``([\w/]+\.py)``", source):
+        if not any((root / path).is_file() for root in roots):
+            missing.append(path)
+    assert not missing, f"{module}.py points to {missing}"

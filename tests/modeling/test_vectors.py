@@ -190,3 +190,17 @@ def test_decode_names_vectors_narrower_than_the_vocabulary():
 
     # vectors encoded before an extension: their ids are the first ones of the extended vocabulary
     assert decode(Q[0], ["a", "b", "c", "d", "gatrocraptic"]) == [("c", 2.0), ("a", 1.0)]
+
+
+def test_as_rows_keeps_a_scipy_matrix_s_dtype_and_reads_tensors_and_arrays_as_float32():
+    # What as_rows' docstring says of dtypes: scipy input as it is; a tensor or an array is read as
+    # float32 (a float64 or integer one too), so "their own dtype" held for scipy input alone.
+    import torch
+
+    from sparse_adapt.modeling.vectors import as_rows
+
+    dense = np.array([[0.5, 0.0, 2.0]], dtype=np.float64)
+    for given in (sp.csr_matrix(dense), sp.csr_matrix(dense.astype(np.int64)), sp.csr_matrix(dense, dtype=np.float32)):
+        assert as_rows(given)[0].dtype == given.dtype
+    for given in (dense, torch.from_numpy(dense), torch.from_numpy(dense).to_sparse(), torch.tensor([1, 0, 2])):
+        assert as_rows(given)[0].dtype == np.float32, type(given)

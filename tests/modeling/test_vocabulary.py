@@ -463,3 +463,42 @@ def test_a_decomposed_term_given_from_python_becomes_the_composed_token():
     splade = make_tiny_roberta()
     (t,) = extend_vocabulary(splade, {"places": [unicodedata.normalize("NFD", nfc)]}).terms
     assert t.term == nfc and t.token_id in running_text_ids(splade.tokenizer, f"the {nfc} office")
+
+
+def test_the_zipf_values_quoted_beside_words_in_tokenization_are_wordfreqs():
+    # The comment on EVERYDAY_ZIPF argues from example words' Zipf values, which must be on the side
+    # of the bound it puts them: each is wordfreq's to the one decimal written, the bound mining's.
+    import inspect
+    import re
+
+    from wordfreq import zipf_frequency
+
+    from sparse_adapt.corpus.mining import COMMON_ZIPF
+    from sparse_adapt.modeling import tokenization
+
+    quoted = re.findall(r'"(\w+)" \((\d+\.\d)\)', inspect.getsource(tokenization))
+    assert quoted
+    for word, value in quoted:
+        assert abs(zipf_frequency(word, "en") - float(value)) < 0.1, (word, value, zipf_frequency(word, "en"))
+    assert tokenization.EVERYDAY_ZIPF == COMMON_ZIPF
+
+
+def test_an_uncased_sentencepiece_tokenizer_is_replaced_by_extension_too():
+    # extend_vocabulary's docstring says to take the tokenizer from ``splade`` afterwards: not only
+    # for a cased tokenizer (fold_case) but for SentencePiece's prepend-always marker without case
+    # (an ALBERT-like tokenizer), which prepend_once swaps for its generic-class copy.
+    from tokenizers import normalizers
+
+    from sparse_adapt.modeling.tokenization import keeps_case
+    from tests.conftest import make_tiny_xlmr
+
+    splade = make_tiny_xlmr()
+    backend = splade.tokenizer.backend_tokenizer
+    backend.normalizer = normalizers.Sequence([*([backend.normalizer] if backend.normalizer else []),
+                                               normalizers.Lowercase()])
+    before = splade.tokenizer
+    assert not keeps_case(before)
+    (term,) = extend_vocabulary(splade, {"jargon": ["gatrocraptic"]}).terms
+    assert term.added and splade.tokenizer is not before
+    assert running_text_ids(splade.tokenizer, "Gatrocraptic") == [term.token_id]
+    assert term.token_id not in running_text_ids(before, "Gatrocraptic")  # the old object never saw the term
