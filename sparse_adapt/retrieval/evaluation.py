@@ -217,7 +217,7 @@ def evaluate_run(
     qids: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """Mean metrics over the queries that have judgements (optionally only ``qids``; one of
-    those the run lacks counts 0, as in ranx and trec_eval, not left out of the mean)."""
+    those the run lacks counts 0, as in ranx and ``trec_eval -c``, not left out of the mean)."""
     keep = [q for q in (qids if qids is not None else run) if q in qrels]
     if not keep:
         raise ValueError("no query of the run has relevance judgements")

@@ -12,8 +12,9 @@ model names exactly the same Lucene terms. Lucene's pretokenized analyzer splits
 whitespace, so whitespace inside a token (possible only in unusual added tokens) is
 replaced by U+2581 on both sides (:func:`lucene_token`).
 
-Documents are read, encoded and written one batch at a time: memory does not grow with
-the corpus. The directory appears only when the export is complete.
+Documents are read, encoded and written a window of ``SORT_WINDOW_BATCHES`` batches at a
+time: memory does not grow with the corpus. The directory appears only when the export is
+complete.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ MAX_SCALE = 1000
 @dataclass
 class ExportConfig:
     # 100 keeps two decimals of SPLADE weights (typically 0-3): impacts up to ~300, and
-    # rounding moves a score by at most (|q|_1 + |d|_1) / 200 on the exact scale.
+    # rounding moves a score by at most (|q|_1 + |d|_1) / 200 + n / 40000 on the exact scale
+    # (n terms shared).
     scale: int = 100
     # Documents encoded per forward pass.
     batch_size: int = 32

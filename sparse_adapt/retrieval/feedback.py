@@ -41,7 +41,7 @@ class Feedback:
     dev rule (AC), fixed before it was measured on the hand-written-input models."""
 
     # One document: on the dev domains 3 and 5 pulled in neighbouring documents' terms and
-    # cost 0.02-0.04 nDCG@10 on queries that name the term; 1 cost nothing there.
+    # cost 0.02-0.06 nDCG@10 on queries that name the term; 1 cost nothing there.
     docs: int = 1
     # The centroid's share against the query's own weights (1.0 would let one document
     # weigh as much as the query).

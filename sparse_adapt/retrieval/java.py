@@ -1,4 +1,4 @@
-"""Find a Java 21+ runtime for Pyserini (Lucene 10 needs Java 21).
+"""Find a Java 21+ runtime for Pyserini (its Anserini jar is compiled for Java 21).
 
 Looked for in this order, the first new enough wins:
 
@@ -22,7 +22,7 @@ from typing import Iterable, Mapping
 
 from sparse_adapt.errors import SparseAdaptError
 
-# Lucene 10 (Anserini 1.x, Pyserini 1.x) is compiled for Java 21.
+# Anserini 1.x (the jar inside Pyserini 1.x; Lucene 9.9) is compiled for Java 21.
 MIN_JAVA = 21
 
 # Where JDKs are installed side by side on common systems, beside the system default.

@@ -150,7 +150,7 @@ def _drop_vector_module_if_missing(java: JavaInfo) -> None:
 
 
 def _quiet_unsafe_warning(java: JavaInfo) -> None:
-    """Lucene's MMapDirectory calls sun.misc.Unsafe::invokeCleaner, which Java 24+ reports with five
+    """Lucene's MMapDirectory calls sun.misc.Unsafe::invokeCleaner, which Java 24+ reports with four
     WARNING lines on every start; allowing it explicitly (JEP 471's switch) keeps CLI output clean."""
     import jnius_config
 

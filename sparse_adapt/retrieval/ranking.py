@@ -2,7 +2,7 @@
 
 trec_eval's order (it re-sorts every run so), so a saved run gives the same figures in
 trec_eval as in ``sparse-adapt evaluate``; every evaluation, listing, search and saved run of
-sparse-adapt uses it. ranx alone would not do: it sorts with an unstable sort, so 17 or more
+sparse-adapt uses it. ranx alone would not do: it sorts with an unstable sort, so 16 or more
 tied documents came out in another order in each call (a relevant duplicate at rank 2 in
 one, 19 in the next). Kept apart from ``evaluation.py`` so that Lucene search does not
 import ranx.

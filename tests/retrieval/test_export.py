@@ -462,3 +462,28 @@ def test_the_no_term_sentence_gives_examples_only_when_it_has_some():
 
     assert empty_sentence(1, 3, 100).startswith("1 of 3 documents has no term at scale 100: no query")
     assert empty_sentence(2, 3, 50, ["a", "b"]).startswith("2 of 3 documents have no term at scale 50 (e.g. a, b): ")
+
+
+def test_the_rounding_bound_in_export_configs_comment_holds_at_its_default_scale():
+    """ExportConfig's comment bounds how far rounding at the default scale s moves a score, on the exact
+    scale: each impact is off by at most 1/2, so a shared term moves by at most (q + d) / 2s + 1/4s^2.
+    The first half alone, what the comment once said, is beaten by one small shared term."""
+    import inspect
+
+    s = ExportConfig().scale
+    assert f"(|q|_1 + |d|_1) / {2 * s} + n / {4 * s * s}" in inspect.getsource(ExportConfig)
+
+    def moved(q: np.ndarray, d: np.ndarray) -> float:
+        vocab = [str(i) for i in range(q.size)]
+        (qi, di) = quantise(sp.csr_matrix(np.vstack([q, d])), vocab, s)
+        return abs(sum(v * di.get(t, 0) for t, v in qi.items()) / s**2 - float(q @ d))
+
+    def bound(q: np.ndarray, d: np.ndarray) -> float:
+        return (q.sum() + d.sum()) / (2 * s) + np.count_nonzero(q * d) / (4 * s * s)
+
+    one = np.array([0.501 / s])  # both impacts round up from 0.501 to 1
+    assert (one.sum() * 2) / (2 * s) < moved(one, one) <= bound(one, one)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        q, d = (rng.random(30) * 3 * (rng.random(30) < 0.5) for _ in range(2))
+        assert moved(q, d) <= bound(q, d) + 1e-12

@@ -166,3 +166,29 @@ def test_the_documented_defaults_are_the_settings_feedback_runs_with():
     for option, value in ((FEEDBACK_DOCS_OPTION, fb.docs), (FEEDBACK_WEIGHT_OPTION, fb.weight),
                           (FEEDBACK_TERMS_OPTION, fb.terms)):
         assert f"(default {value:g})" in option.help, option.help
+
+
+def test_what_three_or_five_feedback_documents_cost_is_the_stored_grids_range():
+    """Feedback.docs' comment and the README's feedback paragraph say what 3 or 5 documents cost
+    named-term queries (nDCG@10) on the dev domains; the range is recomputed from the fifteenth
+    session's stored grid (rule AA), every weight tried, against the same finals without feedback."""
+    import inspect
+    import json
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    grid = json.loads((root / "bench" / "results" / "feedback-rules.json").read_text(encoding="utf-8"))["AA"]
+
+    def explicit(key: str) -> float:
+        values = [v[1] for row in grid[key] for v in row["groups"]["heldout-domain-explicit"]["per_query"].values()]
+        return sum(values) / len(values)
+
+    costs = [explicit("k0-b0.0") - explicit(k) for k in grid if k.startswith(("k3-", "k5-"))]
+    assert len(costs) == 6
+    stored = f"{min(costs):.2f}-{max(costs):.2f}"
+    comment = re.search(r"3 and 5 pulled in[^\n]*\n\s*# cost (\S+) nDCG@10", inspect.getsource(Feedback))
+    readme = re.search(r"three or five feedback documents cost (\S+) on named-term queries",
+                       (root / "README.md").read_text(encoding="utf-8"))
+    assert comment and readme, "the sentences moved or were reworded: update this test"
+    assert (comment[1], readme[1]) == (stored, stored)

