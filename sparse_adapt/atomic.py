@@ -5,8 +5,8 @@ complete (``os.replace`` is atomic within one filesystem). On failure or a stop 
 temporary is removed and the target left as it was. The temporary is flushed to disk (fsync) before
 the rename and the rename after it: after a power cut the target is the old version or the complete
 new one, never a new name on empty files. A process killed mid-write (SIGKILL, power cut) cannot
-clean up, so every temporary sibling carries its writer's pid (``.NAME.tmp-PID-*``,
-``.NAME.old-PID``) and the next write of the same target removes those whose writer is gone
+clean up, so every temporary sibling carries its writer's pid (``.NAME.tmp-PID-*``, a file's
+``.NAME.tmp-PID``, ``.NAME.old-PID``) and the next write of the same target removes those whose writer is gone
 (:func:`clean_leftovers`), or puts an ``.old`` back where a kill between the two renames of a
 replacement left no target.
 
@@ -76,7 +76,7 @@ def _process_start(pid: int) -> float | None:
 def clean_leftovers(directory: str | Path, name: str | None = None) -> list[Path]:
     """Remove temporaries of crashed writes in ``directory`` (of target ``name`` only, if given).
 
-    Only hidden ``.NAME.tmp-PID-*`` / ``.NAME.old-PID`` entries whose process is gone are
+    Only hidden ``.NAME.tmp-PID-*`` / ``.NAME.tmp-PID`` / ``.NAME.old-PID`` entries whose process is gone are
     removed; a live writer's temporaries are left alone. Returns what was removed. An
     ``.old`` whose target is missing is the previous, complete version, moved aside by a
     writer killed between its two renames: it is put back, not removed.

@@ -75,7 +75,8 @@ def check_output(
     Refused unless ``overwrite``: an existing file, an existing non-empty directory (an
     empty one is used as is). A directory is never replaced by a file. Refused always: one
     of ``inputs`` (a local path; a built-in or Hub name is skipped) or a folder holding one,
-    since the replacement would delete it; the working directory or a folder holding it;
+    since the replacement would delete it; the working directory or a folder holding it; a
+    mount point (a rename cannot replace it);
     anything but a regular file or a directory (a device, a pipe: replacing ``/dev/null``
     with a file breaks the system). Crash leftovers of earlier writes of ``target`` are
     removed; a destination that cannot be written fails.

@@ -60,7 +60,8 @@ class SparseAdaptWarning(UserWarning):
 
 def require_texts(texts: object) -> list[str]:
     """``texts`` as a list of strings (one string is one text; any iterable, as
-    sentence-transformers takes), else ``TypeError`` naming the first item that is no string:
+    sentence-transformers takes), else ``TypeError`` naming the first item that is no string
+    (``ValueError`` for one holding an unpaired surrogate, which no tokenizer takes):
     a generator or a set had failed inside, ``None`` deep in the tokenizer, and a pair
     ``("a", "b")`` had been encoded as one sentence pair."""
     if isinstance(texts, str):

@@ -707,3 +707,27 @@ def test_a_record_that_is_no_json_object_reads_as_none(tmp_path, text):
     (tmp_path / "record.json").write_text(text, encoding="utf-8")
     assert read_record(tmp_path / "record.json") == {}
     assert read_record(tmp_path / "missing.json") == {}
+
+
+def test_the_data_docs_name_modules_and_functions_that_exist():
+    # "Where things are" and the :func: references are how a reader finds a loader: a module or
+    # function renamed without them sends the reader nowhere.
+    import importlib
+    import inspect
+    import pkgutil
+
+    import sparse_adapt.data as package
+
+    modules = {m.name for m in pkgutil.iter_modules(package.__path__)}
+    assert set(re.findall(r"``(\w+)\.py``", package.__doc__)) == modules
+    for name in package.__all__:  # each public function and class lives in a module the map names
+        obj = getattr(package, name)
+        if inspect.isfunction(obj) or inspect.isclass(obj):
+            assert obj.__module__.rpartition(".")[2] in modules, (name, obj.__module__)
+    for module in [package, *(importlib.import_module(f"{package.__name__}.{m}") for m in modules)]:
+        texts = [module.__doc__ or ""] + [getattr(o, "__doc__", None) or "" for o in vars(module).values()
+                                          if getattr(o, "__module__", None) == module.__name__]
+        for ref in re.findall(r":(?:func|class|data|mod):`([\w.]+)`", "\n".join(texts)):
+            head, _, attr = ref.rpartition(".")
+            found = hasattr(module, ref) or (head and hasattr(importlib.import_module(head), attr))
+            assert found, (module.__name__, ref)

@@ -123,3 +123,35 @@ def test_an_input_given_through_a_link_is_the_out_naming_its_target(tmp_path):
     with pytest.raises(OutputError, match=re.escape(f"--save-run {real} is also an input ({tmp_path / 'link.tsv'})")):
         check_output(real, overwrite=True, kind="file", flag="--save-run", inputs=[tmp_path / "link.tsv"])
     assert real.read_text() == "q1 0 d1 1\n"
+
+
+def test_every_temporary_an_atomic_write_names_is_one_the_atomic_docs_give(tmp_path, monkeypatch):
+    # A killed writer's leftovers are found by their names: a name the docs do not give is one a user
+    # (or the engineer reading clean_leftovers) cannot recognise as ours.
+    import fnmatch
+
+    import sparse_adapt.atomic as atomic
+
+    seen: list[str] = []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        seen.extend(Path(p).name for p in (src, dst))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    for write in (atomic.atomic_file, atomic.atomic_directory):
+        target = tmp_path / f"out-{write.__name__}"
+        for _ in range(2):  # the second write replaces the first: a directory's old version is moved aside
+            with write(target) as tmp:
+                seen.append(tmp.name)
+                (tmp / "f" if tmp.is_dir() else tmp).write_text("x")
+    monkeypatch.undo()
+    hidden = {name for name in seen if name.startswith(".")}
+    assert any(".tmp-" in name for name in hidden) and any(".old-" in name for name in hidden)
+    for doc in (atomic.__doc__, atomic.clean_leftovers.__doc__):
+        given = re.findall(r"``(\.NAME\.[^`]+)``", doc)
+        for name in hidden:
+            stem = name[1:].split(".tmp-")[0].split(".old-")[0]
+            patterns = [g.replace("NAME", stem).replace("PID", str(os.getpid())) for g in given]
+            assert any(fnmatch.fnmatchcase(name, p) for p in patterns), (name, given)

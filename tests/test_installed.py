@@ -39,3 +39,15 @@ def test_a_missing_distribution_says_who_needs_it_and_the_command_that_installs_
     with pytest.raises(ConfigError, match=re.escape("lay-word glosses need the package nosuchpkg==1.0 "
                                                     "(pip install nosuchpkg==1.0)")):
         installed_file("nosuchpkg-sparse-adapt", ("x",), "nosuchpkg==1.0", "lay-word glosses need", ConfigError)
+
+
+def test_the_modules_the_docstring_names_as_users_are_the_ones_that_call_installed_file():
+    # The docstring is where a reader learns what depends on an installed distribution's RECORD.
+    from pathlib import Path
+
+    import sparse_adapt.installed as module
+
+    package = Path(module.__file__).parent
+    callers = {str(p.relative_to(package)) for p in package.rglob("*.py")
+               if p.name != "installed.py" and "installed_file(" in p.read_text(encoding="utf-8")}
+    assert set(re.findall(r"``([\w/]+\.py)``", module.__doc__)) == callers

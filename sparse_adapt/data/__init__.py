@@ -1,8 +1,9 @@
 """Records and validated loaders for the files a user hands to sparse-adapt.
 
 Every loader reads the whole file and raises :class:`DataError` naming the file, the
-1-based line and the field at the first problem, so a user never sees a traceback
-from deep inside torch because of a typo in their JSONL.
+1-based line (where there is one: not for a field of a whole-file JSON) and the field at
+the first problem, so a user never sees a traceback from deep inside torch because of a
+typo in their JSONL.
 
 Every file is UTF-8; a leading byte-order mark is accepted (and dropped) by every loader
 alike, as are CRLF line ends. Numbers must be finite: ``NaN`` and ``Infinity`` (which

@@ -160,7 +160,8 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
 def check_documents(path: str | Path) -> int:
     """Validate a document file as :func:`load_documents` does, duplicate ids included, while
     streaming it; returns the record count. Memory is 8 bytes a document (a 64-bit digest of
-    each id); only when two digests agree is the file read again to find the lines."""
+    each id), twice that while they are sorted; only when two digests agree is the file read
+    again to find the lines."""
     p = Path(path)
     id_field = lambda o: next((k for k in DOCUMENT_FORMATS if k in o), "doc_id")  # noqa: E731
     digests = array("Q")

@@ -185,7 +185,8 @@ MAX_ID_BYTES = 32766
 
 def id_value(path: Path, line: int, obj: dict, field: str) -> str:
     """A document or query id: a non-empty string with no whitespace, which TREC qrels and run
-    files (fields separated by it) could not hold: an id with a space was read back as 8 columns."""
+    files (fields separated by it) could not hold: an id with a space was read back as 8 columns;
+    nor an invisible or control character, nor over :data:`MAX_ID_BYTES` bytes (:func:`id_problem`)."""
     value = str_field(path, line, obj, field)
     if (problem := id_problem(value)) is not None:
         raise DataError(path, line, field, problem)

@@ -226,3 +226,13 @@ def test_a_stopped_taking_never_removes_a_lock_file_another_process_put_at_the_p
         assert (out / LOCK_FILE).exists() and os.path.samestat(os.fstat(theirs[0]), os.stat(out / LOCK_FILE))
     finally:
         os.close(theirs[0])
+
+
+def test_the_lock_file_the_module_docs_name_is_the_one_held_and_removed(tmp_path):
+    # The docs tell a user which file in their folder is ours (and safe to delete once no run holds it).
+    named = re.findall(r"``OUT/([^`]+)``", lock.__doc__)
+    assert named, "the module docs name no lock file"
+    out = tmp_path / "run"
+    with locked(out):
+        held = sorted(p.name for p in out.iterdir())
+    assert held == named and not (out / named[0]).exists()
