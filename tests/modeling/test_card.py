@@ -217,3 +217,70 @@ def test_a_training_run_kept_inside_an_adapt_folder_keeps_its_own_name(tiny_bert
     (tmp_path / "mine" / "adapt.json").write_text("{}")
     card = write_model_card(tmp_path / "mine" / "ablation" / "final", tiny_bert).read_text(encoding="utf-8")
     assert "# ablation: domain-adapted with sparse-adapt" in card
+
+
+def _card_blocks(card: str, language: str) -> list[str]:
+    return [block.split("```", 1)[0] for block in card.split(f"```{language}\n")[1:]]
+
+
+def test_the_commands_and_options_a_card_names_are_the_cli_s(tiny_bert):
+    # Every way the card can end (validated, not evaluated, averaged): each names commands to run.
+    import re
+
+    import typer.main
+
+    from sparse_adapt.cli import app
+
+    records = RECORDS + [{"event": "stage_end", "stage": "distill", "best_epoch": 1, "epochs_run": 2}]
+    manifest = {**MANIFEST, "config": {"distill": {"interpolate": 0.5}}}
+    text = model_card(tiny_bert, MANIFEST, RECORDS) + model_card(tiny_bert, manifest, records)
+    commands = typer.main.get_command(app).commands
+    named = re.findall(r"sparse-adapt ([a-z][a-z-]*)([^`\n#]*)", text)
+    assert {"evaluate", "encode", "onnx", "export", "train"} <= {name for name, _ in named}
+    for name, rest in named:
+        assert name in commands, name
+        flags = {flag for p in commands[name].params for flag in p.opts}
+        assert set(re.findall(r"--[a-z][a-z-]*", rest)) <= flags, (name, rest)
+
+
+def _run_card_snippet(splade, directory, which: int, placeholder: str) -> dict:
+    """Run the card's ``which``-th python block on ``splade`` saved in ``directory``, its query
+    longer than the query length: the snippet must cut it where the model does."""
+    import contextlib
+    import io
+
+    path = str(splade.save_pretrained(directory))
+    query = " ".join(["database connection timeout"] * splade.settings.query_max_length)
+    code = _card_blocks(model_card(splade), "python")[which]
+    scope: dict = {"query": query}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(code.replace(placeholder, path).replace("your query", query), scope)
+    return scope
+
+
+def test_the_cards_transformers_snippet_gives_the_models_own_query_vectors(tiny_bert, tmp_path):
+    # The card says every implementation it shows gives the same vectors.
+    import numpy as np
+
+    scope = _run_card_snippet(tiny_bert, tmp_path / "m", 1, "PATH_OR_HUB_ID")
+    ours = tiny_bert.encode_query([scope["query"]]).toarray()
+    np.testing.assert_allclose(scope["weights"].numpy(), ours, atol=1e-5)
+    assert (ours > 0).any()
+
+
+def test_the_cards_sparse_adapt_snippet_runs_and_gives_the_models_own_query_vectors(tiny_bert, tmp_path):
+    import numpy as np
+
+    scope = _run_card_snippet(tiny_bert, tmp_path / "m", 2, "PATH")
+    ours = tiny_bert.encode_query([scope["query"]]).toarray()
+    np.testing.assert_allclose(scope["vectors"].toarray(), ours, atol=1e-5)
+
+
+def test_the_log_a_card_names_is_the_file_a_run_writes(tiny_bert):
+    import re
+
+    from sparse_adapt.training.rundir import LOG_FILE
+
+    validated = RECORDS + [{"event": "stage_end", "stage": "distill", "best_epoch": 1, "epochs_run": 2}]
+    for records in (RECORDS, validated):
+        assert set(re.findall(r"`([\w.]+\.jsonl)`", model_card(tiny_bert, MANIFEST, records))) == {LOG_FILE}

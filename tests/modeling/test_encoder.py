@@ -797,3 +797,10 @@ def test_a_save_after_training_tokenization_keeps_no_padding_in_tokenizer_json(t
     tiny_bert.tokenize(TEXTS, "document")
     tiny_bert.save_pretrained(tmp_path / "m")
     assert json.loads((tmp_path / "m" / "tokenizer.json").read_text(encoding="utf-8"))["padding"] is None
+
+
+def test_from_pretrained_s_docstring_names_every_built_in_base_it_loads():
+    # It named offline-minilm alone after offline-splade-tiny became a built-in base.
+    from sparse_adapt.modeling.builtin import BUILTIN_BASES
+
+    assert [name for name in BUILTIN_BASES if f"``{name}``" not in SpladeEncoder.from_pretrained.__doc__] == []

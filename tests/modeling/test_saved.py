@@ -102,3 +102,10 @@ def test_a_save_keeps_a_users_tensors_in_the_models_folder(tiny_bert, tmp_path):
     tiny_bert.save_pretrained(path)
     assert (path / "embeddings.safetensors").read_bytes() == b"my vectors"
     assert (path / "model.safetensors").stat().st_size > 1000
+
+
+def test_every_file_a_save_of_each_family_writes_is_one_a_later_save_replaces(tiny_mlm, tmp_path):
+    # A file a save writes but does not own would be carried into the next save as the user's,
+    # and an old save's copy of it would outlive that save.
+    path = tiny_mlm.save_pretrained(tmp_path / "m")
+    assert [p.name for p in sorted(path.iterdir()) if not saved.owned(p.name)] == []
