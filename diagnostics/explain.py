@@ -90,7 +90,7 @@ class DocumentMatch:
     rank: int
     doc_id: str
     text: str
-    score: float  # the sparse dot product as retrieval computes it (float32)
+    score: float  # the sparse dot product as retrieval computes it (float32; float64 with feedback's expanded query)
     contributions_sum: float  # sum of shared[].contribution (float64); equals score up to rounding
     nonzero: int
     shared: list[SharedToken]  # every shared token, by descending contribution

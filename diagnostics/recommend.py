@@ -172,7 +172,7 @@ def _documents(term: str, s: Sources, checks: Sequence) -> Recommendation:
     return Recommendation(
         "documents",
         f"no document of {s.path(s.docs, 'the corpus')} contains '{term}'",
-        "pass --docs with documents that use the term; warmup and dictionary training need them too",
+        "pass --docs with documents that use the term; warmup and distillation (train --corpus) need them too",
     )
 
 
@@ -190,7 +190,7 @@ RECOMMENDERS: dict[str, Callable[[str, Sources, Sequence], Recommendation]] = {
     "query_expansion": _query_expansion,
 }
 
-# Pipeline order: fix the vocabulary first, then logits, emphasis, queries.
+# Pipeline order: the pooling first, then the vocabulary and the documents, then logits, emphasis, queries.
 ORDER = ["pooling_mismatch", "add_to_terms", "extend", "documents", "warmup", "dictionary", "query_expansion"]
 
 

@@ -1,4 +1,4 @@
-"""Rich rendering of the diagnostics' plain data (nothing is computed here)."""
+"""Rich rendering of the diagnostics' plain data (nothing is computed here but a table's subtotals and ratios)."""
 
 from __future__ import annotations
 
@@ -275,7 +275,7 @@ def render_explanation(e: QueryExplanation, console: Console) -> None:
     if fb:
         fed = ", ".join(fb.fed_back) or "none (no document matched the query)"
         console.print(Text(f"pseudo-relevance feedback: + {fb.weight:g} x the mean of {fed} "
-                           f"({fb.terms} terms kept; {len(fb.added)} tokens raised, {len(new)} of them new). "
+                           f"(at most {fb.terms} terms kept; {len(fb.added)} tokens raised, {len(new)} of them new). "
                            "Below: the expanded query.", style="cyan"))
     table = Table(box=box.SIMPLE_HEAD, title="query tokens by weight")
     table.add_column("weight", justify="right")

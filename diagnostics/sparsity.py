@@ -72,7 +72,7 @@ class DomainToken:
 @dataclass
 class DomainStats:
     count: int
-    source: str  # "model" (sparse_adapt.json), "terms" (single-token terms of --terms) or "model+terms"
+    source: str  # "model" (sparse_adapt.json), "terms" (single-token terms of --terms), "model+terms" or "none"
     mean_weight_occurring: float | None  # pooled over every (document, token) pair
     mean_weight_not_occurring: float | None
     tokens: list[DomainToken]
@@ -167,7 +167,8 @@ def inspect_corpus(
     if empty:
         has, them = ("has", "it") if len(empty) == 1 else ("have", "them")
         warnings.append(f"{len(empty)} of {counted(len(documents), 'document')} {has} no active term (e.g. "
-                        f"{', '.join(empty[:3])}): no query can retrieve {them}, and export leaves {them} out of the index")
+                        f"{', '.join(empty[:3])}): no query can retrieve {them}, "
+                        f"and Lucene leaves {them} out of an index")
 
     flops = cost = None
     p_d = np.asarray((D > 0).mean(axis=0)).ravel()  # (V,)

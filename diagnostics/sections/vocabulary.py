@@ -16,7 +16,7 @@ class VocabularyCheck:
     pieces: list[str]  # token strings of token_ids
     decoded: list[str]  # tokenizer.decode of each id
     single_token: bool
-    in_vocabulary: bool  # the normalised term is itself a base vocabulary entry (BPE: with its space mark)
+    in_vocabulary: bool  # the normalised term is a vocabulary entry, added tokens included (BPE: with its space mark)
     base_pieces: list[str] | None  # the subword model's split, ignoring added tokens
     added_token: bool  # the single token was added to the base vocabulary (extend-vocab)
     domain_token: bool  # the single token is one of the model's registered domain tokens

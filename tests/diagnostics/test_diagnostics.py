@@ -1324,7 +1324,7 @@ def test_the_explain_view_elides_only_tokens_past_30_labels_only_new_tokens_feed
 
     lines = shown(30, "x" * 200)
     assert "1.0000 tok0 in text" in lines and "0.9900 tok1 feedback" in lines
-    assert any("(2 terms kept; 2 tokens raised, 1 of them new)" in line for line in lines)
+    assert any("(at most 2 terms kept; 2 tokens raised, 1 of them new)" in line for line in lines)
     assert not any(re.search(r"… \d+ more", line) for line in lines)  # 30 tokens: all shown
     assert "0.7100 tok29 expansion" in lines
     assert any("x" * 200 in line for line in lines) and not any("…" in line for line in lines)
@@ -1857,3 +1857,116 @@ def test_a_term_the_normaliser_removes_entirely_is_a_config_error(tiny_bert):
 def test_explain_names_the_model_as_given_else_its_base(sparse):
     assert explain_query(sparse, "reset my password", DOCS, model="runs/a/final").model == "runs/a/final"
     assert explain_query(sparse, "reset my password", DOCS).model == "tiny-bert"
+
+
+def _every_recommendation():
+    """Each remedy recommend() can give, in each variant its text has (reasons, statuses, an adapt
+    run, a near spelling, a reference), from one failed or warned check at a time."""
+    from diagnostics.recommend import RECOMMENDERS, recommend
+    from diagnostics.sections.checks import FAIL, WARN, Check
+
+    sources = [
+        Sources("m"),
+        Sources("runs/a/final", docs="d.jsonl", terms="t.json", dictionary="x.jsonl", train="y.jsonl",
+                reference="offline-splade-tiny", extended=True),
+        Sources("runs/a/final", terms="runs/a/domain_terms.json", adapt_run="runs/a", near="krellamine"),
+    ]
+    reasons = (None, "special_token", "beyond_window")
+    return [rec for name in RECOMMENDERS for status in (WARN, FAIL) for reason in reasons for s in sources
+            for rec in recommend("Zorblatt", [Check(name, status, "e", "1 piece: zor", reason=reason)], s)]
+
+
+def test_every_command_and_option_a_recommendation_names_exists_in_the_cli():
+    """A suggested command must run as printed (its options, its --stages), and a flag an action
+    names must be an option of diagnose (the command printing it) or of a command the action names;
+    `cmd --flag` and `--flag (cmd, cmd)` must match exactly."""
+    import shlex
+
+    import typer.main
+
+    from diagnostics.recommend import ORDER
+    from sparse_adapt.cli import app
+    from sparse_adapt.training.stages import parse_stages
+
+    commands = typer.main.get_command(app).commands
+    opts = {name: {o for p in c.params for o in p.opts} for name, c in commands.items()}
+    recs = _every_recommendation()
+    assert {r.id for r in recs} == set(ORDER)  # every remedy was produced
+    for rec in recs:
+        for line in rec.commands:
+            argv = shlex.split(line)
+            assert argv[0] == "sparse-adapt" and argv[1] in commands, line
+            params = commands[argv[1]].make_context(argv[1], argv[2:]).params  # unknown or missing option: raises
+            if "stages" in params:
+                parse_stages(params["stages"])
+        named = [c for c in commands if re.search(rf"(?<![\w-]){re.escape(c)}(?![\w-])", rec.action)]
+        for flag in re.findall(r"(?<![\w-])--[a-z][\w-]*", rec.action):
+            assert any(flag in opts[c] for c in ["diagnose", *named]), (flag, rec.action)
+        for command, flag in re.findall(r"`?(?:sparse-adapt )?([a-z][\w-]*)`? (--[a-z][\w-]*)", rec.action):
+            if command in commands:
+                assert flag in opts[command], (command, flag, rec.action)
+        for flag, listed in re.findall(r"(--[a-z][\w-]*) \(([a-z][\w-]*(?:, [a-z][\w-]*)*)\)", rec.action):
+            for command in listed.split(", "):
+                assert flag in opts[command], (command, flag, rec.action)
+
+
+def test_a_setting_a_recommendation_says_to_raise_is_a_config_key_with_the_default_it_states(tmp_path):
+    """`key` (default X) under [distill]: the key must load from a TOML file's [distill] table,
+    and X must be what train uses without one."""
+    from sparse_adapt.training.config import DistillConfig
+    from sparse_adapt.training.config_files import load_config
+
+    said = {}
+    for rec in _every_recommendation():
+        for section in re.findall(r"under \[(\w+)\]", rec.action):
+            assert section == "distill", rec.action
+            said.update(re.findall(r"`(\w+)`,? \(?default ([0-9.e+-]+)", rec.action))
+    assert said  # the dictionary and query-expansion remedies name their settings
+    for key, default in said.items():
+        assert getattr(DistillConfig(), key) == float(default), key
+        path = tmp_path / f"{key}.toml"
+        path.write_text(f"[distill]\n{key} = {2 * float(default)}\n", encoding="utf-8")
+        assert getattr(load_config(path).distill, key) == 2 * float(default)
+
+
+def test_explain_scores_a_document_as_in_memory_retrieval_does(sparse):
+    """DocumentMatch.score: the dot product retrieval computes, float32, and float64 with
+    feedback (Rocchio's expanded query is float64): a float32 score there would drop digits."""
+    from sparse_adapt.retrieval.evaluation import score_in_memory
+    from sparse_adapt.retrieval.feedback import Feedback
+
+    for fb in (None, Feedback()):
+        for q in QUERIES:
+            run = score_in_memory(sparse, DOCS, [q], feedback=fb)[q.qid]
+            results = explain_query(sparse, q.text, DOCS, k=len(DOCS), feedback=fb).results
+            assert {m.doc_id for m in results if m.score > 0} == set(run)
+            for m in results:
+                # with feedback, D q^T and Q D^T sum the same float64 products in another order
+                assert m.score == pytest.approx(run.get(m.doc_id, 0.0), rel=1e-12, abs=0.0)
+            is_float32 = [float(np.float32(m.score)) == m.score for m in results]
+            assert all(is_float32) if fb is None else not any(is_float32)
+
+
+def test_every_file_and_function_the_diagnostics_text_names_exists():
+    """A ``*.py`` path, a :func: reference or a model file a diagnostics docstring or comment names must
+    exist (a file renamed or moved leaves a pointer to nothing)."""
+    import importlib
+    from pathlib import Path
+
+    from sparse_adapt.modeling.settings import SETTINGS_FILE
+
+    root = Path(__file__).resolve().parents[2]
+    files = sorted((root / "diagnostics").rglob("*.py"))
+    assert len(files) > 10
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        name = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        for py in re.findall(r"[\w/]+\.py\b", text):  # a bare name is a module of this package
+            package = (root / "diagnostics", root / "diagnostics" / "sections")
+            bases = (root, root / "sparse_adapt") if "/" in py else package
+            assert any((base / py).is_file() for base in bases), (name, py)
+        for ref in re.findall(r":func:`([\w.]+)`", text):
+            owner, attr = ref.rsplit(".", 1) if "." in ref else (name, ref)
+            assert hasattr(importlib.import_module(owner), attr), (name, ref)
+        for json_name in re.findall(r"\b[a-z_]+\.json\b", text):  # upper-case ones are placeholders (TERMS.json)
+            assert json_name == SETTINGS_FILE, (name, json_name)
