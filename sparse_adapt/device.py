@@ -16,6 +16,7 @@ import torch
 from sparse_adapt.errors import ConfigError
 
 CHOICES = ("auto", "cpu", "cuda", "mps")
+INDEXED = ("cpu", "cuda", "mps")  # the kinds that take an index (cuda:1); "auto" picks its own
 _default = "auto"
 
 
@@ -35,8 +36,9 @@ def resolve_device(name: str | torch.device | None = None) -> torch.device:
     name = _default if name is None else str(name)  # a torch.device("cuda") is checked as "cuda"
     kind = name.split(":")[0]
     # torch.device("cpu:abc") raised RuntimeError (a traceback), and "auto:3" dropped its ":3"
-    if kind not in CHOICES or not re.fullmatch(r"auto|(?:cpu|cuda|mps)(?::\d+)?", name):
-        raise ConfigError(f"device must be one of {', '.join(CHOICES)} (or cuda:N), got {name!r}")
+    if kind not in CHOICES or not re.fullmatch(rf"auto|(?:{'|'.join(INDEXED)})(?::\d+)?", name):
+        raise ConfigError(f"device must be one of {', '.join(CHOICES)}; {', '.join(INDEXED)} may take an index "
+                          f"(cuda:1), got {name!r}")
     if kind == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if not _available(kind):

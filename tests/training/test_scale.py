@@ -1085,3 +1085,23 @@ def test_the_numbers_the_training_loop_states_are_its_own_and_the_warmup_default
     assert (int(sized[1]), float(sized[2])) == (warmup.epochs, warmup.epochs / warmup.batch_size)
     share = re.search(r"over the first (\d+)% of steps", loop_mod.linear_schedule.__doc__)
     assert int(share[1]) / 100 == inspect.signature(loop_mod.linear_schedule).parameters["warmup_frac"].default
+
+
+def test_the_device_error_names_the_kinds_that_take_an_index_and_exactly_those_do(monkeypatch):
+    # it said "(or cuda:N)" while cpu:N and mps:N were accepted too
+    import re
+
+    from sparse_adapt.device import CHOICES
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    with pytest.raises(ConfigError) as refused:
+        resolve_device("tpu:1")
+    named = re.search(r"; ([\w, ]+) may take an index", str(refused.value)).group(1).split(", ")
+    for kind in CHOICES:
+        if kind in named:
+            assert resolve_device(f"{kind}:1") == torch.device(f"{kind}:1")
+        else:
+            with pytest.raises(ConfigError, match="must be one of"):
+                resolve_device(f"{kind}:1")
+    assert set(named) < set(CHOICES)
