@@ -51,7 +51,8 @@ def _global_options(
         None, "--threads", min=1, help="CPU threads for torch (default: torch's choice, one per physical core)."
     ),
     device: str = typer.Option(
-        "auto", "--device", help="Where models run: auto (CUDA when present, else CPU), cpu, cuda or mps (cuda:1 picks a device)."
+        "auto", "--device",
+        help="Where models run: auto (CUDA when present, else CPU), cpu, cuda or mps (cuda:1 picks a device).",
     ),
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="Print sparse-adapt's version and exit."),
