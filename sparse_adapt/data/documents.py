@@ -11,7 +11,8 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from sparse_adapt.data.reading import (
-    Objects, checked_text, id_value, iter_jsonl, iter_lines, json_objects, read_unique, str_field, visible,
+    Objects, checked_text, id_value, iter_jsonl, iter_lines, json_objects, missing, read_unique, str_field,
+    visible,
 )
 from sparse_adapt.data.records import DataError, Document, Query
 
@@ -136,7 +137,8 @@ def parse_document(p: Path, n: int, o: dict) -> Document:
     for key, how in _FOREIGN_DOCUMENTS.items():
         if key in o:
             raise DataError(p, n, "doc_id", f"missing; this looks like {how}")
-    raise DataError(p, n, "doc_id", "missing")
+    # "missing" alone named neither the fields the line has nor the id fields that are read
+    raise DataError(p, n, "doc_id", f"{missing(o)}; a document's id is one of {', '.join(map(repr, DOCUMENT_FORMATS))}")
 
 
 def document_from_line(p: Path, raw: str) -> Document:

@@ -163,10 +163,12 @@ def test_a_gzip_file_is_refused_in_one_line(tmp_path, capsys):
     assert_one_line_error(cli(capsys, ["mine-terms", "--corpus", docs, "--out", tmp_path / "t.json"]), "gzip-compressed")
 
 
-def test_a_record_of_no_known_format_says_only_what_is_missing(tmp_path):
+def test_a_record_of_no_known_format_names_its_fields_and_the_id_fields_read(tmp_path):
     docs = _write(tmp_path / "docs.jsonl", [json.dumps({"key": "d1", "text": "A relief valve opens."})])
-    with pytest.raises(data.DataError, match=r"docs.jsonl:1: field 'doc_id': missing$"):
+    with pytest.raises(data.DataError) as caught:
         data.load_documents(docs)
+    assert str(caught.value) == (f"{docs}:1: field 'doc_id': missing (there: 'key', 'text'); a document's id is one of "
+                                 + ", ".join(repr(k) for k in documents.DOCUMENT_FORMATS))
 
 
 def test_a_directory_given_as_a_file_is_one_line(tmp_path, capsys):
