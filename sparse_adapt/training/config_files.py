@@ -91,8 +91,9 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
 def load_config(path: str | Path | None, base: str | Path | None = None, defaults: dict | None = None) -> TrainConfig:
     """Defaults, then ``defaults`` (a command's own, e.g. ``adapt``'s), then the settings
     recommended for ``base`` when it is a built-in base that has some
-    (``sparse_adapt.modeling.builtin``), then ``path`` (``.toml`` or JSON) when given: a key
-    the file sets always wins."""
+    (``sparse_adapt.modeling.builtin``) or a model folder holding ``recommended_training.json``
+    (written by ``pretrain``), then ``path`` (``.toml`` or JSON) when given: a key the file sets
+    always wins."""
     if path is None:
         return config_from_dict(with_recommended({}, base, defaults), _recommended_source(base))
     raw = read_table(path)

@@ -204,3 +204,22 @@ def test_the_distill_comments_name_the_bundled_negatives_domain_ids_and_quality_
     assert "term.weight > HIGH_WEIGHT" in (root / "sparse_adapt" / "report" / "criteria.py").read_text(encoding="utf-8")
     assert f"the quality bar asks > {high_weight:.1f} in d21" in text
     assert DistillConfig().tau_min > high_weight
+
+
+def test_a_model_folder_s_recommended_file_sits_between_the_defaults_and_the_user_s_config(tmp_path):
+    # load_config's docstring named only the built-in bases' settings; a pretrain output's file applies too
+    import inspect
+    import json
+
+    from sparse_adapt.modeling.builtin import RECOMMENDED_FILE
+
+    folder = tmp_path / "pretrained"
+    folder.mkdir()
+    (folder / RECOMMENDED_FILE).write_text(json.dumps({"distill": {"epochs": 7, "lr": 1e-4}}))
+    assert load_config(None, folder).distill.epochs == 7
+    mine = tmp_path / "mine.toml"
+    mine.write_text("[distill]\nepochs = 2\n")
+    config = load_config(mine, folder)
+    assert (config.distill.epochs, config.distill.lr) == (2, 1e-4)  # the user's key wins, the folder's other stays
+    assert load_config(None, tmp_path).distill.epochs == TrainConfig().distill.epochs  # a folder without one
+    assert RECOMMENDED_FILE in " ".join(inspect.getdoc(load_config).split())
