@@ -12,7 +12,7 @@ from rich.text import Text
 
 from diagnostics.explain import QueryExplanation
 from diagnostics.sparsity import CorpusStats
-from diagnostics.term import FAIL, NA, PASS, WARN, TermDiagnosis
+from diagnostics.term import FAIL, NA, PASS, TOP_RANK, WARN, TermDiagnosis
 from sparse_adapt.progress import counted
 
 # Positions always shown in the logit table (the spec shows the first 25); occurrences and
@@ -185,7 +185,7 @@ def render_term(d: TermDiagnosis, console: Console) -> None:
             console.print(Text.assemble((f"'{t.token}'", "bold"), ": weight 0, not in the document's vector ",
                                         (f"({nonzero} non-zero tokens)", "dim"), style="red"))
         else:
-            style = "green" if r.rank == 1 else "yellow" if r.rank <= 10 else "red"
+            style = "green" if r.rank == 1 else "yellow" if r.rank <= TOP_RANK else "red"
             console.print(Text.assemble((f"'{t.token}'", "bold"), ": rank ", (f"{r.rank}", f"bold {style}"),
                                         f" of {r.nonzero} non-zero tokens, weight {r.weight:.4f}"))
     table = Table(box=box.SIMPLE_HEAD, title="top tokens of the document vector")
