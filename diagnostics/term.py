@@ -109,6 +109,10 @@ def diagnose_term(
         return _diagnose(splade, term.strip(), documents, doc_id, terms, queries, sources, feedback)
 
 
+# What the terms file is called when ``terms`` came without a path (``Sources.terms``).
+GIVEN_TERMS = "(the terms passed to diagnose_term)"
+
+
 def _diagnose(
     splade: SpladeEncoder,
     term: str,
@@ -120,7 +124,8 @@ def _diagnose(
     feedback: Feedback | None,
 ) -> TermDiagnosis:
     sources = sources or Sources(model=splade.settings.base or "MODEL")
-    vocab = vocabulary_check(splade, term, terms, sources.terms)
+    # terms given from Python without a path were shown as "Terms file: not given" beside a passing check
+    vocab = vocabulary_check(splade, term, terms, sources.terms or (GIVEN_TERMS if terms is not None else None))
     sources = replace(sources, extended=vocab.domain_token)
     ids = vocab.token_ids
     doc = choose_document(splade, term, documents, doc_id, ids)

@@ -1970,3 +1970,22 @@ def test_every_file_and_function_the_diagnostics_text_names_exists():
             assert hasattr(importlib.import_module(owner), attr), (name, ref)
         for json_name in re.findall(r"\b[a-z_]+\.json\b", text):  # upper-case ones are placeholders (TERMS.json)
             assert json_name == SETTINGS_FILE, (name, json_name)
+
+
+def test_terms_given_from_python_are_shown_as_given_not_as_a_missing_file(extended):
+    # the panel said "Terms file: not given" while its in_terms_file check passed on those terms
+    from rich.console import Console
+
+    from diagnostics.render import render_term
+    from diagnostics.term import GIVEN_TERMS
+
+    def shown(**kwargs) -> str:
+        console = Console(record=True, width=200)
+        render_term(diagnose_term(extended, "Gatrocraptic", DOCS, **kwargs), console)
+        return console.export_text()
+
+    given = shown(terms=TERMS)
+    assert "In terms file" in given and GIVEN_TERMS in given and "not given" not in given
+    assert "Terms file" in shown() and "not given" in shown()
+    from_file = diagnose_term(extended, "Gatrocraptic", DOCS, terms=TERMS, sources=Sources("m", terms="terms.json"))
+    assert from_file.vocabulary.terms_file == "terms.json"
