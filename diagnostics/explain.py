@@ -90,7 +90,7 @@ class DocumentMatch:
     rank: int
     doc_id: str
     text: str
-    score: float  # the sparse dot product as retrieval computes it (float32; float64 with feedback's expanded query)
+    score: float  # the sparse dot product as retrieval computes it, bit for bit (float32; float64 with feedback)
     contributions_sum: float  # sum of shared[].contribution (float64); equals score up to rounding
     nonzero: int
     shared: list[SharedToken]  # every shared token, by descending contribution
@@ -165,11 +165,13 @@ def _explain(
     V = splade.vocab_size
     q_vec = splade.encode([query], "query")  # (1, V)
     D = splade.encode([d.text for d in documents], "document", progress=progress)  # (n, V)
-    scores = (D @ q_vec.T).toarray().ravel()  # (n,) float32, as retrieval scores them
+    # q D^T, as retrieval scores (evaluation.score_vectors): D q^T summed feedback's float64
+    # products in another order, a last-digit difference that could reorder an exact tie
+    scores = (q_vec @ D.T).toarray().ravel()  # (n,) float32
     fed = None
     if feedback is not None:
         q_vec, fed = _feedback(q_vec, D, scores, feedback, documents, vocab)
-        scores = (D @ q_vec.T).toarray().ravel()  # (n,) the second pass
+        scores = (q_vec @ D.T).toarray().ravel()  # (n,) the second pass, float64
 
     q_ids, q_w = ranked_row(q_vec, 0)
     q_text = in_text_ids(splade, [query], "query")[0]
