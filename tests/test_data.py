@@ -731,3 +731,21 @@ def test_the_data_docs_name_modules_and_functions_that_exist():
             head, _, attr = ref.rpartition(".")
             found = hasattr(module, ref) or (head and hasattr(importlib.import_module(head), attr))
             assert found, (module.__name__, ref)
+
+
+def test_float32_s_largest_value_is_read_and_the_next_double_up_refused(tmp_path):
+    # the bound was 3.4028234e38, below float32's largest finite value: a score float32 holds was refused
+    import math
+
+    import numpy as np
+    import torch
+
+    top = float(np.finfo(np.float32).max)
+    over = math.nextafter(top, math.inf) * 2  # well past float32's rounding to its largest value
+    rows = [{"qid": "q1", "query": "x", "doc_ids": ["a", "b"], "doc_texts": ["A", "B"], "teacher_scores": [top, -top]}]
+    p = _write(tmp_path, "train.jsonl", [json.dumps(r) for r in rows])
+    [record] = load_train(p)
+    assert math.isfinite(torch.tensor(record.teacher_scores, dtype=torch.float32).max().item())
+    p.write_text(json.dumps(dict(rows[0], teacher_scores=[over, 0.0])) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match="within float32's range"):
+        load_train(p)

@@ -237,7 +237,7 @@ def id_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[str, ..
 
 # Scores train in float32: 1e39 passed as finite here and became inf in the tensor, stopping the
 # run at distill after the stages before it had trained.
-FLOAT32_MAX = 3.4028234e38
+FLOAT32_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max, exactly
 
 
 def float_list_field(path: Path, line: int, obj: dict, field: str) -> tuple[float, ...]:
