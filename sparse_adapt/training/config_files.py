@@ -1,5 +1,6 @@
 """Reading and writing training config files: JSON or TOML overrides laid over the defaults
-of ``config.py`` and the settings recommended for a built-in base, each value checked against
+of ``config.py`` (and a command's own) and the settings recommended for the base (a built-in
+base's, or a model folder's ``recommended_training.json``), each value checked against
 its field's type with an error naming the file and the dotted key; and a config back to TOML.
 """
 
@@ -41,7 +42,7 @@ def _coerce(where: str, key: str, value: Any, kind: Any) -> Any:
                 raise ConfigError(f"{where}: {key}: expected a finite number, got {value!r}")
     else:
         ok = isinstance(value, str)
-        if ok and not encodable(value):  # it failed in the tokenizer, or when `tune` wrote best.toml at the very end
+        if ok and not encodable(value):  # it failed in the tokenizer, or when `tune` wrote best.toml after a trial
             raise ConfigError(f"{where}: {key}: contains an unpaired surrogate, not text: {value!r:.60}")
     if ok and kind is int and abs(value) > MAX_INT:
         raise ConfigError(f"{where}: {key}: expected at most {MAX_INT:,}, got {str(value)[:60]}")

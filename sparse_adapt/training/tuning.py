@@ -6,13 +6,14 @@ the distill settings of the search space (``search_space.py``; TPE sampler, seed
 from that checkpoint in memory with validation after every epoch, and reports the
 selection objective (``validation.py``) per epoch, so the median pruner stops a trial whose
 objective trails the other trials' at the same epoch. A trial's value is its best epoch's
-objective. Trial 0 runs the config's own values (those inside the space): the baseline, so
+objective. Trial 0 runs the config's own values (no trial does when one lies outside the space): the baseline, so
 ``best.toml`` is never a study's worse-than-default pick without saying so. Writes ``OUT/best.toml`` (the whole config with the best trial's values, which
 ``train --config`` accepts), ``OUT/trials.md`` and ``OUT/trials.json`` (every trial) and
 ``OUT/trials/<n>.jsonl`` (each trial's training log). The study itself is kept in
 ``OUT/study.db`` (``study.py``): a rerun with the same inputs and settings resumes it.
 
-Optuna is imported only here: the rest of the package does not need it.
+Optuna is imported only here and in ``study.py``, inside the functions that use it: the rest of the
+package does not need it.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def check_inputs_outside_study(out: Path, inputs: Sequence[str | Path | None]) -
 
 
 def check_study_dir(out: Path, overwrite: bool) -> None:
-    """Before any work: ``out`` can hold a study (module docstring of :func:`run_tuning`)."""
+    """Before any work: ``out`` can hold a study (the docstring of :func:`run_tuning`)."""
     check_writable(out, into=True)
     if out.exists() and not out.is_dir():
         raise OutputError(f"--out {out} is an existing file; a study needs a directory")

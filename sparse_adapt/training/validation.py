@@ -3,9 +3,9 @@
 The validation queries (``--valid FILE``, or a seeded fraction of ``train.jsonl``) are
 ranked against the whole corpus after every epoch, like ``sparse-adapt evaluate`` ranks
 (exact dot products, ranx nDCG@10), with qrels derived from their teacher scores by the
-bundled rule. Each query is *domain* (a positive candidate names a domain term) or
+bundled rule. Each query is *domain* (it or a positive candidate names a domain term) or
 *control*. The selection objective rewards domain gains and penalises control loss, both
-against the reference (the frozen starting model):
+against the reference (``--reference``, by default the run's frozen starting model):
 
     J = (nDCG_domain - nDCG_domain^ref) - control_penalty * max(0, nDCG_control^ref - nDCG_control)
 
@@ -43,8 +43,9 @@ def query_kind(example: TrainExample, terms: Sequence[str]) -> str:
 def split_valid(
     examples: Sequence[TrainExample], fraction: float, seed: int, terms: Sequence[str]
 ) -> tuple[list[TrainExample], list[TrainExample]]:
-    """(train, valid): ``round(fraction * n)`` queries held out, drawn per kind in proportion
-    (each kind keeps at least one training query), seeded, order of the file kept."""
+    """(train, valid): about ``want = round(fraction * n)`` queries held out (none when it is 0),
+    drawn per kind in proportion: ``min(k - 1, max(1, round(want * k / n)))`` of a kind's ``k`` (at
+    least one, but each kind keeps at least one training query), seeded, order of the file kept."""
     if not 0.0 <= fraction < 1.0:
         raise ValueError(f"valid fraction must be in [0, 1), got {fraction}")
     want = round(fraction * len(examples))

@@ -223,3 +223,12 @@ def test_a_model_folder_s_recommended_file_sits_between_the_defaults_and_the_use
     assert (config.distill.epochs, config.distill.lr) == (2, 1e-4)  # the user's key wins, the folder's other stays
     assert load_config(None, tmp_path).distill.epochs == TrainConfig().distill.epochs  # a folder without one
     assert RECOMMENDED_FILE in " ".join(inspect.getdoc(load_config).split())
+
+
+def test_the_config_files_module_docstring_names_the_recommended_file_the_code_reads():
+    """It had named a built-in base's settings only: a model folder's recommended file is laid
+    over the defaults too (load_config), and under the name the code reads."""
+    import sparse_adapt.training.config_files as module
+    from sparse_adapt.modeling.builtin import RECOMMENDED_FILE
+
+    assert re.findall(r"``(\w+\.json)``", " ".join(module.__doc__.split())) == [RECOMMENDED_FILE]

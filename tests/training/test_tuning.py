@@ -902,3 +902,37 @@ def test_a_study_killed_mid_write_is_a_study_to_resume(tmp_path):
     assert (tmp_path / "study.db-journal").is_file()  # the hot journal a read-only check could not roll back
     assert study_db_problem(tmp_path) is None
     assert sqlite3.connect(db).execute("SELECT study_name FROM studies").fetchone() == ("other",)  # rolled back
+
+
+def test_the_modules_the_tuning_docstring_says_import_optuna_are_the_ones_that_do():
+    """"Optuna is imported only here ...": study.py, split out of tuning.py, imports it too, which
+    the sentence did not say; an import at module level would make the whole package need it."""
+    import ast
+
+    import sparse_adapt
+    from sparse_adapt.training import tuning as tuning_mod
+
+    said = re.search(r"Optuna is imported only here([^:]*):", " ".join(tuning_mod.__doc__.split()))
+    assert said, "the tuning docstring no longer says where Optuna is imported"
+    named = {"tuning.py", *re.findall(r"``(\w+\.py)``", said.group(1))}
+    importers, at_module_level = set(), set()
+    for path in Path(sparse_adapt.__file__).parent.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if not any(m == "optuna" or m.startswith("optuna.") for m in modules):
+                continue
+            importers.add(path.name)
+            outer = node
+            while outer in parents and not isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                outer = parents[outer]
+                if isinstance(outer, ast.If) and "TYPE_CHECKING" in ast.unparse(outer.test):
+                    break  # for annotations only: never runs
+            else:
+                if not isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    at_module_level.add(path.name)
+    assert importers == named
+    if "inside the functions" in said.group(1):
+        assert at_module_level == set()
