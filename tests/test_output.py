@@ -275,3 +275,24 @@ def test_a_blank_file_option_is_refused(value):
 
     with pytest.raises(typer.BadParameter, match="the path is empty"):  # not a file named "   "
         output._file_path(value)
+
+
+def test_without_a_terminal_a_running_task_says_how_long_is_left_at_its_recent_rate(monkeypatch):
+    # a user of a nohup'd pretraining read "158/1200 (1816 s)" and did the arithmetic
+    monkeypatch.setattr(output, "PLAIN_EVERY_S", 0.0)
+    now = [0.0]
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=False, width=120, get_time=lambda: now[0])
+    with output.rich_hooks(console) as hooks:
+        task = hooks.task("pretrain", 1000)
+        for t, steps in ((10.0, 10), (20.0, 10), (25.0, 100), (26.0, 880)):
+            now[0] = t
+            task.advance(steps)
+    lines = buf.getvalue().splitlines()
+    # rich's rate: the steps after the first sample over their time, within its last 30 s
+    assert lines[0] == "pretrain: 10/1000 (10 s)"  # one sample: no rate yet
+    assert lines[1] == "pretrain: 20/1000 (20 s, about 16 min left)"  # 10 steps in 10 s, 980 to go
+    assert lines[2] == "pretrain: 120/1000 (25 s, about 2 min left)"  # 110 steps in 15 s, 880 to go: 120 s
+    assert lines[3] == "pretrain: 1000/1000 (26 s)"  # done: nothing left to say
+    assert [output.time_left(s) for s in (None, 89, 90, 3600)] == [
+        "", ", about 89 s left", ", about 2 min left", ", about 60 min left"]

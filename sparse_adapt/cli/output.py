@@ -78,8 +78,17 @@ class _RichTask:
             if task.finished or now - self.said >= PLAIN_EVERY_S:
                 self.said = now
                 of = f"/{task.total:g}" if task.total is not None else ""
-                self.progress.console.print(f"{task.description}: {task.completed:g}{of} ({task.elapsed or 0:.0f} s)",
-                                            markup=False, highlight=False, soft_wrap=True)
+                left = "" if task.finished or task.total is None else time_left(task.time_remaining)
+                line = f"{task.description}: {task.completed:g}{of} ({task.elapsed or 0:.0f} s{left})"
+                self.progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def time_left(seconds: float | None) -> str:
+    """``", about N min left"`` from rich's estimate (the rate of the last 30 s of steps, so a run
+    slowed by other work says so), or ``""`` while it has none: a log reader did the arithmetic."""
+    if seconds is None:
+        return ""
+    return f", about {round(seconds / 60)} min left" if seconds >= 90 else f", about {seconds:.0f} s left"
 
 
 class _Progress(Progress):
