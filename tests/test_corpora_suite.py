@@ -745,3 +745,32 @@ def test_domain_readme_reference_points_are_stored_runs():
     assert _reference_point_problems("software", text.replace("0.804 / 0.968", "0.804 / 0.969"), stored)
     text = _domain_readme("maritime")
     assert _reference_point_problems("maritime", text.replace("0.747 / 0.981", "0.747 / 0.982"), stored)
+
+
+def test_the_brewery_walkthrough_domain_is_what_its_readme_says():
+    """bench/outside/brewery: a new user's files, read by the loaders a run reads them with; the
+    README's counts and id ranges are counted here, not copied."""
+    from sparse_adapt.data import load_documents, load_qrels, load_queries
+
+    root = OUTSIDE / "brewery"
+    assert "brewery" not in corpora.names()
+    docs = {d.doc_id: d.text for d in load_documents(root / "docs.jsonl")}
+    queries = {q.qid for q in load_queries(root / "queries.jsonl")}
+    qrels = load_qrels(root / "qrels.tsv")
+    groups = json.loads((root / "query_groups.json").read_text())
+    readme = _joined_readme(root / "README.md")
+    terms = re.findall(r"`([^`]+)` \([^)]*?, ([a-z]\d[^)]*)\)", readme)
+    assert len(terms) == 8
+    using = {d for d, text in docs.items() if any(re.search(rf"\b{re.escape(t)}\b", text) for t, _ in terms)}
+    for term, span in terms:  # "q1-q5 and v4": the documents naming the term
+        named = {d for d, text in docs.items() if re.search(rf"\b{re.escape(term)}\b", text)}
+        ranges = [part.partition("-") for part in span.split(" and ")]
+        assert named == {i for first, _, last in ranges for i in _expand_id_span(first, last or first)}, term
+    assert f"{len(docs)} documents" in readme and f"used by {len(using)} of them" in readme
+    assert f"The {len(docs) - len(using)} distractors" in readme
+    assert f"The {len(queries)} held-out queries" in readme
+    assert {g: len(q) for g, q in groups.items()} == {
+        g: int(n) for n, g in re.findall(r"(\d+) `(semantic|explicit|control)`", readme)}
+    assert set(qrels) == queries and all(set(judged) <= set(docs) and max(judged.values()) > 0
+                                         for judged in qrels.values())
+    assert sorted(q for qids in groups.values() for q in qids) == sorted(queries)
