@@ -15,7 +15,6 @@ from rich.text import Text
 
 from sparse_adapt.cli.output import BASE_HELP, FILE_PATH, console, seed_option, warn, wrote
 from sparse_adapt.corpus.language import check_language
-from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.hub import user_path
 from sparse_adapt.progress import signed
 
@@ -233,6 +232,7 @@ def make_train(
 
 
 def adapt(
+    ctx: typer.Context,
     corpus: Path = typer.Option(..., "--corpus", help="docs.jsonl of your corpus: the only input needed."),
     out: Path = typer.Option(..., "--out", help="Run directory: generated inputs, training/, final/, summary.json."),
     base: str = typer.Option("offline-minilm", "--base", help=BASE_HELP),
@@ -270,10 +270,11 @@ def adapt(
     from sparse_adapt.corpus.adapt import run_adapt
     from sparse_adapt.report.adapt import SUMMARY, QuerySet, adapt_summary
 
+    # usage errors, so the line names the command and its --help as click's own do
     if (queries is None) != (qrels is None):
-        raise ConfigError("--queries and --qrels go together")
+        ctx.fail("--queries and --qrels go together")
     if groups is not None and queries is None:
-        raise ConfigError("--groups splits --queries into groups: give --queries and --qrels too")
+        ctx.fail("--groups splits --queries into groups: give --queries and --qrels too")
     # Read now, not at the summary: a malformed file found after training would cost the whole run.
     yours = QuerySet.load("your queries", queries, qrels, groups) if queries is not None else None
     for line in yours.warnings if yours is not None else ():

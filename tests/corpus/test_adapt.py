@@ -514,7 +514,8 @@ def test_cli_adapt_refuses_queries_without_qrels_and_qrels_without_queries(setup
     qrels.write_text("q1 0 d1 1\n")
     for given in (["--queries", str(queries)], ["--qrels", str(qrels)]):
         assert main(_cli(setup, tmp_path / "out", *given)) == 2
-        assert "--queries and --qrels go together" in _err(capsys)
+        # a usage error, named like click's own (it alone lacked the command and its --help)
+        assert "sparse-adapt adapt: --queries and --qrels go together (see sparse-adapt adapt --help)" in _err(capsys)
     assert not (tmp_path / "out").exists()
 
 
