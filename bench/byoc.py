@@ -140,8 +140,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.pretrained is not None and (args.no_pretrain or "," in args.bases):
         ap.error("--pretrained is the pretraining of one base: give one --bases and no --no-pretrain")
-    for spec in args.domains.split(","):  # before any training: a missing group stopped a run hours in (KeyError)
-        lacking = [g for g in GROUPS if g not in EvalSet.load(resolve_domain(spec).files).groups]
+    domains = {spec: resolve_domain(spec) for spec in args.domains.split(",")}
+    for spec, domain in domains.items():  # before any training: a missing group stopped a run hours in (KeyError)
+        lacking = [g for g in GROUPS if g not in EvalSet.load(domain.files).groups]
         if lacking:
             ap.error(f"{spec}: its query_groups.json has no {', '.join(lacking)} group; "
                      f"bench.byoc scores {', '.join(GROUPS)}")
@@ -153,8 +154,7 @@ def main() -> None:
     make_train = {k: v for k, v in (("negatives", args.negatives), ("siblings", args.siblings)) if v is not None}
     rows = []
     previous = json.loads(args.json.read_text()) if args.json and args.json.is_file() else []
-    for spec in args.domains.split(","):
-        domain = resolve_domain(spec)
+    for spec, domain in domains.items():
         extra = pool_documents(domain.name) if args.pool else []
         for base in args.bases.split(","):
             base_scores = heldout_per_query(SpladeEncoder.from_pretrained(base), domain.files, feedback=feedback,

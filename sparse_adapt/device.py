@@ -16,7 +16,7 @@ import torch
 from sparse_adapt.errors import ConfigError
 
 CHOICES = ("auto", "cpu", "cuda", "mps")
-INDEXED = ("cpu", "cuda", "mps")  # the kinds that take an index (cuda:1); "auto" picks its own
+INDEXED = tuple(c for c in CHOICES if c != "auto")  # the kinds that take an index (cuda:1); "auto" picks its own
 _default = "auto"
 
 

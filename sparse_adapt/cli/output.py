@@ -78,7 +78,7 @@ class _RichTask:
             if task.finished or now - self.said >= PLAIN_EVERY_S:
                 self.said = now
                 of = f"/{task.total:g}" if task.total is not None else ""
-                left = "" if task.finished or task.total is None else time_left(task.time_remaining)
+                left = "" if task.finished else time_left(task.time_remaining)  # None without a total
                 line = f"{task.description}: {task.completed:g}{of} ({task.elapsed or 0:.0f} s{left})"
                 self.progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
