@@ -140,8 +140,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.pretrained is not None and (args.no_pretrain or "," in args.bases):
         ap.error("--pretrained is the pretraining of one base: give one --bases and no --no-pretrain")
-    domains = {spec: resolve_domain(spec) for spec in args.domains.split(",")}
-    for spec, domain in domains.items():  # before any training: a missing group stopped a run hours in (KeyError)
+    domains = [(spec, resolve_domain(spec)) for spec in args.domains.split(",")]
+    for spec, domain in domains:  # before any training: a missing group stopped a run hours in (KeyError)
         lacking = [g for g in GROUPS if g not in EvalSet.load(domain.files).groups]
         if lacking:
             ap.error(f"{spec}: its query_groups.json has no {', '.join(lacking)} group; "
@@ -154,7 +154,7 @@ def main() -> None:
     make_train = {k: v for k, v in (("negatives", args.negatives), ("siblings", args.siblings)) if v is not None}
     rows = []
     previous = json.loads(args.json.read_text()) if args.json and args.json.is_file() else []
-    for spec, domain in domains.items():
+    for spec, domain in domains:
         extra = pool_documents(domain.name) if args.pool else []
         for base in args.bases.split(","):
             base_scores = heldout_per_query(SpladeEncoder.from_pretrained(base), domain.files, feedback=feedback,
