@@ -256,8 +256,9 @@ def adapt(
     glosses: bool = typer.Option(False, "--glosses/--no-glosses", help=GLOSSES_HELP),
     pretrain: Optional[bool] = typer.Option(
         None, "--pretrain/--no-pretrain",
-        help="General-English pretraining of the base first (as `sparse-adapt pretrain`, into DIR/pretrained). "
-             "Default: for a built-in base that is no trained SPLADE (offline-minilm).",
+        help="General-English pretraining of the base, after mining and before the training data (as "
+             "`sparse-adapt pretrain`, into DIR/pretrained). Default: for a built-in base that is no trained SPLADE "
+             "(offline-minilm).",
     ),
     lang: str = typer.Option("auto", "--lang", help=LANG_HELP),
     overwrite: bool = typer.Option(

@@ -1,6 +1,7 @@
 """``sparse-adapt adapt``: a corpus in, an adapted model out.
 
-mine terms -> harvest a dictionary -> pseudo-labelled training data -> the staged pipeline
+mine terms -> harvest a dictionary -> general-English pretraining (a base that is no trained
+SPLADE) -> pseudo-labelled training data -> the staged pipeline
 (``training.pipeline.run_pipeline``, stages H4) -> ``DIR/final``. A file the user gives
 (``terms``, ``dictionary``, ``train``) is used as it is, never copied or written; every
 generated file goes into ``DIR`` for inspection and editing:
@@ -29,6 +30,7 @@ seed, config or given files is refused, as is a ``DIR`` holding anything but an 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,9 +135,13 @@ def _to_generate(out: Path, dictionary: Path | None, train: Path | None) -> tupl
 def prepare_inputs(
     corpus: Path, out: Path, base: str, *, terms: Path | None, dictionary: Path | None, train: Path | None,
     teacher: Teacher | None, seed: int, top: int, min_count: int, max_queries: int, negatives: int, siblings: int,
-    term_labels: bool, glosses: bool, hooks: Hooks, lang: str = "en",
+    term_labels: bool, glosses: bool, hooks: Hooks, lang: str = "en", encoder: Callable[[], str] | None = None,
 ) -> tuple[AdaptFiles, dict]:
-    """The three training inputs: the user's, reused from ``out``, or generated into ``out``."""
+    """The three training inputs: the user's, reused from ``out``, or generated into ``out``.
+
+    ``base`` gives the tokenizer terms are mined with; ``encoder``, called only when the
+    pseudo-labels are made, the model that mines their hard negatives (``adapt``: the base
+    after pretraining, which keeps the tokenizer); None: ``base``."""
     documents = load_documents(corpus)
     notes: dict = {}
     files = AdaptFiles(terms or out / GENERATED["terms"], dictionary or out / GENERATED["dictionary"],
@@ -176,7 +182,7 @@ def prepare_inputs(
             from sparse_adapt.modeling.encoder import SpladeEncoder
 
             records, stats = make_train(
-                documents, groups, SpladeEncoder.from_pretrained(base), teacher,
+                documents, groups, SpladeEncoder.from_pretrained(encoder() if encoder else base), teacher,
                 seed=seed, max_queries=max_queries, negatives=negatives, siblings=siblings, term_labels=term_labels,
                 glosses=selected, hooks=hooks, lang=lang,
             )
@@ -221,9 +227,10 @@ def run_adapt(
 ) -> AdaptResult:
     """Generate what is missing, train, and return where everything is (see the module docstring).
 
-    ``pretrain``: give the base general-English pretraining first (``DIR/pretrained``, with
-    ``GeneralConfig``'s defaults and seed 0 whatever ``seed`` is: it does not depend on the
-    corpus); None: when the base is a built-in that is no trained SPLADE (``offline-minilm``).
+    ``pretrain``: give the base general-English pretraining (``DIR/pretrained``, after the
+    dictionary and before the pseudo-labels, with ``GeneralConfig``'s defaults and seed 0
+    whatever ``seed`` is: it does not depend on the corpus); None: when the base is a built-in
+    that is no trained SPLADE (``offline-minilm``).
     ``overwrite``: discard a different run found in ``out`` instead of refusing, except the
     given inputs and ``keep`` (files the caller reads later). ``lang``: the corpus's language
     for mining (``language.py``); ``auto`` detects it.
@@ -297,18 +304,28 @@ def run_adapt(
         fresh = not (out / MANIFEST).is_file()
         if fresh:
             write_json_atomic(out / MANIFEST, manifest)
-        if pretrain:
-            base = pretrained_base(base, out / PRETRAINED, hooks)
+        # Terms and the dictionary come before the pretraining: they need the tokenizer alone, which
+        # pretraining keeps, so the mined terms show in seconds rather than after half an hour, and a
+        # user who stops there to edit them loses no training. The pseudo-labels wait for it.
+        started: list[str] = []
+
+        def start() -> str:
+            if not started:
+                started.append(pretrained_base(base, out / PRETRAINED, hooks) if pretrain else str(base))
+            return started[0]
+
         try:
             files, notes = prepare_inputs(
                 corpus, out, str(base), terms=given["terms"], dictionary=given["dictionary"], train=given["train"],
                 teacher=scorer, seed=seed, top=top, min_count=min_count, max_queries=max_queries,
                 negatives=negatives, siblings=siblings, term_labels=term_labels, glosses=glosses, hooks=hooks, lang=lang,
+                encoder=start,
             )
         except SparseAdaptError:
             if fresh:  # what this run generated goes: a rerun with the options the error suggests is then no other run
                 discard_run(out, (*inputs, out / MANIFEST))
             raise
+        base = start()
         cards = {card_sha256(out / TRAINING / RUN_FINAL / CARD_FILE)}  # the card DIR/final was copied with, if unedited
         try:  # the same adapt run: what differs in training/ is a generated file edited since it trained
             trained = run_pipeline(

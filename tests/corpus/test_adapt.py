@@ -1155,10 +1155,24 @@ def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_i
     calls = []
     monkeypatch.setattr(general, "lexicon_pairs", lambda seed, limit, min_zipf: calls.append(seed) or PAIRS * 2)  # one batch of 48
     monkeypatch.setattr("sparse_adapt.corpus.teacher.load_teacher", lambda *a, **k: WordTeacher())
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+
+    from sparse_adapt.corpus import adapt
+
+    loaded, labelled_by = [], []
+    load, make_train = SpladeEncoder.from_pretrained.__func__, adapt.make_train
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained",
+                        classmethod(lambda cls, path, *a, **k: loaded.append(str(path)) or load(cls, path, *a, **k)))
+    monkeypatch.setattr(adapt, "make_train", lambda *a, **k: labelled_by.append(loaded[-1]) or make_train(*a, **k))
     out = setup["root"] / "pretrained-run"
     rec = Recorder()
     result = _adapt(setup, out, rec.hooks(), pretrain=True)
     assert (out / "pretrained" / RECORD).is_file() and calls == [0]
+    # Terms and the dictionary are made before the half-hour pretraining, the pseudo-labels after
+    # it, with hard negatives mined by the pretrained base.
+    said = [next(i for i, m in enumerate(rec.messages) if m.startswith(start))
+            for start in ("mined ", "harvested ", "general-English pretraining", "pseudo-labelled ")]
+    assert said == sorted(said) and labelled_by == [str(out / "pretrained")]
     run = json.loads((out / "training" / "run.json").read_text())
     assert run["base"] == str(out / "pretrained") and run["config"]["distill"]["pres_form"] == "all-texts"
     assert json.loads((out / "adapt.json").read_text())["options"]["pretrain"] is True
