@@ -50,6 +50,10 @@ class Sources:
             + (f" --reference {self.path(self.reference, '')}" if self.reference and self.reference != self.model else "")
         )
 
+    def adapt_command(self) -> str:
+        return (f"sparse-adapt adapt --base {shlex.quote(self.model)} --corpus {self.path(self.docs, 'DOCS.jsonl')} "
+                f"--terms {self.path(self.terms, 'TERMS.json')} --out OUT_DIR")
+
     def stages(self, *later: str) -> str:
         return ",".join((() if self.extended else ("extend",)) + later)
 
@@ -97,13 +101,13 @@ def _extend(term: str, s: Sources, checks: Sequence) -> Recommendation:
         finding = f"'{term}' is one token but not a registered domain token (hinge and FLOPS exclusion ignore it)"
     if s.adapt_run:
         return Recommendation("extend", finding, s.adapt_again(term))
-    return Recommendation(
-        "extend",
-        finding,
-        "add it to the vocabulary as one domain token and teach the new token: the extend stage adds it, the "
-        "others give it weight (`extend-vocab` alone adds the token with no weight yet)",
-        [s.train_command("extend,warmup,dictionary,distill")],
-    )
+    action = ("add it to the vocabulary as one domain token and teach the new token: the extend stage adds it, the "
+              "others give it weight (`extend-vocab` alone adds the token with no weight yet)")
+    if (s.dictionary is None or s.train is None) and s.reference in (None, s.model):
+        # A user with a corpus alone has neither file to name in `train`: adapt makes both from it. Said
+        # in the action, as the other way: a second command read as a second step.
+        action += f"; with a corpus alone, `{s.adapt_command()}` makes the dictionary and training data and runs them"
+    return Recommendation("extend", finding, action, [s.train_command("extend,warmup,dictionary,distill")])
 
 
 def _warmup(term: str, s: Sources, checks: Sequence) -> Recommendation:
@@ -190,8 +194,9 @@ RECOMMENDERS: dict[str, Callable[[str, Sources, Sequence], Recommendation]] = {
     "query_expansion": _query_expansion,
 }
 
-# Pipeline order: the pooling first, then the vocabulary and the documents, then logits, emphasis, queries.
-ORDER = ["pooling_mismatch", "add_to_terms", "extend", "documents", "warmup", "dictionary", "query_expansion"]
+# Pipeline order: the pooling first, then the documents (no stage teaches a term no document
+# uses), the vocabulary, then logits, emphasis, queries.
+ORDER = ["pooling_mismatch", "documents", "add_to_terms", "extend", "warmup", "dictionary", "query_expansion"]
 
 
 def recommend(term: str, failed_checks: Sequence, sources: Sources) -> list[Recommendation]:

@@ -30,8 +30,8 @@ seed, config or given files is refused, as is a ``DIR`` holding anything but an 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -241,7 +241,7 @@ def run_adapt(
     from sparse_adapt.training.config_files import load_config
     from sparse_adapt.training.pipeline import run_pipeline
     from sparse_adapt.training.rundir import (
-        FINAL as RUN_FINAL, RunMismatchError, final_record, part_holding, saved_checkpoints,
+        FINAL as RUN_FINAL, RunMismatchError, complete, final_record, part_holding, saved_checkpoints,
     )
 
     corpus, out = Path(corpus), Path(out)
@@ -311,6 +311,9 @@ def run_adapt(
 
         def start() -> str:
             if not started:
+                if pretrain and given["terms"] is None and not complete(out / PRETRAINED):
+                    hooks.message(f"to change the mined terms, stop now (Ctrl-C), edit {terms_file} and rerun: the "
+                                  "pretraining resumes from its last checkpoint")
                 started.append(pretrained_base(base, out / PRETRAINED, hooks) if pretrain else str(base))
             return started[0]
 

@@ -53,7 +53,7 @@ RECOMMENDED = {"distill": {"pres_form": "all-texts"}}
 
 @dataclass
 class GeneralConfig:
-    # 1200 x 48 = 57,600 of the dictionary's 63,605 pairs (~25 min on 2 CPU cores for
+    # 1200 x 48 = 57,600 of the dictionary's 63,605 pairs (~30-45 min on 2 CPU cores for
     # offline-minilm). Chosen on the dev domains against 400 steps: zero-shot paraphrases 0.777 ->
     # 0.817, and adapt after it +0.031 (74 queries, seeds averaged, p = 0.033), controls unchanged
     # (bench/RESULTS.md, tenth session; on the test domains, measured once: +0.005, not significant).
@@ -76,7 +76,7 @@ class GeneralConfig:
     # distribution peaked on the pair while related negatives keep some mass.
     teacher_temperature: float = 0.05
     min_zipf: float = MIN_ZIPF
-    # Optimiser steps between checkpoints in OUT.partial/ (0: none): a stopped run (~25 min in
+    # Optimiser steps between checkpoints in OUT.partial/ (0: none): a stopped run (~30-45 min in
     # all) resumes from the last one; saving offline-minilm with its optimiser takes ~1 s.
     checkpoint_every: int = 100
 
@@ -251,7 +251,7 @@ def pretrained_base(base: str | Path, where: Path, hooks: Hooks = SILENT) -> str
         shutil.rmtree(where)
     if not rundir.complete(where):
         # Said before it starts: the longest step of a first run, and avoidable for the next corpus.
-        hooks.message(f"general-English pretraining of {base} -> {where}: the longest step (~25-30 min for "
+        hooks.message(f"general-English pretraining of {base} -> {where}: the longest step (~30-45 min for "
                       f"offline-minilm on 2 CPU cores), done once per --out; `--base {where}` adapts another "
                       "corpus from it without pretraining again")
         # The pretraining loads its own dense teacher even when adapt holds one for the
@@ -286,7 +286,7 @@ def _other_base(record: dict, base: str | Path) -> str | None:
     A folder is judged by the hash of its files (the same folder from another working
     directory, or moved, is the same base; one rebuilt in place is not); a built-in or Hub
     name by name. A record from before the hash, of a folder, says too little: None, and
-    the pretraining is reused as before (making it again costs ~25 minutes)."""
+    the pretraining is reused as before (making it again costs ~30-45 minutes)."""
     from sparse_adapt.modeling.hub import local_model_path
 
     made_from, files = record.get("base"), record.get("base_files")

@@ -1171,8 +1171,10 @@ def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_i
     # Terms and the dictionary are made before the half-hour pretraining, the pseudo-labels after
     # it, with hard negatives mined by the pretrained base.
     said = [next(i for i, m in enumerate(rec.messages) if m.startswith(start))
-            for start in ("mined ", "harvested ", "general-English pretraining", "pseudo-labelled ")]
+            for start in ("mined ", "harvested ", "to change the mined terms, stop now", "general-English pretraining",
+                          "pseudo-labelled ")]
     assert said == sorted(said) and labelled_by == [str(out / "pretrained")]
+    assert f"edit {out / 'domain_terms.json'} and rerun" in rec.messages[said[2]]
     run = json.loads((out / "training" / "run.json").read_text())
     assert run["base"] == str(out / "pretrained") and run["config"]["distill"]["pres_form"] == "all-texts"
     assert json.loads((out / "adapt.json").read_text())["options"]["pretrain"] is True
@@ -1180,7 +1182,7 @@ def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_i
                for m in rec.messages)
     again = Recorder()
     assert _adapt(setup, out, again.hooks(), pretrain=True).final == result.final
-    assert calls == [0] and not any("general-English pretraining" in m for m in again.messages)
+    assert calls == [0] and not any("general-English pretraining" in m or "stop now" in m for m in again.messages)
     assert not any("reusing" in m for m in again.messages)  # made with today's settings: nothing to say
     # A directory pretrained before a default changed is reused as it is, and the rerun says so.
     record = json.loads((out / "pretrained" / RECORD).read_text())

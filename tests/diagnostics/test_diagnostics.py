@@ -211,8 +211,8 @@ def test_special_token_is_zeroed_in_the_manual_weight_too(tiny_bert):
     w = r.targets[0].weight
     assert w.special_token and w.after_log1p > 0
     assert w.expected == 0.0 == w.actual and w.matches
-    assert (r.recommendations[0].id, r.recommendations[0].commands) == ("extend", [])  # no training advised
-    assert "special token of this tokenizer" in r.recommendations[0].finding
+    extend = next(rec for rec in r.recommendations if rec.id == "extend")
+    assert extend.commands == [] and "special token of this tokenizer" in extend.finding  # no training advised
 
 
 def test_healthy_term_passes_and_needs_no_recommendation(extended):
@@ -839,7 +839,8 @@ def test_recommendations_follow_the_checks_reasons_not_their_text(sparse):
     assert "is not one token: the model splits it" in extend.finding and "does not know" not in extend.finding
     unknown = diagnose_term(sparse, "\u2603\u2604", DOCS)  # characters this vocabulary has no piece for: [UNK]
     assert next(c for c in unknown.checks if c.name == "single_token").reason == "special_token"
-    assert "holds characters the tokenizer does not know" in unknown.recommendations[0].finding
+    assert "holds characters the tokenizer does not know" in next(
+        rec.finding for rec in unknown.recommendations if rec.id == "extend")
 
 
 def test_a_split_term_of_an_adapt_runs_model_is_remedied_by_editing_its_terms_and_rerunning_adapt():
@@ -849,6 +850,14 @@ def test_a_split_term_of_an_adapt_runs_model_is_remedied_by_editing_its_terms_an
     split = [Check("single_token", FAIL, "1 token", "2 pieces: quo, ##vane")]
     plain = recommend("Quovane", split, Sources(model="m", terms="terms.json"))
     assert [r.commands[0].split(" --")[0] for r in plain] == ["sparse-adapt train"]
+    # no dictionary or training lists to name: adapt makes them from the corpus
+    assert plain[0].action.endswith("; with a corpus alone, `sparse-adapt adapt --base m --corpus DOCS.jsonl --terms "
+                                    "terms.json --out OUT_DIR` makes the dictionary and training data and runs them")
+    [owned] = recommend("Quovane", split, Sources(model="m", terms="t.json", dictionary="d.jsonl", train="x.jsonl"))
+    assert "adapt" not in owned.action
+    # adapt has no --reference
+    [checkpoint] = recommend("Quovane", split, Sources(model="runs/a/final", reference="base"))
+    assert "adapt" not in checkpoint.action
     [rec] = recommend("Quovane", split, Sources(model="runs/mine/final", terms="runs/mine/domain_terms.json",
                                                  adapt_run="runs/mine"))
     assert rec.id == "extend" and rec.commands == []
@@ -1040,7 +1049,7 @@ def test_recommendations_follow_the_pipeline_order_whatever_order_the_checks_fai
               Check("in_terms_file", FAIL, "listed", "absent"),
               Check("weight_matches_encoding", FAIL, "manual = encode() ± 0.0001", "0.5000 vs 1.0000")]
     recs = recommend("Zorblatt", failed, Sources("m"))
-    assert [r.id for r in recs] == ORDER == ["pooling_mismatch", "add_to_terms", "extend", "documents", "warmup",
+    assert [r.id for r in recs] == ORDER == ["pooling_mismatch", "documents", "add_to_terms", "extend", "warmup",
                                              "dictionary", "query_expansion"]
 
 
@@ -1828,7 +1837,7 @@ def test_the_documents_and_terms_advice_names_the_files_given():
     from diagnostics.sections.checks import FAIL, WARN, Check
 
     failed = [Check("in_documents", WARN, ">= 1 document", "0 of 3"), Check("in_terms_file", FAIL, "listed", "absent")]
-    terms, docs = recommend("Zorblatt", failed, Sources("m", docs="corpus/docs.jsonl", terms="corpus/terms.json"))
+    docs, terms = recommend("Zorblatt", failed, Sources("m", docs="corpus/docs.jsonl", terms="corpus/terms.json"))
     assert docs.finding == "no document of corpus/docs.jsonl contains 'Zorblatt'"
     assert terms.action.startswith("add 'Zorblatt' to a category of corpus/terms.json so extend-vocab")
     command = Sources("m", dictionary="d/dict.jsonl", train="d/train.jsonl").train_command("distill")

@@ -285,7 +285,7 @@ def test_pretraining_says_a_capped_step_count_refuses_a_batch_beyond_the_pairs_a
 
 
 def test_a_stopped_pretraining_resumes_from_its_checkpoint_and_equals_an_unbroken_one(tiny_dir, tmp_path, monkeypatch):
-    """A stopped pretrain (~25 min) started again from step 0: it now resumes from OUT.partial."""
+    """A stopped pretrain (~30-45 min) started again from step 0: it now resumes from OUT.partial."""
     from sparse_adapt.progress import Hooks
     from tests.training.test_resume import PowerCut, _cut_at
 
