@@ -690,6 +690,14 @@ def test_adapt_s_summary_table_of_a_default_run_fits_the_log_width_whole(monkeyp
     table = [line for line in lines if line.startswith(("┃", "│", "|"))]  # rich draws ASCII for a non-UTF-8 stdout
     assert max(len(line) for line in table) <= LOG_WIDTH
     assert all(sum(f" {g} " in line for line in table) == 1 for g in groups), "\n".join(lines)
+    # A run that trained from a pretrained base: one line per query set says that base's scores.
+    pretrained = [{**r, "pretrained": 0.625} for r in rows]
+    monkeypatch.setattr(report_adapt, "adapt_summary", lambda *args: {
+        "evaluation": pretrained, "pretrained": "out/pretrained", "inspect": {"domain": {"tokens": []}}, "warnings": []})
+    assert main(["adapt", "--corpus", str(tmp_path / "docs.jsonl"), "--out", str(tmp_path / "out")]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "out/pretrained" in line]
+    assert said == [f"{report_adapt.PSEUDO}, nDCG@10 of out/pretrained (the general-English pretraining the domain "
+                    "stages started from): " + ", ".join(f"{g} 0.625" for g in groups)]
 
 
 # The library entry points a rerun of the same command resumes: a stage's or pretraining's

@@ -299,6 +299,12 @@ def adapt(
                       signed(r['adapted'] - r['base']), f"{r['base_feedback']:.3f}", f"{r['feedback']:.3f}")
     if summary["evaluation"]:
         console.print(table)
+        if summary.get("pretrained"):  # where the domain stages started: the table's gain is partly its
+            for name in dict.fromkeys(r["set"] for r in summary["evaluation"]):
+                scores = ", ".join(f"{r['group']} {r['pretrained']:.3f}" for r in summary["evaluation"]
+                                   if r["set"] == name)
+                console.print(f"{name}, nDCG@10 of {summary['pretrained']} (the general-English pretraining the "
+                              f"domain stages started from): {scores}", highlight=False, markup=False)
     else:  # an empty table said nothing of why
         console.print("nDCG@10: no queries to compare the base and the adapted model on (a given --train makes no "
                       "held-out pseudo-queries): pass --queries and --qrels you wrote to measure them")

@@ -92,6 +92,7 @@ class AdaptResult:
     final: Path
     training: Path
     notes: dict = field(default_factory=dict)  # counts of what was mined, harvested, kept
+    pretrained: Path | None = None  # DIR/pretrained, when the run trained from its general-English pretraining
 
 
 def write_jsonl(path: Path, records: list[dict]) -> None:
@@ -349,4 +350,5 @@ def run_adapt(
                 shutil.copytree(trained, tmp, dirs_exist_ok=True)
         # else: the copy of this very training/final is kept, with any edit to its card
         hooks.message(f"adapted model: {out / FINAL}")
-        return AdaptResult(files=files, final=out / FINAL, training=out / TRAINING, notes=notes)
+        return AdaptResult(files=files, final=out / FINAL, training=out / TRAINING, notes=notes,
+                           pretrained=out / PRETRAINED if pretrain else None)

@@ -5,7 +5,9 @@ Evaluation: nDCG@10 of the base and of the adapted model on the held-out pseudo-
 ``--queries/--qrels`` when given (per group of ``--groups`` too), with the number of queries behind each number; ``feedback``
 is the adapted model searched with pseudo-relevance feedback (``evaluate --feedback``'s
 defaults), so a user sees on their own queries what it would add, and ``base_feedback`` the
-base searched the same way: what feedback alone gives without any training.
+base searched the same way: what feedback alone gives without any training; ``pretrained``,
+when the run trained from a general-English pretraining of the base (``DIR/pretrained``), that
+pretrained base: what the domain stages added to it.
 Diagnostics: ``inspect`` of the adapted model on the corpus (sparsity, and each domain
 token's mean weight in documents that use it against documents that do not).
 """
@@ -29,8 +31,8 @@ from sparse_adapt.retrieval.evaluation import (
 )
 from sparse_adapt.retrieval.feedback import Feedback
 
-# /1 had no "base_feedback", /2 no "truncated", /3 no "warnings", /4 no "card_sha256"
-SCHEMA = "sparse-adapt.adapt-summary/5"
+# /1 had no "base_feedback", /2 no "truncated", /3 no "warnings", /4 no "card_sha256", /5 no "pretrained"
+SCHEMA = "sparse-adapt.adapt-summary/6"
 # Below this many queries a set's change is a reading, not a verdict: legal's 7 paraphrases
 # scored 0.712 and 0.665 with seeds 0 and 1 of one pooled adapt-corpus run (bench/RESULTS.md).
 FEW_QUERIES = 20
@@ -81,13 +83,15 @@ def _sets(result: AdaptResult, yours: QuerySet | None) -> list[QuerySet]:
 WORSE_BY = 0.01
 
 
-def worse_than_base(rows: list[dict]) -> list[str]:
+def worse_than_base(rows: list[dict], pretrained: str | None = None) -> list[str]:
     """One warning per query set the adapted model scores more than :data:`WORSE_BY` below the
     base on (its "all" row): a run that made retrieval worse must say so, not leave it to a
     minus sign in a table. With queries of your own, they decide: the pseudo held-out set,
     cropped from the corpus by the run itself, is then not warned about. The same with
     ``--feedback`` on both sides (``feedback`` against ``base_feedback``, where measured): a
-    model that loses to the base searched with feedback loses in the setting the table offers."""
+    model that loses to the base searched with feedback loses in the setting the table offers.
+    And against ``pretrained`` (the run's ``DIR/pretrained``), where measured: the domain stages
+    then lost what the general-English pretraining gave (the brewery domain, bench/RESULTS.md)."""
     yours = any(r["set"] != PSEUDO for r in rows)
     out = []
     for r in rows:
@@ -105,6 +109,11 @@ def worse_than_base(rows: list[dict]) -> list[str]:
             if adapted in r and r[adapted] < r[base] - WORSE_BY - 1e-9:
                 out.append(f"on {r['set']} ({counted(n, 'query', 'queries')}){how} the adapted model scores nDCG@10 {r[adapted]:.3f}, "
                            f"below the base's {r[base]:.3f}{how}{few}: {advice}")
+        if pretrained is not None and "pretrained" in r and r["adapted"] < r["pretrained"] - WORSE_BY - 1e-9:
+            out.append(f"on {r['set']} ({counted(n, 'query', 'queries')}) the adapted model scores nDCG@10 "
+                       f"{r['adapted']:.3f}, below the {r['pretrained']:.3f} of {pretrained}, the general-English "
+                       f"pretraining it trained from{few}: the domain stages lost on these queries what it gave; "
+                       f"{pretrained} is a model too (--model {pretrained})")
     return out
 
 
@@ -142,7 +151,10 @@ def adapt_summary(
     adapted_docs = encode_documents(adapted, documents, progress=hooks)  # scored for every set, then inspected
     if sets:
         models = {"base": SpladeEncoder.from_pretrained(base), "adapted": adapted}
-        corpus_vectors = {"base": encode_documents(models["base"], documents), "adapted": adapted_docs}
+        if result.pretrained is not None:  # where the domain stages started: what they added is adapted - pretrained
+            models["pretrained"] = SpladeEncoder.from_pretrained(result.pretrained)
+        corpus_vectors = {m: encode_documents(e, documents) for m, e in models.items() if m != "adapted"}
+        corpus_vectors["adapted"] = adapted_docs
     for qset in sets:
         name, qs, judged, groups = qset.name, qset.queries, qset.qrels, qset.groups
         Q = {m: encode_queries(e, qs) for m, e in models.items()}
@@ -156,12 +168,13 @@ def adapt_summary(
         adapted, documents, probe, load_domain_terms(result.files.terms), model=str(result.final),
         document_vectors=adapted_docs,
     )
+    pretrained = None if result.pretrained is None else str(result.pretrained)
     summary = {
-        "schema": SCHEMA, "final": str(result.final), "base": base,
+        "schema": SCHEMA, "final": str(result.final), "base": base, "pretrained": pretrained,
         "files": {k: (None if v is None else str(v)) for k, v in result.files.__dict__.items() if k != "generated"},
         "generated": result.files.generated, "notes": result.notes, "evaluation": rows, "inspect": inspect.to_dict(),
         "truncated": {"documents": len(cut), "of": len(documents), "max_length": limit},
-        "warnings": worse_than_base(rows),
+        "warnings": worse_than_base(rows, pretrained),
         "card_sha256": _card_with_figures(result, rows, adapted, hooks),
     }
     write_json_atomic(result.final.parent / SUMMARY, summary)
@@ -189,7 +202,8 @@ def _card_with_figures(result: AdaptResult, rows: list[dict], adapted: SpladeEnc
         return None
     evaluation = {f"{r['set']}, {r['group']} ({counted(r['queries'], 'query', 'queries')})": {
         "nDCG@10 base": r["base"], "nDCG@10 adapted": r["adapted"],
-        "nDCG@10 base + feedback": r["base_feedback"], "nDCG@10 adapted + feedback": r["feedback"]} for r in rows}
+        "nDCG@10 base + feedback": r["base_feedback"], "nDCG@10 adapted + feedback": r["feedback"],
+        **({"nDCG@10 pretrained base": r["pretrained"]} if "pretrained" in r else {})} for r in rows}
     manifest = json.loads((run / RUN_FILE).read_text(encoding="utf-8"))
     records = stage_ends(run / LOG_FILE)
     return card_sha256(write_model_card(result.final, adapted, manifest, records, evaluation or None))

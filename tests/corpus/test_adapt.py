@@ -1020,7 +1020,7 @@ def test_cli_adapt_prints_each_summary_warning(setup, finished, monkeypatch, cap
 
     out = finished
     seen = []
-    monkeypatch.setattr(report, "worse_than_base", lambda rows: seen.append(rows) or ["on a set the adapted model is worse"])
+    monkeypatch.setattr(report, "worse_than_base", lambda rows, pretrained=None: seen.append(rows) or ["on a set the adapted model is worse"])
     assert main(_cli(setup, out)) == 0
     assert seen and "warning: on a set the adapted model is worse" in _err(capsys)
     assert json.loads((out / "summary.json").read_text())["warnings"] == ["on a set the adapted model is worse"]
@@ -1062,7 +1062,8 @@ def test_summary_encodes_each_models_corpus_once_for_every_query_set(setup, fini
     for column, feedback in (("base", None), ("base_feedback", Feedback())):
         run = score_in_memory(base, docs, held, feedback=feedback)
         assert pseudo[column] == pytest.approx(evaluate_run(judged, run, ["ndcg@10"], qids=qids)["ndcg@10"])
-    assert summary["schema"] == "sparse-adapt.adapt-summary/5"
+    assert summary["schema"] == "sparse-adapt.adapt-summary/6" and summary["pretrained"] is None
+    assert not any("pretrained" in r for r in summary["evaluation"])  # no pretraining: nothing to compare
     assert summary["warnings"] == report.worse_than_base(summary["evaluation"])
     limit = base.max_length("document")
     assert summary["truncated"] == {"documents": 0, "of": len(docs), "max_length": limit}
@@ -1175,6 +1176,19 @@ def test_adapt_pretrains_a_base_that_is_no_trained_splade_once_and_trains_with_i
                           "pseudo-labelled ")]
     assert said == sorted(said) and labelled_by == [str(out / "pretrained")]
     assert f"edit {out / 'domain_terms.json'} and rerun" in rec.messages[said[2]]
+    # The summary scores the pretrained base too: where the domain stages started.
+    from sparse_adapt.report import adapt as report
+    from sparse_adapt.retrieval.evaluation import evaluate_run, score_in_memory
+
+    assert result.pretrained == out / "pretrained"
+    summary = report.adapt_summary(result, setup["corpus"], setup["base"])
+    assert summary["pretrained"] == str(out / "pretrained")
+    held, judged = load_queries(out / "heldout_queries.jsonl"), load_qrels(out / "heldout_qrels.tsv")
+    run = score_in_memory(SpladeEncoder.from_pretrained(out / "pretrained"), load_documents(setup["corpus"]), held)
+    [row] = [r for r in summary["evaluation"] if r["group"] == "all"]
+    assert row["pretrained"] == pytest.approx(
+        evaluate_run(judged, run, ["ndcg@10"], qids=[q.qid for q in held if q.qid in judged])["ndcg@10"])
+    assert "nDCG@10 pretrained base" in (out / "final" / "README.md").read_text()
     run = json.loads((out / "training" / "run.json").read_text())
     assert run["base"] == str(out / "pretrained") and run["config"]["distill"]["pres_form"] == "all-texts"
     assert json.loads((out / "adapt.json").read_text())["options"]["pretrain"] is True
@@ -1363,6 +1377,22 @@ def test_the_summary_warns_of_a_set_the_adapted_model_lost_on(setup, finished, t
     first, fed = summary["warnings"]
     assert first.startswith("on pseudo held-out (9 queries) the adapted model scores nDCG@10 0.500, below the base's 0.900")
     assert fed.startswith("on pseudo held-out (9 queries) with --feedback the adapted model scores nDCG@10 0.500")
+
+
+def test_an_adapted_model_below_the_pretrained_base_it_trained_from_is_warned_of():
+    """brewery: the adapted model 0.918 over all 22 queries, its pretrained start 0.932: the
+    domain stages lost what the pretraining gave, which a comparison with the raw base (0.836)
+    hid."""
+    from sparse_adapt.report.adapt import worse_than_base
+
+    row = {"set": "your queries", "group": "all", "queries": 22, "base": 0.836, "adapted": 0.918,
+           "base_feedback": 0.833, "feedback": 0.939, "pretrained": 0.932}
+    (line,) = worse_than_base([row], "runs/b/pretrained")
+    assert line == ("on your queries (22 queries) the adapted model scores nDCG@10 0.918, below the 0.932 of "
+                    "runs/b/pretrained, the general-English pretraining it trained from: the domain stages lost on "
+                    "these queries what it gave; runs/b/pretrained is a model too (--model runs/b/pretrained)")
+    assert worse_than_base([{**row, "pretrained": 0.928}], "runs/b/pretrained") == []  # within WORSE_BY
+    assert worse_than_base([row]) == []  # no pretraining named: nothing to compare
 
 
 def test_a_given_dictionary_or_train_file_is_never_to_be_generated(tmp_path):
