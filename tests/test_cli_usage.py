@@ -693,7 +693,8 @@ def test_adapt_s_summary_table_of_a_default_run_fits_the_log_width_whole(monkeyp
     # A run that trained from a pretrained base: one line per query set says that base's scores.
     pretrained = [{**r, "pretrained": 0.625} for r in rows]
     monkeypatch.setattr(report_adapt, "adapt_summary", lambda *args: {
-        "evaluation": pretrained, "pretrained": "out/pretrained", "inspect": {"domain": {"tokens": []}}, "warnings": []})
+        "evaluation": pretrained, "pretrained": "out/pretrained", "inspect": {"domain": {"tokens": []}},
+        "warnings": []})
     assert main(["adapt", "--corpus", str(tmp_path / "docs.jsonl"), "--out", str(tmp_path / "out")]) == 0
     said = [line for line in capsys.readouterr().out.splitlines() if "out/pretrained" in line]
     assert said == [f"{report_adapt.PSEUDO}, nDCG@10 of out/pretrained (the general-English pretraining the domain "

@@ -1020,7 +1020,8 @@ def test_cli_adapt_prints_each_summary_warning(setup, finished, monkeypatch, cap
 
     out = finished
     seen = []
-    monkeypatch.setattr(report, "worse_than_base", lambda rows, pretrained=None: seen.append(rows) or ["on a set the adapted model is worse"])
+    monkeypatch.setattr(report, "worse_than_base",
+                        lambda rows, pretrained=None: seen.append(rows) or ["on a set the adapted model is worse"])
     assert main(_cli(setup, out)) == 0
     assert seen and "warning: on a set the adapted model is worse" in _err(capsys)
     assert json.loads((out / "summary.json").read_text())["warnings"] == ["on a set the adapted model is worse"]
