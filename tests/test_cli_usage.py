@@ -683,7 +683,7 @@ def test_adapt_s_summary_table_of_a_default_run_fits_the_log_width_whole(monkeyp
     result = SimpleNamespace(final=tmp_path / "final", files=SimpleNamespace(generated=[]))
     monkeypatch.setattr(corpus_adapt, "run_adapt", lambda *args, **kwargs: result)
     monkeypatch.setattr(report_adapt, "adapt_summary", lambda *args: {
-        "evaluation": rows, "inspect": {"domain": {"tokens": []}}, "warnings": []})
+        "evaluation": rows, "pretrained": None, "inspect": {"domain": {"tokens": []}}, "warnings": []})
     monkeypatch.delenv("COLUMNS", raising=False)
     assert main(["adapt", "--corpus", str(tmp_path / "docs.jsonl"), "--out", str(tmp_path / "out")]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -299,7 +299,7 @@ def adapt(
                       signed(r['adapted'] - r['base']), f"{r['base_feedback']:.3f}", f"{r['feedback']:.3f}")
     if summary["evaluation"]:
         console.print(table)
-        if summary.get("pretrained"):  # where the domain stages started: the table's gain is partly its
+        if summary["pretrained"] is not None:  # where the domain stages started: the table's gain is partly its
             for name in dict.fromkeys(r["set"] for r in summary["evaluation"]):
                 scores = ", ".join(f"{r['group']} {r['pretrained']:.3f}" for r in summary["evaluation"]
                                    if r["set"] == name)

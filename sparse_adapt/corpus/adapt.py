@@ -29,6 +29,7 @@ seed, config or given files is refused, as is a ``DIR`` holding anything but an 
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from collections.abc import Callable
@@ -308,15 +309,14 @@ def run_adapt(
         # Terms and the dictionary come before the pretraining: they need the tokenizer alone, which
         # pretraining keeps, so the mined terms show in seconds rather than after half an hour, and a
         # user who stops there to edit them loses no training. The pseudo-labels wait for it.
-        started: list[str] = []
-
+        @functools.cache  # once: called for the pseudo-labels, if made, and for training
         def start() -> str:
-            if not started:
-                if pretrain and given["terms"] is None and not complete(out / PRETRAINED):
-                    hooks.message(f"to change the mined terms, stop now (Ctrl-C), edit {terms_file} and rerun: the "
-                                  "pretraining resumes from its last checkpoint")
-                started.append(pretrained_base(base, out / PRETRAINED, hooks) if pretrain else str(base))
-            return started[0]
+            if not pretrain:
+                return str(base)
+            if given["terms"] is None and not complete(out / PRETRAINED):
+                hooks.message(f"to change the mined terms, stop now (Ctrl-C), edit {terms_file} and rerun: the "
+                              "pretraining resumes from its last checkpoint")
+            return pretrained_base(base, out / PRETRAINED, hooks)
 
         try:
             files, notes = prepare_inputs(

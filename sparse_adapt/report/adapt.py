@@ -83,6 +83,12 @@ def _sets(result: AdaptResult, yours: QuerySet | None) -> list[QuerySet]:
 WORSE_BY = 0.01
 
 
+def _below(row: dict, score: str, than: str) -> bool:
+    """``row[score]`` more than :data:`WORSE_BY` below ``row[than]``, both measured; exactly
+    WORSE_BY below passes issue 11's control bar, so it is no loss to warn of (float slack)."""
+    return score in row and than in row and row[score] < row[than] - WORSE_BY - 1e-9
+
+
 def worse_than_base(rows: list[dict], pretrained: str | None = None) -> list[str]:
     """One warning per query set the adapted model scores more than :data:`WORSE_BY` below the
     base on (its "all" row): a run that made retrieval worse must say so, not leave it to a
@@ -105,11 +111,10 @@ def worse_than_base(rows: list[dict], pretrained: str | None = None) -> list[str
             advice = ("keep the base for such queries, or see which terms fail with `sparse-adapt diagnose TERM "
                       "--model FINAL --docs DOCS --queries QUERIES`")
         for adapted, base, how in (("adapted", "base", ""), ("feedback", "base_feedback", " with --feedback")):
-            # Exactly WORSE_BY below passes issue 11's control bar, so it is no loss to warn of (float slack).
-            if adapted in r and r[adapted] < r[base] - WORSE_BY - 1e-9:
+            if _below(r, adapted, base):
                 out.append(f"on {r['set']} ({counted(n, 'query', 'queries')}){how} the adapted model scores nDCG@10 {r[adapted]:.3f}, "
                            f"below the base's {r[base]:.3f}{how}{few}: {advice}")
-        if pretrained is not None and "pretrained" in r and r["adapted"] < r["pretrained"] - WORSE_BY - 1e-9:
+        if pretrained is not None and _below(r, "adapted", "pretrained"):
             out.append(f"on {r['set']} ({counted(n, 'query', 'queries')}) the adapted model scores nDCG@10 "
                        f"{r['adapted']:.3f}, below the {r['pretrained']:.3f} of {pretrained}, the general-English "
                        f"pretraining it trained from{few}: the domain stages lost on these queries what it gave; "
@@ -153,8 +158,8 @@ def adapt_summary(
         models = {"base": SpladeEncoder.from_pretrained(base), "adapted": adapted}
         if result.pretrained is not None:  # where the domain stages started: what they added is adapted - pretrained
             models["pretrained"] = SpladeEncoder.from_pretrained(result.pretrained)
-        corpus_vectors = {m: encode_documents(e, documents) for m, e in models.items() if m != "adapted"}
-        corpus_vectors["adapted"] = adapted_docs
+        corpus_vectors = {m: adapted_docs if e is adapted else encode_documents(e, documents)
+                          for m, e in models.items()}
     for qset in sets:
         name, qs, judged, groups = qset.name, qset.queries, qset.qrels, qset.groups
         Q = {m: encode_queries(e, qs) for m, e in models.items()}

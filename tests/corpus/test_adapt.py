@@ -597,7 +597,7 @@ def test_cli_adapt_hands_its_other_options_to_the_run_and_prints_the_summary_it_
                                 "base_feedback": 0.55, "feedback": 0.75}],
                 "inspect": {"domain": {"tokens": [{"token": "zentrofax", "docs_occurring": 4,
                                                    "mean_weight_occurring": 1.5, "mean_weight_not_occurring": 0.25}]}},
-                "warnings": []}
+                "warnings": [], "pretrained": None}
 
     monkeypatch.setattr(corpus_adapt, "run_adapt", run)
     monkeypatch.setattr(report, "adapt_summary", summary)
@@ -652,7 +652,7 @@ def test_cli_adapt_prints_a_dash_for_a_weight_no_document_has_and_says_it_genera
     monkeypatch.setattr(corpus_adapt, "run_adapt", lambda *args, **kwargs: AdaptResult(
         AdaptFiles(out / "t", out / "d", out / "tr", generated=[]), out / "final", out / "training"))
     monkeypatch.setattr(report, "adapt_summary", lambda *args: {
-        "evaluation": [], "warnings": [],
+        "evaluation": [], "warnings": [], "pretrained": None,
         "inspect": {"domain": {"tokens": [{"token": "zentrofax", "docs_occurring": 8, "mean_weight_occurring": 1.5,
                                            "mean_weight_not_occurring": None}]}}})
     assert main(_cli(setup, out)) == 0
@@ -678,7 +678,7 @@ def test_cli_adapt_puts_each_part_of_the_summary_in_its_place(setup, tmp_path, m
     monkeypatch.setattr(report, "adapt_summary", lambda *args: {
         "evaluation": [{"set": "your queries", "group": "lay", "queries": 2, "base": 0.5, "adapted": 0.625,
                         "base_feedback": 0.55, "feedback": 0.75}],
-        "warnings": [], "inspect": {"domain": {"tokens": []}}})
+        "warnings": [], "pretrained": None, "inspect": {"domain": {"tokens": []}}})
     queries, qrels, groups = tmp_path / "q.jsonl", tmp_path / "qrels.tsv", tmp_path / "groups.json"
     queries.write_text("".join(json.dumps({"qid": f"q{i}", "text": "Zentrofax seals"}) + "\n" for i in (1, 2, 3)))
     qrels.write_text("q1 0 d2 1\nq2 0 d2 1\nq3 0 d2 1\n")
