@@ -68,7 +68,7 @@ def check_writable(target: str | Path, flag: str = "--out", into: bool = False) 
 
 def check_output(
     target: str | Path, overwrite: bool = False, kind: Literal["directory", "file"] = "directory", flag: str = "--out",
-    inputs: Sequence[str | Path | None] = (),
+    inputs: Sequence[str | Path | None] = (), overwrite_flag: str = "--overwrite",
 ) -> Path:
     """Check a command's destination before any work is done; returns it as a Path.
 
@@ -79,7 +79,9 @@ def check_output(
     mount point (a rename cannot replace it);
     anything but a regular file or a directory (a device, a pipe: replacing ``/dev/null``
     with a file breaks the system). Crash leftovers of earlier writes of ``target`` are
-    removed; a destination that cannot be written fails.
+    removed; a destination that cannot be written fails. ``flag`` and ``overwrite_flag`` name
+    the destination and the way to allow replacing it in the messages (a Python caller's
+    ``out`` and ``overwrite=True``, a command's ``--out`` and ``--overwrite``).
     """
     target = Path(target)
     check_not_an_input(target, inputs, flag)
@@ -99,10 +101,11 @@ def check_output(
         if entries and not overwrite:
             raise OutputError(
                 f"{flag} {target} is not empty ({entries} {'entry' if entries == 1 else 'entries'}); "
-                f"pass --overwrite to replace it, or choose another path"
+                f"pass {overwrite_flag} to replace it, or choose another path"
             )
     elif target.exists() and not overwrite:
-        raise OutputError(f"{flag} {target} is an existing file; pass --overwrite to replace it, or choose another path")
+        raise OutputError(f"{flag} {target} is an existing file; pass {overwrite_flag} to replace it, or choose "
+                          "another path")
     check_writable(target, flag)
     return target
 

@@ -45,7 +45,8 @@ def export(
     config = ExportConfig(scale=scale, batch_size=batch_size, max_active_dims=max_active_dims)
     splade = SpladeEncoder.from_pretrained(model)
     with rich_hooks() as hooks:
-        stats = export_vectors(splade, docs, out, config, model_name=model_reference(model), progress=hooks)
+        stats = export_vectors(splade, docs, out, config, model_name=model_reference(model), progress=hooks,
+                               overwrite=overwrite)
     if stats.truncated:
         warn(truncation_sentence(stats.truncated, stats.documents, splade.max_length("document")))
     if stats.empty:
@@ -79,7 +80,7 @@ def index(
         scale=meta["scale"], model=meta["model"], documents=indexed, seconds=0.0,
         model_sha256=str(meta.get("model_sha256", "")), vectors=store_vectors,
         weights_sha256=str(meta.get("weights_sha256", "")),
-    ))
+    ), overwrite=overwrite)
     if empty:
         warn(empty_sentence(empty, meta["documents"], meta["scale"], check.empty_ids))
     if (inexact := inexact_sentence(check, meta["scale"])) is not None:

@@ -138,8 +138,18 @@ def export_vectors(
     config: ExportConfig | None = None,
     model_name: str = "",
     progress: Hooks | None = None,
+    *,
+    overwrite: bool = False,
 ) -> ExportStats:
-    """Encode ``docs`` (a docs.jsonl path) into ``out/vectors.jsonl`` (+ ``sparse_adapt_export.json``)."""
+    """Encode ``docs`` (a docs.jsonl path) into ``out/vectors.jsonl`` (+ ``sparse_adapt_export.json``).
+
+    ``out`` is replaced whole, so an existing file or non-empty directory there is refused
+    (:class:`~sparse_adapt.errors.OutputError`) unless ``overwrite``, and one holding ``docs``
+    always: as ``sparse-adapt export`` refuses them.
+    """
+    from sparse_adapt.destination import check_output
+
+    check_output(out, overwrite, flag="out", inputs=(docs,), overwrite_flag="overwrite=True")
     config = config or ExportConfig()
     vocab = lucene_vocabulary(splade)
     # Every record checked before any encoding (a repeated id would be two Lucene documents);

@@ -218,8 +218,13 @@ def impact_searcher(index_dir: Path, query_encoder) -> object:
 
 def build_index(
     vectors_dir: Path, index_dir: Path, threads: int = 1, store_vectors: bool = False, meta: IndexMeta | None = None,
+    *, overwrite: bool = False,
 ) -> float:
     """Index a JsonVectorCollection as a Lucene impact index; returns wall seconds.
+
+    ``index_dir`` is replaced whole, so an existing file or non-empty directory there is
+    refused (:class:`~sparse_adapt.errors.OutputError`) unless ``overwrite``, and one holding
+    ``vectors_dir`` always: as ``sparse-adapt index`` refuses them.
 
     Runs Anserini's ``IndexCollection`` (what ``python -m pyserini.index.lucene`` runs)
     in a child process with ``--impact --pretokenized``; Anserini's log is shown only when
@@ -229,8 +234,10 @@ def build_index(
     impacts), read back by ``LuceneRetriever.stored_vector``. (``-storeDocvectors`` would give
     the same impacts as term frequencies, in an index ~5x larger than this.)
     """
+    from sparse_adapt.destination import check_output
     from sparse_adapt.retrieval.export import VECTORS_FILE  # here: the Java child must not import torch
 
+    check_output(index_dir, overwrite, flag="index_dir", inputs=(vectors_dir,), overwrite_flag="overwrite=True")
     java = find_java()
     args = [
         "-collection", "JsonVectorCollection", "-input", str(vectors_dir), "-generator", "DefaultLuceneDocumentGenerator",

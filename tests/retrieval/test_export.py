@@ -161,8 +161,8 @@ def test_failed_export_leaves_previous_output_untouched(tiny_bert, tmp_path):
     out = tmp_path / "v"
     out.mkdir()
     (out / "keep.txt").write_text("user file")
-    with pytest.raises(DataError) as e:
-        export_vectors(tiny_bert, bad, out, ExportConfig(batch_size=2))
+    with pytest.raises(DataError) as e:  # allowed to replace it, but it fails: the folder stays as it was
+        export_vectors(tiny_bert, bad, out, ExportConfig(batch_size=2), overwrite=True)
     assert e.value.line == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl", "v"]  # no temp dir left behind
     assert (out / "keep.txt").read_text() == "user file"
@@ -487,3 +487,27 @@ def test_the_rounding_bound_in_export_configs_comment_holds_at_its_default_scale
     for _ in range(200):
         q, d = (rng.random(30) * 3 * (rng.random(30) < 0.5) for _ in range(2))
         assert moved(q, d) <= bound(q, d) + 1e-12
+
+
+def test_export_from_python_refuses_a_folder_of_other_files_and_one_holding_the_corpus(tiny_bert, tmp_path):
+    """export_vectors replaces ``out`` whole: from Python, as from the command, a folder of the
+    user's files is refused unless overwrite=True, and one holding the documents always (it
+    deleted the corpus beside a notes file before)."""
+    from sparse_adapt.errors import OutputError
+
+    mine = tmp_path / "mydata"
+    mine.mkdir()
+    docs = mine / "docs.jsonl"
+    docs.write_text(json.dumps({"doc_id": "d1", "text": "install the agent"}) + "\n")
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match=r"^out .*mydata holds an input .*docs\.jsonl"):
+        export_vectors(tiny_bert, docs, mine, overwrite=True)
+    assert sorted(p.name for p in mine.iterdir()) == ["docs.jsonl", "notes.txt"]
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match=r"not empty \(1 entry\); pass overwrite=True to replace it"):
+        export_vectors(tiny_bert, docs, other)
+    assert [p.name for p in other.iterdir()] == ["notes.txt"]
+    export_vectors(tiny_bert, docs, other, overwrite=True)
+    assert sorted(p.name for p in other.iterdir()) == [EXPORT_META, VECTORS_FILE]

@@ -336,11 +336,11 @@ def test_index_hands_lucene_its_options_and_counts_only_the_documents_with_terms
     (vectors / EXPORT_META).write_text(json.dumps({"scale": 1000, "model": "m", "documents": 3, "model_sha256": "h",
                                                    "weights_sha256": "w"}))
     built = []
-    monkeypatch.setattr(lucene, "build_index", lambda *a: built.append(a) or 2.5)
+    monkeypatch.setattr(lucene, "build_index", lambda *a, overwrite: built.append((*a, overwrite)) or 2.5)
     assert main(["index", "--vectors", str(vectors), "--index", str(index), "--threads-index", "3",
                  "--store-vectors"]) == 0
-    [(source, target, threads, store, meta)] = built
-    assert (source, target, threads, store) == (vectors, index, 3, True)
+    [(source, target, threads, store, meta, overwrite)] = built
+    assert (source, target, threads, store, overwrite) == (vectors, index, 3, True, False)
     assert meta == lucene.IndexMeta(scale=1000, model="m", documents=2, seconds=0.0, model_sha256="h", vectors=True,
                                     weights_sha256="w")
     captured = capsys.readouterr()
@@ -368,7 +368,7 @@ def test_index_names_an_index_folder_with_brackets_as_it_is(tmp_path, capsys, mo
     vectors.mkdir()
     (vectors / VECTORS_FILE).write_text(json.dumps({"id": "a", "contents": "x", "vector": {"pool": 3}}) + "\n")
     (vectors / EXPORT_META).write_text(json.dumps({"scale": 100, "model": "m", "documents": 1}))
-    monkeypatch.setattr(lucene, "build_index", lambda *a: 1.0)
+    monkeypatch.setattr(lucene, "build_index", lambda *a, overwrite: 1.0)
     assert main(["index", "--vectors", str(vectors), "--index", str(index)]) == 0
     assert f"indexed1documentinto{index}in1.0s" in "".join(capsys.readouterr().out.split())  # rich may wrap
 
@@ -1034,6 +1034,26 @@ def test_build_index_hands_anserini_its_options_and_saves_the_description_inside
     [argv] = started
     assert "-storeRaw" not in argv and argv[argv.index("-threads") + 1] == "1"
     assert lucene.IndexMeta.load(tmp_path / "plain") is None  # no meta given, none written
+
+
+def test_build_index_from_python_refuses_a_folder_of_other_files_unless_told(tmp_path, monkeypatch):
+    """build_index replaces the index folder whole: a folder of the user's files there is refused
+    before Java starts unless overwrite=True (it was replaced silently), as `index` refuses it."""
+    from sparse_adapt.errors import OutputError
+    from sparse_adapt.retrieval import lucene
+
+    started = _stand_in_indexer(monkeypatch, 0, ["indexing", f"{lucene.DOCS_LINE}1"])
+    target = tmp_path / "mydata"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match=r"^index_dir .*mydata is not empty \(1 entry\); pass overwrite=True"):
+        lucene.build_index(_vectors(tmp_path), target)
+    assert started == [] and [p.name for p in target.iterdir()] == ["notes.txt"]
+    with pytest.raises(OutputError, match="holds an input"):
+        lucene.build_index(_vectors(target), target, overwrite=True)
+    assert started == [] and (target / "notes.txt").is_file()
+    lucene.build_index(tmp_path / "vectors", target, overwrite=True)
+    assert len(started) == 1 and not (target / "notes.txt").exists()
 
 
 def test_an_indexer_that_exits_non_zero_fails_the_index_even_with_segments_written(tmp_path, monkeypatch):
