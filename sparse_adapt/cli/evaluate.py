@@ -116,22 +116,6 @@ def _is_run(compare: str) -> bool:
     return Path(compare).is_file() or Path(compare).suffix in _RUN_SUFFIXES
 
 
-def _read_run(path: Path, name: str):
-    from sparse_adapt.data.runs import load_run, run_score
-    from sparse_adapt.retrieval.evaluation import import_ranx
-
-    ranx = import_ranx()
-
-    if path.suffix == ".lz4":  # ranx's own binary format: ranx reads it
-        try:
-            read = ranx.Run.from_file(str(path), kind="lz4", name=name)
-        except Exception as e:  # noqa: BLE001 - whatever its decoder raises, the file is the cause
-            raise ConfigError(f"--compare {path}: not a ranx lz4 run file ({type(e).__name__}: {e})") from None
-        # The checks a TREC or JSON run gets: a NaN or infinite score ranks arbitrarily.
-        return {q: {d: run_score(path, None, f"{q}.{d}", s) for d, s in scores.items()} for q, scores in read.run.items()}
-    return load_run(path)
-
-
 def _json_safe(value):
     """``value`` with NaN and infinities as null: ranx gives identical runs a NaN p-value,
     and a bare ``NaN`` is no JSON (Python's own reader refuses it with ``parse_constant``)."""
@@ -230,7 +214,11 @@ def evaluate(
     other_run = None  # --compare's run file, read before any encoding
     compare_model = None  # loaded before --model scores anything: a typo in its name cost that whole first run
     if compare is not None and _is_run(compare):
-        other_run = _read_run(Path(compare), compare)
+        from sparse_adapt.data.runs import load_run  # TREC, ranx JSON or ranx's .lz4, checked alike
+        from sparse_adapt.retrieval.evaluation import import_ranx
+
+        import_ranx()  # first: an ir_datasets folder it cannot make is one line, before ranx reads a .lz4
+        other_run = load_run(Path(compare))
     elif compare is not None:
         from sparse_adapt.modeling.encoder import SpladeEncoder
 
@@ -251,7 +239,7 @@ def evaluate(
         warn(line)
     run = (retriever.run(data.queries, k=depth or 100, feedback=fb) if retriever is not None
            else _in_memory(model, data, documents, max_active_dims=max_active_dims, feedback=fb))
-    metrics = evaluate_run(data.qrels, run)
+    metrics = evaluate_run(data.qrels, run, qids=list(run))  # check_qrels said which judged queries are not asked
     if save_run is not None:
         empty = [q for q in save_run_file(run, save_run, searched_as(model, fb)) if q in data.qrels]
         if empty:  # the metrics count them as 0

@@ -42,10 +42,20 @@ def _check_id(p: Path, line: int | None, field: str, value: str, what: str) -> N
 
 
 def load_run(path: str | Path) -> Run:
-    """``{qid: {doc_id: score}}`` from a TREC run, or from a ``.json`` file in ranx's layout."""
+    """``{qid: {doc_id: score}}`` from a TREC run, from a ``.json`` file in ranx's layout, or from
+    ranx's binary ``.lz4`` (read by ranx, then given the same checks)."""
     p = require_file(path)
     run: Run = {}
-    if p.suffix.lower() == ".json":
+    if p.suffix.lower() == ".lz4":
+        import ranx
+
+        try:
+            read = ranx.Run.from_file(str(p), kind="lz4")
+        except Exception as e:  # noqa: BLE001 - whatever its decoder raises, the file is the cause
+            raise DataError(p, None, None, f"not a ranx lz4 run file ({type(e).__name__}: {e})") from None
+        # A NaN or infinite score ranks arbitrarily: refused here as in a text run.
+        run = {q: {d: run_score(p, None, f"{q}.{d}", s) for d, s in scores.items()} for q, scores in read.run.items()}
+    elif p.suffix.lower() == ".json":
         _, obj = read_json(p)
         if not isinstance(obj, dict):
             raise DataError(p, None, None, f"expected an object of query id -> {{doc_id: score}}, got {type(obj).__name__}")

@@ -54,11 +54,11 @@ def evaluate_stage(
     # One call, so the documents are encoded once for the main and the held-out queries.
     full_run = score_in_memory(splade, data.documents, [*data.queries, *heldout_queries])
     run = {q.qid: full_run[q.qid] for q in data.queries}
-    metrics = evaluate_run(data.qrels, run)
+    metrics = evaluate_run(data.qrels, run, qids=list(run))
     heldout_metrics = None
     if heldout_queries:
         held = {q.qid: full_run[q.qid] for q in heldout_queries}
-        heldout_metrics = evaluate_run(data.heldout_qrels, held) if any(q in data.heldout_qrels for q in held) else None
+        heldout_metrics = evaluate_run(data.heldout_qrels, held, qids=list(held)) if any(q in data.heldout_qrels for q in held) else None
     all_qrels = data.all_qrels
     groups = {}
     for g, qids in data.groups.items():

@@ -6,6 +6,7 @@ with every document; metrics come from ranx (never re-implemented here).
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from contextlib import contextmanager
@@ -171,8 +172,25 @@ def score_in_memory(
     inverted index never returns them; keeping them would let the metric library order
     those ties by doc id and credit whichever relevant document sorts first.
     """
+    documents, queries = _records(documents, "documents", "doc_id"), _records(queries, "queries", "qid")
     D = encode_documents(splade, documents, batch_size, max_active_dims)
     return score_vectors(encode_queries(splade, queries, batch_size), D, queries, documents, feedback)
+
+
+def _records(items: Sequence[Document] | Sequence[Query], name: str, id_field: str) -> list:
+    """``items`` as a list, checked before any encoding: each has ``id_field`` and ``text``,
+    and no id repeats (a run is a dict: a repeated id kept only its last scores, silently;
+    the file loaders refuse one too)."""
+    items, seen = list(items), set()
+    for i, item in enumerate(items):
+        if not (hasattr(item, id_field) and hasattr(item, "text")):
+            kind = "Document" if id_field == "doc_id" else "Query"
+            raise TypeError(f"{name}[{i}] must be a sparse_adapt.data.{kind} (.{id_field} and .text), "
+                            f"got {type(item).__name__}")
+        if (key := getattr(item, id_field)) in seen:
+            raise ValueError(f"{name} repeat the id {key!r}: give each its own")
+        seen.add(key)
+    return items
 
 
 def encode_documents(
@@ -212,13 +230,49 @@ def ranx_run(run: dict[str, dict[str, float]], name: str | None = None) -> Run:
     return import_ranx().Run(ordered, name=name)
 
 
+def _judgements(value, name: str, what: str) -> dict:
+    """``value`` (a qrels or run: ``{query id: {doc id: number}}``, or ranx's ``Qrels``/``Run``)
+    as a dict of dicts; TypeError naming the argument otherwise."""
+    if type(value).__module__.split(".")[0] == "ranx" and hasattr(value, "to_dict"):
+        value = value.to_dict()
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        hint = f": read a file with load_{name}" if isinstance(value, (str, Path)) else ""
+        raise TypeError(f"{name} must be a dict {{query id: {{doc id: {what}}}}} or a ranx "
+                        f"{name.capitalize()}, got {type(value).__name__}{hint}")
+    return value
+
+
 def evaluate_run(
-    qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], metrics: Sequence[str] = DEFAULT_METRICS,
+    qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], metrics: Sequence[str] | str = DEFAULT_METRICS,
     qids: Sequence[str] | None = None,
 ) -> dict[str, float]:
-    """Mean metrics over the queries that have judgements (optionally only ``qids``; one of
-    those the run lacks counts 0, as in ranx and ``trec_eval -c``, not left out of the mean)."""
-    keep = [q for q in (qids if qids is not None else run) if q in qrels]
+    """Mean metrics, ``{metric: value}`` (one metric may be given as a string, as ranx takes it).
+
+    Over ``qids`` that have judgements, one the run lacks counting 0 (as in ranx's
+    ``make_comparable`` and ``trec_eval -c``). Without ``qids``, over every judged query, and
+    each must be in the run: a run file has no line for a query that retrieved nothing, so a
+    reloaded run would silently score higher (ValueError, as ranx refuses such a pair). ``qrels``
+    and ``run`` are dicts or ranx's ``Qrels`` and ``Run``; grades must be integers, which also
+    catches the two swapped.
+    """
+    qrels = _judgements(qrels, "qrels", "integer grade")
+    run = _judgements(run, "run", "score")
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    grade = next(((q, d, g) for q, docs in qrels.items() for d, g in docs.items()
+                  if isinstance(g, bool) or not isinstance(g, (int, np.integer))), None)
+    if grade is not None:
+        q, d, g = grade
+        raise ValueError(f"qrels[{q!r}][{d!r}] is {g!r}: grades are integers (evaluate_run(qrels, run): "
+                         "are the two swapped?)")
+    if qids is None:
+        lacking = [q for q in qrels if q not in run]
+        if lacking:
+            raise ValueError(
+                f"the run lacks {len(lacking)} of the {len(qrels)} judged queries (e.g. {', '.join(lacking[:3])}): pass "
+                "qids=list(qrels) to count them as retrieving nothing (a run file has no line for such a query), "
+                "or qids=list(run) to evaluate the run's own queries")
+        qids = list(qrels)
+    keep = [q for q in qids if q in qrels]
     if not keep:
         raise ValueError("no query of the run has relevance judgements")
     if not any(run.get(q) for q in keep):  # nothing retrieved at all: ranx fails on max() of nothing
@@ -226,7 +280,7 @@ def evaluate_run(
     ranx = import_ranx()
     with quiet_ranx():  # make_comparable: a judged query missing from the run is scored as retrieving nothing
         result = ranx.evaluate(
-            ranx.Qrels({q: qrels[q] for q in keep}), ranx_run({q: run[q] for q in keep if run.get(q)}), list(metrics),
+            ranx.Qrels({q: qrels[q] for q in keep}), ranx_run({q: run[q] for q in keep if run.get(q)}), metrics,
             make_comparable=True,
         )
     if isinstance(result, float):  # ranx returns a bare float for a single metric
@@ -255,7 +309,18 @@ def run_tag(name: str) -> str:
 def save_run_file(run: dict[str, dict[str, float]], path: str | Path, name: str) -> list[str]:
     """Write ``run`` as a TREC run file (``qid Q0 doc_id rank score tag``), atomically: each
     query in :func:`ranking` order, exact scores, ``name`` as the tag (:func:`run_tag`).
-    Returns the queries it has no line for: a run file cannot hold one that retrieved nothing."""
+    Returns the queries it has no line for: a run file cannot hold one that retrieved nothing.
+    A ``.json`` path gets ranx's JSON layout instead (``{qid: {doc_id: score}}``, every query,
+    ``name`` unused), the format :func:`~sparse_adapt.data.runs.load_run` reads from that suffix;
+    ``.lz4`` is refused (ValueError): ``ranx.Run(run).save(path)`` writes ranx's binary format."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".lz4":
+        raise ValueError(f"{path}: save_run_file writes TREC or (.json) ranx JSON; ranx.Run(run).save(path) writes .lz4")
+    if suffix == ".json":
+        ordered = {q: {d: float(s) for d, s in ranking(scores)} for q, scores in run.items()}
+        with atomic_file(path) as tmp:
+            Path(tmp).write_text(json.dumps(ordered) + "\n", encoding="utf-8")
+        return []
     tag = run_tag(name)
     with atomic_file(path) as tmp, Path(tmp).open("w", encoding="utf-8") as f:
         for q, scores in run.items():

@@ -10,7 +10,7 @@ import numpy as np
 
 import pytest
 
-from sparse_adapt.data import load_qrels
+from sparse_adapt.data import Document, Query, load_qrels
 from sparse_adapt.data.records import DataError
 from sparse_adapt.data.runs import load_run
 from sparse_adapt.retrieval.evaluation import (
@@ -157,7 +157,60 @@ def test_a_judged_query_the_run_lacks_counts_zero_in_the_mean():
     qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}}
     run = {"q1": {"d1": 2.0, "d9": 1.0}, "q3": {}}  # q1 perfect, q2 absent, q3 retrieved nothing
     assert evaluate_run(qrels, run, ["ndcg@10"], qids=["q1", "q2", "q3"]) == {"ndcg@10": pytest.approx(1 / 3)}
-    assert evaluate_run(qrels, run, ["ndcg@10"]) == {"ndcg@10": pytest.approx(1 / 2)}  # the run's own queries
+    assert evaluate_run(qrels, run, ["ndcg@10"], qids=list(run)) == {"ndcg@10": pytest.approx(1 / 2)}  # the run's own
+
+
+def test_without_qids_a_judged_query_the_run_lacks_is_refused_as_ranx_refuses_it():
+    """A TREC file has no line for a query that retrieved nothing: saved and loaded, the run lost
+    q2 and scored 1.0 where it had scored 0.5, silently (the mean stood on the run's own queries)."""
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}}
+    run = {"q1": {"d1": 2.0}, "q2": {}}
+    assert evaluate_run(qrels, run, "ndcg@10") == {"ndcg@10": 0.5}
+    with pytest.raises(ValueError, match=r"the run lacks 1 of the 2 judged queries \(e\.g\. q2\): pass qids=list\(qrels\)"):
+        evaluate_run(qrels, {"q1": {"d1": 2.0}})
+    assert evaluate_run(qrels, {"q1": {"d1": 2.0}}, "ndcg@10", qids=list(qrels)) == {"ndcg@10": 0.5}
+
+
+def test_evaluate_run_takes_one_metric_as_a_string_and_ranx_s_own_objects():
+    """ranx takes "ndcg@10" alone (the string was split into characters: "Metric n not supported")
+    and its Qrels and Run (a numba error before). Worked by hand: q1's one relevant document at
+    rank 2 gives nDCG@10 = 1/log2(3) and MRR@10 = 1/2."""
+    from ranx import Qrels, Run
+
+    qrels, run = {"q1": {"d1": 1}}, {"q1": {"d2": 3.0, "d1": 2.0}}
+    assert evaluate_run(qrels, run, "mrr@10") == {"mrr@10": 0.5}
+    got = evaluate_run(Qrels(qrels), Run(run), ("ndcg@10", "mrr@10"))
+    assert got == pytest.approx({"ndcg@10": 1 / math.log2(3), "mrr@10": 0.5}, abs=1e-6)
+
+
+@pytest.mark.parametrize("qrels, run, message", [
+    ({"q1": {"d2": 3.0, "d1": 2.0}}, {"q1": {"d1": 1}}, r"qrels\['q1'\]\['d2'\] is 3\.0: grades are integers .*swapped"),
+    ("qrels.tsv", {"q1": {"d1": 1.0}}, r"qrels must be a dict .* got str: read a file with load_qrels"),
+    ({"q1": {"d1": 1}}, [("q1", "d1", 1.0)], r"run must be a dict \{query id: \{doc id: score\}\} or a ranx Run, got list"),
+    ({"q1": {"d1": True}}, {"q1": {"d1": 1.0}}, r"qrels\['q1'\]\['d1'\] is True: grades are integers"),
+])
+def test_evaluate_run_refuses_what_is_no_qrels_or_run_naming_it(qrels, run, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        evaluate_run(qrels, run)
+
+
+def test_a_run_saved_as_json_keeps_a_query_that_retrieved_nothing_and_loads_back(tmp_path):
+    """The suffix decided the format on reading only: a .json name got TREC lines, which
+    load_run then could not read. Now it is ranx's JSON layout, which can hold an empty query."""
+    from ranx import Run
+
+    run = {"q1": {"d1": np.float32(2.5), "d2": 3.0}, "q2": {}}
+    assert save_run_file(run, tmp_path / "run.json", "mine") == []
+    assert load_run(tmp_path / "run.json") == {"q1": {"d2": 3.0, "d1": 2.5}, "q2": {}}
+    assert list(json.loads((tmp_path / "run.json").read_text())["q1"]) == ["d2", "d1"]  # ranking order
+    assert Run.from_file(str(tmp_path / "run.json")).to_dict()["q1"] == {"d2": 3.0, "d1": 2.5}
+    with pytest.raises(ValueError, match=r"ranx\.Run\(run\)\.save\(path\) writes \.lz4"):
+        save_run_file(run, tmp_path / "run.lz4", "mine")
+    Run({"q1": {"d1": 1.0, "d2": 0.5}}).save(str(tmp_path / "ranx.lz4"), kind="lz4")
+    assert load_run(tmp_path / "ranx.lz4") == {"q1": {"d1": 1.0, "d2": 0.5}}
+    (tmp_path / "bad.lz4").write_bytes(b"not lz4 at all")
+    with pytest.raises(DataError, match="not a ranx lz4 run file"):
+        load_run(tmp_path / "bad.lz4")
 
 
 def test_per_query_values_cover_the_judged_queries_of_a_run_only():
@@ -232,3 +285,19 @@ def test_the_tie_count_from_which_ranx_reorders_is_the_one_ranking_py_names():
     assert first is not None, "ranx kept 40 tied documents in their order: ranking.py's reason is stale"
     named = re.search(r"unstable sort, so (\d+) or more\s+tied documents", module.__doc__)
     assert named and int(named[1]) == first
+
+
+@pytest.mark.parametrize("docs, queries, error, message", [
+    ([Document("d1", "a"), Document("d1", "b")], [Query("q1", "a")], ValueError, "documents repeat the id 'd1'"),
+    ([Document("d1", "a")], [Query("q1", "a"), Query("q1", "b")], ValueError, "queries repeat the id 'q1'"),
+    (["a text"], [Query("q1", "a")], TypeError, r"documents\[0\] must be a sparse_adapt\.data\.Document .* got str"),
+    ([Document("d1", "a")], [("q1", "a")], TypeError, r"queries\[0\] must be a sparse_adapt\.data\.Query .* got tuple"),
+])
+def test_score_in_memory_refuses_repeated_ids_and_other_records_before_encoding(docs, queries, error, message):
+    """A run is a dict: a repeated id kept only its last scores, silently (the file loaders refuse
+    one); plain strings failed with an AttributeError after the whole corpus was encoded. The
+    model is never reached (None stands for it)."""
+    from sparse_adapt.retrieval.evaluation import score_in_memory
+
+    with pytest.raises(error, match=message):
+        score_in_memory(None, docs, queries)
