@@ -182,7 +182,9 @@ def evaluate(
     """Rank every document for every query (with --index: Lucene's top --depth) and report nDCG@10,
     MRR@10 and Recall@5 (ranx)."""
     from sparse_adapt.destination import check_output
-    from sparse_adapt.retrieval.evaluation import DEFAULT_METRICS, check_qrels, evaluate_run, quiet_ranx, save_run_file
+    from sparse_adapt.retrieval.evaluation import (
+        DEFAULT_METRICS, check_qrels, check_run_path, evaluate_run, quiet_ranx, save_run_file,
+    )
 
     # Accepted and then ignored, each of these would pass for a setting of the run.
     unused = [flag for flag, given, needs in (
@@ -210,6 +212,7 @@ def evaluate(
         folder = list(local_beir_files(dataset).values()) if dataset is not None and Path(dataset).is_dir() else []
         check_output(save_run, overwrite, kind="file", flag="--save-run",
                      inputs=(docs, queries, qrels, compare, index, model, *folder))
+        check_run_path(save_run, "--save-run")
     data = _load_data(ctx, docs, queries, qrels, dataset)
     other_run = None  # --compare's run file, read before any encoding
     compare_model = None  # loaded before --model scores anything: a typo in its name cost that whole first run

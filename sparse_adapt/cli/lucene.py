@@ -67,25 +67,19 @@ def index(
 ) -> None:
     """Build a Lucene impact index (Pyserini --impact --pretokenized) with a Java 21+ found by itself."""
     from sparse_adapt.destination import check_output
-    from sparse_adapt.retrieval.export import empty_sentence, inexact_sentence, read_export_meta, validate_vectors
-    from sparse_adapt.retrieval.lucene import IndexMeta, build_index
+    from sparse_adapt.retrieval.export import empty_sentence, inexact_sentence
+    from sparse_adapt.retrieval.lucene import build_index, describe_index
 
     check_thread_count("--threads-index", threads)
     check_output(index_dir, overwrite, flag="--index", inputs=(vectors,))
-    meta = read_export_meta(vectors)
-    check = validate_vectors(vectors, meta["documents"])
-    empty = check.empty
-    indexed = meta["documents"] - empty
-    seconds = build_index(vectors, index_dir, threads, store_vectors, IndexMeta(
-        scale=meta["scale"], model=meta["model"], documents=indexed, seconds=0.0,
-        model_sha256=str(meta.get("model_sha256", "")), vectors=store_vectors,
-        weights_sha256=str(meta.get("weights_sha256", "")),
-    ), overwrite=overwrite)
-    if empty:
-        warn(empty_sentence(empty, meta["documents"], meta["scale"], check.empty_ids))
-    if (inexact := inexact_sentence(check, meta["scale"])) is not None:
+    meta, check = describe_index(vectors, store_vectors)
+    seconds = build_index(vectors, index_dir, threads, store_vectors, meta, overwrite=overwrite)
+    if check.empty:
+        warn(empty_sentence(check.empty, meta.documents + check.empty, meta.scale, check.empty_ids))
+    if (inexact := inexact_sentence(check, meta.scale)) is not None:
         warn(inexact)
-    console.print(f"[green]indexed[/green] {counted(indexed, 'document')} into {escape(str(index_dir))} in {seconds:.1f} s")
+    console.print(f"[green]indexed[/green] {counted(meta.documents, 'document')} into {escape(str(index_dir))} "
+                  f"in {seconds:.1f} s")
 
 
 def search(
@@ -146,8 +140,10 @@ def search(
     if queries is not None:
         from sparse_adapt.destination import check_output
         from sparse_adapt.data import load_queries
+        from sparse_adapt.retrieval.evaluation import check_run_path
 
         check_output(save_run, overwrite, kind="file", flag="--save-run", inputs=(queries, index_dir, model, onnx))
+        check_run_path(save_run, "--save-run")
         batch = load_queries(queries)
     if onnx is not None:
         from sparse_adapt.modeling.onnx import OnnxSpladeEncoder

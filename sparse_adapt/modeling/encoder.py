@@ -38,7 +38,9 @@ from sparse_adapt.modeling.batching import encode_texts
 from sparse_adapt.modeling.base import OFFLINE_MINILM, eval_mode, require_finite_weights
 from sparse_adapt.modeling.builtin import BUILTIN_BASES, builtin_hint
 from sparse_adapt.modeling.heads import head_support, max_pieces
-from sparse_adapt.modeling.hub import check_model_directory, model_directory, quiet_transformers, warn_unused_weights
+from sparse_adapt.modeling.hub import (
+    check_model_directory, model_directory, model_reference, quiet_transformers, warn_unused_weights,
+)
 from sparse_adapt.modeling.interop import (
     sentence_transformers_lengths, sentence_transformers_mismatch, write_sentence_transformers_files,
 )
@@ -94,6 +96,9 @@ class SpladeEncoder(VectorMethods, nn.Module):
             tokenizer.padding_side = "right"
         # A copy: lengths are cut to this model's positions, which must not change a caller's object.
         self.settings = copy.deepcopy(settings) if settings is not None else SpladeSettings()
+        # What from_pretrained loaded (a folder's absolute path, or a built-in or Hub name); None for
+        # a model built in memory. An export names it: settings.base names the base it came from.
+        self.source: str | None = None
         rows = self.mlm.get_output_embeddings().weight.shape[0]
         if rows < len(tokenizer):
             raise ModelLoadError(f"the MLM head has {rows} rows but the tokenizer has {len(tokenizer)} tokens")
@@ -177,6 +182,7 @@ class SpladeEncoder(VectorMethods, nn.Module):
             if not settings.base:
                 settings.base = name
             enc = cls(mlm, tokenizer, settings)
+        enc.source = model_reference(name)
         enc.eval()
         enc.to(target)
         enc._own_storage()

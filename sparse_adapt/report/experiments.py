@@ -58,7 +58,8 @@ def evaluate_stage(
     heldout_metrics = None
     if heldout_queries:
         held = {q.qid: full_run[q.qid] for q in heldout_queries}
-        heldout_metrics = evaluate_run(data.heldout_qrels, held, qids=list(held)) if any(q in data.heldout_qrels for q in held) else None
+        judged_held = any(q in data.heldout_qrels for q in held)
+        heldout_metrics = evaluate_run(data.heldout_qrels, held, qids=list(held)) if judged_held else None
     all_qrels = data.all_qrels
     groups = {}
     for g, qids in data.groups.items():

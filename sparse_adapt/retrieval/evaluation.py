@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from sparse_adapt.atomic import atomic_file
 from sparse_adapt.data import Document, Query
-from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.errors import ConfigError, SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import Hooks
 from sparse_adapt.retrieval.feedback import Feedback, expand_in_memory
@@ -268,8 +268,8 @@ def evaluate_run(
         lacking = [q for q in qrels if q not in run]
         if lacking:
             raise ValueError(
-                f"the run lacks {len(lacking)} of the {len(qrels)} judged queries (e.g. {', '.join(lacking[:3])}): pass "
-                "qids=list(qrels) to count them as retrieving nothing (a run file has no line for such a query), "
+                f"the run lacks {len(lacking)} of the {len(qrels)} judged queries (e.g. {', '.join(lacking[:3])}): "
+                "pass qids=list(qrels) to count them as retrieving nothing (a run file has no line for such a query), "
                 "or qids=list(run) to evaluate the run's own queries")
         qids = list(qrels)
     keep = [q for q in qids if q in qrels]
@@ -306,17 +306,23 @@ def run_tag(name: str) -> str:
     return re.sub(r"\s+", "_", name.strip()) or "sparse-adapt"
 
 
+def check_run_path(path: str | Path, flag: str = "path") -> None:
+    """ConfigError for a ``.lz4`` run name: ranx's binary format, which :func:`save_run_file`
+    does not write (``ranx.Run(run).save(path)`` does) and a TREC file under it would not load."""
+    if Path(path).suffix.lower() == ".lz4":
+        raise ConfigError(f"{flag} {path}: .lz4 is ranx's binary format, which sparse-adapt reads but does not write; "
+                          "give a .json name (ranx's JSON) or any other (TREC)")
+
+
 def save_run_file(run: dict[str, dict[str, float]], path: str | Path, name: str) -> list[str]:
     """Write ``run`` as a TREC run file (``qid Q0 doc_id rank score tag``), atomically: each
     query in :func:`ranking` order, exact scores, ``name`` as the tag (:func:`run_tag`).
     Returns the queries it has no line for: a run file cannot hold one that retrieved nothing.
     A ``.json`` path gets ranx's JSON layout instead (``{qid: {doc_id: score}}``, every query,
     ``name`` unused), the format :func:`~sparse_adapt.data.runs.load_run` reads from that suffix;
-    ``.lz4`` is refused (ValueError): ``ranx.Run(run).save(path)`` writes ranx's binary format."""
-    suffix = Path(path).suffix.lower()
-    if suffix == ".lz4":
-        raise ValueError(f"{path}: save_run_file writes TREC or (.json) ranx JSON; ranx.Run(run).save(path) writes .lz4")
-    if suffix == ".json":
+    ``.lz4`` is refused (:func:`check_run_path`)."""
+    check_run_path(path)
+    if Path(path).suffix.lower() == ".json":
         ordered = {q: {d: float(s) for d, s in ranking(scores)} for q, scores in run.items()}
         with atomic_file(path) as tmp:
             Path(tmp).write_text(json.dumps(ordered) + "\n", encoding="utf-8")

@@ -181,7 +181,9 @@ def export_vectors(
                     rate = n_docs / max(time.perf_counter() - start, 1e-9)
                     task.advance(len(batch), description=f"exporting ({rate:.1f} docs/s)")
         stats = ExportStats(
-            n_docs, postings, time.perf_counter() - start, config.scale, model_name or splade.settings.base, n_truncated, digest,
+            # the model loaded (an adapted model's folder), not the base it was trained from
+            n_docs, postings, time.perf_counter() - start, config.scale,
+            model_name or splade.source or splade.settings.base, n_truncated, digest,
             config.max_active_dims, empty, empty_ids, weights_digest,
         )
         # absolute, as the model is (model_reference): a relative path says nothing read from elsewhere

@@ -30,11 +30,14 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from sparse_adapt.atomic import atomic_directory
 from sparse_adapt.errors import SparseAdaptError
 from sparse_adapt.retrieval.java import JavaInfo, find_java
+
+if TYPE_CHECKING:
+    from sparse_adapt.retrieval.export import VectorsCheck
 
 VECTOR_MODULE = "jdk.incubator.vector"
 # Placeholder for pyserini's import-time OpenAI client; never sent anywhere.
@@ -216,6 +219,20 @@ def impact_searcher(index_dir: Path, query_encoder) -> object:
         return module.LuceneImpactSearcher(str(index_dir), query_encoder, min_idf=-1)
 
 
+def describe_index(vectors_dir: str | Path, store_vectors: bool = False) -> tuple[IndexMeta, VectorsCheck]:
+    """The description an index of this export gets (scale, model and its hashes, the documents
+    Lucene keeps: those with a term), and the check of every line of the export it rests on."""
+    from sparse_adapt.retrieval.export import read_export_meta, validate_vectors  # not in the Java child
+
+    meta = read_export_meta(vectors_dir)
+    check = validate_vectors(vectors_dir, meta["documents"])
+    return IndexMeta(
+        scale=meta["scale"], model=meta["model"], documents=meta["documents"] - check.empty, seconds=0.0,
+        model_sha256=str(meta.get("model_sha256", "")), vectors=store_vectors,
+        weights_sha256=str(meta.get("weights_sha256", "")),
+    ), check
+
+
 def build_index(
     vectors_dir: Path, index_dir: Path, threads: int = 1, store_vectors: bool = False, meta: IndexMeta | None = None,
     *, overwrite: bool = False,
@@ -229,15 +246,20 @@ def build_index(
     Runs Anserini's ``IndexCollection`` (what ``python -m pyserini.index.lucene`` runs)
     in a child process with ``--impact --pretokenized``; Anserini's log is shown only when
     it fails. ``index_dir`` is written to a temporary sibling and renamed on success.
-    ``meta`` (its ``seconds`` filled in) is saved into the index before the rename.
+    ``meta`` (its ``seconds`` filled in) is saved into the index before the rename; None: the
+    description of the export's ``sparse_adapt_export.json`` (``describe_index``) where
+    ``vectors_dir`` has one, so that ``search`` checks the model and scale, else none.
     ``store_vectors`` adds ``-storeRaw``: each document's exported line (id, text and integer
     impacts), read back by ``LuceneRetriever.stored_vector``. (``-storeDocvectors`` would give
     the same impacts as term frequencies, in an index ~5x larger than this.)
     """
     from sparse_adapt.destination import check_output
-    from sparse_adapt.retrieval.export import VECTORS_FILE  # here: the Java child must not import torch
+    # Imported here: the Java child imports this module and must not import torch.
+    from sparse_adapt.retrieval.export import EXPORT_META, VECTORS_FILE
 
     check_output(index_dir, overwrite, flag="index_dir", inputs=(vectors_dir,), overwrite_flag="overwrite=True")
+    if meta is None and Path(vectors_dir, EXPORT_META).is_file():
+        meta, _ = describe_index(vectors_dir, store_vectors)
     java = find_java()
     args = [
         "-collection", "JsonVectorCollection", "-input", str(vectors_dir), "-generator", "DefaultLuceneDocumentGenerator",

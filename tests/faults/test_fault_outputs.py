@@ -178,6 +178,21 @@ def test_save_run_overwrite_replaces_the_file(files, tmp_path, capsys):
     assert run.read_text().split()[2] in {json.loads(line)["doc_id"] for line in GATROCRAPTIC.docs.open()}
 
 
+def test_save_run_writes_ranx_json_to_a_json_name_and_refuses_lz4_before_scoring(files, tmp_path, capsys):
+    """A .json name got TREC lines that --compare then read as invalid JSON; a .lz4 one would be
+    neither format. JSON keeps every query, so the run reads back as it was scored."""
+    from sparse_adapt.data.runs import load_run
+
+    argv = ALL_WRITERS["evaluate --save-run"](files)
+    assert_one_line_error(cli(capsys, argv + [tmp_path / "run.lz4"]), "run.lz4: .lz4 is ranx's binary format")
+    assert not (tmp_path / "run.lz4").exists()
+    result = cli(capsys, argv + [tmp_path / "run.json", "--json"])
+    assert result.code == 0, result.err
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert set(run) == {json.loads(line)["qid"] for line in GATROCRAPTIC.queries.open()}
+    assert load_run(tmp_path / "run.json") == {q: scores for q, scores in run.items()}
+
+
 def test_an_ir_datasets_home_that_cannot_be_made_is_one_line_saying_what_to_do(files, tmp_path):
     """ranx imports ir_datasets, which makes ~/.ir_datasets on import: with a read-only HOME every
     `evaluate` ended on a bare "Permission denied" (its own folder: /sys refuses any new one)."""

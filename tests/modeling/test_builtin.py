@@ -45,6 +45,17 @@ def test_splade_tiny_loads_as_a_trained_splade_encoder():
     assert evaluate_run(load_qrels(BUNDLED.qrels), run)["ndcg@10"] == pytest.approx(0.866, abs=0.001)
 
 
+def test_a_builtin_base_loads_without_a_progress_bar_and_records_what_was_loaded(capfd):
+    """A local folder loaded quietly, a built-in printed transformers' "Loading weights" bar at every
+    load (four times in one Python adapt run); ``source`` is what an export then names."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()
+    splade = SpladeEncoder.from_pretrained(OFFLINE_SPLADE_TINY)
+    assert "Loading weights" not in capfd.readouterr().err and hf_logging.is_progress_bar_enabled()
+    assert splade.source == OFFLINE_SPLADE_TINY
+
+
 def test_every_builtin_base_is_named_in_the_help_and_by_doctor(capsys):
     for name in BUILTIN_BASES:
         assert name in BASE_HELP

@@ -1056,6 +1056,29 @@ def test_build_index_from_python_refuses_a_folder_of_other_files_unless_told(tmp
     assert len(started) == 1 and not (target / "notes.txt").exists()
 
 
+def test_an_index_built_from_python_is_described_by_its_export_and_names_the_adapted_model(tiny_bert, tmp_path,
+                                                                                          monkeypatch):
+    """Without ``meta`` an index had no description (search could not check the model), and the
+    export named the base an adapted model was trained from; both now say what was encoded."""
+    from sparse_adapt.modeling.encoder import SpladeEncoder
+    from sparse_adapt.retrieval import lucene
+    from sparse_adapt.retrieval.export import export_vectors
+
+    tiny_bert.settings.base = "offline-splade-tiny"
+    tiny_bert.save_pretrained(tmp_path / "adapted")
+    adapted = SpladeEncoder.from_pretrained(tmp_path / "adapted")
+    docs = tmp_path / "docs.jsonl"
+    texts = ["pool size", "x"]
+    docs.write_text("".join(json.dumps({"doc_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    stats = export_vectors(adapted, docs, tmp_path / "vectors")
+    assert stats.model == str((tmp_path / "adapted").resolve())
+    started = _stand_in_indexer(monkeypatch, 0, ["indexing", f"{lucene.DOCS_LINE}{stats.documents - stats.empty}"])
+    lucene.build_index(tmp_path / "vectors", tmp_path / "index", store_vectors=True)
+    saved = lucene.IndexMeta.load(tmp_path / "index")
+    assert len(started) == 1 and (saved.model, saved.scale, saved.vectors) == (stats.model, 100, True)
+    assert (saved.documents, saved.model_sha256) == (stats.documents - stats.empty, stats.model_sha256)
+
+
 def test_an_indexer_that_exits_non_zero_fails_the_index_even_with_segments_written(tmp_path, monkeypatch):
     """A non-zero exit can come after Lucene wrote its segments file: the index is still refused,
     and the error carries the indexer's last 15 lines, where Java's own error is."""
