@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from diagnostics.schema import EXPLAIN_SCHEMA
 from diagnostics.tokens import domain_pieces, in_text_ids, pieces_in
 from sparse_adapt.data import Document
-from sparse_adapt.data.reading import first_repeat
+from sparse_adapt.data.records import checked_records
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.base import eval_mode
 from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -126,15 +126,18 @@ def explain_query(
     """Score every document for ``query`` and explain the top ``k`` (of the query expanded by
     pseudo-relevance ``feedback``, if given), or the documents ``doc_ids`` at the ranks they take:
     why a relevant document ranks low, without reading every document above it."""
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a string (a Query's .text), got {type(query).__name__}")
+    if isinstance(doc_ids, str):  # each character read as an id
+        raise TypeError(f"doc_ids must be a list of ids, got the string {doc_ids!r}")
     if not query.strip():
         raise ConfigError("the query is empty")
     if k < 1:
         raise ConfigError(f"--k must be >= 1, got {k}")
+    # results are named by id: two documents of one id became one, the wrong one
+    documents = checked_records(documents, "documents", "doc_id")
     if not documents:
         raise ConfigError("no documents to score")
-    repeated = first_repeat(d.doc_id for d in documents)
-    if repeated is not None:  # results are named by id: two documents of one id became one, the wrong one
-        raise ConfigError(f"the documents repeat the id {repeated!r}; every document needs its own")
     known = {d.doc_id for d in documents}
     if unknown := [d for d in doc_ids if d not in known]:
         raise ConfigError(f"--doc {unknown[0]!r}: no document with this id among the {len(documents)} scored")

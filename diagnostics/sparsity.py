@@ -26,6 +26,7 @@ import scipy.sparse as sp
 from diagnostics.schema import INSPECT_SCHEMA
 from diagnostics.tokens import in_text_ids
 from sparse_adapt.data import Document, Query
+from sparse_adapt.data.records import check_terms, checked_records
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import single_token_ids
@@ -150,6 +151,9 @@ def inspect_corpus(
     ``document_vectors``: the (n_d, V) ``splade.encode`` of ``documents``, when the caller
     already has it (not encoded again).
     """
+    check_terms(terms)
+    documents = checked_records(documents, "documents", "doc_id")
+    queries = None if queries is None else checked_records(queries, "queries", "qid")
     if not documents:
         raise ConfigError("no documents to inspect")
     if feedback is not None and not queries:

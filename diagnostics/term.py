@@ -35,6 +35,7 @@ from diagnostics.sections.vocabulary import VocabularyCheck, vocabulary_check
 from diagnostics.sections.weight import weight_check
 from diagnostics.tokens import domain_pieces, pieces_in
 from sparse_adapt.data import Document, Query
+from sparse_adapt.data.records import check_terms, checked_records
 from sparse_adapt.modeling.base import eval_mode
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vectors import ranked_row
@@ -105,6 +106,9 @@ def diagnose_term(
     checked for expansion to the term (``None``: check skipped); ``feedback`` checks them
     a second time after pseudo-relevance feedback from ``documents``.
     """
+    check_terms(terms)
+    documents = checked_records(documents, "documents", "doc_id")
+    queries = None if queries is None else checked_records(queries, "queries", "qid")
     with eval_mode(splade):
         return _diagnose(splade, term.strip(), documents, doc_id, terms, queries, sources, feedback)
 

@@ -134,6 +134,8 @@ class SpladeEncoder(VectorMethods, nn.Module):
 
         ``device`` None: the process default (``sparse_adapt.device``; CUDA when present).
         """
+        if not isinstance(name_or_path, (str, Path)):  # None was looked up on the Hub as 'None'
+            raise TypeError(f"name_or_path must be a str or Path, got {type(name_or_path).__name__}")
         target = resolve_device(device)  # a typo'd or absent device fails before the weights are read
         name = str(name_or_path)
         if name in BUILTIN_BASES:  # offline-minilm, offline-splade-tiny (modeling/builtin.py)

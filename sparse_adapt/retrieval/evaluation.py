@@ -18,6 +18,7 @@ import scipy.sparse as sp
 
 from sparse_adapt.atomic import atomic_file
 from sparse_adapt.data import Document, Query
+from sparse_adapt.data.records import checked_records
 from sparse_adapt.errors import ConfigError, SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import Hooks
@@ -172,25 +173,9 @@ def score_in_memory(
     inverted index never returns them; keeping them would let the metric library order
     those ties by doc id and credit whichever relevant document sorts first.
     """
-    documents, queries = _records(documents, "documents", "doc_id"), _records(queries, "queries", "qid")
+    documents, queries = checked_records(documents, "documents", "doc_id"), checked_records(queries, "queries", "qid")
     D = encode_documents(splade, documents, batch_size, max_active_dims)
     return score_vectors(encode_queries(splade, queries, batch_size), D, queries, documents, feedback)
-
-
-def _records(items: Sequence[Document] | Sequence[Query], name: str, id_field: str) -> list:
-    """``items`` as a list, checked before any encoding: each has ``id_field`` and ``text``,
-    and no id repeats (a run is a dict: a repeated id kept only its last scores, silently;
-    the file loaders refuse one too)."""
-    items, seen = list(items), set()
-    for i, item in enumerate(items):
-        if not (hasattr(item, id_field) and hasattr(item, "text")):
-            kind = "Document" if id_field == "doc_id" else "Query"
-            raise TypeError(f"{name}[{i}] must be a sparse_adapt.data.{kind} (.{id_field} and .text), "
-                            f"got {type(item).__name__}")
-        if (key := getattr(item, id_field)) in seen:
-            raise ValueError(f"{name} repeat the id {key!r}: give each its own")
-        seen.add(key)
-    return items
 
 
 def encode_documents(

@@ -818,6 +818,30 @@ def test_the_dictionary_finding_says_which_check_failed():
     assert "outranked by its document's generic tokens (weight 0.1610; rank 4 of 26)" in both.finding
 
 
+@pytest.mark.parametrize("call, message", [
+    (lambda: diagnose_term(None, "x", DOCS, terms="domain_terms.json"),
+     r"terms must be a dict \{category: \[term, \.\.\.\]\} as load_domain_terms\(path\) returns, got str"),
+    (lambda: diagnose_term(None, "x", DOCS, queries="queries.jsonl"),
+     r"queries\[0\] must be a sparse_adapt\.data\.Query \(\.qid and \.text\), got str"),
+    (lambda: inspect_corpus(None, DOCS, None, "domain_terms.json"), "terms must be a dict"),
+    (lambda: inspect_corpus(None, [d.text for d in DOCS]), r"documents\[0\] must be a sparse_adapt\.data\.Document"),
+    (lambda: explain_query(None, Query("q1", "reset password"), DOCS), r"query must be a string .* got Query"),
+    (lambda: explain_query(None, "reset password", DOCS, doc_ids="d1"),
+     "doc_ids must be a list of ids, got the string"),
+])
+def test_diagnostics_from_python_name_a_wrong_argument_before_any_encoding(call, message):
+    """A path for the terms dict, a queries file's name, texts for Documents, a Query for the
+    query's text: each failed deep inside with an AttributeError (doc_ids="d1" looked up "d"),
+    after encoding. None stands for the model: nothing reaches it."""
+    with pytest.raises(TypeError, match=message):
+        call()
+
+
+def test_inspect_refuses_repeated_document_ids():
+    with pytest.raises(ConfigError, match="the documents repeat the id 'a'; each needs its own"):
+        inspect_corpus(None, [Document("a", "x"), Document("a", "y")])
+
+
 def test_explain_refuses_repeated_ids_and_says_when_k_exceeds_the_corpus(sparse):
     from sparse_adapt.errors import ConfigError
 

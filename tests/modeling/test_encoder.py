@@ -804,3 +804,10 @@ def test_from_pretrained_s_docstring_names_every_built_in_base_it_loads():
     from sparse_adapt.modeling.builtin import BUILTIN_BASES
 
     assert [name for name in BUILTIN_BASES if f"``{name}``" not in SpladeEncoder.from_pretrained.__doc__] == []
+
+
+@pytest.mark.parametrize("name", [None, 3, ["offline-splade-tiny"]])
+def test_from_pretrained_refuses_what_is_no_name_or_path_before_any_lookup(name):
+    """None was looked up as the Hub id 'None' and said to be no local directory either."""
+    with pytest.raises(TypeError, match=f"name_or_path must be a str or Path, got {type(name).__name__}"):
+        SpladeEncoder.from_pretrained(name)
