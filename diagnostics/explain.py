@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from diagnostics.schema import EXPLAIN_SCHEMA
 from diagnostics.tokens import domain_pieces, in_text_ids, pieces_in
 from sparse_adapt.data import Document
-from sparse_adapt.data.records import checked_records
+from sparse_adapt.data.documents import checked_records
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.base import eval_mode
 from sparse_adapt.modeling.encoder import SpladeEncoder

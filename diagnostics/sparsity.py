@@ -26,7 +26,8 @@ import scipy.sparse as sp
 from diagnostics.schema import INSPECT_SCHEMA
 from diagnostics.tokens import in_text_ids
 from sparse_adapt.data import Document, Query
-from sparse_adapt.data.records import check_terms, checked_records
+from sparse_adapt.data.documents import checked_records
+from sparse_adapt.data.inputs import check_terms
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vocabulary import single_token_ids

@@ -35,7 +35,8 @@ from diagnostics.sections.vocabulary import VocabularyCheck, vocabulary_check
 from diagnostics.sections.weight import weight_check
 from diagnostics.tokens import domain_pieces, pieces_in
 from sparse_adapt.data import Document, Query
-from sparse_adapt.data.records import check_terms, checked_records
+from sparse_adapt.data.documents import checked_records
+from sparse_adapt.data.inputs import check_terms
 from sparse_adapt.modeling.base import eval_mode
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.modeling.vectors import ranked_row

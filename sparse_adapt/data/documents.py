@@ -11,10 +11,11 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from sparse_adapt.data.reading import (
-    Objects, checked_text, id_value, iter_jsonl, iter_lines, json_objects, missing, read_unique, str_field,
-    visible,
+    Objects, checked_text, first_repeat, id_value, iter_jsonl, iter_lines, json_objects, missing, read_unique,
+    str_field, visible,
 )
 from sparse_adapt.data.records import DataError, Document, Query
+from sparse_adapt.errors import ConfigError
 
 # A file whose name ends in .tsv holds 'id<TAB>text' lines (MS MARCO's collection.tsv and
 # queries.tsv, Pyserini's TsvCollection); any other name is JSONL. Chosen by name, not by
@@ -214,3 +215,18 @@ def load_queries(path: str | Path) -> list[Query]:
         return Query(id_value(p, n, o, "qid"), str_field(p, n, o, "text"))
 
     return read_unique(path, parse, id_field, _objects(_QUERY_COLUMNS))
+
+
+def checked_records(items: Iterable, name: str, id_field: str) -> list:
+    """``items`` (records built in Python) as a list, checked before any encoding: each has
+    ``id_field`` and ``text`` (TypeError), and no id repeats (ConfigError: results are keyed by
+    id, so a repeated one kept only its last, silently; the file loaders refuse one too)."""
+    items = list(items)
+    kind = "Document" if id_field == "doc_id" else "Query"
+    for i, item in enumerate(items):
+        if not (hasattr(item, id_field) and hasattr(item, "text")):
+            raise TypeError(f"{name}[{i}] must be a sparse_adapt.data.{kind} (.{id_field} and .text), "
+                            f"got {type(item).__name__}")
+    if (repeated := first_repeat(getattr(item, id_field) for item in items)) is not None:
+        raise ConfigError(f"the {name} repeat the id {repeated!r}; each needs its own")
+    return items

@@ -103,3 +103,11 @@ def check_domain_terms(obj: object, p: str | Path = "<terms>") -> dict[str, list
     if not any(out.values()):
         raise DataError(p, None, None, "no terms: every category is empty")
     return out
+
+
+def check_terms(terms: object, name: str = "terms") -> None:
+    """``terms`` is None or a parsed terms file, ``{category: [term, ...]}``; TypeError naming
+    the loader otherwise (a path given for the dict failed deep inside with an AttributeError)."""
+    if terms is not None and not (isinstance(terms, dict) and all(isinstance(v, list) for v in terms.values())):
+        raise TypeError(f"{name} must be a dict {{category: [term, ...]}} as load_domain_terms(path) returns, "
+                        f"got {type(terms).__name__}")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
-from sparse_adapt.errors import ConfigError, SparseAdaptError
+from sparse_adapt.errors import SparseAdaptError
 
 
 class DataError(SparseAdaptError, ValueError):
@@ -50,27 +50,3 @@ class DictionaryEntry(NamedTuple):
 
 
 Qrels = dict[str, dict[str, int]]
-
-
-def checked_records(items: Iterable, name: str, id_field: str) -> list:
-    """``items`` (records built in Python) as a list, checked before any encoding: each has
-    ``id_field`` and ``text`` (TypeError), and no id repeats (ConfigError: results are keyed by
-    id, so a repeated one kept only its last, silently; the file loaders refuse one too)."""
-    items, seen = list(items), set()
-    kind = "Document" if id_field == "doc_id" else "Query"
-    for i, item in enumerate(items):
-        if not (hasattr(item, id_field) and hasattr(item, "text")):
-            raise TypeError(f"{name}[{i}] must be a sparse_adapt.data.{kind} (.{id_field} and .text), "
-                            f"got {type(item).__name__}")
-        if (key := getattr(item, id_field)) in seen:
-            raise ConfigError(f"the {name} repeat the id {key!r}; each needs its own")
-        seen.add(key)
-    return items
-
-
-def check_terms(terms: object, name: str = "terms") -> None:
-    """``terms`` is None or a parsed terms file, ``{category: [term, ...]}``; TypeError naming
-    the loader otherwise (a path given for the dict failed deep inside with an AttributeError)."""
-    if terms is not None and not (isinstance(terms, dict) and all(isinstance(v, list) for v in terms.values())):
-        raise TypeError(f"{name} must be a dict {{category: [term, ...]}} as load_domain_terms(path) returns, "
-                        f"got {type(terms).__name__}")

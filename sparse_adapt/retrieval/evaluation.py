@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from sparse_adapt.atomic import atomic_file
 from sparse_adapt.data import Document, Query
-from sparse_adapt.data.records import checked_records
+from sparse_adapt.data.documents import checked_records
 from sparse_adapt.errors import ConfigError, SparseAdaptError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import Hooks
