@@ -45,14 +45,16 @@ def register(app: typer.Typer) -> None:
         inside an unfinished one from its last mid-stage checkpoint."""
         from sparse_adapt.cli.output import console, rich_hooks, warn
         from sparse_adapt.training.pipeline import run_pipeline
-        from sparse_adapt.training.rundir import reference_of, same_place
+        from sparse_adapt.training.rundir import reference_of, same_place, trained_on
 
         started = reference_of(base) if reference is None else None
         if started is not None and not same_place(started, base):
-            # The advice diagnose gives had lost offline-splade-tiny's recommended settings so (documents 64x denser).
-            warn(f"{base} is the final model of a run that compared with {started}: give --reference {started} to "
-                 "compare with it (knowledge preservation, validation) and to train with the settings recommended for "
-                 "it; without it they are those of the checkpoint itself")
+            # The advice diagnose gives had lost offline-splade-tiny's recommended settings so (documents 64x denser);
+            # an extend-vocab output as its own reference already fires its domain tokens.
+            made = "trained" if trained_on(base) is not None else "extended"  # through any chain of runs
+            warn(f"{base} was {made} from {started}: give --reference {started} to compare with it (knowledge "
+                 "preservation, validation) and to train with the settings recommended for it; without it they are "
+                 "those of the model itself, which may fire its domain tokens already")
         with rich_hooks() as hooks:
             final = run_pipeline(
                 base=base, corpus=corpus, terms=terms, dictionary=dictionary, train=train_file, out=out,

@@ -30,6 +30,10 @@ class SpladeSettings:
     domain_terms: dict[str, str] = field(default_factory=dict)
     # Where the weights came from, for humans reading the directory.
     base: str = ""
+    # The model as it was before its first domain token was added (extend-vocab, train's extend
+    # stage), as records name a model: the reference a later `train --base THIS` compares with,
+    # since this model's own head already fires its domain tokens. "" when unknown or never extended.
+    extended_from: str = ""
 
     @classmethod
     def load(cls, directory: Path) -> "SpladeSettings":
@@ -56,8 +60,9 @@ class SpladeSettings:
         terms = raw.get("domain_terms", {})
         if not isinstance(terms, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in terms.items()):
             raise ModelLoadError(f"{path}: field 'domain_terms': expected an object of term -> category (strings)")
-        if not isinstance(raw.get("base", ""), str):
-            raise ModelLoadError(f"{path}: field 'base': expected a string, got {raw['base']!r}")
+        for name in ("base", "extended_from"):
+            if not isinstance(raw.get(name, ""), str):
+                raise ModelLoadError(f"{path}: field {name!r}: expected a string, got {raw[name]!r}")
         return cls(**raw)
 
     def check_token_ids(self, directory: Path, vocabulary: int) -> None:

@@ -271,6 +271,8 @@ def extend_vocabulary(splade: SpladeEncoder, terms: dict[str, list[str]], source
         if (k := normalize_term(splade.tokenizer, term)) in planned and planned[k].category != category
     ))
     ids = sorted(set(splade.settings.domain_token_ids) | {t.token_id for t in planned.values()})
+    if ids and not splade.settings.domain_token_ids and not splade.settings.extended_from:
+        splade.settings.extended_from = splade.source or ""  # in memory: nothing to name
     splade.settings.domain_token_ids = ids
     before = splade.settings.domain_terms
     report.recategorised = [(t.normalized, before[t.normalized], t.category) for t in planned.values()

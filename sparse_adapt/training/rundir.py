@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Sequence
 
 from sparse_adapt.atomic import write_atomic, write_json_atomic
-from sparse_adapt.errors import SparseAdaptError
+from sparse_adapt.errors import ModelLoadError, SparseAdaptError
 from sparse_adapt.lock import LOCK_FILE
 from sparse_adapt.modeling.hub import user_path
+from sparse_adapt.modeling.settings import SpladeSettings
 from sparse_adapt.progress import Hooks
 from sparse_adapt.training.config import TrainConfig
 from sparse_adapt.training.stages import ORDER
@@ -127,12 +128,34 @@ def trained_on(model: str | Path) -> dict | None:
     return run if isinstance(run, dict) else None
 
 
-def reference_of(model: str | Path) -> str | None:
-    """The model the run that wrote ``model`` compared with (its ``--reference``, else its base):
-    the reference to train on from ``model`` with. None for a model no run wrote."""
-    run = trained_on(model) or {}
-    found = run.get("reference") or run.get("base")
-    return found if isinstance(found, str) else None
+def reference_of(model: str | Path, _depth: int = 0) -> str | None:
+    """The reference to train on from ``model`` with: the ``--reference`` of the run that wrote
+    it, else what that run's base traces back to (a chain of runs without ``--reference``, each
+    on the last one's final, compared with the first one's base), else that base; for a model no
+    run wrote, the model it was before its domain tokens were added
+    (:attr:`SpladeSettings.extended_from <sparse_adapt.modeling.settings.SpladeSettings>`).
+    None for a model neither made."""
+    run = trained_on(model)
+    if run is None:
+        return extended_from(model)
+    if isinstance(run.get("reference"), str):
+        return run["reference"]
+    base = run.get("base")
+    if not isinstance(base, str) or same_place(base, model):  # a final moved to where its base was
+        return base if isinstance(base, str) else None
+    # A run's base inside itself is refused, so a chain ends; the depth only bounds edited records.
+    return (reference_of(base, _depth + 1) if _depth < 64 else None) or base
+
+
+def extended_from(model: str | Path) -> str | None:
+    """The recorded model ``model`` was before its first domain token was added; None when the
+    folder records none (or is no folder: a built-in or Hub name)."""
+    if not Path(model).is_dir():
+        return None
+    try:
+        return SpladeSettings.load(Path(model)).extended_from or None
+    except ModelLoadError:  # loading the model says what is wrong with the file, in its own line
+        return None
 
 
 def _with_defaults(cfg: dict) -> dict:

@@ -31,6 +31,7 @@ def test_saved_settings_load_as_they_were(tmp_path):
     ({"domain_terms": {"zorblatt": 3}}, "field 'domain_terms': expected an object of term -> category"),
     ({"domain_terms": ["zorblatt"]}, "field 'domain_terms': expected an object of term -> category"),
     ({"base": 7}, "field 'base': expected a string, got 7"),
+    ({"extended_from": ["b"]}, "field 'extended_from': expected a string, got ['b']"),
 ])
 def test_a_field_of_the_wrong_type_is_refused_naming_it(tmp_path, raw, message):
     # Loaded, True was a length of 1 and an id of 1, a category 3 failed in the card, an unknown

@@ -156,6 +156,23 @@ def test_extend_vocab_warns_when_a_term_changes_category(tiny_bert, tmp_path, ca
     assert SpladeEncoder.from_pretrained(tmp_path / "e2").settings.domain_terms == {"gatrocraptic": "codes"}
 
 
+def test_an_extension_records_the_model_it_was_before_its_first_domain_token(tiny_bert, tmp_path):
+    """`train --base EXTENDED` compared with the extended model itself, whose head already
+    fires the new tokens; the first extension's source is what a later train compares with."""
+    from sparse_adapt.modeling.hub import model_reference
+
+    tiny_bert.save_pretrained(tmp_path / "base")
+    loaded = SpladeEncoder.from_pretrained(tmp_path / "base")
+    extend_vocabulary(loaded, {"jargon": ["Gatrocraptic"]})
+    assert loaded.settings.extended_from == model_reference(tmp_path / "base") == str((tmp_path / "base").resolve())
+    loaded.save_pretrained(tmp_path / "e1")
+    again = SpladeEncoder.from_pretrained(tmp_path / "e1")
+    extend_vocabulary(again, {"codes": ["XR-7200"]})  # a second extension: still the model before any
+    assert again.settings.extended_from == str((tmp_path / "base").resolve())
+    extend_vocabulary(tiny_bert, {"jargon": ["Gatrocraptic"]})
+    assert tiny_bert.settings.extended_from == ""  # built in memory: no folder to name
+
+
 def test_a_wordpiece_entry_text_never_reaches_is_bound_not_refused(tiny_bert):
     """'...' is one WordPiece entry, but BERT's pre-tokenizer splits punctuation apart: the
     term is bound to that entry (no new row) and text then reaches it; it once crashed."""

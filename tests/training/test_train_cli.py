@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from sparse_adapt.cli import main
 from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -142,7 +143,7 @@ def test_training_on_from_a_runs_final_without_reference_is_warned(tmp_path, cap
     capsys.readouterr()
     assert main([*argv, "--out", str(tmp_path / "second"), "--stages", "distill"]) == 0
     err = " ".join(capsys.readouterr().err.split())
-    assert f"warning: {first} is the final model of a run that compared with {base}: give --reference {base}" in err
+    assert f"warning: {first} was trained from {base}: give --reference {base}" in err
     assert main([*argv, "--out", str(tmp_path / "third"), "--stages", "distill", "--reference", base]) == 0
     assert "give --reference" not in capsys.readouterr().err
     # a run that had a --reference of its own: that is the one to give, not its --base
@@ -151,7 +152,42 @@ def test_training_on_from_a_runs_final_without_reference_is_warned(tmp_path, cap
     from sparse_adapt.training.rundir import reference_of
 
     assert reference_of(tmp_path / "third" / "final") == base and reference_of(first) == base
-    assert reference_of(tmp_path / "fourth" / "final") == str(first) and reference_of(base) is None
+    assert reference_of(base) is None
+    # a chain without --reference traces back to its first base, not to the link before
+    assert reference_of(tmp_path / "fourth" / "final") == base
+    argv[argv.index("--base") + 1] = str(tmp_path / "fourth" / "final")
+    assert main([*argv, "--out", str(tmp_path / "fifth"), "--stages", "distill"]) == 0
+    assert f"was trained from {base}: give --reference {base}" in " ".join(capsys.readouterr().err.split())
+
+
+def test_training_from_an_extend_vocab_output_without_reference_is_warned(tmp_path, capsys):
+    """extend-vocab then `train --base EXTENDED` compared with the extended model, which already
+    fires the new tokens, so it drifted from the one-shot run without a word (the README says
+    the reference never fires an added domain token)."""
+    argv = _files(tmp_path)
+    base = argv[argv.index("--base") + 1]
+    terms = argv[argv.index("--terms") + 1]
+    extended = tmp_path / "extended"
+    assert main(["extend-vocab", "--base", base, "--terms", terms, "--out", str(extended)]) == 0
+    argv[argv.index("--base") + 1] = str(extended)
+    capsys.readouterr()
+    assert main([*argv, "--out", str(tmp_path / "run"), "--stages", "distill"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    origin = str(Path(base).resolve())
+    assert f"warning: {extended} was extended from {origin}: give --reference {origin}" in err
+    assert main([*argv, "--out", str(tmp_path / "given"), "--stages", "distill", "--reference", base]) == 0
+    assert "give --reference" not in capsys.readouterr().err
+    # the run's final names the first base too, and a model never extended names nothing
+    from sparse_adapt.training.rundir import reference_of
+
+    assert reference_of(tmp_path / "run" / "final") == origin and reference_of(base) is None
+    # with the reference given, extend-vocab + train is the one-shot run with the extend stage, bit for bit
+    argv[argv.index("--base") + 1] = base
+    assert main([*argv, "--out", str(tmp_path / "one-shot"), "--stages", "extend,distill"]) == 0
+    from safetensors.torch import load_file
+
+    given, one_shot = (load_file(tmp_path / r / "final" / "model.safetensors") for r in ("given", "one-shot"))
+    assert given.keys() == one_shot.keys() and all(torch.equal(given[k], one_shot[k]) for k in given)
 
 
 def test_a_world_size_that_is_no_number_is_one_line_before_any_work(tmp_path, capsys, monkeypatch):
