@@ -267,6 +267,9 @@ def require_tokenizer_files(path: Path, name: str) -> None:
                              "model's tokenizer beside it (tokenizer.save_pretrained(DIR))")
 
 
+ONNX_META_FILE = "sparse_adapt_onnx.json"  # what `sparse-adapt onnx` writes beside its graph
+
+
 def check_model_directory(path: Path, name: str, trust_remote_code: bool = False) -> None:
     """What a model directory must hold before transformers reads it, each said in one line:
     ``config.json``, safetensors weights, no code of its own unless trusted, and
@@ -274,6 +277,9 @@ def check_model_directory(path: Path, name: str, trust_remote_code: bool = False
     if not (path / "config.json").is_file():
         inside = path / "final"  # a `train --out` or `adapt --out` folder given for its model
         hint = f"; the run's model is {inside}" if (inside / "config.json").is_file() else ""
+        if (path / ONNX_META_FILE).is_file():
+            hint = ("; it is an ONNX export (`sparse-adapt onnx`): `search --onnx` takes it, and "
+                    "sparse_adapt.modeling.onnx.OnnxSpladeEncoder from Python")
         raise ModelLoadError(f"{name} has no config.json: not a Hugging Face model directory{hint}")
     pickles = sorted(p.name for p in path.glob("*.bin"))
     # Said before transformers' own message, which for a pickle-only or weightless directory

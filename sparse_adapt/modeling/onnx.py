@@ -40,11 +40,12 @@ from sparse_adapt.errors import ConfigError, ModelLoadError, SparseAdaptError
 from sparse_adapt.modeling.batching import encode_texts
 from sparse_adapt.modeling.encoder import Kind, SpladeEncoder
 from sparse_adapt.modeling.fingerprint import model_hashes
+from sparse_adapt.modeling.hub import ONNX_META_FILE
 from sparse_adapt.modeling.vectors import VectorMethods, ranked_row
 from sparse_adapt.progress import Hooks
 
 ONNX_FILE = "model.onnx"
-META_FILE = "sparse_adapt_onnx.json"
+META_FILE = ONNX_META_FILE  # named in hub.py, whose model check points an export here
 INPUTS = ("input_ids", "attention_mask")
 OUTPUT = "weights"
 # torch's ONNX exporter (torch.export based) emits opset 18 natively; lower opsets go

@@ -207,6 +207,33 @@ def test_a_model_saved_by_sentence_transformers_loads_with_its_own_vectors(tiny_
         assert_identical(loaded.encode(texts, kind), st_encode(directory, texts, kind))
 
 
+def test_a_sentence_transformers_model_whose_special_tokens_fire_differs_in_their_columns_only(tmp_path):
+    """Built in sentence-transformers from a masked LM sparse-adapt never saved, [CLS] and [SEP]
+    fire there; sparse-adapt leaves them out (as the README says), and agrees on every other column."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+    from transformers import BertConfig, BertForMaskedLM
+
+    from tests.conftest import _tokenizer
+
+    torch.manual_seed(0)
+    tok = _tokenizer()
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=128)
+    BertForMaskedLM(cfg).save_pretrained(tmp_path / "source")
+    tok.save_pretrained(tmp_path / "source")
+    modules = [Transformer(str(tmp_path / "source"), transformer_task="fill-mask"), SpladePooling()]
+    SparseEncoder(modules=modules, device="cpu").save(str(tmp_path / "st"), create_model_card=False)
+    loaded = SpladeEncoder.from_pretrained(tmp_path / "st")
+    special = loaded.excluded_ids()
+    for kind, texts in (("query", QUERIES), ("document", DOCUMENTS)):
+        theirs = st_encode(tmp_path / "st", texts, kind).tolil()
+        assert theirs[:, special].nnz > 0  # they fire there: the difference is real
+        theirs[:, special] = 0
+        assert_identical(loaded.encode(texts, kind), theirs.tocsr())
+
+
 def test_a_sentence_transformers_model_without_our_settings_is_encoded_at_its_own_lengths(tiny_bert, tmp_path):
     """Built the ordinary sentence-transformers way (no per-task lengths, a 100-piece limit):
     sparse-adapt's own defaults (64 / 256) would cut a long query elsewhere than it does."""

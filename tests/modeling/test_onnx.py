@@ -66,6 +66,22 @@ def test_onnx_runtime_matches_pytorch(exported, batch_size):
     assert (np.diff(theirs.indptr) > 0).all()  # every query has active terms: not a vacuous match
 
 
+def test_the_readme_s_onnx_runtime_snippet_gives_the_query_vectors(exported):
+    """A BERT tokenizer's own feed (with token_type_ids) is refused by ONNX Runtime: the README
+    shows the two-input feed, which must run as written and give the model's query vectors."""
+    import re
+    from pathlib import Path
+
+    splade, out, _ = exported
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "InferenceSession" in b]
+    scope: dict = {}
+    exec(snippet.replace("runs/h4/final-onnx", str(out)), scope)
+    ours = splade.encode_query(["gatrocraptic review"]).toarray()
+    assert scope["weights"].shape == ours.shape and np.abs(scope["weights"] - ours).max() <= TOLERANCE
+    assert (ours > 0).sum() > 0  # not a vacuous match
+
+
 def test_onnx_encode_takes_the_same_defaults_as_the_torch_encoder(exported):
     """Documents by default, one string as one text: ``encode`` of both classes gives one matrix."""
     splade, out, _ = exported
@@ -128,6 +144,14 @@ def test_metadata_records_lengths_and_verification(exported):
     assert loaded == meta
     assert (meta.query_max_length, meta.doc_max_length, meta.vocab_size) == (16, 48, splade.vocab_size)
     assert meta.top10_identical == meta.probes and meta.max_abs_diff <= TOLERANCE
+
+
+def test_an_export_given_as_a_model_is_pointed_to_what_reads_it(exported, capsys):
+    # "has no config.json: not a Hugging Face model directory" left the user to find search --onnx
+    _, out, _ = exported
+    assert main(["encode", "x", "--model", str(out)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{out} has no config.json" in err and "ONNX export" in err and "search --onnx" in err
 
 
 def test_a_directory_without_an_export_is_one_clear_error(tmp_path):
