@@ -179,6 +179,11 @@ def encode(
     model: str = typer.Option("offline-minilm", "--model", help=BASE_HELP),
     query: bool = typer.Option(False, "--query", help="Encode as a query (query max length)."),
     k: int = typer.Option(20, "--k", "-k", min=1, help="How many top terms to show."),
+    max_active_dims: Optional[int] = typer.Option(
+        None, "--max-active-dims", min=1,
+        help="Keep the vector's N largest weights, as `export --max-active-dims` and sentence-transformers' "
+        "max_active_dims do (default: every active term).",
+    ),
 ) -> None:
     """Print the top-weighted terms of one text's SPLADE vector."""
     from sparse_adapt.modeling.encoder import SpladeEncoder
@@ -190,7 +195,7 @@ def encode(
     kind = "query" if query else "document"
     if truncated(splade, [text], kind):
         warn(f"the text is longer than {splade.max_length(kind)} pieces: only its start was encoded")
-    vectors = splade.encode_query([text]) if query else splade.encode_document([text])
+    vectors = splade.encode([text], kind, max_active_dims=max_active_dims)
     terms = splade.decode(vectors)[0]
     table = Table(title=f"{len(terms)} active terms")
     table.add_column("term")

@@ -811,3 +811,19 @@ def test_from_pretrained_refuses_what_is_no_name_or_path_before_any_lookup(name)
     """None was looked up as the Hub id 'None' and said to be no local directory either."""
     with pytest.raises(TypeError, match=f"name_or_path must be a str or Path, got {type(name).__name__}"):
         SpladeEncoder.from_pretrained(name)
+
+
+def test_the_encode_command_cuts_the_vector_where_max_active_dims_does(tiny_bert, tmp_path, capsys):
+    """The refusal of a folder saved with max_active_dims points to cutting per call, which only
+    Python could do; `encode --max-active-dims N` shows the N largest weights of the full vector."""
+    from sparse_adapt.cli import main
+
+    tiny_bert.save_pretrained(tmp_path / "m")
+    full = tiny_bert.decode(tiny_bert.encode_query(["database connection timeout"]))[0]
+    assert len(full) > 3
+    assert main(["encode", "database connection timeout", "--query", "--model", str(tmp_path / "m"),
+                 "--max-active-dims", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "3 active terms" in out
+    shown = [line.split("│")[1].strip() for line in out.splitlines() if line.count("│") == 3]
+    assert shown == [term for term, _ in full[:3]]
