@@ -25,7 +25,7 @@ import shutil
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
@@ -43,7 +43,7 @@ from sparse_adapt.progress import SILENT, Hooks, counted
 from sparse_adapt.training import rundir
 from sparse_adapt.training.checkpoint import TRAINER_STATE, load_partial, partial_value, save_partial
 from sparse_adapt.training.config import TrainConfig
-from sparse_adapt.training.config_files import load_config, recommended_in_effect
+from sparse_adapt.training.config_files import config_from_dict, load_config, recommended_in_effect, with_recommended
 from sparse_adapt.training.distributed import Processes
 from sparse_adapt.training.interpolation import interpolate
 from sparse_adapt.training.loop import require_finite
@@ -131,7 +131,7 @@ def run_pipeline(
     train: str | Path | None = None,
     out: str | Path = "runs/adapted",
     stages: str | Sequence[str] = EXPERIMENTS["H4"],
-    config: TrainConfig | str | Path | None = None,
+    config: TrainConfig | Mapping[str, Any] | str | Path | None = None,
     seed: int = 0,
     hooks: Hooks = SILENT,
     overwrite: bool = False,
@@ -147,8 +147,10 @@ def run_pipeline(
     ``out`` instead of refusing. ``valid``: validation queries of the distill stage
     (train.jsonl format; else ``distill.valid_fraction`` of ``train``). ``reference``: the
     frozen model that knowledge preservation and validation compare with (default ``base``;
-    give the original base when ``base`` is a checkpoint of an earlier run). ``config_source``:
-    the file a ``config`` given as a TrainConfig was read from, named by an error about it.
+    give the original base when ``base`` is a checkpoint of an earlier run). ``config``: a
+    TrainConfig, a JSON or TOML file, or a file's overrides as a dict (``{"distill": {"epochs":
+    3}}``, checked as a file's). ``config_source``: the file a ``config`` given as a TrainConfig
+    was read from, named by an error about it.
     """
     names = parse_stages(stages)
     device = resolve_device(device)
@@ -158,6 +160,8 @@ def run_pipeline(
     if not main:
         hooks = SILENT
     reference = base if reference is None else reference
+    if isinstance(config, Mapping):  # the overrides a file holds, over the settings recommended for the base
+        config = config_from_dict(with_recommended(dict(config), reference), "config")
     # A config given as a TrainConfig is taken as it is; a file (or none) gets the settings
     # recommended for the base first (the reference: a checkpoint resumed as base keeps them).
     cfg = config if isinstance(config, TrainConfig) else load_config(config, reference)

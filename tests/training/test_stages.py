@@ -402,6 +402,27 @@ def test_the_pipeline_trains_with_a_builtin_bases_recommended_settings(tiny_dir,
     assert "recommended" not in quiet.text()
 
 
+def test_the_pipeline_takes_a_config_file_s_overrides_as_a_dict(tiny_dir, inputs, tmp_path, monkeypatch):
+    """`config={"distill": {...}}` (the shape config.py's docstring shows) was a TypeError from
+    deep in path handling; it is read like the file, over the base's recommended settings."""
+    from sparse_adapt.modeling import builtin
+
+    fake = builtin.BuiltinBase(
+        "fake-splade", "fake==1", lambda: str(tiny_dir), lambda: builtin._load_masked_lm(str(tiny_dir)),
+        "a tiny random model", recommended={"distill": {"pres_form": "all-texts", "margin": 3.0}},
+    )
+    monkeypatch.setitem(builtin.BUILTIN_BASES, "fake-splade", fake)
+    overrides = {**SMALL, "distill": {**SMALL["distill"], "margin": 4.0}}
+    out = tmp_path / "run"
+    run_pipeline(base="fake-splade", out=out, stages="distill", config=overrides, seed=3, hooks=Hooks(), **inputs)
+    settings = json.loads((out / "run.json").read_text())["config"]["distill"]
+    assert (settings["pres_form"], settings["margin"], settings["epochs"]) == ("all-texts", 4.0, 2)
+    with pytest.raises(ConfigError, match=r"^config: .*distill\.epoch\b"):
+        run_pipeline(base="fake-splade", out=tmp_path / "typo", stages="distill", config={"distill": {"epoch": 3}},
+                     **inputs)
+    assert not (tmp_path / "typo").exists()
+
+
 def test_domain_focused_masking_always_masks_domain_tokens():
     ids = torch.tensor([[101, 7, 9, 7, 5, 102]])
     maskable = torch.tensor([[False, True, True, True, True, False]])
