@@ -189,6 +189,10 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         twice = sorted({str(v) for v in named if named.count(v) > 1})
         if twice:  # each would count twice in the pooled test: a significance it does not have
             raise ConfigError(f"{flag} names {', '.join(twice)} more than once")
+    # Its full runs would join the per-domain tables and the pooled test of domains it is not one of.
+    if outside := [d.name for d in ablation if d.name not in {b.name for b in domains}]:
+        raise ConfigError(f"--ablation {outside[0]} is not one of --domains: an ablation is read against its domain's "
+                          "full runs, which the tables and the pooled test count; add it to --domains")
     evalsets = {}
     for d in [*domains, *ablation]:  # validated before training
         said: list[str] = []

@@ -93,6 +93,13 @@ class EvalSet:
         groups = load_query_groups(files.query_groups)
         # As report and adapt do: a group naming a query that is not there would shrink silently.
         check_query_groups(files.query_groups, groups, {q.qid for q in queries})
+        # A held-out query in no group is scored nowhere: a group left out had gone without a word
+        # (a domain may have no held-out group of a kind, as the bundled one has no explicit queries).
+        heldout = [q.qid for q in loaded[1] if q.qid in judged[1]]
+        grouped = {q for qids in groups.values() for q in qids}
+        if stray := [q for q in heldout if q not in grouped]:
+            warnings.append(f"{files.query_groups}: {len(stray)} of the {len(heldout)} judged held-out queries are in "
+                            f"no group (e.g. {stray[0]}): they are not scored")
         return cls(documents, queries, qrels, groups)
 
     def pooled(self, own: str | None) -> "EvalSet":

@@ -253,6 +253,26 @@ def test_a_group_naming_a_query_the_domain_lacks_is_refused_on_loading(tmp_path)
         EvalSet.load(resolve_domain(str(domain)).files)
 
 
+def test_held_out_queries_in_no_group_are_warned_of_on_loading(tmp_path):
+    """A query_groups.json without its held-out semantic group trained, scored and passed with
+    exit 0: a third of the held-out queries were scored nowhere, without a word."""
+    import shutil
+
+    domain = tmp_path / "dom"
+    shutil.copytree(resolve_domain("legal").files.docs.parent, domain)
+    said: list[str] = []
+    EvalSet.load(resolve_domain(str(domain)).files, said)
+    assert said == []
+    groups = json.loads((domain / "query_groups.json").read_text())
+    left_out = groups.pop("heldout-domain-semantic")
+    (domain / "query_groups.json").write_text(json.dumps(groups))
+    EvalSet.load(resolve_domain(str(domain)).files, said)
+    [line] = said
+    heldout = sum(1 for _ in (domain / "heldout_queries.jsonl").open())
+    assert line.startswith(f"{domain / 'query_groups.json'}: {len(left_out)} of the {heldout} judged held-out queries "
+                           f"are in no group (e.g. {left_out[0]}): they are not scored")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--domains", "legal", "--seeds", ""], "--seeds names no seed"),
     (["--domains", ","], "--domains names no domain"),
