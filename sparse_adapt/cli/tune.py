@@ -56,6 +56,11 @@ def register(app: typer.Typer) -> None:
         given = (corpus, terms, dictionary, train_file, valid, config, space_file, base)
         check_not_an_input(out, given, holding=False)  # --out is no input, nor inside an input's folder
         check_inputs_outside_study(out, given)  # nor at a path the study writes
+        from sparse_adapt.report.files import output_kind
+
+        # --overwrite wrote the study's prefix/ into a benchmark's, which then refused its own folder.
+        if out.is_dir() and (kind := output_kind(out)) not in (None, "tune"):
+            raise ConfigError(f"--out {out} holds a `sparse-adapt {kind}` output, not a tune study: give another --out")
         space = load_space(space_file) if space_file is not None else None  # before any training
         cfg = load_config(config, base)
         if valid_fraction is not None:

@@ -234,6 +234,27 @@ def test_tune_cli_refuses_an_out_holding_its_config_or_space_even_with_overwrite
     assert given.read_bytes() == before and sorted(p.name for p in out.iterdir()) == [kept]
 
 
+@pytest.mark.parametrize("kind, marker", [("benchmark", "benchmark.json"), ("report", "report.json"),
+                                          ("adapt", "adapt.json")])
+def test_tune_cli_refuses_another_command_s_output_even_with_overwrite(tiny_dir, inputs, tmp_path, capsys,
+                                                                       monkeypatch, kind, marker):
+    """--overwrite wrote the study's prefix/ into a benchmark's own prefix/, after which
+    `benchmark` refused its finished folder (it has no --overwrite); report and benchmark
+    already refused each other's."""
+    out = tmp_path / "other"
+    out.mkdir()
+    schema = {"benchmark": "sparse-adapt.benchmark/2", "report": "sparse-adapt.report/1"}.get(kind, "x")
+    (out / marker).write_text(json.dumps({"schema": schema}))
+    monkeypatch.setattr(SpladeEncoder, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("work started")))
+    files = ["--corpus", str(inputs["corpus"]), "--terms", str(inputs["terms"]), "--dictionary",
+             str(inputs["dictionary"]), "--train", str(inputs["train"])]
+    code = main(["tune", "--base", str(tiny_dir), *files, "--out", str(out), "--trials", "1", "--valid-fraction", "0.5",
+                 "--overwrite"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and f"--out {out} holds a `sparse-adapt {kind}` output, not a tune study" in err
+    assert sorted(p.name for p in out.iterdir()) == [marker]
+
+
 def test_tune_cli_refuses_an_out_inside_its_base_model_s_folder(tiny_dir, inputs, tmp_path, capsys, monkeypatch):
     # the study's prefix/ and trials/ would be written among the model's own files
     import shutil
