@@ -118,6 +118,8 @@ def _parse_float(text: str) -> float:
 def parse_json(path: Path, line: int | None, text: str) -> Any:
     """JSON of a user's file or line. A key repeated in one object is an error: JSON parsers
     keep only its last value, so a category or field written twice would vanish silently."""
+    if line is not None:  # with its newline, a line cut short was "column 1" of the line after it
+        text = text.rstrip("\r\n")
     try:
         return json.loads(text, object_pairs_hook=_unique_keys, parse_float=_parse_float)
     except _RepeatedKey as e:

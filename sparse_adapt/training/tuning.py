@@ -180,7 +180,8 @@ def run_tuning(
         rows: list[dict] = [row(t) for t in study.trials if t.state.is_finished()]
         if resumed:
             again = "runs again" if counted < trials else f"would run again with a --trials above {counted}"
-            hooks.message(f"tune: resuming the study in {out}: {counted} of {trials} trials done"
+            done = f"{counted} of {trials}" if counted <= trials else f"{counted} (more than --trials {trials})"
+            hooks.message(f"tune: resuming the study in {out}: {done} trials done"
                           + (f"; trial {', '.join(map(str, interrupted))} was stopped and {again}" if interrupted else "")
                           # --overwrite replaces other files, not this study: said, since a user may read it as "start over"
                           + (f" (--overwrite does not restart a study; remove {out / STUDY_DB} to start over)"

@@ -38,6 +38,21 @@ def _write(path: Path, lines: list[str], newline: str = "\n", bom: bool = False)
     return path
 
 
+@pytest.mark.parametrize("kind", ["documents", "queries", "train", "dictionary"])
+def test_a_json_line_cut_short_is_named_at_its_own_column(kind, tmp_path):
+    # parsed with its newline, the cut line was "column 1" (of the line after it) in every loader
+    loader, name, lines = FILES[kind]
+    cut = lines[1][: len(lines[1]) // 2]
+    path = _write(tmp_path / name, [lines[0], cut, *lines[2:]])
+    try:
+        json.loads(cut)
+    except json.JSONDecodeError as e:
+        column = e.colno
+    assert column > 1
+    with pytest.raises(SparseAdaptError, match=rf"{path.name}:2: invalid JSON \(.* at column {column}\)"):
+        loader(path)
+
+
 @pytest.mark.parametrize("kind", sorted(FILES))
 def test_a_non_utf8_byte_names_file_and_line(kind, tmp_path):
     loader, name, lines = FILES[kind]

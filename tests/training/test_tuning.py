@@ -185,7 +185,7 @@ def test_a_run_of_the_mlm_stages_survives_a_change_of_distill_settings(tiny_dir,
                  hooks=Hooks(message=messages.append), **inputs)
     assert any("resuming: extend, warmup already complete" in m for m in messages)
     changed = {**SMALL, "warmup": {**SMALL["warmup"], "lr": 0.5}}
-    with pytest.raises(RunMismatchError, match=r"config \[warmup\] differ"):
+    with pytest.raises(RunMismatchError, match=r"not this command's config \[warmup\]"):
         run_pipeline(base=str(tiny_dir), out=out, stages=stages, config=config_from_dict(changed), seed=0, **inputs)
 
 
@@ -590,6 +590,10 @@ def test_a_stopped_study_resumes_its_trials_and_runs_the_interrupted_values_agai
 
     said = Messages()
     assert run(never, said)["trials"] == rows and "3 of 3 trials done" in said.text()
+    said = Messages()  # a lower --trials than the study has run read "3 of 2 trials done"
+    run_tuning(_data(inputs), out, str(tiny_dir), trials=2, seed=0, config=_config(tmp_path, epochs=1), space=SPACE,
+               hooks=said.hooks())
+    assert "3 (more than --trials 2) trials done" in said.text()
 
 
 def test_a_stopped_trial_past_a_lowered_budget_is_said_not_to_run_again(tiny_dir, inputs, tmp_path, monkeypatch):
