@@ -79,14 +79,29 @@ def study_db_problem(out: Path) -> str | None:
     return None
 
 
-def open_study(out: Path, key: str, seed: int, pruner: "optuna.pruners.BasePruner") -> tuple["optuna.Study", bool]:
-    """The study named ``key`` in ``out``'s storage (created if new) and whether it existed."""
+def _storage(out: Path) -> "optuna.storages.RDBStorage":
     import optuna
     from sqlalchemy.engine import URL
 
     # URL.create escapes what a path may hold and a URL may not ('#', '?', '%').
     url = URL.create("sqlite", database=str((out / STUDY_DB).resolve())).render_as_string(hide_password=False)
-    storage = optuna.storages.RDBStorage(url)
+    return optuna.storages.RDBStorage(url)
+
+
+def other_studies(out: Path, key: str) -> list[str]:
+    """The names of the studies in ``out``'s storage other than ``key`` (none without one)."""
+    import optuna
+
+    if not (out / STUDY_DB).is_file():
+        return []
+    return [name for name in optuna.study.get_all_study_names(_storage(out)) if name != key]
+
+
+def open_study(out: Path, key: str, seed: int, pruner: "optuna.pruners.BasePruner") -> tuple["optuna.Study", bool]:
+    """The study named ``key`` in ``out``'s storage (created if new) and whether it existed."""
+    import optuna
+
+    storage = _storage(out)
     resumed = key in optuna.study.get_all_study_names(storage)
     so_far = len(optuna.load_study(study_name=key, storage=storage).trials) if resumed else 0
     study = optuna.create_study(

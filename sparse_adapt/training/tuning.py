@@ -39,8 +39,8 @@ from sparse_adapt.training.search_space import (  # noqa: F401  (Range, SEARCH_S
 )
 from sparse_adapt.training.stages import ORDER, DistillStage, StageContext, TrainData
 from sparse_adapt.training.study import (
-    INTERRUPTED, STUDY_DB, counted_trials, delete_others, open_study, requeue_interrupted, stopped, study_db_problem,
-    study_key,
+    INTERRUPTED, STUDY_DB, counted_trials, delete_others, open_study, other_studies, requeue_interrupted, stopped,
+    study_db_problem, study_key,
 )
 from sparse_adapt.training.validation import check_validation_choice
 
@@ -162,7 +162,12 @@ def run_tuning(
             db = out / STUDY_DB
             shutil.rmtree(db) if db.is_dir() and not db.is_symlink() else db.unlink()
             hooks.message(f"--overwrite: {problem}; replaced by a new study")
-        study, resumed = open_study(out, study_key(data, base, start, seed, cfg, space), seed, pruner)
+        key = study_key(data, base, start, seed, cfg, space)
+        earlier = other_studies(out, key)
+        study, resumed = open_study(out, key, seed, pruner)
+        if earlier and not resumed:  # Optuna keeps studies side by side; this replaces one: said first
+            hooks.message(f"tune: {out} holds a study made with other inputs or settings; this new study replaces "
+                          "it (its trials, trials.md and best.toml) once its first trial finishes")
         interrupted = requeue_interrupted(study) if resumed else []
         counted = len(counted_trials(study))
         # Another study's trials and results go, so that none of them can pass for this study's, but

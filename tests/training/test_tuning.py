@@ -466,8 +466,11 @@ def test_a_rerun_is_a_new_study_and_best_toml_names_the_valid_file(tiny_dir, inp
         return {"domain": 0.5, "control": 1.0}
 
     monkeypatch.setattr(validation_mod.ValidationSet, "measure", measure)
+    said = Messages()  # Optuna keeps studies side by side: a replaced one was gone without a word
     with pytest.raises(KeyboardInterrupt):
-        run_tuning(_data(inputs), out, str(tiny_dir), trials=3, seed=1, config=_config(tmp_path, epochs=1), space=SPACE)
+        run_tuning(_data(inputs), out, str(tiny_dir), trials=3, seed=1, config=_config(tmp_path, epochs=1), space=SPACE,
+                   hooks=said.hooks())
+    assert f"tune: {out} holds a study made with other inputs or settings; this new study replaces it" in said.text()
     assert sorted(p.name for p in (out / "trials").iterdir()) == ["0.jsonl", "1.jsonl"]
     summary = json.loads((out / "trials.json").read_text())
     assert summary["finished"] is False and summary["seed"] == 1 and len(summary["trials"]) == 1
