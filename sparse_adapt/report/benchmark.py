@@ -56,7 +56,7 @@ from sparse_adapt.losses import TERMS
 from sparse_adapt.modeling.encoder import OFFLINE_MINILM, SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
 from sparse_adapt.report.benchmark_md import (
-    BENCHMARK_SCHEMA, PIPELINES, Pipeline, generation_flags, render_benchmark,
+    BENCHMARK_SCHEMA, PIPELINES, Pipeline, config_overrides, generation_flags, render_benchmark,
 )
 from sparse_adapt.report.domains import BenchDomain, EvalSet, pool_documents, resolve_domain
 from sparse_adapt.report.files import holds_files, output_kind
@@ -302,6 +302,9 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
             "domains": list(inputs.domains), "seeds": list(inputs.seeds),
             "ablation_domains": list(inputs.ablation_domains), "ablation_seeds": list(inputs.ablation_seeds),
             "config": cfg.to_dict(),
+            # what the markdown names: the settings a --config changed (the same command's without one)
+            "overrides": config_overrides(cfg.to_dict(), dataclasses.replace(inputs, config=None).train_config(
+                str(start)).to_dict()),
             "feedback": None if inputs.feedback is None else dataclasses.asdict(inputs.feedback),
             "pool": {"documents": len(pool_documents())} if inputs.pool else None,
         },

@@ -23,6 +23,24 @@ def generation_flags(generation: dict) -> list[str]:
             for k, v in generation.items()]
 
 
+def config_overrides(config: dict, defaults: dict) -> dict[str, object]:
+    """``section.key -> value`` of each setting of ``config`` (a TrainConfig's ``to_dict``) that
+    differs from ``defaults`` (the one the same command makes without ``--config``)."""
+    return {f"{section}.{key}": value for section, values in config.items() if isinstance(values, dict)
+            for key, value in values.items() if defaults.get(section, {}).get(key) != value}
+
+
+def config_line(overrides: dict | None) -> str:
+    """What trained the models, as a markdown sentence: the JSON keeps the whole config, but the
+    markdown is what gets shared, and a custom config once read like the defaults."""
+    if overrides is None:  # a file written before overrides were recorded
+        return "Training config: in the JSON (`inputs.config`)."
+    if not overrides:
+        return "Training config: the defaults (with the settings recommended for the base)."
+    shown = ", ".join(f"`{k} = {v!r}`" for k, v in overrides.items())
+    return f"Training config: the defaults (with the settings recommended for the base) except {shown}."
+
+
 def _generation_line(inputs: dict) -> list[str]:
     """The generation options and teacher the benchmark was given (the others are adapt's defaults)."""
     given = generation_flags(inputs.get("generation", {}))
@@ -205,12 +223,14 @@ def render_benchmark(report: dict) -> str:
     i = report["inputs"]
     results = report["results"]
     pipeline = PIPELINES[i.get("pipeline", "train")]  # schema /1 files knew only `train`
+    searched = "the pooled documents (below)" if i.get("pool") else "the domain's documents"
     out = [
-        "# Benchmark: adapting domains the defaults were not tuned on",
+        "# Benchmark: each domain adapted, base vs adapted per query group",
         "",
         f"Base `{i['base']}`, {pipeline.heading}, seeds {', '.join(map(str, i['seeds']))}; "
-        f"nDCG@10 of every query group (exact in-memory ranking over the domain's documents, ranx). "
+        f"nDCG@10 of every query group (exact in-memory ranking over {searched}, ranx). "
         f"Bar: {pipeline.bar.text()}. Created {report['created']}.",
+        "", config_line(i.get("overrides")),
         *_feedback_line(i.get("feedback")),
         *_pool_line(i.get("pool")),
         *_generation_line(i),

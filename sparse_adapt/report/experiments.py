@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 from pathlib import Path
 from typing import Sequence
@@ -9,7 +10,7 @@ from typing import Sequence
 from sparse_adapt.errors import ConfigError
 from sparse_adapt.modeling.encoder import SpladeEncoder
 from sparse_adapt.progress import SILENT, Hooks
-from sparse_adapt.report.benchmark_md import benchmark_differences, benchmark_file, load_benchmark
+from sparse_adapt.report.benchmark_md import benchmark_differences, benchmark_file, config_overrides, load_benchmark
 from sparse_adapt.report.criteria import criteria, relevant_docs, summarise_term
 from sparse_adapt.report.files import holds_files, output_kind, slug, to_json, write_report
 from sparse_adapt.report.inputs import ReportData, ReportInputs, choose_primary_term, domain_terms, load_report_data
@@ -125,6 +126,7 @@ def assemble(
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         inputs={
             "base": i.base, "seed": i.seed, "config": cfg.to_dict(), "experiments": list(i.experiments),
+            "overrides": config_overrides(cfg.to_dict(), dataclasses.replace(i, config=None).train_config().to_dict()),
             "benchmark": str(benchmark_file(i.benchmark)) if i.benchmark is not None else None,
             **{k: (str(getattr(i, k)) if getattr(i, k) is not None else None) for k in (
                 "corpus", "terms", "dictionary", "train", "queries", "qrels", "heldout_queries", "heldout_qrels", "groups")},

@@ -71,6 +71,14 @@ def test_benchmark_trains_each_seed_ablates_each_term_and_writes_tables(base_dir
                  "--config", str(config), "--ablation", str(domain), "--ablation-seeds", "0"])
     assert code == 0, capsys.readouterr().err
     report = json.loads((out / "benchmark.json").read_text())
+    # the markdown names what the --config changed (the runs' batch sizes, epochs and weights), not the defaults
+    from sparse_adapt.training.config import TrainConfig
+
+    defaults = TrainConfig().to_dict()
+    expected = {f"{s}.{k}": v for s, values in ONE_EPOCH.items() for k, v in values.items() if defaults[s][k] != v}
+    assert report["inputs"]["overrides"] == expected and "distill.epochs" in expected
+    said = " ".join((out / "benchmark.md").read_text().split())
+    assert "Training config: the defaults (with the settings recommended for the base) except `warmup.epochs = 1`" in said
     # the pooled test is of the benchmark's seeds, not the ablation's
     assert report["pooled"] == pooled(report["results"], [0, 1])
     variants = [(r["seed"], r["variant"]) for r in report["results"]]
@@ -333,6 +341,8 @@ def test_pool_searches_every_registered_domains_documents_into_its_own_files(bas
     pooled = json.loads((out / "benchmark-pool.json").read_text())
     registered = sum(len(load_documents(corpora.get(n).docs)) for n in corpora.names())
     assert pooled["inputs"]["pool"] == {"documents": registered}
+    md = " ".join((out / "benchmark-pool.md").read_text().split())
+    assert "ranking over the pooled documents (below)" in md and "over the domain's documents" not in md
     # base and the one adapted model, each over the domain's 3 documents and every registered one
     assert [len(ids) for ids in searched] == [3 + registered] * 2
     assert len(set(searched[0])) == len(searched[0]) and {"d1", "d2", "d3"} <= set(searched[0])

@@ -228,3 +228,19 @@ def test_the_report_s_section_drops_the_benchmark_s_own_title():
     assert section[0] == "## Generalisation: the benchmark suite"
     assert not any("Benchmark: adapting domains" in line for line in section)
     assert "### Per domain: base vs adapted" in section
+
+
+def test_the_config_line_names_each_setting_a_config_changed():
+    """A benchmark or report trained with 1-epoch stages read like one made with the defaults:
+    only the JSON recorded the config."""
+    from sparse_adapt.report.benchmark_md import config_line, config_overrides
+
+    defaults = {"distill": {"epochs": 10, "lr": 2e-5}, "warmup": {"epochs": 10}}
+    config = {"distill": {"epochs": 2, "lr": 2e-5}, "warmup": {"epochs": 10}}
+    assert config_overrides(config, defaults) == {"distill.epochs": 2}
+    assert config_overrides(defaults, defaults) == {}
+    assert config_line({"distill.epochs": 2, "distill.pres_form": "vectors"}) == (
+        "Training config: the defaults (with the settings recommended for the base) except `distill.epochs = 2`, "
+        "`distill.pres_form = 'vectors'`.")
+    assert config_line({}) == "Training config: the defaults (with the settings recommended for the base)."
+    assert "inputs.config" in config_line(None)  # a file written before overrides were recorded

@@ -97,6 +97,8 @@ def test_report_files_sections_and_plots(report_dir):
     for name in images:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert [s["name"] for s in rep["stages"]] == STAGES
+    assert rep["inputs"]["overrides"]["distill.epochs"] == TINY_CONFIG["distill"]["epochs"]  # named in report.md
+    assert "Training config: the defaults (with the settings recommended for the base) except" in " ".join(md.split())
     assert [s["stages"] for s in rep["stages"]] == [
         [], ["distill"], ["extend", "distill"], ["extend", "warmup", "distill"],
         ["extend", "warmup", "dictionary", "distill"]]
@@ -803,3 +805,17 @@ def test_the_package_doc_says_held_out_queries_are_told_apart_when_the_criteria_
     term, _ = choose_primary_term(["Zorblatt", "Quux"], data)
     assert read == ["q1"] and term == "Quux"  # the criteria skip h1, the primary term counts its documents
     assert "held-out" in " ".join(package.__doc__.split())
+
+
+def test_report_md_names_the_settings_its_config_changed():
+    """report.md read like a default-settings report when --config had cut every stage to one
+    epoch: only report.json kept the config."""
+    from sparse_adapt.report.markdown import render_markdown
+
+    report = _hand_report()
+    report.inputs["overrides"] = {"distill.epochs": 2, "warmup.epochs": 1}
+    said = " ".join(render_markdown(report).split())
+    assert ("Training config: the defaults (with the settings recommended for the base) except "
+            "`distill.epochs = 2`, `warmup.epochs = 1`.") in said
+    report.inputs["overrides"] = {}
+    assert "Training config: the defaults (with the settings recommended for the base)." in render_markdown(report)
