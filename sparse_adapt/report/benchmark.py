@@ -311,9 +311,22 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         "results": [dataclasses.asdict(r) for r in results],
     }
     report["pooled"] = pooled(report["results"], inputs.seeds)
+    _say_replaced(out / f"{inputs.stem}.json", report["inputs"], hooks)
     write_atomic(out / f"{inputs.stem}.json", json.dumps(report, indent=2) + "\n")
     write_atomic(out / f"{inputs.stem}.md", render_benchmark(report))
     return report
+
+
+def _say_replaced(path: Path, now: dict, hooks: Hooks) -> None:
+    """A rerun with fewer domains or seeds rewrote the tables without a word; their runs stay."""
+    try:
+        before = json.loads(path.read_text(encoding="utf-8"))["inputs"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    for key in ("domains", "seeds"):
+        if isinstance(before, dict) and before.get(key) != now[key]:
+            hooks.message(f"replacing {path} ({key} {', '.join(map(str, before.get(key) or []))}) with {key} "
+                          f"{', '.join(map(str, now[key]))}; the runs of the others stay under {path.parent}")
 
 
 def check_out(out: Path) -> None:

@@ -245,3 +245,17 @@ def test_adapt_s_runs_record_the_settings_recommended_for_the_pretrained_start(s
     report = build_benchmark(BenchmarkInputs(out=tmp_path / "b", domains=("legal",), seeds=(0,), pipeline="adapt"))
     assert report["inputs"]["start"] == str(start)
     assert report["inputs"]["config"]["distill"]["lr"] == 1.25e-5
+
+
+def test_a_rerun_with_fewer_domains_says_the_tables_it_replaces(stubbed, tmp_path):
+    """benchmark.md and .json were rewritten for legal alone, gatrocraptic's rows gone, with only
+    `wrote ...` in the log; the runs of the dropped domain stay."""
+    from sparse_adapt.progress import Hooks
+
+    build_benchmark(BenchmarkInputs(out=tmp_path / "b", domains=("gatrocraptic", "legal"), seeds=(0,)))
+    said: list[str] = []
+    build_benchmark(BenchmarkInputs(out=tmp_path / "b", domains=("gatrocraptic", "legal"), seeds=(0,)),
+                    Hooks(message=said.append))
+    assert not any(line.startswith("replacing") for line in said)  # the same benchmark: nothing to say
+    build_benchmark(BenchmarkInputs(out=tmp_path / "b", domains=("legal",), seeds=(0,)), Hooks(message=said.append))
+    assert f"replacing {tmp_path / 'b' / 'benchmark.json'} (domains gatrocraptic, legal) with domains legal" in said[-1]
