@@ -81,8 +81,8 @@ def benchmark(
     ),
     config: Optional[Path] = typer.Option(None, "--config", help="Training config overrides (JSON or TOML), as for train."),
     ablation: str = typer.Option(
-        "", "--ablation", help="Comma-separated domains of the ablation (each loss term removed in turn), among --domains; "
-        "empty: none."
+        "", "--ablation", help="Comma-separated domains of the ablation (each loss term removed in turn), among "
+        "--domains; empty: none."
     ),
     ablation_seeds: str = typer.Option("0", "--ablation-seeds", help="Seeds of the ablation runs."),
     pool: bool = typer.Option(

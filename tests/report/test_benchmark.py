@@ -78,7 +78,8 @@ def test_benchmark_trains_each_seed_ablates_each_term_and_writes_tables(base_dir
     expected = {f"{s}.{k}": v for s, values in ONE_EPOCH.items() for k, v in values.items() if defaults[s][k] != v}
     assert report["inputs"]["overrides"] == expected and "distill.epochs" in expected
     said = " ".join((out / "benchmark.md").read_text().split())
-    assert "Training config: the defaults (with the settings recommended for the base) except `warmup.epochs = 1`" in said
+    assert "Training config: the defaults (with the settings recommended for the base) except `warmup.epochs = 1`" \
+        in said
     # the pooled test is of the benchmark's seeds, not the ablation's
     assert report["pooled"] == pooled(report["results"], [0, 1])
     variants = [(r["seed"], r["variant"]) for r in report["results"]]
