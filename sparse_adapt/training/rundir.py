@@ -302,7 +302,7 @@ def prepare(out: Path, manifest: dict, names: Sequence[str], overwrite: bool, ho
         if diff and checkpoints:
             if not overwrite:
                 raise RunMismatchError(
-                    f"{out} holds a different run (not this command's {', '.join(diff)}); "
+                    f"{out} holds a different run (this command changes its {', '.join(diff)}); "
                     f"use another --out, or pass --overwrite to discard that run", diff,
                 )
             hooks.message(f"--overwrite: discarding the run in {out} ({', '.join(diff)} differed)")

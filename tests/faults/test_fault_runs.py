@@ -218,7 +218,7 @@ def test_overwrite_discards_a_different_run_but_never_other_files(tiny_model_dir
     config = json.loads(train_inputs["config"].read_text())
     config["distill"]["lr"] /= 10
     train_inputs["config"].write_text(json.dumps(config))
-    with pytest.raises(SparseAdaptError, match=r"config \[distill\] differ"):
+    with pytest.raises(SparseAdaptError, match=r"changes its config \[distill\]"):
         _pipeline(tiny_model_dir, train_inputs, out, stages="distill")
     _pipeline(tiny_model_dir, train_inputs, out, stages="distill", overwrite=True)
     assert (out / "final" / "model.safetensors").read_bytes() != first
@@ -244,7 +244,7 @@ def test_a_run_recorded_before_a_config_key_existed_resumes_after_an_upgrade(tin
     record = json.loads((out / "run.json").read_text())
     record["config"]["distill"]["step_cap"] = 7
     (out / "run.json").write_text(json.dumps(record))
-    with pytest.raises(SparseAdaptError, match=r"config \[distill\] differ"):
+    with pytest.raises(SparseAdaptError, match=r"changes its config \[distill\]"):
         _pipeline(tiny_model_dir, train_inputs, out, stages="extend,distill")
 
 
@@ -272,7 +272,7 @@ def test_a_base_directory_retrained_in_place_is_another_run(tiny_model_dir, trai
     assert not any("changed" in m for m in said), said  # an upgrade is no change of settings
     # Other weights under the same path: refused, not resumed on top of the old checkpoints.
     make_tiny_bert(seed=1).save_pretrained(base)
-    with pytest.raises(SparseAdaptError, match="base's files differ"):
+    with pytest.raises(SparseAdaptError, match="changes its base's files"):
         _pipeline(base, train_inputs, out, stages="extend,distill")
 
 
@@ -406,7 +406,7 @@ def test_overwrite_discards_the_other_runs_partial_checkpoint_too(tmp_path):
         (tmp_path / "extend" / name).write_text("{}")
     (tmp_path / "warmup.partial").mkdir()
     (tmp_path / "notes.txt").write_text("keep me")
-    with pytest.raises(SparseAdaptError, match=r"\(seed differ"):
+    with pytest.raises(SparseAdaptError, match=r"\(this command changes its seed\)"):
         prepare(tmp_path, _manifest(1e-4, seed=1), ["extend", "warmup"], False, Hooks())
     assert prepare(tmp_path, _manifest(1e-4, seed=1), ["extend", "warmup"], True, Hooks()) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

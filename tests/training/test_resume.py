@@ -302,7 +302,7 @@ def test_a_base_spelled_another_way_is_the_same_run_and_another_base_is_not(file
     assert f"{tmp_path / 'run'}: completed stages are reused" in said  # nothing changed, nothing to name
     copy = tmp_path / "copy"
     shutil.copytree(base, copy)
-    with pytest.raises(RunMismatchError, match=r"\(base differ"):
+    with pytest.raises(RunMismatchError, match=r"\(this command changes its base\)"):
         run_pipeline(out=tmp_path / "run", stages="extend", config=config_from_dict({}), seed=0,
                      **{**files, "base": str(copy)})
 

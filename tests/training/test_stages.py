@@ -181,9 +181,9 @@ def test_rerun_with_other_settings_is_refused(tiny_dir, inputs, tmp_path):
     _run(tiny_dir, inputs, out, stages="distill")
     changed = json.loads(json.dumps(SMALL))
     changed["distill"]["lr"] = 5e-4
-    with pytest.raises(RunMismatchError, match=r"not this command's config \[distill\]"):
+    with pytest.raises(RunMismatchError, match=r"changes its config \[distill\]"):
         _run(tiny_dir, inputs, out, stages="distill", config=changed)
-    with pytest.raises(RunMismatchError, match="not this command's stages"):
+    with pytest.raises(RunMismatchError, match="changes its stages"):
         _run(tiny_dir, inputs, out, stages="extend,distill")
     foreign = tmp_path / "mine"
     foreign.mkdir()

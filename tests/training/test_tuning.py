@@ -185,7 +185,7 @@ def test_a_run_of_the_mlm_stages_survives_a_change_of_distill_settings(tiny_dir,
                  hooks=Hooks(message=messages.append), **inputs)
     assert any("resuming: extend, warmup already complete" in m for m in messages)
     changed = {**SMALL, "warmup": {**SMALL["warmup"], "lr": 0.5}}
-    with pytest.raises(RunMismatchError, match=r"not this command's config \[warmup\]"):
+    with pytest.raises(RunMismatchError, match=r"changes its config \[warmup\]"):
         run_pipeline(base=str(tiny_dir), out=out, stages=stages, config=config_from_dict(changed), seed=0, **inputs)
 
 
