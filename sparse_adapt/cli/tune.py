@@ -48,6 +48,7 @@ def register(app: typer.Typer) -> None:
         from sparse_adapt.data import load_dictionary, load_domain_terms, load_train
         from sparse_adapt.errors import ConfigError
         from sparse_adapt.progress import signed
+        from sparse_adapt.report.files import output_kind
         from sparse_adapt.training.config_files import load_config
         from sparse_adapt.training.pipeline import run_pipeline
         from sparse_adapt.training.stages import TrainData
@@ -56,8 +57,6 @@ def register(app: typer.Typer) -> None:
         given = (corpus, terms, dictionary, train_file, valid, config, space_file, base)
         check_not_an_input(out, given, holding=False)  # --out is no input, nor inside an input's folder
         check_inputs_outside_study(out, given)  # nor at a path the study writes
-        from sparse_adapt.report.files import output_kind
-
         # --overwrite wrote the study's prefix/ into a benchmark's, which then refused its own folder.
         if out.is_dir() and (kind := output_kind(out)) not in (None, "tune"):
             raise ConfigError(f"--out {out} holds a `sparse-adapt {kind}` output, not a tune study: give another --out")

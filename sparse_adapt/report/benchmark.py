@@ -194,7 +194,7 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         raise ConfigError(f"--ablation {outside[0]} is not one of --domains: an ablation is read against its domain's "
                           "full runs, which the tables and the pooled test count; add it to --domains")
     evalsets = {}
-    for d in [*domains, *ablation]:  # validated before training
+    for d in domains:  # validated before training (the ablation's are among them)
         said: list[str] = []
         evalsets[d.name] = EvalSet.load(d.files, said)
         for line in said:
@@ -205,7 +205,7 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         load_teacher(inputs.teacher)
     if inputs.pool:
         evalsets = {d.name: evalsets[d.name].pooled(None if d.split == "outside" else d.name)
-                    for d in [*domains, *ablation]}
+                    for d in domains}
     base = SpladeEncoder.from_pretrained(inputs.base)
     base_scores = {name: ev.scores(base, inputs.feedback) for name, ev in evalsets.items()}
     results: list[Measured] = []
@@ -280,9 +280,7 @@ def _build_benchmark(inputs: BenchmarkInputs, hooks: Hooks = SILENT) -> dict:
         results.append(Measured(d.name, d.split, None, "base", base_scores[d.name], inputs.base))
         for seed in inputs.seeds:
             results.append(measure(d, seed, "full", *main_run(d, seed)))
-    for d in ablation:
-        if d.name not in {r.domain for r in results}:
-            results.append(Measured(d.name, d.split, None, "base", base_scores[d.name], inputs.base))
+    for d in ablation:  # its base row is in results already: it is one of the domains
         for seed in inputs.ablation_seeds:
             full = main_run(d, seed)
             if not any(r.domain == d.name and r.seed == seed and r.variant == "full" for r in results):

@@ -141,8 +141,10 @@ def reference_of(model: str | Path, _depth: int = 0) -> str | None:
     if isinstance(run.get("reference"), str):
         return run["reference"]
     base = run.get("base")
-    if not isinstance(base, str) or same_place(base, model):  # a final moved to where its base was
-        return base if isinstance(base, str) else None
+    if not isinstance(base, str):
+        return None
+    if same_place(base, model):  # a final moved to where its base was
+        return base
     # A run's base inside itself is refused, so a chain ends; the depth only bounds edited records.
     return (reference_of(base, _depth + 1) if _depth < 64 else None) or base
 
